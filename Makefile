@@ -1,0 +1,32 @@
+# Two entry points for a fresh clone (Python >= 3.11 only): `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install install-dev lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/python -m pip install -e '.[dev]'
+
+## Install and start the workbench on http://localhost:8501
+run: install
+	$(BIN)/streamlit run app.py
+
+## Install everything and run the whole suite CI runs: lint, types, tests (unit, app, e2e browser)
+test: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m "not benchmark"
+
+bench: install-dev
+	$(BIN)/python -m pytest -m benchmark -s
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Catalog: GPU types, purchasable node configs, regions, models, SLO presets, availability."""

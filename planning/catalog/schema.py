@@ -1,0 +1,171 @@
+"""Frozen catalog records: GPU types, purchasable node configs, regions, models, SLO presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Provenance = Literal["measured", "calibrated", "roofline"]
+QualityFlag = Literal["ok", "anomaly", "estimated", "hypothetical"]
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU type (a single device).
+
+    ``hbm_bw_gbps`` is decimal GB/s; TFLOPS are dense (no sparsity) tensor-core rates;
+    ``fp8_tflops`` is ``None`` where the GPU has no FP8 tensor cores.
+    ``intra_link_gbps`` is per-direction GB/s between GPUs of one node (NVLink or PCIe).
+    """
+
+    id: str
+    memory_gb: float
+    hbm_bw_gbps: float
+    bf16_tflops: float
+    fp8_tflops: float | None
+    intra_link: str
+    intra_link_gbps: float
+    generation: str
+    source: str
+    as_of: str
+
+
+def shape_key(gpu_id: str, gpu_count: int) -> str:
+    """Region-independent key of a node shape, e.g. ``"2xL40S"``."""
+    return f"{gpu_count}x{gpu_id}"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """A node (VM) that can be rented in one region: ``gpu_count`` GPUs of type ``gpu_id``.
+
+    ``shape`` (``"4xL4"``) is the region-independent configuration the templates are built from;
+    ``id`` is unique per row (``"aws:us-east-2:g6.12xlarge"``).
+    Prices are USD per hour for the whole node; ``price_spot`` is ``None`` when no spot market.
+    ``network_gbps`` is the node's network bandwidth in Gbit/s where the cloud publishes it.
+    ``quality`` flags anomalies that are kept, not silently fixed; ``hypothetical`` rows are
+    shapes a paper used that the cloud does not sell, priced as that paper did.
+    """
+
+    id: str
+    cloud: str
+    region: str
+    instance_type: str
+    gpu_id: str
+    gpu_count: int
+    vcpus: int | None
+    memory_gib: float | None
+    price_on_demand: float
+    price_spot: float | None
+    network_gbps: float | None
+    quality: QualityFlag
+    notes: str
+    source: str
+    as_of: str
+
+    @property
+    def shape(self) -> str:
+        return shape_key(self.gpu_id, self.gpu_count)
+
+    @property
+    def region_key(self) -> str:
+        """``"aws:us-east-2"`` — clouds reuse region names, so regions are always cloud-qualified."""
+        return f"{self.cloud}:{self.region}"
+
+    @property
+    def hypothetical(self) -> bool:
+        return self.quality == "hypothetical"
+
+
+@dataclass(frozen=True)
+class Region:
+    """A cloud region (``key`` = ``"cloud:region"``)."""
+
+    key: str
+    cloud: str
+    region: str
+    display_name: str
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of one LLM, from its public ``config.json``.
+
+    ``sliding_window`` is the window in tokens (``None`` = all layers full attention);
+    ``layer_types`` lists, per layer, ``"full"`` or ``"sliding"`` (empty = all full).
+    MoE models have ``experts_total > 0`` and ``moe_intermediate_size`` per expert;
+    ``params_total``/``params_active`` are counts of parameters (not billions).
+    """
+
+    id: str
+    display_name: str
+    hf_repo: str
+    layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    experts_total: int
+    experts_active: int
+    moe_intermediate_size: int
+    sliding_window: int | None
+    layer_types: tuple[str, ...]
+    params_total: float
+    params_active: float
+    dtype: str
+    tie_embeddings: bool
+    source: str
+    as_of: str
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts_total > 0
+
+    @property
+    def bytes_per_param(self) -> float:
+        return {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 0.53, "fp32": 4.0}.get(self.dtype, 2.0)
+
+    def weight_bytes(self, dtype: str | None = None) -> float:
+        """Bytes of all weights at ``dtype`` (default: the model's own)."""
+        bpp = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 0.53, "fp32": 4.0}[dtype or self.dtype]
+        return self.params_total * bpp
+
+
+@dataclass(frozen=True)
+class SLOPreset:
+    """Latency targets for one model: prefill (TTFT) and decode (TPOT) in milliseconds."""
+
+    id: str
+    model_id: str | None
+    prefill_ms: float | None
+    decode_ms: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Illustrative (editable) count of nodes of one config available in one region."""
+
+    config_id: str
+    nodes: int
+    illustrative: bool
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything loaded from ``data/`` (plus user overrides), validated and indexed by id."""
+
+    gpus: dict[str, GPU]
+    configs: dict[str, NodeConfig]
+    regions: dict[str, Region]
+    models: dict[str, ModelSpec]
+    slo_presets: dict[str, SLOPreset]
+    availability: dict[str, Availability]
+    overridden: frozenset[str] = field(default_factory=frozenset)

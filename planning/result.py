@@ -1,0 +1,261 @@
+"""PlanResult: status, cost breakdown, instances with placements, capacity, service, baselines, diagnostics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "cancelled", "error")
+
+
+@dataclass(frozen=True)
+class NodeBox:
+    """One node of a pipeline stage (data-parallel replicas of a stage are several boxes)."""
+
+    shape: str
+    gpu: str
+    count: int
+    throughput: float = 0.0
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A pipeline stage: ``layers`` consecutive layers ``[layer_start, layer_end)`` on ``nodes``."""
+
+    layers: int
+    layer_start: int
+    layer_end: int
+    nodes: tuple[NodeBox, ...]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StagePlan:
+        return cls(int(d["layers"]), int(d["layer_start"]), int(d["layer_end"]),
+                   tuple(NodeBox(**n) for n in d["nodes"]))
+
+
+@dataclass(frozen=True)
+class InstancePlan:
+    """``count`` serving instances of one template in one region."""
+
+    model: str
+    phase: str
+    template_id: str
+    region: str
+    count: int
+    usage: Mapping[str, int]
+    gpus: Mapping[str, int]
+    throughput: float
+    throughput_unit: str
+    load: float
+    cost_per_hour: float
+    homogeneous: bool
+    stages: tuple[StagePlan, ...] = ()
+    provenance: str = "roofline"
+
+    @property
+    def utilisation(self) -> float:
+        """Fraction of the instances' capacity the assigned load uses (0..1)."""
+        return self.load / self.count if self.count else 0.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> InstancePlan:
+        data = dict(d)
+        data.pop("utilisation", None)
+        data["stages"] = tuple(StagePlan.from_dict(s) for s in data.get("stages", ()))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """One line of the cost breakdown (model × phase × region × shape); ``kind`` provisioning or penalty."""
+
+    model: str
+    phase: str
+    region: str
+    shape: str
+    nodes: int
+    cost_per_hour: float
+    kind: str = "provisioning"
+
+
+@dataclass(frozen=True)
+class CapacityUse:
+    region: str
+    shape: str
+    gpu: str
+    used: int
+    available: int
+    price_per_hour: float
+
+
+@dataclass(frozen=True)
+class GroupService:
+    """Demand and service of one (model, phase): rates in ``unit`` (prompt tok/s, output tok/s or req/s)."""
+
+    model: str
+    phase: str
+    demanded: float
+    served: float
+    unit: str
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 if self.demanded <= 0 else min(1.0, self.served / self.demanded)
+
+
+@dataclass(frozen=True)
+class BaselineSummary:
+    """One baseline strategy's answer; ``feasible`` is False when it cannot meet all demand."""
+
+    name: str
+    cost_per_hour: float
+    served_fraction: float
+    feasible: bool
+    served_by_group: Mapping[str, float] = field(default_factory=dict)
+    gpus: Mapping[str, int] = field(default_factory=dict)
+    note: str = ""
+    savings_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Everything a plan says. Never ``None``: an infeasible plan has a status and diagnostics."""
+
+    status: str
+    objective: str
+    cost_per_hour: float
+    provisioning_per_hour: float
+    penalty_per_hour: float
+    served_fraction: float
+    mip_gap: float | None
+    instances: tuple[InstancePlan, ...] = ()
+    cost_lines: tuple[CostLine, ...] = ()
+    capacity: tuple[CapacityUse, ...] = ()
+    service: tuple[GroupService, ...] = ()
+    baselines: tuple[BaselineSummary, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+    provenance: Mapping[str, str] = field(default_factory=dict)
+    diagnostics: tuple[str, ...] = ()
+    template_counts: Mapping[str, int] = field(default_factory=dict)
+    scenario: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    # --- serialization ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["instances"] = [{**asdict(i), "utilisation": i.utilisation} for i in self.instances]
+        out["baselines"] = [asdict(b) for b in self.baselines]
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=float)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PlanResult:
+        data = dict(d)
+        data["instances"] = tuple(InstancePlan.from_dict(i) for i in data.get("instances", ()))
+        data["cost_lines"] = tuple(CostLine(**c) for c in data.get("cost_lines", ()))
+        data["capacity"] = tuple(CapacityUse(**c) for c in data.get("capacity", ()))
+        data["service"] = tuple(GroupService(**s) for s in data.get("service", ()))
+        data["baselines"] = tuple(BaselineSummary(**b) for b in data.get("baselines", ()))
+        data["diagnostics"] = tuple(data.get("diagnostics", ()))
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanResult:
+        return cls.from_dict(json.loads(text))
+
+    # --- tables ------------------------------------------------------------------------------------------------
+    def instances_frame(self) -> pd.DataFrame:
+        cols = ["model", "phase", "template_id", "region", "count", "gpus", "throughput", "throughput_unit",
+                "utilisation", "cost_per_hour", "homogeneous", "n_stages", "provenance"]
+        rows = [{
+            "model": i.model, "phase": i.phase, "template_id": i.template_id, "region": i.region, "count": i.count,
+            "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(i.gpus.items())), "throughput": i.throughput,
+            "throughput_unit": i.throughput_unit, "utilisation": round(i.utilisation, 4),
+            "cost_per_hour": i.cost_per_hour, "homogeneous": i.homogeneous, "n_stages": len(i.stages),
+            "provenance": i.provenance,
+        } for i in self.instances]
+        return pd.DataFrame(rows, columns=cols)
+
+    def breakdown_frame(self) -> pd.DataFrame:
+        cols = ["model", "phase", "region", "shape", "nodes", "cost_per_hour", "kind"]
+        return pd.DataFrame([asdict(c) for c in self.cost_lines], columns=cols)
+
+    def capacity_frame(self) -> pd.DataFrame:
+        cols = ["region", "shape", "gpu", "used", "available", "price_per_hour"]
+        return pd.DataFrame([asdict(c) for c in self.capacity], columns=cols)
+
+    def service_frame(self) -> pd.DataFrame:
+        cols = ["model", "phase", "demanded", "served", "unit", "fraction"]
+        return pd.DataFrame([{**asdict(s), "fraction": s.fraction} for s in self.service], columns=cols)
+
+    def baselines_frame(self) -> pd.DataFrame:
+        cols = ["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct", "note"]
+        rows = [{"name": "Plan (mixed templates)", "cost_per_hour": self.cost_per_hour,
+                 "served_fraction": self.served_fraction, "feasible": self.status in ("optimal", "feasible"),
+                 "savings_pct": 0.0, "note": self.status}]
+        rows += [{k: getattr(b, k) for k in cols} for b in self.baselines]
+        return pd.DataFrame(rows, columns=cols)
+
+    def gpus_by_type(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for inst in self.instances:
+            for gpu, n in inst.gpus.items():
+                totals[gpu] = totals.get(gpu, 0) + n * inst.count
+        return dict(sorted(totals.items()))
+
+    def regions_used(self) -> list[str]:
+        return sorted({i.region for i in self.instances})
+
+    def best_homogeneous_baseline(self) -> BaselineSummary | None:
+        """Cheapest baseline that meets all demand (None when none does)."""
+        ok = [b for b in self.baselines if b.feasible]
+        return min(ok, key=lambda b: b.cost_per_hour) if ok else None
+
+    # --- text --------------------------------------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        """A self-contained Markdown report."""
+        name = self.scenario.get("name", "scenario") if self.scenario else "scenario"
+        lines = [f"# Serving plan — {name}", "",
+                 f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else ""),
+                 f"- **Cost:** ${self.cost_per_hour:,.2f}/h (provisioning ${self.provisioning_per_hour:,.2f}/h, "
+                 f"initialization penalty ${self.penalty_per_hour:,.2f}/h)",
+                 f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
+        best = self.best_homogeneous_baseline()
+        if best is not None and best.cost_per_hour > 0:
+            lines.append(f"- **Savings vs best homogeneous baseline ({best.name}):** "
+                         f"{(1 - self.cost_per_hour / best.cost_per_hour):.1%}")
+        if self.message:
+            lines += ["", self.message]
+        if self.diagnostics:
+            lines += ["", "## Diagnostics", ""] + [f"- {d}" for d in self.diagnostics]
+        lines += ["", "## Instances", "", _md_table(self.instances_frame())]
+        lines += ["", "## Served vs demanded", "", _md_table(self.service_frame())]
+        lines += ["", "## Cost breakdown", "", _md_table(self.breakdown_frame())]
+        lines += ["", "## GPUs used vs available", "", _md_table(self.capacity_frame())]
+        lines += ["", "## Baselines", "", _md_table(self.baselines_frame())]
+        if self.timings:
+            lines += ["", "## Timings (s)", ""] + [f"- {k}: {v:.3f}" for k, v in self.timings.items()]
+        if self.provenance:
+            lines += ["", "## Provenance of performance numbers", ""] + [f"- {k}: {v}" for k, v in self.provenance.items()]
+        return "\n".join(lines) + "\n"
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_none_"
+    header = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    sep = "| " + " | ".join("---" for _ in df.columns) + " |"
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.4g}"
+        return str(v).replace("|", "/")
+
+    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([header, sep, *body])

@@ -12,7 +12,7 @@ from planning.errors import PlanningError
 from planning.scenario import Objective, Scenario, atomic_write_text
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
     p = sub.add_parser("solve", help="plan a scenario: templates, allocation ILP, baselines")
     _scenario_args(p)
     p.add_argument("--objective", choices=("cost", "served"), help="override the scenario's objective")
@@ -83,9 +83,9 @@ def _templates(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
         return 0
-    counts = frame.groupby(["model", "phase"]).size()
-    for (model, phase), n in counts.items():
-        sub = frame[(frame["model"] == model) & (frame["phase"] == phase)]
+    for key, sub in frame.groupby(["model", "phase"], sort=True):
+        model, phase = str(key[0]), str(key[1])
+        n = len(sub)
         top = sub.sort_values("tokens_per_dollar", ascending=False).head(args.limit)
         print(f"\n{model} / {phase}: {n} templates (top {len(top)} by throughput per $)")
         print(top[["template_id", "n_gpus", "throughput", "unit", "cost_per_hour", "region"]].to_string(index=False))

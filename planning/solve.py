@@ -291,8 +291,7 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
         if group.phase in ("prefill", "decode"):
             rows, tables = _library_records(ctx, scenario, spec, group, group.phase, group.slo_ms, shapes, sub_progress, cancel)
             for row in rows:
-                stages = stages_from_placement(row["placement"], row["node_shapes"],
-                                               lambda sh, s, j, t=tables: float(t[shape_index[sh], s - 1, j - 1]))
+                stages = stages_from_placement(row["placement"], row["node_shapes"], _table_lookup(tables, shape_index))
                 if len(group.classes) == 1:
                     thr = {group.classes[0].id: float(row["throughput"])}
                 else:
@@ -313,8 +312,7 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
                 prow = p_by_id.get(row["template_id"])
                 if prow is None:
                     continue
-                d_st = stages_from_placement(row["placement"], row["node_shapes"],
-                                             lambda sh, s, j, t=d_tab: float(t[shape_index[sh], s - 1, j - 1]))
+                d_st = stages_from_placement(row["placement"], row["node_shapes"], _table_lookup(d_tab, shape_index))
                 p_st = stages_from_placement(prow["placement"], prow["node_shapes"])
                 thr = {}
                 for c in group.classes:
@@ -328,6 +326,13 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
                     thr[c.id] = 0.0 if tp <= 0 or td <= 0 else 1.0 / (c.input_len / tp + c.output_len / td)
                 records.append(_record(row, group, thr, d_st, ctx))
     return records
+
+
+def _table_lookup(tables: np.ndarray, shape_index: Mapping[str, int]) -> Callable[[str, int, int], float]:
+    def lookup(shape: str, n_stages: int, layers: int) -> float:
+        return float(tables[shape_index[shape], n_stages - 1, layers - 1])
+
+    return lookup
 
 
 def _record(row: Mapping[str, Any], group: Group, thr: Mapping[str, float], stages: tuple[StagePlan, ...],
@@ -376,8 +381,8 @@ def allocation_problem(scenario: Scenario, groups: Sequence[Group], records: Seq
         offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
                      for o in offers),
         classes=classes, current=current, K=scenario.options.K,
-        objective=objective or scenario.objective.kind,  # type: ignore[arg-type]
-        budget_per_hour=scenario.objective.budget_per_hour, solver=scenario.options.solver,  # type: ignore[arg-type]
+        objective=objective or scenario.objective.kind,
+        budget_per_hour=scenario.objective.budget_per_hour, solver=scenario.options.solver,
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
         dump_model=str(dump_model) if dump_model else None,
     )

@@ -407,8 +407,7 @@ def _load_kind(kind: str, data_dir: Path, overrides_dir: Path | None, overridden
     records: dict[str, Any] = reader(path) if path.exists() else {}
     if overrides_dir is not None and (overrides_dir / name).exists():
         extra = reader(overrides_dir / name)
-        overridden.update(k for k in extra if k in records)
-        overridden.update(extra)
+        overridden.update(extra)  # replaced and added ids alike
         records.update(extra)
     return records
 

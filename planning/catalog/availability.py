@@ -119,18 +119,26 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
         raise _fail(path, "is not a file.", "pass the path of an availability CSV.")
     size = path.stat().st_size
     if size > MAX_SERIES_BYTES:
-        raise _fail(path, f"is {size} bytes, above the {MAX_SERIES_BYTES} byte limit.", "aggregate or split it.")
+        raise _fail(
+            path, f"is {size} bytes, above the {MAX_SERIES_BYTES} byte limit.", "aggregate or split it."
+        )
     try:
         raw = pl.read_csv(path, infer_schema_length=0)  # all strings; validated below
     except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as exc:
-        raise _fail(path, f"cannot be read as CSV ({exc}).", "write a header row and comma-separated values.") from None
+        raise _fail(
+            path, f"cannot be read as CSV ({exc}).", "write a header row and comma-separated values."
+        ) from None
     columns = set(raw.columns)
     for required in ("timestamp", "nodes"):
         if required not in columns:
-            raise _fail(path, f"missing column {required!r}.", "columns: timestamp, config_id or region+shape, nodes.")
+            raise _fail(
+                path, f"missing column {required!r}.", "columns: timestamp, config_id or region+shape, nodes."
+            )
     by_config = "config_id" in columns
     if not by_config and not {"region", "shape"} <= columns:
-        raise _fail(path, "needs config_id, or region and shape.", "add a config_id column or region and shape.")
+        raise _fail(
+            path, "needs config_id, or region and shape.", "add a config_id column or region and shape."
+        )
     if raw.height == 0:
         raise _fail(path, "has no rows.", "add at least one row.")
 
@@ -138,7 +146,12 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
     bad = raw.with_row_index("line", offset=2).filter(nodes.is_null() | (nodes < 0))
     if bad.height:
         line = bad["line"][0]
-        raise _fail(path, f"line {line}: nodes {bad['nodes'][0]!r} is not an integer >= 0.", "write a whole number.", "nodes")
+        raise _fail(
+            path,
+            f"line {line}: nodes {bad['nodes'][0]!r} is not an integer >= 0.",
+            "write a whole number.",
+            "nodes",
+        )
 
     stamps_text = raw["timestamp"].str.strip_chars()
     hours = stamps_text.cast(pl.Float64, strict=False)

@@ -47,7 +47,9 @@ def catalog_rows(catalog: Catalog, kind: str) -> list[dict[str, Any]]:
         for cfg in catalog.configs.values():
             row = dataclasses.asdict(cfg)
             avail = catalog.availability.get(cfg.id)
-            row.update(shape=cfg.shape, region_key=cfg.region_key, available_nodes=avail.nodes if avail else None)
+            row.update(
+                shape=cfg.shape, region_key=cfg.region_key, available_nodes=avail.nodes if avail else None
+            )
             rows.append(row)
     elif kind == "models":
         for model in catalog.models.values():
@@ -107,10 +109,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``planning catalog KIND [--json]`` to the CLI."""
-    parser = subparsers.add_parser("catalog", help="show catalog tables (GPUs, node configs, models, regions)")
+    parser = subparsers.add_parser(
+        "catalog", help="show catalog tables (GPUs, node configs, models, regions)"
+    )
     parser.add_argument("kind", choices=KINDS, help="which table to show")
     parser.add_argument("--json", action="store_true", help="print a JSON list of records")
-    parser.add_argument("--overrides", metavar="DIR", help="folder of user CSV/YAML overrides to layer on top")
+    parser.add_argument(
+        "--overrides", metavar="DIR", help="folder of user CSV/YAML overrides to layer on top"
+    )
     parser.add_argument("--cloud", help="configs only: keep one cloud (aws, gcp, azure, lambda, runpod)")
     parser.add_argument("--region", help="configs only: keep one region (us-east-2 or aws:us-east-2)")
     parser.add_argument("--gpu", help="configs only: keep one GPU id")

@@ -65,7 +65,9 @@ def load_preset(name: str, presets_dir: Path | None = None) -> dict[str, Any]:
     path = folder / f"{name}.yaml"
     size = path.stat().st_size
     if size > MAX_PRESET_BYTES:
-        raise PlanningError(f"preset {name}", f"is {size} bytes, above {MAX_PRESET_BYTES}.", "shorten the file.")
+        raise PlanningError(
+            f"preset {name}", f"is {size} bytes, above {MAX_PRESET_BYTES}.", "shorten the file."
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -74,7 +76,9 @@ def load_preset(name: str, presets_dir: Path | None = None) -> dict[str, Any]:
         raise PlanningError(f"preset {name}", "is not a YAML mapping.", "start the file with `name: ...`.")
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
-        raise PlanningError(f"preset {name}", f"missing key(s) {', '.join(missing)}.", "add them (see data/README.md).")
+        raise PlanningError(
+            f"preset {name}", f"missing key(s) {', '.join(missing)}.", "add them (see data/README.md)."
+        )
     if data["name"] != name:
         raise PlanningError(
             f"preset {name}.name", f"is {data['name']!r}, not the file name.", f"set `name: {name}`."

@@ -15,7 +15,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_qwen3_moe_fixture_counts_by_hand() -> None:
     spec = model_from_hf_config(FIXTURES / "tiny_qwen3_moe_config.json", "tiny-moe")
-    assert (spec.layers, spec.experts_total, spec.experts_active, spec.moe_intermediate_size) == (4, 16, 2, 128)
+    assert (spec.layers, spec.experts_total, spec.experts_active, spec.moe_intermediate_size) == (
+        4,
+        16,
+        2,
+        128,
+    )
     assert spec.sliding_window is None and spec.layer_types == ()  # use_sliding_window false wins
     assert spec.tie_embeddings and spec.dtype == "bf16"
     h, q, kv, hd = 256, 8 * 32, 2 * 32, 32

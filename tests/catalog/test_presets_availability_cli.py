@@ -100,7 +100,9 @@ def test_cli_json_matches_catalog(kind: str, catalog_cli: None, capsys: pytest.C
 
 
 def test_cli_table_and_filters(catalog_cli: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert planning.cli.main(["catalog", "configs", "--region", "aws:us-east-2", "--gpu", "L40S", "--json"]) == 0
+    assert (
+        planning.cli.main(["catalog", "configs", "--region", "aws:us-east-2", "--gpu", "L40S", "--json"]) == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(r["gpu_id"] == "L40S" and r["region_key"] == "aws:us-east-2" for r in rows)
     assert planning.cli.main(["catalog", "gpus"]) == 0

@@ -68,7 +68,9 @@ def test_configs_respect_the_real_shapes_rule() -> None:
         ("source", "", "is empty"),
     ],
 )
-def test_bad_config_cell_names_file_line_and_column(data_copy: Path, column: str, value: str, message: str) -> None:
+def test_bad_config_cell_names_file_line_and_column(
+    data_copy: Path, column: str, value: str, message: str
+) -> None:
     _rewrite(data_copy / "node_configs.csv", 2, **{column: value})
     with pytest.raises(PlanningError) as err:
         load_catalog(data_copy)
@@ -90,7 +92,9 @@ def test_duplicate_id_and_missing_column(data_copy: Path) -> None:
     with pytest.raises(PlanningError, match="duplicate id 'H100'"):
         load_catalog(data_copy)
     header = lines[0].replace(",hbm_bw_gbps", "")
-    path.write_text("\n".join([header, *[",".join(r) for r in csv.reader(lines[1:2])]]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join([header, *[",".join(r) for r in csv.reader(lines[1:2])]]) + "\n", encoding="utf-8"
+    )
     with pytest.raises(PlanningError, match="missing column"):
         load_catalog(data_copy)
 

@@ -18,7 +18,9 @@ GPU_PARAMS: tuple[str, ...] = (
     "eff_compute_bf16",  # achieved / spec dense BF16 tensor TFLOPS for large GEMMs
     "eff_compute_fp8",  # achieved / spec dense FP8 tensor TFLOPS for large GEMMs
     "eff_attn",  # achieved / spec BF16 TFLOPS inside flash attention
-    "kernel_us",  # fixed latency of one kernel (launch + tail), microseconds
+    "kernel_us",  # fixed latency of one GEMM / element-wise kernel (launch + tail), microseconds
+    "attn_us",  # fixed latency of one attention kernel (split-KV, metadata), microseconds
+    "attn_tile_tokens",  # per-tile fixed work of flash attention, in equivalent key tokens
     "ar_latency_us",  # all-reduce latency between 2 GPUs of one node, microseconds
     "ar_eff",  # achieved / spec intra-node link bandwidth for a 2-GPU all-reduce
     "ar_scaling",  # exponent: link efficiency falls as (2/n)**ar_scaling with n GPUs (PCIe contention)
@@ -50,6 +52,8 @@ class GpuCalibration:
     eff_compute_fp8: float
     eff_attn: float
     kernel_us: float
+    attn_us: float
+    attn_tile_tokens: float
     ar_latency_us: float
     ar_eff: float
     ar_scaling: float
@@ -157,6 +161,8 @@ def load_calibration(path: Path | None = None) -> Calibration:
             raise PlanningError(f"{path.name}", f"missing columns {sorted(missing)}.", f"columns are {sorted(required)}.")
         for row_no, row in enumerate(reader, start=2):
             gpu, param = row["gpu"].strip(), row["param"].strip()
+            if gpu.startswith("engine:"):  # a reference engine's own overhead (used only to score the fit)
+                continue
             allowed = GLOBAL_PARAMS if gpu == "default" and param in GLOBAL_PARAMS else GPU_PARAMS
             if param not in allowed:
                 raise PlanningError(f"{path.name}:{row_no}:param", f"unknown parameter {param!r}.",
@@ -166,9 +172,10 @@ def load_calibration(path: Path | None = None) -> Calibration:
             except ValueError:
                 raise PlanningError(f"{path.name}:{row_no}:value", f"{row['value']!r} is not a number.",
                                     "write a decimal number.") from None
-            if not value >= 0 or (param.startswith("eff_") and value > 1.0):
+            bad_sign = value < 0 and param != "ar_scaling"
+            if value != value or bad_sign or (param.startswith("eff_") and not 0 < value <= 1.0):
                 raise PlanningError(f"{path.name}:{row_no}:value", f"{param}={value} is out of range.",
-                                    "efficiencies lie in (0, 1]; other constants are >= 0.")
+                                    "efficiencies lie in (0, 1]; ar_scaling may be negative; other constants are >= 0.")
             values.setdefault(gpu, {})[param] = value
             sources.setdefault(gpu, set()).add(row["source"].strip())
             as_of = max(as_of, row["as_of"].strip())

@@ -22,6 +22,8 @@ KV_BYTES = 2.0
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
 # Kernels per layer besides GEMMs and attention (which count their own): rope, 2 fused add+norm, activation.
 ELEMENTWISE_KERNELS = 4
+ATTN_TILE = 64.0  # query rows per flash-attention decode tile (GQA groups are padded to it)
+PREFILL_Q_TILE = 16.0  # prompt rows are padded to this granularity in prefill attention
 MOE_EXTRA_KERNELS = 2  # top-k/softmax, token permute/unpermute (router and the two expert GEMMs count their own)
 
 
@@ -179,7 +181,10 @@ def gemm_time(dev: Device, m: ArrayLike, n: ArrayLike, k: ArrayLike, wbytes: flo
     m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
     flops = 2.0 * m * n * k
     nbytes = k * n * wbytes + (m * k + m * n) * ACT_BYTES
-    return dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, compute)
+    t = dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, compute)
+    if compute == "fp8":  # dynamic per-token activation quantization: one more kernel reading X, writing X8
+        t = t + dev.cal.kernel_us * 1e-6 + m * k * (ACT_BYTES + 1.0) / (dev.bw * dev.cal.eff_bw)
+    return t
 
 
 def causal_pairs(q_len: ArrayLike, window: int | None) -> np.ndarray:
@@ -197,9 +202,12 @@ def attention_prefill_time(dev: Device, batch: ArrayLike, q_len: ArrayLike, head
     """Causal flash attention of ``batch`` prompts of ``q_len`` tokens, heads already divided by tp."""
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
-    flops = 4.0 * head_dim * heads * b * causal_pairs(q, window)
+    # Flash attention works on tiles of ATTN_TILE query rows: a short prompt still costs a whole tile.
+    q_tiles = np.ceil(q / PREFILL_Q_TILE) * PREFILL_Q_TILE
+    # Each query row also pays a fixed per-tile cost worth ``attn_tile_tokens`` keys (softmax epilogue, loads).
+    flops = 4.0 * head_dim * heads * b * (causal_pairs(q_tiles, window) + q_tiles * dev.cal.attn_tile_tokens)
     nbytes = b * q * head_dim * (2.0 * heads + 2.0 * kv_heads) * ACT_BYTES
-    return dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, attn=True)
+    return dev.cal.attn_us * 1e-6 + roof(dev, flops, nbytes, attn=True)
 
 
 def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, heads: float, kv_heads: float,
@@ -209,9 +217,11 @@ def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, hea
     c = np.asarray(context, dtype=float)
     if window is not None:
         c = np.minimum(c, float(window))
-    flops = 4.0 * head_dim * heads * b * c
+    # GQA packs the query heads of one KV head into the rows of one tile, padded to ATTN_TILE rows.
+    rows = np.maximum(heads / kv_heads, ATTN_TILE) * kv_heads
+    flops = 4.0 * head_dim * rows * b * (c + dev.cal.attn_tile_tokens)
     nbytes = b * c * 2.0 * kv_heads * head_dim * KV_BYTES + b * 2.0 * heads * head_dim * ACT_BYTES
-    return dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, attn=True)
+    return dev.cal.attn_us * 1e-6 + roof(dev, flops, nbytes, attn=True)
 
 
 def allreduce_time(dev: Device, nbytes: ArrayLike, n: int) -> np.ndarray:

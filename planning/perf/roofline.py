@@ -81,7 +81,7 @@ def resolve_precision(model: ModelSpec, dtype: str | None, gpu: GPU) -> Precisio
     if name == "fp8":
         if gpu.fp8_tflops is None:
             raise PlanningError("dtype", f"GPU {gpu.id} has no FP8 tensor cores.",
-                                "use --dtype bf16, or an FP8 GPU (H100, H200, L40S, L40, L4, RTX4090).")
+                                "use dtype bf16, or a GPU with FP8 tensor cores (Hopper or Ada generation).")
         return Precision("fp8", 1.0, 1.0, "fp8")
     if name == "mxfp4":
         return Precision("mxfp4", 2.0, WEIGHT_BYTES["mxfp4"], "bf16")

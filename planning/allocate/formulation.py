@@ -245,7 +245,7 @@ def solve_pulp(
                 text = fh.read()
         finally:
             os.unlink(log)
-        result, obj, bound, cbc_gap = parse_cbc_log(text)
+        result, _obj, bound, cbc_gap = parse_cbc_log(text)
         seconds = time.perf_counter() - t0
         lower = result.lower()
         if "infeasible" in lower or m.prob.status == pulp.LpStatusInfeasible:

@@ -118,7 +118,10 @@ def dominated_mask(
     return out
 
 
-def _dominated_by_subusage_scalar(keys, by_key, thr, out) -> None:  # type: ignore[no-untyped-def]
+Key = tuple[tuple[int, int], ...]
+
+
+def _dominated_by_subusage_scalar(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
     """Single class: F(u) = max throughput over templates with usage ⊆ u, by memoised removal of one node."""
     best = {k: float(thr[m].max()) for k, m in by_key.items()}
     memo: dict[tuple[tuple[int, int], ...], float] = {}
@@ -126,10 +129,7 @@ def _dominated_by_subusage_scalar(keys, by_key, thr, out) -> None:  # type: igno
     def children(k: tuple[tuple[int, int], ...]) -> list[tuple[tuple[int, int], ...]]:
         res = []
         for pos, (s, c) in enumerate(k):
-            if c == 1:
-                child = k[:pos] + k[pos + 1 :]
-            else:
-                child = (*k[:pos], (s, c - 1), *k[pos + 1 :])
+            child = k[:pos] + k[pos + 1:] if c == 1 else (*k[:pos], (s, c - 1), *k[pos + 1:])
             if child:
                 res.append(child)
         return res
@@ -161,7 +161,7 @@ def _dominated_by_subusage_scalar(keys, by_key, thr, out) -> None:  # type: igno
                 out[i] = True
 
 
-def _dominated_by_subusage_vector(keys, by_key, thr, out) -> None:  # type: ignore[no-untyped-def]
+def _dominated_by_subusage_vector(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
     """Several classes: check every proper sub-usage of each usage (bounded enumeration)."""
     for k, members in by_key.items():
         ranges = [range(c + 1) for _, c in k]
@@ -271,10 +271,19 @@ def build_instance(problem: AllocationProblem) -> Instance:
         kept = [t for t, k in zip(kept, keep_mask, strict=True) if k]
         kept_pairs = [p for p, k in zip(kept_pairs, keep_mask, strict=True) if k]
 
-    pt, pr, pg, pp, pub, pcur = [], [], [], [], [], []
-    ur, up, uv = [], [], []
-    tc, tp, tv = [], [], []
-    single_thr = []
+    pt: list[int] = []
+    pr: list[int] = []
+    pg: list[int] = []
+    pp: list[float] = []
+    pub: list[int] = []
+    pcur: list[int] = []
+    ur: list[int] = []
+    up: list[int] = []
+    uv: list[float] = []
+    tc: list[int] = []
+    tp: list[int] = []
+    tv: list[float] = []
+    single_thr: list[float] = []
     for ti, (t, pairs) in enumerate(zip(kept, kept_pairs, strict=True)):
         g = gidx[t.group]
         for r, ub in pairs:

@@ -50,14 +50,15 @@ def makespan_seconds(
     """
     active = {c: n for c, n in counts.items() if n > 0}
     if fractions is None:
-        fractions = {}
+        proportional: dict[str, dict[str, float]] = {}
         for w in requests:
             total = sum(n * throughput[c].get(w, 0.0) for c, n in active.items())
             if total <= 0 and requests[w] > 0:
                 raise PlanningError("counts", f"no instance can process workload {w!r}.", "Add a configuration with throughput for it.")
             for c, n in active.items():
                 share = n * throughput[c].get(w, 0.0) / total if total > 0 else 0.0
-                fractions.setdefault(c, {})[w] = share
+                proportional.setdefault(c, {})[w] = share
+        fractions = proportional
     for w in requests:
         s = sum(fractions.get(c, {}).get(w, 0.0) for c in active)
         if requests[w] > 0 and abs(s - 1.0) > 1e-6:

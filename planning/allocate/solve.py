@@ -96,7 +96,13 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
     final: RawSolution | None = None
     alpha_star: float | None = None
     try:
-        if not served_mode:
+        if inst.n_pairs == 0:
+            # nothing can be bought: answer without a solver (CBC rejects an empty model)
+            final = _empty_plan(inst, served_mode)
+            phases.append(final.phase)
+            if served_mode and final.values is not None:
+                alpha_star = float(final.values[-1])
+        elif not served_mode:
             final = runner.run("cost", dump=True)
             phases.append(final.phase)
         else:
@@ -162,6 +168,18 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
     )
 
 
+def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:
+    """The answer when no template can be bought anywhere: α = 1 only if nothing is demanded."""
+    demanded = bool(np.any(inst.class_rate > 0))
+    alpha = 0.0 if demanded else 1.0
+    values = np.zeros(1 + 0)
+    values[-1] = alpha
+    if not served_mode and demanded:
+        return RawSolution(None, PhaseResult("cost", "infeasible", None, None, None, 0.0, "no purchasable template"))
+    objective = alpha if served_mode else 0.0
+    return RawSolution(values, PhaseResult("served" if served_mode else "cost", "optimal", objective, objective, 0.0, 0.0, "no purchasable template"))
+
+
 def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
     """Counts, cost, penalty, class assignment (rates), served fractions and nodes used from a column vector."""
     n = inst.n_pairs
@@ -170,7 +188,7 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
     k = inst.problem.K
     cost = float(np.dot(inst.pair_price, nu))
     pen = float(np.sum(k * inst.pair_price * np.maximum(0, nu - inst.pair_current)))
-    counts = {inst.pair_key(p): int(nu[p]) for p in np.nonzero(nu)[0]}
+    counts = {inst.pair_key(int(p)): int(nu[p]) for p in np.nonzero(nu)[0]}
     nodes: dict[tuple[str, str], int] = {}
     for row, p, u in zip(inst.use_row, inst.use_pair, inst.use_val, strict=True):
         if nu[p]:

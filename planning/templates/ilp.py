@@ -55,7 +55,7 @@ def _linearisation(prob: Any, x: dict, y: dict, z: dict, S: int, L: int, n: int)
 def _stage_throughput(prob: Any, pulp: Any, T: Var, z: dict, table: np.ndarray, S: int, L: int, n: int) -> None:
     for s in range(S):
         prob += (
-            T <= pulp.lpSum(float(table[k, j - 1]) * z[s, j, k] for j in range(1, L + 1) for k in range(n)),
+            pulp.lpSum(float(table[k, j - 1]) * z[s, j, k] for j in range(1, L + 1) for k in range(n)) >= T,
             f"stage_throughput_{s}",
         )
 

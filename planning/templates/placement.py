@@ -203,6 +203,6 @@ def evaluate(layers: int, thr: np.ndarray, stages: tuple[Stage, ...]) -> float:
         raise PlanningError("stages", "must assign every node to exactly one stage.", "list each node index once.")
     if sum(st.layers for st in stages) != layers or any(st.layers < 1 for st in stages):
         raise PlanningError("stages", f"layer counts must be ≥ 1 and sum to {layers}.", "fix the layer counts.")
-    if S < 1 or S > arr.shape[0]:
+    if not 1 <= S <= arr.shape[0]:
         raise PlanningError("stages", f"{S} stages but the table covers 1..{arr.shape[0]}.", "use fewer stages.")
     return float(min(sum(arr[S - 1, k, st.layers - 1] for k in st.nodes) for st in stages))

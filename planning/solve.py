@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -400,8 +400,8 @@ def allocation_problem(scenario: Scenario, groups: Sequence[Group], records: Seq
         offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
                      for o in offers),
         classes=classes, current=current, K=scenario.options.K,
-        objective=objective or scenario.objective.kind,
-        budget_per_hour=scenario.objective.budget_per_hour, solver=scenario.options.solver,
+        objective=cast(Any, objective or scenario.objective.kind),
+        budget_per_hour=scenario.objective.budget_per_hour, solver=cast(Any, scenario.options.solver),
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
         dump_model=str(dump_model) if dump_model else None,
     )
@@ -481,9 +481,9 @@ def _baselines(problem: Any, cancel: CancelToken | None) -> list[BaselineSummary
     out = []
     for b in run_all_baselines(problem):
         _check_cancel(cancel)
-        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour), served_fraction=float(b.served_fraction),
-                                   feasible=bool(b.feasible), served_by_group=dict(b.served_by_group),
-                                   gpus=dict(b.gpus), note=str(b.note)))
+        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
+                                   served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
+                                   served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
     return out
 
 

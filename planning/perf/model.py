@@ -32,7 +32,7 @@ Phase = Literal["prefill", "decode"]
 PHASES: tuple[str, ...] = ("prefill", "decode")
 
 # Batch sizes tried (requests per step): powers of two and the half-steps between them.
-_GRID = sorted({int(round(2 ** (k / 2))) for k in range(0, 25)})  # 1 .. 4096
+_GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 

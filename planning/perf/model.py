@@ -132,10 +132,8 @@ class _Curves:
 
 def _load_catalog() -> Catalog:
     """The shipped catalog (imported lazily: the catalog area reads data files)."""
-    try:
-        from planning.catalog import load_catalog  # type: ignore[attr-defined]
-    except ImportError:  # catalog package without the re-export
-        from planning.catalog.load import load_catalog
+    from planning.catalog import load_catalog
+
     return load_catalog()
 
 

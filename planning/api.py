@@ -12,17 +12,18 @@ from typing import Any
 import pandas as pd
 
 from planning.errors import PlanningError
-from planning.result import PlanResult
+from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.solve import (
     Cancelled,
     CancelToken,
     EngineContext,
     ProgressFn,
-    build_group_templates,
+    build_template_sets,
     default_context,
     plan_groups,
     resolve_models,
+    stages_from_placement,
 )
 from planning.solve import solve as _solve
 
@@ -44,6 +45,7 @@ __all__ = [
     "save_scenario",
     "solve",
     "sweep",
+    "template_stages",
     "validate",
 ]
 
@@ -124,7 +126,17 @@ def validate(scenario: Scenario) -> list[str]:
 
 def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None) -> pd.DataFrame:
-    """Serving templates of every (model, phase), with cheapest-region cost and throughput per dollar."""
+    """Serving templates of every (model, phase): throughput, cheapest-region cost, throughput per dollar.
+
+    Returns
+    -------
+    DataFrame with columns model, phase, template_id, n_nodes, n_gpus, n_gpu_types, homogeneous (one shape),
+    throughput, unit, cost_per_hour, region (cheapest where every shape is sold; NaN/"" when nowhere),
+    tokens_per_dollar (units per $ = throughput × 3600 / cost), provenance, stages_json (placement in pipeline
+    order; :func:`template_stages` turns one into StagePlans).
+    """
+    import numpy as np
+
     from planning.offers import resolve_offers
 
     ctx = engine_context()
@@ -132,29 +144,44 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
     specs = resolve_models(scenario, ctx.catalog)
     groups = plan_groups(scenario)
     shapes = sorted({o.shape for o in offers}, key=lambda s: (s.partition("x")[2], int(s.partition("x")[0])))
-    records = build_group_templates(ctx, scenario, specs, groups, shapes, progress, cancel)
-    by_region: dict[str, dict[str, float]] = {}
-    for o in offers:
-        by_region.setdefault(o.region, {})[o.shape] = o.price_per_hour
-    unit = {g.id: g.unit for g in groups}
-    rows = []
-    for r in records:
-        costs = [(sum(prices[s] * c for s, c in r.usage.items()), region)
-                 for region, prices in by_region.items() if all(s in prices for s in r.usage)]
-        cost, region = min(costs) if costs else (float("nan"), "")
-        thr = sum(r.throughput.values()) / max(len(r.throughput), 1)
-        model, phase = r.group.split("/", 1)
-        rows.append({
-            "model": model, "phase": phase, "template_id": r.id, "n_nodes": sum(r.usage.values()),
-            "n_gpus": sum(int(s.partition("x")[0]) * c for s, c in r.usage.items()),
-            "n_gpu_types": len(r.gpu_types), "homogeneous": r.homogeneous, "throughput": thr, "unit": unit[r.group],
-            "cost_per_hour": cost, "region": region,
-            "tokens_per_dollar": thr * 3600 / cost if cost and cost == cost and cost > 0 else 0.0,
-            "stages": [{"layers": s.layers, "layer_start": s.layer_start, "layer_end": s.layer_end,
-                        "nodes": [n.__dict__ for n in s.nodes]} for s in r.stages],
-            "provenance": r.provenance,
-        })
-    return pd.DataFrame(rows)
+    sets = build_template_sets(ctx, scenario, specs, groups, shapes, progress, cancel)
+    regions = sorted({o.region for o in offers})
+    frames = []
+    for ts in sets:
+        price = np.full((len(regions), len(ts.shapes)), np.nan)
+        for o in offers:
+            if o.shape in ts.shapes:
+                price[regions.index(o.region), ts.shapes.index(o.shape)] = o.price_per_hour
+        used = ts.usage > 0
+        costs = np.full((len(ts), len(regions)), np.inf)
+        for r in range(len(regions)):
+            sold = ~np.isnan(price[r])
+            ok = ~(used & ~sold[None, :]).any(axis=1)
+            costs[ok, r] = ts.usage[ok] @ np.nan_to_num(price[r])
+        best = costs.argmin(axis=1) if regions else np.zeros(len(ts), dtype=int)
+        cost = costs[np.arange(len(ts)), best] if regions else np.full(len(ts), np.inf)
+        thr = ts.throughput.mean(axis=1) if ts.throughput.size else np.zeros(len(ts))
+        finite = np.isfinite(cost) & (cost > 0)
+        gpu_count = np.array([int(s.partition("x")[0]) for s in ts.shapes])
+        gpu_of = np.array(ts.shape_gpus)
+        n_types = np.array([len(set(gpu_of[used[i]])) for i in range(len(ts))]) if len(ts) else np.zeros(0, int)
+        frames.append(pd.DataFrame({
+            "model": ts.group.model, "phase": ts.group.phase, "template_id": list(ts.ids),
+            "n_nodes": ts.usage.sum(axis=1), "n_gpus": ts.usage @ gpu_count, "n_gpu_types": n_types,
+            "homogeneous": ts.homogeneous, "throughput": thr, "unit": ts.group.unit,
+            "cost_per_hour": np.where(np.isfinite(cost), cost, np.nan),
+            "region": [regions[b] if f else "" for b, f in zip(best, np.isfinite(cost), strict=True)],
+            "tokens_per_dollar": np.where(finite, thr * 3600 / np.where(finite, cost, 1), 0.0),
+            "provenance": list(ts.provenance), "stages_json": list(ts.stages_json),
+        }))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
+    """StagePlans (pipeline order, layer ranges) of one template's ``stages_json``."""
+    import json
+
+    return stages_from_placement(json.loads(stages_json)) if stages_json else ()
 
 
 def result_json(result: PlanResult) -> str:

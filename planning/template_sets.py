@@ -1,0 +1,329 @@
+"""Columnar serving templates per (model, phase) group: usage and throughput as arrays, placements parsed lazily.
+
+The coral-extended library holds about a million templates; keeping them as arrays (a usage matrix over shapes
+and a throughput matrix over the group's demand classes) lets the allocation model and the baselines work on
+them without one Python object per template. Placements stay JSON text until an instance is shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import polars as pl
+
+from planning.catalog.schema import Catalog, ModelSpec
+from planning.errors import PlanningError
+from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
+from planning.result import NodeBox, StagePlan
+from planning.scenario import Scenario
+
+ProgressFn = Callable[[float, str], None]
+_PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
+
+
+class CancelToken(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class Cancelled(Exception):
+    """The caller cancelled the solve."""
+
+
+def check_cancel(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("cancelled by the user")
+
+
+@dataclass
+class EngineContext:
+    """Loaded, reusable singletons for solves (catalog, perf model, template cache directory)."""
+
+    catalog: Catalog
+    perf: Any
+    cache_dir: Path | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class TemplateSet:
+    """Templates of one group. Row i: ``ids[i]`` uses ``usage[i, k]`` nodes of ``shapes[k]`` and serves
+    ``throughput[i, c]`` of class ``group.classes[c]`` (when it serves only that class).
+
+    ``stages_json[i]`` is the placement in pipeline order (``[{"layers": j, "shapes": [...]}]``; empty for
+    explicit templates); ``stage_tables`` the mean-request T̂ tables used to label each node's throughput.
+    """
+
+    group: Group
+    shapes: tuple[str, ...]
+    ids: tuple[str, ...]
+    usage: np.ndarray
+    throughput: np.ndarray
+    stages_json: tuple[str, ...]
+    provenance: tuple[str, ...]
+    explicit: bool = False
+    stage_tables: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def key(self, i: int) -> str:
+        """Template id used in the allocation model (unique across groups)."""
+        return self.ids[i] if self.explicit else f"{self.group.id}:{self.ids[i]}"
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        return {self.key(i): i for i in range(len(self.ids))}
+
+    @cached_property
+    def homogeneous(self) -> np.ndarray:
+        """One node shape per template (Coral's Homo: each replica on one config type)."""
+        return np.asarray((self.usage > 0).sum(axis=1) == 1)
+
+    @cached_property
+    def shape_gpus(self) -> tuple[str, ...]:
+        return tuple(s.partition("x")[2] for s in self.shapes)
+
+    def usage_dict(self, i: int) -> dict[str, int]:
+        return {self.shapes[k]: int(n) for k, n in enumerate(self.usage[i]) if n > 0}
+
+    def gpu_types(self, i: int) -> tuple[str, ...]:
+        return tuple(sorted({self.shape_gpus[k] for k in np.flatnonzero(self.usage[i] > 0)}))
+
+    def gpus(self, i: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for shape, n in self.usage_dict(i).items():
+            cnt, _, gpu = shape.partition("x")
+            out[gpu] = out.get(gpu, 0) + int(cnt) * n
+        return out
+
+    def throughput_dict(self, i: int) -> dict[str, float]:
+        return {c.id: float(self.throughput[i, j]) for j, c in enumerate(self.group.classes)}
+
+    def stages(self, i: int) -> tuple[StagePlan, ...]:
+        if not self.stages_json[i]:
+            return ()
+        placement = json.loads(self.stages_json[i])
+        lookup = None
+        if self.stage_tables is not None:
+            index = {s: k for k, s in enumerate(self.shapes)}
+            tables = self.stage_tables
+
+            def lookup(shape: str, n_stages: int, layers: int) -> float:
+                return float(tables[index[shape], n_stages - 1, layers - 1])
+
+        return stages_from_placement(placement, (), lookup)
+
+
+def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: Sequence[str] = (),
+                          table_row: Callable[[str, int, int], float] | None = None) -> tuple[StagePlan, ...]:
+    """StagePlans in pipeline order from ``[{"layers": j, "shapes": [...]}, ...]`` (the library's layout) or
+    ``[{"layers": j, "nodes": [k, ...]}, ...]`` where k indexes ``node_shapes``."""
+    stages: list[StagePlan] = []
+    start = 0
+    n_stages = len(placement)
+    for st in placement:
+        j = int(st["layers"])
+        members = st["shapes"] if "shapes" in st else [node_shapes[int(k)] for k in st["nodes"]]
+        boxes = []
+        for shape in members:
+            count, _, gpu = shape.partition("x")
+            thr = table_row(shape, n_stages, j) if table_row is not None else 0.0
+            boxes.append(NodeBox(shape=shape, gpu=gpu, count=int(count), throughput=float(thr)))
+        stages.append(StagePlan(layers=j, layer_start=start, layer_end=start + j, nodes=tuple(boxes)))
+        start += j
+    return tuple(stages)
+
+
+def evaluate_stages(stages: Sequence[StagePlan], tables: np.ndarray, shape_index: Mapping[str, int]) -> float:
+    """Throughput of a fixed placement on other perf tables: min over stages of the stage's summed T̂_j."""
+    s = len(stages)
+    if s == 0 or s > tables.shape[1]:
+        return 0.0
+    worst = float("inf")
+    for st in stages:
+        worst = min(worst, sum(float(tables[shape_index[b.shape], s - 1, st.layers - 1]) for b in st.nodes))
+    return 0.0 if worst == float("inf") else worst
+
+
+# ------------------------------------------------------------------------------------------------------------
+# building
+
+
+def gpu_provenance(ctx: EngineContext, gpu: str) -> tuple[str, float, float]:
+    """(provenance, ±prefill band, ±decode band) of the perf numbers for one GPU type."""
+    cal = ctx.perf.gpu_calibration(gpu)
+    return str(cal.provenance), float(cal.band_prefill), float(cal.band_decode)
+
+
+def _provenance_column(ctx: EngineContext, shapes: Sequence[str], usage: np.ndarray) -> tuple[str, ...]:
+    """Weakest provenance among each template's GPU types, vectorized over rows."""
+    names = ["measured", "calibrated", "roofline"]
+    rank = np.array([_PROV_RANK.get(gpu_provenance(ctx, s.partition("x")[2])[0], 2) for s in shapes])
+    if usage.size == 0:
+        return ()
+    worst = np.where(usage > 0, rank[None, :], -1).max(axis=1)
+    return tuple(names[int(r)] for r in worst)
+
+
+def _node_mem_gb(catalog: Catalog, shape: str) -> float:
+    count, _, gpu = shape.partition("x")
+    return catalog.gpus[gpu].memory_gb * int(count)
+
+
+def _tables(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
+            inp: float, out: float, max_stages: int) -> np.ndarray:
+    from planning.perf import Workload
+
+    return np.asarray(ctx.perf.stage_tables(spec, list(shapes), phase, slo_ms, Workload(input_len=inp, output_len=out),
+                                            max_stages))
+
+
+def _mean_sizes(group: Group) -> tuple[float, float]:
+    total = group.demand
+    if total <= 0:
+        return group.classes[0].input_len, group.classes[0].output_len
+    return (sum(c.rate * c.input_len for c in group.classes) / total,
+            sum(c.rate * c.output_len for c in group.classes) / total)
+
+
+def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str, slo_ms: float,
+             sizes: tuple[float, float], shapes: Sequence[str], progress: ProgressFn | None,
+             cancel: CancelToken | None) -> tuple[pl.DataFrame, np.ndarray]:
+    """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached) + its T̂ tables."""
+    from planning.templates.library import LibraryCache, build_library
+
+    opts = scenario.options
+    tables = _tables(ctx, spec, shapes, phase, slo_ms, sizes[0], sizes[1], opts.max_stages)
+    frame = build_library(
+        shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
+        weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
+        progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id} {phase}")) if progress else None,
+        cancel=(lambda: cancel.is_set()) if cancel is not None else None, workers=opts.workers,
+        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,
+    )
+    return frame, tables
+
+
+def usage_matrix(frame: pl.DataFrame, shapes: Sequence[str]) -> np.ndarray:
+    """(n, K) node counts from the library's parallel ``shapes``/``counts`` list columns."""
+    n = frame.height
+    usage = np.zeros((n, len(shapes)), dtype=np.int32)
+    if n == 0:
+        return usage
+    index = {s: k for k, s in enumerate(shapes)}
+    ex = frame.select(pl.int_range(pl.len()).alias("row"), "shapes", "counts").explode(["shapes", "counts"])
+    rows = ex["row"].to_numpy()
+    cols = ex["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    usage[rows, cols] = ex["counts"].to_numpy()
+    return usage
+
+
+def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], shapes: Sequence[str]) -> np.ndarray:
+    """Throughput of each fixed placement under each class's tables (histogram demand)."""
+    index = {s: k for k, s in enumerate(shapes)}
+    out = np.zeros((len(stages_json), len(class_tables)))
+    for i, text in enumerate(stages_json):
+        stages = stages_from_placement(json.loads(text))
+        for c, t in enumerate(class_tables):
+            out[i, c] = evaluate_stages(stages, t, index)
+    return out
+
+
+def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
+                   progress: ProgressFn | None, cancel: CancelToken | None) -> TemplateSet:
+    opts = scenario.options
+    sizes = _mean_sizes(group)
+    if group.phase in ("prefill", "decode"):
+        frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel)
+        stages_json = tuple(frame["stages_json"].to_list())
+        if len(group.classes) == 1:
+            thr = frame["throughput"].to_numpy().reshape(-1, 1)
+        else:
+            class_tables = [_tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
+                                    opts.max_stages) for c in group.classes]
+            thr = _per_class(stages_json, class_tables, shapes)
+        usage = usage_matrix(frame, shapes)
+        return TemplateSet(group, tuple(shapes), tuple(frame["template_id"].to_list()), usage, thr, stages_json,
+                           _provenance_column(ctx, shapes, usage), stage_tables=tables)
+    # aggregated: one instance time-shares its nodes between prefill and decode of the same node multiset
+    req = scenario.model(group.model)
+    p_slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
+    half = (lambda f, m: progress(f / 2, m)) if progress else None
+    rest = (lambda f, m: progress(0.5 + f / 2, m)) if progress else None
+    p_frame, _ = _library(ctx, scenario, spec, "prefill", p_slo, sizes, shapes, half, cancel)
+    d_frame, d_tables = _library(ctx, scenario, spec, "decode", group.slo_ms, sizes, shapes, rest, cancel)
+    joined = d_frame.join(p_frame.select("template_id", pl.col("throughput").alias("p_thr"),
+                                         pl.col("stages_json").alias("p_stages")), on="template_id", how="inner")
+    d_json = tuple(joined["stages_json"].to_list())
+    if len(group.classes) == 1:
+        tp = joined["p_thr"].to_numpy().reshape(-1, 1)
+        td = joined["throughput"].to_numpy().reshape(-1, 1)
+    else:
+        tp = _per_class(joined["p_stages"].to_list(), [_tables(ctx, spec, shapes, "prefill", p_slo, c.input_len,
+                                                               c.output_len, opts.max_stages) for c in group.classes], shapes)
+        td = _per_class(d_json, [_tables(ctx, spec, shapes, "decode", group.slo_ms, c.input_len, c.output_len,
+                                         opts.max_stages) for c in group.classes], shapes)
+    inp = np.array([c.input_len for c in group.classes])[None, :]
+    out = np.array([c.output_len for c in group.classes])[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thr = np.where((tp > 0) & (td > 0), 1.0 / (inp / np.where(tp > 0, tp, 1) + out / np.where(td > 0, td, 1)), 0.0)
+    usage = usage_matrix(joined, shapes)
+    return TemplateSet(group, tuple(shapes), tuple(joined["template_id"].to_list()), usage, thr, d_json,
+                       _provenance_column(ctx, shapes, usage), stage_tables=d_tables)
+
+
+def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateSet]:
+    """The scenario's explicit templates, one set per group that has any.
+
+    Raises
+    ------
+    PlanningError
+        A template for a group the scenario does not plan, or a throughput for another group's class.
+    """
+    by_id = {g.id: g for g in groups}
+    rows: dict[str, list[tuple[int, Any]]] = {}
+    for i, t in enumerate(scenario.explicit_templates):
+        gid = f"{t.model}/{t.phase}"
+        if gid not in by_id:
+            raise PlanningError(f"explicit_templates[{i}]", f"group {gid!r} is not planned in this scenario.",
+                                f"use a model and phase of: {', '.join(by_id)}.")
+        cls = {c.id for c in by_id[gid].classes}
+        for q in t.throughput:
+            if q not in cls:
+                raise PlanningError(f"explicit_templates[{i}].throughput.{q}", "is not a class of this template's group.",
+                                    f"use class ids of {gid}: {', '.join(sorted(cls))}.")
+        rows.setdefault(gid, []).append((i, t))
+    out = []
+    for gid, items in rows.items():
+        group = by_id[gid]
+        shapes = tuple(sorted({s for _, t in items for s in t.usage}))
+        usage = np.array([[t.usage.get(s, 0) for s in shapes] for _, t in items], dtype=np.int32)
+        thr = np.array([[float(t.throughput.get(c.id, 0.0)) for c in group.classes] for _, t in items])
+        out.append(TemplateSet(group, shapes, tuple(t.id for _, t in items), usage, thr, tuple("" for _ in items),
+                               tuple("given" for _ in items), explicit=True))
+    return out
+
+
+def build_template_sets(ctx: EngineContext, scenario: Scenario, specs: Mapping[str, ModelSpec],
+                        groups: Sequence[Group], shapes: Sequence[str], progress: ProgressFn | None = None,
+                        cancel: CancelToken | None = None) -> list[TemplateSet]:
+    """Template sets of every group: generated libraries (unless ``generate_templates`` is off) + explicit ones."""
+    sets = explicit_sets(scenario, groups)
+    if not scenario.generate_templates:
+        return sets
+    n = len(groups)
+    for gi, group in enumerate(groups):
+        check_cancel(cancel)
+
+        def sub(f: float, msg: str, gi: int = gi) -> None:
+            if progress is not None:
+                progress((gi + f) / n, f"templates: {msg}")
+
+        sets.append(_generated_set(ctx, scenario, specs[group.model], group, shapes, sub, cancel))
+    return sets

@@ -61,25 +61,32 @@ __all__ = [
     "stages_from_placement",
 ]
 
-def _template_options(sets: Sequence[TemplateSet]) -> Iterator[Any]:
+REDUCE_MIN_TEMPLATES = 1500  # below this the ILP is solved over all templates directly
+REDUCE_START_FRACTION = 0.003  # first reduced-cost threshold: 0.3 % of the LP bound
+
+
+def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] | None = None) -> Iterator[Any]:
     from planning.allocate import TemplateOption
 
-    for ts in sets:
+    for si, ts in enumerate(sets):
         useful = np.asarray((ts.throughput > 0).any(axis=1), dtype=bool)
-        for i in range(len(ts)):
-            if useful[i]:
-                yield TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
-                                     throughput=ts.throughput_dict(i), homogeneous=bool(ts.homogeneous[i]),
-                                     gpu_types=ts.gpu_types(i))
+        if masks is not None:
+            useful &= masks[si]
+        for row in np.flatnonzero(useful):
+            i = int(row)
+            yield TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
+                                 throughput=ts.throughput_dict(i), homogeneous=bool(ts.homogeneous[i]),
+                                 gpu_types=ts.gpu_types(i))
 
 
 def allocation_problem(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
                        offers: Sequence[ResolvedOffer], *, objective: str | None = None,
-                       dump_model: str | None = None) -> Any:
-    """The allocation model's explicit inputs (``planning.allocate.AllocationProblem``)."""
+                       dump_model: str | None = None, masks: Sequence[np.ndarray] | None = None) -> Any:
+    """The allocation model's explicit inputs (``planning.allocate.AllocationProblem``), optionally restricted
+    to the template rows in ``masks`` (one boolean array per set)."""
     from planning.allocate import AllocationProblem, Offer, WorkloadClass
 
-    templates = tuple(_template_options(sets))
+    templates = tuple(_template_options(sets, masks))
     classes = tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in groups for c in g.classes)
     current = {(c.template_id, c.region): c.count for c in scenario.current}
     known = {t.id for t in templates}
@@ -97,6 +104,83 @@ def allocation_problem(scenario: Scenario, groups: Sequence[Group], sets: Sequen
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
         dump_model=str(dump_model) if dump_model else None,
     )
+
+
+def _reducible(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet]) -> bool:
+    return (scenario.objective.kind == "cost" and all(len(g.classes) == 1 for g in groups)
+            and sum(len(ts) for ts in sets) >= REDUCE_MIN_TEMPLATES)
+
+
+def _reduction(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
+               offers: Sequence[ResolvedOffer]) -> Any:
+    from planning.allocate.reduce import ColumnBlock, lp_reduction
+
+    regions = sorted({o.region for o in offers})
+    shapes = sorted({o.shape for o in offers})
+    shape_index = {s: k for k, s in enumerate(shapes)}
+    prices = np.full((len(regions), len(shapes)), np.nan)
+    available = np.zeros((len(regions), len(shapes)))
+    for o in offers:
+        prices[regions.index(o.region), shape_index[o.shape]] = o.price_per_hour
+        available[regions.index(o.region), shape_index[o.shape]] = o.available
+    running = {c.template_id for c in scenario.current if c.count > 0}
+    blocks = []
+    for ts in sets:
+        keep = np.array([ts.key(i) in running for i in range(len(ts))], dtype=bool) if running else None
+        blocks.append(ColumnBlock(ts.group.id, ts.shapes, ts.usage, ts.throughput[:, 0], keep))
+    demand = {g.id: g.demand for g in groups}
+    return lp_reduction(blocks, shape_index, regions, prices, available, demand, scenario.options.K), blocks
+
+
+def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
+                  offers: Sequence[ResolvedOffer], dump_model: str | None,
+                  timings: dict[str, float]) -> tuple[Any, Any, list[np.ndarray] | None]:
+    """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless.
+
+    Returns the AllocationResult, the AllocationProblem actually solved and the masks used (None = all).
+    See ``planning.allocate.reduce`` for the certificate: a plan of cost ≤ z_LP + (smallest reduced cost of
+    an excluded column) is optimal over all templates; otherwise the threshold grows and the ILP is re-solved.
+    """
+    from planning.allocate import solve_allocation
+
+    if not _reducible(scenario, groups, sets):
+        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
+        return solve_allocation(problem), problem, None
+    t0 = time.perf_counter()
+    red, blocks = _reduction(scenario, groups, sets, offers)
+    timings["reduction_lp_seconds"] = time.perf_counter() - t0
+    if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
+        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
+        return solve_allocation(problem), problem, None
+    threshold = max(REDUCE_START_FRACTION * red.z_lp, 1e-9)
+    for _attempt in range(6):
+        masks = red.select(threshold, blocks)
+        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model, masks=masks)
+        alloc = solve_allocation(problem)
+        bound = red.z_lp + red.min_excluded()
+        timings["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
+        if alloc.has_plan and alloc.total_per_hour <= bound * (1 + 1e-9) + 1e-9:
+            timings["reduction_certified"] = 1.0
+            return alloc, problem, masks
+        if not np.isfinite(bound):  # every template was already in the ILP
+            return alloc, problem, masks
+        threshold = (alloc.total_per_hour - red.z_lp) if alloc.has_plan else threshold * 4
+    problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
+    return solve_allocation(problem), problem, None
+
+
+def _baseline_problem(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
+                      offers: Sequence[ResolvedOffer], masks: Sequence[np.ndarray] | None) -> Any:
+    """Templates the baselines may use: every single-GPU-type template (Homo, Homo-ILP, single type) plus the
+    plan's candidate set (memP's per-group cheapest plans)."""
+    if masks is None:
+        return allocation_problem(scenario, groups, sets, offers)
+    keep = []
+    for ts, m in zip(sets, masks, strict=True):
+        gpu_of = np.array(ts.shape_gpus)
+        single = np.array([len(set(gpu_of[ts.usage[i] > 0])) == 1 for i in range(len(ts))], dtype=bool)
+        keep.append(single | m)
+    return allocation_problem(scenario, groups, sets, offers, masks=keep)
 
 
 def _locate(sets: Sequence[TemplateSet], key: str) -> tuple[TemplateSet, int]:
@@ -245,14 +329,13 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if progress:
         progress(0.8, "solving the allocation ILP")
     t2 = time.perf_counter()
-    from planning.allocate import solve_allocation
-
-    problem = allocation_problem(scenario, groups, sets, offers, dump_model=str(dump_model) if dump_model else None)
-    alloc = solve_allocation(problem)
+    alloc, _problem, masks = solve_reduced(scenario, groups, sets, offers, str(dump_model) if dump_model else None,
+                                           timings)
     timings["allocation_seconds"] = time.perf_counter() - t2
     check_cancel(cancel)
     t3 = time.perf_counter()
-    baselines = _baselines(problem, scenario, groups, specs, ctx.catalog, cancel) if with_baselines else []
+    baselines = (_baselines(_baseline_problem(scenario, groups, sets, offers, masks), scenario, groups, specs,
+                            ctx.catalog, cancel) if with_baselines else [])
     timings["baselines_seconds"] = time.perf_counter() - t3
     timings["total_seconds"] = time.perf_counter() - t0
     if progress:

@@ -553,11 +553,12 @@ def build_library(
 
 
 def _list_column(values: np.ndarray, lengths: np.ndarray, inner: Any) -> pl.Series:
-    import pyarrow as pa
-
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
-    arr = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
-    return pl.Series(pl.from_arrow(arr)).cast(pl.List(inner))
+    """List column from flat values and per-row lengths (no Python lists per row)."""
+    row = np.repeat(np.arange(lengths.size), lengths)
+    grouped = pl.DataFrame({"row": row, "v": pl.Series(values, dtype=inner)}).group_by(
+        "row", maintain_order=True
+    )
+    return grouped.agg(pl.col("v"))["v"]
 
 
 def _assemble(

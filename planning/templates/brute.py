@@ -60,7 +60,9 @@ def solve_brute(layers: int, thr: np.ndarray) -> Solution:
     L = layers
     depth, n, _ = thr.shape
     if n > MAX_BRUTE_NODES:
-        raise PlanningError("thr", f"has {n} nodes; brute force handles ≤ {MAX_BRUTE_NODES}.", "use method='exact'.")
+        raise PlanningError(
+            "thr", f"has {n} nodes; brute force handles ≤ {MAX_BRUTE_NODES}.", "use method='exact'."
+        )
     evals = brute_evaluations(L, n, depth)
     if evals > MAX_BRUTE_EVALS:
         raise PlanningError(
@@ -127,7 +129,10 @@ def solve_partition_search(layers: int, thr: np.ndarray) -> Solution:
             for k, b in enumerate(rgs):
                 curves[b] += T[k]
             cand = np.unique(curves[curves > 0])
-            lo, hi = -1, cand.size - 1  # invariant: cand[lo] feasible (lo = -1: none yet), beyond hi infeasible
+            lo, hi = (
+                -1,
+                cand.size - 1,
+            )  # invariant: cand[lo] feasible (lo = -1: none yet), beyond hi infeasible
             while lo < hi:
                 mid = (lo + hi + 1) // 2
                 reach = _feasible([c >= cand[mid] for c in curves], L)

@@ -52,7 +52,9 @@ def _linearisation(prob: Any, x: dict, y: dict, z: dict, S: int, L: int, n: int)
                 prob += z[s, j, k] >= x[s, j] + y[s, k] - 1, f"z_ge_xy_{s}_{j}_{k}"
 
 
-def _stage_throughput(prob: Any, pulp: Any, T: Var, z: dict, table: np.ndarray, S: int, L: int, n: int) -> None:
+def _stage_throughput(
+    prob: Any, pulp: Any, T: Var, z: dict, table: np.ndarray, S: int, L: int, n: int
+) -> None:
     for s in range(S):
         prob += (
             pulp.lpSum(float(table[k, j - 1]) * z[s, j, k] for j in range(1, L + 1) for k in range(n)) >= T,
@@ -71,11 +73,20 @@ def build_model(L: int, table: np.ndarray, S: int) -> tuple[Any, Var, dict, dict
 
     n = table.shape[0]
     prob = pulp.LpProblem(f"coral_placement_S{S}", pulp.LpMaximize)
-    T = pulp.LpVariable("T", lowBound=0)
-    x = {(s, j): pulp.LpVariable(f"x_{s}_{j}", cat="Binary") for s in range(S) for j in range(1, L + 1)}
-    y = {(s, k): pulp.LpVariable(f"y_{s}_{k}", cat="Binary") for s in range(S) for k in range(n)}
+    if hasattr(prob, "add_variable"):  # pulp ≥ 3.3 attaches variables to the model
+
+        def var(name: str, low: float | None = None, cat: str = "Continuous") -> Var:
+            return prob.add_variable(name, lowBound=low, cat=cat)
+    else:  # pragma: no cover - older pulp
+
+        def var(name: str, low: float | None = None, cat: str = "Continuous") -> Var:
+            return pulp.LpVariable(name, lowBound=low, cat=cat)
+
+    T = var("T", low=0)
+    x = {(s, j): var(f"x_{s}_{j}", cat="Binary") for s in range(S) for j in range(1, L + 1)}
+    y = {(s, k): var(f"y_{s}_{k}", cat="Binary") for s in range(S) for k in range(n)}
     z = {
-        (s, j, k): pulp.LpVariable(f"z_{s}_{j}_{k}", cat="Binary")
+        (s, j, k): var(f"z_{s}_{j}_{k}", cat="Binary")
         for s in range(S)
         for j in range(1, L + 1)
         for k in range(n)

@@ -106,7 +106,9 @@ def validate_instance(layers: Any, thr: Any, field_prefix: str = "") -> tuple[in
         if isinstance(layers, float) and layers.is_integer():
             layers = int(layers)
         else:
-            raise PlanningError(lf, f"must be a positive integer, got {layers!r}.", "give the model's layer count, e.g. 64.")
+            raise PlanningError(
+                lf, f"must be a positive integer, got {layers!r}.", "give the model's layer count, e.g. 64."
+            )
     layers = int(layers)
     if layers < 1:
         raise PlanningError(lf, f"must be ≥ 1, got {layers}.", "give the model's layer count, e.g. 64.")
@@ -114,7 +116,9 @@ def validate_instance(layers: Any, thr: Any, field_prefix: str = "") -> tuple[in
         arr = np.asarray(thr, dtype=float)
     except (ValueError, TypeError) as exc:
         raise PlanningError(
-            tf, f"is not a rectangular numeric table ({exc}).", "give thr[S-1][k][j-1] as equal-length nested lists."
+            tf,
+            f"is not a rectangular numeric table ({exc}).",
+            "give thr[S-1][k][j-1] as equal-length nested lists.",
         ) from None
     if arr.ndim != 3:
         raise PlanningError(
@@ -123,7 +127,9 @@ def validate_instance(layers: Any, thr: Any, field_prefix: str = "") -> tuple[in
             "nest as thr[S-1][k][j-1]: one table per stage count S, one row per node, one entry per layer count j.",
         )
     if arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise PlanningError(tf, "has no stage tables or no nodes.", "give at least one stage table with one node row.")
+        raise PlanningError(
+            tf, "has no stage tables or no nodes.", "give at least one stage table with one node row."
+        )
     if arr.shape[2] != layers:
         raise PlanningError(
             tf,
@@ -135,7 +141,9 @@ def validate_instance(layers: Any, thr: Any, field_prefix: str = "") -> tuple[in
     if np.any(arr < 0):
         s, k, j = (int(x) for x in np.argwhere(arr < 0)[0])
         raise PlanningError(
-            f"{tf}[{s}][{k}][{j}]", f"is negative ({arr[s, k, j]}).", "throughputs must be ≥ 0 (0 = cannot hold)."
+            f"{tf}[{s}][{k}][{j}]",
+            f"is negative ({arr[s, k, j]}).",
+            "throughputs must be ≥ 0 (0 = cannot hold).",
         )
     return layers, arr
 
@@ -200,9 +208,15 @@ def evaluate(layers: int, thr: np.ndarray, stages: tuple[Stage, ...]) -> float:
     S = len(stages)
     nodes = sorted(k for st in stages for k in st.nodes)
     if nodes != list(range(n)):
-        raise PlanningError("stages", "must assign every node to exactly one stage.", "list each node index once.")
+        raise PlanningError(
+            "stages", "must assign every node to exactly one stage.", "list each node index once."
+        )
     if sum(st.layers for st in stages) != layers or any(st.layers < 1 for st in stages):
-        raise PlanningError("stages", f"layer counts must be ≥ 1 and sum to {layers}.", "fix the layer counts.")
+        raise PlanningError(
+            "stages", f"layer counts must be ≥ 1 and sum to {layers}.", "fix the layer counts."
+        )
     if not 1 <= S <= arr.shape[0]:
-        raise PlanningError("stages", f"{S} stages but the table covers 1..{arr.shape[0]}.", "use fewer stages.")
+        raise PlanningError(
+            "stages", f"{S} stages but the table covers 1..{arr.shape[0]}.", "use fewer stages."
+        )
     return float(min(sum(arr[S - 1, k, st.layers - 1] for k in st.nodes) for st in stages))

@@ -40,7 +40,9 @@ def node_table(
 ) -> np.ndarray:
     """Stage table ``(max_stages, layers)`` of one node (see module docstring)."""
     mem = 0.9 * gpus * gpu_mem_gb
-    node_speed = speed * gpus * 0.9 ** max(0, gpus.bit_length() - 1)  # intra-node TP loses a little per doubling
+    node_speed = (
+        speed * gpus * 0.9 ** max(0, gpus.bit_length() - 1)
+    )  # intra-node TP loses a little per doubling
     w = weight_gb / layers
     j = np.arange(1, layers + 1, dtype=float)[None, :]
     S = np.arange(1, max_stages + 1, dtype=float)[:, None]

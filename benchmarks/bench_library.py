@@ -1,0 +1,76 @@
+"""Library benchmark: build time per preset (median of N runs), templates per (model, phase).
+
+Run: ``python3 benchmarks/bench_library.py [--preset coral-core|coral-extended|all] [--runs 3] [--workers 2]``.
+
+Until the perf model's stage tables are wired in, the tables are synthetic and realistic
+(``planning.templates.synthetic``: memory cap per node, latency-budget batch limit, KV-memory batch limit;
+non-increasing in j and S). Presets follow Coral Sec. 6.1: core = Qwen3-32B, GPT-OSS-20B, Phi-4 on 12 shapes
+(L40S, L4, A10G × 1/2/4/8 GPUs); extended adds Llama-3-70B, GPT-OSS-120B, Qwen3-235B and H100/A100 × 1/2/4/8
+(20 shapes). Each (model, phase) library uses Nmax = 6, ρ = 12. Time is wall clock for all libraries of the
+preset, enumeration included (the multiset enumeration is cached per process after the first run, so run 1
+pays it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planning.templates.library import build_library
+from planning.templates.synthetic import (
+    CORE_MODELS,
+    CORE_SHAPES,
+    EXTENDED_MODELS,
+    EXTENDED_SHAPES,
+    shape_tables,
+)
+
+PRESETS = {"coral-core": (CORE_SHAPES, CORE_MODELS), "coral-extended": (EXTENDED_SHAPES, EXTENDED_MODELS)}
+
+
+def run_preset(name: str, workers: int, verbose: bool) -> tuple[float, int]:
+    shapes, models = PRESETS[name]
+    t0 = time.perf_counter()
+    total = 0
+    for model, L, weight, prefill_ms, decode_ms in models:
+        for phase, slo in (("prefill", prefill_ms), ("decode", decode_ms)):
+            tables, mem = shape_tables(shapes, L, weight, slo)
+            t = time.perf_counter()
+            df = build_library(shapes, mem, tables, weight, L, nmax=6, rho=12, workers=workers)
+            total += df.height
+            if verbose:
+                print(
+                    f"    {model:16s} {phase:7s} {df.height:7d} templates {time.perf_counter() - t:6.2f} s",
+                    flush=True,
+                )
+    return time.perf_counter() - t0, total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--preset", default="all", choices=[*PRESETS, "all"])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    names = list(PRESETS) if args.preset == "all" else [args.preset]
+    for name in names:
+        times = []
+        count = 0
+        for r in range(args.runs):
+            secs, count = run_preset(name, args.workers, verbose=(r == 0))
+            times.append(secs)
+            print(f"  {name} run {r + 1}: {secs:.2f} s", flush=True)
+        print(
+            f"{name}: {count} templates, median {statistics.median(times):.2f} s over {args.runs} runs "
+            f"(workers={args.workers})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,8 @@ from planning.allocate.matrix_model import build_matrix, solve_matrix
 from planning.allocate.problem import AllocationProblem, GroupDiagnostic
 
 _MAX_LISTED = 5
+DIAGNOSTICS_SECONDS = 10.0  # total time for all diagnostic solves
+DIAGNOSTICS_GAP = 1e-2
 
 
 def _pct(x: float) -> str:
@@ -38,10 +40,13 @@ def diagnose_infeasible(problem: AllocationProblem) -> tuple[tuple[GroupDiagnost
     sentences: list[str] = []
     base = replace(problem, objective="served", builder="matrix", solver="highs", dump_model=None)
     inst = build_instance(base)
+    # max-α MIPs can be slow to prove; diagnostics share a small time budget and a 1 % gap
+    limit = max(0.2, min(problem.time_limit_s, DIAGNOSTICS_SECONDS) / (len(inst.groups) + 2))
     model = build_matrix(inst, True, problem.budget_per_hour)
-    joint = solve_matrix(model, "served", problem.time_limit_s, problem.mip_rel_gap)
+    joint = solve_matrix(model, "served", limit, DIAGNOSTICS_GAP)
     alpha_joint = float(joint.values[-1]) if joint.values is not None else 0.0
     lp = solve_matrix(model, "served", problem.time_limit_s, 1e-9, relax=True)
+    unproven = joint.phase.status != "optimal"
     avail = model.block("availability")
     used = np.zeros(len(inst.offer_keys), dtype=np.int64)
     if joint.values is not None:
@@ -55,7 +60,7 @@ def diagnose_infeasible(problem: AllocationProblem) -> tuple[tuple[GroupDiagnost
     if problem.budget_per_hour is not None:
         free = replace(base, budget_per_hour=None)
         m2 = build_matrix(build_instance(free), True, None)
-        r2 = solve_matrix(m2, "served", problem.time_limit_s, problem.mip_rel_gap)
+        r2 = solve_matrix(m2, "served", limit, DIAGNOSTICS_GAP)
         if r2.values is not None and r2.values[-1] >= 1 - 1e-6:
             sentences.append(
                 f"The budget of ${problem.budget_per_hour:,.2f}/h binds: without it all demand can be met; "
@@ -71,8 +76,9 @@ def diagnose_infeasible(problem: AllocationProblem) -> tuple[tuple[GroupDiagnost
             alone = 0.0
         else:
             sub_model = build_matrix(sub_inst, True, problem.budget_per_hour)
-            r = solve_matrix(sub_model, "served", problem.time_limit_s, problem.mip_rel_gap)
+            r = solve_matrix(sub_model, "served", limit, DIAGNOSTICS_GAP)
             alone = float(r.values[-1]) if r.values is not None else 0.0
+            unproven = unproven or r.phase.status != "optimal"
         rows = sorted({inst.offer_keys[int(row)] for row, p in zip(inst.use_row, inst.use_pair, strict=True) if inst.pair_group[p] == g})
         full = [k for k in rows if used[oidx[k]] >= inst.offer_avail[oidx[k]]]
         full.sort(key=lambda k: -gain.get(k, 0.0))
@@ -99,4 +105,6 @@ def diagnose_infeasible(problem: AllocationProblem) -> tuple[tuple[GroupDiagnost
             more = f" and {len(full) - _MAX_LISTED} more" if len(full) > _MAX_LISTED else ""
             text += "; binding: " + ", ".join(binding) + more
         sentences.append(text + ".")
+    if unproven:
+        sentences.append(f"(Fractions are the best found within {limit:.1f} s per solve, not proven optimal.)")
     return tuple(out), sentences

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,24 +57,24 @@ class PulpModel:
     pen: dict[int, Any]
     alpha: Any
     build_seconds: float
+    nonzeros: int = 0
 
 
 def variables(prob: Any, inst: Instance, served: bool) -> tuple[list[Any], dict[tuple[int, int], Any], dict[int, Any], Any]:
     """ν (integer, bounded), x (multi-class groups), I (pairs with ν′ > 0), α."""
     import pulp
 
-    nu = [
-        pulp.LpVariable(f"nu_{p}", lowBound=0, upBound=int(inst.pair_ub[p]), cat=pulp.LpInteger)
-        for p in range(inst.n_pairs)
-    ]
-    x = {
-        (int(q), int(p)): pulp.LpVariable(f"x_{q}_{p}", lowBound=0)
-        for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)
-    }
+    def var(name: str, low: float, up: float | None = None, cat: str = pulp.LpContinuous) -> Any:
+        if hasattr(prob, "add_variable"):  # pulp ≥ 3.3; the constructor is deprecated there
+            return prob.add_variable(name, low, up, cat=cat)
+        return pulp.LpVariable(name, lowBound=low, upBound=up, cat=cat)  # pragma: no cover
+
+    nu = [var(f"nu_{p}", 0, int(inst.pair_ub[p]), pulp.LpInteger) for p in range(inst.n_pairs)]
+    x = {(int(q), int(p)): var(f"x_{q}_{p}", 0) for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)}
     pen = {}
     if inst.problem.K > 0:
-        pen = {int(p): pulp.LpVariable(f"I_{p}", lowBound=0) for p in np.nonzero(inst.pair_current > 0)[0]}
-    alpha = pulp.LpVariable("alpha", lowBound=0.0 if served else 1.0, upBound=1.0)
+        pen = {int(p): var(f"I_{p}", 0) for p in np.nonzero(inst.pair_current > 0)[0]}
+    alpha = var("alpha", 0.0 if served else 1.0, 1.0)
     return nu, x, pen, alpha
 
 
@@ -184,6 +185,9 @@ def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: 
     if budget_limit is not None:
         budget(m, budget_limit)
     m.build_seconds = time.perf_counter() - t0
+    with warnings.catch_warnings():  # pulp 3.x warns about the dict view of constraints
+        warnings.simplefilter("ignore", DeprecationWarning)
+        m.nonzeros = sum(len(c) for c in prob.constraints.values())
     return m
 
 
@@ -240,7 +244,9 @@ def solve_pulp(
         fd, log = tempfile.mkstemp(suffix=".log")
         os.close(fd)
         try:
-            m.prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap, logPath=log))
+            with warnings.catch_warnings():  # pulp 3.x deprecates the bundled CBC; it is the one installed
+                warnings.simplefilter("ignore", DeprecationWarning)
+                m.prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap, logPath=log))
             with open(log, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         finally:

@@ -62,10 +62,10 @@ class _Runner:
             m = build_pulp(self.inst, self.served, p.budget_per_hour, phase)
             self.build_seconds += m.build_seconds
             self.stats = {
-                "variables": len(m.prob.variables()),
+                "variables": m.prob.numVariables(),
                 "integer_variables": len(m.nu),
-                "constraints": len(m.prob.constraints),
-                "nonzeros": sum(len(c) for c in m.prob.constraints.values()),
+                "constraints": m.prob.numConstraints(),
+                "nonzeros": m.nonzeros,
             }
             raw = solve_pulp(m, p.solver, phase, p.time_limit_s, p.mip_rel_gap, alpha_lower, dump_path)
         self.solve_seconds += raw.phase.seconds

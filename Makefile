@@ -21,6 +21,7 @@ run: install
 
 ## Install everything and run the whole suite CI runs: lint, types, tests (unit, app, e2e browser)
 test: install-dev
+	bash tools/ensure_chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not benchmark"

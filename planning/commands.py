@@ -1,0 +1,113 @@
+"""CLI sub-commands of the planning engine: solve, templates, validate, presets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from planning import api
+from planning.errors import PlanningError
+from planning.scenario import Objective, Scenario, atomic_write_text
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
+    p = sub.add_parser("solve", help="plan a scenario: templates, allocation ILP, baselines")
+    _scenario_args(p)
+    p.add_argument("--objective", choices=("cost", "served"), help="override the scenario's objective")
+    p.add_argument("--budget", type=float, metavar="USD", help="$/h budget (implies --objective served)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the PlanResult as JSON")
+    fmt.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    p.add_argument("--out", type=Path, help="also write the output to this file (atomically)")
+    p.add_argument("--dump-model", type=Path, metavar="FILE", help="write the allocation model (.lp or .mps)")
+    p.set_defaults(func=_solve)
+
+    p = sub.add_parser("templates", help="build (or load cached) serving-template libraries of a scenario")
+    _scenario_args(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=20, help="rows to print per (model, phase) in text mode")
+    p.set_defaults(func=_templates)
+
+    p = sub.add_parser("validate", help="check a scenario file and print what is wrong and how to fix it")
+    _scenario_args(p)
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("presets", help="list the shipped preset scenarios")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_presets)
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", nargs="?", type=Path, help="scenario YAML/JSON file")
+    p.add_argument("--preset", help="use a shipped preset instead of a file (see `planning presets`)")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario named by a FILE argument or ``--preset`` (exactly one)."""
+    if args.preset and args.scenario:
+        raise PlanningError("scenario", "both a file and --preset were given.", "give one of them.")
+    if args.preset:
+        return api.load_preset_scenario(args.preset)
+    if args.scenario is None:
+        raise PlanningError("scenario", "no scenario given.", "pass a file, or --preset NAME (see `planning presets`).")
+    return api.load_scenario(args.scenario)
+
+
+def _emit(text: str, out: Path | None) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if out is not None:
+        atomic_write_text(out, text)
+
+
+def _solve(args: argparse.Namespace) -> int:
+    scenario = scenario_from_args(args)
+    if args.budget is not None or args.objective is not None:
+        kind = args.objective or ("served" if args.budget is not None else scenario.objective.kind)
+        budget = args.budget if args.budget is not None else scenario.objective.budget_per_hour
+        scenario = replace(scenario, objective=Objective.from_dict({"kind": kind, "budget_per_hour": budget}, "objective"))
+    result = api.solve(scenario, dump_model=args.dump_model)
+    if args.json:
+        _emit(api.result_json(result), args.out)
+    elif args.markdown:
+        _emit(result.to_markdown(), args.out)
+    else:
+        _emit(api.result_summary(result), args.out)
+    return 0 if result.status in ("optimal", "feasible") else 1
+
+
+def _templates(args: argparse.Namespace) -> int:
+    scenario = scenario_from_args(args)
+    frame = api.build_templates(scenario)
+    if args.json:
+        sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
+        return 0
+    for key, sub in frame.groupby(["model", "phase"], sort=True):
+        model, phase = str(key[0]), str(key[1])
+        n = len(sub)
+        top = sub.sort_values("tokens_per_dollar", ascending=False).head(args.limit)
+        print(f"\n{model} / {phase}: {n} templates (top {len(top)} by throughput per $)")
+        print(top[["template_id", "n_gpus", "throughput", "unit", "cost_per_hour", "region"]].to_string(index=False))
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    scenario = scenario_from_args(args)
+    warnings = api.validate(scenario)
+    print(f"{scenario.name}: valid ({len(scenario.models)} models, mode {scenario.mode}).")
+    for w in warnings:
+        print(f"warning: {w}")
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    rows = api.preset_summaries()
+    if args.json:
+        from planning.cli import print_json
+
+        print_json(rows)
+        return 0
+    for row in rows:
+        print(f"{row['name']:<16} {row['description']}")
+    return 0

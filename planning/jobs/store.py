@@ -1,0 +1,598 @@
+"""Persistent job store in SQLite (WAL): one row per background job, readable from any process or tab."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from planning.errors import PlanningError
+
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
+ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
+TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled")
+
+SCHEMA_VERSION = 1
+INTERRUPTED_MESSAGE = "interrupted: the process running this job stopped before it finished"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id               TEXT PRIMARY KEY,
+    kind             TEXT NOT NULL,
+    request_key      TEXT NOT NULL,
+    request_json     TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','cancelled')),
+    progress         REAL NOT NULL DEFAULT 0 CHECK (progress >= 0 AND progress <= 1),
+    message          TEXT NOT NULL DEFAULT '',
+    result_json      TEXT,
+    error            TEXT,
+    error_field      TEXT,
+    error_detail     TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    owner            TEXT,
+    host             TEXT,
+    pid              INTEGER,
+    heartbeat        REAL,
+    created          REAL NOT NULL,
+    started          REAL,
+    finished         REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (request_key, status);
+CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, created);
+CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created);
+"""
+
+# Columns read for listings; the result can be large, so listings leave it out unless asked.
+_LIGHT_COLUMNS = (
+    "id, kind, request_key, request_json, status, progress, message, NULL AS result_json, error, "
+    "error_field, error_detail, cancel_requested, owner, host, pid, heartbeat, created, started, finished"
+)
+_FULL_COLUMNS = _LIGHT_COLUMNS.replace("NULL AS result_json", "result_json")
+
+
+def default_store_path() -> Path:
+    """Where the job store lives unless the caller says otherwise.
+
+    Returns
+    -------
+    Path
+        ``$PLANNING_HOME/jobs.sqlite`` when ``PLANNING_HOME`` is set, else ``~/.cache/planning/jobs.sqlite``.
+    """
+    home = os.environ.get("PLANNING_HOME")
+    base = Path(home).expanduser() if home else Path.home() / ".cache" / "planning"
+    return base / "jobs.sqlite"
+
+
+def canonical_json(request: dict[str, Any]) -> str:
+    """Serialize a request so equal requests give equal text (sorted keys, no whitespace, no NaN).
+
+    Parameters
+    ----------
+    request:
+        A JSON-compatible dict (str keys; str/int/float/bool/None/list/dict values).
+
+    Returns
+    -------
+    str
+        Canonical JSON text.
+
+    Raises
+    ------
+    PlanningError
+        If the request is not a dict or holds values JSON cannot represent exactly.
+    """
+    if not isinstance(request, dict):
+        raise PlanningError(
+            "request", f"must be a dict, got {type(request).__name__}.", "Pass the request as a plain dict."
+        )
+    try:
+        return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PlanningError(
+            "request",
+            f"is not plain JSON ({exc}).",
+            "Convert objects with .to_dict() and replace NaN/inf with null before submitting.",
+        ) from exc
+
+
+def request_key(kind: str, request: dict[str, Any]) -> str:
+    """Content key used to dedupe jobs: SHA-256 of ``kind`` and the canonical JSON of ``request``.
+
+    Parameters
+    ----------
+    kind:
+        Job kind (``"solve"``, ``"library"``, ``"whatif"`` …).
+    request:
+        The job's JSON request.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
+    digest = hashlib.sha256()
+    digest.update(kind.encode("utf-8"))
+    digest.update(b"\x00")
+    digest.update(canonical_json(request).encode("utf-8"))
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A snapshot of one job row. Times are Unix seconds; ``result`` is ``None`` until the job is done.
+
+    ``error`` is the user-facing message (a ``PlanningError`` message verbatim); ``error_field`` the
+    offending input field when the error named one; ``error_detail`` the exception type and a short
+    traceback for unexpected errors. ``result_json`` is ``None`` in listings unless asked for.
+    """
+
+    id: str
+    kind: str
+    request_key: str
+    request_json: str
+    status: JobStatus
+    progress: float
+    message: str
+    result_json: str | None
+    error: str | None
+    error_field: str | None
+    error_detail: str | None
+    cancel_requested: bool
+    owner: str | None
+    host: str | None
+    pid: int | None
+    heartbeat: float | None
+    created: float
+    started: float | None
+    finished: float | None
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The job's request as a dict."""
+        value: dict[str, Any] = json.loads(self.request_json)
+        return value
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The job's result dict, or ``None`` when not done (or not loaded in a listing)."""
+        if self.result_json is None:
+            return None
+        value: dict[str, Any] = json.loads(self.result_json)
+        return value
+
+    @property
+    def finished_ok(self) -> bool:
+        return self.status == "done"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job is done, failed or cancelled (it will not change again)."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds the job has run (until now while running), ``None`` before it starts."""
+        if self.started is None:
+            return None
+        end = self.finished if self.finished is not None else time.time()
+        return max(0.0, end - self.started)
+
+    def to_dict(self, with_result: bool = True) -> dict[str, Any]:
+        """Plain dict for ``--json`` output and APIs (request/result parsed, not as text)."""
+        data = asdict(self)
+        data.pop("request_json")
+        data.pop("result_json")
+        data["request"] = self.request
+        if with_result:
+            data["result"] = self.result
+        data["elapsed"] = self.elapsed
+        return data
+
+
+def _row_to_record(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        id=row["id"],
+        kind=row["kind"],
+        request_key=row["request_key"],
+        request_json=row["request_json"],
+        status=row["status"],
+        progress=float(row["progress"]),
+        message=row["message"],
+        result_json=row["result_json"],
+        error=row["error"],
+        error_field=row["error_field"],
+        error_detail=row["error_detail"],
+        cancel_requested=bool(row["cancel_requested"]),
+        owner=row["owner"],
+        host=row["host"],
+        pid=row["pid"],
+        heartbeat=row["heartbeat"],
+        created=row["created"],
+        started=row["started"],
+        finished=row["finished"],
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (signal 0 probes without sending)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists but belongs to another user
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class JobStore:
+    """SQLite-backed job table shared by threads, processes and browser tabs.
+
+    One connection per store object (``check_same_thread=False``) guarded by a lock; every write is a
+    short autocommit statement or a ``BEGIN IMMEDIATE`` transaction, and ``busy_timeout`` makes a
+    concurrent writer wait instead of failing. Opening the store marks jobs whose process died as
+    failed ("interrupted").
+
+    Parameters
+    ----------
+    path:
+        Database file; ``None`` means :func:`default_store_path`. Parent folders are created.
+    busy_timeout_ms:
+        How long a write waits for another writer before SQLite gives up.
+    stale_after:
+        Seconds without a heartbeat after which an active job is considered dead even when its
+        process id cannot be checked (another host, or a recycled pid).
+    recover:
+        Run :meth:`recover_stale` on open.
+
+    Raises
+    ------
+    PlanningError
+        If the file cannot be opened as a job store (wrong schema version, not a database).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = 10_000,
+        stale_after: float = 120.0,
+        recover: bool = True,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_store_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.stale_after = stale_after
+        self.host = socket.gethostname()
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            str(self.path),
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,  # autocommit; multi-statement writes use BEGIN IMMEDIATE
+            check_same_thread=False,
+        )
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._init_schema()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise PlanningError(
+                "jobs.store_path",
+                f"{self.path} is not a usable job store ({exc}).",
+                "Point PLANNING_HOME at another folder or delete the file; it only caches job results.",
+            ) from exc
+        if recover:
+            self.recover_stale()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    def _init_schema(self) -> None:
+        with self._lock:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise sqlite3.DatabaseError(f"schema version {version}, expected {SCHEMA_VERSION}")
+            self._conn.executescript(_SCHEMA)
+            if version == 0:
+                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction that takes the write lock up front (no deadlock on upgrade)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        with self._lock:
+            cursor = self._conn.execute(sql, params)
+            return cursor.rowcount
+
+    def close(self) -> None:
+        """Close the connection (the store object is unusable afterwards)."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads --------------------------------------------------------------------------------------
+    def get(self, job_id: str) -> JobRecord:
+        """Read one job, result included.
+
+        Parameters
+        ----------
+        job_id:
+            Id returned by ``submit``/``create``.
+
+        Returns
+        -------
+        JobRecord
+
+        Raises
+        ------
+        PlanningError
+            If no job has this id.
+        """
+        with self._lock:
+            row = self._conn.execute(f"SELECT {_FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise PlanningError(
+                "job_id",
+                f"no job {job_id!r} in {self.path}.",
+                "The job store may have been cleared; submit the request again.",
+            )
+        return _row_to_record(row)
+
+    def find(self, job_id: str) -> JobRecord | None:
+        """Like :meth:`get` but returns ``None`` for an unknown id."""
+        try:
+            return self.get(job_id)
+        except PlanningError:
+            return None
+
+    def list_jobs(
+        self,
+        owner: str | None = None,
+        limit: int = 50,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        with_result: bool = False,
+    ) -> list[JobRecord]:
+        """Most recent jobs first.
+
+        Parameters
+        ----------
+        owner:
+            Only this owner's (session's) jobs; ``None`` lists everyone's.
+        limit:
+            At most this many records.
+        kind, status:
+            Optional filters.
+        with_result:
+            Load ``result_json`` too (off by default: results can be large).
+
+        Returns
+        -------
+        list[JobRecord]
+        """
+        clauses: list[str] = []
+        params: list[Any] = []
+        if owner is not None:
+            clauses.append("owner = ?")
+            params.append(owner)
+        if kind is not None:
+            clauses.append("kind = ?")
+            params.append(kind)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        columns = _FULL_COLUMNS if with_result else _LIGHT_COLUMNS
+        sql = f"SELECT {columns} FROM jobs {where} ORDER BY created DESC, rowid DESC LIMIT ?"
+        with self._lock:
+            rows = self._conn.execute(sql, (*params, int(limit))).fetchall()
+        return [_row_to_record(r) for r in rows]
+
+    def cancel_requested(self, job_id: str) -> bool:
+        """Whether anyone (any process) asked to cancel this job."""
+        with self._lock:
+            row = self._conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return bool(row and row[0])
+
+    # -- writes -------------------------------------------------------------------------------------
+    def create_or_reuse(
+        self, job_id: str, kind: str, request: dict[str, Any], owner: str | None, *, reuse: bool = True
+    ) -> tuple[str, bool]:
+        """Insert a queued job, or return the id of an identical done/active job.
+
+        Lookup and insert happen in one ``BEGIN IMMEDIATE`` transaction, so two tabs submitting the same
+        request at once get the same job.
+
+        Parameters
+        ----------
+        job_id:
+            Id for the new job if one is created.
+        kind, request, owner:
+            As for :meth:`JobRunner.submit`.
+        reuse:
+            ``False`` always creates a new job.
+
+        Returns
+        -------
+        (job_id, created)
+            ``created`` is False when an existing job was reused.
+        """
+        text = canonical_json(request)
+        key = request_key(kind, request)
+        if reuse:
+            self.recover_stale()  # never join a job whose process has died
+        now = time.time()
+        with self._transaction() as conn:
+            if reuse:
+                row = conn.execute(
+                    "SELECT id FROM jobs WHERE request_key = ? AND status IN ('done','running','queued') "
+                    "AND cancel_requested = 0 ORDER BY (status = 'done') DESC, created DESC LIMIT 1",
+                    (key,),
+                ).fetchone()
+                if row is not None:
+                    return str(row[0]), False
+            conn.execute(
+                "INSERT INTO jobs (id, kind, request_key, request_json, status, owner, host, pid, heartbeat,"
+                " created) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                (job_id, kind, key, text, owner, self.host, os.getpid(), now, now),
+            )
+        return job_id, True
+
+    def mark_running(self, job_id: str) -> bool:
+        """Move a queued job to running; False if it was cancelled (or taken) meanwhile."""
+        now = time.time()
+        changed = self._execute(
+            "UPDATE jobs SET status = 'running', started = ?, heartbeat = ?, host = ?, pid = ? "
+            "WHERE id = ? AND status = 'queued' AND cancel_requested = 0",
+            (now, now, self.host, os.getpid(), job_id),
+        )
+        return changed == 1
+
+    def set_progress(self, job_id: str, progress: float, message: str) -> None:
+        """Persist progress (0..1) and a one-line message of a running job; also a heartbeat."""
+        fraction = min(1.0, max(0.0, float(progress)))
+        self._execute(
+            "UPDATE jobs SET progress = ?, message = ?, heartbeat = ? WHERE id = ? AND status = 'running'",
+            (fraction, message, time.time(), job_id),
+        )
+
+    def heartbeat(self, job_ids: list[str]) -> None:
+        """Refresh the heartbeat of active jobs run by this process."""
+        if not job_ids:
+            return
+        marks = ",".join("?" for _ in job_ids)
+        self._execute(
+            f"UPDATE jobs SET heartbeat = ? WHERE id IN ({marks}) AND status IN ('queued','running')",
+            (time.time(), *job_ids),
+        )
+
+    def finish_done(self, job_id: str, result: dict[str, Any]) -> None:
+        """Store the result and mark the job done (progress 1)."""
+        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        self._execute(
+            "UPDATE jobs SET status = 'done', progress = 1, result_json = ?, finished = ?, heartbeat = ? "
+            "WHERE id = ? AND status = 'running'",
+            (text, time.time(), time.time(), job_id),
+        )
+
+    def finish_failed(
+        self, job_id: str, error: str, *, field: str | None = None, detail: str | None = None
+    ) -> None:
+        """Mark an active job failed with a user-facing message (and optional field / detail)."""
+        now = time.time()
+        self._execute(
+            "UPDATE jobs SET status = 'failed', error = ?, error_field = ?, error_detail = ?, finished = ?,"
+            " heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
+            (error, field, detail, now, now, job_id),
+        )
+
+    def finish_cancelled(self, job_id: str, message: str = "cancelled") -> None:
+        """Mark an active job cancelled."""
+        now = time.time()
+        self._execute(
+            "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = ?, finished = ?, "
+            "heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
+            (message, now, now, job_id),
+        )
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Ask for a job to stop; works from any process.
+
+        A queued job is cancelled at once; a running job gets a flag its worker polls.
+
+        Parameters
+        ----------
+        job_id:
+            The job to cancel.
+
+        Returns
+        -------
+        bool
+            True if the job was queued or running (the request was accepted).
+        """
+        now = time.time()
+        with self._transaction() as conn:
+            queued = conn.execute(
+                "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = 'cancelled', "
+                "finished = ? WHERE id = ? AND status = 'queued'",
+                (now, job_id),
+            ).rowcount
+            running = conn.execute(
+                "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND status = 'running'", (job_id,)
+            ).rowcount
+        return bool(queued or running)
+
+    def recover_stale(self) -> list[str]:
+        """Mark active jobs whose process is gone as failed ("interrupted").
+
+        A job is stale when it was run on this host by a process that no longer exists, or when its
+        heartbeat is older than ``stale_after`` seconds (other host, recycled pid, hung process).
+
+        Returns
+        -------
+        list[str]
+            Ids of the jobs marked failed.
+        """
+        now = time.time()
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, host, pid, heartbeat FROM jobs WHERE status IN ('queued','running')"
+            ).fetchall()
+        stale: list[str] = []
+        for row in rows:
+            dead_here = row["host"] == self.host and row["pid"] is not None and not pid_alive(row["pid"])
+            silent = row["heartbeat"] is None or now - float(row["heartbeat"]) > self.stale_after
+            if dead_here or silent:
+                stale.append(row["id"])
+        for job_id in stale:
+            self.finish_failed(
+                job_id,
+                INTERRUPTED_MESSAGE,
+                detail="Recovered on store open: its process ended or stopped sending heartbeats.",
+            )
+        return stale
+
+    def delete(self, job_id: str) -> bool:
+        """Remove a finished job; active jobs are kept (cancel them first)."""
+        return (
+            self._execute(
+                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled')", (job_id,)
+            )
+            == 1
+        )
+
+    def prune(self, keep: int = 500) -> int:
+        """Delete all but the ``keep`` most recent finished jobs; returns how many were deleted."""
+        return self._execute(
+            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled') AND id NOT IN "
+            "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
+            (int(keep),),
+        )

@@ -1,0 +1,390 @@
+"""Job store and runner: completion, dedupe, progress across store objects, cancel, failure, processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planning.errors import PlanningError
+from planning.jobs import (
+    CancelToken,
+    JobCancelled,
+    JobRunner,
+    JobStore,
+    ProgressFn,
+    default_runner,
+    default_store_path,
+    request_key,
+)
+from planning.jobs.store import INTERRUPTED_MESSAGE
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.sqlite"
+
+
+@pytest.fixture
+def runner(store_path: Path) -> Iterator[JobRunner]:
+    r = JobRunner(JobStore(store_path), max_workers=2, progress_interval=0.02, cancel_poll_interval=0.02)
+    yield r
+    r.shutdown(wait=True, cancel=True)
+    r.store.close()
+
+
+def add(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    progress(0.5, "adding")
+    return {"sum": request["a"] + request["b"]}
+
+
+def test_submit_runs_in_background_and_stores_result(runner: JobRunner, store_path: Path) -> None:
+    job_id = runner.submit("add", {"a": 2, "b": 3}, add, owner="alice")
+    record = runner.wait(job_id, timeout=5)
+    assert record.status == "done"
+    assert record.result == {"sum": 5}
+    assert record.progress == 1.0
+    assert record.owner == "alice"
+    assert record.started is not None and record.finished is not None and record.finished >= record.started
+    # A fresh store object (as after a page reload) sees the same job and result.
+    with JobStore(store_path) as other:
+        again = other.get(job_id)
+    assert again.result == {"sum": 5}
+    assert again.request == {"a": 2, "b": 3}
+
+
+def test_runs_in_a_worker_thread(runner: JobRunner) -> None:
+    seen: dict[str, str] = {}
+
+    def where(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        seen["thread"] = threading.current_thread().name
+        return {}
+
+    runner.wait(runner.submit("where", {}, where), timeout=5)
+    assert seen["thread"] != threading.current_thread().name
+    assert seen["thread"].startswith("planning-job")
+
+
+def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
+    calls: list[int] = []
+
+    def counted(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        calls.append(1)
+        return {"ok": True}
+
+    first = runner.submit("count", {"x": 1, "y": [1, 2]}, counted)
+    runner.wait(first, timeout=5)
+    # Same request, keys in another order: same canonical JSON, same job, no second run.
+    second = runner.submit("count", {"y": [1, 2], "x": 1}, counted)
+    assert second == first
+    assert len(calls) == 1
+    # A different kind or request is a new job; reuse=False forces a rerun.
+    assert runner.submit("count2", {"x": 1, "y": [1, 2]}, counted) != first
+    forced = runner.submit("count", {"x": 1, "y": [1, 2]}, counted, reuse=False)
+    assert forced != first
+    runner.wait(forced, timeout=5)
+    assert len(calls) == 3
+
+
+def test_a_running_identical_job_is_joined(runner: JobRunner) -> None:
+    gate = threading.Event()
+
+    def blocked(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        gate.wait(5)
+        return {"done": True}
+
+    first = runner.submit("slow", {"n": 1}, blocked)
+    second = runner.submit("slow", {"n": 1}, blocked)
+    assert second == first
+    gate.set()
+    assert runner.wait(first, timeout=5).status == "done"
+
+
+def test_request_key_is_canonical_and_rejects_non_json() -> None:
+    assert request_key("k", {"a": 1, "b": 2}) == request_key("k", {"b": 2, "a": 1})
+    assert request_key("k", {"a": 1}) != request_key("k", {"a": 2})
+    with pytest.raises(PlanningError, match="request"):
+        request_key("k", {"a": float("nan")})
+    with pytest.raises(PlanningError, match="request"):
+        request_key("k", {"a": object()})
+
+
+def test_progress_is_visible_from_a_second_store(runner: JobRunner, store_path: Path) -> None:
+    reached = threading.Event()
+    release = threading.Event()
+
+    def staged(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        progress(0.4, "stage 2 of 5")
+        reached.set()
+        release.wait(5)
+        return {}
+
+    job_id = runner.submit("staged", {}, staged)
+    assert reached.wait(5)
+    with JobStore(store_path) as other:
+        record = other.get(job_id)
+        assert record.status == "running"
+        assert record.progress == pytest.approx(0.4)
+        assert record.message == "stage 2 of 5"
+    release.set()
+    runner.wait(job_id, timeout=5)
+
+
+def test_progress_writes_are_throttled(store_path: Path) -> None:
+    runner = JobRunner(JobStore(store_path), max_workers=1, progress_interval=0.2)
+    writes: list[float] = []
+    original = runner.store.set_progress
+
+    def spy(job_id: str, progress: float, message: str) -> None:
+        writes.append(progress)
+        original(job_id, progress, message)
+
+    runner.store.set_progress = spy  # type: ignore[method-assign]
+
+    def chatty(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        for i in range(1000):
+            progress(i / 1000, f"step {i}")
+        return {}
+
+    job_id = runner.submit("chatty", {}, chatty)
+    record = runner.wait(job_id, timeout=5)
+    runner.shutdown()
+    assert record.status == "done"
+    assert 1 <= len(writes) <= 5  # 1000 calls in well under a second
+
+
+def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
+    started = threading.Event()
+
+    def loop(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        started.set()
+        for _ in range(500):
+            token.raise_if_cancelled()
+            time.sleep(0.01)
+        return {"finished": True}
+
+    job_id = runner.submit("loop", {}, loop)
+    assert started.wait(5)
+    assert runner.cancel(job_id) is True
+    record = runner.wait(job_id, timeout=5)
+    assert record.status == "cancelled"
+    assert record.result is None
+    assert runner.cancel(job_id) is False  # nothing left to cancel
+    # A cancelled job is not reused: the same request runs again.
+    assert runner.submit("loop", {}, add_quick) != job_id
+
+
+def add_quick(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    return {}
+
+
+def test_cancel_from_another_store_reaches_the_worker(runner: JobRunner, store_path: Path) -> None:
+    started = threading.Event()
+
+    def loop(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        started.set()
+        while not token.is_set():  # threading.Event-style check, as engine functions do
+            time.sleep(0.005)
+        raise JobCancelled(token.job_id)
+
+    job_id = runner.submit("remote-cancel", {}, loop)
+    assert started.wait(5)
+    with JobStore(store_path) as other:  # e.g. a second browser tab served by another process
+        assert other.request_cancel(job_id) is True
+    assert runner.wait(job_id, timeout=5).status == "cancelled"
+
+
+def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
+    runner = JobRunner(JobStore(store_path), max_workers=1)
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def blocker(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        gate.wait(5)
+        return {}
+
+    def record_run(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        ran.append("ran")
+        return {}
+
+    first = runner.submit("block", {}, blocker)
+    queued = runner.submit("queued", {}, record_run)
+    assert runner.get(queued).status == "queued"
+    assert runner.cancel(queued)
+    assert runner.get(queued).status == "cancelled"
+    gate.set()
+    runner.wait(first, timeout=5)
+    runner.shutdown(wait=True)
+    assert ran == []
+    assert runner.get(queued).status == "cancelled"
+
+
+def test_failing_jobs_keep_messages_and_leave_the_runner_usable(runner: JobRunner) -> None:
+    def bad_input(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        raise PlanningError(
+            "models[0].slo.ttft_ms", "50 ms is below the fastest prefill.", "Relax to 180 ms."
+        )
+
+    def crash(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        return {"x": 1 / request["zero"]}
+
+    planning_failure = runner.wait(runner.submit("bad", {}, bad_input), timeout=5)
+    assert planning_failure.status == "failed"
+    assert planning_failure.error == (
+        "models[0].slo.ttft_ms: 50 ms is below the fastest prefill. Fix: Relax to 180 ms."
+    )
+    assert planning_failure.error_field == "models[0].slo.ttft_ms"
+
+    crashed = runner.wait(runner.submit("crash", {"zero": 0}, crash), timeout=5)
+    assert crashed.status == "failed"
+    assert crashed.error is not None and crashed.error.startswith("ZeroDivisionError:")
+    assert crashed.error_detail is not None and "Traceback" in crashed.error_detail
+    with pytest.raises(PlanningError, match="ZeroDivisionError"):
+        runner.result(crashed.id)
+
+    # Failed jobs are not reused, and the runner still works.
+    assert runner.submit("crash", {"zero": 0}, crash) != crashed.id
+    assert runner.result(runner.submit("add", {"a": 1, "b": 1}, add), timeout=5) == {"sum": 2}
+
+
+def test_non_dict_or_non_json_results_fail_clearly(runner: JobRunner) -> None:
+    def returns_list(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> Any:
+        return [1, 2]
+
+    def returns_nan(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+        return {"x": float("nan")}
+
+    listed = runner.wait(runner.submit("list", {}, returns_list), timeout=5)
+    assert listed.status == "failed" and "not a dict" in (listed.error or "")
+    nan = runner.wait(runner.submit("nan", {}, returns_nan), timeout=5)
+    assert nan.status == "failed" and "not plain JSON" in (nan.error or "")
+
+
+def test_list_jobs_filters_by_owner_and_limits(runner: JobRunner) -> None:
+    ids = [runner.submit("add", {"a": i, "b": 0}, add, owner="alice" if i % 2 else "bob") for i in range(6)]
+    for job_id in ids:
+        runner.wait(job_id, timeout=5)
+    alice = runner.list_jobs(owner="alice")
+    assert {r.id for r in alice} == {ids[1], ids[3], ids[5]}
+    assert all(r.result is None for r in alice)  # listings leave results out
+    newest_two = runner.list_jobs(limit=2)
+    assert [r.id for r in newest_two] == [ids[5], ids[4]]
+
+
+def test_get_unknown_job_names_the_field(store_path: Path) -> None:
+    with JobStore(store_path) as store, pytest.raises(PlanningError, match="job_id"):
+        store.get("nope")
+
+
+def test_default_store_path_honours_planning_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
+    assert default_store_path() == tmp_path / "home" / "jobs.sqlite"
+    monkeypatch.delenv("PLANNING_HOME")
+    assert default_store_path() == Path.home() / ".cache" / "planning" / "jobs.sqlite"
+
+
+def test_default_runner_is_one_per_path(tmp_path: Path) -> None:
+    a = default_runner(tmp_path / "a.sqlite")
+    assert default_runner(tmp_path / "a.sqlite") is a
+    b = default_runner(tmp_path / "b.sqlite")
+    assert b is not a
+    for r in (a, b):
+        r.shutdown()
+    assert default_runner(tmp_path / "a.sqlite") is not a  # a shut-down runner is replaced
+    default_runner(tmp_path / "a.sqlite").shutdown()
+
+
+def test_store_uses_wal(store_path: Path) -> None:
+    with JobStore(store_path) as store:
+        mode = store._conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_not_a_database_is_a_planning_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "jobs.sqlite"
+    bogus.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(PlanningError, match=r"jobs\.store_path"):
+        JobStore(bogus)
+
+
+# -- processes ---------------------------------------------------------------------------------------
+
+
+def _hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
+    """Child process: create jobs and write progress as fast as possible, counting lock errors."""
+    import sqlite3
+
+    store = JobStore(path, recover=False)
+    go.wait()  # start together so the writes really overlap
+    failures = 0
+    for i in range(writes // 2):
+        try:
+            job_id, _ = store.create_or_reuse(f"w{worker}-{i}", "hammer", {"w": worker, "i": i}, None)
+            store.mark_running(job_id)
+            store.set_progress(job_id, 0.5, "half")
+            store.finish_done(job_id, {"i": i})
+        except sqlite3.OperationalError:
+            failures += 1
+    errors.put(failures)
+    store.close()
+
+
+def test_two_processes_write_concurrently_without_lock_errors(store_path: Path) -> None:
+    JobStore(store_path).close()  # create the schema once, as the app does on start
+    ctx = multiprocessing.get_context("spawn")
+    errors = ctx.Queue()
+    go = ctx.Barrier(2)
+    writes = 200  # per process; each loop iteration is 4 writes, so 400 statements each
+    procs = [ctx.Process(target=_hammer, args=(str(store_path), w, writes, errors, go)) for w in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert [errors.get(timeout=5) for _ in procs] == [0, 0]
+    with JobStore(store_path) as store:
+        done = store.list_jobs(kind="hammer", status="done", limit=10_000)
+    assert len(done) == writes  # 2 processes × writes/2 jobs
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_restart_marks_dead_running_jobs_interrupted(store_path: Path) -> None:
+    with JobStore(store_path) as store:
+        dead, _ = store.create_or_reuse("dead", "solve", {"n": 1}, None)
+        store.mark_running(dead)
+        silent, _ = store.create_or_reuse("silent", "solve", {"n": 2}, None)
+        store.mark_running(silent)
+        alive, _ = store.create_or_reuse("alive", "solve", {"n": 3}, None)
+        store.mark_running(alive)
+        finished, _ = store.create_or_reuse("finished", "solve", {"n": 4}, None)
+        store.mark_running(finished)
+        store.finish_done(finished, {"ok": 1})
+        # Simulate: 'dead' ran in a process that has exited; 'silent' on another host that stopped
+        # sending heartbeats; 'alive' runs in this (live) process.
+        store._execute("UPDATE jobs SET pid = ? WHERE id = 'dead'", (_dead_pid(),))
+        store._execute(
+            "UPDATE jobs SET host = 'elsewhere', heartbeat = ? WHERE id = 'silent'", (time.time() - 3600,)
+        )
+    with JobStore(store_path) as reopened:
+        assert reopened.get("dead").status == "failed"
+        assert reopened.get("dead").error == INTERRUPTED_MESSAGE
+        assert reopened.get("silent").status == "failed"
+        assert reopened.get("alive").status == "running"
+        assert reopened.get("alive").pid == os.getpid()
+        assert reopened.get("finished").status == "done"
+        # A new identical request does not join the interrupted job.
+        new_id, created = reopened.create_or_reuse("again", "solve", {"n": 1}, None)
+        assert created and new_id == "again"

@@ -83,7 +83,7 @@ model_ids += [m.id for m in scenario.models if m.id not in model_ids]
 region_ids = sorted(frames["regions"]["key"].astype(str)) if "key" in frames["regions"] else []
 region_ids += [r for r in scenario.regions if r not in region_ids]
 gpu_ids = sorted(frames["gpus"]["id"].astype(str))
-offers = tables.offers_frame(scenario, frames["configs"])
+offers = tables.offers_frame(scenario, frames["configs"], frames.get("availability"))
 shape_ids = sorted(set(tables.offers_frame(replace(scenario, regions=(), shapes=()), frames["configs"])["shape"])
                    | set(scenario.shapes))
 

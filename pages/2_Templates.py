@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from planning import viz
-from planning.result import StagePlan
 from ui import state, widgets
 from ui.jobs import library_job, solve_request
 
@@ -59,9 +58,8 @@ if not shown.empty:
     rows = {f"{r.model} · {r.phase} · {r.template_id}": r for r in shown.itertuples(index=False)}
     pick = st.selectbox("Pipeline layout of", list(rows))
     row = rows[pick]
-    stages = tuple(StagePlan.from_dict(s) for s in row.stages)
     widgets.explain("pipeline", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    st.plotly_chart(viz.pipeline_figure(stages, title=pick), use_container_width=True, key="template_pipeline")
+    st.plotly_chart(viz.pipeline_figure(row.stages, title=pick, phase=row.phase), use_container_width=True, key="template_pipeline")
     st.caption(f"{row.throughput:,.0f} {row.unit} for ${row.cost_per_hour:,.2f}/h in {row.region}.")
     st.dataframe(shown.drop(columns=["stages"]), hide_index=True, use_container_width=True)

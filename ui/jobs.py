@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import planning
-from planning.jobs import CancelToken, ProgressFn
+from planning.jobs import CancelToken, JobCancelled, ProgressFn
 from planning.scenario import Scenario
 
 # Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
@@ -16,12 +16,17 @@ RESULT_VERSION = 1
 
 def _call(fn: Callable[..., Any], *args: Any, progress: ProgressFn, cancel: CancelToken, **kwargs: Any) -> Any:
     """Call an engine function, passing progress/cancel only if its signature accepts them."""
+    from planning import api
+
     params = inspect.signature(fn).parameters
     if "progress" in params:
         kwargs["progress"] = progress
     if "cancel" in params:
         kwargs["cancel"] = cancel
-    return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    except api.Cancelled:  # the engine's own cancel signal → the job store's "cancelled", not "failed"
+        raise JobCancelled(cancel.job_id) from None
 
 
 def engine_fingerprint() -> str:

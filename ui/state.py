@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
 import uuid
 from pathlib import Path
@@ -45,8 +44,8 @@ def init_state() -> None:
 
 # --- where things live ---------------------------------------------------------------------------------------
 def planning_home() -> Path:
-    """``$PLANNING_HOME`` or ``~/.cache/planning``: job store and saved scenarios."""
-    return Path(os.environ.get("PLANNING_HOME") or "~/.cache/planning").expanduser()
+    """``$PLANNING_HOME`` or ``~/.cache/planning``: job store and saved scenarios (same folder as the engine's)."""
+    return Path(api.planning_home()).expanduser()
 
 
 def scenarios_dir() -> Path:

@@ -72,13 +72,16 @@ def _column(frame: pd.DataFrame, *names: str, default: Any = None) -> pd.Series:
     return pd.Series([default] * len(frame), index=frame.index)
 
 
-def offers_frame(scenario: Scenario, configs: pd.DataFrame) -> pd.DataFrame:
+def offers_frame(scenario: Scenario, configs: pd.DataFrame, availability: pd.DataFrame | None = None) -> pd.DataFrame:
     """Prices and availability the scenario sees, per (region, shape), with source, age, quality and overrides.
 
     Catalog rows of the scenario's regions (and shapes, if it lists any) come first; the scenario's explicit
     offers and availability overrides replace them and are marked ``override``.
     """
     cfg = configs.copy()
+    if availability is not None and "config_id" in availability.columns and "available" not in cfg.columns:
+        nodes = availability.set_index("config_id")["nodes"]
+        cfg["available"] = cfg["id"].map(nodes)
     region = _column(cfg, "region_key")
     if region.isna().all():
         region = _column(cfg, "cloud").astype(str) + ":" + _column(cfg, "region").astype(str)
@@ -97,6 +100,9 @@ def offers_frame(scenario: Scenario, configs: pd.DataFrame) -> pd.DataFrame:
         table = table[table["region"].isin(scenario.regions)]
     if scenario.shapes:
         table = table[table["shape"].isin(scenario.shapes)]
+    # the engine rents the cheapest row of each (region, shape); show that one
+    table = table.sort_values("price_per_hour", na_position="last").drop_duplicates(["region", "shape"])
+    table = table.sort_values(["region", "shape"])
     offered = {(o.region, o.shape) for o in scenario.offers}
     table = table[[(r, s) not in offered for r, s in zip(table["region"], table["shape"], strict=True)]]
     extra = pd.DataFrame([{"region": o.region, "shape": o.shape, "instance_type": "", "price_per_hour": o.price_per_hour,

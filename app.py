@@ -36,7 +36,7 @@ with st.form("plan_form", border=False):
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     choice = left.selectbox("Scenario", choices, index=choices.index(default), format_func=_label,
                             help="Presets reproduce the papers' setups; saved scenarios come from the Scenario page.")
-    plan_it = right.form_submit_button("Plan it", type="primary", use_container_width=True)
+    plan_it = right.form_submit_button("Plan it", type="primary", width="stretch")
 
 if plan_it:
     st.session_state["preset"] = choice

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from planning import api
-from planning.catalog import model_from_hf_config
+from planning.catalog.models import model_from_hf_config
 from planning.errors import PlanningError
 from planning.scenario import SLO, Demand, ModelRequest, Scenario, parse_scenario_text
 from ui import state, tables, widgets
@@ -92,7 +92,7 @@ with st.form("scenario_form"):
     widgets.explain("models_table", "One row per model. TTFT (prefill_ms) bounds the time to the first token, TPOT "
                     "(decode_ms) the time per output token; demand is requests/s with mean prompt and output tokens.")
     edited_models = st.data_editor(
-        tables.models_frame(scenario), num_rows="dynamic", hide_index=True, use_container_width=True,
+        tables.models_frame(scenario), num_rows="dynamic", hide_index=True, width="stretch",
         key="models_editor",
         column_config={
             "id": st.column_config.SelectboxColumn("model", options=model_ids, required=True),
@@ -149,7 +149,7 @@ with st.form("offers_form"):
         mask = offers["region"].str.lower().str.contains(needle) | offers["shape"].str.lower().str.contains(needle)
         shown = offers[mask]
     edited_offers = st.data_editor(
-        shown, hide_index=True, use_container_width=True, key="offers_editor",
+        shown, hide_index=True, width="stretch", key="offers_editor",
         disabled=["region", "shape", "instance_type", "override", "quality", "source", "as_of"],
         column_config={
             "price_per_hour": st.column_config.NumberColumn("$/h per node", min_value=0.0, format="%.3f"),

@@ -52,7 +52,7 @@ if mix != "all":
 st.subheader(f"{len(shown)} of {len(library)} templates")
 widgets.explain("template_scatter", "Each point is a template: throughput against hourly cost. Points up and to "
                 "the left are the good deals; colour tells homogeneous from mixed templates.")
-st.plotly_chart(viz.template_scatter(shown), use_container_width=True, key="scatter")
+st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
 
 if not shown.empty:
     rows = {f"{r.model} · {r.phase} · {r.template_id}": r for r in shown.itertuples(index=False)}
@@ -60,6 +60,6 @@ if not shown.empty:
     row = rows[pick]
     widgets.explain("pipeline", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    st.plotly_chart(viz.pipeline_figure(row.stages, title=pick, phase=row.phase), use_container_width=True, key="template_pipeline")
+    st.plotly_chart(viz.pipeline_figure(row.stages, title=pick, phase=row.phase), width="stretch", key="template_pipeline")
     st.caption(f"{row.throughput:,.0f} {row.unit} for ${row.cost_per_hour:,.2f}/h in {row.region}.")
-    st.dataframe(shown.drop(columns=["stages"]), hide_index=True, use_container_width=True)
+    st.dataframe(shown.drop(columns=["stages"]), hide_index=True, width="stretch")

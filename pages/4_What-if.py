@@ -80,8 +80,8 @@ if len(results) > 0:
     widgets.explain("variants", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
                     "A baseline that cannot meet all demand is marked as falling short.")
     frame = variants.comparison_frame(results)
-    st.plotly_chart(viz.variants_chart(frame), use_container_width=True, key="variants_chart")
-    st.dataframe(frame, hide_index=True, use_container_width=True,
+    st.plotly_chart(viz.variants_chart(frame), width="stretch", key="variants_chart")
+    st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
 
@@ -90,7 +90,7 @@ if base_result is not None and len(results) > 1:
     widgets.explain("plan_diff", "Which instances and GPUs the variant adds or drops compared with the base plan, "
                     "and how the cost moves because of it.")
     other = st.selectbox("Compare the base plan with", [k for k in results if k != "base"])
-    st.plotly_chart(viz.plan_diff(base_result, results[other]), use_container_width=True, key="plan_diff")
+    st.plotly_chart(viz.plan_diff(base_result, results[other]), width="stretch", key="plan_diff")
 
 # --- sweeps ----------------------------------------------------------------------------------------------------
 st.subheader("Sweeps")
@@ -123,6 +123,6 @@ for label, job_id in reversed(list(sweep_jobs.items())):
     if record.status == "done" and record.result is not None:
         st.markdown(f"**Sweep {label}**")
         sweep = pd.DataFrame(record.result["rows"])
-        st.plotly_chart(viz.sweep_chart(sweep), use_container_width=True, key=f"sweep-{job_id}")
+        st.plotly_chart(viz.sweep_chart(sweep), width="stretch", key=f"sweep-{job_id}")
     else:
         widgets.show_job_outcome(record)

@@ -28,7 +28,7 @@ frame = pd.DataFrame([{
     "created": _when(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
     "error": r.error or "",
 } for r in records])
-st.dataframe(frame, hide_index=True, use_container_width=True,
+st.dataframe(frame, hide_index=True, width="stretch",
              column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0)})
 
 active = {f"{r.kind} {r.id}": r.id for r in records if not r.is_terminal}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -86,7 +87,8 @@ def layer_ranges(stages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
             start, last = cursor, cursor + count - 1
         else:
             raise PlanningError(
-                f"{field}.layers", "missing: a stage needs 'layers' or 'layer_start'/'layer_end'.",
+                f"{field}.layers",
+                "missing: a stage needs 'layers' or 'layer_start'/'layer_end'.",
                 "Add the number of layers the stage holds.",
             )
         if last < start:
@@ -111,17 +113,14 @@ def _layout(stages: Sequence[Mapping[str, Any]]) -> list[_Node]:
                 graph.add_edge((s, i), (s + 1, k))
     pos = nx.multipartite_layout(graph, subset_key="stage", align="vertical")
     # multipartite_layout spaces layers and nodes by one common unit; recover it and map to box units.
-    coords = sorted({round(float(v), 9) for p in pos.values() for v in p})
-    gaps = [b - a for a, b in zip(coords, coords[1:], strict=False) if b - a > 1e-9]
     xs = sorted({round(float(p[0]), 9) for p in pos.values()})
     ys_by_stage: dict[int, list[float]] = {}
     for (s, _), p in pos.items():
         ys_by_stage.setdefault(s, []).append(float(p[1]))
-    step_candidates = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(xs)]
     for ys in ys_by_stage.values():
-        ys.sort()
-        step_candidates += [b - a for a, b in zip(ys, ys[1:], strict=False)]
-    unit = min((g for g in step_candidates if g > 1e-9), default=min(gaps, default=1.0))
+        steps += [b - a for a, b in itertools.pairwise(sorted(ys))]
+    unit = min((g for g in steps if g > 1e-9), default=1.0)
     x0 = xs[0]
     # Within a stage, replicas keep their input order top to bottom on the slots networkx computed.
     slot_y = {(s, i): y for s, ys in ys_by_stage.items() for i, y in enumerate(sorted(ys, reverse=True))}
@@ -130,7 +129,9 @@ def _layout(stages: Sequence[Mapping[str, Any]]) -> list[_Node]:
         raw = stages[s]["nodes"][i]
         shape = str(raw.get("shape") or "")
         if not shape:
-            raise PlanningError(f"stages[{s}].nodes[{i}].shape", "missing.", 'Give the node shape, e.g. "2xL40S".')
+            raise PlanningError(
+                f"stages[{s}].nodes[{i}].shape", "missing.", 'Give the node shape, e.g. "2xL40S".'
+            )
         gpu = str(raw.get("gpu") or gpu_of_shape(shape))
         thr = raw.get("throughput")
         placed.append(
@@ -289,12 +290,30 @@ def pipeline_figure(
         )
     left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
     fig.add_annotation(
-        x=left - 0.05, y=0, ax=left - 1.0, ay=0, xref="x", yref="y", axref="x", ayref="y",
-        text="in", name="input", **arrow,
+        x=left - 0.05,
+        y=0,
+        ax=left - 1.0,
+        ay=0,
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        text="in",
+        name="input",
+        **arrow,
     )
     fig.add_annotation(
-        x=right + 1.0, y=0, ax=right + 0.05, ay=0, xref="x", yref="y", axref="x", ayref="y",
-        text="", name="output", **arrow,
+        x=right + 1.0,
+        y=0,
+        ax=right + 0.05,
+        ay=0,
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        text="",
+        name="output",
+        **arrow,
     )
     fig.add_annotation(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label")
     low = bottom - 0.6
@@ -310,12 +329,26 @@ def pipeline_figure(
             name="decode-loop",
         )
         fig.add_annotation(
-            x=x_to, y=first_bottom - 0.03, ax=x_to, ay=low, xref="x", yref="y", axref="x", ayref="y",
-            text="", name="decode-loop-head", **arrow,
+            x=x_to,
+            y=first_bottom - 0.03,
+            ax=x_to,
+            ay=low,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            text="",
+            name="decode-loop-head",
+            **arrow,
         )
         fig.add_annotation(
-            x=(x_from + x_to) / 2, y=low, text="decode: each new token runs through all stages again",
-            showarrow=False, yanchor="top", font={"size": 11, "color": "#444444"}, name="decode-loop-label",
+            x=(x_from + x_to) / 2,
+            y=low,
+            text="decode: each new token runs through all stages again",
+            showarrow=False,
+            yanchor="top",
+            font={"size": 11, "color": "#444444"},
+            name="decode-loop-label",
         )
     rows = max(Counter(n.stage for n in nodes).values())
     summary = _summary(nodes, len(stages))

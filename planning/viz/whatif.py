@@ -1,0 +1,186 @@
+"""What-if figures: variants side by side against baselines, and cost sweeps (Mélange Fig. 9 style)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from planning.viz._common import empty_figure, is_empty, require_columns
+from planning.viz.colors import GPU_COLORS, gpu_of_shape
+
+WHATIF_COLUMNS = ("variant", "cost_per_hour", "served_fraction", "method")
+SWEEP_COLUMNS = ("x", "method", "cost_per_hour")
+
+_METHOD_PALETTE = ("#2CA02C", "#7F7F7F", "#1F77B4", "#FF7F0E", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
+
+
+def _method_colors(methods: list[str]) -> dict[str, str]:
+    """The first method (the plan) is green; a method named after a GPU or shape ("homogeneous L40S",
+    "4xL4") takes that GPU's colour; anything else a neutral palette colour."""
+    colors: dict[str, str] = {}
+    for i, method in enumerate(methods):
+        words = method.split()
+        gpu = gpu_of_shape(words[-1]) if words else ""
+        if i == 0:
+            colors[method] = _METHOD_PALETTE[0]
+        elif gpu in GPU_COLORS:
+            colors[method] = GPU_COLORS[gpu]
+        else:
+            colors[method] = _METHOD_PALETTE[1 + (i - 1) % (len(_METHOD_PALETTE) - 1)]
+    return colors
+
+
+def _ordered(values: pd.Series) -> list[str]:
+    return list(dict.fromkeys(values.astype(str).tolist()))
+
+
+def whatif_figure(df: pd.DataFrame, title: str = "What-if variants vs baselines") -> go.Figure:
+    """Cost per hour and served fraction of each variant, one bar per method (plan and baselines).
+
+    Parameters
+    ----------
+    df:
+        Columns ``variant`` (e.g. "base", "demand ×2", "no H100"), ``cost_per_hour``,
+        ``served_fraction`` (0..1), ``method`` (e.g. "mixed plan", "homogeneous L40S"); the first
+        method is taken as the plan. NaN cost = infeasible (no bar).
+    title:
+        Figure title.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        Two subplots (cost, served fraction) with one bar trace per method in each (2 × methods).
+
+    Raises
+    ------
+    PlanningError
+        If a column is missing.
+    """
+    if is_empty(df):
+        return empty_figure("No variants yet: add a what-if and run it.", title)
+    require_columns(df, WHATIF_COLUMNS, "whatif_figure")
+    data = df[list(WHATIF_COLUMNS)].copy()
+    data["cost_per_hour"] = pd.to_numeric(data["cost_per_hour"], errors="coerce")
+    data["served_fraction"] = pd.to_numeric(data["served_fraction"], errors="coerce")
+    variants = _ordered(data["variant"])
+    methods = _ordered(data["method"])
+    colors = _method_colors(methods)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=("USD per hour", "served fraction"),
+        vertical_spacing=0.12,
+    )
+    for method in methods:
+        rows = data[data["method"].astype(str) == method]
+        part = rows.assign(variant=rows["variant"].astype(str)).groupby("variant").last().reindex(variants)
+        fig.add_trace(
+            go.Bar(
+                x=variants,
+                y=part["cost_per_hour"].fillna(0.0),  # infeasible: a zero bar that carries the label
+                name=method,
+                legendgroup=method,
+                marker={"color": colors[method]},
+                text=["infeasible" if pd.isna(c) else "" for c in part["cost_per_hour"]],
+                textposition="outside",
+                hovertemplate="%{x}<br>" + method + ": $%{y:,.2f}/h<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=variants,
+                y=part["served_fraction"],
+                name=method,
+                legendgroup=method,
+                showlegend=False,
+                marker={"color": colors[method]},
+                hovertemplate="%{x}<br>" + method + ": %{y:.0%} served<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=2, col=1)
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        barmode="group",
+        height=560,
+        legend={"title": {"text": "method"}},
+    )
+    return fig
+
+
+def sweep_figure(
+    df: pd.DataFrame,
+    x_title: str = "demand scale",
+    title: str = "Cost as demand grows",
+    plan_method: str | None = None,
+) -> go.Figure:
+    """Cost per hour against a swept parameter, one line per method (Mélange Fig. 9 style).
+
+    The plan (mixed GPUs) is drawn thick; each single-GPU baseline thin. A missing point (NaN cost)
+    means the method is infeasible there, so its line stops.
+
+    Parameters
+    ----------
+    df:
+        Columns ``x`` (demand multiplier, SLO in ms …), ``method``, ``cost_per_hour``.
+    x_title:
+        Axis title for ``x``.
+    title:
+        Figure title.
+    plan_method:
+        Which method is the plan (default: the first method in the frame).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        One line trace per method.
+
+    Raises
+    ------
+    PlanningError
+        If a column is missing.
+    """
+    if is_empty(df):
+        return empty_figure("No sweep points yet: run a sweep.", title)
+    require_columns(df, SWEEP_COLUMNS, "sweep_figure")
+    data = df[list(SWEEP_COLUMNS)].copy()
+    data["cost_per_hour"] = pd.to_numeric(data["cost_per_hour"], errors="coerce")
+    methods = _ordered(data["method"])
+    plan = plan_method if plan_method in methods else methods[0]
+    methods = [plan] + [m for m in methods if m != plan]
+    colors = _method_colors(methods)
+    fig = go.Figure()
+    for method in methods:
+        part = data[data["method"].astype(str) == method].sort_values("x")
+        is_plan = method == plan
+        fig.add_trace(
+            go.Scatter(
+                x=part["x"],
+                y=part["cost_per_hour"],
+                mode="lines+markers",
+                name=method,
+                line={
+                    "color": colors[method],
+                    "width": 4 if is_plan else 1.5,
+                    "dash": "solid" if is_plan else "dash",
+                },
+                marker={"size": 8 if is_plan else 6},
+                connectgaps=False,
+                hovertemplate=f"{method}<br>{x_title} %{{x}}<br>$%{{y:,.2f}}/h<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        xaxis={"title": x_title},
+        yaxis={"title": "USD per hour", "rangemode": "tozero"},
+        legend={"title": {"text": "method"}},
+    )
+    return fig

@@ -58,7 +58,7 @@ if not shown.empty:
     rows = {f"{r.model} · {r.phase} · {r.template_id}": r for r in shown.itertuples(index=False)}
     pick = st.selectbox("Pipeline layout of", list(rows))
     row = rows[pick]
-    widgets.explain("pipeline", "Stages run left to right; each box is a node coloured by GPU type with the layer "
+    widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
     st.plotly_chart(viz.pipeline_figure(row.stages, title=pick, phase=row.phase), width="stretch", key="template_pipeline")
     st.caption(f"{row.throughput:,.0f} {row.unit} for ${row.cost_per_hour:,.2f}/h in {row.region}.")

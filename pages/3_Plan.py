@@ -32,21 +32,21 @@ st.caption(f"Objective: {result.objective}. Status {result.status}"
 widgets.provenance_badges(result.provenance)
 
 st.header("Cost breakdown")
-widgets.explain("cost_breakdown", "Where the money goes: each block is one model → phase → region → node "
+widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "
                 "configuration; its area is the hourly cost. Prefill and decode are planned separately.")
 left, right = st.columns(2)
 left.plotly_chart(viz.cost_treemap(result.breakdown_frame()), width="stretch", key="treemap")
 right.plotly_chart(viz.cost_bars(result.breakdown_frame()), width="stretch", key="cost_bars")
 
 st.header("GPUs used vs available")
-widgets.explain("capacity", "Nodes rented per region and configuration against what the region can supply "
+widgets.explain("gpu_usage_figure", "Nodes rented per region and configuration against what the region can supply "
                 "(the cap). A bar at its cap means scarcity shaped the plan.")
-st.plotly_chart(viz.capacity_chart(result.capacity_frame()), width="stretch", key="capacity")
+st.plotly_chart(viz.gpu_usage_figure(result.capacity_frame()), width="stretch", key="capacity")
 
 st.header("Served vs demanded")
-widgets.explain("service", "Throughput the plan provides for each model and phase against the demand. With the "
+widgets.explain("served_figure", "Throughput the plan provides for each model and phase against the demand. With the "
                 "cost objective every bar reaches its demand; with max-served it may stop short.")
-st.plotly_chart(viz.service_chart(result.service_frame()), width="stretch", key="service")
+st.plotly_chart(viz.served_figure(result.service_frame(), normalize=True), width="stretch", key="service")
 
 st.header("Instances")
 widgets.explain("instances", "An instance is one running copy of a serving template: a pipeline of nodes, "
@@ -57,7 +57,7 @@ if result.instances:
     labels = [f"{i.model} · {i.phase} · {i.template_id} · {i.region} (×{i.count})" for i in result.instances]
     pick = st.selectbox("Pipeline layout of", range(len(labels)), format_func=lambda k: labels[k])
     instance = result.instances[pick]
-    widgets.explain("pipeline", "Stages run left to right; each box is a node coloured by GPU type with the "
+    widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the "
                     "layer range it holds. Boxes stacked in one stage are data-parallel replicas.")
     st.plotly_chart(viz.pipeline_figure([asdict(s) for s in instance.stages], title=labels[pick],
                                         phase=instance.phase), width="stretch",
@@ -65,9 +65,9 @@ if result.instances:
     widgets.provenance_badges({"throughput": instance.provenance})
 
 st.header("Baselines")
-widgets.explain("baselines", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
+widgets.explain("baselines_figure", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
                 "Savings = how much cheaper the mixed plan is.")
-st.plotly_chart(viz.baselines_chart(result.baselines_frame()), width="stretch", key="baselines")
+st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
 st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
 
 st.header("Export")

@@ -77,10 +77,10 @@ for label, job_id in whatif_jobs.items():
 
 if len(results) > 0:
     st.subheader("Variants side by side")
-    widgets.explain("variants", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
+    widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
                     "A baseline that cannot meet all demand is marked as falling short.")
     frame = variants.comparison_frame(results)
-    st.plotly_chart(viz.variants_chart(frame), width="stretch", key="variants_chart")
+    st.plotly_chart(viz.whatif_figure(variants.chart_frame(frame)), width="stretch", key="variants_chart")
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
@@ -90,11 +90,16 @@ if base_result is not None and len(results) > 1:
     widgets.explain("plan_diff", "Which instances and GPUs the variant adds or drops compared with the base plan, "
                     "and how the cost moves because of it.")
     other = st.selectbox("Compare the base plan with", [k for k in results if k != "base"])
-    st.plotly_chart(viz.plan_diff(base_result, results[other]), width="stretch", key="plan_diff")
+    before, after = variants.diff_lines(base_result), variants.diff_lines(results[other])
+    st.markdown(viz.diff_summary(before, after))
+    diff = viz.plan_diff(before, after)
+    widgets.explain("plan_diff_figure", "")
+    st.plotly_chart(viz.plan_diff_figure(diff, base_result.cost_per_hour), width="stretch", key="plan_diff")
+    st.dataframe(diff, hide_index=True, width="stretch")
 
 # --- sweeps ----------------------------------------------------------------------------------------------------
 st.subheader("Sweeps")
-widgets.explain("sweep", "Cost per hour as demand (or the SLO) is scaled: the mixed plan against each single GPU "
+widgets.explain("sweep_figure", "Cost per hour as demand (or the SLO) is scaled: the mixed plan against each single GPU "
                 "type. Mixed plans pay off most where one GPU type alone is a poor fit.")
 with st.form("sweep_form"):
     cols = st.columns([1, 3])
@@ -123,6 +128,7 @@ for label, job_id in reversed(list(sweep_jobs.items())):
     if record.status == "done" and record.result is not None:
         st.markdown(f"**Sweep {label}**")
         sweep = pd.DataFrame(record.result["rows"])
-        st.plotly_chart(viz.sweep_chart(sweep), width="stretch", key=f"sweep-{job_id}")
+        st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{record.request['kind']} ×k",
+                                          title="Cost vs " + record.request["kind"]), width="stretch", key=f"sweep-{job_id}")
     else:
         widgets.show_job_outcome(record)

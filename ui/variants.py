@@ -99,3 +99,17 @@ def comparison_frame(results: dict[str, PlanResult]) -> pd.DataFrame:
                          "status": "meets demand" if b.feasible else "falls short", "savings_pct": savings})
     return pd.DataFrame(rows, columns=["variant", "method", "cost_per_hour", "served_fraction", "status",
                                        "savings_pct"])
+
+
+def chart_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison frame for ``planning.viz.whatif_figure``: a method that falls short gets no bar (NaN)."""
+    out = frame.copy()
+    out.loc[out["status"].isin(["falls short", "infeasible", "error", "cancelled"]), "cost_per_hour"] = float("nan")
+    return out
+
+
+def diff_lines(result: PlanResult) -> list[dict[str, object]]:
+    """A plan's instances as ``planning.viz.plan_diff`` lines (cost and GPUs as totals over all copies)."""
+    return [{"template_id": f"{i.model}/{i.phase}/{i.template_id}", "region": i.region, "count": i.count,
+             "cost_per_hour": i.cost_per_hour, "gpus": {g: n * i.count for g, n in i.gpus.items()}}
+            for i in result.instances]

@@ -24,10 +24,9 @@ def planning_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PLANNING_HOME", str(home))
     st.cache_data.clear()
     if os.environ.get("PLANNING_FAKE_ENGINE") == "1":  # opt-in stand-ins while the engine is being built
-        from tests.app import fake_engine, fake_viz
+        from tests.app import fake_engine
 
         fake_engine.install(monkeypatch)
-        fake_viz.install(monkeypatch)
     yield home
     st.cache_data.clear()
 

@@ -68,9 +68,10 @@ else:
     widgets.show_job_outcome(record)
 
 st.divider()
-links = st.columns(5)
+links = st.columns(6)
 links[0].page_link("pages/1_Scenario.py", label="Edit the scenario", icon="✏️")
 links[1].page_link("pages/2_Templates.py", label="Explore templates", icon="🧩")
 links[2].page_link("pages/3_Plan.py", label="Read the plan", icon="📊")
 links[3].page_link("pages/4_What-if.py", label="Try what-ifs", icon="🔀")
 links[4].page_link("pages/5_Jobs.py", label="Jobs", icon="⏱️")
+links[5].page_link("pages/6_Catalog.py", label="GPU catalog", icon="📚")

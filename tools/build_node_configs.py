@@ -157,7 +157,9 @@ def restate(ref_csv: Path) -> list[dict[str, str]]:
             notes.append("reference flag: " + ref_notes.split("); ", 1)[-1])
         if cloud == "gcp" and gpu == "H200":
             quality = "anomaly"
-            notes.append("reference flag: a3-ultragpu-8g is 86.76 in us-central1 but 49.48 in europe-west4 - verify")
+            notes.append(
+                "reference flag: a3-ultragpu-8g is 86.76 in us-central1 but 49.48 in europe-west4 - verify"
+            )
         if cloud == "gcp" and itype.startswith("n1-*"):
             per_vcpu = GCP_N1_PER_VCPU[region]
             vcpus = 4 * count
@@ -177,7 +179,9 @@ def restate(ref_csv: Path) -> list[dict[str, str]]:
             count = 8
             quality = "anomaly"
             notes = [n for n in notes if not n.startswith("reference flag")]
-            notes.append("catalog AcceleratorCount=12, the SKU is 8x H100 (Azure ND H100 v5 docs): count set to 8")
+            notes.append(
+                "catalog AcceleratorCount=12, the SKU is 8x H100 (Azure ND H100 v5 docs): count set to 8"
+            )
         if cloud == "azure" and spot is not None and spot == on_demand:
             notes.append("catalog spot equals on-demand: treated as no spot offer")
             spot = None

@@ -347,7 +347,9 @@ def _check_published(spec: ModelSpec, published: Mapping[str, Any], where: str) 
 # --------------------------------------------------------------------------------------------------------------
 # Cross-file checks
 # --------------------------------------------------------------------------------------------------------------
-def _check_configs(configs: Mapping[str, NodeConfig], gpus: Mapping[str, GPU], regions: Mapping[str, Region]) -> None:
+def _check_configs(
+    configs: Mapping[str, NodeConfig], gpus: Mapping[str, GPU], regions: Mapping[str, Region]
+) -> None:
     from planning.errors import UnknownIdError
 
     for cfg in configs.values():
@@ -394,7 +396,9 @@ def _check_availability(avail: Mapping[str, Availability], configs: Mapping[str,
 
     for entry in avail.values():
         if entry.config_id not in configs:
-            raise UnknownIdError(f"{FILES['availability']}:{entry.config_id}:config_id", entry.config_id, configs)
+            raise UnknownIdError(
+                f"{FILES['availability']}:{entry.config_id}:config_id", entry.config_id, configs
+            )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -407,8 +411,7 @@ def _load_kind(kind: str, data_dir: Path, overrides_dir: Path | None, overridden
     records: dict[str, Any] = reader(path) if path.exists() else {}
     if overrides_dir is not None and (overrides_dir / name).exists():
         extra = reader(overrides_dir / name)
-        overridden.update(k for k in extra if k in records)
-        overridden.update(extra)
+        overridden.update(extra)  # replaced and added ids alike
         records.update(extra)
     return records
 
@@ -450,9 +453,13 @@ def load_catalog(data_dir: Path | None = None, overrides_dir: Path | None = None
     data = Path(data_dir) if data_dir is not None else DATA_DIR
     overrides = Path(overrides_dir) if overrides_dir is not None else None
     if not (data / FILES["gpus"]).exists():
-        raise PlanningError("data_dir", f"{data} has no {FILES['gpus']}.", "point data_dir at the catalog folder.")
+        raise PlanningError(
+            "data_dir", f"{data} has no {FILES['gpus']}.", "point data_dir at the catalog folder."
+        )
     if overrides is not None and not overrides.is_dir():
-        raise PlanningError("overrides_dir", f"{overrides} is not a folder.", "create it or pass an existing one.")
+        raise PlanningError(
+            "overrides_dir", f"{overrides} is not a folder.", "create it or pass an existing one."
+        )
     return _load_cached(data, overrides, _fingerprint(data, overrides))
 
 

@@ -134,9 +134,13 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = cfg["text_config"]  # multimodal wrappers keep the LM under text_config
     model_type = str(cfg.get("model_type", "unknown"))
-    layers = _positive_int(_require(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where), f"{where}.num_hidden_layers")
+    layers = _positive_int(
+        _require(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where), f"{where}.num_hidden_layers"
+    )
     hidden = _positive_int(_require(cfg, ("hidden_size", "n_embd", "d_model"), where), f"{where}.hidden_size")
-    heads = _positive_int(_require(cfg, ("num_attention_heads", "n_head"), where), f"{where}.num_attention_heads")
+    heads = _positive_int(
+        _require(cfg, ("num_attention_heads", "n_head"), where), f"{where}.num_attention_heads"
+    )
     kv_heads = _positive_int(cfg.get("num_key_value_heads") or heads, f"{where}.num_key_value_heads")
     if heads % kv_heads:
         raise PlanningError(
@@ -146,7 +150,8 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
         )
     head_dim = _positive_int(cfg.get("head_dim") or hidden // heads, f"{where}.head_dim")
     intermediate = _positive_int(
-        _require(cfg, ("intermediate_size", "ffn_hidden_size", "n_inner"), where), f"{where}.intermediate_size"
+        _require(cfg, ("intermediate_size", "ffn_hidden_size", "n_inner"), where),
+        f"{where}.intermediate_size",
     )
     vocab = _positive_int(_require(cfg, ("vocab_size",), where), f"{where}.vocab_size")
 
@@ -182,7 +187,9 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
             )
         layer_types = tuple(_LAYER_TYPE_NAMES[str(t)] for t in raw_types)
         if "sliding" in layer_types and window is None:
-            raise PlanningError(f"{where}.sliding_window", "sliding layers but no window.", "set sliding_window.")
+            raise PlanningError(
+                f"{where}.sliding_window", "sliding layers but no window.", "set sliding_window."
+            )
     elif window is not None:
         first_swa = int(cfg.get("max_window_layers", 0)) if model_type.startswith("qwen") else 0
         layer_types = tuple("sliding" if i >= first_swa else "full" for i in range(layers))
@@ -243,7 +250,9 @@ def count_params(arch: Architecture) -> ParamCount:
         attention += arch.num_heads
     norms = 2 * h
     dense_mlp = 3 * h * arch.intermediate_size
-    expert = 3 * h * arch.moe_intermediate_size + (2 * arch.moe_intermediate_size + h if arch.moe_biases else 0)
+    expert = 3 * h * arch.moe_intermediate_size + (
+        2 * arch.moe_intermediate_size + h if arch.moe_biases else 0
+    )
     router = h * arch.experts_total + (arch.experts_total if arch.moe_biases else 0)
 
     total = active = 0.0
@@ -284,9 +293,13 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PlanningError("config_path", f"{path.name} is not valid JSON ({exc}).", "pass a JSON config.") from exc
+        raise PlanningError(
+            "config_path", f"{path.name} is not valid JSON ({exc}).", "pass a JSON config."
+        ) from exc
     if not isinstance(data, dict):
-        raise PlanningError("config_path", f"{path.name} is not a JSON object.", "pass the model's config.json.")
+        raise PlanningError(
+            "config_path", f"{path.name} is not a JSON object.", "pass the model's config.json."
+        )
     return data
 
 

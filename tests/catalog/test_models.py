@@ -6,11 +6,35 @@ import pytest
 
 from planning.catalog.load import load_catalog
 
-MODEL_IDS = (
-    "llama-2-7b llama-2-13b llama-2-70b llama-3-8b llama-3-70b llama-3.3-70b qwen3-32b qwen3-235b-a22b "
-    "phi-4 gpt-oss-20b gpt-oss-120b mixtral-8x7b"
-).split()
-GPU_IDS = "H100 H200 A100-80G A100-40G L40S L40 L4 A10G A40 A6000 RTX4090 T4 V100".split()
+MODEL_IDS = [
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.3-70b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "phi-4",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "mixtral-8x7b",
+]
+GPU_IDS = [
+    "H100",
+    "H200",
+    "A100-80G",
+    "A100-40G",
+    "L40S",
+    "L40",
+    "L4",
+    "A10G",
+    "A40",
+    "A6000",
+    "RTX4090",
+    "T4",
+    "V100",
+]
 
 
 def test_every_gpu_and_model_id_present() -> None:
@@ -35,7 +59,9 @@ def test_every_gpu_and_model_id_present() -> None:
         ("mixtral-8x7b", 46.7e9, 12.9e9),
     ],
 )
-def test_param_counts_within_3_percent_of_published(model_id: str, total: float, active: float | None) -> None:
+def test_param_counts_within_3_percent_of_published(
+    model_id: str, total: float, active: float | None
+) -> None:
     model = load_catalog().models[model_id]
     assert model.params_total == pytest.approx(total, rel=0.03)
     if active is not None:
@@ -58,4 +84,9 @@ def test_mixtral_has_no_sliding_window_and_moe_sizes() -> None:
     assert mixtral.sliding_window is None and mixtral.layer_types == ()
     assert (mixtral.experts_total, mixtral.experts_active, mixtral.moe_intermediate_size) == (8, 2, 14336)
     qwen = load_catalog().models["qwen3-235b-a22b"]
-    assert (qwen.layers, qwen.experts_total, qwen.experts_active, qwen.moe_intermediate_size) == (94, 128, 8, 1536)
+    assert (qwen.layers, qwen.experts_total, qwen.experts_active, qwen.moe_intermediate_size) == (
+        94,
+        128,
+        8,
+        1536,
+    )

@@ -388,3 +388,37 @@ def test_restart_marks_dead_running_jobs_interrupted(store_path: Path) -> None:
         # A new identical request does not join the interrupted job.
         new_id, created = reopened.create_or_reuse("again", "solve", {"n": 1}, None)
         assert created and new_id == "again"
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+
+
+def test_cli_lists_shows_and_cancels(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import json
+
+    from planning.jobs import commands
+
+    parser = argparse.ArgumentParser(prog="planning")
+    commands.register(parser.add_subparsers(dest="command"))
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = parser.parse_args(["jobs", "--store", str(store_path), *argv])
+        code = args.func(args)
+        return code, capsys.readouterr().out
+
+    with JobStore(store_path) as store:
+        done, _ = store.create_or_reuse("donejob", "solve", {"n": 1}, "alice")
+        store.mark_running(done)
+        store.finish_done(done, {"cost": 12.5})
+        store.create_or_reuse("queuedjob", "solve", {"n": 2}, "bob")
+    code, out = run("list", "--json")
+    assert code == 0 and {j["id"] for j in json.loads(out)} == {"donejob", "queuedjob"}
+    code, out = run("show", "donejob", "--json")
+    assert code == 0 and json.loads(out)["result"] == {"cost": 12.5}
+    code, out = run("cancel", "queuedjob")
+    assert code == 0 and "cancel requested" in out
+    code, out = run("cancel", "donejob")
+    assert code == 1 and "not active" in out
+    code, out = run("list", "--owner", "bob")
+    assert "cancelled" in out and "donejob" not in out

@@ -1,0 +1,30 @@
+"""Allocation: which serving templates to instantiate where (Coral Sec. 4.3 with workload classes)."""
+
+from planning.allocate.makespan import makespan_from_alpha, makespan_seconds
+from planning.allocate.problem import (
+    AllocationProblem,
+    AllocationResult,
+    GroupDiagnostic,
+    Offer,
+    PhaseResult,
+    SolveStats,
+    TemplateOption,
+    WorkloadClass,
+    parse_shape,
+)
+from planning.allocate.solve import solve_allocation
+
+__all__ = [
+    "AllocationProblem",
+    "AllocationResult",
+    "GroupDiagnostic",
+    "Offer",
+    "PhaseResult",
+    "SolveStats",
+    "TemplateOption",
+    "WorkloadClass",
+    "makespan_from_alpha",
+    "makespan_seconds",
+    "parse_shape",
+    "solve_allocation",
+]

@@ -1,0 +1,135 @@
+"""Brute-force oracle for tiny allocation problems: enumerate every ν, no pruning, no ILP (tests only)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from planning.allocate.problem import AllocationProblem
+from planning.errors import PlanningError
+
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class BruteResult:
+    """Best plan found by enumeration (None = no plan meets the objective's requirement)."""
+
+    feasible: bool
+    cost: float | None  # provisioning + penalty
+    alpha: float | None
+    counts: dict[tuple[str, str], int]
+    evaluated: int
+
+
+def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> float:
+    """Max uniform fraction servable by fixed counts (per group: direct for one class, LP otherwise)."""
+    from scipy.optimize import linprog
+
+    alpha = 1.0
+    for g in problem.groups():
+        classes = [q for q in problem.classes if q.group == g and q.rate > 0]
+        if not classes:
+            continue
+        insts = [(t, n) for t in problem.templates if t.group == g for (tid, _r), n in nu.items() if tid == t.id and n > 0]
+        if len([q for q in problem.classes if q.group == g]) == 1:
+            q = classes[0]
+            cap = sum(t.throughput.get(q.id, 0.0) * n for t, n in insts)
+            alpha = min(alpha, cap / q.rate)
+            continue
+        # variables: x[q, i] for each class and instance group, then α; maximise α
+        nq, ni = len(classes), len(insts)
+        if ni == 0:
+            return 0.0
+        c = np.zeros(nq * ni + 1)
+        c[-1] = -1.0
+        a_ub, b_ub = [], []
+        for qi, q in enumerate(classes):  # α λ_q − Σ_i x ≤ 0
+            row = np.zeros(nq * ni + 1)
+            row[qi * ni : (qi + 1) * ni] = -1.0
+            row[-1] = q.rate
+            a_ub.append(row)
+            b_ub.append(0.0)
+        for ii, (t, n) in enumerate(insts):  # Σ_q x / T ≤ n
+            row = np.zeros(nq * ni + 1)
+            for qi, q in enumerate(classes):
+                thr = t.throughput.get(q.id, 0.0)
+                row[qi * ni + ii] = 1.0 / thr if thr > 0 else 0.0
+            a_ub.append(row)
+            b_ub.append(float(n))
+        bounds = []
+        for q in classes:
+            for t, _n in insts:
+                bounds.append((0.0, None if t.throughput.get(q.id, 0.0) > 0 else 0.0))
+        bounds.append((0.0, 1.0))
+        res = linprog(c, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
+        alpha = min(alpha, float(res.x[-1]) if res.status == 0 else 0.0)
+    return max(0.0, min(alpha, 1.0))
+
+
+def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> BruteResult:
+    """Enumerate all integer counts within availability and return the best plan for the objective.
+
+    Parameters
+    ----------
+    problem:
+        A tiny problem (product of per-pair bounds below ``max_evaluations``).
+    max_evaluations:
+        Refuse larger enumerations.
+
+    Returns
+    -------
+    ``BruteResult``: for ``cost`` the cheapest plan serving all demand; for ``served`` the largest α within the
+    budget, then the cheapest plan reaching it.
+
+    Raises
+    ------
+    PlanningError
+        If the enumeration would exceed ``max_evaluations``.
+    """
+    offers = {(o.region, o.shape): o for o in problem.offers}
+    regions = sorted({o.region for o in problem.offers})
+    pairs: list[tuple[str, str]] = []
+    bounds: list[int] = []
+    price: list[float] = []
+    for t in problem.templates:
+        for r in regions:
+            if all((r, s) in offers for s in t.usage):
+                ub = min(offers[(r, s)].available // u for s, u in t.usage.items())
+                if ub > 0:
+                    pairs.append((t.id, r))
+                    bounds.append(ub)
+                    price.append(sum(offers[(r, s)].price_per_hour * u for s, u in t.usage.items()))
+    total = 1
+    for b in bounds:
+        total *= b + 1
+    if total > max_evaluations:
+        raise PlanningError("problem", f"brute force would enumerate {total} plans.", "Use a smaller instance.")
+    usage = {t.id: t.usage for t in problem.templates}
+    best: tuple[float, float, dict[tuple[str, str], int]] | None = None  # (−α, cost, counts)
+    evaluated = 0
+    for combo in itertools.product(*(range(b + 1) for b in bounds)):
+        evaluated += 1
+        used: dict[tuple[str, str], int] = {}
+        for (tid, r), n in zip(pairs, combo, strict=True):
+            for s, u in usage[tid].items():
+                used[(r, s)] = used.get((r, s), 0) + n * u
+        if any(n > offers[k].available for k, n in used.items()):
+            continue
+        nu = {p: n for p, n in zip(pairs, combo, strict=True) if n}
+        cost = 0.0
+        for (p, n), pr in zip(zip(pairs, combo, strict=True), price, strict=True):
+            cost += pr * n + problem.K * pr * max(0, n - problem.current.get(p, 0))
+        if problem.budget_per_hour is not None and cost > problem.budget_per_hour + 1e-9:
+            continue
+        alpha = _group_alpha(problem, nu)
+        if problem.objective == "cost" and alpha < 1 - 1e-7:
+            continue
+        key = (-round(alpha, 9) if problem.objective == "served" else 0.0, cost, nu)
+        if best is None or key[:2] < best[:2]:
+            best = key
+    if best is None:
+        return BruteResult(False, None, None, {}, evaluated)
+    return BruteResult(True, best[1], -best[0] if problem.objective == "served" else 1.0, best[2], evaluated)

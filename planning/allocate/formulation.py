@@ -1,0 +1,281 @@
+"""The allocation model (Coral Sec. 4.3 with Mélange/Demystifying workload classes), readable pulp builder.
+
+Sets
+    G groups (model, phase); Q classes, each q in one group g(q); Q_g the classes of g;
+    T templates τ, each in one group; R regions; C shapes (node configurations);
+    P = {(τ, r) : every shape c with U_c(τ) > 0 is offered in r with A_r(c) ≥ U_c(τ)} (pairs).
+    A group is *single-class* when |Q_g| = 1 (Coral's case).
+Parameters
+    U_c(τ) nodes of shape c in τ;  T_q(τ) ≥ 0 throughput of one instance of τ serving only class q;
+    λ_q demanded rate of class q;  A_r(c) nodes of shape c that may be held in r;  p_r(c) price per node-hour;
+    p_r(τ) = Σ_c p_r(c) U_c(τ);  ν′_{τr} running instances;  K initialisation-penalty factor;  B budget.
+Variables
+    ν_{τr} ∈ Z, 0 ≤ ν ≤ ub_{τr} = min_c ⌊A_r(c) / U_c(τ)⌋     instances of τ in r, (τ, r) ∈ P
+    x_{qτr} ≥ 0   rate of class q served by the instances of (τ, r) — only for multi-class groups, T_q(τ) > 0
+    I_{τr} ≥ 0    initialisation penalty — only where ν′ > 0 (elsewhere I = K p ν exactly, folded into cost)
+    α ∈ [0, 1]    uniform served fraction (fixed to 1 under the cost objective)
+Constraints
+    (A) availability   Σ_{τ:(τ,r)∈P} U_c(τ) ν_{τr} ≤ A_r(c)                          ∀ r, c
+    (D) demand         single-class g:  Σ_{(τ,r)∈P, τ∈g} T(τ) ν_{τr} ≥ α λ_g          ∀ g
+                       multi-class g:   Σ_{(τ,r)} x_{qτr} ≥ α λ_q                        ∀ q ∈ Q_g
+    (L) load           Σ_{q∈Q_g} x_{qτr} / T_q(τ) ≤ ν_{τr}                              ∀ (τ, r), τ ∈ multi-class g
+    (P) penalty        I_{τr} ≥ (ν_{τr} − ν′_{τr}) p_r(τ) K                              ∀ (τ, r) with ν′ > 0
+    (B) budget         Σ p_r(τ) ν_{τr} + penalty ≤ B                                     (optional)
+Objectives
+    (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}]   with α = 1 (all demand met).
+    (b) served  phase 1: max α (subject to (B) if given); phase 2: min cost with α ≥ α* − ε.
+    With one class per group (D) is Coral's Σ T(τ) ν ≥ T_m directly: no x, no (L). With several classes (D)+(L)
+    are Mélange's load (slices assigned fractionally) and Demystifying's x_{c,w}. Maximising the uniform
+    fraction α of rates λ_q = f_q (requests of a batch) is Demystifying's minimum makespan: a plan finishes
+    the batch in time T iff it serves rates f_q / T, i.e. T* = 1 / α* (when α* < 1; see ``makespan``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planning.allocate.instance import Instance
+from planning.allocate.problem import PhaseResult
+from planning.allocate.solvers import RawSolution, classify, parse_cbc_log, read_highs
+
+
+@dataclass
+class PulpModel:
+    """Variables of the readable model, keyed like the math."""
+
+    inst: Instance
+    prob: Any
+    nu: list[Any]
+    x: dict[tuple[int, int], Any]
+    pen: dict[int, Any]
+    alpha: Any
+    build_seconds: float
+
+
+def variables(prob: Any, inst: Instance, served: bool) -> tuple[list[Any], dict[tuple[int, int], Any], dict[int, Any], Any]:
+    """ν (integer, bounded), x (multi-class groups), I (pairs with ν′ > 0), α."""
+    import pulp
+
+    nu = [
+        pulp.LpVariable(f"nu_{p}", lowBound=0, upBound=int(inst.pair_ub[p]), cat=pulp.LpInteger)
+        for p in range(inst.n_pairs)
+    ]
+    x = {
+        (int(q), int(p)): pulp.LpVariable(f"x_{q}_{p}", lowBound=0)
+        for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)
+    }
+    pen = {}
+    if inst.problem.K > 0:
+        pen = {int(p): pulp.LpVariable(f"I_{p}", lowBound=0) for p in np.nonzero(inst.pair_current > 0)[0]}
+    alpha = pulp.LpVariable("alpha", lowBound=0.0 if served else 1.0, upBound=1.0)
+    return nu, x, pen, alpha
+
+
+def availability(m: PulpModel) -> None:
+    """(A) Σ_τ U_c(τ) ν[τ, r] ≤ A_r(c)."""
+    import pulp
+
+    inst = m.inst
+    terms: dict[int, list[tuple[Any, float]]] = {}
+    for row, p, u in zip(inst.use_row, inst.use_pair, inst.use_val, strict=True):
+        terms.setdefault(int(row), []).append((m.nu[int(p)], float(u)))
+    for row, t in terms.items():
+        m.prob += pulp.LpAffineExpression(t) <= int(inst.offer_avail[row]), f"A_{row}"
+
+
+def demand(m: PulpModel) -> None:
+    """(D) Σ T ν ≥ α λ_g (single-class groups); Σ x_q ≥ α λ_q (classes of multi-class groups)."""
+    import pulp
+
+    inst = m.inst
+    for g in range(len(inst.groups)):
+        if not inst.single_class[g]:
+            continue
+        rate = float(inst.class_rate[inst.group_class[g]])
+        if rate <= 0:
+            continue
+        pairs = np.nonzero(inst.pair_group == g)[0]
+        supply = pulp.lpSum(float(inst.single_thr[p]) * m.nu[int(p)] for p in pairs)
+        m.prob += supply - rate * m.alpha >= 0, f"D_g{g}"
+    for q in range(len(inst.class_ids)):
+        rate = float(inst.class_rate[q])
+        if inst.single_class[inst.class_group[q]] or rate <= 0:
+            continue
+        served = pulp.lpSum(v for (qq, _p), v in m.x.items() if qq == q)
+        m.prob += served - rate * m.alpha >= 0, f"D_q{q}"
+
+
+def load(m: PulpModel) -> None:
+    """(L) Σ_q x[q, τ, r] / T_q(τ) ≤ ν[τ, r]."""
+    import pulp
+
+    inst = m.inst
+    terms: dict[int, list[tuple[Any, float]]] = {}
+    for q, p, t in zip(inst.thr_class, inst.thr_pair, inst.thr_val, strict=True):
+        terms.setdefault(int(p), []).append((m.x[(int(q), int(p))], 1.0 / float(t)))
+    for p, t in terms.items():
+        m.prob += pulp.LpAffineExpression(t) - m.nu[p] <= 0, f"L_{p}"
+
+
+def penalty(m: PulpModel) -> None:
+    """(P) I ≥ (ν − ν′) p K where ν′ > 0."""
+    inst = m.inst
+    k = inst.problem.K
+    for p, var in m.pen.items():
+        kp = k * float(inst.pair_price[p])
+        m.prob += var >= kp * (m.nu[p] - int(inst.pair_current[p])), f"P_{p}"
+
+
+def cost_expression(m: PulpModel) -> Any:
+    """Σ p ν + I; where ν′ = 0, I = K p ν is folded into ν's coefficient."""
+    import pulp
+
+    inst = m.inst
+    k = inst.problem.K
+    terms = []
+    for p in range(inst.n_pairs):
+        factor = 1.0 if p in m.pen else 1.0 + k
+        terms.append((m.nu[p], float(inst.pair_price[p]) * factor))
+    terms.extend((v, 1.0) for v in m.pen.values())
+    return pulp.LpAffineExpression(terms)
+
+
+def budget(m: PulpModel, limit: float) -> None:
+    """(B) provisioning + penalty ≤ B."""
+    m.prob += cost_expression(m) <= limit, "B"
+
+
+def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: str) -> PulpModel:
+    """Build the readable model for one phase (``"cost"`` minimises cost, ``"served"`` maximises α).
+
+    Parameters
+    ----------
+    inst:
+        The pruned, indexed instance.
+    served:
+        True for the max-served objective (α free); False fixes α = 1.
+    budget_limit:
+        USD/h bound on provisioning + penalty, or None.
+    phase:
+        Which objective to set.
+
+    Returns
+    -------
+    ``PulpModel``.
+    """
+    import pulp
+
+    t0 = time.perf_counter()
+    sense = pulp.LpMaximize if phase == "served" else pulp.LpMinimize
+    prob = pulp.LpProblem("allocation", sense)
+    nu, x, pen, alpha = variables(prob, inst, served)
+    m = PulpModel(inst, prob, nu, x, pen, alpha, 0.0)
+    prob += (alpha if phase == "served" else cost_expression(m)), "objective"
+    availability(m)
+    demand(m)
+    load(m)
+    penalty(m)
+    if budget_limit is not None:
+        budget(m, budget_limit)
+    m.build_seconds = time.perf_counter() - t0
+    return m
+
+
+def solve_pulp(
+    m: PulpModel,
+    solver: str,
+    phase: str,
+    time_limit_s: float,
+    gap: float,
+    alpha_lower: float | None = None,
+    dump_path: str | None = None,
+) -> RawSolution:
+    """Solve the pulp model with HiGHS (reading highspy's own status) or CBC (reading its log).
+
+    Parameters
+    ----------
+    m:
+        The built model.
+    solver:
+        ``"highs"`` or ``"cbc"``.
+    phase:
+        ``"cost"`` or ``"served"`` (label and sign of the objective).
+    time_limit_s, gap:
+        Time limit and relative MIP gap.
+    alpha_lower:
+        Lower bound for α (phase 2 of the served objective).
+    dump_path:
+        Write the model (``.lp`` or ``.mps``) before solving.
+
+    Returns
+    -------
+    ``RawSolution`` with values in the matrix builder's column order (ν, x, I, α).
+    """
+    import pulp
+
+    if alpha_lower is not None:
+        m.alpha.lowBound = float(alpha_lower)
+    if dump_path:
+        if dump_path.endswith(".mps"):
+            m.prob.writeMPS(dump_path)
+        else:
+            m.prob.writeLP(dump_path)
+    t0 = time.perf_counter()
+    if solver == "highs":
+        cls = getattr(pulp, "HiGHS", None)
+        if cls is None or not cls().available():  # pragma: no cover - depends on the pulp build
+            raise RuntimeError("pulp.HiGHS is not available; use builder='matrix' (highspy directly)")
+        m.prob.solve(cls(msg=False, timeLimit=time_limit_s, gapRel=gap))
+        # pulp hands HiGHS the negated objective when maximising
+        sense = -1.0 if phase == "served" else 1.0
+        raw = read_highs(m.prob.solverModel, phase, time.perf_counter() - t0, gap, sense)
+        has = raw.values is not None
+    else:
+        fd, log = tempfile.mkstemp(suffix=".log")
+        os.close(fd)
+        try:
+            m.prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap, logPath=log))
+            with open(log, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        finally:
+            os.unlink(log)
+        result, _obj, bound, cbc_gap = parse_cbc_log(text)
+        seconds = time.perf_counter() - t0
+        lower = result.lower()
+        if "infeasible" in lower or m.prob.status == pulp.LpStatusInfeasible:
+            stopped = "infeasible"
+        elif "optimal" in lower:
+            stopped = "optimal"
+        elif "time" in lower:
+            stopped = "time_limit"
+        elif result:
+            stopped = "other"
+        else:
+            stopped = "error"
+        has = m.prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and stopped != "infeasible"
+        objective = float(pulp.value(m.prob.objective)) if has else None
+        if stopped == "optimal":
+            cbc_gap, bound = 0.0 if cbc_gap is None else cbc_gap, objective if bound is None else bound
+        status = classify(has, stopped, cbc_gap, gap)
+        raw = RawSolution(None, PhaseResult(phase, status, objective, bound, cbc_gap, seconds, result or "no result line"))
+    if has:
+        raw.values = _values(m)
+    else:
+        raw.values = None
+    return raw
+
+
+def _values(m: PulpModel) -> np.ndarray:
+    inst = m.inst
+    pen_pairs = sorted(m.pen)
+    out = [v.value() or 0.0 for v in m.nu]
+    out += [m.x[(int(q), int(p))].value() or 0.0 for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)]
+    out += [m.pen[p].value() or 0.0 for p in pen_pairs]
+    out.append(m.alpha.value() or 0.0)
+    return np.asarray(out, dtype=float)

@@ -1,0 +1,274 @@
+"""Solver-agnostic inputs and outputs of the allocation model (templates, offers, classes, result)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from planning.errors import PlanningError
+
+Objective = Literal["cost", "served"]
+SolverName = Literal["highs", "cbc"]
+BuilderName = Literal["auto", "pulp", "matrix"]
+Status = Literal["optimal", "feasible", "infeasible", "time_limit", "error"]
+
+_SHAPE = re.compile(r"^(\d+)x(.+)$")
+
+
+def parse_shape(shape: str) -> tuple[int, str]:
+    """Split a shape key into its GPU count and GPU id.
+
+    Parameters
+    ----------
+    shape:
+        ``"{count}x{gpu}"``, e.g. ``"2xL40S"``.
+
+    Returns
+    -------
+    ``(count, gpu_id)``; a key without a count prefix is read as one device of that name.
+
+    Raises
+    ------
+    PlanningError
+        When the count is zero.
+    """
+    match = _SHAPE.match(shape)
+    if not match:
+        return 1, shape
+    count = int(match.group(1))
+    if count <= 0:
+        raise PlanningError("shape", f"shape {shape!r} has {count} GPUs.", 'Use a positive count, e.g. "2xL40S".')
+    return count, match.group(2)
+
+
+@dataclass(frozen=True)
+class TemplateOption:
+    """One serving template of one (model, phase) group, region-independent.
+
+    ``usage`` maps shape -> node count (Coral's U_c(τ)); ``throughput`` maps workload-class id -> throughput
+    of one instance when it serves only that class (units of that class's rate; a missing class = 0, cannot
+    serve). ``homogeneous`` defaults to "uses one shape"; ``gpu_types`` defaults to the GPU ids of its shapes.
+    """
+
+    id: str
+    group: str
+    usage: Mapping[str, int]
+    throughput: Mapping[str, float]
+    homogeneous: bool | None = None
+    gpu_types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        usage = {str(s): int(n) for s, n in self.usage.items() if int(n) != 0}
+        if not usage:
+            raise PlanningError(f"templates[{self.id}].usage", "the template uses no nodes.", "Give at least one shape with a positive count.")
+        for shape, n in usage.items():
+            if n < 0:
+                raise PlanningError(f"templates[{self.id}].usage[{shape}]", f"negative node count {n}.", "Use counts >= 1.")
+        thr = {str(q): float(t) for q, t in self.throughput.items()}
+        for q, t in thr.items():
+            if not math.isfinite(t) or t < 0:
+                raise PlanningError(f"templates[{self.id}].throughput[{q}]", f"throughput {t} is not a finite number >= 0.", "Use 0 for a class the template cannot serve.")
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "throughput", thr)
+        if self.homogeneous is None:
+            object.__setattr__(self, "homogeneous", len(usage) == 1)
+        if not self.gpu_types:
+            object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s)[1] for s in usage})))
+        else:
+            object.__setattr__(self, "gpu_types", tuple(sorted(set(self.gpu_types))))
+
+    def gpus(self) -> dict[str, int]:
+        """GPUs per GPU type used by one instance."""
+        out: dict[str, int] = {}
+        for shape, n in self.usage.items():
+            count, gpu = parse_shape(shape)
+            out[gpu] = out.get(gpu, 0) + count * n
+        return out
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A purchasable node shape in one region: price per node-hour and how many nodes can be held."""
+
+    region: str
+    shape: str
+    price_per_hour: float
+    available: int
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.price_per_hour) or self.price_per_hour < 0:
+            raise PlanningError(f"offers[{self.region} {self.shape}].price_per_hour", f"price {self.price_per_hour} is not >= 0.", "Give the hourly node price in USD.")
+        if int(self.available) != self.available or self.available < 0:
+            raise PlanningError(f"offers[{self.region} {self.shape}].available", f"availability {self.available} is not an integer >= 0.", "Give a whole number of nodes.")
+        object.__setattr__(self, "available", int(self.available))
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    """Demand of one class (e.g. a request-size bucket) of one (model, phase) group, in its rate unit."""
+
+    id: str
+    group: str
+    rate: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.rate) or self.rate < 0:
+            raise PlanningError(f"classes[{self.id}].rate", f"rate {self.rate} is not a finite number >= 0.", "Give the demanded rate (e.g. tokens/s).")
+
+
+@dataclass(frozen=True)
+class AllocationProblem:
+    """Everything the allocation model needs, explicit and solver-agnostic.
+
+    ``current`` maps (template id, region) -> running instances ν′ (for the initialisation penalty K, Coral
+    Sec. 4.3). Availability ``Offer.available`` is the total number of nodes that may be held, running ones
+    included. ``budget_per_hour`` bounds provisioning + penalty (the cost objective's value) and is used with
+    the ``served`` objective. ``dump_model`` writes the model (``.lp`` or ``.mps``) of the final solve.
+    """
+
+    templates: tuple[TemplateOption, ...]
+    offers: tuple[Offer, ...]
+    classes: tuple[WorkloadClass, ...]
+    current: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    K: float = 0.0
+    objective: Objective = "cost"
+    budget_per_hour: float | None = None
+    solver: SolverName = "highs"
+    time_limit_s: float = 60.0
+    builder: BuilderName = "auto"
+    mip_rel_gap: float = 1e-3
+    prune: bool = True
+    dump_model: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "templates", tuple(self.templates))
+        object.__setattr__(self, "offers", tuple(self.offers))
+        object.__setattr__(self, "classes", tuple(self.classes))
+        object.__setattr__(self, "current", {(str(t), str(r)): int(n) for (t, r), n in dict(self.current).items() if int(n) != 0})
+        _unique("templates", [t.id for t in self.templates])
+        _unique("classes", [q.id for q in self.classes])
+        _unique("offers", [f"{o.region} {o.shape}" for o in self.offers])
+        class_group = {q.id: q.group for q in self.classes}
+        for t in self.templates:
+            for q in t.throughput:
+                if q not in class_group:
+                    raise PlanningError(f"templates[{t.id}].throughput", f"unknown workload class {q!r}.", f"Use one of {sorted(class_group)}.")
+                if class_group[q] != t.group:
+                    raise PlanningError(f"templates[{t.id}].throughput[{q}]", f"class {q!r} belongs to group {class_group[q]!r}, not {t.group!r}.", "Give throughputs only for the template's own group.")
+        ids = {t.id for t in self.templates}
+        for (tid, region), n in self.current.items():
+            if tid not in ids:
+                raise PlanningError("current", f"running instances refer to unknown template {tid!r} in {region}.", "Use template ids from `templates`.")
+            if n < 0:
+                raise PlanningError(f"current[{tid}, {region}]", f"negative running count {n}.", "Use counts >= 0.")
+        if self.K < 0 or not math.isfinite(self.K):
+            raise PlanningError("K", f"initialisation penalty factor {self.K} is not >= 0.", "Use init time / adjustment interval, e.g. 0.1.")
+        if self.objective not in ("cost", "served"):
+            raise PlanningError("objective", f"unknown objective {self.objective!r}.", 'Use "cost" or "served".')
+        if self.solver not in ("highs", "cbc"):
+            raise PlanningError("solver", f"unknown solver {self.solver!r}.", 'Use "highs" or "cbc".')
+        if self.builder not in ("auto", "pulp", "matrix"):
+            raise PlanningError("builder", f"unknown builder {self.builder!r}.", 'Use "auto", "pulp" or "matrix".')
+        if self.builder == "matrix" and self.solver != "highs":
+            raise PlanningError("builder", "the matrix builder passes the model to HiGHS only.", 'Use builder="pulp" with solver="cbc".')
+        if self.budget_per_hour is not None and not (self.budget_per_hour >= 0):
+            raise PlanningError("budget_per_hour", f"budget {self.budget_per_hour} is not >= 0.", "Give USD per hour or leave it unset.")
+        if not (self.time_limit_s > 0):
+            raise PlanningError("time_limit_s", f"time limit {self.time_limit_s} is not > 0.", "Give seconds, e.g. 60.")
+        if not (0 <= self.mip_rel_gap < 1):
+            raise PlanningError("mip_rel_gap", f"relative gap {self.mip_rel_gap} is not in [0, 1).", "Use e.g. 1e-3.")
+
+    def groups(self) -> tuple[str, ...]:
+        """Groups with demand classes, in order of first appearance in ``classes``."""
+        return tuple(dict.fromkeys(q.group for q in self.classes))
+
+
+def _unique(name: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise PlanningError(name, f"duplicate id {i!r}.", "Give every entry a unique id.")
+        seen.add(i)
+
+
+@dataclass(frozen=True)
+class SolveStats:
+    """Size of the model actually solved and what pruning removed."""
+
+    templates_in: int = 0
+    templates_unsold: int = 0
+    templates_dominated: int = 0
+    templates_no_demand: int = 0
+    pairs: int = 0
+    variables: int = 0
+    integer_variables: int = 0
+    constraints: int = 0
+    nonzeros: int = 0
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """One solver call: which phase, its status, objective, bound, gap and time."""
+
+    phase: str
+    status: Status
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    seconds: float
+    solver_status: str
+
+
+@dataclass(frozen=True)
+class GroupDiagnostic:
+    """Why a group cannot be fully served: its best fraction alone and jointly, and the binding capacities."""
+
+    group: str
+    alone_fraction: float
+    joint_fraction: float
+    binding: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AllocationResult:
+    """Outcome of ``solve_allocation``; never None, always with a status.
+
+    ``counts`` maps (template id, region) -> instances ν; ``assignment`` maps (class id, template id, region)
+    -> rate served by those instances; ``served`` maps group -> served / demanded (capped at 1 only by the
+    model). ``alpha`` is the uniform served fraction (1 for a feasible cost solve). ``cost_per_hour`` is the
+    provisioning cost, ``penalty_per_hour`` the initialisation penalty Σ K p max(0, ν − ν′).
+    """
+
+    status: Status
+    objective: Objective
+    objective_value: float | None
+    cost_per_hour: float | None
+    penalty_per_hour: float | None
+    alpha: float | None
+    counts: Mapping[tuple[str, str], int]
+    assignment: Mapping[tuple[str, str, str], float]
+    served: Mapping[str, float]
+    nodes_used: Mapping[tuple[str, str], int]
+    gap: float | None
+    phases: tuple[PhaseResult, ...]
+    timings: Mapping[str, float]
+    stats: SolveStats
+    builder: str
+    solver: str
+    diagnostics: tuple[GroupDiagnostic, ...] = ()
+    messages: tuple[str, ...] = ()
+
+    @property
+    def total_per_hour(self) -> float | None:
+        """Provisioning + initialisation penalty (the cost objective's value)."""
+        if self.cost_per_hour is None:
+            return None
+        return self.cost_per_hour + (self.penalty_per_hour or 0.0)
+
+    @property
+    def has_plan(self) -> bool:
+        """Whether a solution (optimal or not) is attached."""
+        return self.cost_per_hour is not None

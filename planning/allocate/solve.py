@@ -1,0 +1,243 @@
+"""``solve_allocation``: prune, build (pulp or matrix), solve the cost or two-phase served objective, report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from planning.allocate.instance import Instance, build_instance
+from planning.allocate.problem import AllocationProblem, AllocationResult, PhaseResult, SolveStats, Status
+from planning.allocate.solvers import RawSolution
+
+# Phase 2 of the served objective keeps α ≥ α* (1 − ALPHA_REL_TOL) − ALPHA_ABS_TOL.
+ALPHA_REL_TOL = 1e-7
+ALPHA_ABS_TOL = 1e-9
+_SEVERITY = {"optimal": 0, "feasible": 1, "time_limit": 2, "infeasible": 3, "error": 4}
+
+
+def resolve_builder(problem: AllocationProblem) -> str:
+    """``auto`` -> ``matrix`` for HiGHS (fast at any size), ``pulp`` for CBC."""
+    if problem.builder != "auto":
+        return problem.builder
+    return "matrix" if problem.solver == "highs" else "pulp"
+
+
+class _Runner:
+    """Builds and solves phases with the chosen builder; records build and solve times."""
+
+    def __init__(self, inst: Instance, problem: AllocationProblem, builder: str, served: bool) -> None:
+        self.inst = inst
+        self.problem = problem
+        self.builder = builder
+        self.served = served
+        self.build_seconds = 0.0
+        self.solve_seconds = 0.0
+        self.stats: dict[str, int] = {}
+        self._matrix: Any = None
+
+    def run(self, phase: str, alpha_lower: float | None = None, start: np.ndarray | None = None, dump: bool = False) -> RawSolution:
+        p = self.problem
+        dump_path = p.dump_model if dump else None
+        if self.builder == "matrix":
+            from planning.allocate.matrix_model import build_matrix, solve_matrix
+
+            if self._matrix is None:
+                self._matrix = build_matrix(self.inst, self.served, p.budget_per_hour)
+                self.build_seconds += self._matrix.build_seconds
+                m = self._matrix
+                self.stats = {
+                    "variables": m.col.n,
+                    "integer_variables": m.col.n_pairs,
+                    "constraints": m.n_rows,
+                    "nonzeros": int(m.matrix.nnz),
+                }
+            raw = solve_matrix(self._matrix, phase, p.time_limit_s, p.mip_rel_gap, alpha_lower, start, dump_path=dump_path)
+        else:
+            from planning.allocate.formulation import build_pulp, solve_pulp
+
+            m = build_pulp(self.inst, self.served, p.budget_per_hour, phase)
+            self.build_seconds += m.build_seconds
+            self.stats = {
+                "variables": len(m.prob.variables()),
+                "integer_variables": len(m.nu),
+                "constraints": len(m.prob.constraints),
+                "nonzeros": sum(len(c) for c in m.prob.constraints.values()),
+            }
+            raw = solve_pulp(m, p.solver, phase, p.time_limit_s, p.mip_rel_gap, alpha_lower, dump_path)
+        self.solve_seconds += raw.phase.seconds
+        return raw
+
+
+def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> AllocationResult:
+    """Solve the allocation problem (see ``planning.allocate.formulation`` for the math).
+
+    Parameters
+    ----------
+    problem:
+        Templates, offers, demand classes, running instances, K, objective, budget, solver options.
+    diagnose:
+        When the cost objective is infeasible, compute per-group best fractions and binding capacities.
+
+    Returns
+    -------
+    ``AllocationResult`` — always; status ``optimal | feasible | infeasible | time_limit | error``.
+    """
+    t0 = time.perf_counter()
+    inst = build_instance(problem)
+    builder = resolve_builder(problem)
+    served_mode = problem.objective == "served"
+    runner = _Runner(inst, problem, builder, served_mode)
+    phases: list[PhaseResult] = []
+    messages: list[str] = list(inst.notes)
+    final: RawSolution | None = None
+    alpha_star: float | None = None
+    try:
+        if inst.n_pairs == 0:
+            # nothing can be bought: answer without a solver (CBC rejects an empty model)
+            final = _empty_plan(inst, served_mode)
+            phases.append(final.phase)
+            if served_mode and final.values is not None:
+                alpha_star = float(final.values[-1])
+        elif not served_mode:
+            final = runner.run("cost", dump=True)
+            phases.append(final.phase)
+        else:
+            first = runner.run("served", dump=False)
+            phases.append(first.phase)
+            if first.values is not None:
+                alpha_star = float(first.values[-1])
+                lower = max(0.0, alpha_star * (1 - ALPHA_REL_TOL) - ALPHA_ABS_TOL)
+                start = first.values if builder == "matrix" else None
+                second = runner.run("cost", alpha_lower=lower, start=start, dump=True)
+                phases.append(second.phase)
+                final = second if second.values is not None else first
+            else:
+                final = first
+    except Exception as exc:  # the solver failing is reported as a status, with the reason
+        messages.append(f"solver error: {type(exc).__name__}: {exc}")
+        phases.append(PhaseResult("error", "error", None, None, None, 0.0, str(exc)))
+    status: Status = max((ph.status for ph in phases), key=lambda s: _SEVERITY[s]) if phases else "error"
+    stats = SolveStats(
+        templates_in=len(problem.templates),
+        templates_unsold=inst.pruned_unsold,
+        templates_dominated=inst.pruned_dominated,
+        templates_no_demand=inst.pruned_no_demand,
+        pairs=inst.n_pairs,
+        **runner.stats,
+    )
+    timings = {
+        "prune_seconds": inst.seconds,
+        "build_seconds": runner.build_seconds,
+        "solve_seconds": runner.solve_seconds,
+    }
+    values = final.values if final is not None else None
+    plan = _extract(inst, values) if values is not None else None
+    diagnostics: tuple = ()
+    if diagnose and not served_mode and status == "infeasible":
+        from planning.allocate.diagnostics import diagnose_infeasible
+
+        td = time.perf_counter()
+        diagnostics, sentences = diagnose_infeasible(problem)
+        messages.extend(sentences)
+        timings["diagnostics_seconds"] = time.perf_counter() - td
+    timings["total_seconds"] = time.perf_counter() - t0
+    last = phases[-1] if phases else None
+    return AllocationResult(
+        status=status,
+        objective=problem.objective,
+        objective_value=(alpha_star if served_mode else (plan["cost"] + plan["penalty"] if plan else None)),
+        cost_per_hour=plan["cost"] if plan else None,
+        penalty_per_hour=plan["penalty"] if plan else None,
+        alpha=(alpha_star if served_mode else (1.0 if plan else None)),
+        counts=plan["counts"] if plan else {},
+        assignment=plan["assignment"] if plan else {},
+        served=plan["served"] if plan else {},
+        nodes_used=plan["nodes"] if plan else {},
+        gap=last.gap if last else None,
+        phases=tuple(phases),
+        timings=timings,
+        stats=stats,
+        builder=builder,
+        solver=problem.solver,
+        diagnostics=diagnostics,
+        messages=tuple(messages),
+    )
+
+
+def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:
+    """The answer when no template can be bought anywhere: α = 1 only if nothing is demanded."""
+    demanded = bool(np.any(inst.class_rate > 0))
+    alpha = 0.0 if demanded else 1.0
+    values = np.zeros(1 + 0)
+    values[-1] = alpha
+    if not served_mode and demanded:
+        return RawSolution(None, PhaseResult("cost", "infeasible", None, None, None, 0.0, "no purchasable template"))
+    objective = alpha if served_mode else 0.0
+    return RawSolution(values, PhaseResult("served" if served_mode else "cost", "optimal", objective, objective, 0.0, 0.0, "no purchasable template"))
+
+
+def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
+    """Counts, cost, penalty, class assignment (rates), served fractions and nodes used from a column vector."""
+    n = inst.n_pairs
+    nu = np.rint(values[:n]).astype(np.int64)
+    alpha = float(values[-1])
+    k = inst.problem.K
+    cost = float(np.dot(inst.pair_price, nu))
+    pen = float(np.sum(k * inst.pair_price * np.maximum(0, nu - inst.pair_current)))
+    counts = {inst.pair_key(int(p)): int(nu[p]) for p in np.nonzero(nu)[0]}
+    nodes: dict[tuple[str, str], int] = {}
+    for row, p, u in zip(inst.use_row, inst.use_pair, inst.use_val, strict=True):
+        if nu[p]:
+            key = inst.offer_keys[int(row)]
+            nodes[key] = nodes.get(key, 0) + int(nu[p] * u)
+    assignment: dict[tuple[str, str, str], float] = {}
+    served_rate = np.zeros(len(inst.class_ids))
+    # single-class groups: demand routed to instances in proportion to their capacity
+    for g in range(len(inst.groups)):
+        if not inst.single_class[g]:
+            continue
+        q = inst.group_class[g]
+        pairs = np.nonzero((inst.pair_group == g) & (nu > 0))[0]
+        cap = float(np.dot(inst.single_thr[pairs], nu[pairs]))
+        rate = float(inst.class_rate[q])
+        routed = min(cap, rate)
+        served_rate[q] = routed
+        if cap > 0:
+            for p in pairs:
+                t, r = inst.pair_key(int(p))
+                assignment[(inst.class_ids[q], t, r)] = float(inst.single_thr[p] * nu[p]) * routed / cap
+    # multi-class groups: the solver's x, trimmed to the demanded rate
+    x0 = n
+    xs = values[x0 : x0 + len(inst.thr_pair)]
+    for q in range(len(inst.class_ids)):
+        if inst.single_class[inst.class_group[q]]:
+            continue
+        idx = np.nonzero(inst.thr_class == q)[0]
+        total = float(xs[idx].sum()) if len(idx) else 0.0
+        rate = float(inst.class_rate[q])
+        scale = min(1.0, rate / total) if total > 0 else 0.0
+        served_rate[q] = min(total, rate)
+        for i in idx:
+            if xs[i] > 1e-9:
+                t, r = inst.pair_key(int(inst.thr_pair[i]))
+                assignment[(inst.class_ids[q], t, r)] = float(xs[i]) * scale
+    served: dict[str, float] = {}
+    for g, name in enumerate(inst.groups):
+        qs = np.nonzero(inst.class_group == g)[0]
+        fr = [served_rate[q] / inst.class_rate[q] for q in qs if inst.class_rate[q] > 0]
+        served[name] = float(min(fr)) if fr else 1.0
+    return {"counts": counts, "cost": cost, "penalty": pen, "assignment": assignment, "served": served,
+            "nodes": nodes, "alpha": alpha}
+
+
+def with_classes(problem: AllocationProblem, keep_groups: set[str], **changes: Any) -> AllocationProblem:
+    """A copy of ``problem`` restricted to the classes (and templates) of ``keep_groups``."""
+    classes = tuple(q for q in problem.classes if q.group in keep_groups)
+    templates = tuple(t for t in problem.templates if t.group in keep_groups)
+    ids = {t.id for t in templates}
+    current: Mapping[tuple[str, str], int] = {k: v for k, v in problem.current.items() if k[0] in ids}
+    return replace(problem, classes=classes, templates=templates, current=current, **changes)

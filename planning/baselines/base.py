@@ -1,0 +1,163 @@
+"""The baseline interface: one result type, one entry point, a registry of strategies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from planning.allocate.problem import AllocationProblem, AllocationResult, parse_shape
+from planning.errors import PlanningError
+
+_FULL = 1 - 1e-9
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """What a baseline strategy buys and how much demand it serves.
+
+    ``served_fraction`` maps group -> served / demanded (≤ 1); ``feasible`` is True only when every group is
+    fully served; ``note`` says how the strategy went, honestly, including shortfalls.
+    """
+
+    name: str
+    cost_per_hour: float
+    served_fraction: Mapping[str, float]
+    gpus_used: Mapping[str, int]
+    nodes_used: Mapping[tuple[str, str], int]
+    counts: Mapping[tuple[str, str], int]
+    feasible: bool
+    note: str
+    penalty_per_hour: float = 0.0
+    seconds: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def served_fraction_min(self) -> float:
+        """The worst-served group's fraction (1.0 when nothing is demanded)."""
+        return min(self.served_fraction.values(), default=1.0)
+
+
+def gpus_of(nodes: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    """GPUs per GPU type from nodes per (region, shape)."""
+    out: dict[str, int] = {}
+    for (_r, shape), n in nodes.items():
+        count, gpu = parse_shape(shape)
+        out[gpu] = out.get(gpu, 0) + count * n
+    return out
+
+
+def from_allocation(name: str, problem: AllocationProblem, note_ok: str) -> BaselineResult:
+    """Run the joint ILP on ``problem``; when all demand cannot be met, report the best uniform fraction.
+
+    Parameters
+    ----------
+    name:
+        Baseline name.
+    problem:
+        The (restricted) allocation problem; its objective is overridden.
+    note_ok:
+        Note when all demand is met.
+
+    Returns
+    -------
+    ``BaselineResult`` with the cost-optimal plan, or the max-served plan and an honest note.
+    """
+    from planning.allocate.solve import solve_allocation
+
+    res = solve_allocation(replace(problem, objective="cost"), diagnose=False)
+    if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
+        note = note_ok if res.status == "optimal" else f"{note_ok} (solver status {res.status}, gap {res.gap})"
+        return _wrap(name, res, True, note)
+    if res.status == "error":
+        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"solver error: {res.messages}")
+    served = solve_allocation(replace(problem, objective="served"), diagnose=False)
+    if not served.has_plan:
+        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
+    alpha = served.alpha or 0.0
+    short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
+    note = (
+        f"cannot meet all demand: best uniform fraction {100 * alpha:.1f} % of every group's demand"
+        + (f" (served: {short})" if short else "")
+    )
+    return _wrap(name, served, False, note)
+
+
+def _wrap(name: str, res: AllocationResult, feasible: bool, note: str) -> BaselineResult:
+    served = dict(res.served)
+    return BaselineResult(
+        name=name,
+        cost_per_hour=float(res.cost_per_hour or 0.0),
+        served_fraction=served,
+        gpus_used=gpus_of(res.nodes_used),
+        nodes_used=dict(res.nodes_used),
+        counts=dict(res.counts),
+        feasible=feasible and all(f >= _FULL for f in served.values()),
+        note=note,
+        penalty_per_hour=float(res.penalty_per_hour or 0.0),
+        seconds=float(res.timings.get("total_seconds", 0.0)),
+        details={"status": res.status, "alpha": res.alpha, "gap": res.gap},
+    )
+
+
+Strategy = Callable[..., BaselineResult]
+
+
+def _registry() -> dict[str, Strategy]:
+    from planning.baselines.homo import homo_greedy, homo_ilp
+    from planning.baselines.memp import memp
+
+    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "memp": memp}
+
+
+def baseline_names(problem: AllocationProblem) -> list[str]:
+    """All baselines applicable to ``problem``: homo, homo-ilp, one ``single:<gpu>`` per GPU type, memp."""
+    gpus = sorted({g for t in problem.templates for g in t.gpu_types})
+    return ["homo", "homo-ilp", *[f"single:{g}" for g in gpus], "memp"]
+
+
+def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> BaselineResult:
+    """Run one baseline strategy.
+
+    Parameters
+    ----------
+    name:
+        ``"homo"`` (Coral's greedy, homogeneous replicas), ``"homo-ilp"`` (joint ILP, homogeneous templates
+        only), ``"single:<gpu>"`` (Mélange: one GPU type for everything) or ``"memp"`` (LLMFabric's
+        memory-proportional split).
+    problem:
+        The allocation problem (objective and budget are ignored: baselines meet demand at least cost or say
+        how much they fall short).
+    options:
+        Strategy options (``order`` for homo; ``model_size``, ``gpu_memory_gb``, ``request_rate`` for memp).
+
+    Returns
+    -------
+    ``BaselineResult``.
+
+    Raises
+    ------
+    PlanningError
+        For an unknown name.
+    """
+    if name.startswith("single:"):
+        from planning.baselines.single_type import single_type
+
+        return single_type(problem, name.split(":", 1)[1], **options)
+    reg = _registry()
+    if name not in reg:
+        raise PlanningError("baseline", f"unknown baseline {name!r}.", f"Use one of {[*reg, 'single:<gpu>']}.")
+    return reg[name](problem, **options)
+
+
+def run_all_baselines(problem: AllocationProblem, **options: Any) -> list[BaselineResult]:
+    """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them."""
+    out = []
+    for name in baseline_names(problem):
+        opts = {}
+        if name == "homo" and "order" in options:
+            opts["order"] = options["order"]
+        if name == "memp":
+            opts = {k: v for k, v in options.items() if k in ("model_size", "gpu_memory_gb", "request_rate")}
+        out.append(run_baseline(name, problem, **opts))
+    return out

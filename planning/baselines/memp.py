@@ -1,0 +1,134 @@
+"""LLMFabric's memP baseline: split the GPU pool between models in proportion to rate × model size.
+
+LLMFabric Sec. 5 ("Placement strategy"): memP "allocates GPU resources proportional to the memory demand of
+different models, defined as the product of the average request arrival rate and the model parameter size";
+its Table 1 gives the largest model the biggest GPUs first (70B: 32×GH200 + 4×A100). Our mapping:
+
+1. demand weight d_g = rate_g × size_g per group (rate_g defaults to the sum of the group's class rates —
+   pass ``request_rate`` to use requests/s — and size_g is ``model_size[g]``);
+2. the pool is every offered node (Σ availability); node memory = GPUs × ``gpu_memory_gb[gpu]``;
+   group g's target is d_g / Σ d × total pool memory;
+3. groups in descending d_g take nodes in descending per-GPU memory (then ascending price per GPU), each node
+   taken if it keeps the group's memory nearest its target (allocated + node/2 ≤ target);
+4. each group then buys the cheapest plan for its demand *within its share* (the joint ILP restricted to the
+   group and its nodes); a share that cannot carry the demand is served partially (max fraction) and said.
+
+Without ``model_size`` every group weighs 1 (rate-proportional); without ``gpu_memory_gb`` a GPU counts as 1
+unit of memory; the note says which proxy was used. Unassigned pool nodes are not bought.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from planning.allocate.problem import AllocationProblem, Offer, parse_shape
+from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
+
+
+def memp(
+    problem: AllocationProblem,
+    model_size: Mapping[str, float] | None = None,
+    gpu_memory_gb: Mapping[str, float] | None = None,
+    request_rate: Mapping[str, float] | None = None,
+) -> BaselineResult:
+    """Memory-proportional split of the pool, then per-group cheapest plan inside its share.
+
+    Parameters
+    ----------
+    problem:
+        The allocation problem.
+    model_size:
+        Group -> model size (parameters or GB of weights; only ratios matter).
+    gpu_memory_gb:
+        GPU id -> memory in GB.
+    request_rate:
+        Group -> request rate; default the sum of its class rates.
+
+    Returns
+    -------
+    ``BaselineResult`` named ``memp`` with the shares in ``details["share_nodes"]``.
+    """
+    t0 = time.perf_counter()
+    groups = list(problem.groups())
+    proxies = []
+    rates = {g: sum(q.rate for q in problem.classes if q.group == g) for g in groups}
+    if request_rate is not None:
+        rates.update({g: float(request_rate[g]) for g in groups if g in request_rate})
+    if model_size is None:
+        proxies.append("no model sizes given: weights are rates only")
+    size = {g: float(model_size.get(g, 1.0)) if model_size else 1.0 for g in groups}
+    if gpu_memory_gb is None:
+        proxies.append("no GPU memory given: each GPU counts as one unit")
+
+    def mem_per_gpu(shape: str) -> float:
+        _c, gpu = parse_shape(shape)
+        return float(gpu_memory_gb.get(gpu, 1.0)) if gpu_memory_gb else 1.0
+
+    weight = {g: rates[g] * size[g] for g in groups}
+    total_weight = sum(weight.values())
+    pool = sorted(
+        (o for o in problem.offers if o.available > 0),
+        key=lambda o: (-mem_per_gpu(o.shape), o.price_per_hour / parse_shape(o.shape)[0], o.region, o.shape),
+    )
+    left = {(o.region, o.shape): o.available for o in pool}
+    node_mem = {(o.region, o.shape): mem_per_gpu(o.shape) * parse_shape(o.shape)[0] for o in pool}
+    pool_mem = sum(node_mem[k] * n for k, n in left.items())
+    share: dict[str, dict[tuple[str, str], int]] = {g: {} for g in groups}
+    target = {g: (weight[g] / total_weight * pool_mem if total_weight > 0 else 0.0) for g in groups}
+    for g in sorted(groups, key=lambda g: (-weight[g], groups.index(g))):
+        got = 0.0
+        for o in pool:
+            k = (o.region, o.shape)
+            while left[k] > 0 and got + node_mem[k] / 2 <= target[g]:
+                left[k] -= 1
+                got += node_mem[k]
+                share[g][k] = share[g].get(k, 0) + 1
+    cost = 0.0
+    penalty = 0.0
+    served: dict[str, float] = {}
+    counts: dict[tuple[str, str], int] = {}
+    nodes: dict[tuple[str, str], int] = {}
+    notes: list[str] = []
+    for g in groups:
+        if rates[g] <= 0 and not any(q.rate > 0 for q in problem.classes if q.group == g):
+            served[g] = 1.0
+            continue
+        offers = tuple(Offer(r, s, o.price_per_hour, share[g].get((r, s), 0)) for o in problem.offers for r, s in [(o.region, o.shape)])
+        templates = tuple(t for t in problem.templates if t.group == g)
+        ids = {t.id for t in templates}
+        sub = replace(
+            problem,
+            templates=templates,
+            offers=offers,
+            classes=tuple(q for q in problem.classes if q.group == g),
+            current={k: v for k, v in problem.current.items() if k[0] in ids},
+            budget_per_hour=None,
+            dump_model=None,
+        )
+        res = from_allocation("memp", sub, "")
+        cost += res.cost_per_hour
+        penalty += res.penalty_per_hour
+        served[g] = res.served_fraction.get(g, 0.0)
+        for k, v in res.counts.items():
+            counts[k] = counts.get(k, 0) + v
+        for k, v in res.nodes_used.items():
+            nodes[k] = nodes.get(k, 0) + v
+        if served[g] < _FULL:
+            notes.append(f"{g} gets {sum(share[g].values())} nodes ({100 * weight[g] / total_weight:.0f} % of pool memory) and serves {100 * served[g]:.0f} % of demand")
+    feasible = all(f >= _FULL for f in served.values())
+    note = "memory-proportional shares" + (f" ({'; '.join(proxies)})" if proxies else "") + ("; all demand met" if feasible else "; cannot meet demand: " + "; ".join(notes))
+    return BaselineResult(
+        name="memp",
+        cost_per_hour=cost,
+        served_fraction=served,
+        gpus_used=gpus_of(nodes),
+        nodes_used=nodes,
+        counts=counts,
+        feasible=feasible,
+        note=note,
+        penalty_per_hour=penalty,
+        seconds=time.perf_counter() - t0,
+        details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
+    )

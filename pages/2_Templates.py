@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -55,11 +57,12 @@ widgets.explain("template_scatter", "Each point is a template: throughput agains
 st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
 
 if not shown.empty:
-    rows = {f"{r.model} · {r.phase} · {r.template_id}": r for r in shown.itertuples(index=False)}
+    rows: dict[str, dict[str, Any]] = {f"{r['model']} · {r['phase']} · {r['template_id']}": {str(k): v for k, v in r.items()}
+                                       for r in shown.to_dict(orient="records")}
     pick = st.selectbox("Pipeline layout of", list(rows))
     row = rows[pick]
     widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    st.plotly_chart(viz.pipeline_figure(row.stages, title=pick, phase=row.phase), width="stretch", key="template_pipeline")
-    st.caption(f"{row.throughput:,.0f} {row.unit} for ${row.cost_per_hour:,.2f}/h in {row.region}.")
+    st.plotly_chart(viz.pipeline_figure(row["stages"], title=pick, phase=str(row["phase"])), width="stretch", key="template_pipeline")
+    st.caption(f"{row['throughput']:,.0f} {row['unit']} for ${row['cost_per_hour']:,.2f}/h in {row['region']}.")
     st.dataframe(shown.drop(columns=["stages"]), hide_index=True, width="stretch")

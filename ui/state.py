@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import uuid
@@ -130,7 +131,7 @@ def current_scenario() -> Scenario:
     if scenario is None:
         scenario = preset_scenario(DEFAULT_PRESET)
         set_scenario(scenario, f"preset:{DEFAULT_PRESET}")
-    return scenario  # type: ignore[no-any-return]
+    return scenario
 
 
 def set_scenario(scenario: Scenario, origin: str) -> None:
@@ -158,10 +159,8 @@ def current_solve_job() -> JobRecord | None:
         record = find_job(url_job)
         if record is not None and record.kind == "solve":
             st.session_state["solve_job"] = url_job
-            try:
+            with contextlib.suppress(PlanningError, KeyError):
                 set_scenario(Scenario.from_dict(record.request["scenario"]), f"job:{url_job}")
-            except (PlanningError, KeyError):
-                pass
     job_id = st.session_state["solve_job"]
     record = find_job(job_id)
     if record is not None and st.query_params.get("job") != job_id:

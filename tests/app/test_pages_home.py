@@ -31,7 +31,7 @@ def test_home_renders_with_presets_and_links() -> None:
 
 
 def test_plan_it_runs_in_background_and_shows_kpis(planning_home: Path) -> None:
-    at, job_id, status = _plan(planning_home)
+    at, _job_id, status = _plan(planning_home)
     assert status == "done"
     assert not at.exception
     labels = [m.label for m in at.metric]

@@ -14,7 +14,7 @@ def test_plan_without_a_job_points_home() -> None:
 
 
 def test_plan_page_draws_every_section(planning_home: Path) -> None:
-    at, job_id = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
     assert not at.exception
     assert [m.label for m in at.metric][:1] == ["Cost per hour"]
     headers = [h.value for h in at.header]
@@ -29,7 +29,7 @@ def test_plan_page_draws_every_section(planning_home: Path) -> None:
 def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -> None:
     from planning.jobs import JobStore
 
-    at, job_id = planned(planning_home)
+    at, _ = planned(planning_home)
     store = JobStore(planning_home / "jobs.sqlite")
     new_id, _ = store.create_or_reuse("badjob0000000000", "solve", {"x": 1}, None, reuse=False)
     store.mark_running(new_id)

@@ -14,7 +14,7 @@ def test_whatif_without_plan_offers_to_plan() -> None:
 
 
 def test_demand_variant_compared_with_base(planning_home: Path) -> None:
-    at, base_id = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
     assert not at.exception
     next(b for b in at.button if b.label == "Run variant").click()  # default: demand ×2, all models
     at.run()

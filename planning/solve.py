@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -185,17 +185,18 @@ def _check_cancel(cancel: CancelToken | None) -> None:
         raise Cancelled("cancelled by the user")
 
 
-def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: Sequence[str],
+def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: Sequence[str] = (),
                           table_row: Callable[[str, int, int], float] | None = None) -> tuple[StagePlan, ...]:
-    """StagePlans from ``[{"layers": j, "nodes": [k, ...]}, ...]`` where k indexes ``node_shapes``."""
+    """StagePlans in pipeline order from ``[{"layers": j, "shapes": [...]}, ...]`` (the library's layout) or
+    ``[{"layers": j, "nodes": [k, ...]}, ...]`` where k indexes ``node_shapes``."""
     stages: list[StagePlan] = []
     start = 0
     n_stages = len(placement)
     for st in placement:
         j = int(st["layers"])
         boxes = []
-        for k in st["nodes"]:
-            shape = node_shapes[int(k)]
+        members = st["shapes"] if "shapes" in st else [node_shapes[int(k)] for k in st["nodes"]]
+        for shape in members:
             count, _, gpu = shape.partition("x")
             thr = table_row(shape, n_stages, j) if table_row is not None else 0.0
             boxes.append(NodeBox(shape=shape, gpu=gpu, count=int(count), throughput=float(thr)))
@@ -255,7 +256,7 @@ def _library_records(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, gr
                      slo_ms: float, shapes: Sequence[str], progress: ProgressFn | None,
                      cancel: CancelToken | None) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Placements of one (model, phase, SLO) over all node multisets (cached library) + the mean-size tables."""
-    from planning.templates import build_library
+    from planning.templates.library import LibraryCache, build_library
 
     mean_in = sum(c.rate * c.input_len for c in group.classes) / max(group.demand, 1e-12) if group.demand else group.classes[0].input_len
     mean_out = sum(c.rate * c.output_len for c in group.classes) / max(group.demand, 1e-12) if group.demand else group.classes[0].output_len
@@ -265,9 +266,13 @@ def _library_records(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, gr
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
         weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
         progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id} {phase}")) if progress else None,
-        cancel=cancel, workers=opts.workers, cache_dir=ctx.cache_dir,
+        cancel=(lambda: cancel.is_set()) if cancel is not None else None, workers=opts.workers,
+        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,
     )
-    return frame.to_dicts(), tables
+    rows = frame.to_dicts()
+    for row in rows:
+        row["placement"] = json.loads(row.pop("stages_json"))
+    return rows, tables
 
 
 def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping[str, ModelSpec],
@@ -291,7 +296,7 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
         if group.phase in ("prefill", "decode"):
             rows, tables = _library_records(ctx, scenario, spec, group, group.phase, group.slo_ms, shapes, sub_progress, cancel)
             for row in rows:
-                stages = stages_from_placement(row["placement"], row["node_shapes"], _table_lookup(tables, shape_index))
+                stages = stages_from_placement(row["placement"], (), _table_lookup(tables, shape_index))
                 if len(group.classes) == 1:
                     thr = {group.classes[0].id: float(row["throughput"])}
                 else:
@@ -312,8 +317,8 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
                 prow = p_by_id.get(row["template_id"])
                 if prow is None:
                     continue
-                d_st = stages_from_placement(row["placement"], row["node_shapes"], _table_lookup(d_tab, shape_index))
-                p_st = stages_from_placement(prow["placement"], prow["node_shapes"])
+                d_st = stages_from_placement(row["placement"], (), _table_lookup(d_tab, shape_index))
+                p_st = stages_from_placement(prow["placement"])
                 thr = {}
                 for c in group.classes:
                     if len(group.classes) == 1:
@@ -328,6 +333,21 @@ def build_group_templates(ctx: EngineContext, scenario: Scenario, specs: Mapping
     return records
 
 
+_PROV_RANK = {"measured": 0, "calibrated": 1, "roofline": 2}
+
+
+def gpu_provenance(ctx: EngineContext, gpu: str) -> tuple[str, float, float]:
+    """(provenance, ±prefill band, ±decode band) of the perf numbers for one GPU type."""
+    cal = ctx.perf.gpu_calibration(gpu)
+    return str(cal.provenance), float(cal.band_prefill), float(cal.band_decode)
+
+
+def template_provenance(ctx: EngineContext, gpus: Sequence[str]) -> str:
+    """The weakest provenance among a template's GPU types (roofline < calibrated < measured)."""
+    provs = [gpu_provenance(ctx, g)[0] for g in gpus]
+    return max(provs, key=lambda p: _PROV_RANK.get(p, 2)) if provs else "roofline"
+
+
 def _table_lookup(tables: np.ndarray, shape_index: Mapping[str, int]) -> Callable[[str, int, int], float]:
     def lookup(shape: str, n_stages: int, layers: int) -> float:
         return float(tables[shape_index[shape], n_stages - 1, layers - 1])
@@ -337,10 +357,9 @@ def _table_lookup(tables: np.ndarray, shape_index: Mapping[str, int]) -> Callabl
 
 def _record(row: Mapping[str, Any], group: Group, thr: Mapping[str, float], stages: tuple[StagePlan, ...],
             ctx: EngineContext) -> TemplateRecord:
-    usage = {str(s): int(c) for s, c in zip(row["shapes"], row["counts"], strict=True)}
+    usage = {str(s): int(c) for s, c in zip(row["shapes"], row["counts"], strict=True)}  # homogeneous = one shape
     gpus = tuple(sorted({s.partition("x")[2] for s in usage}))
-    prov = getattr(ctx.perf, "provenance_of", None)
-    provenance = prov(gpus) if callable(prov) else "roofline"
+    provenance = template_provenance(ctx, gpus)
     return TemplateRecord(id=str(row["template_id"]), group=group.id, usage=usage, throughput=dict(thr),
                           stages=stages, homogeneous=len(usage) == 1, gpu_types=gpus, provenance=str(provenance))
 
@@ -381,8 +400,8 @@ def allocation_problem(scenario: Scenario, groups: Sequence[Group], records: Seq
         offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
                      for o in offers),
         classes=classes, current=current, K=scenario.options.K,
-        objective=objective or scenario.objective.kind,
-        budget_per_hour=scenario.objective.budget_per_hour, solver=scenario.options.solver,
+        objective=cast(Any, objective or scenario.objective.kind),
+        budget_per_hour=scenario.objective.budget_per_hour, solver=cast(Any, scenario.options.solver),
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
         dump_model=str(dump_model) if dump_model else None,
     )
@@ -462,9 +481,9 @@ def _baselines(problem: Any, cancel: CancelToken | None) -> list[BaselineSummary
     out = []
     for b in run_all_baselines(problem):
         _check_cancel(cancel)
-        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour), served_fraction=float(b.served_fraction),
-                                   feasible=bool(b.feasible), served_by_group=dict(b.served_by_group),
-                                   gpus=dict(b.gpus), note=str(b.note)))
+        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
+                                   served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
+                                   served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
     return out
 
 
@@ -538,7 +557,9 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if progress:
         progress(1.0, "done")
     provenance = {}
-    prov = getattr(ctx.perf, "provenance_summary", None)
-    if callable(prov):
-        provenance = dict(prov(sorted({g for r in records for g in r.gpu_types})))
+    for gpu in sorted({g for r in records if not r.explicit for g in r.gpu_types}):
+        prov, band_p, band_d = gpu_provenance(ctx, gpu)
+        provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
+    if any(r.explicit for r in records):
+        provenance["explicit templates"] = "given in the scenario"
     return _plan_result(scenario, groups, records, offers, alloc, baselines, timings, provenance)

@@ -501,7 +501,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="evaluate the committed constants, do not refit")
     args = parser.parse_args(argv)
     from planning.catalog.load import load_catalog
-    from planning.perf.calibration import load_calibration
 
     gpus = load_catalog().gpus
     if args.check:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from planning.catalog.schema import GPU, Provenance
@@ -108,7 +108,7 @@ class Calibration:
         for key in (f"generation:{gpu.generation.lower()}", "default"):
             if key in self.gpus:
                 base = self.gpus[key]
-                return GpuCalibration(**{**_as_dict(base), "gpu_id": gpu.id, "provenance": "roofline"})
+                return replace(base, gpu_id=gpu.id, provenance="roofline")
         raise PlanningError(
             "calibration",
             f"no calibration row for GPU {gpu.id!r}, its generation {gpu.generation!r} or 'default'.",

@@ -9,7 +9,7 @@ from planning.perf.model import PerfEstimate, PerfModel
 from planning.perf.profiles import load_profiles
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``perf`` sub-command."""
     p = subparsers.add_parser("perf", help="estimate prefill/decode time and throughput of a model on one node",
                               description="Roofline + calibration estimate for a whole model on one node.")

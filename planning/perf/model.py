@@ -32,7 +32,7 @@ Phase = Literal["prefill", "decode"]
 PHASES: tuple[str, ...] = ("prefill", "decode")
 
 # Batch sizes tried (requests per step): powers of two and the half-steps between them.
-_GRID = sorted({int(round(2 ** (k / 2))) for k in range(0, 25)})  # 1 .. 4096
+_GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 
@@ -132,10 +132,8 @@ class _Curves:
 
 def _load_catalog() -> Catalog:
     """The shipped catalog (imported lazily: the catalog area reads data files)."""
-    try:
-        from planning.catalog import load_catalog  # type: ignore[attr-defined]
-    except ImportError:  # catalog package without the re-export
-        from planning.catalog.load import load_catalog
+    from planning.catalog import load_catalog
+
     return load_catalog()
 
 

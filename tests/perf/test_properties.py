@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from planning.perf import PerfModel, Workload
-from planning.perf.roofline import Device, LayerArch, allreduce_time, gemm_time, layer_time, resolve_precision
+from planning.perf.roofline import LayerArch, allreduce_time, gemm_time, layer_time, resolve_precision
 from tests.perf.conftest import CORAL_MODELS, CORAL_SHAPES, CORAL_SLO
 
 WL = Workload(input_len=1000, output_len=250)
@@ -120,8 +120,8 @@ def test_moe_memory_counts_all_experts_but_decode_reads_active(pm: PerfModel) ->
     all_active = pm2.estimate("all-active", "H100", 8, batch=1, input_len=128, output_len=1)
     assert all_active.memory.weights_gb == pytest.approx(est.memory.weights_gb)
     assert all_active.decode_step_ms > 2 * est.decode_step_ms
-    long_moe = pm.estimate("qwen3-235b-a22b", "H100", 8, batch=4, input_len=4096)
-    long_dense = pm2.estimate("all-active", "H100", 8, batch=4, input_len=4096)
+    long_moe = pm.estimate("qwen3-235b-a22b", "H100", 1, batch=4, input_len=4096)  # times even when OOM
+    long_dense = pm2.estimate("all-active", "H100", 1, batch=4, input_len=4096)
     assert long_dense.prefill_ms > 5 * long_moe.prefill_ms  # compute-bound prefill FLOPs follow the active experts
     big = pm.estimate("qwen3-235b-a22b", "H100", 8, batch=256, input_len=128, output_len=1)
     assert big.decode_step_ms > 1.5 * est.decode_step_ms  # a large batch touches (almost) every expert

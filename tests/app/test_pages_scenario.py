@@ -78,3 +78,14 @@ def test_custom_model_without_file_says_what_to_do() -> None:
     next(b for b in at.button if b.label == "Add model").click()
     at.run()
     assert "config.json" in "\n".join(str(e.value) for e in at.error)
+
+
+def test_two_sessions_do_not_share_unsaved_edits(planning_home: Path) -> None:
+    first = _on_tiny(planning_home)
+    second = _on_tiny(planning_home)
+    next(n for n in first.number_input if n.label.startswith("Nmax")).set_value(3)
+    next(b for b in first.button if b.label == "Apply").click()
+    first.run()
+    second.run()
+    assert first.session_state["scenario"].options.nmax == 3
+    assert second.session_state["scenario"].options.nmax != 3

@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "planning.catalog.commands",
     "planning.perf.commands",
     "planning.templates.commands",
+    "planning.jobs.commands",
     "planning.commands",
 )
 

@@ -475,11 +475,15 @@ def _plan_result(scenario: Scenario, groups: Sequence[Group], records: Sequence[
     )
 
 
-def _baselines(problem: Any, cancel: CancelToken | None) -> list[BaselineSummary]:
+def _baselines(problem: Any, scenario: Scenario, groups: Sequence[Group], specs: Mapping[str, ModelSpec],
+               catalog: Catalog, cancel: CancelToken | None) -> list[BaselineSummary]:
     from planning.baselines import run_all_baselines
 
     out = []
-    for b in run_all_baselines(problem):
+    model_size = {g.id: specs[g.model].weight_bytes() for g in groups}
+    request_rate = {g.id: scenario.model(g.model).demand.rate_rps for g in groups}
+    gpu_memory = {gid: gpu.memory_gb for gid, gpu in catalog.gpus.items()}
+    for b in run_all_baselines(problem, model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
         _check_cancel(cancel)
         out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
@@ -551,7 +555,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     timings["allocation_seconds"] = time.perf_counter() - t2
     _check_cancel(cancel)
     t3 = time.perf_counter()
-    baselines = _baselines(problem, cancel) if with_baselines else []
+    baselines = _baselines(problem, scenario, groups, specs, ctx.catalog, cancel) if with_baselines else []
     timings["baselines_seconds"] = time.perf_counter() - t3
     timings["total_seconds"] = time.perf_counter() - t0
     if progress:

@@ -218,23 +218,28 @@ def pipeline_figure(
     draw_loop = (phase == "decode") if loop_back is None else loop_back
 
     fig = go.Figure()
+    # Collected as dicts and set once: plotly validates each add_shape/add_annotation call (slow).
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     legend_seen: set[str] = set()
     for n in nodes:
         color = gpu_color(n.gpu)
         label = n.shape if n.throughput is None else f"{n.shape}<br>{_fmt_rate(n.throughput)}"
-        fig.add_shape(
-            type="rect",
-            x0=n.x - BOX_W / 2,
-            x1=n.x + BOX_W / 2,
-            y0=n.y - BOX_H / 2,
-            y1=n.y + BOX_H / 2,
-            fillcolor=color,
-            line={"color": "#333333", "width": 1},
-            layer="below",
-            name=n.gpu,
-            legendgroup=n.gpu,
-            showlegend=n.gpu not in legend_seen,
-            label={"text": label, "font": {"color": text_color(color), "size": 12}},
+        shapes.append(
+            dict(
+                type="rect",
+                x0=n.x - BOX_W / 2,
+                x1=n.x + BOX_W / 2,
+                y0=n.y - BOX_H / 2,
+                y1=n.y + BOX_H / 2,
+                fillcolor=color,
+                line={"color": "#333333", "width": 1},
+                layer="below",
+                name=n.gpu,
+                legendgroup=n.gpu,
+                showlegend=n.gpu not in legend_seen,
+                label={"text": label, "font": {"color": text_color(color), "size": 12}},
+            )
         )
         legend_seen.add(n.gpu)
 
@@ -270,86 +275,101 @@ def pipeline_figure(
             header += f"<br>{len(stage_nodes)} replicas"
         if thr and len(thr) == len(stage_nodes):
             header += f"<br>{_fmt_rate(sum(thr))}"
-        fig.add_annotation(
-            x=stage_x[s], y=top + 0.15, text=header, showarrow=False, yanchor="bottom", name=f"stage-{s}"
+        notes.append(
+            dict(
+                x=stage_x[s], y=top + 0.15, text=header, showarrow=False, yanchor="bottom", name=f"stage-{s}"
+            )
         )
     arrow = {"showarrow": True, "arrowhead": 3, "arrowsize": 1.2, "arrowwidth": 1.6, "arrowcolor": "#444444"}
     for s in range(len(stages) - 1):
-        fig.add_annotation(
-            x=stage_x[s + 1] - BOX_W / 2 - 0.05,
+        notes.append(
+            dict(
+                x=stage_x[s + 1] - BOX_W / 2 - 0.05,
+                y=0,
+                ax=stage_x[s] + BOX_W / 2 + 0.05,
+                ay=0,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                text="",
+                name=f"handoff-{s}",
+                **arrow,
+            )
+        )
+    left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
+    notes.append(
+        dict(
+            x=left - 0.05,
             y=0,
-            ax=stage_x[s] + BOX_W / 2 + 0.05,
+            ax=left - 1.0,
+            ay=0,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            text="in",
+            name="input",
+            **arrow,
+        )
+    )
+    notes.append(
+        dict(
+            x=right + 1.0,
+            y=0,
+            ax=right + 0.05,
             ay=0,
             xref="x",
             yref="y",
             axref="x",
             ayref="y",
             text="",
-            name=f"handoff-{s}",
+            name="output",
             **arrow,
         )
-    left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
-    fig.add_annotation(
-        x=left - 0.05,
-        y=0,
-        ax=left - 1.0,
-        ay=0,
-        xref="x",
-        yref="y",
-        axref="x",
-        ayref="y",
-        text="in",
-        name="input",
-        **arrow,
     )
-    fig.add_annotation(
-        x=right + 1.0,
-        y=0,
-        ax=right + 0.05,
-        ay=0,
-        xref="x",
-        yref="y",
-        axref="x",
-        ayref="y",
-        text="",
-        name="output",
-        **arrow,
-    )
-    fig.add_annotation(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label")
+    notes.append(dict(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label"))
     low = bottom - 0.6
     if draw_loop:
         last_bottom = min(n.y for n in nodes if n.stage == len(stages) - 1) - BOX_H / 2
         first_bottom = min(n.y for n in nodes if n.stage == 0) - BOX_H / 2
         x_from = stage_x[-1] + (0.25 if len(stages) == 1 else 0.0)
         x_to = stage_x[0] - (0.25 if len(stages) == 1 else 0.0)
-        fig.add_shape(
-            type="path",
-            path=f"M {x_from},{last_bottom} L {x_from},{low} L {x_to},{low}",
-            line={"color": "#444444", "width": 1.6, "dash": "dot"},
-            name="decode-loop",
+        shapes.append(
+            dict(
+                type="path",
+                path=f"M {x_from},{last_bottom} L {x_from},{low} L {x_to},{low}",
+                line={"color": "#444444", "width": 1.6, "dash": "dot"},
+                name="decode-loop",
+            )
         )
-        fig.add_annotation(
-            x=x_to,
-            y=first_bottom - 0.03,
-            ax=x_to,
-            ay=low,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            text="",
-            name="decode-loop-head",
-            **arrow,
+        notes.append(
+            dict(
+                x=x_to,
+                y=first_bottom - 0.03,
+                ax=x_to,
+                ay=low,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                text="",
+                name="decode-loop-head",
+                **arrow,
+            )
         )
-        fig.add_annotation(
-            x=(x_from + x_to) / 2,
-            y=low,
-            text="decode: each new token runs through all stages again",
-            showarrow=False,
-            yanchor="top",
-            font={"size": 11, "color": "#444444"},
-            name="decode-loop-label",
+        notes.append(
+            dict(
+                x=(x_from + x_to) / 2,
+                y=low,
+                text="decode: each new token runs through all stages again",
+                showarrow=False,
+                yanchor="top",
+                font={"size": 11, "color": "#444444"},
+                name="decode-loop-label",
+            )
         )
+    fig.update_layout(shapes=shapes, annotations=notes)
     rows = max(Counter(n.stage for n in nodes).values())
     summary = _summary(nodes, len(stages))
     fig.update_layout(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from planning.jobs import (
     request_key,
 )
 from planning.jobs.store import INTERRUPTED_MESSAGE
+from tests.jobs import _children
 
 
 @pytest.fixture
@@ -87,9 +87,11 @@ def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
     assert second == first
     assert len(calls) == 1
     # A different kind or request is a new job; reuse=False forces a rerun.
-    assert runner.submit("count2", {"x": 1, "y": [1, 2]}, counted) != first
+    other_kind = runner.submit("count2", {"x": 1, "y": [1, 2]}, counted)
+    assert other_kind != first
     forced = runner.submit("count", {"x": 1, "y": [1, 2]}, counted, reuse=False)
     assert forced != first
+    runner.wait(other_kind, timeout=5)
     runner.wait(forced, timeout=5)
     assert len(calls) == 3
 
@@ -318,32 +320,15 @@ def test_not_a_database_is_a_planning_error(tmp_path: Path) -> None:
 # -- processes ---------------------------------------------------------------------------------------
 
 
-def _hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
-    """Child process: create jobs and write progress as fast as possible, counting lock errors."""
-    import sqlite3
-
-    store = JobStore(path, recover=False)
-    go.wait()  # start together so the writes really overlap
-    failures = 0
-    for i in range(writes // 2):
-        try:
-            job_id, _ = store.create_or_reuse(f"w{worker}-{i}", "hammer", {"w": worker, "i": i}, None)
-            store.mark_running(job_id)
-            store.set_progress(job_id, 0.5, "half")
-            store.finish_done(job_id, {"i": i})
-        except sqlite3.OperationalError:
-            failures += 1
-    errors.put(failures)
-    store.close()
-
-
 def test_two_processes_write_concurrently_without_lock_errors(store_path: Path) -> None:
     JobStore(store_path).close()  # create the schema once, as the app does on start
     ctx = multiprocessing.get_context("spawn")
     errors = ctx.Queue()
     go = ctx.Barrier(2)
     writes = 200  # per process; each loop iteration is 4 writes, so 400 statements each
-    procs = [ctx.Process(target=_hammer, args=(str(store_path), w, writes, errors, go)) for w in range(2)]
+    procs = [
+        ctx.Process(target=_children.hammer, args=(str(store_path), w, writes, errors, go)) for w in range(2)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -356,7 +341,7 @@ def test_two_processes_write_concurrently_without_lock_errors(store_path: Path) 
 
 
 def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
 
@@ -422,3 +407,24 @@ def test_cli_lists_shows_and_cancels(store_path: Path, capsys: pytest.CaptureFix
     assert code == 1 and "not active" in out
     code, out = run("list", "--owner", "bob")
     assert "cancelled" in out and "donejob" not in out
+
+
+def test_job_in_another_process_shows_progress_and_obeys_cancel(store_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    job_ids = ctx.Queue()
+    child = ctx.Process(target=_children.serve_one_job, args=(str(store_path), job_ids))
+    child.start()
+    job_id = job_ids.get(timeout=20)
+    with JobStore(store_path) as tab2:
+        deadline = time.monotonic() + 10
+        while tab2.get(job_id).progress == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen = tab2.get(job_id)
+        assert seen.status == "running" and seen.progress > 0 and seen.message.startswith("step")
+        assert seen.pid == child.pid
+        assert tab2.request_cancel(job_id)
+        child.join(20)
+        assert child.exitcode == 0
+        final = tab2.get(job_id)
+    assert final.status == "cancelled"
+    assert final.progress < 1.0

@@ -1,0 +1,43 @@
+"""Child-process targets for the job tests; imports only planning.jobs so spawned processes start fast."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from planning.jobs import CancelToken, JobRunner, JobStore, ProgressFn
+
+
+def hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
+    """Child process: create jobs and write progress as fast as possible, counting lock errors."""
+    store = JobStore(path, recover=False)
+    go.wait()  # start together so the writes really overlap
+    failures = 0
+    for i in range(writes // 2):
+        try:
+            job_id, _ = store.create_or_reuse(f"w{worker}-{i}", "hammer", {"w": worker, "i": i}, None)
+            store.mark_running(job_id)
+            store.set_progress(job_id, 0.5, "half")
+            store.finish_done(job_id, {"i": i})
+        except sqlite3.OperationalError:
+            failures += 1
+    errors.put(failures)
+    store.close()
+
+
+def looping_job(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    for i in range(2000):
+        progress(i / 2000, f"step {i}")
+        token.raise_if_cancelled()
+        time.sleep(0.005)
+    return {"finished": True}
+
+
+def serve_one_job(path: str, job_ids: Any) -> None:
+    """Child process: a runner (as in another Streamlit server) runs one long job to its end."""
+    runner = JobRunner(JobStore(path), max_workers=1, progress_interval=0.02, cancel_poll_interval=0.02)
+    job_id = runner.submit("loop", {"child": True}, looping_job, owner="tab-1")
+    job_ids.put(job_id)
+    runner.wait(job_id, timeout=20)
+    runner.shutdown()

@@ -1,4 +1,4 @@
-"""Home page (catalog browser) renders every tab's table without exceptions (Streamlit AppTest)."""
+"""Catalog page (pages/6_Catalog.py, the catalog browser) renders every tab's table without exceptions (Streamlit AppTest)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ from streamlit.testing.v1 import AppTest
 from planning.catalog.load import load_catalog
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
+CATALOG_PAGE = "pages/6_Catalog.py"  # app.py became the workbench Home; the browser moved here
+
+
+def _catalog_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page(CATALOG_PAGE)
+    return at.run()
 
 
 def test_home_renders_all_catalog_tabs() -> None:
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = _catalog_page()
     assert not at.exception
     assert [t.label for t in at.tabs] == ["GPUs", "Node configs", "Models", "SLO presets", "Presets"]
     catalog = load_catalog()
@@ -28,7 +35,7 @@ def test_home_renders_all_catalog_tabs() -> None:
 
 
 def test_config_filters_narrow_the_table() -> None:
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = _catalog_page()
     at.multiselect(key="cfg_cloud").set_value(["aws"]).run()
     at.multiselect(key="cfg_gpu").set_value(["L40S"]).run()
     assert not at.exception

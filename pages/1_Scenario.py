@@ -1,0 +1,204 @@
+"""Scenario page: models, SLOs, demand, regions, prices/availability, objective and options; save and load."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from planning import api
+from planning.catalog.models import model_from_hf_config
+from planning.errors import PlanningError
+from planning.scenario import SLO, Demand, ModelRequest, Scenario, parse_scenario_text
+from ui import state, tables, widgets
+
+widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
+
+scenario = state.current_scenario()
+frames = state.catalog_frames()
+
+
+def _accept(new: Scenario, origin: str = "edited") -> None:
+    """Validate with the engine, keep it as the working scenario, show warnings."""
+    try:
+        new = Scenario.from_dict(new.to_dict())  # the same validation as a file load
+        warnings = api.validate(new)
+    except PlanningError as exc:
+        widgets.show_error(exc)
+        return
+    state.set_scenario(new, origin)
+    if origin == "edited":
+        st.session_state["preset"] = "current"
+    st.session_state["flash"] = ("Scenario updated.", list(warnings))
+    st.rerun()
+
+
+flash = st.session_state.pop("flash", None)
+if flash:
+    st.success(flash[0])
+    for warning in flash[1]:
+        st.warning(warning)
+
+st.markdown(f"Working on **{scenario.name}** ({st.session_state['scenario_origin'] or 'new'}). "
+            + (scenario.description or ""))
+
+# --- load / save ---------------------------------------------------------------------------------------------
+with st.expander("Load, save, download, upload", expanded=False):
+    c1, c2 = st.columns(2)
+    with c1.form("load_form"):
+        options = [f"preset:{p}" for p in state.presets()] + [f"saved:{s}" for s in state.saved_scenarios()]
+        pick = st.selectbox("Preset or saved scenario", options,
+                            format_func=lambda c: c.split(":", 1)[1] + (" (saved)" if c.startswith("saved:") else ""))
+        if st.form_submit_button("Load"):
+            try:
+                _accept(state.load_choice(pick), pick)
+            except PlanningError as exc:
+                widgets.show_error(exc)
+    with c2.form("save_form"):
+        save_name = st.text_input("Save as", value=scenario.name)
+        if st.form_submit_button("Save to my scenarios"):
+            try:
+                path = state.save_named(replace(scenario, name=save_name), save_name)
+                st.success(f"Saved {path.name} under {path.parent}.")
+            except PlanningError as exc:
+                widgets.show_error(exc)
+    c3, c4 = st.columns(2)
+    c3.download_button("Download YAML", scenario.to_yaml(), file_name=f"{state.slug(scenario.name)}.yaml",
+                       mime="application/x-yaml")
+    with c4.form("upload_form"):
+        uploaded = st.file_uploader("Upload a scenario (YAML or JSON)", type=["yaml", "yml", "json"])
+        if st.form_submit_button("Load file") and uploaded is not None:
+            try:
+                _accept(parse_scenario_text(uploaded.getvalue().decode("utf-8", errors="replace"),
+                                            origin=uploaded.name), f"upload:{uploaded.name}")
+            except PlanningError as exc:
+                widgets.show_error(exc)
+
+# --- models, SLOs, demand, regions, objective, options ----------------------------------------------------
+model_ids = sorted(frames["models"]["id"].astype(str)) if "id" in frames["models"] else []
+model_ids += [m.id for m in scenario.models if m.id not in model_ids]
+region_ids = sorted(frames["regions"]["key"].astype(str)) if "key" in frames["regions"] else []
+region_ids += [r for r in scenario.regions if r not in region_ids]
+gpu_ids = sorted(frames["gpus"]["id"].astype(str))
+offers = tables.offers_frame(scenario, frames["configs"], frames.get("availability"))
+shape_ids = sorted(set(tables.offers_frame(replace(scenario, regions=(), shapes=()), frames["configs"])["shape"])
+                   | set(scenario.shapes))
+
+with st.form("scenario_form"):
+    st.subheader("Models, SLOs and demand")
+    widgets.explain("models_table", "One row per model. TTFT (prefill_ms) bounds the time to the first token, TPOT "
+                    "(decode_ms) the time per output token; demand is requests/s with mean prompt and output tokens.")
+    edited_models = st.data_editor(
+        tables.models_frame(scenario), num_rows="dynamic", hide_index=True, width="stretch",
+        key="models_editor",
+        column_config={
+            "id": st.column_config.SelectboxColumn("model", options=model_ids, required=True),
+            "prefill_ms": st.column_config.NumberColumn("TTFT / prefill SLO (ms)", min_value=0.0),
+            "decode_ms": st.column_config.NumberColumn("TPOT / decode SLO (ms)", min_value=0.0),
+            "rate_rps": st.column_config.NumberColumn("requests/s", min_value=0.0),
+            "input_len": st.column_config.NumberColumn("prompt tokens", min_value=1.0),
+            "output_len": st.column_config.NumberColumn("output tokens", min_value=1.0),
+        })
+    st.subheader("Where")
+    c1, c2, c3 = st.columns(3)
+    regions = c1.multiselect("Regions", region_ids, default=list(scenario.regions))
+    shapes = c2.multiselect("Node configs (empty = all)", shape_ids, default=list(scenario.shapes))
+    exclude = c3.multiselect("Exclude GPU types", gpu_ids, default=[g for g in scenario.exclude_gpus if g in gpu_ids])
+    st.subheader("Objective and options")
+    c1, c2, c3, c4 = st.columns(4)
+    objective = c1.radio("Objective", ["cost", "served"], index=["cost", "served"].index(scenario.objective.kind),
+                         format_func={"cost": "min cost (serve all)", "served": "max served"}.__getitem__)
+    budget = c2.number_input("Budget $/h (0 = none)", min_value=0.0,
+                             value=float(scenario.objective.budget_per_hour or 0.0), step=10.0)
+    mode = c3.selectbox("Mode", ["disaggregated", "aggregated"],
+                        index=["disaggregated", "aggregated"].index(scenario.mode))
+    pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing))
+    o = scenario.options
+    c1, c2, c3, c4, c5 = st.columns(5)
+    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax))
+    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0)
+    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05)
+    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0)
+    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver))
+    apply = st.form_submit_button("Apply", type="primary")
+if apply:
+    data: dict[str, Any] = scenario.to_dict()
+    try:
+        data["models"] = tables.models_from_frame(scenario, edited_models)
+        data.update(regions=regions, shapes=shapes, exclude_gpus=exclude, mode=mode, pricing=pricing,
+                    objective={"kind": objective, "budget_per_hour": budget or None})
+        data["options"] = {**data["options"], "nmax": nmax, "rho": rho, "K": k_penalty, "time_limit_s": time_limit,
+                           "solver": solver}
+        _accept(Scenario.from_dict(data))
+    except PlanningError as exc:
+        widgets.show_error(exc)
+
+# --- prices and availability ---------------------------------------------------------------------------------
+st.subheader("Prices and availability")
+widgets.explain("offers_table", "What each node configuration costs per hour in each region and how many nodes "
+                "can be rented. Source, date and quality flag say where a price came from; edited cells become "
+                "overrides of this scenario (marked), the shipped catalog is never changed.")
+with st.form("offers_form"):
+    filter_text = st.text_input("Filter (region or config contains)", "")
+    shown = offers
+    if filter_text:
+        needle = filter_text.lower()
+        mask = offers["region"].str.lower().str.contains(needle) | offers["shape"].str.lower().str.contains(needle)
+        shown = offers[mask]
+    edited_offers = st.data_editor(
+        shown, hide_index=True, width="stretch", key="offers_editor",
+        disabled=["region", "shape", "instance_type", "override", "quality", "source", "as_of"],
+        column_config={
+            "price_per_hour": st.column_config.NumberColumn("$/h per node", min_value=0.0, format="%.3f"),
+            "available": st.column_config.NumberColumn("nodes available", min_value=0, step=1),
+            "override": st.column_config.CheckboxColumn("override"),
+            "as_of": st.column_config.TextColumn("as of"),
+        })
+    c1, c2 = st.columns(2)
+    price_scale = c1.number_input("All prices ×", min_value=0.01, value=float(scenario.price_scale), step=0.05)
+    avail_scale = c2.number_input("All availability ×", min_value=0.0, value=float(scenario.availability_scale),
+                                  step=0.1)
+    save_offers = st.form_submit_button("Apply price/availability edits")
+if save_offers:
+    try:
+        changed = tables.apply_offer_edits(scenario, shown, pd.DataFrame(edited_offers))
+        _accept(replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale)))
+    except PlanningError as exc:
+        widgets.show_error(exc)
+
+# --- custom model from a Hugging Face config.json -------------------------------------------------------------
+st.subheader("Custom model")
+widgets.explain("custom_model", "Upload a model's Hugging Face config.json (no download happens): layers, hidden "
+                "size and heads are read from it, so the performance model can size it like a catalog model.")
+with st.form("custom_model_form"):
+    c1, c2 = st.columns([2, 3])
+    custom_id = c1.text_input("Model id", "my-model")
+    config_file = c2.file_uploader("config.json", type=["json"])
+    c1, c2, c3, c4, c5 = st.columns(5)
+    ttft = c1.number_input("TTFT ms", min_value=1.0, value=1500.0)
+    tpot = c2.number_input("TPOT ms", min_value=1.0, value=80.0)
+    rate = c3.number_input("requests/s", min_value=0.0, value=1.0)
+    in_len = c4.number_input("prompt tokens", min_value=1.0, value=1024.0)
+    out_len = c5.number_input("output tokens", min_value=1.0, value=256.0)
+    add_custom = st.form_submit_button("Add model")
+if add_custom:
+    try:
+        if config_file is None:
+            raise PlanningError("config.json", "no file uploaded.", "choose the model's config.json file.")
+        try:
+            config = json.loads(config_file.getvalue().decode("utf-8", errors="replace"))
+        except json.JSONDecodeError as exc:
+            raise PlanningError("config.json", f"is not valid JSON ({exc.msg} at line {exc.lineno}).",
+                                "upload the model's config.json as published on Hugging Face.") from None
+        model_from_hf_config(config, custom_id)  # validates; raises PlanningError naming the missing key
+        request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
+        others = tuple(m for m in scenario.models if m.id != custom_id)
+        _accept(replace(scenario, models=(*others, request)))
+    except PlanningError as exc:
+        widgets.show_error(exc)
+
+st.divider()
+st.page_link("app.py", label="Plan this scenario on Home", icon="🏠")

@@ -1,0 +1,82 @@
+"""Plan page: KPIs, cost breakdown, capacity, service, instances with pipeline diagrams, baselines, export."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import streamlit as st
+
+from planning import viz
+from ui import state, widgets
+
+widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
+
+record = state.current_solve_job()
+if record is None:
+    st.info("No plan yet. Pick a scenario on Home and press **Plan it**.")
+    st.page_link("app.py", label="Home", icon="🏠")
+    st.stop()
+if not record.is_terminal:
+    widgets.live_jobs({"Planning": record.id}, key="plan")
+    st.stop()
+result = state.result_of(record)
+if result is None:
+    widgets.show_job_outcome(record)
+    st.stop()
+
+widgets.kpis(result)
+timing_text = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+st.caption(f"Objective: {result.objective}. Status {result.status}"
+           + (f", MIP gap {result.mip_gap:.3%}" if result.mip_gap is not None else "")
+           + (f". Timings: {timing_text}." if timing_text else "."))
+widgets.provenance_badges(result.provenance)
+
+st.header("Cost breakdown")
+widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "
+                "configuration; its area is the hourly cost. Prefill and decode are planned separately.")
+left, right = st.columns(2)
+left.plotly_chart(viz.cost_treemap(result.breakdown_frame()), width="stretch", key="treemap")
+right.plotly_chart(viz.cost_bars(result.breakdown_frame()), width="stretch", key="cost_bars")
+
+st.header("GPUs used vs available")
+widgets.explain("gpu_usage_figure", "Nodes rented per region and configuration against what the region can supply "
+                "(the cap). A bar at its cap means scarcity shaped the plan.")
+st.plotly_chart(viz.gpu_usage_figure(result.capacity_frame()), width="stretch", key="capacity")
+
+st.header("Served vs demanded")
+widgets.explain("served_figure", "Throughput the plan provides for each model and phase against the demand. With the "
+                "cost objective every bar reaches its demand; with max-served it may stop short.")
+st.plotly_chart(viz.served_figure(result.service_frame(), normalize=True), width="stretch", key="service")
+
+st.header("Instances")
+widgets.explain("instances", "An instance is one running copy of a serving template: a pipeline of nodes, "
+                "possibly of different GPU types. Pick one to see its layout.")
+frame = result.instances_frame()
+st.dataframe(frame, hide_index=True, width="stretch")
+if result.instances:
+    labels = [f"{i.model} · {i.phase} · {i.template_id} · {i.region} (×{i.count})" for i in result.instances]
+    pick = st.selectbox("Pipeline layout of", range(len(labels)), format_func=lambda k: labels[k])
+    instance = result.instances[pick]
+    widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the "
+                    "layer range it holds. Boxes stacked in one stage are data-parallel replicas.")
+    st.plotly_chart(viz.pipeline_figure([asdict(s) for s in instance.stages], title=labels[pick],
+                                        phase=instance.phase), width="stretch",
+                    key="pipeline")
+    widgets.provenance_badges({"throughput": instance.provenance})
+
+st.header("Baselines")
+widgets.explain("baselines_figure", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
+                "Savings = how much cheaper the mixed plan is.")
+st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
+st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
+
+st.header("Export")
+name = state.slug(str(result.scenario.get("name", "plan")))
+cols = st.columns(4)
+cols[0].download_button("JSON", result.to_json(), file_name=f"{name}.plan.json", mime="application/json")
+cols[1].download_button("Instances CSV", result.instances_frame().to_csv(index=False),
+                        file_name=f"{name}.instances.csv", mime="text/csv")
+cols[2].download_button("Cost lines CSV", result.breakdown_frame().to_csv(index=False),
+                        file_name=f"{name}.costs.csv", mime="text/csv")
+cols[3].download_button("Markdown report", result.to_markdown(), file_name=f"{name}.plan.md",
+                        mime="text/markdown")

@@ -1,0 +1,134 @@
+"""What-if page: variants of the current scenario vs homogeneous baselines, plan-to-plan diff, sweeps."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from planning import viz
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from ui import state, variants, widgets
+from ui.jobs import sweep_job, sweep_request
+
+widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
+
+scenario = state.current_scenario()
+base = state.current_solve_job()
+if base is None:
+    st.info(f"No plan of **{scenario.name}** yet; variants are compared with it.")
+    if st.button("Plan the current scenario", type="primary"):
+        st.session_state["solve_job"] = state.submit_solve(scenario)
+        st.rerun()
+    st.stop()
+
+whatif_jobs: dict[str, str] = st.session_state["whatif_jobs"]
+sweep_jobs: dict[str, str] = st.session_state["sweep_jobs"]
+
+# --- new variant -----------------------------------------------------------------------------------------------
+st.subheader("Add a variant")
+kind = st.selectbox("Change", list(variants.KINDS), format_func=variants.KINDS.__getitem__, key="whatif_kind")
+with st.form("variant_form"):
+    params: dict[str, object] = {}
+    if kind in ("demand", "availability", "slo"):
+        params["k"] = st.number_input("Factor k", min_value=0.0, value={"demand": 2.0, "availability": 0.5,
+                                                                        "slo": 0.8}[kind], step=0.1)
+    if kind == "demand":
+        model = st.selectbox("Model", ["(all models)", *[m.id for m in scenario.models]])
+        params["model"] = None if model == "(all models)" else model
+    if kind == "remove_gpu":
+        gpus = sorted(state.catalog_frames()["gpus"]["id"].astype(str))
+        params["gpu"] = st.selectbox("GPU type", gpus)
+    if kind == "remove_region":
+        regions = list(scenario.regions) or sorted({o.region for o in scenario.offers})
+        params["region"] = st.selectbox("Region", regions)
+    if kind == "prices":
+        params["pct"] = st.number_input("Price change (%)", min_value=-95.0, max_value=500.0, value=-20.0, step=5.0)
+    if kind == "budget":
+        params["budget"] = st.number_input("Budget ($/h)", min_value=0.0, value=100.0, step=10.0)
+    run_variant = st.form_submit_button("Run variant", type="primary")
+if run_variant:
+    try:
+        label, variant = variants.make_variant(scenario, kind, **params)  # type: ignore[arg-type]
+        whatif_jobs[label] = state.submit_solve(variant)
+    except PlanningError as exc:
+        widgets.show_error(exc)
+
+running = {label: jid for label, jid in {"base plan": base.id, **whatif_jobs, **sweep_jobs}.items()
+           if (r := state.find_job(jid)) is not None and not r.is_terminal}
+if running:
+    widgets.live_jobs(running, key="whatif")
+
+# --- comparison ------------------------------------------------------------------------------------------------
+results: dict[str, PlanResult] = {}
+base_result = state.result_of(base)
+if base_result is not None:
+    results["base"] = base_result
+for label, job_id in whatif_jobs.items():
+    record = state.find_job(job_id)
+    if record is None:
+        continue
+    result = state.result_of(record)
+    if result is not None:
+        results[label] = result
+    elif record.is_terminal:
+        st.caption(f"Variant **{label}**:")
+        widgets.show_job_outcome(record)
+
+if len(results) > 0:
+    st.subheader("Variants side by side")
+    widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
+                    "A baseline that cannot meet all demand is marked as falling short.")
+    frame = variants.comparison_frame(results)
+    st.plotly_chart(viz.whatif_figure(variants.chart_frame(frame)), width="stretch", key="variants_chart")
+    st.dataframe(frame, hide_index=True, width="stretch",
+                 column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
+                                "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
+
+if base_result is not None and len(results) > 1:
+    st.subheader("Plan-to-plan diff")
+    widgets.explain("plan_diff", "Which instances and GPUs the variant adds or drops compared with the base plan, "
+                    "and how the cost moves because of it.")
+    other = st.selectbox("Compare the base plan with", [k for k in results if k != "base"])
+    before, after = variants.diff_lines(base_result), variants.diff_lines(results[other])
+    st.markdown(viz.diff_summary(before, after))
+    diff = viz.plan_diff(before, after)
+    widgets.explain("plan_diff_figure", "")
+    st.plotly_chart(viz.plan_diff_figure(diff, base_result.cost_per_hour), width="stretch", key="plan_diff")
+    st.dataframe(diff, hide_index=True, width="stretch")
+
+# --- sweeps ----------------------------------------------------------------------------------------------------
+st.subheader("Sweeps")
+widgets.explain("sweep_figure", "Cost per hour as demand (or the SLO) is scaled: the mixed plan against each single GPU "
+                "type. Mixed plans pay off most where one GPU type alone is a poor fit.")
+with st.form("sweep_form"):
+    cols = st.columns([1, 3])
+    sweep_kind = cols[0].radio("Sweep", ["demand", "slo"], format_func={"demand": "cost vs demand ×k",
+                                                                       "slo": "cost vs SLO ×k"}.__getitem__)
+    values_text = cols[1].text_input("Factors k", "0.5, 1, 2, 4")
+    run_sweep = st.form_submit_button("Run sweep")
+if run_sweep:
+    try:
+        values = [float(v) for v in values_text.replace(";", ",").split(",") if v.strip()]
+    except ValueError:
+        widgets.show_error(PlanningError("factors", f"{values_text!r} is not a list of numbers.",
+                                         "write numbers separated by commas, e.g. 0.5, 1, 2."))
+    else:
+        if not values:
+            widgets.show_error(PlanningError("factors", "is empty.", "give at least one factor, e.g. 1, 2."))
+        else:
+            label = f"{sweep_kind}: {', '.join(f'{v:g}' for v in values)}"
+            sweep_jobs[label] = state.runner().submit("sweep", sweep_request(scenario, sweep_kind, values), sweep_job,
+                                                      owner=st.session_state["owner"])
+            st.rerun()
+for label, job_id in reversed(list(sweep_jobs.items())):
+    record = state.find_job(job_id)
+    if record is None or not record.is_terminal:
+        continue
+    if record.status == "done" and record.result is not None:
+        st.markdown(f"**Sweep {label}**")
+        sweep = pd.DataFrame(record.result["rows"])
+        st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{record.request['kind']} ×k",
+                                          title="Cost vs " + record.request["kind"]), width="stretch", key=f"sweep-{job_id}")
+    else:
+        widgets.show_job_outcome(record)

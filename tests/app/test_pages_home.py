@@ -1,0 +1,78 @@
+"""Home page (app.py): renders, plans a preset in the background, shows KPIs; the URL carries the job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.app.conftest import app, save_tiny, texts, wait_for_job
+
+PRESET = "coral-core"
+
+
+def _plan(home: Path, choice: str = "saved:tiny"):  # type: ignore[no-untyped-def]
+    if choice == "saved:tiny":
+        save_tiny(home)
+    at = app()
+    at.selectbox[0].set_value(choice)
+    at.button[0].click()  # "Plan it" (the form's submit button)
+    at.run()
+    job_id = at.session_state["solve_job"]
+    assert job_id and at.query_params["job"] in (job_id, [job_id])
+    status = wait_for_job(home, job_id)
+    at.run()  # run_every does not fire in AppTest: rerun by hand once the job is done
+    return at, job_id, status
+
+
+def test_home_renders_with_presets_and_links() -> None:
+    at = app()
+    assert not at.exception
+    options = at.selectbox[0].options
+    assert any(PRESET in o for o in options)
+    assert any(b.label == "Plan it" for b in at.button)
+    assert "Plan it" in texts(at)  # the hint says what to do first
+
+
+def _assert_kpis(at) -> None:  # type: ignore[no-untyped-def]
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert labels[:4] == ["Cost per hour", "Savings vs best homogeneous", "Served fraction", "Solver status"]
+    assert at.metric[0].value.startswith("$")
+    assert "GPUs by type" in texts(at) and "Regions used" in texts(at)
+
+
+def test_plan_it_runs_in_background_and_shows_kpis(planning_home: Path) -> None:
+    at, _job_id, status = _plan(planning_home)
+    assert status == "done"
+    _assert_kpis(at)
+    cost = at.metric[0].value
+    assert float(cost[1:].replace(",", "")) > 0  # the tiny scenario is always plannable
+    assert at.metric[3].value.startswith(("optimal", "feasible"))
+
+
+@pytest.mark.slow
+def test_plan_coral_core_preset(planning_home: Path) -> None:
+    at, _job_id, status = _plan(planning_home, f"preset:{PRESET}")
+    assert status == "done"
+    _assert_kpis(at)
+
+
+def test_reload_with_job_in_url_finds_the_plan(planning_home: Path) -> None:
+    _, job_id, _ = _plan(planning_home)
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.conftest import ROOT, TIMEOUT
+
+    second_tab = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    second_tab.query_params["job"] = job_id
+    second_tab.run()
+    assert second_tab.session_state["solve_job"] == job_id
+    assert [m.label for m in second_tab.metric][:1] == ["Cost per hour"]
+
+
+def test_identical_request_reuses_the_job(planning_home: Path) -> None:
+    at, job_id, _ = _plan(planning_home)
+    at.button[0].click()
+    at.run()
+    assert at.session_state["solve_job"] == job_id

@@ -1,0 +1,24 @@
+"""Jobs page: lists this session's jobs and opens a finished plan on the Plan page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.conftest import app, planned, texts
+
+
+def test_jobs_page_empty() -> None:
+    at = app("pages/5_Jobs.py")
+    assert not at.exception
+    assert "No jobs yet." in texts(at)
+
+
+def test_jobs_page_lists_and_opens_a_plan(planning_home: Path) -> None:
+    at, job_id = planned(planning_home, page="pages/5_Jobs.py")
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert job_id in set(table["id"]) and set(table["status"]) == {"done"}
+    next(b for b in at.button if b.label == "Open on the Plan page").click()
+    at.run()
+    assert not at.exception
+    assert "Cost breakdown" in [h.value for h in at.header]

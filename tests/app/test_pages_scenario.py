@@ -1,0 +1,91 @@
+"""Scenario page: renders the tables, applies edits through the engine's validation, saves and loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.conftest import app, save_tiny, texts
+
+
+def _on_tiny(home: Path):  # type: ignore[no-untyped-def]
+    save_tiny(home)
+    at = app("pages/1_Scenario.py")
+    load = next(s for s in at.selectbox if s.label == "Preset or saved scenario")
+    load.set_value("saved:tiny")
+    next(b for b in at.button if b.label == "Load").click()
+    at.run()
+    return at
+
+
+def test_scenario_page_renders_tables() -> None:
+    at = app("pages/1_Scenario.py")
+    assert not at.exception
+    subheaders = [s.value for s in at.subheader]
+    for name in ("Models, SLOs and demand", "Where", "Objective and options", "Prices and availability",
+                 "Custom model"):
+        assert name in subheaders
+
+
+def test_load_saved_then_apply_edit(planning_home: Path) -> None:
+    at = _on_tiny(planning_home)
+    assert not at.exception
+    assert at.session_state["scenario"].name == "tiny"
+    nmax = next(n for n in at.number_input if n.label.startswith("Nmax"))
+    nmax.set_value(4)
+    next(b for b in at.button if b.label == "Apply").click()
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"].options.nmax == 4
+    assert at.session_state["scenario_origin"] == "edited"
+    assert "Scenario updated." in texts(at)
+
+
+def test_removing_every_region_shows_the_engines_message(planning_home: Path) -> None:
+    at = _on_tiny(planning_home)
+    next(m for m in at.multiselect if m.label == "Regions").set_value([])
+    next(b for b in at.button if b.label == "Apply").click()
+    at.run()
+    assert not at.exception
+    errors = "\n".join(str(e.value) for e in at.error)
+    assert "regions" in errors and "Fix:" in errors
+    assert at.session_state["scenario"].regions == ("aws:us-east-2",)  # the bad edit was not kept
+
+
+def test_save_to_disk_lists_the_scenario(planning_home: Path) -> None:
+    at = _on_tiny(planning_home)
+    next(t for t in at.text_input if t.label == "Save as").set_value("my plan")
+    next(b for b in at.button if b.label == "Save to my scenarios").click()
+    at.run()
+    assert (planning_home / "scenarios" / "my-plan.yaml").is_file()
+    at.run()
+    assert "my-plan (saved)" in next(s for s in at.selectbox if s.label == "Preset or saved scenario").options
+
+
+def test_invalid_saved_file_shows_the_parse_error(planning_home: Path) -> None:
+    folder = planning_home / "scenarios"
+    folder.mkdir(parents=True)
+    (folder / "broken.yaml").write_text("name: x\nmodels: [\n", encoding="utf-8")
+    at = app("pages/1_Scenario.py")
+    next(s for s in at.selectbox if s.label == "Preset or saved scenario").set_value("saved:broken")
+    next(b for b in at.button if b.label == "Load").click()
+    at.run()
+    assert not at.exception
+    assert "not valid YAML" in "\n".join(str(e.value) for e in at.error)
+
+
+def test_custom_model_without_file_says_what_to_do() -> None:
+    at = app("pages/1_Scenario.py")
+    next(b for b in at.button if b.label == "Add model").click()
+    at.run()
+    assert "config.json" in "\n".join(str(e.value) for e in at.error)
+
+
+def test_two_sessions_do_not_share_unsaved_edits(planning_home: Path) -> None:
+    first = _on_tiny(planning_home)
+    second = _on_tiny(planning_home)
+    next(n for n in first.number_input if n.label.startswith("Nmax")).set_value(3)
+    next(b for b in first.button if b.label == "Apply").click()
+    first.run()
+    second.run()
+    assert first.session_state["scenario"].options.nmax == 3
+    assert second.session_state["scenario"].options.nmax != 3

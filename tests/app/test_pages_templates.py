@@ -1,0 +1,39 @@
+"""Templates page: library build as a background job, explorer scatter, pipeline of a chosen template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.conftest import app, save_tiny, texts, wait_for_job
+
+
+def test_templates_page_asks_for_a_build() -> None:
+    at = app("pages/2_Templates.py")
+    assert not at.exception
+    assert "Build the template library" in texts(at)
+
+
+def test_build_library_then_explore(planning_home: Path) -> None:
+    save_tiny(planning_home)
+    at = app("pages/1_Scenario.py")
+    next(s for s in at.selectbox if s.label == "Preset or saved scenario").set_value("saved:tiny")
+    next(b for b in at.button if b.label == "Load").click()
+    at.run()
+    at.switch_page("pages/2_Templates.py")
+    at.run()
+    next(b for b in at.button if b.label == "Build the template library").click()
+    at.run()
+    job_id = str(at.session_state["library_job"])
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception
+    assert any("templates" in s.value for s in at.subheader)
+    assert len(at.get("plotly_chart")) == 2  # scatter + pipeline of the selected template
+    pick = next(s for s in at.selectbox if s.label == "Pipeline layout of")
+    assert len(pick.options) >= 1
+    # filter to one phase: the count shown follows
+    phase = next(m for m in at.multiselect if m.label == "Phase")
+    phase.set_value([phase.options[0]])
+    next(b for b in at.button if b.label == "Filter").click()
+    at.run()
+    assert not at.exception

@@ -1,0 +1,61 @@
+"""What-if page: a variant runs in the background and is compared with the base plan and baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app.conftest import app, planned, texts, wait_for_job
+
+
+def test_whatif_without_plan_offers_to_plan() -> None:
+    at = app("pages/4_What-if.py")
+    assert not at.exception
+    assert "No plan of" in texts(at)
+
+
+def test_demand_variant_compared_with_base(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    assert not at.exception
+    next(b for b in at.button if b.label == "Run variant").click()  # default: demand ×2, all models
+    at.run()
+    jobs = dict(at.session_state["whatif_jobs"])
+    assert list(jobs) == ["demand ×2 (all models)"]
+    assert wait_for_job(planning_home, jobs["demand ×2 (all models)"]) == "done"
+    at.run()
+    assert not at.exception
+    frame = at.dataframe[0].value
+    assert set(frame["variant"]) == {"base", "demand ×2 (all models)"}
+    mixed = frame[frame["method"] == "Plan (mixed)"].set_index("variant")["cost_per_hour"]
+    assert mixed["demand ×2 (all models)"] >= mixed["base"]  # twice the demand never costs less
+    assert "Plan-to-plan diff" in [s.value for s in at.subheader]
+
+
+def test_bad_sweep_factors_show_a_message(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    next(t for t in at.text_input if t.label == "Factors k").set_value("1, two")
+    next(b for b in at.button if b.label == "Run sweep").click()
+    at.run()
+    assert not at.exception
+    assert "factors" in "\n".join(str(e.value) for e in at.error)
+
+
+def test_removing_the_only_region_is_refused(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at.selectbox(key="whatif_kind").set_value("remove_region")
+    at.run()
+    next(b for b in at.button if b.label == "Run variant").click()
+    at.run()
+    assert not at.exception
+    assert "only region" in "\n".join(str(e.value) for e in at.error)
+
+
+def test_sweep_runs_in_background(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    next(t for t in at.text_input if t.label == "Factors k").set_value("1, 2")
+    next(b for b in at.button if b.label == "Run sweep").click()
+    at.run()
+    (label, job_id), = dict(at.session_state["sweep_jobs"]).items()
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception
+    assert f"Sweep {label}" in texts(at)

@@ -1,0 +1,1 @@
+"""Streamlit helpers shared by app.py and pages/: session state, job wiring, small widgets."""

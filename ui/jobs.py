@@ -1,0 +1,90 @@
+"""Job functions run by planning.jobs worker threads; plain Python, never streamlit (no st.* off the script thread)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import planning
+from planning.jobs import CancelToken, JobCancelled, ProgressFn
+from planning.scenario import Scenario
+
+# Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
+RESULT_VERSION = 1
+
+
+def _call(fn: Callable[..., Any], *args: Any, progress: ProgressFn, cancel: CancelToken, **kwargs: Any) -> Any:
+    """Call an engine function, passing progress/cancel only if its signature accepts them."""
+    from planning import api
+
+    params = inspect.signature(fn).parameters
+    if "progress" in params:
+        kwargs["progress"] = progress
+    if "cancel" in params:
+        kwargs["cancel"] = cancel
+    try:
+        return fn(*args, **kwargs)
+    except api.Cancelled:  # the engine's own cancel signal → the job store's "cancelled", not "failed"
+        raise JobCancelled(cancel.job_id) from None
+
+
+def engine_fingerprint() -> str:
+    """What, besides the scenario, a result depends on (engine version + catalog/perf fingerprint if exposed)."""
+    from planning import api
+
+    parts = [planning.__version__, f"r{RESULT_VERSION}"]
+    fp = getattr(api, "fingerprint", None)
+    if callable(fp):
+        parts.append(str(fp()))
+    return "/".join(parts)
+
+
+def solve_request(scenario: Scenario) -> dict[str, Any]:
+    """The job request (and cache key) for planning ``scenario``."""
+    return {"scenario": scenario.to_dict(), "engine": engine_fingerprint()}
+
+
+def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+    """Plan one scenario: ``planning.api.solve`` → ``PlanResult.to_dict()``."""
+    from planning import api
+
+    scenario = Scenario.from_dict(request["scenario"])
+    result = _call(api.solve, scenario, progress=progress, cancel=cancel)
+    out: dict[str, Any] = result.to_dict()
+    return out
+
+
+def library_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+    """Build the template libraries of a scenario: ``planning.api.build_templates`` → ``{"templates": rows}``."""
+    from planning import api
+
+    scenario = Scenario.from_dict(request["scenario"])
+    frame = _call(api.build_templates, scenario, progress=progress, cancel=cancel)
+    cancel.raise_if_cancelled()
+    return {"templates": _records(frame)}
+
+
+def sweep_request(scenario: Scenario, kind: str, values: list[float]) -> dict[str, Any]:
+    """The job request for a cost-vs-demand or cost-vs-SLO sweep."""
+    return {"scenario": scenario.to_dict(), "kind": kind, "values": [float(v) for v in values],
+            "engine": engine_fingerprint()}
+
+
+def sweep_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+    """Run ``planning.api.sweep`` → ``{"rows": [...]}``."""
+    from planning import api
+
+    scenario = Scenario.from_dict(request["scenario"])
+    frame = _call(api.sweep, scenario, request["kind"], request["values"], progress=progress, cancel=cancel)
+    cancel.raise_if_cancelled()
+    return {"rows": _records(frame)}
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """DataFrame → JSON-safe records (NaN → None, numpy scalars → Python)."""
+    import json
+
+    text = frame.to_json(orient="records", default_handler=str)
+    rows: list[dict[str, Any]] = json.loads(text)
+    return rows

@@ -1,0 +1,182 @@
+"""Session state from one defaults table, the job-runner singleton, cached pure loads, saved scenarios."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from planning import api
+from planning.errors import PlanningError
+from planning.jobs import JobRecord, JobRunner, default_runner
+from planning.result import PlanResult
+from planning.scenario import Scenario, load_scenario, save_scenario
+
+DEFAULT_PRESET = "coral-core"
+POLL_SECONDS = 0.5
+
+# Everything a session keeps. Unsaved edits live here (per browser session), never in module globals.
+DEFAULTS: dict[str, Any] = {
+    "owner": None,  # random session id, tags this session's jobs
+    "preset": DEFAULT_PRESET,  # the Home picker's last choice
+    "scenario": None,  # the working Scenario (frozen); edits replace it
+    "scenario_origin": "",  # "preset:NAME", "saved:NAME", "upload:FILE", "job:ID", or "edited"
+    "solve_job": None,  # job id of the current plan
+    "library_job": None,  # job id of the template-library build
+    "whatif_jobs": {},  # variant label -> job id
+    "sweep_jobs": {},  # sweep label -> job id
+}
+
+
+def init_state() -> None:
+    """Fill missing session keys from :data:`DEFAULTS` (idempotent; every page calls it first)."""
+    for key, value in DEFAULTS.items():
+        if key not in st.session_state:
+            st.session_state[key] = copy.deepcopy(value)
+    if st.session_state["owner"] is None:
+        st.session_state["owner"] = uuid.uuid4().hex[:12]
+
+
+# --- where things live ---------------------------------------------------------------------------------------
+def planning_home() -> Path:
+    """``$PLANNING_HOME`` or ``~/.cache/planning``: job store and saved scenarios (same folder as the engine's)."""
+    return Path(api.planning_home()).expanduser()
+
+
+def scenarios_dir() -> Path:
+    return planning_home() / "scenarios"
+
+
+@st.cache_resource(max_entries=4)
+def _runner(store_path: str) -> JobRunner:
+    return default_runner(store_path)
+
+
+def runner() -> JobRunner:
+    """The process-wide job runner for this PLANNING_HOME (read-only singleton shared by all sessions)."""
+    return _runner(str(planning_home() / "jobs.sqlite"))
+
+
+# --- cached pure loads ---------------------------------------------------------------------------------------
+@st.cache_data(max_entries=8, show_spinner=False)
+def presets() -> list[str]:
+    return list(api.list_presets())
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def preset_scenario(name: str) -> Scenario:
+    return api.load_preset_scenario(name)
+
+
+@st.cache_data(max_entries=2, show_spinner=False)
+def catalog_frames() -> dict[str, pd.DataFrame]:
+    return dict(api.catalog_frames())
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def plan_result(job_id: str, result_json: str) -> PlanResult:
+    """Parse a finished job's result (keyed by job id; a done job's result never changes)."""
+    return PlanResult.from_json(result_json)
+
+
+# --- saved scenarios -----------------------------------------------------------------------------------------
+def slug(name: str) -> str:
+    """A safe file stem for a scenario name."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", name.strip()).strip("-.")
+    return text[:80] or "scenario"
+
+
+def saved_scenarios() -> list[str]:
+    """Names (file stems) of scenarios saved under ``PLANNING_HOME/scenarios``, sorted."""
+    folder = scenarios_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def save_named(scenario: Scenario, name: str) -> Path:
+    """Save atomically as ``PLANNING_HOME/scenarios/<slug>.yaml``."""
+    return save_scenario(scenario, scenarios_dir() / f"{slug(name)}.yaml")
+
+
+def load_saved(name: str) -> Scenario:
+    return load_scenario(scenarios_dir() / f"{slug(name)}.yaml")
+
+
+def load_choice(choice: str) -> Scenario:
+    """Turn a picker entry (``preset:NAME`` / ``saved:NAME``) into a Scenario.
+
+    Raises
+    ------
+    PlanningError
+        For an unknown entry or an invalid file.
+    """
+    kind, _, name = choice.partition(":")
+    if kind == "preset":
+        return preset_scenario(name)
+    if kind == "saved":
+        return load_saved(name)
+    raise PlanningError("preset", f"{choice!r} is not a preset or a saved scenario.", "pick one from the list.")
+
+
+def current_scenario() -> Scenario:
+    """The session's working scenario; the default preset on first use."""
+    scenario = st.session_state.get("scenario")
+    if scenario is None:
+        scenario = preset_scenario(DEFAULT_PRESET)
+        set_scenario(scenario, f"preset:{DEFAULT_PRESET}")
+    return scenario
+
+
+def set_scenario(scenario: Scenario, origin: str) -> None:
+    st.session_state["scenario"] = scenario
+    st.session_state["scenario_origin"] = origin
+
+
+# --- the current plan job, shared with the URL -----------------------------------------------------------------
+def find_job(job_id: str | None) -> JobRecord | None:
+    if not job_id:
+        return None
+    try:
+        return runner().store.find(job_id)
+    except PlanningError:
+        return None
+
+
+def current_solve_job() -> JobRecord | None:
+    """The plan job of this session, synchronised with ``?job=`` so a reload or a second tab finds it.
+
+    A ``?job=`` in the URL that this session does not know yet is adopted, and its scenario restored.
+    """
+    url_job = st.query_params.get("job")
+    if url_job and url_job != st.session_state["solve_job"]:
+        record = find_job(url_job)
+        if record is not None and record.kind == "solve":
+            st.session_state["solve_job"] = url_job
+            with contextlib.suppress(PlanningError, KeyError):
+                set_scenario(Scenario.from_dict(record.request["scenario"]), f"job:{url_job}")
+    job_id = st.session_state["solve_job"]
+    record = find_job(job_id)
+    if record is not None and st.query_params.get("job") != job_id:
+        st.query_params["job"] = job_id
+    return record
+
+
+def submit_solve(scenario: Scenario) -> str:
+    """Plan ``scenario`` in the background; identical requests reuse the stored job/result."""
+    from ui.jobs import solve_job, solve_request
+
+    return runner().submit("solve", solve_request(scenario), solve_job, owner=st.session_state["owner"])
+
+
+def result_of(record: JobRecord) -> PlanResult | None:
+    """The PlanResult of a finished solve job (None while it runs or if it failed)."""
+    if record.status != "done" or record.result_json is None:
+        return None
+    return plan_result(record.id, record.result_json)

@@ -1,0 +1,128 @@
+"""Small Streamlit widgets shared by the pages: header + glossary, explanations, errors, live job panel, KPIs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import streamlit as st
+
+from planning import viz
+from planning.errors import PlanningError
+from planning.jobs import JobRecord
+from planning.result import PlanResult
+from ui.state import POLL_SECONDS, find_job, init_state, runner
+
+PROVENANCE_COLOURS = {"measured": "green", "calibrated": "blue", "roofline": "orange"}
+
+
+def page(title: str, intro: str) -> None:
+    """Page frame: config, session state, title, one-line intro and the glossary one click away."""
+    st.set_page_config(page_title=f"{title} · planning", page_icon="🧮", layout="wide")
+    init_state()
+    head, side = st.columns([5, 1])
+    head.title(title)
+    head.caption(intro)
+    with side:
+        glossary()
+
+
+def glossary() -> None:
+    """The glossary (TTFT, TPOT, template, instance, prefill/decode, …) in a popover."""
+    with st.popover("📖 Glossary", width="stretch"):
+        for term, meaning in viz.GLOSSARY.items():
+            st.markdown(f"**{term}** — {meaning}")
+
+
+def explain(key: str, fallback: str = "") -> None:
+    """One or two sentences saying what a chart shows and why (from ``planning.viz.EXPLANATIONS``)."""
+    text = viz.EXPLANATIONS.get(key, fallback)
+    if text:
+        st.caption(text)
+
+
+def show_error(exc: PlanningError) -> None:
+    """The engine's message as it is: the field, what is wrong, the fix."""
+    text = f"**{exc.field}** — {exc.problem}"
+    if exc.fix:
+        text += f"\n\n**Fix:** {exc.fix}"
+    st.error(text, icon="⚠️")
+
+
+def show_job_outcome(record: JobRecord) -> None:
+    """Failed or cancelled jobs: say so (the app stays usable)."""
+    if record.status == "failed":
+        st.error(f"The {record.kind} job failed: {record.error}", icon="⚠️")
+        if record.error_detail:
+            with st.expander("Details"):
+                st.code(record.error_detail)
+    elif record.status == "cancelled":
+        st.warning(f"The {record.kind} job was cancelled. Submit it again to rerun it.")
+
+
+def live_jobs(jobs: Mapping[str, str], key: str) -> None:
+    """Progress bars with Cancel for running jobs; polls only while one runs, then reruns the whole page.
+
+    Parameters
+    ----------
+    jobs:
+        Label → job id of jobs that were queued or running when the page was drawn.
+    key:
+        Unique key of this panel on the page.
+    """
+
+    @st.fragment(run_every=POLL_SECONDS)
+    def _panel() -> None:
+        records = {label: find_job(job_id) for label, job_id in jobs.items()}
+        if all(r is None or r.is_terminal for r in records.values()):
+            st.rerun()  # full rerun: the page draws the results and this fragment is no longer rendered
+        for label, record in records.items():
+            if record is None:
+                continue
+            cols = st.columns([6, 1])
+            if record.is_terminal:
+                cols[0].progress(1.0, text=f"{label}: {record.status}")
+                continue
+            fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
+            text = f"{label}: {record.message or record.status} ({record.status})"
+            cols[0].progress(fraction, text=text)
+            if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
+                runner().cancel(record.id)
+
+    _panel()
+
+
+def kpis(result: PlanResult) -> None:
+    """Cost/h, savings vs the best homogeneous baseline, served fraction, status; GPUs by type and regions."""
+    best = result.best_homogeneous_baseline()
+    cols = st.columns(4)
+    cols[0].metric("Cost per hour", f"${result.cost_per_hour:,.2f}",
+                   help=f"Provisioning ${result.provisioning_per_hour:,.2f}/h + initialization penalty "
+                        f"${result.penalty_per_hour:,.2f}/h.")
+    if best is not None and best.cost_per_hour > 0:
+        saving = 1 - result.cost_per_hour / best.cost_per_hour
+        cols[1].metric("Savings vs best homogeneous", f"{saving:.1%}",
+                       help=f"Best homogeneous baseline: {best.name} at ${best.cost_per_hour:,.2f}/h.")
+    else:
+        cols[1].metric("Savings vs best homogeneous", "—",
+                       help="No homogeneous baseline meets all demand with the available GPUs.")
+    cols[2].metric("Served fraction", f"{result.served_fraction:.1%}")
+    gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else ""
+    cols[3].metric("Solver status", f"{result.status}{gap}")
+    gpus = result.gpus_by_type()
+    gpu_text = ", ".join(f"{n}× {g}" for g, n in gpus.items()) or "none"
+    st.markdown(f"**GPUs by type:** {gpu_text}  \n**Regions used:** {', '.join(result.regions_used()) or 'none'}")
+    if result.message:
+        st.info(result.message)
+    for line in result.diagnostics:
+        st.warning(line)
+
+
+def provenance_badges(provenance: Mapping[str, str]) -> None:
+    """Where performance numbers came from (measured / calibrated / roofline), one badge per source."""
+    if not provenance:
+        return
+    cols = st.columns(min(4, len(provenance)))
+    for i, (what, source) in enumerate(sorted(provenance.items())):
+        colour = PROVENANCE_COLOURS.get(str(source).split()[0].lower(), "gray")
+        with cols[i % len(cols)]:
+            st.badge(f"{what}: {source}", color=colour)  # type: ignore[arg-type]

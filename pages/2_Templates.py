@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from planning import viz
+from planning import api, viz
 from ui import state, widgets
 from ui.jobs import library_job, solve_request
 
@@ -51,7 +52,10 @@ if phases:
 if mix != "all":
     shown = shown[shown["homogeneous"] == (mix == "homogeneous")]
 
-st.subheader(f"{len(shown)} of {len(library)} templates")
+total = int(record.result.get("total", len(library)))
+st.subheader(f"{len(shown)} templates shown of {total:,} generated")
+st.caption("Shown per model and phase: every homogeneous template, the throughput-vs-cost frontier and the 300 "
+           "best by throughput per dollar; the allocation ILP considers all of them.")
 widgets.explain("template_scatter", "Each point is a template: throughput against hourly cost. Points up and to "
                 "the left are the good deals; colour tells homogeneous from mixed templates.")
 st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
@@ -63,6 +67,7 @@ if not shown.empty:
     row = rows[pick]
     widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    st.plotly_chart(viz.pipeline_figure(row["stages"], title=pick, phase=str(row["phase"])), width="stretch", key="template_pipeline")
+    stages = [asdict(s) for s in api.template_stages(str(row["stages_json"]))]
+    st.plotly_chart(viz.pipeline_figure(stages, title=pick, phase=str(row["phase"])), width="stretch", key="template_pipeline")
     st.caption(f"{row['throughput']:,.0f} {row['unit']} for ${row['cost_per_hour']:,.2f}/h in {row['region']}.")
-    st.dataframe(shown.drop(columns=["stages"]), hide_index=True, width="stretch")
+    st.dataframe(shown.drop(columns=["stages_json"]), hide_index=True, width="stretch")

@@ -45,6 +45,8 @@ __all__ = [
     "save_scenario",
     "solve",
     "sweep",
+    "fingerprint",
+    "template_digest",
     "template_stages",
     "validate",
 ]
@@ -175,6 +177,36 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
             "provenance": list(ts.provenance), "stages_json": list(ts.stages_json),
         }))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
+    """A bounded view of a library for display: per (model, phase) every homogeneous template, the
+    throughput-vs-cost Pareto frontier and the ``per_group`` best by throughput per dollar.
+
+    A coral-extended library has ~10⁶ templates; pages and job results keep this digest (columns as
+    :func:`build_templates`, plus ``n_in_group``, the group's full template count).
+    """
+    if frame.empty:
+        return frame
+    parts = []
+    for (_model, _phase), sub in frame.groupby(["model", "phase"], sort=True):
+        ranked = sub.sort_values("tokens_per_dollar", ascending=False)
+        keep = set(ranked.index[:per_group]) | set(sub.index[sub["homogeneous"].to_numpy()])
+        ordered = sub.sort_values(["cost_per_hour", "throughput"], ascending=[True, False])
+        best = -1.0
+        for idx, thr in zip(ordered.index, ordered["throughput"].to_numpy(), strict=True):
+            if thr > best:  # strictly more throughput than every cheaper template: on the frontier
+                keep.add(idx)
+                best = float(thr)
+        part = sub.loc[sorted(keep)].copy()
+        part["n_in_group"] = len(sub)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def fingerprint() -> str:
+    """Hash of the catalog and performance model a result depends on (for job-cache keys)."""
+    return str(engine_context().perf.fingerprint())
 
 
 def template_stages(stages_json: str) -> tuple[StagePlan, ...]:

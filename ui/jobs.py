@@ -11,7 +11,7 @@ from planning.jobs import CancelToken, JobCancelled, ProgressFn
 from planning.scenario import Scenario
 
 # Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
-RESULT_VERSION = 1
+RESULT_VERSION = 2
 
 
 def _call(fn: Callable[..., Any], *args: Any, progress: ProgressFn, cancel: CancelToken, **kwargs: Any) -> Any:
@@ -62,7 +62,9 @@ def library_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTok
     scenario = Scenario.from_dict(request["scenario"])
     frame = _call(api.build_templates, scenario, progress=progress, cancel=cancel)
     cancel.raise_if_cancelled()
-    return {"templates": _records(frame)}
+    digest = api.template_digest(frame)
+    counts = frame.groupby(["model", "phase"]).size().reset_index(name="n").to_dict(orient="records") if not frame.empty else []
+    return {"templates": _records(digest), "counts": counts, "total": len(frame)}
 
 
 def sweep_request(scenario: Scenario, kind: str, values: list[float]) -> dict[str, Any]:

@@ -65,9 +65,9 @@ if not shown.empty:
                                        for r in shown.to_dict(orient="records")}
     pick = st.selectbox("Pipeline layout of", list(rows))
     row = rows[pick]
+    stages = [asdict(stage) for stage in api.template_stages(str(row.get("stages_json") or ""))]
     widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    stages = [asdict(s) for s in api.template_stages(str(row["stages_json"]))]
     st.plotly_chart(viz.pipeline_figure(stages, title=pick, phase=str(row["phase"])), width="stretch", key="template_pipeline")
     st.caption(f"{row['throughput']:,.0f} {row['unit']} for ${row['cost_per_hour']:,.2f}/h in {row['region']}.")
-    st.dataframe(shown.drop(columns=["stages_json"]), hide_index=True, width="stretch")
+    st.dataframe(shown.drop(columns=["stages_json"], errors="ignore"), hide_index=True, width="stretch")

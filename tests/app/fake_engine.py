@@ -73,12 +73,14 @@ def solve(scenario: Scenario, *, progress: Any = None, cancel: Any = None) -> Pl
 
 
 def build_templates(scenario: Scenario, *, progress: Any = None, cancel: Any = None) -> pd.DataFrame:
-    stages = [{"layers": s.layers, "layer_start": s.layer_start, "layer_end": s.layer_end,
-               "nodes": [n.__dict__ for n in s.nodes]} for s in _stages()]
     rows = [{"model": "llama-3-8b", "phase": ph, "template_id": f"t{i}", "n_nodes": 3, "n_gpus": 5, "n_gpu_types": 2,
              "homogeneous": i % 2 == 0, "throughput": 1000.0 + i, "unit": "tok/s", "cost_per_hour": 2.0 + i,
-             "region": "aws:us-east-2", "stages": stages} for i, ph in enumerate(["prefill", "decode"])]
+             "region": "aws:us-east-2", "stages_json": "fake"} for i, ph in enumerate(["prefill", "decode"])]
     return pd.DataFrame(rows)
+
+
+def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
+    return _stages() if stages_json else ()
 
 
 def sweep(scenario: Scenario, kind: str, values: list[float], *, progress: Any = None,
@@ -97,6 +99,6 @@ def install(monkeypatch: Any) -> None:
     """Replace the planning.api entry points with these stand-ins for one test."""
     from planning import api
 
-    for name in ("list_presets", "load_preset_scenario", "validate", "solve", "build_templates", "sweep",
+    for name in ("list_presets", "load_preset_scenario", "validate", "solve", "build_templates", "template_stages", "sweep",
                  "catalog_frames"):
         monkeypatch.setattr(api, name, globals()[name])

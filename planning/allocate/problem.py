@@ -127,6 +127,7 @@ class AllocationProblem:
     Sec. 4.3). Availability ``Offer.available`` is the total number of nodes that may be held, running ones
     included. ``budget_per_hour`` bounds provisioning + penalty (the cost objective's value) and is used with
     the ``served`` objective. ``dump_model`` writes the model (``.lp`` or ``.mps``) of the final solve.
+    ``decompose`` lets the cost objective try the exact group-by-group shortcut first (matrix builder).
     """
 
     templates: tuple[TemplateOption, ...]
@@ -142,6 +143,7 @@ class AllocationProblem:
     mip_rel_gap: float = 1e-3
     prune: bool = True
     dump_model: str | None = None
+    decompose: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "templates", tuple(self.templates))

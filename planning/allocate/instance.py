@@ -310,7 +310,7 @@ def build_instance(problem: AllocationProblem) -> Instance:
 
     rate_of = {q.id: q.rate for q in classes}
     current = problem.current
-    current_templates = {t for (t, _r), n in current.items() if n > 0}
+    current_templates = {t for (t, _r), n in current.items() if n > 0} | {t for (t, _r) in problem.start}
     no_demand = unsold = 0
     kept: list[TemplateOption] = []
     kept_pairs: list[list[tuple[int, int]]] = []  # per kept template: (region, ub)

@@ -145,3 +145,18 @@ def test_group_by_group_shortcut_is_exact() -> None:
             assert fast.total_per_hour == pytest.approx(joint.total_per_hour, rel=1e-7)
         hits += any("group by group" in m for m in fast.messages)
     assert hits >= 3  # the shortcut was actually taken on most seeds
+
+
+def test_start_plan_is_a_floor_and_protected_from_pruning() -> None:
+    p = random_problem(13, groups=4, templates_per_group=40, regions=2, shapes=6, classes_per_group=1,
+                       max_nodes=4, max_available=6, demand_scale=0.3, time_limit_s=5)
+    from planning.baselines import run_baseline
+
+    homo = run_baseline("homo-ilp", p)
+    assert homo.feasible
+    r = solve_allocation(replace(p, start=homo.counts, time_limit_s=0.2, decompose=False), diagnose=False)
+    assert r.has_plan
+    assert r.cost_per_hour <= homo.cost_per_hour + 1e-6
+    inst = build_instance(replace(p, start=homo.counts))
+    kept = {t.id for t in inst.templates}
+    assert {t for t, _r in homo.counts} <= kept

@@ -39,6 +39,13 @@ class _Runner:
         self.stats: dict[str, int] = {}
         self._matrix: Any = None
 
+    def describe(self) -> None:
+        """Fill the model-size stats with the joint matrix model (built, not solved)."""
+        from planning.allocate.matrix_model import build_matrix
+
+        m = build_matrix(self.inst, self.served, self.problem.budget_per_hour)
+        self.stats = {"variables": m.col.n, "integer_variables": m.col.n_pairs, "constraints": m.n_rows, "nonzeros": int(m.matrix.nnz)}
+
     def run(self, phase: str, alpha_lower: float | None = None, start: np.ndarray | None = None, dump: bool = False) -> RawSolution:
         p = self.problem
         dump_path = p.dump_model if dump else None
@@ -108,6 +115,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
                 final = _decomposed(inst, problem, runner)
                 if final is not None:
                     messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
+                    runner.describe()
             if final is None:
                 final = runner.run("cost", dump=True)
             phases.append(final.phase)

@@ -6,7 +6,9 @@ Pruning (each step keeps every optimal solution's cost):
 * **unsold** — a pair (τ, r) exists only if every shape of τ is offered in r with at least U_c(τ) nodes;
   a template without any pair is dropped (Coral: ν_r(τ) only where every config of τ is sold);
 * **dominated** — within a group, τ′ dominates τ if U(τ′) ≤ U(τ) componentwise and T_q(τ′) ≥ T_q(τ) for every
-  class q, not both equal (exact duplicates: the first is kept). Replacing each instance of τ by one of τ′ keeps
+  class q, not both equal (exact duplicates: the first is kept). For single-class groups the stronger
+  *combination* rule applies: τ is dominated when a multiset of templates with smaller usage fits in U(τ)
+  and has total throughput ≥ T(τ) (see ``_dominated_by_subusage_scalar``). Replacing each instance of τ by one of τ′ keeps
   availability (fewer nodes of each shape), demand and load (at least the throughput), and can only lower cost
   (p_r(τ′) ≤ p_r(τ) since prices are ≥ 0) and the penalty K p_r(τ′) ≤ K p_r(τ) — provided τ has no running
   instances ν′ > 0 (otherwise moving away from τ would create a penalty), so those are never pruned. τ′ is
@@ -16,9 +18,11 @@ Pruning (each step keeps every optimal solution's cost):
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import product
 
 import numpy as np
@@ -27,6 +31,9 @@ from planning.allocate.problem import AllocationProblem, TemplateOption
 
 # A template whose proper sub-usages number more than this is not checked for (multi-class) dominance.
 _MAX_SUBUSAGES = 4096
+# Combination dominance enumerates splits of templates up to this many nodes, and recurses up to this depth.
+_MAX_SPLIT_NODES = 12
+_MAX_DEPTH_NODES = 200
 
 
 @dataclass
@@ -70,6 +77,40 @@ class Instance:
 
     def pair_key(self, p: int) -> tuple[str, str]:
         return self.templates[int(self.pair_template[p])].id, self.regions[int(self.pair_region[p])]
+
+    def restrict(self, group: int) -> tuple[Instance, np.ndarray, np.ndarray]:
+        """The sub-instance of one group (other groups' demand set to 0).
+
+        Returns
+        -------
+        ``(sub, pairs, triplets)``: the sub-instance and the joint indices of its pairs and of its
+        throughput triplets (x columns), in the sub-instance's order.
+        """
+        pairs = np.nonzero(self.pair_group == group)[0]
+        remap = np.full(self.n_pairs, -1, dtype=np.int64)
+        remap[pairs] = np.arange(len(pairs))
+        use = np.nonzero(remap[self.use_pair] >= 0)[0]
+        trip = np.nonzero(remap[self.thr_pair] >= 0)[0] if len(self.thr_pair) else np.zeros(0, dtype=np.int64)
+        rate = np.where(self.class_group == group, self.class_rate, 0.0)
+        sub = replace(
+            self,
+            class_rate=rate,
+            pair_template=self.pair_template[pairs],
+            pair_region=self.pair_region[pairs],
+            pair_group=self.pair_group[pairs],
+            pair_price=self.pair_price[pairs],
+            pair_ub=self.pair_ub[pairs],
+            pair_current=self.pair_current[pairs],
+            use_row=self.use_row[use],
+            use_pair=remap[self.use_pair[use]],
+            use_val=self.use_val[use],
+            thr_class=self.thr_class[trip],
+            thr_pair=remap[self.thr_pair[trip]],
+            thr_val=self.thr_val[trip],
+            single_thr=self.single_thr[pairs],
+            notes=[],
+        )
+        return sub, pairs, trip
 
 
 def dominated_mask(
@@ -122,43 +163,86 @@ Key = tuple[tuple[int, int], ...]
 
 
 def _dominated_by_subusage_scalar(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
-    """Single class: F(u) = max throughput over templates with usage ⊆ u, by memoised removal of one node."""
-    best = {k: float(thr[m].max()) for k, m in by_key.items()}
-    memo: dict[tuple[tuple[int, int], ...], float] = {}
+    """Single class: τ is dominated when *several* instances of smaller templates fit in its nodes and give
+    at least its throughput (combination dominance; one smaller template is the special case).
 
-    def children(k: tuple[tuple[int, int], ...]) -> list[tuple[tuple[int, int], ...]]:
+    F(u) = the best total throughput of a multiset of templates whose summed usage is ≤ u, by memoised
+    recursion: F(u) = max(best(u), F(u − one node), max over splits u = s + (u − s) of F(s) + F(u − s)).
+    τ with usage u is dominated iff F over proper parts of u (any removal or split) ≥ T(τ). Replacing each
+    instance of τ by that multiset keeps availability, demand and cost/penalty no higher; by induction on the
+    node count the multiset can be made of unpruned templates.
+    """
+    best: dict[tuple[int, ...], float] = {}
+    for k, members in by_key.items():
+        best[_flat(k)] = float(thr[members].max())
+    memo: dict[tuple[int, ...], float] = {}
+
+    def parts(u: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        # unordered splits (s, rest) with s holding u[0] and rest non-empty (rest = () is covered by removals)
+        n = len(u)
+        if n > _MAX_SPLIT_NODES:  # 2^(n−1) splits: skip (only weaker pruning, still lossless)
+            return []
+        seen: set[tuple[int, ...]] = set()
         res = []
-        for pos, (s, c) in enumerate(k):
-            child = k[:pos] + k[pos + 1:] if c == 1 else (*k[:pos], (s, c - 1), *k[pos + 1:])
-            if child:
-                res.append(child)
+        for take_s, take_rest in _split_getters(n):
+            sub = take_s(u)
+            if sub in seen:
+                continue
+            seen.add(sub)
+            res.append((sub, take_rest(u)))
         return res
 
-    def closure(root: tuple[tuple[int, int], ...]) -> float:
-        # iterative post-order so deep usages (many nodes of one shape) do not hit the recursion limit
-        stack = [root]
-        while stack:
-            k = stack[-1]
-            if k in memo:
-                stack.pop()
-                continue
-            kids = children(k)
-            pending = [c for c in kids if c not in memo]
-            if pending:
-                stack.extend(pending)
-                continue
-            val = best.get(k, 0.0)
-            for c in kids:
-                val = max(val, memo[c])
-            memo[k] = val
-            stack.pop()
-        return memo[root]
+    def removals(u: tuple[int, ...]) -> list[tuple[int, ...]]:
+        return list(dict.fromkeys(u[:i] + u[i + 1 :] for i in range(len(u))))
+
+    def proper(u: tuple[int, ...]) -> float:
+        val = 0.0
+        for r in removals(u):
+            if r:
+                val = max(val, full(r))
+        for sub, rest in parts(u):
+            val = max(val, full(sub) + full(rest))
+        return val
+
+    def full(u: tuple[int, ...]) -> float:
+        v = memo.get(u)
+        if v is None:
+            v = max(best.get(u, 0.0), proper(u))
+            memo[u] = v
+        return v
 
     for k, members in by_key.items():
-        below = max((closure(c) for c in children(k)), default=0.0)
+        flat = _flat(k)
+        if len(flat) > _MAX_DEPTH_NODES:
+            continue
+        below = proper(flat)
         for i in members:
             if below >= thr[i]:
                 out[i] = True
+
+
+@functools.cache
+def _split_getters(n: int) -> list[tuple[Callable[[tuple[int, ...]], tuple[int, ...]], Callable[[tuple[int, ...]], tuple[int, ...]]]]:
+    """For length n: getters of (s, rest) for every split with position 0 in s and rest non-empty."""
+    out = []
+    for mask in range(1 << (n - 1)):
+        s_idx = [0, *(i + 1 for i in range(n - 1) if mask >> i & 1)]
+        rest_idx = [i + 1 for i in range(n - 1) if not mask >> i & 1]
+        if not rest_idx:
+            continue
+        out.append((_getter(s_idx), _getter(rest_idx)))
+    return out
+
+
+def _getter(idx: list[int]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda u: (u[i],)
+    return operator.itemgetter(*idx)
+
+
+def _flat(k: Key) -> tuple[int, ...]:
+    return tuple(s for s, c in k for _ in range(c))
 
 
 def _dominated_by_subusage_vector(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
@@ -224,14 +308,15 @@ def build_instance(problem: AllocationProblem) -> Instance:
     for k, i in oidx.items():
         by_region[ridx[k[0]]][k[1]] = i
 
+    rate_of = {q.id: q.rate for q in classes}
     current = problem.current
-    current_templates = {t for (t, _r), n in current.items() if n > 0}
+    current_templates = {t for (t, _r), n in current.items() if n > 0} | {t for (t, _r) in problem.start}
     no_demand = unsold = 0
     kept: list[TemplateOption] = []
     kept_pairs: list[list[tuple[int, int]]] = []  # per kept template: (region, ub)
     for t in problem.templates:
         g = gidx.get(t.group)
-        if g is None or not any(class_rate[cidx[q]] > 0 and v > 0 for q, v in t.throughput.items()):
+        if g is None or not any(v > 0 and rate_of[q] > 0 for q, v in t.throughput.items()):
             no_demand += 1
             continue
         pairs = []

@@ -312,6 +312,10 @@ def solve_matrix(
     h.setOptionValue("mip_rel_gap", float(gap))
     if start is not None and not relax:
         h.setSolution(_solution(start))
+    elif model.inst.problem.start and not relax:
+        idx, val = start_vector(model)
+        if len(idx):  # a partial MIP start: HiGHS completes the continuous columns itself
+            h.setSolution(len(idx), idx, val)
     if dump_path:
         h.writeModel(dump_path)
     t0 = time.perf_counter()
@@ -320,6 +324,21 @@ def solve_matrix(
     raw = read_highs(h, phase + (" (LP)" if relax else ""), seconds, gap, sense)
     model.highs = h
     return raw
+
+
+def start_vector(model: MatrixModel) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices and values of ``problem.start`` (ν of every pair, α = 1); ([], []) when it does not map."""
+    inst = model.inst
+    key_to_pair = {inst.pair_key(p): p for p in range(inst.n_pairs)}
+    nu = np.zeros(inst.n_pairs)
+    for key, n in inst.problem.start.items():
+        p = key_to_pair.get(key)
+        if p is None or n > inst.pair_ub[p]:
+            return np.zeros(0, dtype=np.int32), np.zeros(0)
+        nu[p] = n
+    idx = np.append(np.arange(inst.n_pairs), model.col.alpha).astype(np.int32)
+    val = np.append(nu, 1.0)
+    return idx, val
 
 
 def _solution(values: np.ndarray) -> Any:

@@ -127,6 +127,9 @@ class AllocationProblem:
     Sec. 4.3). Availability ``Offer.available`` is the total number of nodes that may be held, running ones
     included. ``budget_per_hour`` bounds provisioning + penalty (the cost objective's value) and is used with
     the ``served`` objective. ``dump_model`` writes the model (``.lp`` or ``.mps``) of the final solve.
+    ``decompose`` lets the cost objective try the exact group-by-group shortcut first (matrix builder).
+    ``start`` is a plan (template id, region) -> instances handed to HiGHS as a MIP start (e.g. the best
+    baseline's counts); its templates are exempt from dominance pruning so that it maps exactly.
     """
 
     templates: tuple[TemplateOption, ...]
@@ -142,12 +145,15 @@ class AllocationProblem:
     mip_rel_gap: float = 1e-3
     prune: bool = True
     dump_model: str | None = None
+    decompose: bool = True
+    start: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "templates", tuple(self.templates))
         object.__setattr__(self, "offers", tuple(self.offers))
         object.__setattr__(self, "classes", tuple(self.classes))
         object.__setattr__(self, "current", {(str(t), str(r)): int(n) for (t, r), n in dict(self.current).items() if int(n) != 0})
+        object.__setattr__(self, "start", {(str(t), str(r)): int(n) for (t, r), n in dict(self.start).items() if int(n) != 0})
         _unique("templates", [t.id for t in self.templates])
         _unique("classes", [q.id for q in self.classes])
         _unique("offers", [f"{o.region} {o.shape}" for o in self.offers])
@@ -159,6 +165,9 @@ class AllocationProblem:
                 if class_group[q] != t.group:
                     raise PlanningError(f"templates[{t.id}].throughput[{q}]", f"class {q!r} belongs to group {class_group[q]!r}, not {t.group!r}.", "Give throughputs only for the template's own group.")
         ids = {t.id for t in self.templates}
+        for (tid, region), n in self.start.items():
+            if tid not in ids or n < 0:
+                raise PlanningError("start", f"start plan entry ({tid!r}, {region!r}): {n} is not a known template with a count >= 0.", "Use template ids from `templates`.")
         for (tid, region), n in self.current.items():
             if tid not in ids:
                 raise PlanningError("current", f"running instances refer to unknown template {tid!r} in {region}.", "Use template ids from `templates`.")

@@ -11,7 +11,7 @@ import numpy as np
 
 from planning.allocate.instance import Instance, build_instance
 from planning.allocate.problem import AllocationProblem, AllocationResult, PhaseResult, SolveStats, Status
-from planning.allocate.solvers import RawSolution
+from planning.allocate.solvers import RawSolution, classify, rel_gap
 
 # Phase 2 of the served objective keeps α ≥ α* (1 − ALPHA_REL_TOL) − ALPHA_ABS_TOL.
 ALPHA_REL_TOL = 1e-7
@@ -38,6 +38,13 @@ class _Runner:
         self.solve_seconds = 0.0
         self.stats: dict[str, int] = {}
         self._matrix: Any = None
+
+    def describe(self) -> None:
+        """Fill the model-size stats with the joint matrix model (built, not solved)."""
+        from planning.allocate.matrix_model import build_matrix
+
+        m = build_matrix(self.inst, self.served, self.problem.budget_per_hour)
+        self.stats = {"variables": m.col.n, "integer_variables": m.col.n_pairs, "constraints": m.n_rows, "nonzeros": int(m.matrix.nnz)}
 
     def run(self, phase: str, alpha_lower: float | None = None, start: np.ndarray | None = None, dump: bool = False) -> RawSolution:
         p = self.problem
@@ -103,7 +110,14 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
             if served_mode and final.values is not None:
                 alpha_star = float(final.values[-1])
         elif not served_mode:
-            final = runner.run("cost", dump=True)
+            final = None
+            if builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model:
+                final = _decomposed(inst, problem, runner)
+                if final is not None:
+                    messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
+                    runner.describe()
+            if final is None:
+                final = runner.run("cost", dump=True)
             phases.append(final.phase)
         else:
             first = runner.run("served", dump=False)
@@ -166,6 +180,54 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         diagnostics=diagnostics,
         messages=tuple(messages),
     )
+
+
+def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> RawSolution | None:
+    """Exact shortcut for the cost objective: solve each group alone; if the union of the groups' optimal
+    plans fits the shared availability (and budget), it is optimal for the joint problem, because the joint
+    optimum is at least the sum of the groups' separate optima (each group's problem is a relaxation of its
+    part). Returns None when the plans do not fit or a group is not solved to optimality.
+    """
+    from planning.allocate.matrix_model import build_matrix, columns, solve_matrix
+
+    t0 = time.perf_counter()
+    col = columns(inst)
+    values = np.zeros(col.n)
+    values[-1] = 1.0
+    primal = bound = 0.0
+    budget_left = problem.time_limit_s
+    for g in range(len(inst.groups)):
+        if not np.any((inst.class_group == g) & (inst.class_rate > 0)):
+            continue
+        sub, pairs, trip = inst.restrict(g)
+        if sub.n_pairs == 0:
+            return None
+        m = build_matrix(sub, False, None)
+        runner.build_seconds += m.build_seconds
+        raw = solve_matrix(m, "cost", max(0.1, budget_left), problem.mip_rel_gap)
+        budget_left -= raw.phase.seconds
+        if raw.values is None or raw.phase.status != "optimal" or raw.phase.bound is None:
+            runner.solve_seconds += time.perf_counter() - t0
+            return None
+        values[pairs] = raw.values[: sub.n_pairs]
+        values[col.x0 + trip] = raw.values[sub.n_pairs : sub.n_pairs + len(trip)]
+        sub_col = m.col
+        for j, p in enumerate(sub_col.pen_pairs):
+            values[col.i0 + int(np.searchsorted(col.pen_pairs, pairs[p]))] = raw.values[sub_col.i0 + j]
+        primal += float(raw.phase.objective or 0.0)
+        bound += float(raw.phase.bound)
+    seconds = time.perf_counter() - t0
+    runner.solve_seconds += seconds
+    nu = np.rint(values[: inst.n_pairs])
+    used = np.zeros(len(inst.offer_keys))
+    np.add.at(used, inst.use_row, nu[inst.use_pair] * inst.use_val)
+    if np.any(used > inst.offer_avail + 1e-9):
+        return None
+    if problem.budget_per_hour is not None and primal > problem.budget_per_hour + 1e-9:
+        return None
+    gap = rel_gap(primal, bound)
+    status = classify(True, "optimal" if gap is not None and gap <= problem.mip_rel_gap + 1e-12 else "other", gap, problem.mip_rel_gap)
+    return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, "Optimal per group, shared availability not binding"))
 
 
 def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:

@@ -1,0 +1,79 @@
+"""JSON-ready dicts for allocation problems and results (tuple keys become lists of their parts)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from typing import Any
+
+from planning.allocate.problem import (
+    AllocationProblem,
+    AllocationResult,
+    Offer,
+    TemplateOption,
+    WorkloadClass,
+)
+from planning.errors import PlanningError
+
+
+def problem_to_dict(problem: AllocationProblem) -> dict[str, Any]:
+    """Plain dict of a problem (``current`` as a list of ``{template, region, count}``)."""
+    out: dict[str, Any] = {
+        "templates": [
+            {"id": t.id, "group": t.group, "usage": dict(t.usage), "throughput": dict(t.throughput),
+             "homogeneous": t.homogeneous, "gpu_types": list(t.gpu_types)}
+            for t in problem.templates
+        ],
+        "offers": [asdict(o) for o in problem.offers],
+        "classes": [asdict(q) for q in problem.classes],
+        "current": [{"template": t, "region": r, "count": n} for (t, r), n in problem.current.items()],
+    }
+    for f in fields(problem):
+        if f.name not in out:
+            out[f.name] = getattr(problem, f.name)
+    return out
+
+
+def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
+    """Inverse of ``problem_to_dict``.
+
+    Raises
+    ------
+    PlanningError
+        When a required key is missing or an entry is malformed.
+    """
+    try:
+        templates = tuple(
+            TemplateOption(t["id"], t["group"], t["usage"], t["throughput"], t.get("homogeneous"), tuple(t.get("gpu_types", ())))
+            for t in data["templates"]
+        )
+        offers = tuple(Offer(o["region"], o["shape"], float(o["price_per_hour"]), int(o["available"])) for o in data["offers"])
+        classes = tuple(WorkloadClass(q["id"], q["group"], float(q["rate"])) for q in data["classes"])
+        current = {(c["template"], c["region"]): int(c["count"]) for c in data.get("current", [])}
+    except KeyError as exc:
+        raise PlanningError(str(exc.args[0]), "missing key in the allocation problem.", "See docs/allocation.md for the fields.") from exc
+    options = {k: v for k, v in data.items() if k not in ("templates", "offers", "classes", "current")}
+    return AllocationProblem(templates, offers, classes, current, **options)
+
+
+def result_to_dict(result: AllocationResult) -> dict[str, Any]:
+    """Plain dict of a result: counts, assignment and nodes as lists of records."""
+    return {
+        "status": result.status,
+        "objective": result.objective,
+        "objective_value": result.objective_value,
+        "cost_per_hour": result.cost_per_hour,
+        "penalty_per_hour": result.penalty_per_hour,
+        "alpha": result.alpha,
+        "gap": result.gap,
+        "counts": [{"template": t, "region": r, "count": n} for (t, r), n in result.counts.items()],
+        "assignment": [{"class": q, "template": t, "region": r, "rate": v} for (q, t, r), v in result.assignment.items()],
+        "served": dict(result.served),
+        "nodes_used": [{"region": r, "shape": s, "count": n} for (r, s), n in result.nodes_used.items()],
+        "phases": [asdict(p) for p in result.phases],
+        "timings": dict(result.timings),
+        "stats": asdict(result.stats),
+        "builder": result.builder,
+        "solver": result.solver,
+        "diagnostics": [asdict(d) for d in result.diagnostics],
+        "messages": list(result.messages),
+    }

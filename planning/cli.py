@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "planning.perf.commands",
     "planning.templates.commands",
     "planning.jobs.commands",
+    "planning.allocate.commands",
     "planning.commands",
 )
 

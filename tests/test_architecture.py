@@ -25,12 +25,13 @@ def test_planning_never_imports_streamlit() -> None:
 
 
 def test_ui_never_imports_solver_libraries() -> None:
-    ui_files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    ui_files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
     offenders = [p for p in ui_files if p.exists() and _imports(p) & {"pulp", "highspy", "scipy"}]
     assert offenders == []
 
 
 def test_runtime_code_never_reads_shared_reference() -> None:
-    runtime = [*(ROOT / "planning").rglob("*.py"), ROOT / "app.py", *(ROOT / "pages").glob("*.py")]
+    runtime = [*(ROOT / "planning").rglob("*.py"), ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+               *(ROOT / "ui").glob("*.py")]
     offenders = [p for p in runtime if p.exists() and "shared/reference" in p.read_text(encoding="utf-8")]
     assert offenders == []

@@ -173,7 +173,7 @@ def _update(
 
 
 @lru_cache(maxsize=64)
-def _area_grid(L: int, ratio: float = 1.08) -> tuple[np.ndarray, np.ndarray]:
+def _area_grid(L: int, ratio: float = 1.2) -> tuple[np.ndarray, np.ndarray]:
     """Grid q_0 = 1 < q_1 < ... ≤ L (0-based indices) and multipliers q_{i+1} − 1 (q_G = L + 1).
 
     For non-increasing c, j·c(j) ≤ (q_{i+1} − 1)·c(q_i) on [q_i, q_{i+1} − 1], so the max over the grid

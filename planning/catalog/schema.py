@@ -120,6 +120,10 @@ class ModelSpec:
     tie_embeddings: bool
     source: str
     as_of: str
+    # Added by the catalog: bytes of the released checkpoint when it mixes precisions (gpt-oss: MoE experts in
+    # MXFP4, everything else BF16); ``None`` = params_total x bytes of ``dtype``.
+    weight_bytes_native: float | None = None
+    notes: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -127,10 +131,15 @@ class ModelSpec:
 
     @property
     def bytes_per_param(self) -> float:
+        """Mean bytes per parameter of the model's own weights (mixed-precision checkpoints averaged)."""
+        if self.weight_bytes_native is not None and self.params_total > 0:
+            return self.weight_bytes_native / self.params_total
         return {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 0.53, "fp32": 4.0}.get(self.dtype, 2.0)
 
     def weight_bytes(self, dtype: str | None = None) -> float:
-        """Bytes of all weights at ``dtype`` (default: the model's own)."""
+        """Bytes of all weights at ``dtype`` (default: the model's own, mixed precision included)."""
+        if (dtype is None or dtype == self.dtype) and self.weight_bytes_native is not None:
+            return self.weight_bytes_native
         bpp = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 0.53, "fp32": 4.0}[dtype or self.dtype]
         return self.params_total * bpp
 

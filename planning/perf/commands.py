@@ -1,0 +1,66 @@
+"""`planning perf`: whole-model estimate on one node (times, memory fit, best throughputs, provenance)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from planning.perf.model import PerfEstimate, PerfModel
+from planning.perf.profiles import load_profiles
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``perf`` sub-command."""
+    p = subparsers.add_parser("perf", help="estimate prefill/decode time and throughput of a model on one node",
+                              description="Roofline + calibration estimate for a whole model on one node.")
+    p.add_argument("--model", required=True, help="model id, e.g. llama-3-8b")
+    p.add_argument("--gpu", required=True, help="GPU id, e.g. H100")
+    p.add_argument("--count", type=int, default=1, help="GPUs in the node (default 1)")
+    p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree (default: all GPUs if valid)")
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "mxfp4"], default=None, help="weight dtype")
+    p.add_argument("--batch", type=int, required=True, help="requests in the batch")
+    p.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
+    p.add_argument("--output-len", type=int, default=None, help="output tokens per request (default 0)")
+    p.add_argument("--ttft", type=float, default=None, help="prefill latency SLO in ms for max prefill tokens/s")
+    p.add_argument("--tpot", type=float, default=None, help="per-token SLO in ms for max decode tokens/s")
+    p.add_argument("--profiles", type=Path, default=None, help="measured profile CSV that overrides the model")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``planning perf``; returns the exit code."""
+    profiles = load_profiles(args.profiles) if args.profiles else None
+    pm = PerfModel(profiles=profiles)
+    est = pm.estimate(args.model, args.gpu, args.count, args.tp, args.dtype, batch=args.batch,
+                      input_len=args.input_len, output_len=args.output_len, ttft_ms=args.ttft, tpot_ms=args.tpot)
+    if args.json:
+        from planning.cli import print_json
+
+        print_json(est.to_dict())
+    else:
+        print(format_estimate(est))
+    return 0
+
+
+def format_estimate(e: PerfEstimate) -> str:
+    """Human-readable summary with provenance and ± band per number."""
+    def num(key: str, value: float, unit: str) -> str:
+        return f"{value:,.1f} {unit}  (±{100 * e.band[key]:.0f} %, {e.provenance[key]})"
+
+    m = e.memory
+    lines = [
+        f"{e.model_id} on {e.count}x{e.gpu_id} (tp={e.tp}, {e.dtype}), batch {e.batch}, "
+        f"input {e.input_len}, output {e.output_len}",
+        f"  prefill (whole batch)   {num('prefill_ms', e.prefill_ms, 'ms')}",
+        f"  decode step (mean)      {num('decode_step_ms', e.decode_step_ms, 'ms')}",
+        f"  memory                  {'fits' if e.fits else 'DOES NOT FIT'}: {m.total_gb:.1f} of {m.capacity_gb:.1f} GB "
+        f"(weights {m.weights_gb:.1f}, KV {m.kv_cache_gb:.1f}, activations {m.activations_gb:.1f}, "
+        f"reserve {m.reserve_gb:.1f}); max decode batch {m.max_decode_batch}",
+        f"  max prefill tokens/s    {num('max_prefill_tokens_per_s', e.max_prefill_tokens_per_s, 'tok/s')} "
+        f"at batch {e.best_prefill_batch}" + (f" under TTFT {e.ttft_ms:g} ms" if e.ttft_ms else " (no TTFT given)"),
+        f"  max decode tokens/s     {num('max_decode_tokens_per_s', e.max_decode_tokens_per_s, 'tok/s')} "
+        f"at batch {e.best_decode_batch}" + (f" under TPOT {e.tpot_ms:g} ms" if e.tpot_ms else " (no TPOT given)"),
+    ]
+    lines += [f"  note: {n}" for n in e.notes]
+    return "\n".join(lines)

@@ -109,14 +109,18 @@ def main() -> None:
     names = list(PRESETS) if args.preset == "all" else [args.preset]
     for name in names:
         times = []
+        cpus = []
         count = 0
+        jobs = perf_jobs(name) if args.tables == "perf" else synthetic_jobs(name)
         for r in range(args.runs):
-            secs, count = run_preset(name, args.workers, verbose=(r == 0))
+            secs, cpu, count = run_preset(jobs, args.workers, verbose=(r == 0))
             times.append(secs)
-            print(f"  {name} run {r + 1}: {secs:.2f} s", flush=True)
+            cpus.append(cpu)
+            print(f"  {name} run {r + 1}: {secs:.2f} s wall, {cpu:.2f} s CPU", flush=True)
         print(
-            f"{name}: {count} templates, median {statistics.median(times):.2f} s over {args.runs} runs "
-            f"(workers={args.workers})",
+            f"{name}: {count} templates, median {statistics.median(times):.2f} s wall, "
+            f"{statistics.median(cpus):.2f} s CPU over {args.runs} runs ({args.tables} tables, "
+            f"workers={args.workers}, load average at end {os.getloadavg()[0]:.1f})",
             flush=True,
         )
 

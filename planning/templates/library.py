@@ -39,6 +39,7 @@ from planning.templates.exact import solve_exact
 from planning.templates.partitions import Block, multiset_partitions
 
 ALGORITHM_VERSION = "templates-exact-1"
+POOL_MIN_TEMPLATES = 20_000  # below this a process pool costs more to start than it saves
 CHUNK_ROWS = 128  # small chunks keep the block curves in cache (measured: 128 ≈ 1.6× faster than 512)
 Progress = Callable[[int, int], None]
 CancelCheck = threading.Event | Callable[[], bool] | None
@@ -518,7 +519,7 @@ def build_library(
     done = 0
     if progress:
         progress(0, total)
-    if workers <= 1:
+    if workers <= 1 or total < POOL_MIN_TEMPLATES:
         for i, (pattern, ids) in enumerate(tasks):
             if _cancelled(cancel):
                 raise Cancelled("library build cancelled")

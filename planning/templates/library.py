@@ -39,6 +39,7 @@ from planning.templates.exact import solve_exact
 from planning.templates.partitions import Block, multiset_partitions
 
 ALGORITHM_VERSION = "templates-exact-1"
+POOL_MIN_TEMPLATES = 20_000  # below this a process pool costs more to start than it saves
 CHUNK_ROWS = 128  # small chunks keep the block curves in cache (measured: 128 ≈ 1.6× faster than 512)
 Progress = Callable[[int, int], None]
 CancelCheck = threading.Event | Callable[[], bool] | None
@@ -173,7 +174,7 @@ def _update(
 
 
 @lru_cache(maxsize=64)
-def _area_grid(L: int, ratio: float = 1.08) -> tuple[np.ndarray, np.ndarray]:
+def _area_grid(L: int, ratio: float = 1.2) -> tuple[np.ndarray, np.ndarray]:
     """Grid q_0 = 1 < q_1 < ... ≤ L (0-based indices) and multipliers q_{i+1} − 1 (q_G = L + 1).
 
     For non-increasing c, j·c(j) ≤ (q_{i+1} − 1)·c(q_i) on [q_i, q_{i+1} − 1], so the max over the grid
@@ -518,7 +519,7 @@ def build_library(
     done = 0
     if progress:
         progress(0, total)
-    if workers <= 1:
+    if workers <= 1 or total < POOL_MIN_TEMPLATES:
         for i, (pattern, ids) in enumerate(tasks):
             if _cancelled(cancel):
                 raise Cancelled("library build cancelled")
@@ -561,6 +562,14 @@ def _list_column(values: np.ndarray, lengths: np.ndarray, inner: Any) -> pl.Seri
     return grouped.agg(pl.col("v"))["v"]
 
 
+def _join_columns(cols: list[np.ndarray], sep: str) -> np.ndarray:
+    """Element-wise ``sep.join`` of equally long object arrays of str (C loop over Python str adds)."""
+    out = cols[0].copy()
+    for c in cols[1:]:
+        out = out + sep + c
+    return out
+
+
 def _assemble(
     shapes: list[str], mem: np.ndarray, tasks: list[tuple[Block, np.ndarray]], results: list[Any]
 ) -> pl.DataFrame:
@@ -569,55 +578,70 @@ def _assemble(
     type_names = sorted({g[1] for g in gpus})
     gpu_type = np.asarray([type_names.index(g[1]) for g in gpus])
     name_rank = np.argsort(np.argsort(np.asarray(shapes, dtype=object)))  # rank of each shape by its key
-    quoted = [json.dumps(s) for s in shapes]
-    ids_out: list[str] = []
-    stages_out: list[str] = []
+    names = np.asarray(shapes, dtype=object)
+    quoted = np.asarray([json.dumps(s) for s in shapes], dtype=object)
+    count_prefix = np.asarray([f"{c}x" for c in range(64)], dtype=object)
+    ids_out: list[np.ndarray] = []
+    stages_out: list[np.ndarray] = []
     flat_shapes: list[np.ndarray] = []
     flat_counts: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     num: dict[str, list[np.ndarray]] = {
         k: [] for k in ("n_nodes", "n_gpus", "n_gpu_types", "mem_gb", "throughput", "S")
     }
+    merged: dict[Block, list[tuple[np.ndarray, Any]]] = {}
     for (pattern, ids), res in zip(tasks, results, strict=True):
-        best, best_s, best_pi, splits = res
+        merged.setdefault(pattern, []).append((ids, res))
+    for pattern, items in merged.items():
+        ids = np.concatenate([it[0] for it in items])
+        best, best_s, best_pi, splits = (np.concatenate([it[1][f] for it in items]) for f in range(4))
         keep = np.flatnonzero(best > 0)
         if keep.size == 0:
             continue
         rows = ids[keep]
+        m = rows.shape[0]
         cnt = np.asarray(pattern)
         order = np.argsort(name_rank[rows], axis=1)
         srt = np.take_along_axis(rows, order, axis=1)
         scnt = cnt[order]
         flat_shapes.append(srt.ravel())
         flat_counts.append(scnt.ravel())
-        lengths.append(np.full(rows.shape[0], len(pattern)))
-        tcount = gpu_type[rows]
-        n_types = np.asarray([len(set(r)) for r in tcount.tolist()])
-        num["n_nodes"].append(np.full(rows.shape[0], sum(pattern)))
+        lengths.append(np.full(m, len(pattern)))
+        ids_out.append(
+            _join_columns([count_prefix[scnt[:, p]] + names[srt[:, p]] for p in range(len(pattern))], "+")
+        )
+        types = np.sort(gpu_type[rows], axis=1)
+        num["n_nodes"].append(np.full(m, sum(pattern)))
         num["n_gpus"].append((gpu_count[rows] * cnt).sum(axis=1))
-        num["n_gpu_types"].append(n_types)
+        num["n_gpu_types"].append(1 + (types[:, 1:] != types[:, :-1]).sum(axis=1))
         num["mem_gb"].append((mem[rows] * cnt).sum(axis=1))
         num["throughput"].append(best[keep])
         num["S"].append(best_s[keep])
-        for r, sc, row, i in zip(srt.tolist(), scnt.tolist(), rows.tolist(), keep.tolist(), strict=True):
-            ids_out.append("+".join(f"{c}x{shapes[k]}" for k, c in zip(r, sc, strict=True)))
-            S = int(best_s[i])
-            part = multiset_partitions(pattern, S)[int(best_pi[i])]
-            parts_json = []
-            for b, block in enumerate(part):
-                names = sorted(quoted[row[p]] for p, c in enumerate(block) for _ in range(c))
-                parts_json.append(f'{{"layers":{int(splits[i, b])},"shapes":[{",".join(names)}]}}')
-            stages_out.append("[" + ",".join(parts_json) + "]")
+        stage_str = np.empty(m, dtype=object)
+        s_k = best_s[keep]
+        pi_k = best_pi[keep]
+        sp_k = splits[keep]
+        for S in np.unique(s_k).tolist():
+            parts = multiset_partitions(pattern, S)
+            for pi in np.unique(pi_k[s_k == S]).tolist():
+                sel = np.flatnonzero((s_k == S) & (pi_k == pi))
+                pieces = []
+                for b, block in enumerate(parts[pi]):
+                    members = [quoted[rows[sel, p]] for p, c in enumerate(block) for _ in range(c)]
+                    layers = np.asarray(
+                        [f'{{"layers":{j},"shapes":[' for j in sp_k[sel, b].tolist()], dtype=object
+                    )
+                    pieces.append(layers + _join_columns(members, ",") + "]}")
+                stage_str[sel] = "[" + _join_columns(pieces, ",") + "]"
+        stages_out.append(stage_str)
     if not ids_out:
         return pl.DataFrame(schema=SCHEMA)
     cat = {k: np.concatenate(v) for k, v in num.items()}
     lens = np.concatenate(lengths)
     df = pl.DataFrame(
         {
-            "template_id": ids_out,
-            "shapes": _list_column(
-                np.asarray(shapes, dtype=object)[np.concatenate(flat_shapes)].astype(str), lens, pl.Utf8
-            ),
+            "template_id": pl.Series(np.concatenate(ids_out).tolist(), dtype=pl.Utf8),
+            "shapes": _list_column(names[np.concatenate(flat_shapes)].astype(str), lens, pl.Utf8),
             "counts": _list_column(np.concatenate(flat_counts).astype(np.int64), lens, pl.Int64),
             "n_nodes": cat["n_nodes"].astype(np.int64),
             "n_gpus": cat["n_gpus"].astype(np.int64),
@@ -626,7 +650,7 @@ def _assemble(
             "mem_gb": cat["mem_gb"].astype(np.float64),
             "throughput": cat["throughput"].astype(np.float64),
             "S": cat["S"].astype(np.int64),
-            "stages_json": stages_out,
+            "stages_json": pl.Series(np.concatenate(stages_out).tolist(), dtype=pl.Utf8),
         },
         schema=SCHEMA,
     )

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from planning.errors import PlanningError
-from planning.templates import place
+from planning.templates import library, place
 from planning.templates.library import (
     Cancelled,
     LibraryCache,
@@ -99,8 +99,9 @@ def test_non_monotone_tables_use_general_path(inputs) -> None:  # type: ignore[n
         assert row["throughput"] == pytest.approx(place(L, np.transpose(bumpy[nodes], (1, 0, 2))).throughput)
 
 
-def test_pool_output_identical_to_serial(inputs, lib) -> None:  # type: ignore[no-untyped-def]
+def test_pool_output_identical_to_serial(inputs, lib, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
+    monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)  # force the pool on this small library
     pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2)
     assert pooled.equals(lib)
 
@@ -122,8 +123,9 @@ def test_cache_hit_and_key(tmp_path: Path, inputs) -> None:  # type: ignore[no-u
     assert library_key(SHAPES, mem, tables * 1.01, WEIGHT, L, 3, 6) != k1
 
 
-def test_progress_and_cancel(inputs) -> None:  # type: ignore[no-untyped-def]
+def test_progress_and_cancel(inputs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
+    monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)
     calls: list[tuple[int, int]] = []
     build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, progress=lambda d, t: calls.append((d, t)))
     assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] > 0

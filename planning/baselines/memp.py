@@ -9,7 +9,9 @@ its Table 1 gives the largest model the biggest GPUs first (70B: 32×GH200 + 4×
 2. the pool is every offered node (Σ availability); node memory = GPUs × ``gpu_memory_gb[gpu]``;
    group g's target is d_g / Σ d × total pool memory;
 3. groups in descending d_g take nodes in descending per-GPU memory (then ascending price per GPU), each node
-   taken if it keeps the group's memory nearest its target (allocated + node/2 ≤ target);
+   taken if it keeps the group's memory nearest its target (allocated + node/2 ≤ target); a group only takes
+   node shapes that some template of its own uses (LLMFabric assigns GPUs; a node too large for any of the
+   model's templates, e.g. beyond the ρ cap, would otherwise be a share that serves nothing);
 4. each group then buys the cheapest plan for its demand *within its share* (the joint ILP restricted to the
    group and its nodes); a share that cannot carry the demand is served partially (max fraction) and said.
 
@@ -77,9 +79,12 @@ def memp(
     pool_mem = sum(node_mem[k] * n for k, n in left.items())
     share: dict[str, dict[tuple[str, str], int]] = {g: {} for g in groups}
     target = {g: (weight[g] / total_weight * pool_mem if total_weight > 0 else 0.0) for g in groups}
+    usable = {g: {s for t in problem.templates if t.group == g for s in t.usage} for g in groups}
     for g in sorted(groups, key=lambda g: (-weight[g], groups.index(g))):
         got = 0.0
         for o in pool:
+            if o.shape not in usable[g]:  # a node no template of this model can use is no share at all
+                continue
             k = (o.region, o.shape)
             while left[k] > 0 and got + node_mem[k] / 2 <= target[g]:
                 left[k] -= 1

@@ -84,12 +84,11 @@ class Reduction:
         return best
 
 
-def _pair_costs(block: ColumnBlock, prices: np.ndarray, offered: np.ndarray, factor: float) -> np.ndarray:
-    """(n, R) cost of each template in each region (inf where a shape is not offered)."""
-    usage = block.usage.astype(float)
-    cost = usage @ (np.nan_to_num(prices, nan=0.0).T) * factor
-    missing = (block.usage > 0).astype(float) @ (~offered).astype(float).T  # count of unsold shapes
-    cost[missing > 0] = np.inf
+def _pair_costs(usage: np.ndarray, prices: np.ndarray, offered: np.ndarray, factor: float) -> np.ndarray:
+    """(n, R) cost of each template (float usage rows) in each region (inf where a shape is not offered)."""
+    cost = usage @ (np.nan_to_num(prices, nan=0.0).T * factor)
+    missing = (usage > 0) @ (~offered).T  # boolean: uses some shape not sold in that region
+    cost[missing] = np.inf
     return cost
 
 
@@ -118,11 +117,10 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     offered = ~np.isnan(prices)
     # per block: map local shapes to global columns of prices
     local = []
-    for b in blocks:
+    usage_f = [b.usage.astype(np.float64) for b in blocks]  # converted once: the pricing loop reuses it
+    for b, uf in zip(blocks, usage_f, strict=True):
         idx = np.array([shape_index[s] for s in b.shapes], dtype=int)
-        p_loc = prices[:, idx]
-        o_loc = offered[:, idx]
-        local.append((idx, _pair_costs(b, p_loc, o_loc, 1.0 + K)))
+        local.append((idx, _pair_costs(uf, prices[:, idx], offered[:, idx], 1.0 + K)))
     groups = [b.group for b in blocks]
     n_avail = R * K_shapes
     n_groups = len(blocks)
@@ -198,7 +196,7 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         reduced = []
         added = 0
         for gi, (b, (idx, cost)) in enumerate(zip(blocks, local, strict=True)):
-            rc = cost - b.usage.astype(float) @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
+            rc = cost - usage_f[gi] @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
             rc[b.throughput <= 0, :] = np.inf
             reduced.append(rc)
             neg = np.argwhere(rc < -1e-7 * max(1.0, max_cost))

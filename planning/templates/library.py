@@ -250,8 +250,8 @@ def solve_chunk_monotone(
         bound = np.minimum(
             lv.c1[lv.pidx].min(axis=1), blk_area[lv.pidx].sum(axis=1) / L
         )  # (P, Na) valid bound
-        r_arr = np.arange(act.size)
-        p_arr = bound.argmax(axis=0)
+        r_arr = np.flatnonzero(bound.max(axis=0) > best[act])  # rows this level can still improve
+        p_arr = bound[:, r_arr].argmax(axis=0)
         _update(best, best_s, best_pi, lv, p_arr, r_arr, _evaluate_pairs(lv, p_arr, r_arr, L))
         levels.append(lv)
         bounds.append(bound)

@@ -295,7 +295,7 @@ class Options:
     solver: str = "highs"
     time_limit_s: float = 60.0
     mip_rel_gap: float = 1e-3
-    workers: int = 1
+    workers: int = 0  # processes for library builds; 0 = one per CPU core
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> Options:
@@ -310,7 +310,7 @@ class Options:
             solver=_choice(d.get("solver", base.solver), f"{path}.solver", SOLVERS),
             time_limit_s=_number(d.get("time_limit_s", base.time_limit_s), f"{path}.time_limit_s", minimum=0, strict_min=True),
             mip_rel_gap=_number(d.get("mip_rel_gap", base.mip_rel_gap), f"{path}.mip_rel_gap", minimum=0),
-            workers=_number(d.get("workers", base.workers), f"{path}.workers", minimum=1, integer=True),
+            workers=_number(d.get("workers", base.workers), f"{path}.workers", minimum=0, integer=True),
         )
 
 

@@ -8,6 +8,7 @@ them without one Python object per template. Placements stay JSON text until an 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -204,7 +205,8 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
         weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
         progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id} {phase}")) if progress else None,
-        cancel=(lambda: cancel.is_set()) if cancel is not None else None, workers=opts.workers,
+        cancel=(lambda: cancel.is_set()) if cancel is not None else None,
+        workers=opts.workers or (os.cpu_count() or 1),
         cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,
     )
     return frame, tables

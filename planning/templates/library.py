@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import multiprocessing
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -528,7 +529,9 @@ def build_library(
             if progress:
                 progress(done, total)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # "spawn", not fork: the library is also built from worker threads of a running server (Streamlit),
+        # where forking a multi-threaded process can deadlock on locks held by other threads.
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futs: dict[Future[tuple[np.ndarray, ...]], int] = {
                 pool.submit(_solve_task, (pattern, ids, tab, L, monotone)): i
                 for i, (pattern, ids) in enumerate(tasks)

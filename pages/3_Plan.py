@@ -29,6 +29,15 @@ timing_text = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
 st.caption(f"Objective: {result.objective}. Status {result.status}"
            + (f", MIP gap {result.mip_gap:.3%}" if result.mip_gap is not None else "")
            + (f". Timings: {timing_text}." if timing_text else "."))
+stats = dict(result.stats)
+if stats.get("templates_total"):
+    line = f"{int(stats['templates_total']):,} serving templates generated"
+    if "templates_in_ilp" in stats:
+        line += (f"; the LP bound (${stats.get('lp_bound_per_hour', 0):,.2f}/h) priced out all but "
+                 f"{int(stats['templates_in_ilp']):,} of them before the ILP")
+        if stats.get("reduction_certified"):
+            line += ", and the plan is certified optimal over all of them"
+    st.caption(line + ".")
 widgets.provenance_badges(result.provenance)
 
 st.header("Cost breakdown")

@@ -141,6 +141,7 @@ class PlanResult:
     provenance: Mapping[str, str] = field(default_factory=dict)
     diagnostics: tuple[str, ...] = ()
     template_counts: Mapping[str, int] = field(default_factory=dict)
+    stats: Mapping[str, float] = field(default_factory=dict)  # model sizes: templates in the ILP, LP bound, …
     scenario: Mapping[str, Any] = field(default_factory=dict)
     message: str = ""
 

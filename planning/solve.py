@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -134,7 +135,7 @@ def _reduction(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Templ
 
 def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
                   offers: Sequence[ResolvedOffer], dump_model: str | None,
-                  timings: dict[str, float]) -> tuple[Any, Any, list[np.ndarray] | None]:
+                  timings: dict[str, float], stats: dict[str, float] | None = None) -> tuple[Any, Any, list[np.ndarray] | None]:
     """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless.
 
     Returns the AllocationResult, the AllocationProblem actually solved and the masks used (None = all).
@@ -143,6 +144,8 @@ def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Te
     """
     from planning.allocate import solve_allocation
 
+    stats = stats if stats is not None else {}
+    stats["templates_total"] = float(sum(len(ts) for ts in sets))
     if not _reducible(scenario, groups, sets):
         problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
         return solve_allocation(problem), problem, None
@@ -158,9 +161,10 @@ def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Te
         problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model, masks=masks)
         alloc = solve_allocation(problem)
         bound = red.z_lp + red.min_excluded()
-        timings["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
+        stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
+        stats["lp_bound_per_hour"] = red.z_lp
         if alloc.has_plan and alloc.total_per_hour <= bound * (1 + 1e-9) + 1e-9:
-            timings["reduction_certified"] = 1.0
+            stats["reduction_certified"] = 1.0
             return alloc, problem, masks
         if not np.isfinite(bound):  # every template was already in the ILP
             return alloc, problem, masks
@@ -329,8 +333,9 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if progress:
         progress(0.8, "solving the allocation ILP")
     t2 = time.perf_counter()
+    stats: dict[str, float] = {}
     alloc, _problem, masks = solve_reduced(scenario, groups, sets, offers, str(dump_model) if dump_model else None,
-                                           timings)
+                                           timings, stats)
     timings["allocation_seconds"] = time.perf_counter() - t2
     check_cancel(cancel)
     t3 = time.perf_counter()
@@ -346,4 +351,5 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"
-    return _plan_result(scenario, groups, sets, offers, alloc, baselines, timings, provenance)
+    result = _plan_result(scenario, groups, sets, offers, alloc, baselines, timings, provenance)
+    return replace(result, stats=stats)

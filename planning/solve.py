@@ -108,12 +108,11 @@ def allocation_problem(scenario: Scenario, groups: Sequence[Group], sets: Sequen
 
 
 def _reducible(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet]) -> bool:
-    return (scenario.objective.kind == "cost" and all(len(g.classes) == 1 for g in groups)
-            and sum(len(ts) for ts in sets) >= REDUCE_MIN_TEMPLATES)
+    return all(len(g.classes) == 1 for g in groups) and sum(len(ts) for ts in sets) >= REDUCE_MIN_TEMPLATES
 
 
 def _reduction(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
-               offers: Sequence[ResolvedOffer]) -> Any:
+               offers: Sequence[ResolvedOffer], served: bool = False) -> Any:
     from planning.allocate.reduce import ColumnBlock, lp_reduction
 
     regions = sorted({o.region for o in offers})
@@ -130,7 +129,48 @@ def _reduction(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Templ
         keep = np.array([ts.key(i) in running for i in range(len(ts))], dtype=bool) if running else None
         blocks.append(ColumnBlock(ts.group.id, ts.shapes, ts.usage, ts.throughput[:, 0], keep))
     demand = {g.id: g.demand for g in groups}
-    return lp_reduction(blocks, shape_index, regions, prices, available, demand, scenario.options.K), blocks
+    return lp_reduction(blocks, shape_index, regions, prices, available, demand, scenario.options.K,
+                        served=served, budget=scenario.objective.budget_per_hour if served else None), blocks
+
+
+def _full(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet], offers: Sequence[ResolvedOffer],
+          dump_model: str | None, objective: str) -> tuple[Any, Any, None]:
+    from planning.allocate import solve_allocation
+
+    problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model, objective=objective)
+    return solve_allocation(problem), problem, None
+
+
+def _reduced_loop(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
+                  offers: Sequence[ResolvedOffer], dump_model: str | None, timings: dict[str, float],
+                  stats: dict[str, float], objective: str) -> tuple[Any, Any, list[np.ndarray] | None]:
+    """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
+    "served": value = −α of phase 1)."""
+    from planning.allocate import solve_allocation
+
+    served = objective == "served"
+    t0 = time.perf_counter()
+    red, blocks = _reduction(scenario, groups, sets, offers, served=served)
+    timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
+    if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
+        return _full(scenario, groups, sets, offers, dump_model, objective)
+    threshold = max(REDUCE_START_FRACTION * abs(red.z_lp), 1e-9)
+    for _attempt in range(6):
+        masks = red.select(threshold, blocks)
+        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model, masks=masks,
+                                     objective=objective)
+        alloc = solve_allocation(problem)
+        bound = red.z_lp + red.min_excluded()
+        value = -(alloc.alpha or 0.0) if served else alloc.total_per_hour
+        stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
+        stats["lp_bound_alpha" if served else "lp_bound_per_hour"] = -red.z_lp if served else red.z_lp
+        if alloc.has_plan and value <= bound + 1e-9 * max(1.0, abs(bound)):
+            stats["reduction_certified"] = 1.0
+            return alloc, problem, masks
+        if not np.isfinite(bound):  # every template was already in the ILP
+            return alloc, problem, masks
+        threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
+    return _full(scenario, groups, sets, offers, dump_model, objective)
 
 
 def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
@@ -141,36 +181,26 @@ def solve_reduced(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Te
     Returns the AllocationResult, the AllocationProblem actually solved and the masks used (None = all).
     See ``planning.allocate.reduce`` for the certificate: a plan of cost ≤ z_LP + (smallest reduced cost of
     an excluded column) is optimal over all templates; otherwise the threshold grows and the ILP is re-solved.
+    The served objective is certified the same way in two phases: max α (served LP), then the cost problem
+    at demand α*·D (the cost LP), whose optimum is the cheapest plan serving α*.
     """
-    from planning.allocate import solve_allocation
-
     stats = stats if stats is not None else {}
     stats["templates_total"] = float(sum(len(ts) for ts in sets))
+    objective = scenario.objective.kind
     if not _reducible(scenario, groups, sets):
-        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
-        return solve_allocation(problem), problem, None
-    t0 = time.perf_counter()
-    red, blocks = _reduction(scenario, groups, sets, offers)
-    timings["reduction_lp_seconds"] = time.perf_counter() - t0
-    if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
-        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
-        return solve_allocation(problem), problem, None
-    threshold = max(REDUCE_START_FRACTION * red.z_lp, 1e-9)
-    for _attempt in range(6):
-        masks = red.select(threshold, blocks)
-        problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model, masks=masks)
-        alloc = solve_allocation(problem)
-        bound = red.z_lp + red.min_excluded()
-        stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
-        stats["lp_bound_per_hour"] = red.z_lp
-        if alloc.has_plan and alloc.total_per_hour <= bound * (1 + 1e-9) + 1e-9:
-            stats["reduction_certified"] = 1.0
-            return alloc, problem, masks
-        if not np.isfinite(bound):  # every template was already in the ILP
-            return alloc, problem, masks
-        threshold = (alloc.total_per_hour - red.z_lp) if alloc.has_plan else threshold * 4
-    problem = allocation_problem(scenario, groups, sets, offers, dump_model=dump_model)
-    return solve_allocation(problem), problem, None
+        return _full(scenario, groups, sets, offers, dump_model, objective)
+    if objective == "cost":
+        return _reduced_loop(scenario, groups, sets, offers, dump_model, timings, stats, "cost")
+    phase1, problem1, masks1 = _reduced_loop(scenario, groups, sets, offers, None, timings, stats, "served")
+    alpha = float(phase1.alpha or 0.0)
+    if not phase1.has_plan or alpha <= 1e-9 or not stats.get("reduction_certified"):
+        return phase1, problem1, masks1
+    stats["phase1_alpha"] = alpha
+    keep = alpha * (1 - 1e-7)  # the same tolerance as the allocation's own phase 2
+    scaled = [replace(g, classes=tuple(replace(c, rate=c.rate * keep) for c in g.classes)) for g in groups]
+    stats.pop("reduction_certified", None)
+    alloc, problem, masks = _reduced_loop(scenario, scaled, sets, offers, dump_model, timings, stats, "cost")
+    return replace(alloc, objective="served", alpha=alpha), problem, masks
 
 
 def _baseline_problem(scenario: Scenario, groups: Sequence[Group], sets: Sequence[TemplateSet],

@@ -93,8 +93,13 @@ def _pair_costs(usage: np.ndarray, prices: np.ndarray, offered: np.ndarray, fact
 
 
 def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], regions: Sequence[str],
-                 prices: np.ndarray, available: np.ndarray, demand: Mapping[str, float], K: float) -> Reduction:
+                 prices: np.ndarray, available: np.ndarray, demand: Mapping[str, float], K: float,
+                 served: bool = False, budget: float | None = None) -> Reduction:
     """Solve the LP relaxation over all columns by column generation and return every column's reduced cost.
+
+    With ``served=True`` the LP is phase 1 of the served objective: min −α with demand rows
+    Σ T' ν − α D ≥ 0, an optional budget row Σ (1 + K) p ν ≤ budget, zero column costs and no slack (α = 0 is
+    always feasible); ``z_lp`` is then −α_LP and a plan using column j has α ≤ α_LP − rc_j.
 
     Parameters
     ----------
@@ -124,7 +129,8 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     groups = [b.group for b in blocks]
     n_avail = R * K_shapes
     n_groups = len(blocks)
-    n_rows = n_avail + 2 * n_groups
+    has_budget = served and budget is not None
+    n_rows = n_avail + 2 * n_groups + (1 if has_budget else 0)
     t_max = [float(b.throughput.max()) if b.throughput.size else 0.0 for b in blocks]
     n_min = [float(np.ceil(demand.get(g, 0.0) / t - 1e-9)) if t > 0 else 0.0 for g, t in zip(groups, t_max, strict=True)]
     max_cost = max((float(np.nanmax(np.where(np.isfinite(c), c, np.nan))) for _, c in local
@@ -147,15 +153,24 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     inf = highspy.kHighsInf
-    row_lower = np.concatenate([np.full(n_avail, -inf), np.array([demand.get(g, 0.0) for g in groups]),
-                                np.array(n_min)])
-    row_upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * n_groups, inf)])
+    if served:  # demand rows Σ T'ν − αD ≥ 0; cardinality rows vacuous (α may be small)
+        row_lower = np.concatenate([np.full(n_avail, -inf), np.zeros(2 * n_groups), np.full(int(has_budget), -inf)])
+        row_upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * n_groups, inf),
+                                    np.full(int(has_budget), float(budget or 0.0))])
+    else:
+        row_lower = np.concatenate([np.full(n_avail, -inf), np.array([demand.get(g, 0.0) for g in groups]),
+                                    np.array(n_min)])
+        row_upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * n_groups, inf)])
     # slack columns first
     h.addRows(n_rows, row_lower, row_upper, 0, np.zeros(n_rows, dtype=np.int32), np.zeros(0, dtype=np.int32),
               np.zeros(0))
-    for gi in range(n_groups):
-        h.addCol(big_m, 0.0, inf, 2, np.array([n_avail + gi, n_avail + n_groups + gi], dtype=np.int32),
-                 np.array([1.0, max(n_min[gi], 1.0)]))
+    if served:  # the α column: cost −1, bounds [0, 1], −D_g in every demand row
+        dem = np.array([demand.get(g, 0.0) for g in groups])
+        h.addCol(-1.0, 0.0, 1.0, n_groups, (n_avail + np.arange(n_groups)).astype(np.int32), -dem)
+    else:  # slack columns keep the LP feasible; a positive slack at the optimum proves the ILP infeasible
+        for gi in range(n_groups):
+            h.addCol(big_m, 0.0, inf, 2, np.array([n_avail + gi, n_avail + n_groups + gi], dtype=np.int32),
+                     np.array([1.0, max(n_min[gi], 1.0)]))
     in_lp: list[set[tuple[int, int]]] = [set() for _ in blocks]
 
     def add_columns(gi: int, pairs: Sequence[tuple[int, int]]) -> None:
@@ -171,8 +186,11 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             vals.extend(b.usage[i, nz].astype(float).tolist())
             rows_list.extend([n_avail + gi, n_avail + n_groups + gi])
             vals.extend([float(b.throughput[i]), 1.0])
+            if has_budget:
+                rows_list.append(n_rows - 1)
+                vals.append(float(cost[i, r]))
             cols_ptr.append(len(rows_list))
-            costs.append(float(cost[i, r]))
+            costs.append(0.0 if served else float(cost[i, r]))
             in_lp[gi].add((i, r))
         n = len(pairs)
         mat = sp.csc_matrix((np.array(vals), np.array(rows_list, dtype=np.int32), np.array(cols_ptr, dtype=np.int32)),
@@ -192,11 +210,14 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         y = np.asarray(sol.row_dual, dtype=float)
         y_avail = np.minimum(y[:n_avail].reshape(R, K_shapes), 0.0)
         y_dem = np.maximum(y[n_avail:n_avail + n_groups], 0.0)
-        y_card = np.maximum(y[n_avail + n_groups:], 0.0)
+        y_card = np.maximum(y[n_avail + n_groups:n_avail + 2 * n_groups], 0.0)
+        y_budget = min(float(y[n_rows - 1]), 0.0) if has_budget else 0.0
         reduced = []
         added = 0
         for gi, (b, (idx, cost)) in enumerate(zip(blocks, local, strict=True)):
-            rc = cost - usage_f[gi] @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
+            # served: column cost 0; a binding budget row (dual y_b ≤ 0) charges −y_b per $ of the pair
+            lp_cost = np.where(np.isfinite(cost), cost * (-y_budget), np.inf) if served else cost
+            rc = lp_cost - usage_f[gi] @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
             rc[b.throughput <= 0, :] = np.inf
             reduced.append(rc)
             neg = np.argwhere(rc < -1e-7 * max(1.0, max_cost))
@@ -208,9 +229,13 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         if added == 0 or rounds >= MAX_ROUNDS:
             break
     values = np.asarray(sol.col_value, dtype=float)
-    slack = values[:n_groups]
-    z = float(h.getInfo().objective_function_value) - big_m * float(slack.sum())
-    feasible = bool((slack <= 1e-7 * max(1.0, max(demand.values(), default=1.0))).all()) and rounds < MAX_ROUNDS
+    if served:
+        z = float(h.getInfo().objective_function_value)
+        feasible = rounds < MAX_ROUNDS
+    else:
+        slack = values[:n_groups]
+        z = float(h.getInfo().objective_function_value) - big_m * float(slack.sum())
+        feasible = bool((slack <= 1e-7 * max(1.0, max(demand.values(), default=1.0))).all()) and rounds < MAX_ROUNDS
     for rc in reduced:
         np.maximum(rc, 0.0, out=rc, where=np.isfinite(rc))
     total = sum(int(np.isfinite(rc).sum()) for rc in reduced)

@@ -61,3 +61,26 @@ def test_reduced_ilp_equals_full_ilp(seed: int) -> None:
     assert sub.total_per_hour == pytest.approx(full.total_per_hour, rel=1e-7, abs=1e-7)
     # every excluded column really is priced out: its reduced cost exceeds the certified gap
     assert red.min_excluded() >= sub.total_per_hour - red.z_lp - 1e-7
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_served_lp_bounds_the_ilp_and_prices_out_columns(seed: int) -> None:
+    blocks, demand, shapes, regions, prices, available = _instance(seed)
+    demand = {g: 5 * d for g, d in demand.items()}  # more than the pool serves: α < 1
+    full_problem = _problem(blocks, demand, shapes, regions, prices, available)
+    from dataclasses import replace
+
+    full = solve_allocation(replace(full_problem, objective="served", budget_per_hour=15.0))
+    red = lp_reduction(blocks, {s: k for k, s in enumerate(shapes)}, regions, prices, available, demand, K=0.1,
+                       served=True, budget=15.0)
+    assert full.has_plan and full.alpha is not None
+    assert -red.z_lp >= full.alpha - 1e-7  # α_LP ≥ α_ILP
+    threshold = 1e-6
+    for _ in range(6):
+        masks = red.select(threshold, blocks)
+        sub = solve_allocation(replace(_problem(blocks, demand, shapes, regions, prices, available, masks),
+                                       objective="served", budget_per_hour=15.0))
+        if sub.has_plan and -(sub.alpha or 0.0) <= red.z_lp + red.min_excluded() + 1e-9:
+            break
+        threshold = (-(sub.alpha or 0.0) - red.z_lp) if sub.has_plan else threshold * 4
+    assert sub.alpha == pytest.approx(full.alpha, abs=1e-6)

@@ -298,36 +298,8 @@ def pipeline_figure(
             )
         )
     left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
-    notes.append(
-        dict(
-            x=left - 0.05,
-            y=0,
-            ax=left - 1.0,
-            ay=0,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            text="in",
-            name="input",
-            **arrow,
-        )
-    )
-    notes.append(
-        dict(
-            x=right + 1.0,
-            y=0,
-            ax=right + 0.05,
-            ay=0,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            text="",
-            name="output",
-            **arrow,
-        )
-    )
+    notes.append(_arrow_note(left - 0.05, 0, left - 1.0, 0, "in", "input", arrow))
+    notes.append(_arrow_note(right + 1.0, 0, right + 0.05, 0, "", "output", arrow))
     notes.append(dict(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label"))
     low = bottom - 0.6
     if draw_loop:
@@ -343,21 +315,7 @@ def pipeline_figure(
                 name="decode-loop",
             )
         )
-        notes.append(
-            dict(
-                x=x_to,
-                y=first_bottom - 0.03,
-                ax=x_to,
-                ay=low,
-                xref="x",
-                yref="y",
-                axref="x",
-                ayref="y",
-                text="",
-                name="decode-loop-head",
-                **arrow,
-            )
-        )
+        notes.append(_arrow_note(x_to, first_bottom - 0.03, x_to, low, "", "decode-loop-head", arrow))
         notes.append(
             dict(
                 x=(x_from + x_to) / 2,
@@ -384,3 +342,8 @@ def pipeline_figure(
     fig.update_xaxes(visible=False, range=[left - 1.3, right + 1.6])
     fig.update_yaxes(visible=False, range=[low - 0.7, top + 1.4], scaleanchor="x", scaleratio=1)
     return fig
+
+
+def _arrow_note(x: float, y: float, ax: float, ay: float, text: str, name: str, arrow: dict[str, Any]) -> dict[str, Any]:
+    """A plotly annotation drawing an arrow from (ax, ay) to (x, y) in data coordinates."""
+    return dict(x=x, y=y, ax=ax, ay=ay, xref="x", yref="y", axref="x", ayref="y", text=text, name=name, **arrow)

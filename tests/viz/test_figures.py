@@ -32,22 +32,7 @@ from planning.viz import (
     whatif_figure,
 )
 from planning.viz._common import EMPTY_NAME
-
-GPU_IDS = [
-    "H100",
-    "H200",
-    "A100-80G",
-    "A100-40G",
-    "L40S",
-    "L40",
-    "L4",
-    "A10G",
-    "A40",
-    "A6000",
-    "RTX4090",
-    "T4",
-    "V100",
-]
+from tests.ids import GPU_IDS
 
 
 def _node(shape: str, thr: float | None = None) -> dict[str, Any]:

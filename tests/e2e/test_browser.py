@@ -20,7 +20,7 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-PLAN_TIMEOUT_MS = 600_000  # a cold coral-extended plan on two cores; the measured figure is what matters
+PLAN_TIMEOUT_MS = 900_000  # a cold coral-extended plan on two cores; the measured figure is what matters
 
 pytestmark = pytest.mark.e2e
 
@@ -162,7 +162,7 @@ def test_plan_read_and_whatif_in_a_real_browser(server: str, browser: Any) -> No
     page.close()
 
 
-@pytest.mark.slow
+@pytest.mark.benchmark  # a timing, not a check: a cold 1M-template build in the browser (`make bench`)
 def test_plan_time_coral_extended(server: str, browser: Any) -> None:
     page = browser.new_page()
     seconds = _plan_preset(page, server, "coral-extended")

@@ -19,7 +19,7 @@ from planning.result import PlanResult
 from planning.scenario import Scenario, load_scenario, save_scenario
 
 DEFAULT_PRESET = "coral-core"
-POLL_SECONDS = 0.5
+POLL_SECONDS = 1.0
 
 # Everything a session keeps. Unsaved edits live here (per browser session), never in module globals.
 DEFAULTS: dict[str, Any] = {

@@ -48,11 +48,14 @@ def _record_job_seconds(label: str) -> None:
     click-to-KPIs is page reruns, polling and rendering."""
     from planning.jobs import JobStore
 
-    jobs = [j for j in JobStore(Path(_SERVER_HOME["path"]) / "jobs.sqlite").list_jobs(limit=20) if j.kind == "solve"]
+    store = JobStore(Path(_SERVER_HOME["path"]) / "jobs.sqlite")
+    jobs = [j for j in store.list_jobs(limit=20) if j.kind == "solve"]
     done = [j for j in jobs if j.status == "done" and j.started and j.finished]
     if done:
         newest = max(done, key=lambda j: j.finished or 0.0)
         _record_timing(label, float(newest.finished or 0.0) - float(newest.started or 0.0))
+        for step, value in ((store.get(newest.id).result or {}).get("timings") or {}).items():
+            _record_timing(f"{label.removesuffix('_s')}.{step}", float(value))
 
 
 @pytest.fixture(scope="module")

@@ -50,8 +50,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--presets", nargs="+", default=["coral-core", "coral-extended", "melange-arena", "demystifying"])
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=0, help="library processes (0 = one per core)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-warm", action="store_true", help="skip the cached (warm) re-run")
     args = parser.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     summary = {}
@@ -62,9 +63,11 @@ def main() -> None:
                 r = run_once(preset, Path(tmp), args.workers)
                 runs.append(r)
                 print(f"{preset} run {i + 1}: {r}")
-        with tempfile.TemporaryDirectory() as tmp:
-            run_once(preset, Path(tmp), args.workers)
-            warm = run_once(preset, Path(tmp), args.workers)
+        warm: dict[str, float | str] = {"templates_seconds": float("nan")}
+        if not args.no_warm:
+            with tempfile.TemporaryDirectory() as tmp:
+                run_once(preset, Path(tmp), args.workers)
+                warm = run_once(preset, Path(tmp), args.workers)
         med = {k: statistics.median(float(r[k]) for r in runs)
                for k in ("templates_seconds", "allocation_seconds", "baselines_seconds", "total_seconds")}
         summary[preset] = {**med, "warm_templates_seconds": warm["templates_seconds"], "status": runs[-1]["status"],

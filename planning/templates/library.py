@@ -20,6 +20,7 @@ because all templates of a pattern share the same multiset partitions. For a chu
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import json
@@ -320,6 +321,30 @@ def solve_chunk_general(
     return best, best_s, best_pi, splits
 
 
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _shared_pool(workers: int) -> ProcessPoolExecutor:
+    """One long-lived process pool per worker count (spawning and importing numpy costs ~1 s per pool).
+
+    "spawn", not fork: the library is also built from worker threads of a running server (Streamlit), where
+    forking a multi-threaded process can deadlock on locks held by other threads.
+    """
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            _POOLS[workers] = pool
+            atexit.register(pool.shutdown, wait=False, cancel_futures=True)
+        return pool
+
+
+def _solve_batch(args: tuple[np.ndarray, int, bool, list[tuple[Block, np.ndarray]]]) -> list[tuple[np.ndarray, ...]]:
+    tab, L, monotone, items = args
+    return [_solve_task((pattern, ids, tab, L, monotone)) for pattern, ids in items]
+
+
 def _solve_task(args: tuple[Block, np.ndarray, np.ndarray, int, bool]) -> tuple[np.ndarray, ...]:
     pattern, ids, tables, layers, monotone = args
     fn = solve_chunk_monotone if monotone else solve_chunk_general
@@ -529,27 +554,28 @@ def build_library(
             if progress:
                 progress(done, total)
     else:
-        # "spawn", not fork: the library is also built from worker threads of a running server (Streamlit),
-        # where forking a multi-threaded process can deadlock on locks held by other threads.
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futs: dict[Future[tuple[np.ndarray, ...]], int] = {
-                pool.submit(_solve_task, (pattern, ids, tab, L, monotone)): i
-                for i, (pattern, ids) in enumerate(tasks)
-            }
-            pending = set(futs)
-            while pending:
-                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    i = futs[f]
-                    results[i] = f.result()
-                    done += tasks[i][1].shape[0]
-                    if progress:
-                        progress(done, total)
-                if _cancelled(cancel):
-                    for f in pending:
-                        f.cancel()
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise Cancelled("library build cancelled")
+        pool = _shared_pool(workers)
+        # ~16 batches per worker: one pickle of the tables per batch (not per 128-row chunk), and still small
+        # enough for progress and for cancel to take effect within a few seconds.
+        n_batches = min(len(tasks), workers * 16)
+        bounds = np.linspace(0, len(tasks), n_batches + 1).astype(int)
+        futs: dict[Future[list[tuple[np.ndarray, ...]]], tuple[int, int]] = {
+            pool.submit(_solve_batch, (tab, L, monotone, tasks[a:b])): (int(a), int(b))
+            for a, b in itertools.pairwise(bounds) if b > a
+        }
+        pending = set(futs)
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for f in finished:
+                a, b = futs[f]
+                results[a:b] = f.result()
+                done += sum(t[1].shape[0] for t in tasks[a:b])
+                if progress:
+                    progress(done, total)
+            if _cancelled(cancel):
+                for f in pending:
+                    f.cancel()
+                raise Cancelled("library build cancelled")
     df = _assemble(shapes, mem, tasks, results)
     if cache is not None and key is not None:
         cache.store(key, df)

@@ -28,7 +28,7 @@ def page(title: str, intro: str) -> None:
 
 def glossary() -> None:
     """The glossary (TTFT, TPOT, template, instance, prefill/decode, …) in a popover."""
-    with st.popover("📖 Glossary", width="stretch"):
+    with st.popover("Glossary", icon=":material/menu_book:", width="stretch"):
         for term, meaning in viz.GLOSSARY.items():
             st.markdown(f"**{term}** — {meaning}")
 

@@ -12,11 +12,12 @@ from planning.viz.colors import GPU_COLORS, gpu_of_shape
 WHATIF_COLUMNS = ("variant", "cost_per_hour", "served_fraction", "method")
 SWEEP_COLUMNS = ("x", "method", "cost_per_hour")
 
-_METHOD_PALETTE = ("#2CA02C", "#7F7F7F", "#1F77B4", "#FF7F0E", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
+# The plan is near-black: no GPU colour uses it (green is L40S in the GPU palette) and it reads as "the answer".
+_METHOD_PALETTE = ("#1B1B1B", "#7F7F7F", "#1F77B4", "#FF7F0E", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
 
 
 def _method_colors(methods: list[str]) -> dict[str, str]:
-    """The first method (the plan) is green; a method named after a GPU or shape ("homogeneous L40S",
+    """The first method (the plan) is near-black; a method named after a GPU or shape ("homogeneous L40S",
     "4xL4") takes that GPU's colour; anything else a neutral palette colour."""
     colors: dict[str, str] = {}
     for i, method in enumerate(methods):

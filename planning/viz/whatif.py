@@ -21,7 +21,7 @@ def _method_colors(methods: list[str]) -> dict[str, str]:
     "4xL4") takes that GPU's colour; anything else a neutral palette colour."""
     colors: dict[str, str] = {}
     for i, method in enumerate(methods):
-        words = method.split()
+        words = method.replace(":", " ").split()  # "single:L40S" and "homogeneous L40S" both name L40S
         gpu = gpu_of_shape(words[-1]) if words else ""
         if i == 0:
             colors[method] = _METHOD_PALETTE[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planning.catalog.schema import Catalog, shape_key
+from planning.catalog.schema import Catalog, parse_shape, shape_key
 from planning.errors import PlanningError, UnknownIdError
 from planning.scenario import Scenario
 
@@ -26,20 +26,6 @@ class ResolvedOffer:
     source: str
     as_of: str
     overridden: bool = False
-
-
-def parse_shape(shape: str, field_path: str = "shape") -> tuple[int, str]:
-    """``"2xL40S"`` → ``(2, "L40S")``.
-
-    Raises
-    ------
-    PlanningError
-        When the text is not ``{count}x{gpu}``.
-    """
-    count, sep, gpu = shape.partition("x")
-    if not sep or not count.isdigit() or not gpu or int(count) < 1:
-        raise PlanningError(field_path, f"{shape!r} is not a node shape.", 'write "{count}x{GPU}", e.g. "2xL40S".')
-    return int(count), gpu
 
 
 def resolve_offers(scenario: Scenario, catalog: Catalog) -> list[ResolvedOffer]:

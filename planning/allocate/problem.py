@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from planning.catalog.schema import parse_shape as _parse_shape
 from planning.errors import PlanningError
 
 Objective = Literal["cost", "served"]
@@ -15,33 +15,17 @@ SolverName = Literal["highs", "cbc"]
 BuilderName = Literal["auto", "pulp", "matrix"]
 Status = Literal["optimal", "feasible", "infeasible", "time_limit", "error"]
 
-_SHAPE = re.compile(r"^(\d+)x(.+)$")
 
 
 def parse_shape(shape: str) -> tuple[int, str]:
-    """Split a shape key into its GPU count and GPU id.
-
-    Parameters
-    ----------
-    shape:
-        ``"{count}x{gpu}"``, e.g. ``"2xL40S"``.
-
-    Returns
-    -------
-    ``(count, gpu_id)``; a key without a count prefix is read as one device of that name.
+    """``(count, gpu)`` of a shape key; a key without a count prefix is one device of that name.
 
     Raises
     ------
     PlanningError
         When the count is zero.
     """
-    match = _SHAPE.match(shape)
-    if not match:
-        return 1, shape
-    count = int(match.group(1))
-    if count <= 0:
-        raise PlanningError("shape", f"shape {shape!r} has {count} GPUs.", 'Use a positive count, e.g. "2xL40S".')
-    return count, match.group(2)
+    return _parse_shape(shape, bare_gpu=True)
 
 
 @dataclass(frozen=True)

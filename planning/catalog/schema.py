@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from planning.errors import PlanningError
+
 Provenance = Literal["measured", "calibrated", "roofline"]
 QualityFlag = Literal["ok", "anomaly", "estimated", "hypothetical"]
 
@@ -33,6 +35,45 @@ class GPU:
 def shape_key(gpu_id: str, gpu_count: int) -> str:
     """Region-independent key of a node shape, e.g. ``"2xL40S"``."""
     return f"{gpu_count}x{gpu_id}"
+
+
+def parse_shape(shape: str, field: str = "shape", *, bare_gpu: bool = False) -> tuple[int, str]:
+    """The inverse of :func:`shape_key`: ``"2xL40S"`` → ``(2, "L40S")``.
+
+    Parameters
+    ----------
+    shape:
+        A shape key ``"{count}x{gpu}"``.
+    field:
+        Field path named in the error.
+    bare_gpu:
+        Read text that is not ``{count}x{gpu}`` as one device of that name (``"L4"`` → ``(1, "L4")``) instead
+        of refusing it; used where ids need not be catalog shapes (explicit allocation problems, figures).
+
+    Raises
+    ------
+    PlanningError
+        Not ``{count}x{gpu}`` (unless ``bare_gpu``), or a count below 1.
+    """
+    count, sep, gpu = shape.partition("x")
+    if not (sep and count.isdigit() and gpu):
+        if bare_gpu:
+            return 1, shape
+        raise PlanningError(field, f"{shape!r} is not a node shape.", 'write "{count}x{GPU}", e.g. "2xL40S".')
+    if int(count) < 1:
+        raise PlanningError(field, f"shape {shape!r} has {int(count)} GPUs.", 'use a positive count, e.g. "2xL40S".')
+    return int(count), gpu
+
+
+def shape_gpu(shape: str) -> str:
+    """GPU id of a shape key (``"2xL40S"`` → ``"L40S"``; a bare GPU id is returned unchanged)."""
+    return parse_shape(shape, bare_gpu=True)[1]
+
+
+def shape_order(shape: str) -> tuple[str, int]:
+    """Sort key that lists shapes by GPU, then GPU count (``1xL4`` before ``2xL4`` before ``1xL40S``)."""
+    count, gpu = parse_shape(shape, bare_gpu=True)
+    return gpu, count
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from planning.catalog.schema import GPU, ModelSpec, Provenance
+from planning.catalog.schema import GPU, ModelSpec, Provenance, parse_shape
 from planning.errors import PlanningError, UnknownIdError
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
 from planning.perf.roofline import (
@@ -96,19 +96,6 @@ class PerfEstimate:
         out["memory"] = {k: getattr(self.memory, k) for k in self.memory.__dataclass_fields__}
         out["notes"] = list(self.notes)
         return out
-
-
-def parse_shape(shape: str) -> tuple[int, str]:
-    """``"2xL40S"`` -> ``(2, "L40S")``.
-
-    Raises
-    ------
-    PlanningError: when the text is not ``{count}x{gpu}`` with count >= 1.
-    """
-    count, sep, gpu_id = shape.partition("x")
-    if not sep or not count.isdigit() or int(count) < 1 or not gpu_id:
-        raise PlanningError("shape", f"{shape!r} is not of the form '{{count}}x{{gpu}}'.", "write e.g. '2xL40S'.")
-    return int(count), gpu_id
 
 
 @dataclass(frozen=True)

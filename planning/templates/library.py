@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 from planning.templates.exact import solve_exact
 from planning.templates.partitions import Block, multiset_partitions
@@ -455,11 +456,6 @@ def _cancelled(cancel: CancelCheck) -> bool:
     return bool(cancel())
 
 
-def _gpus_of(shape: str) -> tuple[int, str]:
-    head, _, gpu = shape.partition("x")
-    return (int(head), gpu) if head.isdigit() and gpu else (1, shape)
-
-
 def build_library(
     shapes: list[str],
     shape_mem_gb: Any,
@@ -602,7 +598,7 @@ def _join_columns(cols: list[np.ndarray], sep: str) -> np.ndarray:
 def _assemble(
     shapes: list[str], mem: np.ndarray, tasks: list[tuple[Block, np.ndarray]], results: list[Any]
 ) -> pl.DataFrame:
-    gpus = [_gpus_of(s) for s in shapes]
+    gpus = [parse_shape(s) for s in shapes]
     gpu_count = np.asarray([g[0] for g in gpus])
     type_names = sorted({g[1] for g in gpus})
     gpu_type = np.asarray([type_names.index(g[1]) for g in gpus])

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from planning.catalog.schema import parse_shape
+
 GPU_MEM_GB = {"H100": 80.0, "A100": 80.0, "L40S": 48.0, "L4": 24.0, "A10G": 24.0}
 GPU_SPEED = {"H100": 3.0, "A100": 1.6, "L40S": 1.0, "L4": 0.35, "A10G": 0.4}
-
-
-def shape_parts(shape: str) -> tuple[int, str]:
-    """``"2xL40S"`` → ``(2, "L40S")``."""
-    count, gpu = shape.split("x", 1)
-    return int(count), gpu
 
 
 def node_table(
@@ -62,7 +58,7 @@ def shape_tables(
     tabs = []
     mem = []
     for sh in shapes:
-        g, gpu = shape_parts(sh)
+        g, gpu = parse_shape(sh)
         tabs.append(node_table(g, GPU_MEM_GB[gpu], GPU_SPEED[gpu], layers, weight_gb, slo_ms, max_stages))
         mem.append(g * GPU_MEM_GB[gpu])
     return np.stack(tabs), np.asarray(mem)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from planning.catalog.schema import shape_gpu
+from planning.errors import PlanningError
+
 # Families share a hue: Hopper purple, Ampere datacenter blue, Ada datacenter green/teal, older or
 # consumer cards warm or grey. Fixed so a user learns "green = L40S" once.
 GPU_COLORS: dict[str, str] = {
@@ -46,9 +49,11 @@ def gpu_color(gpu: str) -> str:
 
 
 def gpu_of_shape(shape: str) -> str:
-    """GPU id of a shape key: ``"2xL40S"`` → ``"L40S"``; a bare GPU id is returned unchanged."""
-    head, sep, tail = shape.partition("x")
-    return tail if sep and head.isdigit() and tail else shape
+    """GPU id of a shape key: ``"2xL40S"`` → ``"L40S"``; a bare GPU id (or any label) is returned unchanged."""
+    try:
+        return shape_gpu(shape)
+    except PlanningError:  # "0xL4": a label, not a shape, on a chart
+        return shape
 
 
 def text_color(background: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
@@ -21,8 +22,7 @@ from planning.solve import (
     ProgressFn,
     build_template_sets,
     default_context,
-    plan_groups,
-    resolve_models,
+    resolve_scenario,
     stages_from_placement,
 )
 from planning.solve import solve as _solve
@@ -108,11 +108,8 @@ def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: Can
 
 def validate(scenario: Scenario) -> list[str]:
     """Check a scenario against the catalog. Returns warnings; raises PlanningError on errors."""
-    from planning.offers import resolve_offers
-
-    ctx = engine_context()
-    offers = resolve_offers(scenario, ctx.catalog)
-    resolve_models(scenario, ctx.catalog)
+    resolved = resolve_scenario(scenario, engine_context().catalog)
+    offers = resolved.offers
     warnings = []
     hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})
     if hypothetical:
@@ -120,7 +117,7 @@ def validate(scenario: Scenario) -> list[str]:
     empty = [f"{o.region} {o.shape}" for o in offers if o.available == 0]
     if empty:
         warnings.append(f"{len(empty)} offers have zero availability, e.g. {empty[0]}.")
-    for g in plan_groups(scenario):
+    for g in resolved.groups:
         if g.demand <= 0:
             warnings.append(f"{g.id} has zero demand; it will get no instances.")
     return warnings
@@ -139,14 +136,10 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
     """
     import numpy as np
 
-    from planning.offers import resolve_offers
-
     ctx = engine_context()
-    offers = resolve_offers(scenario, ctx.catalog)
-    specs = resolve_models(scenario, ctx.catalog)
-    groups = plan_groups(scenario)
-    shapes = sorted({o.shape for o in offers}, key=lambda s: (s.partition("x")[2], int(s.partition("x")[0])))
-    sets = build_template_sets(ctx, scenario, specs, groups, shapes, progress, cancel)
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    offers, groups = resolved.offers, resolved.groups
+    sets = build_template_sets(ctx, scenario, resolved.specs, groups, resolved.shapes, progress, cancel)
     regions = sorted({o.region for o in offers})
     frames = []
     for ts in sets:
@@ -164,7 +157,7 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
         cost = costs[np.arange(len(ts)), best] if regions else np.full(len(ts), np.inf)
         thr = ts.throughput.mean(axis=1) if ts.throughput.size else np.zeros(len(ts))
         finite = np.isfinite(cost) & (cost > 0)
-        gpu_count = np.array([int(s.partition("x")[0]) for s in ts.shapes])
+        gpu_count = np.array([parse_shape(s)[0] for s in ts.shapes])
         gpu_of = np.array(ts.shape_gpus)
         n_types = np.array([len(set(gpu_of[used[i]])) for i in range(len(ts))]) if len(ts) else np.zeros(0, int)
         frames.append(pd.DataFrame({

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
-from planning.catalog.schema import Catalog, ModelSpec
+from planning.catalog.schema import Catalog, ModelSpec, shape_gpu, shape_order
 from planning.errors import PlanningError
 from planning.groups import Group, WorkClass, plan_groups, resolve_models
 from planning.offers import ResolvedOffer, resolve_offers
@@ -58,6 +58,7 @@ __all__ = [
     "evaluate_stages",
     "plan_groups",
     "resolve_models",
+    "resolve_scenario",
     "solve",
     "stages_from_placement",
 ]
@@ -306,6 +307,29 @@ def _baselines(problem: Any, scenario: Scenario, groups: Sequence[Group], specs:
     return out
 
 
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """A scenario resolved against the catalog: what can be bought, which models, which groups."""
+
+    offers: list[ResolvedOffer]
+    specs: dict[str, ModelSpec]
+    groups: list[Group]
+    shapes: list[str]  # every offered shape, ordered by GPU then count
+
+
+def resolve_scenario(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
+    """Offers, model specs and (model, phase) groups of a scenario — the first step of every use case.
+
+    Raises
+    ------
+    PlanningError
+        Unknown ids or nothing purchasable, naming the field and the fix.
+    """
+    offers = resolve_offers(scenario, catalog)
+    return ResolvedScenario(offers=offers, specs=resolve_models(scenario, catalog), groups=plan_groups(scenario),
+                            shapes=sorted({o.shape for o in offers}, key=shape_order))
+
+
 def default_context(cache_dir: Path | None = None) -> EngineContext:
     """Catalog + perf model loaded from the shipped data (and user overrides under PLANNING_HOME)."""
     from planning.catalog import load_catalog
@@ -348,10 +372,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     t0 = time.perf_counter()
     ctx = context or default_context()
     timings: dict[str, float] = {}
-    offers = resolve_offers(scenario, ctx.catalog)
-    specs = resolve_models(scenario, ctx.catalog)
-    groups = plan_groups(scenario)
-    shapes = sorted({o.shape for o in offers}, key=lambda s: (s.partition("x")[2], int(s.partition("x")[0])))
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    offers, specs, groups, shapes = resolved.offers, resolved.specs, resolved.groups, resolved.shapes
     timings["resolve_seconds"] = time.perf_counter() - t0
     if progress:
         progress(0.02, "building serving templates")
@@ -376,7 +398,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if progress:
         progress(1.0, "done")
     provenance = {}
-    for gpu in sorted({s.partition("x")[2] for ts in sets if not ts.explicit for s in ts.shapes}):
+    for gpu in sorted({shape_gpu(s) for ts in sets if not ts.explicit for s in ts.shapes}):
         prov, band_p, band_d = gpu_provenance(ctx, gpu)
         provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
     if any(ts.explicit for ts in sets):

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from planning.catalog.schema import Catalog, ModelSpec
+from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
 from planning.errors import PlanningError
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.result import NodeBox, StagePlan
@@ -88,7 +88,7 @@ class TemplateSet:
 
     @cached_property
     def shape_gpus(self) -> tuple[str, ...]:
-        return tuple(s.partition("x")[2] for s in self.shapes)
+        return tuple(shape_gpu(s) for s in self.shapes)
 
     def usage_dict(self, i: int) -> dict[str, int]:
         return {self.shapes[k]: int(n) for k, n in enumerate(self.usage[i]) if n > 0}
@@ -99,8 +99,8 @@ class TemplateSet:
     def gpus(self, i: int) -> dict[str, int]:
         out: dict[str, int] = {}
         for shape, n in self.usage_dict(i).items():
-            cnt, _, gpu = shape.partition("x")
-            out[gpu] = out.get(gpu, 0) + int(cnt) * n
+            cnt, gpu = parse_shape(shape)
+            out[gpu] = out.get(gpu, 0) + cnt * n
         return out
 
     def throughput_dict(self, i: int) -> dict[str, float]:
@@ -133,9 +133,9 @@ def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: S
         members = st["shapes"] if "shapes" in st else [node_shapes[int(k)] for k in st["nodes"]]
         boxes = []
         for shape in members:
-            count, _, gpu = shape.partition("x")
+            count, gpu = parse_shape(shape)
             thr = table_row(shape, n_stages, j) if table_row is not None else 0.0
-            boxes.append(NodeBox(shape=shape, gpu=gpu, count=int(count), throughput=float(thr)))
+            boxes.append(NodeBox(shape=shape, gpu=gpu, count=count, throughput=float(thr)))
         stages.append(StagePlan(layers=j, layer_start=start, layer_end=start + j, nodes=tuple(boxes)))
         start += j
     return tuple(stages)
@@ -165,7 +165,7 @@ def gpu_provenance(ctx: EngineContext, gpu: str) -> tuple[str, float, float]:
 def _provenance_column(ctx: EngineContext, shapes: Sequence[str], usage: np.ndarray) -> tuple[str, ...]:
     """Weakest provenance among each template's GPU types, vectorized over rows."""
     names = ["measured", "calibrated", "roofline"]
-    rank = np.array([_PROV_RANK.get(gpu_provenance(ctx, s.partition("x")[2])[0], 2) for s in shapes])
+    rank = np.array([_PROV_RANK.get(gpu_provenance(ctx, shape_gpu(s))[0], 2) for s in shapes])
     if usage.size == 0:
         return ()
     worst = np.where(usage > 0, rank[None, :], -1).max(axis=1)
@@ -173,8 +173,8 @@ def _provenance_column(ctx: EngineContext, shapes: Sequence[str], usage: np.ndar
 
 
 def _node_mem_gb(catalog: Catalog, shape: str) -> float:
-    count, _, gpu = shape.partition("x")
-    return catalog.gpus[gpu].memory_gb * int(count)
+    count, gpu = parse_shape(shape)
+    return catalog.gpus[gpu].memory_gb * count
 
 
 def _tables(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,

@@ -37,15 +37,15 @@ import numpy as np
 import polars as pl
 
 from planning.catalog.schema import parse_shape
+from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
 from planning.templates.exact import solve_exact
 from planning.templates.partitions import Block, multiset_partitions
 
-ALGORITHM_VERSION = "templates-exact-1"
+ALGORITHM_VERSION = "templates-exact-2"  # 2: column homogeneous → single_gpu_type
 POOL_MIN_TEMPLATES = 20_000  # below this a process pool costs more to start than it saves
 CHUNK_ROWS = 128  # small chunks keep the block curves in cache (measured: 128 ≈ 1.6× faster than 512)
-Progress = Callable[[int, int], None]
-CancelCheck = threading.Event | Callable[[], bool] | None
+Progress = Callable[[int, int], None]  # progress(done, total) in templates
 
 SCHEMA: dict[str, Any] = {
     "template_id": pl.Utf8,
@@ -54,16 +54,12 @@ SCHEMA: dict[str, Any] = {
     "n_nodes": pl.Int64,
     "n_gpus": pl.Int64,
     "n_gpu_types": pl.Int64,
-    "homogeneous": pl.Boolean,
+    "single_gpu_type": pl.Boolean,
     "mem_gb": pl.Float64,
     "throughput": pl.Float64,
     "S": pl.Int64,
     "stages_json": pl.Utf8,
 }
-
-
-class Cancelled(Exception):
-    """Raised when the caller's cancel event is set while the library is being built."""
 
 
 # ---------------------------------------------------------------------------------------------- enumeration
@@ -448,14 +444,6 @@ def _validate(
         raise PlanningError("rho", f"must be > 0, got {rho}.", "Coral uses ρ = 12.")
 
 
-def _cancelled(cancel: CancelCheck) -> bool:
-    if cancel is None:
-        return False
-    if isinstance(cancel, threading.Event):
-        return cancel.is_set()
-    return bool(cancel())
-
-
 def build_library(
     shapes: list[str],
     shape_mem_gb: Any,
@@ -465,7 +453,7 @@ def build_library(
     nmax: int = 6,
     rho: float = 12.0,
     progress: Progress | None = None,
-    cancel: CancelCheck = None,
+    cancel: CancelToken | None = None,
     workers: int = 1,
     cache: LibraryCache | None = None,
     key: str | None = None,
@@ -490,7 +478,7 @@ def build_library(
     progress:
         ``progress(done, total)`` in templates, called after each chunk.
     cancel:
-        ``threading.Event`` or callable; checked between chunks.
+        A :class:`planning.context.CancelToken` (e.g. ``threading.Event``); checked between chunks.
     workers:
         > 1 solves chunks in a process pool; the output is identical to the serial run.
     cache, key:
@@ -501,7 +489,7 @@ def build_library(
     polars.DataFrame
         One row per template with throughput > 0, sorted by ``template_id`` (columns in ``SCHEMA``):
         ``template_id`` like ``"3x1xL4+1x2xL40S"`` (parts sorted by shape key), ``shapes``/``counts`` (long
-        layout: parallel lists), ``n_nodes``, ``n_gpus``, ``n_gpu_types``, ``homogeneous`` (one GPU type),
+        layout: parallel lists), ``n_nodes``, ``n_gpus``, ``n_gpu_types``, ``single_gpu_type``,
         ``mem_gb``, ``throughput``, ``S``, ``stages_json`` (pipeline order: ``[{"layers": j, "shapes": [...]}]``).
 
     Raises
@@ -543,8 +531,7 @@ def build_library(
         progress(0, total)
     if workers <= 1 or total < POOL_MIN_TEMPLATES:
         for i, (pattern, ids) in enumerate(tasks):
-            if _cancelled(cancel):
-                raise Cancelled("library build cancelled")
+            check_cancel(cancel, "library build")
             results[i] = _solve_task((pattern, ids, tab, L, monotone))
             done += ids.shape[0]
             if progress:
@@ -568,10 +555,10 @@ def build_library(
                 done += sum(t[1].shape[0] for t in tasks[a:b])
                 if progress:
                     progress(done, total)
-            if _cancelled(cancel):
+            if cancel is not None and cancel.is_set():
                 for f in pending:
                     f.cancel()
-                raise Cancelled("library build cancelled")
+                check_cancel(cancel, "library build")
     df = _assemble(shapes, mem, tasks, results)
     if cache is not None and key is not None:
         cache.store(key, df)
@@ -671,7 +658,7 @@ def _assemble(
             "n_nodes": cat["n_nodes"].astype(np.int64),
             "n_gpus": cat["n_gpus"].astype(np.int64),
             "n_gpu_types": cat["n_gpu_types"].astype(np.int64),
-            "homogeneous": cat["n_gpu_types"] == 1,
+            "single_gpu_type": cat["n_gpu_types"] == 1,
             "mem_gb": cat["mem_gb"].astype(np.float64),
             "throughput": cat["throughput"].astype(np.float64),
             "S": cat["S"].astype(np.int64),

@@ -19,19 +19,44 @@ from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.templates.sets import build_template_sets, stages_from_placement, template_costs
+from planning.whatif import (
+    KINDS as VARIANT_KINDS,
+)
+from planning.whatif import (
+    Variant,
+    apply_variants,
+    chart_frame,
+    comparison_frame,
+    diff_lines,
+    make_variant,
+    parse_variant,
+)
+from planning.whatif import (
+    label as variant_label,
+)
 
 __all__ = [
+    "VARIANT_KINDS",
+    "CancelToken",
     "Cancelled",
     "PlanResult",
+    "ProgressFn",
     "Scenario",
+    "Variant",
+    "apply_variants",
     "build_templates",
     "catalog_frames",
+    "chart_frame",
+    "comparison_frame",
+    "diff_lines",
     "engine_context",
     "fingerprint",
     "list_presets",
     "load_preset_scenario",
     "load_scenario",
+    "make_variant",
     "parse_scenario_text",
+    "parse_variant",
     "planning_home",
     "preset_summaries",
     "result_json",
@@ -42,6 +67,7 @@ __all__ = [
     "template_digest",
     "template_stages",
     "validate",
+    "variant_label",
 ]
 
 _CTX_LOCK = threading.Lock()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ __all__ = [
     "build_templates",
     "catalog_frames",
     "chart_frame",
+    "check_custom_model",
     "comparison_frame",
     "diff_lines",
     "engine_context",
@@ -55,6 +56,7 @@ __all__ = [
     "load_preset_scenario",
     "load_scenario",
     "make_variant",
+    "offers_frame",
     "parse_scenario_text",
     "parse_variant",
     "planning_home",
@@ -109,12 +111,15 @@ def load_preset_scenario(name: str) -> Scenario:
 
 
 def preset_summaries() -> list[dict[str, Any]]:
-    """One row per preset: name, description, models, regions, source."""
+    """One row per preset: name, description, models, regions, source, mode, pricing, shapes, explicit offers,
+    objective."""
     rows = []
     for name in list_presets():
         s = load_preset_scenario(name)
         rows.append({"name": name, "description": s.description, "models": [m.id for m in s.models],
-                     "regions": list(s.regions) or sorted({o.region for o in s.offers}), "source": s.source})
+                     "regions": list(s.regions) or sorted({o.region for o in s.offers}), "source": s.source,
+                     "mode": s.mode, "pricing": s.pricing, "shapes": list(s.shapes),
+                     "explicit_offers": len(s.offers), "objective": s.objective.kind})
     return rows
 
 
@@ -282,16 +287,65 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
 
 
 def catalog_frames() -> dict[str, pd.DataFrame]:
-    """Catalog tables for display: gpus, configs, models, slo_presets, regions, availability."""
-    ctx = engine_context()
-    c = ctx.catalog
-    frames = {
-        "gpus": pd.DataFrame([g.__dict__ for g in c.gpus.values()]),
-        "configs": pd.DataFrame([{**cfg.__dict__, "shape": cfg.shape, "region_key": cfg.region_key,
-                                  "overridden": cfg.id in c.overridden} for cfg in c.configs.values()]),
-        "models": pd.DataFrame([{k: v for k, v in m.__dict__.items() if k != "layer_types"} for m in c.models.values()]),
-        "slo_presets": pd.DataFrame([s.__dict__ for s in c.slo_presets.values()]),
-        "regions": pd.DataFrame([r.__dict__ for r in c.regions.values()]),
+    """Catalog tables for display, one row builder with ``planning catalog`` (``planning.catalog.tables``).
+
+    Returns
+    -------
+    dict
+        ``gpus``, ``configs`` (with ``shape``, ``region_key``, ``available_nodes``, ``overridden``), ``models``
+        (with ``params_total_b``, ``params_active_b``, ``weight_gb``), ``slo_presets``, ``regions``,
+        ``availability``.
+    """
+    from planning.catalog.tables import catalog_rows
+
+    c = engine_context().catalog
+    models = pd.DataFrame(catalog_rows(c, "models"))
+    return {
+        "gpus": pd.DataFrame(catalog_rows(c, "gpus")),
+        "configs": pd.DataFrame(catalog_rows(c, "configs")),
+        "models": models.drop(columns=["layer_types"], errors="ignore"),
+        "slo_presets": pd.DataFrame(catalog_rows(c, "slos")),
+        "regions": pd.DataFrame(catalog_rows(c, "regions")),
         "availability": pd.DataFrame([a.__dict__ for a in c.availability.values()]),
     }
-    return frames
+
+
+OFFER_COLUMNS = ["region", "shape", "instance_type", "price_per_hour", "available", "override", "quality",
+                 "source", "as_of"]
+
+
+def offers_frame(scenario: Scenario) -> pd.DataFrame:
+    """What the scenario can buy, per (region, shape): the engine's own offers (``resolve_offers``) before the
+    scenario's price and availability scales, so edited cells become overrides of base values.
+
+    Returns
+    -------
+    DataFrame with columns region, shape, instance_type, price_per_hour, available, override (explicit offer,
+    availability override or user catalog override), quality, source, as_of; sorted by (region, shape).
+
+    Raises
+    ------
+    PlanningError
+        Unknown ids or nothing purchasable (as :func:`solve` would).
+    """
+    from planning.offers import resolve_offers
+
+    base = replace(scenario, price_scale=1.0, availability_scale=1.0)
+    rows = [{"region": o.region, "shape": o.shape, "instance_type": o.instance_type,
+             "price_per_hour": o.price_per_hour, "available": o.available, "override": o.overridden,
+             "quality": o.quality, "source": o.source, "as_of": o.as_of}
+            for o in resolve_offers(base, engine_context().catalog)]
+    return pd.DataFrame(rows, columns=OFFER_COLUMNS)
+
+
+def check_custom_model(config: Mapping[str, Any], model_id: str) -> None:
+    """Check that a Hugging Face ``config.json`` (parsed) describes a model the perf model can size.
+
+    Raises
+    ------
+    PlanningError
+        Naming the missing or invalid key.
+    """
+    from planning.catalog.models import model_from_hf_config
+
+    model_from_hf_config(dict(config), model_id)

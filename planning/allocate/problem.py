@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from planning.catalog.schema import parse_shape as _parse_shape
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 
 Objective = Literal["cost", "served"]
@@ -15,17 +15,6 @@ SolverName = Literal["highs", "cbc"]
 BuilderName = Literal["auto", "pulp", "matrix"]
 Status = Literal["optimal", "feasible", "infeasible", "time_limit", "error"]
 
-
-
-def parse_shape(shape: str) -> tuple[int, str]:
-    """``(count, gpu)`` of a shape key; a key without a count prefix is one device of that name.
-
-    Raises
-    ------
-    PlanningError
-        When the count is zero.
-    """
-    return _parse_shape(shape, bare_gpu=True)
 
 
 @dataclass(frozen=True)
@@ -60,7 +49,7 @@ class TemplateOption:
         if self.homogeneous is None:
             object.__setattr__(self, "homogeneous", len(usage) == 1)
         if not self.gpu_types:
-            object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s)[1] for s in usage})))
+            object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s, bare_gpu=True)[1] for s in usage})))
         else:
             object.__setattr__(self, "gpu_types", tuple(sorted(set(self.gpu_types))))
 
@@ -68,7 +57,7 @@ class TemplateOption:
         """GPUs per GPU type used by one instance."""
         out: dict[str, int] = {}
         for shape, n in self.usage.items():
-            count, gpu = parse_shape(shape)
+            count, gpu = parse_shape(shape, bare_gpu=True)
             out[gpu] = out.get(gpu, 0) + count * n
         return out
 

@@ -28,7 +28,7 @@ from planning.errors import PlanningError
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.resolve import ResolvedScenario
 from planning.result import NodeBox, StagePlan
-from planning.scenario import Scenario
+from planning.scenario import ExplicitTemplate, Scenario
 
 _PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
 
@@ -287,7 +287,7 @@ def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateS
         A template for a group the scenario does not plan, or a throughput for another group's class.
     """
     by_id = {g.id: g for g in groups}
-    rows: dict[str, list[tuple[int, Any]]] = {}
+    rows: dict[str, list[tuple[int, ExplicitTemplate]]] = {}
     for i, t in enumerate(scenario.explicit_templates):
         gid = f"{t.model}/{t.phase}"
         if gid not in by_id:

@@ -18,7 +18,8 @@ from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
-from planning.templates.sets import build_template_sets, stages_from_placement, template_costs
+from planning.templates.sets import build_template_sets, template_costs
+from planning.templates.stages import stages_from_json
 from planning.whatif import (
     KINDS as VARIANT_KINDS,
 )
@@ -217,9 +218,7 @@ def fingerprint() -> str:
 
 def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
     """StagePlans (pipeline order, layer ranges) of one template's ``stages_json``."""
-    import json
-
-    return stages_from_placement(json.loads(stages_json)) if stages_json else ()
+    return stages_from_json(stages_json)
 
 
 def result_json(result: PlanResult) -> str:

@@ -12,12 +12,10 @@ allocation's LP reduction both price with it.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -27,8 +25,9 @@ from planning.context import CancelToken, EngineContext, ProgressFn, check_cance
 from planning.errors import PlanningError
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.resolve import ResolvedScenario
-from planning.result import NodeBox, StagePlan
+from planning.result import StagePlan
 from planning.scenario import ExplicitTemplate, Scenario
+from planning.templates.stages import evaluate_stages, stages_from_json
 
 _PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
 
@@ -104,49 +103,8 @@ class TemplateSet:
         return {c.id: float(self.throughput[i, j]) for j, c in enumerate(self.group.classes)}
 
     def stages(self, i: int) -> tuple[StagePlan, ...]:
-        if not self.stages_json[i]:
-            return ()
-        placement = json.loads(self.stages_json[i])
-        lookup = None
-        if self.stage_tables is not None:
-            index = {s: k for k, s in enumerate(self.shapes)}
-            tables = self.stage_tables
-
-            def lookup(shape: str, n_stages: int, layers: int) -> float:
-                return float(tables[index[shape], n_stages - 1, layers - 1])
-
-        return stages_from_placement(placement, (), lookup)
-
-
-def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: Sequence[str] = (),
-                          table_row: Callable[[str, int, int], float] | None = None) -> tuple[StagePlan, ...]:
-    """StagePlans in pipeline order from ``[{"layers": j, "shapes": [...]}, ...]`` (the library's layout) or
-    ``[{"layers": j, "nodes": [k, ...]}, ...]`` where k indexes ``node_shapes``."""
-    stages: list[StagePlan] = []
-    start = 0
-    n_stages = len(placement)
-    for st in placement:
-        j = int(st["layers"])
-        members = st["shapes"] if "shapes" in st else [node_shapes[int(k)] for k in st["nodes"]]
-        boxes = []
-        for shape in members:
-            count, gpu = parse_shape(shape)
-            thr = table_row(shape, n_stages, j) if table_row is not None else 0.0
-            boxes.append(NodeBox(shape=shape, gpu=gpu, count=count, throughput=float(thr)))
-        stages.append(StagePlan(layers=j, layer_start=start, layer_end=start + j, nodes=tuple(boxes)))
-        start += j
-    return tuple(stages)
-
-
-def evaluate_stages(stages: Sequence[StagePlan], tables: np.ndarray, shape_index: Mapping[str, int]) -> float:
-    """Throughput of a fixed placement on other perf tables: min over stages of the stage's summed T̂_j."""
-    s = len(stages)
-    if s == 0 or s > tables.shape[1]:
-        return 0.0
-    worst = float("inf")
-    for st in stages:
-        worst = min(worst, sum(float(tables[shape_index[b.shape], s - 1, st.layers - 1]) for b in st.nodes))
-    return 0.0 if worst == float("inf") else worst
+        """Row i's placement as StagePlans, each node labelled with its T̂ from the mean-request tables."""
+        return stages_from_json(self.stages_json[i], self.stage_tables, self.shapes)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -229,7 +187,7 @@ def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], s
     index = {s: k for k, s in enumerate(shapes)}
     out = np.zeros((len(stages_json), len(class_tables)))
     for i, text in enumerate(stages_json):
-        stages = stages_from_placement(json.loads(text))
+        stages = stages_from_json(text)
         for c, t in enumerate(class_tables):
             out[i, c] = evaluate_stages(stages, t, index)
     return out

@@ -11,7 +11,7 @@ from planning.errors import PlanningError, UnknownIdError
 from planning.groups import plan_groups
 from planning.offers import resolve_offers
 from planning.scenario import Scenario
-from planning.templates.sets import evaluate_stages, stages_from_placement
+from planning.templates.stages import evaluate_stages, stages_from_placement
 
 BASE = {
     "name": "t",

@@ -88,3 +88,25 @@ def test_one_cancelled_and_one_cancel_token() -> None:
         owners += [(p.relative_to(ROOT).as_posix(), n.name) for n in ast.walk(tree)
                    if isinstance(n, ast.ClassDef) and n.name in {"Cancelled", "CancelToken", "JobCancelled"}]
     assert sorted(owners) == [("planning/context.py", "CancelToken"), ("planning/context.py", "Cancelled")]
+
+
+def _rooms_imported(room: str) -> set[str]:
+    """Top-level planning modules/packages imported anywhere in one room (``planning/<room>`` or ``<room>.py``)."""
+    base = ROOT / "planning" / room
+    files = sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+    return {m.split(".")[1] for p in files for m in _planning_modules(p) if m != "planning"} - {room}
+
+
+ORCHESTRATION = {"api", "pipeline", "assemble", "whatif", "jobs", "viz", "commands"}
+
+
+def test_rooms_import_only_downstream() -> None:
+    """The direction catalog → perf → templates → allocate → baselines → result → interfaces."""
+    assert _rooms_imported("catalog") <= {"errors", "cli"}
+    assert _rooms_imported("scenario") <= {"errors"}
+    assert _rooms_imported("result") == set()
+    assert _rooms_imported("context") <= {"catalog", "perf"}
+    assert not _rooms_imported("perf") & ({"templates", "allocate", "baselines"} | ORCHESTRATION)
+    assert not _rooms_imported("templates") & ({"allocate", "baselines"} | ORCHESTRATION)
+    assert not _rooms_imported("allocate") & ORCHESTRATION
+    assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)

@@ -21,9 +21,9 @@ frames = state.catalog_frames()
 
 
 def _accept(new: Scenario, origin: str = "edited") -> None:
-    """Validate with the engine, keep it as the working scenario, show warnings."""
+    """Check against the catalog, keep it as the working scenario, show warnings (``new`` was validated when it
+    was built: every Scenario spec validates in ``__post_init__``)."""
     try:
-        new = Scenario.from_dict(new.to_dict())  # the same validation as a file load
         warnings = api.validate(new)
     except PlanningError as exc:
         widgets.show_error(exc)

@@ -56,7 +56,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
             model=group.model, phase=group.phase, template_id=ts.ids[row], region=region, count=int(n), usage=usage,
             gpus=ts.gpus(row), throughput=float(ts.throughput[row].max()), throughput_unit=group.unit,
             load=min(float(n), load.get((tid, region), 0.0)), cost_per_hour=price * n,
-            homogeneous=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row]))
+            single_shape=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row]))
         for s, c in usage.items():
             lines.append(CostLine(group.model, group.phase, region, s, c * int(n),
                                   offer_by_key[(region, s)].price_per_hour * c * int(n)))

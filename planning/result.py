@@ -69,7 +69,7 @@ class InstancePlan:
     throughput_unit: str
     load: float
     cost_per_hour: float
-    homogeneous: bool
+    single_shape: bool  # one node shape (Coral's homogeneous replica)
     stages: tuple[StagePlan, ...] = ()
     provenance: str = "roofline"
 
@@ -82,6 +82,8 @@ class InstancePlan:
     def from_dict(cls, d: Mapping[str, Any]) -> InstancePlan:
         data = dict(d)
         data.pop("utilisation", None)
+        if "homogeneous" in data:  # results stored before the field was named for what it means
+            data["single_shape"] = data.pop("homogeneous")
         data["stages"] = tuple(StagePlan.from_dict(s) for s in data.get("stages", ()))
         return cls(**data)
 
@@ -195,12 +197,12 @@ class PlanResult:
     # --- tables ------------------------------------------------------------------------------------------------
     def instances_frame(self) -> pd.DataFrame:
         cols = ["model", "phase", "template_id", "region", "count", "gpus", "throughput", "throughput_unit",
-                "utilisation", "cost_per_hour", "homogeneous", "n_stages", "provenance"]
+                "utilisation", "cost_per_hour", "single_shape", "n_stages", "provenance"]
         rows = [{
             "model": i.model, "phase": i.phase, "template_id": i.template_id, "region": i.region, "count": i.count,
             "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(i.gpus.items())), "throughput": i.throughput,
             "throughput_unit": i.throughput_unit, "utilisation": round(i.utilisation, 4),
-            "cost_per_hour": i.cost_per_hour, "homogeneous": i.homogeneous, "n_stages": len(i.stages),
+            "cost_per_hour": i.cost_per_hour, "single_shape": i.single_shape, "n_stages": len(i.stages),
             "provenance": i.provenance,
         } for i in self.instances]
         return pd.DataFrame(rows, columns=cols)

@@ -10,7 +10,7 @@ from planning.jobs import JobToken, ProgressFn
 from planning.scenario import Scenario
 
 # Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
-RESULT_VERSION = 2
+RESULT_VERSION = 3  # 3: InstancePlan.single_shape, savings only between equal demand
 
 
 def engine_fingerprint() -> str:

@@ -61,7 +61,7 @@ def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] |
         for row in np.flatnonzero(useful):
             i = int(row)
             yield TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
-                                 throughput=ts.throughput_dict(i), homogeneous=bool(ts.single_shape[i]),
+                                 throughput=ts.throughput_dict(i), single_shape=bool(ts.single_shape[i]),
                                  gpu_types=ts.gpu_types(i))
 
 

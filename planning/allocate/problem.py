@@ -23,14 +23,14 @@ class TemplateOption:
 
     ``usage`` maps shape -> node count (Coral's U_c(τ)); ``throughput`` maps workload-class id -> throughput
     of one instance when it serves only that class (units of that class's rate; a missing class = 0, cannot
-    serve). ``homogeneous`` defaults to "uses one shape"; ``gpu_types`` defaults to the GPU ids of its shapes.
+    serve). ``single_shape`` defaults to "uses one node shape" (Coral's Homo); ``gpu_types`` defaults to the GPU ids of its shapes.
     """
 
     id: str
     group: str
     usage: Mapping[str, int]
     throughput: Mapping[str, float]
-    homogeneous: bool | None = None
+    single_shape: bool | None = None
     gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -46,8 +46,8 @@ class TemplateOption:
                 raise PlanningError(f"templates[{self.id}].throughput[{q}]", f"throughput {t} is not a finite number >= 0.", "Use 0 for a class the template cannot serve.")
         object.__setattr__(self, "usage", usage)
         object.__setattr__(self, "throughput", thr)
-        if self.homogeneous is None:
-            object.__setattr__(self, "homogeneous", len(usage) == 1)
+        if self.single_shape is None:
+            object.__setattr__(self, "single_shape", len(usage) == 1)
         if not self.gpu_types:
             object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s, bare_gpu=True)[1] for s in usage})))
         else:

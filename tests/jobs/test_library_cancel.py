@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import planning.api as api
-from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
+from planning.jobs import Cancelled, JobRunner, JobStore, JobToken, ProgressFn
 from planning.scenario import Scenario
 from ui.jobs import library_job, solve_job, solve_request
 
@@ -74,3 +74,17 @@ def test_progress_names_each_step_of_a_solve(fresh_cache: Path) -> None:
     for step in ("library build", "ILP", "baselines", "diagnostics"):
         assert step in steps, (step, sorted(set(steps)))
     assert steps.index("library build") < steps.index("ILP") < steps.index("baselines") < steps.index("diagnostics")
+
+
+def test_a_time_limit_is_recorded_as_failed_not_cancelled(tmp_path: Path) -> None:
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1)
+
+    def slow(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+        raise Cancelled("time limit", "library build")
+
+    try:
+        record = runner.wait(runner.submit("slow", {}, slow), timeout=10)
+    finally:
+        runner.shutdown()
+    assert record.status == "failed"
+    assert record.error_field == "time_limit" and "time limit" in (record.error or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,35 @@ def test_a_time_limit_is_recorded_as_failed_not_cancelled(tmp_path: Path) -> Non
         runner.shutdown()
     assert record.status == "failed"
     assert record.error_field == "time_limit" and "time limit" in (record.error or "")
+
+
+def test_a_throttled_step_message_still_reaches_the_store(tmp_path: Path) -> None:
+    """The ILP step's message, reported right after the library's, is written once the interval has passed
+    (before, the store showed the library message through the whole ILP)."""
+    import threading
+
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.2)
+    reported, release = threading.Event(), threading.Event()
+
+    def steps(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+        progress(0.02, "library build: serving templates")
+        progress(0.8, "ILP: 1,234 templates after the LP reduction")  # throttled: within 0.2 s of the first
+        reported.set()
+        release.wait(10)  # the long ILP: no further progress calls
+        return {}
+
+    try:
+        job_id = runner.submit("steps", {}, steps)
+        assert reported.wait(10)
+        deadline = time.monotonic() + 5
+        record = runner.get(job_id)
+        while record.message.startswith("library") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            record = runner.get(job_id)
+        assert record.status == "running"
+        assert record.message.startswith("ILP") and record.progress == pytest.approx(0.8)
+        release.set()
+        assert runner.wait(job_id, timeout=10).status == "done"
+    finally:
+        release.set()
+        runner.shutdown()

@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from planning.solve import EngineContext, default_context, solve
+from planning.context import EngineContext, default_context
+from planning.pipeline import solve
 
 
 def run_once(preset: str, cache_dir: Path, workers: int) -> dict[str, float | str]:
@@ -40,9 +41,8 @@ def run_once(preset: str, cache_dir: Path, workers: int) -> dict[str, float | st
         "baselines_seconds": result.timings["baselines_seconds"],
         "total_seconds": total,
         "templates": sum(result.template_counts.values()),
-        "best_baseline": (result.best_homogeneous_baseline().name if result.best_homogeneous_baseline() else "none"),
-        "best_baseline_cost": (result.best_homogeneous_baseline().cost_per_hour  # type: ignore[union-attr]
-                               if result.best_homogeneous_baseline() else float("nan")),
+        "best_baseline": (best.name if (best := result.best_baseline()) else "none"),
+        "best_baseline_cost": (best.cost_per_hour if best else float("nan")),
     }
 
 

@@ -10,7 +10,6 @@ import pandas as pd
 import streamlit as st
 
 from planning import api
-from planning.catalog.models import model_from_hf_config
 from planning.errors import PlanningError
 from planning.scenario import SLO, Demand, ModelRequest, Scenario, parse_scenario_text
 from ui import state, tables, widgets
@@ -22,9 +21,9 @@ frames = state.catalog_frames()
 
 
 def _accept(new: Scenario, origin: str = "edited") -> None:
-    """Validate with the engine, keep it as the working scenario, show warnings."""
+    """Check against the catalog, keep it as the working scenario, show warnings (``new`` was validated when it
+    was built: every Scenario spec validates in ``__post_init__``)."""
     try:
-        new = Scenario.from_dict(new.to_dict())  # the same validation as a file load
         warnings = api.validate(new)
     except PlanningError as exc:
         widgets.show_error(exc)
@@ -83,9 +82,12 @@ model_ids += [m.id for m in scenario.models if m.id not in model_ids]
 region_ids = sorted(frames["regions"]["key"].astype(str)) if "key" in frames["regions"] else []
 region_ids += [r for r in scenario.regions if r not in region_ids]
 gpu_ids = sorted(frames["gpus"]["id"].astype(str))
-offers = tables.offers_frame(scenario, frames["configs"], frames.get("availability"))
-shape_ids = sorted(set(tables.offers_frame(replace(scenario, regions=(), shapes=()), frames["configs"])["shape"])
-                   | set(scenario.shapes))
+try:
+    offers = api.offers_frame(scenario)
+except PlanningError as exc:  # e.g. every region removed: say so, show an empty table
+    widgets.show_error(exc)
+    offers = pd.DataFrame(columns=api.OFFER_COLUMNS)
+shape_ids = sorted(set(frames["configs"]["shape"].astype(str)) | set(scenario.shapes))
 
 with st.form("scenario_form"):
     st.subheader("Models, SLOs and demand")
@@ -193,7 +195,7 @@ if add_custom:
         except json.JSONDecodeError as exc:
             raise PlanningError("config.json", f"is not valid JSON ({exc.msg} at line {exc.lineno}).",
                                 "upload the model's config.json as published on Hugging Face.") from None
-        model_from_hf_config(config, custom_id)  # validates; raises PlanningError naming the missing key
+        api.check_custom_model(config, custom_id)  # raises PlanningError naming the missing key
         request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
         others = tuple(m for m in scenario.models if m.id != custom_id)
         _accept(replace(scenario, models=(*others, request)))

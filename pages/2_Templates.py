@@ -42,7 +42,7 @@ with st.form("template_filters"):
     cols = st.columns(3)
     models = cols[0].multiselect("Model", sorted(library["model"].unique()))
     phases = cols[1].multiselect("Phase", sorted(library["phase"].unique()))
-    mix = cols[2].radio("GPU types", ["all", "homogeneous", "mixed"], horizontal=True)
+    mix = cols[2].radio("GPU types", ["all", "one GPU type", "mixed"], horizontal=True)
     st.form_submit_button("Filter")
 shown = library
 if models:
@@ -50,14 +50,14 @@ if models:
 if phases:
     shown = shown[shown["phase"].isin(phases)]
 if mix != "all":
-    shown = shown[shown["homogeneous"] == (mix == "homogeneous")]
+    shown = shown[shown["single_gpu_type"] == (mix == "one GPU type")]
 
 total = int(record.result.get("total", len(library)))
 st.subheader(f"{len(shown)} templates shown of {total:,} generated")
-st.caption("Shown per model and phase: every homogeneous template, the throughput-vs-cost frontier and the 300 "
+st.caption("Shown per model and phase: every single-shape template, the throughput-vs-cost frontier and the 300 "
            "best by throughput per dollar; the allocation ILP considers all of them.")
 widgets.explain("template_scatter", "Each point is a template: throughput against hourly cost. Points up and to "
-                "the left are the good deals; colour tells homogeneous from mixed templates.")
+                "the left are the good deals; colour tells one-GPU-type from mixed templates.")
 st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
 
 if not shown.empty:

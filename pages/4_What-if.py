@@ -1,14 +1,14 @@
-"""What-if page: variants of the current scenario vs homogeneous baselines, plan-to-plan diff, sweeps."""
+"""What-if page: variants of the current scenario (planning.whatif via api) vs baselines, plan diff, sweeps."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from planning import viz
+from planning import api, viz
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from ui import state, variants, widgets
+from ui import state, widgets
 from ui.jobs import sweep_job, sweep_request
 
 widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
@@ -27,7 +27,7 @@ sweep_jobs: dict[str, str] = st.session_state["sweep_jobs"]
 
 # --- new variant -----------------------------------------------------------------------------------------------
 st.subheader("Add a variant")
-kind = st.selectbox("Change", list(variants.KINDS), format_func=variants.KINDS.__getitem__, key="whatif_kind")
+kind = st.selectbox("Change", list(api.VARIANT_KINDS), format_func=api.VARIANT_KINDS.__getitem__, key="whatif_kind")
 with st.form("variant_form"):
     params: dict[str, object] = {}
     if kind in ("demand", "availability", "slo"):
@@ -49,8 +49,8 @@ with st.form("variant_form"):
     run_variant = st.form_submit_button("Run variant", type="primary")
 if run_variant:
     try:
-        label, variant = variants.make_variant(scenario, kind, **params)  # type: ignore[arg-type]
-        whatif_jobs[label] = state.submit_solve(variant)
+        change = api.make_variant(kind, **params)  # type: ignore[arg-type]
+        whatif_jobs[api.variant_label(change)] = state.submit_solve(api.apply_variants(scenario, [change]))
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -79,8 +79,8 @@ if len(results) > 0:
     st.subheader("Variants side by side")
     widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
                     "A baseline that cannot meet all demand is marked as falling short.")
-    frame = variants.comparison_frame(results)
-    st.plotly_chart(viz.whatif_figure(variants.chart_frame(frame)), width="stretch", key="variants_chart")
+    frame = api.comparison_frame(results)
+    st.plotly_chart(viz.whatif_figure(api.chart_frame(frame)), width="stretch", key="variants_chart")
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
@@ -90,7 +90,7 @@ if base_result is not None and len(results) > 1:
     widgets.explain("plan_diff", "Which instances and GPUs the variant adds or drops compared with the base plan, "
                     "and how the cost moves because of it.")
     other = st.selectbox("Compare the base plan with", [k for k in results if k != "base"])
-    before, after = variants.diff_lines(base_result), variants.diff_lines(results[other])
+    before, after = api.diff_lines(base_result), api.diff_lines(results[other])
     st.markdown(viz.diff_summary(before, after))
     diff = viz.plan_diff(before, after)
     widgets.explain("plan_diff_figure", "")

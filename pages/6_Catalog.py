@@ -7,9 +7,7 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from planning.catalog.commands import catalog_rows
-from planning.catalog.load import load_catalog
-from planning.catalog.presets import list_presets, load_preset
+from planning import api
 from ui import widgets
 
 GPU_COLUMNS = ["id", "memory_gb", "hbm_bw_gbps", "bf16_tflops", "fp8_tflops", "intra_link", "intra_link_gbps",
@@ -23,10 +21,13 @@ MODEL_COLUMNS = ["id", "display_name", "hf_repo", "layers", "hidden_size", "num_
                  "as_of"]  # fmt: skip
 
 
+_FRAMES = {"gpus": "gpus", "configs": "configs", "models": "models", "slos": "slo_presets"}
+
+
 @st.cache_data(max_entries=4, show_spinner=False)
 def _table(kind: str) -> pd.DataFrame:
-    """One catalog table as a DataFrame, with the age of every row's ``as_of``."""
-    frame = pd.DataFrame(catalog_rows(load_catalog(), kind))
+    """One catalog table (``api.catalog_frames``), with the age of every row's ``as_of``."""
+    frame = api.catalog_frames()[_FRAMES[kind]].copy()
     if "as_of" in frame:
         today = dt.datetime.now(dt.UTC).date()
         frame["age_days"] = [(today - dt.date.fromisoformat(v)).days for v in frame["as_of"]]
@@ -35,23 +36,10 @@ def _table(kind: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=2, show_spinner=False)
 def _presets() -> pd.DataFrame:
-    rows = []
-    for name in list_presets():
-        preset = load_preset(name)
-        rows.append(
-            {
-                "name": name,
-                "mode": preset["mode"],
-                "pricing": preset["pricing"],
-                "models": ", ".join(m["id"] for m in preset["models"]),
-                "regions": ", ".join(preset["regions"]),
-                "shapes": ", ".join(preset["shapes"]),
-                "explicit offers": len(preset.get("offers") or []),
-                "objective": preset["objective"].get("kind"),
-                "description": preset["description"],
-                "source": preset["source"],
-            }
-        )
+    rows = [{"name": p["name"], "mode": p["mode"], "pricing": p["pricing"], "models": ", ".join(p["models"]),
+             "regions": ", ".join(p["regions"]), "shapes": ", ".join(p["shapes"]),
+             "explicit offers": p["explicit_offers"], "objective": p["objective"], "description": p["description"],
+             "source": p["source"]} for p in api.preset_summaries()]
     return pd.DataFrame(rows)
 
 

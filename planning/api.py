@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,33 +12,54 @@ from typing import Any
 import pandas as pd
 
 from planning.catalog.schema import parse_shape
+from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
 from planning.errors import PlanningError
+from planning.pipeline import solve as _solve
+from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
-from planning.solve import (
-    Cancelled,
-    CancelToken,
-    EngineContext,
-    ProgressFn,
-    build_template_sets,
-    default_context,
-    resolve_scenario,
-    stages_from_placement,
+from planning.templates.sets import build_template_sets, template_costs
+from planning.templates.stages import stages_from_json
+from planning.whatif import (
+    KINDS as VARIANT_KINDS,
 )
-from planning.solve import solve as _solve
+from planning.whatif import (
+    Variant,
+    apply_variants,
+    chart_frame,
+    comparison_frame,
+    diff_lines,
+    make_variant,
+    parse_variant,
+)
+from planning.whatif import (
+    label as variant_label,
+)
 
 __all__ = [
+    "VARIANT_KINDS",
+    "CancelToken",
     "Cancelled",
     "PlanResult",
+    "ProgressFn",
     "Scenario",
+    "Variant",
+    "apply_variants",
     "build_templates",
     "catalog_frames",
+    "chart_frame",
+    "check_custom_model",
+    "comparison_frame",
+    "diff_lines",
     "engine_context",
     "fingerprint",
     "list_presets",
     "load_preset_scenario",
     "load_scenario",
+    "make_variant",
+    "offers_frame",
     "parse_scenario_text",
+    "parse_variant",
     "planning_home",
     "preset_summaries",
     "result_json",
@@ -49,6 +70,7 @@ __all__ = [
     "template_digest",
     "template_stages",
     "validate",
+    "variant_label",
 ]
 
 _CTX_LOCK = threading.Lock()
@@ -90,18 +112,21 @@ def load_preset_scenario(name: str) -> Scenario:
 
 
 def preset_summaries() -> list[dict[str, Any]]:
-    """One row per preset: name, description, models, regions, source."""
+    """One row per preset: name, description, models, regions, source, mode, pricing, shapes, explicit offers,
+    objective."""
     rows = []
     for name in list_presets():
         s = load_preset_scenario(name)
         rows.append({"name": name, "description": s.description, "models": [m.id for m in s.models],
-                     "regions": list(s.regions) or sorted({o.region for o in s.offers}), "source": s.source})
+                     "regions": list(s.regions) or sorted({o.region for o in s.offers}), "source": s.source,
+                     "mode": s.mode, "pricing": s.pricing, "shapes": list(s.shapes),
+                     "explicit_offers": len(s.offers), "objective": s.objective.kind})
     return rows
 
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
           dump_model: str | Path | None = None, with_baselines: bool = True) -> PlanResult:
-    """Plan a scenario (see :func:`planning.solve.solve`)."""
+    """Plan a scenario (see :func:`planning.pipeline.solve`)."""
     return _solve(scenario, context=engine_context(), progress=progress, cancel=cancel, dump_model=dump_model,
                   with_baselines=with_baselines)
 
@@ -129,7 +154,7 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
 
     Returns
     -------
-    DataFrame with columns model, phase, template_id, n_nodes, n_gpus, n_gpu_types, homogeneous (one shape),
+    DataFrame with columns model, phase, template_id, n_nodes, n_gpus, n_gpu_types, single_shape (one node shape), single_gpu_type (one GPU type),
     throughput, unit, cost_per_hour, region (cheapest where every shape is sold; NaN/"" when nowhere),
     tokens_per_dollar (units per $ = throughput × 3600 / cost), provenance, stages_json (placement in pipeline
     order; :func:`template_stages` turns one into StagePlans).
@@ -138,32 +163,21 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
 
     ctx = engine_context()
     resolved = resolve_scenario(scenario, ctx.catalog)
-    offers, groups = resolved.offers, resolved.groups
-    sets = build_template_sets(ctx, scenario, resolved.specs, groups, resolved.shapes, progress, cancel)
-    regions = sorted({o.region for o in offers})
+    sets = build_template_sets(ctx, resolved, progress, cancel)
+    regions = resolved.regions
     frames = []
     for ts in sets:
-        price = np.full((len(regions), len(ts.shapes)), np.nan)
-        for o in offers:
-            if o.shape in ts.shapes:
-                price[regions.index(o.region), ts.shapes.index(o.shape)] = o.price_per_hour
-        used = ts.usage > 0
-        costs = np.full((len(ts), len(regions)), np.inf)
-        for r in range(len(regions)):
-            sold = ~np.isnan(price[r])
-            ok = ~(used & ~sold[None, :]).any(axis=1)
-            costs[ok, r] = ts.usage[ok] @ np.nan_to_num(price[r])
+        costs = template_costs(ts.usage, resolved.price_matrix(ts.shapes))
         best = costs.argmin(axis=1) if regions else np.zeros(len(ts), dtype=int)
         cost = costs[np.arange(len(ts)), best] if regions else np.full(len(ts), np.inf)
         thr = ts.throughput.mean(axis=1) if ts.throughput.size else np.zeros(len(ts))
         finite = np.isfinite(cost) & (cost > 0)
         gpu_count = np.array([parse_shape(s)[0] for s in ts.shapes])
-        gpu_of = np.array(ts.shape_gpus)
-        n_types = np.array([len(set(gpu_of[used[i]])) for i in range(len(ts))]) if len(ts) else np.zeros(0, int)
         frames.append(pd.DataFrame({
             "model": ts.group.model, "phase": ts.group.phase, "template_id": list(ts.ids),
-            "n_nodes": ts.usage.sum(axis=1), "n_gpus": ts.usage @ gpu_count, "n_gpu_types": n_types,
-            "homogeneous": ts.homogeneous, "throughput": thr, "unit": ts.group.unit,
+            "n_nodes": ts.usage.sum(axis=1), "n_gpus": ts.usage @ gpu_count, "n_gpu_types": ts.n_gpu_types,
+            "single_shape": ts.single_shape, "single_gpu_type": ts.single_gpu_type,
+            "throughput": thr, "unit": ts.group.unit,
             "cost_per_hour": np.where(np.isfinite(cost), cost, np.nan),
             "region": [regions[b] if f else "" for b, f in zip(best, np.isfinite(cost), strict=True)],
             "tokens_per_dollar": np.where(finite, thr * 3600 / np.where(finite, cost, 1), 0.0),
@@ -173,7 +187,7 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
 
 
 def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
-    """A bounded view of a library for display: per (model, phase) every homogeneous template, the
+    """A bounded view of a library for display: per (model, phase) every single-shape template, the
     throughput-vs-cost Pareto frontier and the ``per_group`` best by throughput per dollar.
 
     A coral-extended library has ~10⁶ templates; pages and job results keep this digest (columns as
@@ -184,7 +198,7 @@ def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
     parts = []
     for (_model, _phase), sub in frame.groupby(["model", "phase"], sort=True):
         ranked = sub.sort_values("tokens_per_dollar", ascending=False)
-        keep = set(ranked.index[:per_group]) | set(sub.index[sub["homogeneous"].to_numpy()])
+        keep = set(ranked.index[:per_group]) | set(sub.index[sub["single_shape"].to_numpy()])
         ordered = sub.sort_values(["cost_per_hour", "throughput"], ascending=[True, False])
         best = -1.0
         for idx, thr in zip(ordered.index, ordered["throughput"].to_numpy(), strict=True):
@@ -204,9 +218,7 @@ def fingerprint() -> str:
 
 def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
     """StagePlans (pipeline order, layer ranges) of one template's ``stages_json``."""
-    import json
-
-    return stages_from_placement(json.loads(stages_json)) if stages_json else ()
+    return stages_from_json(stages_json)
 
 
 def result_json(result: PlanResult) -> str:
@@ -224,10 +236,10 @@ def result_json(result: PlanResult) -> str:
 def result_summary(result: PlanResult) -> str:
     """A short plain-text summary for the terminal."""
     lines = [f"status: {result.status}    cost: ${result.cost_per_hour:,.2f}/h    served: {result.served_fraction:.1%}"]
-    best = result.best_homogeneous_baseline()
-    if best is not None and best.cost_per_hour > 0 and result.status in ("optimal", "feasible"):
-        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): "
-                     f"{1 - result.cost_per_hour / best.cost_per_hour:.1%}")
+    best = result.best_baseline()
+    saving = result.savings_vs(best) if best is not None else None
+    if best is not None and saving is not None:
+        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
     lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
     lines.append("")
     df = result.instances_frame()
@@ -258,8 +270,7 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     rows = []
     for i, x in enumerate(values):
-        if cancel is not None and cancel.is_set():
-            raise Cancelled("cancelled by the user")
+        check_cancel(cancel, "sweep")
         variant = scenario.with_demand_scaled(x) if kind == "demand" else scenario.with_slo_scaled(x)
         variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
         res = solve(variant, cancel=cancel)
@@ -275,16 +286,65 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
 
 
 def catalog_frames() -> dict[str, pd.DataFrame]:
-    """Catalog tables for display: gpus, configs, models, slo_presets, regions, availability."""
-    ctx = engine_context()
-    c = ctx.catalog
-    frames = {
-        "gpus": pd.DataFrame([g.__dict__ for g in c.gpus.values()]),
-        "configs": pd.DataFrame([{**cfg.__dict__, "shape": cfg.shape, "region_key": cfg.region_key,
-                                  "overridden": cfg.id in c.overridden} for cfg in c.configs.values()]),
-        "models": pd.DataFrame([{k: v for k, v in m.__dict__.items() if k != "layer_types"} for m in c.models.values()]),
-        "slo_presets": pd.DataFrame([s.__dict__ for s in c.slo_presets.values()]),
-        "regions": pd.DataFrame([r.__dict__ for r in c.regions.values()]),
+    """Catalog tables for display, one row builder with ``planning catalog`` (``planning.catalog.tables``).
+
+    Returns
+    -------
+    dict
+        ``gpus``, ``configs`` (with ``shape``, ``region_key``, ``available_nodes``, ``overridden``), ``models``
+        (with ``params_total_b``, ``params_active_b``, ``weight_gb``), ``slo_presets``, ``regions``,
+        ``availability``.
+    """
+    from planning.catalog.tables import catalog_rows
+
+    c = engine_context().catalog
+    models = pd.DataFrame(catalog_rows(c, "models"))
+    return {
+        "gpus": pd.DataFrame(catalog_rows(c, "gpus")),
+        "configs": pd.DataFrame(catalog_rows(c, "configs")),
+        "models": models.drop(columns=["layer_types"], errors="ignore"),
+        "slo_presets": pd.DataFrame(catalog_rows(c, "slos")),
+        "regions": pd.DataFrame(catalog_rows(c, "regions")),
         "availability": pd.DataFrame([a.__dict__ for a in c.availability.values()]),
     }
-    return frames
+
+
+OFFER_COLUMNS = ["region", "shape", "instance_type", "price_per_hour", "available", "override", "quality",
+                 "source", "as_of"]
+
+
+def offers_frame(scenario: Scenario) -> pd.DataFrame:
+    """What the scenario can buy, per (region, shape): the engine's own offers (``resolve_offers``) before the
+    scenario's price and availability scales, so edited cells become overrides of base values.
+
+    Returns
+    -------
+    DataFrame with columns region, shape, instance_type, price_per_hour, available, override (explicit offer,
+    availability override or user catalog override), quality, source, as_of; sorted by (region, shape).
+
+    Raises
+    ------
+    PlanningError
+        Unknown ids or nothing purchasable (as :func:`solve` would).
+    """
+    from planning.offers import resolve_offers
+
+    base = replace(scenario, price_scale=1.0, availability_scale=1.0)
+    rows = [{"region": o.region, "shape": o.shape, "instance_type": o.instance_type,
+             "price_per_hour": o.price_per_hour, "available": o.available, "override": o.overridden,
+             "quality": o.quality, "source": o.source, "as_of": o.as_of}
+            for o in resolve_offers(base, engine_context().catalog)]
+    return pd.DataFrame(rows, columns=OFFER_COLUMNS)
+
+
+def check_custom_model(config: Mapping[str, Any], model_id: str) -> None:
+    """Check that a Hugging Face ``config.json`` (parsed) describes a model the perf model can size.
+
+    Raises
+    ------
+    PlanningError
+        Naming the missing or invalid key.
+    """
+    from planning.catalog.models import model_from_hf_config
+
+    model_from_hf_config(dict(config), model_id)

@@ -42,17 +42,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", type=Path, help="scenario YAML/JSON file")
     p.add_argument("--preset", help="use a shipped preset instead of a file (see `planning presets`)")
+    p.add_argument("--variant", action="append", default=[], metavar="KIND=VALUE",
+                   help="a what-if change, repeatable: demand=2[@MODEL], drop-gpu=L40S, drop-region=REGION, "
+                        "price=-20, availability=0.5, slo=0.8, budget=100")
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """The scenario named by a FILE argument or ``--preset`` (exactly one)."""
+    """The scenario named by a FILE argument or ``--preset`` (exactly one), with any ``--variant`` applied."""
     if args.preset and args.scenario:
         raise PlanningError("scenario", "both a file and --preset were given.", "give one of them.")
     if args.preset:
-        return api.load_preset_scenario(args.preset)
-    if args.scenario is None:
+        scenario = api.load_preset_scenario(args.preset)
+    elif args.scenario is None:
         raise PlanningError("scenario", "no scenario given.", "pass a file, or --preset NAME (see `planning presets`).")
-    return api.load_scenario(args.scenario)
+    else:
+        scenario = api.load_scenario(args.scenario)
+    variants = [api.parse_variant(text) for text in args.variant]
+    return api.apply_variants(scenario, variants)
 
 
 def _emit(text: str, out: Path | None) -> None:

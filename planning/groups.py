@@ -1,11 +1,9 @@
-"""(model, phase) groups of a scenario with their demand classes and units (see planning.solve)."""
+"""(model, phase) groups of a scenario with their demand classes and units (see planning.pipeline)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planning.catalog.schema import Catalog, ModelSpec
-from planning.errors import UnknownIdError
 from planning.scenario import ModelRequest, Scenario
 
 DEFAULT_PREFILL_BUDGET_MS = 10_000.0  # aggregated mode without a TTFT target: prefill must still finish in 10 s
@@ -81,30 +79,3 @@ def plan_groups(scenario: Scenario) -> list[Group]:
                 slo = float(req.slo.decode_ms or 0.0)
             groups.append(Group(req.id, phase, slo, tuple(classes)))
     return groups
-
-
-def resolve_models(scenario: Scenario, catalog: Catalog) -> dict[str, ModelSpec]:
-    """Catalog specs of the scenario's models (custom ones from their HF config).
-
-    Raises
-    ------
-    UnknownIdError
-        A model id not in the catalog and without ``custom_config``.
-    """
-    from planning.catalog.models import model_from_hf_config
-
-    out: dict[str, ModelSpec] = {}
-    for i, req in enumerate(scenario.models):
-        if req.custom_config is not None:
-            out[req.id] = model_from_hf_config(dict(req.custom_config), req.id)
-        elif req.id in catalog.models:
-            out[req.id] = catalog.models[req.id]
-        else:
-            raise UnknownIdError(f"models[{i}].id", req.id, catalog.models)
-    return out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# template libraries
-
-

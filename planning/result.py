@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -10,6 +11,22 @@ from typing import Any
 import pandas as pd
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "cancelled", "error")
+SAME_DEMAND_TOL = 1e-4  # served fractions closer than this count as serving the same demand
+
+
+def savings_pct(plan_cost: float, baseline_cost: float, plan_served: float = 1.0,
+                baseline_served: float = 1.0) -> float | None:
+    """Percent the plan saves against another plan: ``100 · (baseline − plan) / baseline``.
+
+    A saving is only meaningful between plans that serve the same demand: when the served fractions differ
+    (a budget-limited plan against a baseline that serves everything, or a baseline that falls short) the
+    plans are not comparable and the answer is ``None``, as it is for a non-positive or NaN baseline cost.
+    """
+    if not math.isfinite(baseline_cost) or baseline_cost <= 0 or not math.isfinite(plan_cost):
+        return None
+    if abs(plan_served - baseline_served) > SAME_DEMAND_TOL:
+        return None
+    return 100.0 * (baseline_cost - plan_cost) / baseline_cost
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,7 @@ class InstancePlan:
     throughput_unit: str
     load: float
     cost_per_hour: float
-    homogeneous: bool
+    single_shape: bool  # one node shape (Coral's homogeneous replica)
     stages: tuple[StagePlan, ...] = ()
     provenance: str = "roofline"
 
@@ -65,6 +82,8 @@ class InstancePlan:
     def from_dict(cls, d: Mapping[str, Any]) -> InstancePlan:
         data = dict(d)
         data.pop("utilisation", None)
+        if "homogeneous" in data:  # results stored before the field was named for what it means
+            data["single_shape"] = data.pop("homogeneous")
         data["stages"] = tuple(StagePlan.from_dict(s) for s in data.get("stages", ()))
         return cls(**data)
 
@@ -120,6 +139,11 @@ class BaselineSummary:
     note: str = ""
     savings_pct: float | None = None
 
+    @property
+    def homogeneous(self) -> bool:
+        """True for the baselines built from one-of-a-kind templates (homo, homo-ilp, single:<gpu>); memP mixes."""
+        return self.name != "memp"
+
 
 @dataclass(frozen=True)
 class PlanResult:
@@ -173,12 +197,12 @@ class PlanResult:
     # --- tables ------------------------------------------------------------------------------------------------
     def instances_frame(self) -> pd.DataFrame:
         cols = ["model", "phase", "template_id", "region", "count", "gpus", "throughput", "throughput_unit",
-                "utilisation", "cost_per_hour", "homogeneous", "n_stages", "provenance"]
+                "utilisation", "cost_per_hour", "single_shape", "n_stages", "provenance"]
         rows = [{
             "model": i.model, "phase": i.phase, "template_id": i.template_id, "region": i.region, "count": i.count,
             "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(i.gpus.items())), "throughput": i.throughput,
             "throughput_unit": i.throughput_unit, "utilisation": round(i.utilisation, 4),
-            "cost_per_hour": i.cost_per_hour, "homogeneous": i.homogeneous, "n_stages": len(i.stages),
+            "cost_per_hour": i.cost_per_hour, "single_shape": i.single_shape, "n_stages": len(i.stages),
             "provenance": i.provenance,
         } for i in self.instances]
         return pd.DataFrame(rows, columns=cols)
@@ -213,10 +237,21 @@ class PlanResult:
     def regions_used(self) -> list[str]:
         return sorted({i.region for i in self.instances})
 
-    def best_homogeneous_baseline(self) -> BaselineSummary | None:
-        """Cheapest baseline that meets all demand (None when none does)."""
+    @property
+    def has_plan(self) -> bool:
+        """True when the solver returned a plan (optimal or feasible)."""
+        return self.status in ("optimal", "feasible")
+
+    def best_baseline(self) -> BaselineSummary | None:
+        """Cheapest baseline that meets all demand, of any kind (single GPU type or memP; None when none does)."""
         ok = [b for b in self.baselines if b.feasible]
         return min(ok, key=lambda b: b.cost_per_hour) if ok else None
+
+    def savings_vs(self, baseline: BaselineSummary) -> float | None:
+        """Percent this plan saves against ``baseline`` (:func:`savings_pct`; None when not comparable)."""
+        if not self.has_plan or not baseline.feasible:
+            return None
+        return savings_pct(self.cost_per_hour, baseline.cost_per_hour, self.served_fraction, baseline.served_fraction)
 
     # --- text --------------------------------------------------------------------------------------------------
     def to_markdown(self) -> str:
@@ -227,10 +262,12 @@ class PlanResult:
                  f"- **Cost:** ${self.cost_per_hour:,.2f}/h (provisioning ${self.provisioning_per_hour:,.2f}/h, "
                  f"initialization penalty ${self.penalty_per_hour:,.2f}/h)",
                  f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
-        best = self.best_homogeneous_baseline()
-        if best is not None and best.cost_per_hour > 0:
-            lines.append(f"- **Savings vs best homogeneous baseline ({best.name}):** "
-                         f"{(1 - self.cost_per_hour / best.cost_per_hour):.1%}")
+        best = self.best_baseline()
+        saving = self.savings_vs(best) if best is not None else None
+        if best is not None and saving is not None:
+            lines.append(f"- **Savings vs best baseline ({best.name}):** {saving / 100:.1%}")
+        elif best is not None:
+            lines.append(f"- **Savings vs best baseline ({best.name}):** not comparable (different demand served)")
         if self.message:
             lines += ["", self.message]
         if self.diagnostics:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -77,12 +79,48 @@ def _reject_unknown(data: Mapping[str, Any], field_path: str, cls: type) -> None
                             f"remove it; known fields: {', '.join(sorted(known))}.")
 
 
+_REVALIDATING = threading.local()
+
+
+@contextlib.contextmanager
+def _revalidating() -> Iterator[None]:
+    depth = getattr(_REVALIDATING, "depth", 0)
+    _REVALIDATING.depth = depth + 1
+    try:
+        yield
+    finally:
+        _REVALIDATING.depth = depth
+
+
+def _revalidate(obj: Any, path: str) -> None:
+    """``__post_init__`` of every spec: validate the constructed object with the same ``from_dict`` validators,
+    so ``dataclasses.replace(...)`` and direct construction are checked like parsed files. Objects built
+    while a revalidation runs are skipped (it already covers them).
+
+    Raises
+    ------
+    PlanningError
+        Naming the offending field and the fix.
+    """
+    if getattr(_REVALIDATING, "depth", 0):
+        return
+    data = obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
+    with _revalidating():
+        if path:
+            type(obj).from_dict(data, path)
+        else:
+            type(obj).from_dict(data)
+
+
 @dataclass(frozen=True)
 class SLO:
     """Latency targets in ms: ``prefill_ms`` bounds the prefill (TTFT), ``decode_ms`` each output token (TPOT)."""
 
     prefill_ms: float | None = None
     decode_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "slo")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> SLO:
@@ -105,6 +143,9 @@ class SizeBucket:
     output_len: float
     rate_rps: float
 
+    def __post_init__(self) -> None:
+        _revalidate(self, "histogram")
+
     @classmethod
     def from_dict(cls, data: Any, path: str) -> SizeBucket:
         d = _mapping(data, path)
@@ -124,6 +165,9 @@ class Demand:
     input_len: float = 0.0
     output_len: float = 0.0
     histogram: tuple[SizeBucket, ...] = ()
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "demand")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> Demand:
@@ -169,6 +213,9 @@ class ModelRequest:
     demand: Demand
     custom_config: Mapping[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        _revalidate(self, "model")
+
     @classmethod
     def from_dict(cls, data: Any, path: str) -> ModelRequest:
         d = _mapping(data, path)
@@ -203,6 +250,9 @@ class OfferSpec:
     available: int
     source: str = "scenario"
 
+    def __post_init__(self) -> None:
+        _revalidate(self, "offer")
+
     @classmethod
     def from_dict(cls, data: Any, path: str) -> OfferSpec:
         d = _mapping(data, path)
@@ -223,6 +273,9 @@ class AvailabilityOverride:
     region: str
     shape: str
     nodes: int
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "availability_override")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> AvailabilityOverride:
@@ -245,6 +298,9 @@ class ExplicitTemplate:
     phase: str
     usage: Mapping[str, int]
     throughput: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "explicit_template")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> ExplicitTemplate:
@@ -276,6 +332,9 @@ class CurrentInstance:
     region: str
     count: int
 
+    def __post_init__(self) -> None:
+        _revalidate(self, "current")
+
     @classmethod
     def from_dict(cls, data: Any, path: str) -> CurrentInstance:
         d = _mapping(data, path)
@@ -296,6 +355,9 @@ class Options:
     time_limit_s: float = 60.0
     mip_rel_gap: float = 1e-3
     workers: int = 0  # processes for library builds; 0 = one per CPU core
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "options")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> Options:
@@ -321,6 +383,9 @@ class Objective:
 
     kind: str = "cost"
     budget_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "objective")
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> Objective:
@@ -353,6 +418,9 @@ class Scenario:
     current: tuple[CurrentInstance, ...] = ()
     options: Options = field(default_factory=Options)
     objective: Objective = field(default_factory=Objective)
+
+    def __post_init__(self) -> None:
+        _revalidate(self, "")
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:

@@ -35,3 +35,78 @@ def test_runtime_code_never_reads_shared_reference() -> None:
                *(ROOT / "ui").glob("*.py")]
     offenders = [p for p in runtime if p.exists() and "shared/reference" in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+PUBLIC_FACE = {"api", "viz", "result", "scenario", "errors", "jobs"}
+
+
+def _planning_modules(path: Path) -> set[str]:
+    """Every ``planning`` module a file imports, as dotted names (``from planning import api`` → planning.api)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "planning")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "planning":
+                found.update(f"planning.{a.name}" for a in node.names)
+            elif node.module.split(".")[0] == "planning":
+                found.add(node.module)
+    return found
+
+
+def test_interfaces_import_only_the_public_face() -> None:
+    """Pages and ui/ call the engine through planning.api/viz/result/scenario/errors/jobs, never its rooms."""
+    ui_files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(bad)
+        for p in ui_files
+        if (bad := {m for m in _planning_modules(p)
+                    if m != "planning" and m.split(".")[1] not in PUBLIC_FACE})
+    }
+    assert offenders == {}
+
+
+def test_public_face_check_catches_a_deep_import(tmp_path: Path) -> None:
+    page = tmp_path / "page.py"
+    page.write_text("from planning import api, viz\nfrom planning.catalog.load import load_catalog\n"
+                    "import planning.templates.sets\n")
+    assert _planning_modules(page) == {"planning.api", "planning.viz", "planning.catalog.load",
+                                       "planning.templates.sets"}
+
+
+def test_engine_never_imports_the_interfaces() -> None:
+    offenders = [p for p in (ROOT / "planning").rglob("*.py") if _imports(p) & {"ui", "pages", "app"}]
+    assert offenders == []
+
+
+def test_one_cancelled_and_one_cancel_token() -> None:
+    """planning.context owns the run contract: no other module defines a Cancelled or CancelToken class."""
+    owners = []
+    for p in (ROOT / "planning").rglob("*.py"):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        owners += [(p.relative_to(ROOT).as_posix(), n.name) for n in ast.walk(tree)
+                   if isinstance(n, ast.ClassDef) and n.name in {"Cancelled", "CancelToken", "JobCancelled"}]
+    assert sorted(owners) == [("planning/context.py", "CancelToken"), ("planning/context.py", "Cancelled")]
+
+
+def _rooms_imported(room: str) -> set[str]:
+    """Top-level planning modules/packages imported anywhere in one room (``planning/<room>`` or ``<room>.py``)."""
+    base = ROOT / "planning" / room
+    files = sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+    return {m.split(".")[1] for p in files for m in _planning_modules(p) if m != "planning"} - {room}
+
+
+ORCHESTRATION = {"api", "pipeline", "assemble", "whatif", "jobs", "viz", "commands"}
+
+
+def test_rooms_import_only_downstream() -> None:
+    """The direction catalog → perf → templates → allocate → baselines → result → interfaces."""
+    assert _rooms_imported("catalog") <= {"errors", "cli"}
+    assert _rooms_imported("scenario") <= {"errors"}
+    assert _rooms_imported("result") == set()
+    assert _rooms_imported("context") <= {"catalog", "perf"}
+    assert not _rooms_imported("perf") & ({"templates", "allocate", "baselines"} | ORCHESTRATION)
+    assert not _rooms_imported("templates") & ({"allocate", "baselines"} | ORCHESTRATION)
+    assert not _rooms_imported("allocate") & ORCHESTRATION
+    assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)

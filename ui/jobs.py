@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import planning
-from planning.jobs import CancelToken, JobCancelled, ProgressFn
+from planning import api
+from planning.jobs import JobToken, ProgressFn
 from planning.scenario import Scenario
 
 # Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
-RESULT_VERSION = 2
-
-
-def _call(fn: Callable[..., Any], *args: Any, progress: ProgressFn, cancel: CancelToken, **kwargs: Any) -> Any:
-    """Call an engine function, passing progress/cancel only if its signature accepts them."""
-    from planning import api
-
-    params = inspect.signature(fn).parameters
-    if "progress" in params:
-        kwargs["progress"] = progress
-    if "cancel" in params:
-        kwargs["cancel"] = cancel
-    try:
-        return fn(*args, **kwargs)
-    except api.Cancelled:  # the engine's own cancel signal → the job store's "cancelled", not "failed"
-        raise JobCancelled(cancel.job_id) from None
+RESULT_VERSION = 3  # 3: InstancePlan.single_shape, savings only between equal demand
 
 
 def engine_fingerprint() -> str:
-    """What, besides the scenario, a result depends on (engine version + catalog/perf fingerprint if exposed)."""
-    from planning import api
-
-    parts = [planning.__version__, f"r{RESULT_VERSION}"]
-    fp = getattr(api, "fingerprint", None)
-    if callable(fp):
-        parts.append(str(fp()))
-    return "/".join(parts)
+    """What, besides the scenario, a result depends on: engine version, result version, catalog/perf hash."""
+    return "/".join([planning.__version__, f"r{RESULT_VERSION}", api.fingerprint()])
 
 
 def solve_request(scenario: Scenario) -> dict[str, Any]:
@@ -45,23 +23,19 @@ def solve_request(scenario: Scenario) -> dict[str, Any]:
     return {"scenario": scenario.to_dict(), "engine": engine_fingerprint()}
 
 
-def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Plan one scenario: ``planning.api.solve`` → ``PlanResult.to_dict()``."""
-    from planning import api
-
     scenario = Scenario.from_dict(request["scenario"])
-    result = _call(api.solve, scenario, progress=progress, cancel=cancel)
+    result = api.solve(scenario, progress=progress, cancel=cancel)
     out: dict[str, Any] = result.to_dict()
     return out
 
 
-def library_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+def library_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Build the template libraries of a scenario: ``planning.api.build_templates`` → ``{"templates": rows}``."""
-    from planning import api
-
     scenario = Scenario.from_dict(request["scenario"])
-    frame = _call(api.build_templates, scenario, progress=progress, cancel=cancel)
-    cancel.raise_if_cancelled()
+    frame = api.build_templates(scenario, progress=progress, cancel=cancel)
+    cancel.check()
     digest = api.template_digest(frame)
     counts = frame.groupby(["model", "phase"]).size().reset_index(name="n").to_dict(orient="records") if not frame.empty else []
     return {"templates": _records(digest), "counts": counts, "total": len(frame)}
@@ -73,13 +47,11 @@ def sweep_request(scenario: Scenario, kind: str, values: list[float]) -> dict[st
             "engine": engine_fingerprint()}
 
 
-def sweep_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+def sweep_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Run ``planning.api.sweep`` → ``{"rows": [...]}``."""
-    from planning import api
-
     scenario = Scenario.from_dict(request["scenario"])
-    frame = _call(api.sweep, scenario, request["kind"], request["values"], progress=progress, cancel=cancel)
-    cancel.raise_if_cancelled()
+    frame = api.sweep(scenario, request["kind"], request["values"], progress=progress, cancel=cancel)
+    cancel.check()
     return {"rows": _records(frame)}
 
 

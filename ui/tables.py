@@ -1,4 +1,5 @@
-"""Scenario ↔ editable tables for the Scenario page (pure pandas; no streamlit)."""
+"""Scenario ↔ editable tables for the Scenario page (pure pandas; no streamlit). The offers table itself is
+``planning.api.offers_frame`` (the engine's own offers); this module only turns edits into overrides."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import pandas as pd
 from planning.scenario import AvailabilityOverride, OfferSpec, Scenario
 
 MODEL_COLUMNS = ["id", "prefill_ms", "decode_ms", "rate_rps", "input_len", "output_len"]
-OFFER_COLUMNS = ["region", "shape", "instance_type", "price_per_hour", "available", "override", "quality",
-                 "source", "as_of"]
 
 
 def _clean(value: Any) -> Any:
@@ -63,57 +62,6 @@ def models_from_frame(scenario: Scenario, frame: pd.DataFrame) -> list[dict[str,
             entry["custom_config"] = dict(old.custom_config)
         out.append(entry)
     return out
-
-
-def _column(frame: pd.DataFrame, *names: str, default: Any = None) -> pd.Series:
-    for name in names:
-        if name in frame.columns:
-            return frame[name]
-    return pd.Series([default] * len(frame), index=frame.index)
-
-
-def offers_frame(scenario: Scenario, configs: pd.DataFrame, availability: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Prices and availability the scenario sees, per (region, shape), with source, age, quality and overrides.
-
-    Catalog rows of the scenario's regions (and shapes, if it lists any) come first; the scenario's explicit
-    offers and availability overrides replace them and are marked ``override``.
-    """
-    cfg = configs.copy()
-    if availability is not None and "config_id" in availability.columns and "available" not in cfg.columns:
-        nodes = availability.set_index("config_id")["nodes"]
-        cfg["available"] = cfg["id"].map(nodes)
-    region = _column(cfg, "region_key")
-    if region.isna().all():
-        region = _column(cfg, "cloud").astype(str) + ":" + _column(cfg, "region").astype(str)
-    shape = _column(cfg, "shape")
-    if shape.isna().all():
-        shape = _column(cfg, "gpu_count").astype(str) + "x" + _column(cfg, "gpu_id").astype(str)
-    price_col = "price_spot" if scenario.pricing == "spot" else "price_on_demand"
-    table = pd.DataFrame({
-        "region": region, "shape": shape, "instance_type": _column(cfg, "instance_type", default=""),
-        "price_per_hour": pd.to_numeric(_column(cfg, price_col, "price_per_hour"), errors="coerce"),
-        "available": pd.to_numeric(_column(cfg, "available", "nodes"), errors="coerce"),
-        "override": False, "quality": _column(cfg, "quality", default=""),
-        "source": _column(cfg, "source", default=""), "as_of": _column(cfg, "as_of", default=""),
-    })
-    if scenario.regions:
-        table = table[table["region"].isin(scenario.regions)]
-    if scenario.shapes:
-        table = table[table["shape"].isin(scenario.shapes)]
-    # the engine rents the cheapest row of each (region, shape); show that one
-    table = table.sort_values("price_per_hour", na_position="last").drop_duplicates(["region", "shape"])
-    table = table.sort_values(["region", "shape"])
-    offered = {(o.region, o.shape) for o in scenario.offers}
-    table = table[[(r, s) not in offered for r, s in zip(table["region"], table["shape"], strict=True)]]
-    extra = pd.DataFrame([{"region": o.region, "shape": o.shape, "instance_type": "", "price_per_hour": o.price_per_hour,
-                           "available": o.available, "override": True, "quality": "scenario", "source": o.source,
-                           "as_of": ""} for o in scenario.offers], columns=OFFER_COLUMNS)
-    table = pd.concat([extra, table], ignore_index=True) if not extra.empty else table.reset_index(drop=True)
-    for a in scenario.availability_overrides:
-        hit = (table["region"] == a.region) & (table["shape"] == a.shape)
-        table.loc[hit, "available"] = a.nodes
-        table.loc[hit, "override"] = True
-    return table[OFFER_COLUMNS].reset_index(drop=True)
 
 
 def apply_offer_edits(scenario: Scenario, before: pd.DataFrame, after: pd.DataFrame) -> Scenario:

@@ -92,19 +92,24 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
 
 
 def kpis(result: PlanResult) -> None:
-    """Cost/h, savings vs the best homogeneous baseline, served fraction, status; GPUs by type and regions."""
-    best = result.best_homogeneous_baseline()
+    """Cost/h, savings vs the best baseline, served fraction, status; GPUs by type and regions.
+
+    The savings label says "homogeneous" only when the cheapest baseline is one (memP mixes GPU types).
+    """
+    best = result.best_baseline()
     cols = st.columns(4)
     cols[0].metric("Cost per hour", f"${result.cost_per_hour:,.2f}",
                    help=f"Provisioning ${result.provisioning_per_hour:,.2f}/h + initialization penalty "
                         f"${result.penalty_per_hour:,.2f}/h.")
-    if best is not None and best.cost_per_hour > 0:
-        saving = 1 - result.cost_per_hour / best.cost_per_hour
-        cols[1].metric("Savings vs best homogeneous", f"{saving:.1%}",
-                       help=f"Best homogeneous baseline: {best.name} at ${best.cost_per_hour:,.2f}/h.")
+    label = "Savings vs best homogeneous" if best is None or best.homogeneous else "Savings vs best baseline"
+    saving = result.savings_vs(best) if best is not None else None
+    if best is not None and saving is not None:
+        cols[1].metric(label, f"{saving / 100:.1%}", help=f"Best baseline: {best.name} at ${best.cost_per_hour:,.2f}/h.")
+    elif best is not None:
+        cols[1].metric(label, "not comparable",
+                       help=f"The plan and {best.name} serve different fractions of the demand.")
     else:
-        cols[1].metric("Savings vs best homogeneous", "—",
-                       help="No homogeneous baseline meets all demand with the available GPUs.")
+        cols[1].metric(label, "—", help="No baseline meets all demand with the available GPUs.")
     cols[2].metric("Served fraction", f"{result.served_fraction:.1%}")
     gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else ""
     cols[3].metric("Solver status", f"{result.status}{gap}")

@@ -10,7 +10,6 @@ from planning.allocate.problem import (
     SolveStats,
     TemplateOption,
     WorkloadClass,
-    parse_shape,
 )
 from planning.allocate.solve import solve_allocation
 
@@ -25,6 +24,5 @@ __all__ = [
     "WorkloadClass",
     "makespan_from_alpha",
     "makespan_seconds",
-    "parse_shape",
     "solve_allocation",
 ]

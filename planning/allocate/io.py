@@ -20,7 +20,7 @@ def problem_to_dict(problem: AllocationProblem) -> dict[str, Any]:
     out: dict[str, Any] = {
         "templates": [
             {"id": t.id, "group": t.group, "usage": dict(t.usage), "throughput": dict(t.throughput),
-             "homogeneous": t.homogeneous, "gpu_types": list(t.gpu_types)}
+             "single_shape": t.single_shape, "gpu_types": list(t.gpu_types)}
             for t in problem.templates
         ],
         "offers": [asdict(o) for o in problem.offers],
@@ -43,7 +43,7 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
     """
     try:
         templates = tuple(
-            TemplateOption(t["id"], t["group"], t["usage"], t["throughput"], t.get("homogeneous"), tuple(t.get("gpu_types", ())))
+            TemplateOption(t["id"], t["group"], t["usage"], t["throughput"], t.get("single_shape", t.get("homogeneous")), tuple(t.get("gpu_types", ())))
             for t in data["templates"]
         )
         offers = tuple(Offer(o["region"], o["shape"], float(o["price_per_hour"]), int(o["available"])) for o in data["offers"])

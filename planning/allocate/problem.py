@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from planning.catalog.schema import parse_shape as _parse_shape
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 
 Objective = Literal["cost", "served"]
@@ -17,31 +17,20 @@ Status = Literal["optimal", "feasible", "infeasible", "time_limit", "error"]
 
 
 
-def parse_shape(shape: str) -> tuple[int, str]:
-    """``(count, gpu)`` of a shape key; a key without a count prefix is one device of that name.
-
-    Raises
-    ------
-    PlanningError
-        When the count is zero.
-    """
-    return _parse_shape(shape, bare_gpu=True)
-
-
 @dataclass(frozen=True)
 class TemplateOption:
     """One serving template of one (model, phase) group, region-independent.
 
     ``usage`` maps shape -> node count (Coral's U_c(τ)); ``throughput`` maps workload-class id -> throughput
     of one instance when it serves only that class (units of that class's rate; a missing class = 0, cannot
-    serve). ``homogeneous`` defaults to "uses one shape"; ``gpu_types`` defaults to the GPU ids of its shapes.
+    serve). ``single_shape`` defaults to "uses one node shape" (Coral's Homo); ``gpu_types`` defaults to the GPU ids of its shapes.
     """
 
     id: str
     group: str
     usage: Mapping[str, int]
     throughput: Mapping[str, float]
-    homogeneous: bool | None = None
+    single_shape: bool | None = None
     gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -57,10 +46,10 @@ class TemplateOption:
                 raise PlanningError(f"templates[{self.id}].throughput[{q}]", f"throughput {t} is not a finite number >= 0.", "Use 0 for a class the template cannot serve.")
         object.__setattr__(self, "usage", usage)
         object.__setattr__(self, "throughput", thr)
-        if self.homogeneous is None:
-            object.__setattr__(self, "homogeneous", len(usage) == 1)
+        if self.single_shape is None:
+            object.__setattr__(self, "single_shape", len(usage) == 1)
         if not self.gpu_types:
-            object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s)[1] for s in usage})))
+            object.__setattr__(self, "gpu_types", tuple(sorted({parse_shape(s, bare_gpu=True)[1] for s in usage})))
         else:
             object.__setattr__(self, "gpu_types", tuple(sorted(set(self.gpu_types))))
 
@@ -68,7 +57,7 @@ class TemplateOption:
         """GPUs per GPU type used by one instance."""
         out: dict[str, int] = {}
         for shape, n in self.usage.items():
-            count, gpu = parse_shape(shape)
+            count, gpu = parse_shape(shape, bare_gpu=True)
             out[gpu] = out.get(gpu, 0) + count * n
         return out
 

@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planning.allocate.problem import AllocationProblem, AllocationResult, parse_shape
+from planning.allocate.problem import AllocationProblem, AllocationResult
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 
 _FULL = 1 - 1e-9
@@ -42,7 +43,7 @@ def gpus_of(nodes: Mapping[tuple[str, str], int]) -> dict[str, int]:
     """GPUs per GPU type from nodes per (region, shape)."""
     out: dict[str, int] = {}
     for (_r, shape), n in nodes.items():
-        count, gpu = parse_shape(shape)
+        count, gpu = parse_shape(shape, bare_gpu=True)
         out[gpu] = out.get(gpu, 0) + count * n
     return out
 

@@ -1,6 +1,6 @@
 """Coral's Homo baseline (greedy, homogeneous replicas) and Homo-ILP (joint ILP, homogeneous templates only).
 
-Homo (Coral Sec. 6.1): every replica runs on one shape (``TemplateOption.homogeneous``); heterogeneity only
+Homo (Coral Sec. 6.1): every replica runs on one shape (``TemplateOption.single_shape``); heterogeneity only
 across replicas. Groups are served **in turn, in the given order** (default: the order groups first appear in
 ``problem.classes``). Each group ranks its homogeneous (template, region) pairs by cost efficiency — the share
 of the group's demand one instance serves when it carries the group's class mix, 1 / Σ_q λ_q / (Λ T_q(τ)) ·
@@ -61,7 +61,7 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) 
             continue
         cands = []
         for t in problem.templates:
-            if t.group != g or not t.homogeneous:
+            if t.group != g or not t.single_shape:
                 continue
             if any(t.throughput.get(q, 0.0) <= 0 for q in rates):
                 continue
@@ -121,7 +121,7 @@ def homo_ilp(problem: AllocationProblem) -> BaselineResult:
     -------
     ``BaselineResult`` (the max uniform served fraction when demand cannot be met).
     """
-    templates = tuple(t for t in problem.templates if t.homogeneous)
+    templates = tuple(t for t in problem.templates if t.single_shape)
     ids = {t.id for t in templates}
     current = {k: v for k, v in problem.current.items() if k[0] in ids}
     restricted = replace(problem, templates=templates, current=current, budget_per_hour=None, dump_model=None)

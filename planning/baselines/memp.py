@@ -25,8 +25,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from planning.allocate.problem import AllocationProblem, Offer, parse_shape
+from planning.allocate.problem import AllocationProblem, Offer
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
+from planning.catalog.schema import parse_shape
 
 
 def memp(
@@ -65,17 +66,17 @@ def memp(
         proxies.append("no GPU memory given: each GPU counts as one unit")
 
     def mem_per_gpu(shape: str) -> float:
-        _c, gpu = parse_shape(shape)
+        _c, gpu = parse_shape(shape, bare_gpu=True)
         return float(gpu_memory_gb.get(gpu, 1.0)) if gpu_memory_gb else 1.0
 
     weight = {g: rates[g] * size[g] for g in groups}
     total_weight = sum(weight.values())
     pool = sorted(
         (o for o in problem.offers if o.available > 0),
-        key=lambda o: (-mem_per_gpu(o.shape), o.price_per_hour / parse_shape(o.shape)[0], o.region, o.shape),
+        key=lambda o: (-mem_per_gpu(o.shape), o.price_per_hour / parse_shape(o.shape, bare_gpu=True)[0], o.region, o.shape),
     )
     left = {(o.region, o.shape): o.available for o in pool}
-    node_mem = {(o.region, o.shape): mem_per_gpu(o.shape) * parse_shape(o.shape)[0] for o in pool}
+    node_mem = {(o.region, o.shape): mem_per_gpu(o.shape) * parse_shape(o.shape, bare_gpu=True)[0] for o in pool}
     pool_mem = sum(node_mem[k] * n for k, n in left.items())
     share: dict[str, dict[tuple[str, str], int]] = {g: {} for g in groups}
     target = {g: (weight[g] / total_weight * pool_mem if total_weight > 0 else 0.0) for g in groups}

@@ -1,6 +1,7 @@
 """Background jobs: persistent SQLite job store, worker-thread runner, progress and cancellation."""
 
-from planning.jobs.runner import CancelToken, JobCancelled, JobFn, JobRunner, ProgressFn, default_runner
+from planning.context import Cancelled, CancelToken, ProgressFn
+from planning.jobs.runner import JobFn, JobRunner, JobToken, default_runner
 from planning.jobs.store import (
     ACTIVE_STATUSES,
     STATUSES,
@@ -18,12 +19,13 @@ __all__ = [
     "STATUSES",
     "TERMINAL_STATUSES",
     "CancelToken",
-    "JobCancelled",
+    "Cancelled",
     "JobFn",
     "JobRecord",
     "JobRunner",
     "JobStatus",
     "JobStore",
+    "JobToken",
     "ProgressFn",
     "canonical_json",
     "default_runner",

@@ -11,33 +11,19 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from planning.context import CancelFlag, Cancelled, ProgressFn
 from planning.errors import PlanningError
 from planning.jobs.store import JobRecord, JobStore, default_store_path
 
 
-class JobCancelled(Exception):
-    """Raised inside a job function (by :meth:`CancelToken.raise_if_cancelled`) to stop it."""
-
-    def __init__(self, job_id: str = "") -> None:
-        super().__init__(f"job {job_id} was cancelled" if job_id else "job was cancelled")
-        self.job_id = job_id
-
-
-class ProgressFn(Protocol):
-    """``progress(fraction, message="")``: report 0..1 done and a one-line status."""
-
-    def __call__(self, fraction: float, message: str = "") -> None: ...
-
-
-class CancelToken:
-    """Cooperative cancellation flag a job function checks.
+class JobToken(CancelFlag):
+    """The cancel token of one job: a :class:`~planning.context.CancelFlag` that also sees remote requests.
 
     Set locally by :meth:`JobRunner.cancel`, or remotely through the store's ``cancel_requested`` flag
-    (another process or browser tab); the database is polled at most every ``poll_interval`` seconds.
-    Also quacks like ``threading.Event`` (``is_set``) so it can be passed as a ``cancel`` event to
-    engine functions.
+    (another process or browser tab); the database is polled at most every ``poll_interval`` seconds. It is
+    a :class:`planning.context.CancelToken`, so it is passed as ``cancel`` to engine functions as is.
 
     Parameters
     ----------
@@ -47,20 +33,22 @@ class CancelToken:
         Store to poll for remote cancel requests; ``None`` for a purely local token.
     poll_interval:
         Seconds between database polls.
+    deadline_s:
+        Optional wall-clock limit in seconds (see :class:`~planning.context.CancelFlag`).
     """
 
-    def __init__(self, job_id: str = "", store: JobStore | None = None, poll_interval: float = 0.2) -> None:
+    def __init__(self, job_id: str = "", store: JobStore | None = None, poll_interval: float = 0.2,
+                 deadline_s: float | None = None) -> None:
+        super().__init__(deadline_s)
         self.job_id = job_id
         self._store = store
         self._poll_interval = poll_interval
-        self._event = threading.Event()
         self._last_poll = 0.0
         self._poll_lock = threading.Lock()
 
-    @property
-    def cancelled(self) -> bool:
+    def requested(self) -> bool:
         """True once cancellation was requested here or in the store."""
-        if self._event.is_set():
+        if super().requested():
             return True
         if self._store is None:
             return False
@@ -70,37 +58,21 @@ class CancelToken:
                 return False
             self._last_poll = now
         if self._store.cancel_requested(self.job_id):
-            self._event.set()
-        return self._event.is_set()
-
-    def is_set(self) -> bool:
-        """Alias of :attr:`cancelled` (``threading.Event`` compatibility)."""
-        return self.cancelled
-
-    def cancel(self) -> None:
-        """Request cancellation locally."""
-        self._event.set()
-
-    set = cancel
-
-    def raise_if_cancelled(self) -> None:
-        """Raise :class:`JobCancelled` if cancellation was requested.
-
-        Raises
-        ------
-        JobCancelled
-        """
-        if self.cancelled:
-            raise JobCancelled(self.job_id)
+            self.cancel()
+        return super().requested()
 
 
-JobFn = Callable[[dict[str, Any], ProgressFn, CancelToken], dict[str, Any]]
+JobFn = Callable[[dict[str, Any], ProgressFn, JobToken], dict[str, Any]]
 
 _TRACEBACK_LINES = 12
 
 
 class _Progress:
-    """Throttled progress writer: at most one database write per ``min_interval`` seconds."""
+    """Throttled progress writer: at most one database write per ``min_interval`` seconds.
+
+    A throttled value is not lost: a timer writes the latest one ``min_interval`` after the last write, so
+    a step's message ("ILP: ...") reaches the store even when no further progress call follows it.
+    """
 
     def __init__(self, store: JobStore, job_id: str, min_interval: float) -> None:
         self._store = store
@@ -108,6 +80,8 @@ class _Progress:
         self._min_interval = min_interval
         self._last_write = 0.0
         self._pending: tuple[float, str] | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def __call__(self, fraction: float, message: str = "") -> None:
@@ -119,16 +93,37 @@ class _Progress:
             return
         now = time.monotonic()
         with self._lock:
-            if now - self._last_write < self._min_interval:
+            if self._closed:
+                return
+            wait_s = self._min_interval - (now - self._last_write)
+            if wait_s > 0:
                 self._pending = (value, str(message))
+                if self._timer is None:
+                    self._timer = threading.Timer(wait_s, self._write_pending)
+                    self._timer.daemon = True
+                    self._timer.start()
                 return
             self._last_write = now
             self._pending = None
         self._store.set_progress(self._job_id, value, str(message))
 
-    def flush(self) -> None:
-        """Write the last throttled value, if any."""
+    def _write_pending(self) -> None:
         with self._lock:
+            self._timer = None
+            pending, self._pending = self._pending, None
+            if pending is None or self._closed:
+                return
+            self._last_write = time.monotonic()
+        with contextlib.suppress(Exception):  # a busy database must not kill the timer thread loudly
+            self._store.set_progress(self._job_id, *pending)
+
+    def flush(self) -> None:
+        """Write the last throttled value, if any, and stop: later calls are ignored (the job is ending)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             pending, self._pending = self._pending, None
         if pending is not None:
             self._store.set_progress(self._job_id, *pending)
@@ -143,7 +138,7 @@ def _short_traceback(exc: BaseException) -> str:
 class JobRunner:
     """Runs job functions in worker threads and records everything in a :class:`JobStore`.
 
-    A job function has the signature ``fn(request: dict, progress: ProgressFn, token: CancelToken) -> dict``;
+    A job function has the signature ``fn(request: dict, progress: ProgressFn, token: JobToken) -> dict``;
     its returned dict must be JSON (e.g. ``PlanResult.to_dict()``). Solver calls release the GIL, so a
     worker thread does not freeze the caller (e.g. a Streamlit script thread).
 
@@ -158,7 +153,7 @@ class JobRunner:
     heartbeat_interval:
         Seconds between heartbeats for this runner's active jobs.
     cancel_poll_interval:
-        Seconds a :class:`CancelToken` caches the store's cancel flag.
+        Seconds a :class:`JobToken` caches the store's cancel flag.
     """
 
     def __init__(
@@ -179,7 +174,7 @@ class JobRunner:
         self.cancel_poll_interval = cancel_poll_interval
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="planning-job")
         self._lock = threading.Lock()
-        self._tokens: dict[str, CancelToken] = {}
+        self._tokens: dict[str, JobToken] = {}
         self._futures: dict[str, Future[None]] = {}
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
@@ -230,7 +225,7 @@ class JobRunner:
         job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse)
         if not created:
             return job_id
-        token = CancelToken(job_id, self.store, self.cancel_poll_interval)
+        token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
             self._tokens[job_id] = token
             self._futures[job_id] = self._executor.submit(self._run, job_id, dict(request), fn, token)
@@ -323,7 +318,7 @@ class JobRunner:
         self._executor.shutdown(wait=wait, cancel_futures=cancel)
 
     # -- worker side --------------------------------------------------------------------------------
-    def _run(self, job_id: str, request: dict[str, Any], fn: JobFn, token: CancelToken) -> None:
+    def _run(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
         try:
             self._run_guarded(job_id, request, fn, token)
         except Exception as exc:  # never let a store hiccup kill the worker thread silently
@@ -335,8 +330,8 @@ class JobRunner:
             with self._lock:
                 self._tokens.pop(job_id, None)
 
-    def _run_guarded(self, job_id: str, request: dict[str, Any], fn: JobFn, token: CancelToken) -> None:
-        if token.cancelled:
+    def _run_guarded(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
+        if token.requested():
             self.store.finish_cancelled(job_id)
             return
         if not self.store.mark_running(job_id):
@@ -344,9 +339,12 @@ class JobRunner:
         progress = _Progress(self.store, job_id, self.progress_interval)
         try:
             result = fn(request, progress, token)
-        except JobCancelled:
+        except Cancelled as exc:  # the one cancel signal of the engine, the library build and job functions
             progress.flush()
-            self.store.finish_cancelled(job_id)
+            if exc.reason == "time limit":
+                self.store.finish_failed(job_id, str(exc), field="time_limit")
+            else:
+                self.store.finish_cancelled(job_id)
             return
         except PlanningError as exc:
             progress.flush()
@@ -356,6 +354,7 @@ class JobRunner:
             progress.flush()
             self.store.finish_failed(job_id, f"{type(exc).__name__}: {exc}", detail=_short_traceback(exc))
             return
+        progress.flush()
         if not isinstance(result, dict):
             self.store.finish_failed(
                 job_id,

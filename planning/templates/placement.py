@@ -11,6 +11,7 @@ over S, the partition and the layer counts.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -219,4 +220,15 @@ def evaluate(layers: int, thr: np.ndarray, stages: tuple[Stage, ...]) -> float:
         raise PlanningError(
             "stages", f"{S} stages but the table covers 1..{arr.shape[0]}.", "use fewer stages."
         )
-    return float(min(sum(arr[S - 1, k, st.layers - 1] for k in st.nodes) for st in stages))
+    return pipeline_throughput([st.layers for st in stages], [st.nodes for st in stages], arr.transpose(1, 0, 2))
+
+
+def pipeline_throughput(layers: Sequence[int], members: Sequence[Sequence[int]], tables: np.ndarray) -> float:
+    """The one evaluator of a fixed placement: min over stages s of Σ_{k ∈ members[s]} tables[k, S-1, layers[s]-1].
+
+    ``tables`` is ``(rows, S_max, L)`` (rows = nodes or shapes); 0 when there are no stages or more than S_max.
+    """
+    S = len(layers)
+    if S == 0 or tables.shape[1] < S:
+        return 0.0
+    return float(min(sum(float(tables[k, S - 1, j - 1]) for k in ks) for j, ks in zip(layers, members, strict=True)))

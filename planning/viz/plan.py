@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from planning.errors import PlanningError
+from planning.result import savings_pct
 from planning.viz._common import empty_figure, is_empty, money, require_columns
 from planning.viz.colors import gpu_color
 
@@ -162,17 +163,7 @@ def served_figure(df: pd.DataFrame, title: str = "Demand served", normalize: boo
     return fig
 
 
-def savings(plan_cost: float, baseline_cost: float) -> float | None:
-    """Percent the plan saves against a baseline: ``100 · (baseline − plan) / baseline``.
-
-    Returns
-    -------
-    float | None
-        ``None`` when the baseline cost is not positive.
-    """
-    if not baseline_cost or baseline_cost <= 0 or math.isnan(baseline_cost):
-        return None
-    return 100.0 * (baseline_cost - plan_cost) / baseline_cost
+savings = savings_pct  # the one savings rule (planning.result), re-exported for figure callers
 
 
 def baselines_figure(
@@ -214,9 +205,11 @@ def baselines_figure(
             "plan_name", f"{plan!r} is not one of the rows.", f"Use one of {', '.join(names)}."
         )
     plan_cost = float(data.loc[data["name"] == plan, "cost_per_hour"].iloc[0])
+    plan_served = float(data.loc[data["name"] == plan, "served_fraction"].iloc[0])
     labels: list[str] = []
     colors: list[str] = []
-    for name, cost, feasible in zip(data["name"], data["cost_per_hour"], data["feasible"], strict=True):
+    for name, cost, feasible, served in zip(data["name"], data["cost_per_hour"], data["feasible"],
+                                            data["served_fraction"], strict=True):
         if name == plan:
             labels.append(money(plan_cost) if not math.isnan(plan_cost) else "")
             colors.append(PLAN_COLOR)
@@ -224,7 +217,7 @@ def baselines_figure(
             labels.append("infeasible")
             colors.append(INFEASIBLE_COLOR)
         else:
-            pct = savings(plan_cost, float(cost))
+            pct = savings_pct(plan_cost, float(cost), plan_served, float(served))
             labels.append(
                 f"{money(float(cost))}<br>plan {-pct:+.0f} %" if pct is not None else money(float(cost))
             )

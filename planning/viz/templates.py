@@ -13,7 +13,6 @@ TEMPLATE_COLUMNS = (
     "phase",
     "throughput",
     "cost_per_hour",
-    "homogeneous",
     "n_gpu_types",
 )
 
@@ -24,9 +23,10 @@ CATEGORY_COLORS = {
 }
 
 
-def template_category(homogeneous: bool, n_gpu_types: int) -> str:
-    """Legend group of a template: ``"homogeneous"``, ``"mixed · 2 GPU types"`` or ``"mixed · 3+ GPU types"``."""
-    if homogeneous or n_gpu_types <= 1:
+def template_category(n_gpu_types: int) -> str:
+    """Legend group of a template by its GPU-type count: ``"homogeneous"`` (one GPU type), ``"mixed · 2 GPU
+    types"`` or ``"mixed · 3+ GPU types"``."""
+    if n_gpu_types <= 1:
         return "homogeneous"
     return "mixed · 2 GPU types" if n_gpu_types == 2 else "mixed · 3+ GPU types"
 
@@ -65,7 +65,7 @@ def template_scatter(
     ----------
     df:
         Columns ``template_id``, ``model``, ``phase``, ``throughput`` (tokens/s), ``cost_per_hour``,
-        ``homogeneous`` (bool), ``n_gpu_types`` (int).
+        ``n_gpu_types`` (int; 1 = homogeneous in GPU type).
     title:
         Figure title.
     frontier:
@@ -91,10 +91,7 @@ def template_scatter(
     data = data.dropna(subset=["throughput", "cost_per_hour"])
     if data.empty:
         return empty_figure("No template has both a throughput and a cost.", title)
-    data["category"] = [
-        template_category(bool(h), int(n))
-        for h, n in zip(data["homogeneous"], data["n_gpu_types"], strict=True)
-    ]
+    data["category"] = [template_category(int(n)) for n in data["n_gpu_types"]]
     fig = go.Figure()
     for category in CATEGORY_COLORS:
         part = data[data["category"] == category]

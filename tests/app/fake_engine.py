@@ -74,7 +74,7 @@ def solve(scenario: Scenario, *, progress: Any = None, cancel: Any = None) -> Pl
 
 def build_templates(scenario: Scenario, *, progress: Any = None, cancel: Any = None) -> pd.DataFrame:
     rows = [{"model": "llama-3-8b", "phase": ph, "template_id": f"t{i}", "n_nodes": 3, "n_gpus": 5, "n_gpu_types": 2,
-             "homogeneous": i % 2 == 0, "throughput": 1000.0 + i, "unit": "tok/s", "cost_per_hour": 2.0 + i,
+             "single_shape": i % 2 == 0, "single_gpu_type": i % 2 == 0, "throughput": 1000.0 + i, "unit": "tok/s", "cost_per_hour": 2.0 + i,
              "region": "aws:us-east-2", "stages_json": "fake"} for i, ph in enumerate(["prefill", "decode"])]
     return pd.DataFrame(rows)
 

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from planning.catalog.load import load_catalog
+from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError, UnknownIdError
-from planning.offers import parse_shape, resolve_offers
+from planning.groups import plan_groups
+from planning.offers import resolve_offers
 from planning.scenario import Scenario
-from planning.solve import evaluate_stages, plan_groups, stages_from_placement
+from planning.templates.stages import evaluate_stages, stages_from_placement
 
 BASE = {
     "name": "t",

@@ -12,9 +12,9 @@ import yaml
 
 from planning import api
 from planning.cli import main
+from planning.context import Cancelled
 from planning.result import PlanResult
 from planning.scenario import Scenario
-from planning.solve import Cancelled
 
 
 def test_tiny_plan_meets_demand_within_capacity(tiny: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ import sqlite3
 import time
 from typing import Any
 
-from planning.jobs import CancelToken, JobRunner, JobStore, ProgressFn
+from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
 
 
 def hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
@@ -26,10 +26,10 @@ def hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
     store.close()
 
 
-def looping_job(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+def looping_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
     for i in range(2000):
         progress(i / 2000, f"step {i}")
-        token.raise_if_cancelled()
+        token.check()
         time.sleep(0.005)
     return {"finished": True}
 

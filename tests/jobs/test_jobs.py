@@ -15,10 +15,10 @@ import pytest
 
 from planning.errors import PlanningError
 from planning.jobs import (
-    CancelToken,
-    JobCancelled,
+    Cancelled,
     JobRunner,
     JobStore,
+    JobToken,
     ProgressFn,
     default_runner,
     default_store_path,
@@ -41,7 +41,7 @@ def runner(store_path: Path) -> Iterator[JobRunner]:
     r.store.close()
 
 
-def add(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+def add(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
     progress(0.5, "adding")
     return {"sum": request["a"] + request["b"]}
 
@@ -64,7 +64,7 @@ def test_submit_runs_in_background_and_stores_result(runner: JobRunner, store_pa
 def test_runs_in_a_worker_thread(runner: JobRunner) -> None:
     seen: dict[str, str] = {}
 
-    def where(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def where(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         seen["thread"] = threading.current_thread().name
         return {}
 
@@ -76,7 +76,7 @@ def test_runs_in_a_worker_thread(runner: JobRunner) -> None:
 def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
     calls: list[int] = []
 
-    def counted(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def counted(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         calls.append(1)
         return {"ok": True}
 
@@ -99,7 +99,7 @@ def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
 def test_a_running_identical_job_is_joined(runner: JobRunner) -> None:
     gate = threading.Event()
 
-    def blocked(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def blocked(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         gate.wait(5)
         return {"done": True}
 
@@ -123,7 +123,7 @@ def test_progress_is_visible_from_a_second_store(runner: JobRunner, store_path: 
     reached = threading.Event()
     release = threading.Event()
 
-    def staged(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def staged(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         progress(0.4, "stage 2 of 5")
         reached.set()
         release.wait(5)
@@ -151,7 +151,7 @@ def test_progress_writes_are_throttled(store_path: Path) -> None:
 
     runner.store.set_progress = spy  # type: ignore[method-assign]
 
-    def chatty(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def chatty(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         for i in range(1000):
             progress(i / 1000, f"step {i}")
         return {}
@@ -166,10 +166,10 @@ def test_progress_writes_are_throttled(store_path: Path) -> None:
 def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
     started = threading.Event()
 
-    def loop(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def loop(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         started.set()
         for _ in range(500):
-            token.raise_if_cancelled()
+            token.check()
             time.sleep(0.01)
         return {"finished": True}
 
@@ -184,18 +184,18 @@ def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
     assert runner.submit("loop", {}, add_quick) != job_id
 
 
-def add_quick(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+def add_quick(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
     return {}
 
 
 def test_cancel_from_another_store_reaches_the_worker(runner: JobRunner, store_path: Path) -> None:
     started = threading.Event()
 
-    def loop(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def loop(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         started.set()
         while not token.is_set():  # threading.Event-style check, as engine functions do
             time.sleep(0.005)
-        raise JobCancelled(token.job_id)
+        raise Cancelled()
 
     job_id = runner.submit("remote-cancel", {}, loop)
     assert started.wait(5)
@@ -209,11 +209,11 @@ def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
     gate = threading.Event()
     ran: list[str] = []
 
-    def blocker(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def blocker(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         gate.wait(5)
         return {}
 
-    def record_run(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def record_run(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         ran.append("ran")
         return {}
 
@@ -230,12 +230,12 @@ def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
 
 
 def test_failing_jobs_keep_messages_and_leave_the_runner_usable(runner: JobRunner) -> None:
-    def bad_input(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def bad_input(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         raise PlanningError(
             "models[0].slo.ttft_ms", "50 ms is below the fastest prefill.", "Relax to 180 ms."
         )
 
-    def crash(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def crash(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         return {"x": 1 / request["zero"]}
 
     planning_failure = runner.wait(runner.submit("bad", {}, bad_input), timeout=5)
@@ -258,10 +258,10 @@ def test_failing_jobs_keep_messages_and_leave_the_runner_usable(runner: JobRunne
 
 
 def test_non_dict_or_non_json_results_fail_clearly(runner: JobRunner) -> None:
-    def returns_list(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> Any:
+    def returns_list(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> Any:
         return [1, 2]
 
-    def returns_nan(request: dict[str, Any], progress: ProgressFn, token: CancelToken) -> dict[str, Any]:
+    def returns_nan(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         return {"x": float("nan")}
 
     listed = runner.wait(runner.submit("list", {}, returns_list), timeout=5)

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from planning.context import Cancelled
 from planning.errors import PlanningError
 from planning.templates import library, place
 from planning.templates.library import (
-    Cancelled,
     LibraryCache,
     build_library,
     library_key,
@@ -50,7 +50,7 @@ def test_caps_and_feasibility(lib, inputs) -> None:  # type: ignore[no-untyped-d
             row["mem_gb"]
         )
         assert row["n_nodes"] == sum(row["counts"])
-        assert row["homogeneous"] == (row["n_gpu_types"] == 1)
+        assert row["single_gpu_type"] == (row["n_gpu_types"] == 1)
 
 
 def test_library_matches_exact_placement_per_template(lib, inputs) -> None:  # type: ignore[no-untyped-def]
@@ -135,7 +135,7 @@ def test_progress_and_cancel(inputs, monkeypatch) -> None:  # type: ignore[no-un
     with pytest.raises(Cancelled):
         build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cancel=ev)
     with pytest.raises(Cancelled):
-        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cancel=lambda: True, workers=2)
+        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cancel=ev, workers=2)
 
 
 def test_input_validation(inputs) -> None:  # type: ignore[no-untyped-def]

@@ -3,52 +3,33 @@
 The coral-extended library holds about a million templates; keeping them as arrays (a usage matrix over shapes
 and a throughput matrix over the group's demand classes) lets the allocation model and the baselines work on
 them without one Python object per template. Placements stay JSON text until an instance is shown.
+
+Two different "one of a kind" columns: ``single_shape`` (one node shape per template, Coral's Homo: each
+replica on one config type) and ``single_gpu_type`` (one GPU type, possibly several node sizes of it; the
+baselines' templates). :func:`template_costs` prices templates per region; the Templates view and the
+allocation's LP reduction both price with it.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
+from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
-from planning.result import NodeBox, StagePlan
-from planning.scenario import Scenario
+from planning.resolve import ResolvedScenario
+from planning.result import StagePlan
+from planning.scenario import ExplicitTemplate, Scenario
+from planning.templates.stages import evaluate_stages, stages_from_json
 
-ProgressFn = Callable[[float, str], None]
 _PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
-
-
-class CancelToken(Protocol):
-    def is_set(self) -> bool: ...
-
-
-class Cancelled(Exception):
-    """The caller cancelled the solve."""
-
-
-def check_cancel(cancel: CancelToken | None) -> None:
-    if cancel is not None and cancel.is_set():
-        raise Cancelled("cancelled by the user")
-
-
-@dataclass
-class EngineContext:
-    """Loaded, reusable singletons for solves (catalog, perf model, template cache directory)."""
-
-    catalog: Catalog
-    perf: Any
-    cache_dir: Path | None = None
-    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,9 +63,24 @@ class TemplateSet:
         return {self.key(i): i for i in range(len(self.ids))}
 
     @cached_property
-    def homogeneous(self) -> np.ndarray:
+    def single_shape(self) -> np.ndarray:
         """One node shape per template (Coral's Homo: each replica on one config type)."""
         return np.asarray((self.usage > 0).sum(axis=1) == 1)
+
+    @cached_property
+    def single_gpu_type(self) -> np.ndarray:
+        """One GPU type per template (any node sizes of it): the templates single-type baselines may use."""
+        return np.asarray(self.n_gpu_types == 1)
+
+    @cached_property
+    def n_gpu_types(self) -> np.ndarray:
+        """Distinct GPU types per template."""
+        gpus = sorted(set(self.shape_gpus))
+        of = np.array([gpus.index(g) for g in self.shape_gpus], dtype=np.int64)
+        per_type = np.zeros((len(self), len(gpus)), dtype=bool)
+        for k, g in enumerate(of):
+            per_type[:, g] |= self.usage[:, k] > 0
+        return np.asarray(per_type.sum(axis=1), dtype=np.int64)
 
     @cached_property
     def shape_gpus(self) -> tuple[str, ...]:
@@ -107,49 +103,8 @@ class TemplateSet:
         return {c.id: float(self.throughput[i, j]) for j, c in enumerate(self.group.classes)}
 
     def stages(self, i: int) -> tuple[StagePlan, ...]:
-        if not self.stages_json[i]:
-            return ()
-        placement = json.loads(self.stages_json[i])
-        lookup = None
-        if self.stage_tables is not None:
-            index = {s: k for k, s in enumerate(self.shapes)}
-            tables = self.stage_tables
-
-            def lookup(shape: str, n_stages: int, layers: int) -> float:
-                return float(tables[index[shape], n_stages - 1, layers - 1])
-
-        return stages_from_placement(placement, (), lookup)
-
-
-def stages_from_placement(placement: Sequence[Mapping[str, Any]], node_shapes: Sequence[str] = (),
-                          table_row: Callable[[str, int, int], float] | None = None) -> tuple[StagePlan, ...]:
-    """StagePlans in pipeline order from ``[{"layers": j, "shapes": [...]}, ...]`` (the library's layout) or
-    ``[{"layers": j, "nodes": [k, ...]}, ...]`` where k indexes ``node_shapes``."""
-    stages: list[StagePlan] = []
-    start = 0
-    n_stages = len(placement)
-    for st in placement:
-        j = int(st["layers"])
-        members = st["shapes"] if "shapes" in st else [node_shapes[int(k)] for k in st["nodes"]]
-        boxes = []
-        for shape in members:
-            count, gpu = parse_shape(shape)
-            thr = table_row(shape, n_stages, j) if table_row is not None else 0.0
-            boxes.append(NodeBox(shape=shape, gpu=gpu, count=count, throughput=float(thr)))
-        stages.append(StagePlan(layers=j, layer_start=start, layer_end=start + j, nodes=tuple(boxes)))
-        start += j
-    return tuple(stages)
-
-
-def evaluate_stages(stages: Sequence[StagePlan], tables: np.ndarray, shape_index: Mapping[str, int]) -> float:
-    """Throughput of a fixed placement on other perf tables: min over stages of the stage's summed T̂_j."""
-    s = len(stages)
-    if s == 0 or s > tables.shape[1]:
-        return 0.0
-    worst = float("inf")
-    for st in stages:
-        worst = min(worst, sum(float(tables[shape_index[b.shape], s - 1, st.layers - 1]) for b in st.nodes))
-    return 0.0 if worst == float("inf") else worst
+        """Row i's placement as StagePlans, each node labelled with its T̂ from the mean-request tables."""
+        return stages_from_json(self.stages_json[i], self.stage_tables, self.shapes)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -204,8 +159,9 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
     frame = build_library(
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
         weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
-        progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id} {phase}")) if progress else None,
-        cancel=(lambda: cancel.is_set()) if cancel is not None else None,
+        progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id}/{phase} ({done:,} of {total:,} templates)"))
+        if progress else None,
+        cancel=cancel,
         workers=opts.workers or (os.cpu_count() or 1),
         cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,
     )
@@ -231,7 +187,7 @@ def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], s
     index = {s: k for k, s in enumerate(shapes)}
     out = np.zeros((len(stages_json), len(class_tables)))
     for i, text in enumerate(stages_json):
-        stages = stages_from_placement(json.loads(text))
+        stages = stages_from_json(text)
         for c, t in enumerate(class_tables):
             out[i, c] = evaluate_stages(stages, t, index)
     return out
@@ -289,7 +245,7 @@ def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateS
         A template for a group the scenario does not plan, or a throughput for another group's class.
     """
     by_id = {g.id: g for g in groups}
-    rows: dict[str, list[tuple[int, Any]]] = {}
+    rows: dict[str, list[tuple[int, ExplicitTemplate]]] = {}
     for i, t in enumerate(scenario.explicit_templates):
         gid = f"{t.model}/{t.phase}"
         if gid not in by_id:
@@ -312,20 +268,41 @@ def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateS
     return out
 
 
-def build_template_sets(ctx: EngineContext, scenario: Scenario, specs: Mapping[str, ModelSpec],
-                        groups: Sequence[Group], shapes: Sequence[str], progress: ProgressFn | None = None,
+def build_template_sets(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                         cancel: CancelToken | None = None) -> list[TemplateSet]:
-    """Template sets of every group: generated libraries (unless ``generate_templates`` is off) + explicit ones."""
+    """Template sets of every group: explicit ones + generated libraries (unless ``generate_templates`` is off).
+
+    Raises
+    ------
+    PlanningError
+        Explicit templates for groups the scenario does not plan.
+    Cancelled
+        When ``cancel`` is set between groups or inside a library build.
+    """
+    scenario, specs, groups, shapes = resolved.scenario, resolved.specs, resolved.groups, resolved.shapes
     sets = explicit_sets(scenario, groups)
     if not scenario.generate_templates:
         return sets
     n = len(groups)
     for gi, group in enumerate(groups):
-        check_cancel(cancel)
+        check_cancel(cancel, "library build")
 
         def sub(f: float, msg: str, gi: int = gi) -> None:
             if progress is not None:
-                progress((gi + f) / n, f"templates: {msg}")
+                progress((gi + f) / n, f"library build: {msg}")
 
         sets.append(_generated_set(ctx, scenario, specs[group.model], group, shapes, sub, cancel))
     return sets
+
+
+def template_costs(usage: np.ndarray, prices: np.ndarray) -> np.ndarray:
+    """$/h of each template in each region: ``(n, R)`` = Σ_k usage[i, k] · prices[r, k], ``inf`` where a
+    template uses a shape the region does not sell (``prices`` is ``(R, K)`` with NaN = not sold)."""
+    n, regions = usage.shape[0], prices.shape[0]
+    costs = np.full((n, regions), np.inf)
+    used = usage > 0
+    for r in range(regions):
+        sold = ~np.isnan(prices[r])
+        ok = ~(used & ~sold[None, :]).any(axis=1)
+        costs[ok, r] = usage[ok] @ np.nan_to_num(prices[r])
+    return costs

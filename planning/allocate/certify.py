@@ -1,0 +1,223 @@
+"""Template sets → allocation problems, and the certified LP-reduced ILP loop (exact over all templates).
+
+Sets: groups g, templates τ of g (columnar ``TemplateSet`` rows), regions r, shapes k.
+The ILP of ``planning.allocate.solve`` over all templates can have ~10⁶ columns. :func:`solve_certified`
+solves it over a subset instead and proves the answer optimal over all of them (``planning.allocate.reduce``):
+    z_LP   = optimum of the LP relaxation (column generation), rc[τ, r] ≥ 0 its reduced costs;
+    select = {τ : min_r rc[τ, r] ≤ δ} ∪ {τ running now};   δ₀ = 0.3 % · |z_LP|;
+    ILP over select → plan of value z;  certified when z ≤ z_LP + min_{τ ∉ select} rc[τ, ·];
+    otherwise δ ← z − z_LP (then the next select provably contains an optimum) and re-solve.
+Objective "served" is certified in two phases: max α (served LP/ILP), then the cost problem at demand α*·D,
+whose optimum is the cheapest plan serving α*.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import cast
+
+import numpy as np
+
+from planning.allocate.problem import (
+    AllocationProblem,
+    AllocationResult,
+    Objective,
+    Offer,
+    SolverName,
+    TemplateOption,
+    WorkloadClass,
+)
+from planning.allocate.reduce import ColumnBlock, Reduction, lp_reduction
+from planning.allocate.solve import solve_allocation
+from planning.context import CancelToken, ProgressFn, check_cancel
+from planning.errors import PlanningError
+from planning.groups import Group
+from planning.resolve import ResolvedScenario
+from planning.templates.sets import TemplateSet
+
+REDUCE_MIN_TEMPLATES = 1500  # below this the ILP is solved over all templates directly
+REDUCE_START_FRACTION = 0.003  # first reduced-cost threshold: 0.3 % of the LP bound
+MAX_ATTEMPTS = 6  # threshold raises before falling back to the full ILP
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The allocation answer, the problem actually solved and the template rows it saw (None = all)."""
+
+    result: AllocationResult
+    problem: AllocationProblem
+    masks: list[np.ndarray] | None
+    stats: dict[str, float] = field(default_factory=dict)  # model sizes: templates total / in ILP, LP bound …
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] | None = None) -> Iterator[TemplateOption]:
+    for si, ts in enumerate(sets):
+        useful = np.asarray((ts.throughput > 0).any(axis=1), dtype=bool)
+        if masks is not None:
+            useful &= masks[si]
+        for row in np.flatnonzero(useful):
+            i = int(row)
+            yield TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
+                                 throughput=ts.throughput_dict(i), single_shape=bool(ts.single_shape[i]),
+                                 gpu_types=ts.gpu_types(i))
+
+
+def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *,
+                       groups: Sequence[Group] | None = None, objective: str | None = None,
+                       dump_model: str | None = None, masks: Sequence[np.ndarray] | None = None) -> AllocationProblem:
+    """The allocation model's explicit inputs, optionally restricted to the template rows in ``masks`` (one
+    boolean array per set) and with other ``groups`` (demand) than the scenario's.
+
+    Raises
+    ------
+    PlanningError
+        A running instance (``current``) of a template the scenario does not have.
+    """
+    scenario = resolved.scenario
+    templates = tuple(_template_options(sets, masks))
+    classes = tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in (groups or resolved.groups)
+                    for c in g.classes)
+    current = {(c.template_id, c.region): c.count for c in scenario.current}
+    known = {t.id for t in templates}
+    for i, (tid, _region) in enumerate(current):
+        if tid not in known:
+            raise PlanningError(f"current[{i}].template_id", f"{tid!r} is not a template of this scenario.",
+                                "use ids from `planning templates` (\"model/phase:template\").")
+    return AllocationProblem(
+        templates=templates,
+        offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
+                     for o in resolved.offers),
+        classes=classes, current=current, K=scenario.options.K,
+        objective=cast(Objective, objective or scenario.objective.kind),
+        budget_per_hour=scenario.objective.budget_per_hour, solver=cast(SolverName, scenario.options.solver),
+        time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
+        dump_model=str(dump_model) if dump_model else None,
+    )
+
+
+def baseline_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet],
+                     masks: Sequence[np.ndarray] | None) -> AllocationProblem:
+    """Templates the baselines may use: every single-GPU-type template (Homo, Homo-ILP, single type) plus the
+    plan's candidate set (memP's per-group cheapest plans)."""
+    if masks is None:
+        return allocation_problem(resolved, sets)
+    keep = [ts.single_gpu_type | m for ts, m in zip(sets, masks, strict=True)]
+    return allocation_problem(resolved, sets, masks=keep)
+
+
+def _reducible(resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> bool:
+    return all(len(g.classes) == 1 for g in resolved.groups) and sum(len(ts) for ts in sets) >= REDUCE_MIN_TEMPLATES
+
+
+def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group],
+               served: bool) -> tuple[Reduction, list[ColumnBlock]]:
+    shapes = sorted({o.shape for o in resolved.offers})
+    shape_index = {s: k for k, s in enumerate(shapes)}
+    running = {c.template_id for c in resolved.scenario.current if c.count > 0}
+    blocks = []
+    for ts in sets:
+        keep = np.array([ts.key(i) in running for i in range(len(ts))], dtype=bool) if running else None
+        blocks.append(ColumnBlock(ts.group.id, ts.shapes, ts.usage, ts.throughput[:, 0], keep))
+    demand = {g.id: g.demand for g in groups}
+    objective = resolved.scenario.objective
+    red = lp_reduction(blocks, shape_index, resolved.regions, resolved.price_matrix(shapes),
+                       resolved.availability_matrix(shapes), demand, resolved.scenario.options.K,
+                       served=served, budget=objective.budget_per_hour if served else None)
+    return red, blocks
+
+
+def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
+          dump_model: str | None, progress: ProgressFn | None) -> tuple[AllocationResult, AllocationProblem, None]:
+    problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, objective=objective)
+    if progress:
+        progress(0.0, f"ILP: {len(problem.templates):,} templates")
+    return solve_allocation(problem), problem, None
+
+
+def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
+                  dump_model: str | None, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
+                  progress: ProgressFn | None, cancel: CancelToken | None,
+                  ) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
+    """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
+    "served": value = −α of phase 1)."""
+    served = objective == "served"
+    if progress:
+        progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
+    t0 = time.perf_counter()
+    red, blocks = _reduction(resolved, sets, groups, served)
+    timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
+    if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
+        return _full(resolved, sets, groups, objective, dump_model, progress)
+    threshold = max(REDUCE_START_FRACTION * abs(red.z_lp), 1e-9)
+    for attempt in range(MAX_ATTEMPTS):
+        check_cancel(cancel, "allocation")
+        masks = red.select(threshold, blocks)
+        problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, masks=masks,
+                                     objective=objective)
+        if progress:
+            progress(0.1 + 0.15 * attempt, f"ILP: {len(problem.templates):,} templates after the LP reduction"
+                     + (f" (attempt {attempt + 1})" if attempt else ""))
+        alloc = solve_allocation(problem)
+        bound = red.z_lp + red.min_excluded()
+        cost = alloc.total_per_hour
+        value = -(alloc.alpha or 0.0) if served else (cost if cost is not None else np.inf)
+        stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
+        stats["lp_bound_alpha" if served else "lp_bound_per_hour"] = -red.z_lp if served else red.z_lp
+        if alloc.has_plan and value <= bound + 1e-9 * max(1.0, abs(bound)):
+            stats["reduction_certified"] = 1.0
+            return alloc, problem, masks
+        if not np.isfinite(bound):  # every template was already in the ILP
+            return alloc, problem, masks
+        threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
+    return _full(resolved, sets, groups, objective, dump_model, progress)
+
+
+def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,
+                    progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Allocation:
+    """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless.
+
+    Parameters
+    ----------
+    resolved, sets:
+        The resolved scenario and its template sets.
+    dump_model:
+        Write the (last) allocation model solved to this ``.lp``/``.mps`` path.
+    progress, cancel:
+        The run contract of :mod:`planning.context` (cancel is checked between ILP attempts).
+
+    Returns
+    -------
+    Allocation
+        The AllocationResult, the AllocationProblem actually solved, the masks used (None = all templates),
+        the model-size stats and the LP time.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set between attempts.
+    """
+    stats: dict[str, float] = {"templates_total": float(sum(len(ts) for ts in sets))}
+    timings: dict[str, float] = {}
+    objective = resolved.scenario.objective.kind
+    groups = resolved.groups
+    if not _reducible(resolved, sets):
+        alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress)
+    elif objective == "cost":
+        alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
+                                              progress, cancel)
+    else:
+        phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel)
+        alloc, problem, masks = phase1
+        alpha = float(alloc.alpha or 0.0)
+        if alloc.has_plan and alpha > 1e-9 and stats.get("reduction_certified"):
+            stats["phase1_alpha"] = alpha
+            keep = alpha * (1 - 1e-7)  # the same tolerance as the allocation's own phase 2
+            scaled = [replace(g, classes=tuple(replace(c, rate=c.rate * keep) for c in g.classes)) for g in groups]
+            stats.pop("reduction_certified", None)
+            alloc, problem, masks = _reduced_loop(resolved, sets, scaled, "cost", dump_model, timings, stats,
+                                                  progress, cancel)
+            alloc = replace(alloc, objective="served", alpha=alpha)
+    return Allocation(result=alloc, problem=problem, masks=masks, stats=stats, timings=timings)

@@ -1,0 +1,95 @@
+"""Assemble a PlanResult from an allocation: the one builder of plan results (pipeline, what-ifs, jobs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from planning.allocate.problem import AllocationResult
+from planning.resolve import ResolvedScenario
+from planning.result import (
+    BaselineSummary,
+    CapacityUse,
+    CostLine,
+    GroupService,
+    InstancePlan,
+    PlanResult,
+    savings_pct,
+)
+from planning.templates.sets import TemplateSet
+
+
+def _locate(sets: Sequence[TemplateSet], key: str) -> tuple[TemplateSet, int]:
+    """The set and row of an allocation template id (explicit ids as given, generated "group:id")."""
+    for ts in sets:
+        row = ts.row_of.get(key) if ts.explicit or key.startswith(ts.group.id + ":") else None
+        if row is not None:
+            return ts, row
+    raise KeyError(key)
+
+
+def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], alloc: AllocationResult,
+                      baselines: Sequence[BaselineSummary], *, timings: Mapping[str, float],
+                      provenance: Mapping[str, str], stats: Mapping[str, float]) -> PlanResult:
+    """The PlanResult of an allocation: instances with placements, cost lines, capacity, service, baselines
+    with savings (:func:`planning.result.savings_pct`), diagnostics and model sizes."""
+    scenario, groups, offers = resolved.scenario, resolved.groups, resolved.offers
+    offer_by_key = {(o.region, o.shape): o for o in offers}
+    group_by_id = {g.id: g for g in groups}
+    instances: list[InstancePlan] = []
+    lines: list[CostLine] = []
+    load: dict[tuple[str, str], float] = {}
+    class_col = {c.id: j for g in groups for j, c in enumerate(g.classes)}
+    for (cid, tid, region), rate in alloc.assignment.items():
+        ts, row = _locate(sets, tid)
+        t = float(ts.throughput[row, class_col[cid]])
+        if t > 0:
+            load[(tid, region)] = load.get((tid, region), 0.0) + rate / t
+    for (tid, region), n in sorted(alloc.counts.items()):
+        if n <= 0:
+            continue
+        ts, row = _locate(sets, tid)
+        group = group_by_id[ts.group.id]
+        usage = ts.usage_dict(row)
+        price = sum(offer_by_key[(region, s)].price_per_hour * c for s, c in usage.items())
+        instances.append(InstancePlan(
+            model=group.model, phase=group.phase, template_id=ts.ids[row], region=region, count=int(n), usage=usage,
+            gpus=ts.gpus(row), throughput=float(ts.throughput[row].max()), throughput_unit=group.unit,
+            load=min(float(n), load.get((tid, region), 0.0)), cost_per_hour=price * n,
+            single_shape=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row]))
+        for s, c in usage.items():
+            lines.append(CostLine(group.model, group.phase, region, s, c * int(n),
+                                  offer_by_key[(region, s)].price_per_hour * c * int(n)))
+    penalty = float(alloc.penalty_per_hour or 0.0)
+    if penalty > 0:
+        lines.append(CostLine("(all)", "(init penalty)", "(all)", "(all)", 0, penalty, kind="penalty"))
+    used: dict[tuple[str, str], int] = {k: int(v) for k, v in alloc.nodes_used.items()}
+    capacity = tuple(CapacityUse(o.region, o.shape, o.gpu, used.get((o.region, o.shape), 0), o.available, o.price_per_hour)
+                     for o in offers)
+    served_rate: dict[str, float] = {}
+    for (cid, _tid, _r), rate in alloc.assignment.items():
+        served_rate[cid] = served_rate.get(cid, 0.0) + rate
+    service = tuple(GroupService(g.model, g.phase, g.demand, sum(min(served_rate.get(c.id, 0.0), c.rate) for c in g.classes), g.unit)
+                    for g in groups)
+    provisioning = float(alloc.cost_per_hour or 0.0)
+    total = provisioning + penalty
+    diagnostics = [*alloc.messages]
+    for d in alloc.diagnostics:
+        diagnostics.append(f"{d.group}: at most {d.alone_fraction:.1%} of demand alone, {d.joint_fraction:.1%} jointly"
+                           + (f"; binding: {', '.join(d.binding)}" if d.binding else ""))
+    counts: dict[str, int] = {}
+    for ts in sets:
+        counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)
+    served_fraction = min((s.fraction for s in service), default=1.0) if alloc.has_plan else 0.0
+    adjusted = tuple(
+        replace(b, savings_pct=savings_pct(total, b.cost_per_hour, served_fraction, b.served_fraction)
+                if b.feasible and alloc.has_plan else None)
+        for b in baselines)
+    return PlanResult(
+        status=alloc.status, objective=alloc.objective, cost_per_hour=total, provisioning_per_hour=provisioning,
+        penalty_per_hour=penalty, served_fraction=served_fraction, mip_gap=alloc.gap, instances=tuple(instances),
+        cost_lines=tuple(lines), capacity=capacity, service=service, baselines=adjusted, timings=dict(timings),
+        provenance=dict(provenance), stats=dict(stats), diagnostics=tuple(diagnostics), template_counts=counts,
+        scenario=scenario.to_dict(),
+        message="" if alloc.has_plan else "No plan: see diagnostics for the best achievable fraction per model.",
+    )

@@ -1,0 +1,137 @@
+"""The engine's run contract: loaded context, the one ``Cancelled``, the cancel token and the progress callback.
+
+Every long step (library build, LP reduction, ILP, baselines, sweeps, background jobs) takes the same two
+optional arguments:
+
+- ``progress(fraction, message)`` (:data:`ProgressFn`): ``fraction`` in 0..1 of the whole call, ``message``
+  naming the current step ("library build: llama-3-8b/prefill", "ILP: ...").
+- ``cancel`` (:class:`CancelToken`): anything with ``is_set()`` (a ``threading.Event`` will do). Steps call
+  :func:`check_cancel` between units of work, which raises :class:`Cancelled`. :class:`CancelFlag` is the
+  concrete token: it can be set by hand and can carry a wall-clock deadline, after which it reports
+  ``is_set()`` and its reason is ``"time limit"``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from planning.catalog.schema import Catalog
+    from planning.perf import PerfModel
+
+CancelReason = Literal["cancelled", "time limit"]
+ProgressFn = Callable[[float, str], None]
+"""``progress(fraction, message)``: 0..1 of the whole call done, and the name of the current step."""
+
+
+class Cancelled(Exception):
+    """The caller cancelled the work (``reason="cancelled"``) or its deadline passed (``"time limit"``)."""
+
+    def __init__(self, reason: CancelReason = "cancelled", detail: str = "") -> None:
+        self.reason: CancelReason = reason
+        text = "cancelled by the user" if reason == "cancelled" else "stopped at the time limit"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class CancelToken(Protocol):
+    """What every ``cancel`` argument must offer: ``is_set()`` → stop as soon as convenient."""
+
+    def is_set(self) -> bool: ...
+
+
+class CancelFlag:
+    """A settable cancel token with an optional wall-clock deadline.
+
+    Parameters
+    ----------
+    deadline_s:
+        Seconds from now after which the token counts as set (reason ``"time limit"``); ``None`` = no limit.
+    """
+
+    def __init__(self, deadline_s: float | None = None) -> None:
+        self._event = threading.Event()
+        self._deadline = None if deadline_s is None else time.monotonic() + float(deadline_s)
+
+    def cancel(self) -> None:
+        """Request cancellation."""
+        self._event.set()
+
+    set = cancel  # threading.Event compatibility
+
+    def requested(self) -> bool:
+        """True once :meth:`cancel` was called (subclasses add other sources, e.g. a job store)."""
+        return self._event.is_set()
+
+    def expired(self) -> bool:
+        """True once the deadline (if any) has passed."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def remaining_s(self) -> float | None:
+        """Seconds left until the deadline (``None`` without one; never negative)."""
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def is_set(self) -> bool:
+        return self.requested() or self.expired()
+
+    @property
+    def reason(self) -> CancelReason:
+        """Why the token is set: an explicit request wins over the deadline."""
+        return "cancelled" if self.requested() or not self.expired() else "time limit"
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` (with :attr:`reason`) if the token is set.
+
+        Raises
+        ------
+        Cancelled
+        """
+        if self.is_set():
+            raise Cancelled(self.reason)
+
+
+def check_cancel(cancel: CancelToken | None, detail: str = "") -> None:
+    """Raise :class:`Cancelled` if ``cancel`` is set (reason from a :class:`CancelFlag`, else "cancelled").
+
+    Raises
+    ------
+    Cancelled
+    """
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(cancel.reason if isinstance(cancel, CancelFlag) else "cancelled", detail)
+
+
+def sub_progress(progress: ProgressFn | None, start: float, end: float,
+                 prefix: str = "") -> ProgressFn | None:
+    """``progress`` of a step that covers ``[start, end]`` of the whole call; messages get ``prefix``."""
+    if progress is None:
+        return None
+    outer = progress
+
+    def report(fraction: float, message: str) -> None:
+        f = min(1.0, max(0.0, fraction))
+        outer(start + (end - start) * f, f"{prefix}{message}" if prefix else message)
+
+    return report
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """Loaded, reusable singletons for solves: catalog, perf model and the template cache directory."""
+
+    catalog: Catalog
+    perf: PerfModel
+    cache_dir: Path | None = None
+
+
+def default_context(cache_dir: Path | None = None) -> EngineContext:
+    """Catalog + perf model loaded from the shipped data (and user overrides under PLANNING_HOME)."""
+    from planning.catalog import load_catalog
+    from planning.perf import PerfModel
+
+    catalog = load_catalog()
+    return EngineContext(catalog=catalog, perf=PerfModel(catalog=catalog), cache_dir=cache_dir)

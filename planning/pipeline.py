@@ -1,0 +1,149 @@
+"""Plan a scenario end to end, one step per line: resolve → template sets → allocation → baselines → PlanResult.
+
+Groups and units
+----------------
+Disaggregated mode (Coral) plans two groups per model: ``{model}/prefill`` (rate in prompt tokens/s, SLO =
+prefill latency) and ``{model}/decode`` (rate in output tokens/s, SLO = per-token latency). Aggregated mode
+(Mélange) plans one group ``{model}/aggregated`` in requests/s: an instance that reaches T_p prompt tokens/s and
+T_d output tokens/s on the same nodes serves ``1 / (I/T_p + O/T_d)`` requests/s of mean size (I, O), i.e. it
+time-shares its nodes between the two phases (both under their SLOs).
+
+Workload classes
+----------------
+A plain demand is one class per group. A request-size histogram gives one class per bucket; a template's
+placement is optimised for the group's mean request, and its throughput for bucket q is that same placement
+evaluated on the perf tables of bucket q's sizes (min over stages of the stage's summed T̂).
+
+Progress (``progress(fraction, message)``, messages start with the step's name):
+``library build`` 2–80 %, ``reduction``/``ILP`` 80–90 %, ``baselines`` 90–98 %, ``diagnostics`` 98–100 %.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from planning.allocate.certify import baseline_problem, solve_certified
+from planning.allocate.problem import AllocationProblem
+from planning.assemble import build_plan_result
+from planning.catalog.schema import shape_gpu
+from planning.context import (
+    CancelToken,
+    EngineContext,
+    ProgressFn,
+    check_cancel,
+    default_context,
+    sub_progress,
+)
+from planning.resolve import ResolvedScenario, resolve_scenario
+from planning.result import BaselineSummary, PlanResult
+from planning.scenario import Scenario
+from planning.templates.sets import TemplateSet, build_template_sets, gpu_provenance
+
+
+def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
+          cancel: CancelToken | None = None, dump_model: str | Path | None = None,
+          with_baselines: bool = True) -> PlanResult:
+    """Plan ``scenario``: cheapest cluster (or most demand served) with placements and baselines.
+
+    Parameters
+    ----------
+    scenario:
+        A validated Scenario.
+    context:
+        Loaded catalog/perf model/cache (default: shipped data, no template cache).
+    progress:
+        ``progress(fraction, message)`` naming the current step (see the module docstring).
+    cancel:
+        A :class:`planning.context.CancelToken`; checked between and inside steps → :class:`Cancelled`.
+    dump_model:
+        Write the allocation model to this ``.lp``/``.mps`` path.
+    with_baselines:
+        Also run the baselines (they take about as long as the plan's ILP).
+
+    Returns
+    -------
+    PlanResult
+        Never None: infeasible plans carry a status and diagnostics.
+
+    Raises
+    ------
+    PlanningError
+        Inputs that cannot be planned (unknown ids, nothing purchasable), with the fix.
+    Cancelled
+        When ``cancel`` is set (or its deadline passes).
+    """
+    ctx = context or default_context()
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = now - clock
+        clock = now
+
+    start = clock
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    lap("resolve_seconds")
+    check_cancel(cancel)
+    if progress:
+        progress(0.02, "library build: serving templates")
+    sets = build_template_sets(ctx, resolved, sub_progress(progress, 0.02, 0.80), cancel)
+    lap("templates_seconds")
+    check_cancel(cancel)
+    allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
+                                 progress=sub_progress(progress, 0.80, 0.90), cancel=cancel)
+    timings.update(allocation.timings)
+    lap("allocation_seconds")
+    check_cancel(cancel)
+    baselines: list[BaselineSummary] = []
+    if with_baselines:
+        if progress:
+            progress(0.90, "baselines: single-GPU-type and memory-proportional plans")
+        baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), cancel)
+    lap("baselines_seconds")
+    if progress:
+        progress(0.98, "diagnostics: assembling the plan")
+    timings["total_seconds"] = time.perf_counter() - start
+    result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
+                               provenance=perf_provenance(ctx, sets), stats=allocation.stats)
+    if progress:
+        progress(1.0, "done")
+    return result
+
+
+def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
+                  cancel: CancelToken | None = None) -> list[BaselineSummary]:
+    """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`).
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set between baselines.
+    """
+    from planning.baselines import run_all_baselines
+
+    groups = resolved.groups
+    model_size = {g.id: resolved.specs[g.model].weight_bytes() for g in groups}
+    request_rate = {g.id: resolved.scenario.model(g.model).demand.rate_rps for g in groups}
+    gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
+    out = []
+    for b in run_all_baselines(problem, model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
+        check_cancel(cancel, "baselines")
+        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
+                                   served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
+                                   served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
+    return out
+
+
+def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str, str]:
+    """Where the perf numbers of each GPU type come from (measured, calibrated, roofline) and their bands."""
+    provenance = {}
+    for gpu in sorted({shape_gpu(s) for ts in sets if not ts.explicit for s in ts.shapes}):
+        prov, band_p, band_d = gpu_provenance(ctx, gpu)
+        provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
+    if any(ts.explicit for ts in sets):
+        provenance["explicit templates"] = "given in the scenario"
+    return provenance

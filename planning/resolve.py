@@ -1,0 +1,100 @@
+"""Scenario → what can be planned: model specs, (model, phase) groups, offers and their price/availability matrices.
+
+The first step of every use case (solve, build_templates, validate); computed once per call and passed on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planning.catalog.schema import Catalog, ModelSpec, shape_order
+from planning.errors import UnknownIdError
+from planning.groups import Group, plan_groups
+from planning.offers import ResolvedOffer, resolve_offers
+from planning.scenario import Scenario
+
+
+def resolve_models(scenario: Scenario, catalog: Catalog) -> dict[str, ModelSpec]:
+    """Catalog specs of the scenario's models (custom ones from their HF config).
+
+    Raises
+    ------
+    UnknownIdError
+        A model id not in the catalog and without ``custom_config``.
+    """
+    from planning.catalog.models import model_from_hf_config
+
+    out: dict[str, ModelSpec] = {}
+    for i, req in enumerate(scenario.models):
+        if req.custom_config is not None:
+            out[req.id] = model_from_hf_config(dict(req.custom_config), req.id)
+        elif req.id in catalog.models:
+            out[req.id] = catalog.models[req.id]
+        else:
+            raise UnknownIdError(f"models[{i}].id", req.id, catalog.models)
+    return out
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """A scenario resolved against the catalog: what can be bought, which models, which groups.
+
+    ``prices[r, k]`` / ``available[r, k]`` are the $/h and node count of ``shapes[k]`` in ``regions[r]``
+    (NaN / 0 where that shape is not sold there).
+    """
+
+    scenario: Scenario
+    offers: tuple[ResolvedOffer, ...]
+    specs: dict[str, ModelSpec]
+    groups: tuple[Group, ...]
+    shapes: tuple[str, ...]  # every offered shape, ordered by GPU then count
+    regions: tuple[str, ...]  # every region with an offer, sorted
+    prices: np.ndarray = field(repr=False)
+    available: np.ndarray = field(repr=False)
+
+    def shape_columns(self, shapes: Sequence[str]) -> np.ndarray:
+        """Column of each of ``shapes`` in :attr:`shapes` (−1 for a shape no region sells)."""
+        index = {s: k for k, s in enumerate(self.shapes)}
+        return np.array([index.get(s, -1) for s in shapes], dtype=np.int64)
+
+    def price_matrix(self, shapes: Sequence[str]) -> np.ndarray:
+        """``(len(regions), len(shapes))`` $/h per node, NaN where the shape is not sold in the region."""
+        cols = self.shape_columns(shapes)
+        out = np.full((len(self.regions), len(cols)), np.nan)
+        ok = cols >= 0
+        out[:, ok] = self.prices[:, cols[ok]]
+        return out
+
+    def availability_matrix(self, shapes: Sequence[str]) -> np.ndarray:
+        """``(len(regions), len(shapes))`` nodes available (0 where the shape is not sold in the region)."""
+        cols = self.shape_columns(shapes)
+        out = np.zeros((len(self.regions), len(cols)))
+        ok = cols >= 0
+        out[:, ok] = self.available[:, cols[ok]]
+        return out
+
+
+def resolve_scenario(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
+    """Offers, model specs, (model, phase) groups and price/availability matrices of a scenario.
+
+    Raises
+    ------
+    PlanningError
+        Unknown ids or nothing purchasable, naming the field and the fix.
+    """
+    offers = tuple(resolve_offers(scenario, catalog))
+    shapes = tuple(sorted({o.shape for o in offers}, key=shape_order))
+    regions = tuple(sorted({o.region for o in offers}))
+    r_index = {r: i for i, r in enumerate(regions)}
+    k_index = {s: k for k, s in enumerate(shapes)}
+    prices = np.full((len(regions), len(shapes)), np.nan)
+    available = np.zeros((len(regions), len(shapes)))
+    for o in offers:
+        prices[r_index[o.region], k_index[o.shape]] = o.price_per_hour
+        available[r_index[o.region], k_index[o.shape]] = o.available
+    return ResolvedScenario(scenario=scenario, offers=offers, specs=resolve_models(scenario, catalog),
+                            groups=tuple(plan_groups(scenario)), shapes=shapes, regions=regions,
+                            prices=prices, available=available)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
+from planning.export import ExportFile
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.solve import (
@@ -288,3 +289,22 @@ def catalog_frames() -> dict[str, pd.DataFrame]:
         "availability": pd.DataFrame([a.__dict__ for a in c.availability.values()]),
     }
     return frames
+
+
+def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
+    """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"``.
+
+    Serve commands use each catalog model's Hugging Face repository (custom models: ``/models/<id>``).
+    """
+    from planning.catalog import load_catalog
+    from planning.export import kubernetes_manifests, skypilot_tasks
+
+    if fmt not in ("skypilot", "kubernetes", "all"):
+        raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
+    repos = {m.id: m.hf_repo for m in load_catalog().models.values() if m.hf_repo}
+    files: list[ExportFile] = []
+    if fmt in ("skypilot", "all"):
+        files += skypilot_tasks(result, repos)
+    if fmt in ("kubernetes", "all"):
+        files += kubernetes_manifests(result, repos)
+    return files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import pandas as pd
 from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 from planning.export import ExportFile
+from planning.learn import Lesson
 from planning.result import PlanResult, StagePlan
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.solve import (
@@ -308,3 +309,15 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
     if fmt in ("kubernetes", "all"):
         files += kubernetes_manifests(result, repos)
     return files
+
+
+def lesson(key: str, **control: Any) -> Lesson:
+    """One teaching example of :mod:`planning.learn` by key (``coral-contention``, ``melange``, ``slo``,
+    ``demystifying``) with its "try it" control as keyword arguments."""
+    from planning import learn
+
+    functions: dict[str, Callable[..., Lesson]] = {"coral-contention": learn.coral_contention, "melange": learn.melange_request_size,
+                 "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
+    if key not in functions:
+        raise PlanningError("lesson", f"unknown lesson {key[:40]!r}.", f"use one of {', '.join(functions)}.")
+    return functions[key](**control)

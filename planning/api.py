@@ -321,3 +321,11 @@ def lesson(key: str, **control: Any) -> Lesson:
     if key not in functions:
         raise PlanningError("lesson", f"unknown lesson {key[:40]!r}.", f"use one of {', '.join(functions)}.")
     return functions[key](**control)
+
+
+def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand", "spot"),
+                    per_region: bool = True) -> pd.DataFrame:
+    """The same demand planned per cloud, per region and mixed, on-demand and spot (see :mod:`planning.compare`)."""
+    from planning.compare import compare_markets as _compare
+
+    return _compare(scenario, solve, pricings=pricings, per_region=per_region)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ import pandas as pd
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
 from planning.errors import PlanningError
+from planning.export import ExportFile
+from planning.learn import Lesson
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
@@ -348,3 +350,43 @@ def check_custom_model(config: Mapping[str, Any], model_id: str) -> None:
     from planning.catalog.models import model_from_hf_config
 
     model_from_hf_config(dict(config), model_id)
+
+
+def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
+    """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"``.
+
+    Serve commands use each catalog model's Hugging Face repository (custom models: ``/models/<id>``).
+    """
+    from planning.catalog import load_catalog
+    from planning.export import kubernetes_manifests, skypilot_tasks
+
+    if fmt not in ("skypilot", "kubernetes", "all"):
+        raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
+    repos = {m.id: m.hf_repo for m in load_catalog().models.values() if m.hf_repo}
+    files: list[ExportFile] = []
+    if fmt in ("skypilot", "all"):
+        files += skypilot_tasks(result, repos)
+    if fmt in ("kubernetes", "all"):
+        files += kubernetes_manifests(result, repos)
+    return files
+
+
+def lesson(key: str, **control: Any) -> Lesson:
+    """One teaching example of :mod:`planning.learn` by key (``coral-contention``, ``melange``, ``slo``,
+    ``demystifying``) with its "try it" control as keyword arguments."""
+    from planning import learn
+
+    functions: dict[str, Callable[..., Lesson]] = {
+        "coral-contention": learn.coral_contention, "melange": learn.melange_request_size,
+        "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
+    if key not in functions:
+        raise PlanningError("lesson", f"unknown lesson {key[:40]!r}.", f"use one of {', '.join(functions)}.")
+    return functions[key](**control)
+
+
+def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand", "spot"),
+                    per_region: bool = True) -> pd.DataFrame:
+    """The same demand planned per cloud, per region and mixed, on-demand and spot (see :mod:`planning.compare`)."""
+    from planning.compare import compare_markets as _compare
+
+    return _compare(scenario, solve, pricings=pricings, per_region=per_region)

@@ -1,0 +1,65 @@
+"""CLI: ``planning export PLAN.json|SCENARIO|--preset NAME --format skypilot|kubernetes --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from planning import api
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import atomic_write_text
+
+MAX_PLAN_BYTES = 64 * 1024 * 1024
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
+    p = sub.add_parser("export", help="write deployable files for a plan (SkyPilot task YAML, Kubernetes manifests)")
+    p.add_argument("source", nargs="?", type=Path, help="a plan JSON (from `planning solve --json`) or a scenario file")
+    p.add_argument("--preset", help="plan a shipped preset first (see `planning presets`)")
+    p.add_argument("--format", choices=("skypilot", "kubernetes", "all"), default="skypilot")
+    p.add_argument("--out", type=Path, help="directory to write the files to (printed to stdout when omitted)")
+    p.set_defaults(func=_export)
+
+
+def _plan_from_args(args: argparse.Namespace) -> PlanResult:
+    if args.preset and args.source:
+        raise PlanningError("source", "both a file and --preset were given.", "give one of them.")
+    if args.preset:
+        return api.solve(api.load_preset_scenario(args.preset))
+    if args.source is None:
+        raise PlanningError("source", "no plan or scenario given.", "pass PLAN.json, a scenario file, or --preset NAME.")
+    path: Path = args.source
+    if not path.is_file():
+        raise PlanningError("source", f"{path} is not a file.", "check the path.")
+    if path.stat().st_size > MAX_PLAN_BYTES:
+        raise PlanningError("source", f"{path.name} is larger than {MAX_PLAN_BYTES // 2**20} MiB.", "give a plan JSON.")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix.lower() == ".json" and '"instances"' in text and '"status"' in text:
+        try:
+            return PlanResult.from_json(text)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise PlanningError("source", f"{path.name} is not a plan JSON ({type(exc).__name__}).",
+                                "write one with `planning solve … --json --out plan.json`.") from None
+    return api.solve(api.load_scenario(path))
+
+
+def _export(args: argparse.Namespace) -> int:
+    plan = _plan_from_args(args)
+    if not plan.instances:
+        print(f"error: the plan has no instances (status {plan.status}); nothing to deploy.", file=sys.stderr)
+        return 1
+    files = api.export_plan(plan, args.format)
+    if args.out is None:
+        for f in files:
+            sys.stdout.write(f"--- # {f.name} ({f.deployable})\n{f.text}")
+        return 0
+    if args.out.exists() and not args.out.is_dir():
+        raise PlanningError("--out", f"{args.out} is a file, not a directory.", "give a directory path.")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        atomic_write_text(args.out / f.name, f.text)
+    manual = sum(f.deployable == "manual" for f in files)
+    print(f"wrote {len(files)} file(s) to {args.out}" + (f"; {manual} need manual steps (see their comments)" if manual else ""))
+    return 0

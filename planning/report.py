@@ -1,0 +1,279 @@
+"""A plan report for finance and sales: headline cost per hour/month/year, comparison, and every assumption.
+
+One structure (:class:`Report`: titled sections of paragraphs and tables) renders to Markdown and to a
+self-contained printable HTML page (print it to PDF from the browser), so both say the same thing. Numbers are
+formatted for people (money to the cent, shares as percentages, no float noise, no ``nan``).
+
+Comparisons count the same components on both sides: the plan's **provisioning** cost (what the nodes cost per
+hour) against each baseline's provisioning cost; the plan's initialization penalty (Coral's K × price of newly
+started nodes, an amortised start-up cost the optimizer uses to avoid churn) is shown on its own line and
+explained, never mixed into a saving. A saving is stated only when both plans serve the same demand.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planning.result import PlanResult
+
+HOURS_PER_MONTH = 730.0  # 8,760 h / 12: the convention cloud price calculators use
+HOURS_PER_YEAR = 8760.0
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Section:
+    heading: str
+    paragraphs: tuple[str, ...] = ()
+    tables: tuple[Table, ...] = ()
+    bullets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    subtitle: str
+    sections: tuple[Section, ...] = field(default_factory=tuple)
+
+
+def money(value: float | None) -> str:
+    """``$1,234.56`` (``—`` for a missing or non-finite value)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"${value:,.2f}"
+
+
+def share(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{100 * value:.1f} %"
+
+
+def number(value: Any, digits: int = 4) -> str:
+    """A number for people: integers as integers, others to ``digits`` significant digits with separators."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "—"
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        magnitude = math.floor(math.log10(abs(value))) if value else 0
+        decimals = max(0, digits - 1 - magnitude)
+        text = f"{value:,.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return str(value)
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """At most ``limit`` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _served_same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6
+
+
+def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
+    from planning.catalog import load_catalog
+    from planning.catalog.schema import shape_key
+
+    catalog = load_catalog()
+    rows: list[tuple[str, ...]] = []
+    for cap in result.capacity:
+        if cap.used <= 0:
+            continue
+        match = None
+        for cfg in catalog.configs.values():
+            if cfg.region_key == cap.region and shape_key(cfg.gpu_id, cfg.gpu_count) == cap.shape:
+                prices = {cfg.price_on_demand, cfg.price_spot}
+                if any(p is not None and abs(p - cap.price_per_hour) < 1e-6 for p in prices):
+                    match = cfg
+                    break
+        if match is None:
+            rows.append((cap.region, cap.shape, "scenario offer", money(cap.price_per_hour), number(cap.used),
+                         "given in the scenario", "—"))
+            continue
+        kind = "spot" if match.price_spot is not None and abs(match.price_spot - cap.price_per_hour) < 1e-6 \
+            and abs(match.price_on_demand - cap.price_per_hour) >= 1e-6 else "on-demand"
+        rows.append((cap.region, cap.shape, f"{match.instance_type} ({kind})", money(cap.price_per_hour),
+                     number(cap.used), clip(match.source, 160), match.as_of))
+    return rows
+
+
+def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
+    models = []
+    for m in scenario.get("models", ()):
+        slo = m.get("slo", {}) or {}
+        demand = m.get("demand", {}) or {}
+        buckets = demand.get("histogram") or demand.get("buckets")
+        size = (f"{len(buckets)} request-size buckets" if buckets else
+                f"{number(demand.get('input_len'))} in / {number(demand.get('output_len'))} out tokens")
+        models.append((str(m.get("id", "?")), number(slo.get("prefill_ms")), number(slo.get("decode_ms")),
+                       number(demand.get("rate_rps")), size))
+    opts = scenario.get("options", {}) or {}
+    objective = scenario.get("objective", {}) or {}
+    budget = objective.get("budget_per_hour")
+    bullets = [
+        f"Serving mode: {scenario.get('mode', 'disaggregated')} "
+        "(disaggregated = prefill and decode on separate nodes; aggregated = both on the same engine).",
+        f"Prices: {str(scenario.get('pricing', 'on_demand')).replace('_', '-')}; regions: "
+        f"{', '.join(scenario.get('regions', ())) or 'all in the catalog'}; node shapes: "
+        f"{', '.join(scenario.get('shapes', ())) or 'all in the catalog'}.",
+        f"Availability: catalog node counts × {number(scenario.get('availability_scale', 1.0))}"
+        + (f", {len(scenario.get('availability', ()))} override(s)" if scenario.get("availability") else "") + ".",
+        f"Objective: {objective.get('kind', 'cost')}" + (f" within a budget of {money(budget)}/h" if budget else "")
+        + ".",
+        f"Search: at most {number(opts.get('nmax'))} nodes per serving template (Nmax), templates up to "
+        f"{number(opts.get('rho'))}× the model's memory (ρ), initialization penalty factor K = "
+        f"{number(opts.get('K'))}, solver {opts.get('solver', 'highs')}, time limit {number(opts.get('time_limit_s'))} s.",
+    ]
+    return [
+        Section("Models, latency targets and traffic",
+                tables=(Table(("model", "TTFT / prefill SLO (ms)", "TPOT / decode SLO (ms)", "requests/s",
+                               "request size"), tuple(models)),)),
+        Section("Other assumptions", bullets=tuple(bullets)),
+    ]
+
+
+def build_report(result: PlanResult) -> Report:
+    """The report's content for a plan (the scenario it was solved for travels inside ``result``)."""
+    scenario = dict(result.scenario or {})
+    name = str(scenario.get("name") or "scenario")
+    ok = result.status in ("optimal", "feasible")
+    provisioning = result.provisioning_per_hour
+    headline = [
+        f"Status: **{result.status}**" + (f" (optimality gap {share(result.mip_gap)})" if result.mip_gap else "")
+        + f"; serves {share(result.served_fraction)} of the demand.",
+        f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
+        f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
+    ]
+    if result.penalty_per_hour > 0:
+        headline.append(
+            f"Start-up allowance: {money(result.penalty_per_hour)}/h on top — Coral's initialization penalty (K × the "
+            "hourly price of every node started now), which spreads start-up time over the re-planning interval. It "
+            "is not a bill; comparisons below leave it out on both sides.")
+    gpus = result.gpus_by_type()
+    if gpus:
+        headline.append("GPUs: " + ", ".join(f"{n} × {g}" for g, n in gpus.items()) + "; regions: "
+                        + ", ".join(result.regions_used()) + ".")
+    if result.message:
+        headline.append(result.message)
+    comparison_rows = []
+    for b in result.baselines:
+        same = _served_same(b.served_fraction, result.served_fraction) and ok and b.feasible
+        saving = (1 - provisioning / b.cost_per_hour) if same and b.cost_per_hour > 0 else None
+        comparison_rows.append((b.name, money(b.cost_per_hour), money(b.cost_per_hour * HOURS_PER_MONTH),
+                                share(b.served_fraction),
+                                share(saving) if saving is not None else "not comparable (serves different demand)",
+                                clip(b.note)))
+    sections = [Section("Headline", paragraphs=tuple(headline))]
+    if comparison_rows:
+        sections.append(Section(
+            "Compared with simpler strategies",
+            paragraphs=("Each baseline is planned for the same demand, regions and prices. The saving is the plan's "
+                        "node cost against the baseline's, stated only when both serve the same demand.",),
+            tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
+    sections += _assumption_sections(scenario)
+    price_rows = _price_rows(result)
+    if price_rows:
+        sections.append(Section("Prices used (per node-hour)", tables=(Table(
+            ("region", "shape", "instance", "price", "nodes", "source", "as of"), tuple(price_rows)),)))
+    inst_rows = tuple((i.model, i.phase, i.region, number(i.count), ", ".join(f"{n} × {g}" for g, n in sorted(i.gpus.items())),
+                       f"{number(i.throughput)} {i.throughput_unit}", share(i.utilisation), money(i.cost_per_hour))
+                      for i in result.instances)
+    if inst_rows:
+        sections.append(Section("What to rent", tables=(Table(
+            ("model", "phase", "region", "instances", "GPUs per instance", "throughput each", "load", "$/h"),
+            inst_rows),)))
+    perf_lines = [f"{k}: {v}" for k, v in (result.provenance or {}).items()]
+    sections.append(Section(
+        "Where the performance numbers come from",
+        paragraphs=("Throughputs come from the project's performance model (roofline physics, calibrated on public "
+                    "kernel measurements, checked against published end-to-end serving results; docs/perf-model.md "
+                    "gives the error per GPU class). Plan capacity inherits that uncertainty.",),
+        bullets=tuple(perf_lines)))
+    if result.diagnostics:
+        sections.append(Section("Diagnostics", bullets=tuple(clip(d, 400) for d in result.diagnostics)))
+    subtitle = str(scenario.get("description") or "").strip()
+    return Report(f"Serving plan — {name}", subtitle, tuple(sections))
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def report_markdown(result: PlanResult) -> str:
+    """The report as Markdown."""
+    rep = build_report(result)
+    out = [f"# {rep.title}", ""]
+    if rep.subtitle:
+        out += [rep.subtitle, ""]
+    for sec in rep.sections:
+        out += [f"## {sec.heading}", ""]
+        for p in sec.paragraphs:
+            out += [p, ""]
+        for b in sec.bullets:
+            out.append(f"- {b}")
+        if sec.bullets:
+            out.append("")
+        for t in sec.tables:
+            out.append("| " + " | ".join(t.columns) + " |")
+            out.append("|" + "|".join("---" for _ in t.columns) + "|")
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
+            out.append("")
+    return "\n".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:960px;margin:2rem auto;color:#1b1b1b;
+line-height:1.45;padding:0 1rem}h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:1.6rem;
+border-bottom:1px solid #ddd;padding-bottom:.2rem}table{border-collapse:collapse;width:100%;font-size:.88rem;
+margin:.6rem 0}th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.subtitle{color:#555}@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}
+table{page-break-inside:auto}tr{page-break-inside:avoid}}
+"""
+
+
+def _inline(text: str) -> str:
+    escaped = html.escape(text)
+    parts = escaped.split("**")
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def report_html(result: PlanResult) -> str:
+    """The report as one self-contained, printable HTML page (no scripts, no external resources)."""
+    rep = build_report(result)
+    body = [f"<h1>{html.escape(rep.title)}</h1>"]
+    if rep.subtitle:
+        body.append(f"<p class='subtitle'>{html.escape(rep.subtitle)}</p>")
+    for sec in rep.sections:
+        body.append(f"<h2>{html.escape(sec.heading)}</h2>")
+        body += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
+        if sec.bullets:
+            body.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in sec.bullets) + "</ul>")
+        for t in sec.tables:
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{html.escape(rep.title)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+
+
+def report_sections(result: PlanResult) -> Sequence[Section]:
+    """The sections (for pages that lay them out themselves)."""
+    return build_report(result).sections

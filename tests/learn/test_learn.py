@@ -1,0 +1,62 @@
+"""Teaching examples pin the papers' numbers where the engine reproduces them, and the direction where not."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from planning import api, learn
+from planning.errors import PlanningError
+
+
+def test_demystifying_numbers() -> None:
+    lesson = learn.demystifying_worked_example()
+    ours = lesson.ours
+    assert math.floor(ours["one of each type"] * 100) / 100 in (44.05, 44.06)  # paper truncates 44.0559
+    for key in ("t1 + 2×t2", "t1 + TP-2(t2)", "t1 + TP-2(t2), paper's routing"):
+        assert ours[key] == lesson.paper_numbers[key]
+    assert ours["MILP optimum"] == 28.43 and ours["MILP cost per hour"] == 8.0
+    # more budget never makes the optimum worse
+    assert learn.demystifying_worked_example(12.0).ours["MILP optimum"] <= 28.43
+    with pytest.raises(PlanningError, match="budget_per_hour"):
+        learn.demystifying_worked_example(0)
+
+
+def test_coral_contention_greedy_fails_joint_succeeds() -> None:
+    lesson = learn.coral_contention()
+    assert lesson.ours["greedy, M1 first: served both"] == 0.0
+    assert lesson.ours["greedy, M2 first: served both"] == 0.0
+    assert lesson.ours["joint ILP: served both"] == 1.0
+    assert lesson.rows[-1]["replicas"] == "1×M1:AB, 1×M2:ABB"
+    # with plenty of A nodes greedy works too: the lesson is about scarcity
+    assert learn.coral_contention(a_nodes=4, b_nodes=3).ours["greedy, M1 first: served both"] == 1.0
+
+
+def test_melange_request_size_effect_and_mix() -> None:
+    lesson = learn.melange_request_size(rate_rps=4.0)
+    assert round(lesson.ours["A10G max advantage (×)"], 1) == lesson.paper_numbers["A10G max advantage (×)"]
+    assert lesson.ours["A100 max advantage (×)"] > 1.2
+    winners = {(r["input ≤"], r["output ≤"]): r["cheaper per token"] for r in lesson.rows}
+    assert winners[(25, 25)] == "A10G" and winners[(2000, 2000)] == "A100"
+    mixed = lesson.ours["mixed $/h"]
+    assert mixed < lesson.ours["A10G-only $/h"] and mixed < lesson.ours["A100-only $/h"]
+    assert lesson.ours["mixed A10G"] >= 1 and lesson.ours["mixed A100"] >= 1
+    with pytest.raises(PlanningError, match="output_len"):
+        learn.melange_request_size(output_len=5000)
+
+
+def test_slo_tightening_hurts_the_small_gpu_most() -> None:
+    shares = []
+    for tpot in (40.0, 60.0, 100.0, 160.0):
+        ours = learn.slo_changes_the_answer(tpot).ours
+        shares.append(ours["A10G tokens per $"] / ours["A100-80G tokens per $"])
+    assert all(a <= b + 1e-9 for a, b in itertools.pairwise(shares))
+    assert shares[-1] > 2 * shares[0]
+
+
+def test_api_lesson_dispatch() -> None:
+    assert api.lesson("coral-contention", a_nodes=2, b_nodes=3).key == "coral-contention"
+    with pytest.raises(PlanningError, match="lesson"):
+        api.lesson("nope")

@@ -20,7 +20,7 @@ from planning.perf.calibration import Calibration, GpuCalibration, load_calibrat
 from planning.perf.curves import Curves, build_curves
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import Device, LayerArch, Precision, resolve_precision, valid_tp
-from planning.perf.serving import serving_point
+from planning.perf.serving import serving_point, serving_stage_table
 from planning.perf.tables import TableCache, best_over_batches
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class PerfModel:
 
     # ----------------------------------------------------------------- T̂ tables
     def stage_table(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, workload: Workload,
-                    max_stages: int = 6, dtype: str | None = None) -> np.ndarray:
+                    max_stages: int = 6, dtype: str | None = None, ttft_ms: float | None = None) -> np.ndarray:
         """T̂_j(g): max throughput of one node of ``shape`` holding j layers under per-stage budget slo/S.
 
         Parameters
@@ -137,16 +137,18 @@ class PerfModel:
         model: architecture.
         shape: node shape ``"{count}x{gpu}"``; the node runs tensor parallel over ``tp`` of its GPUs and
             ``count/tp`` data-parallel copies (the best valid split is taken for each entry).
-        phase: ``"prefill"`` (prompt tokens/s under the TTFT budget) or ``"decode"`` (output tokens/s
-            under the TPOT budget).
+        phase: ``"prefill"`` (prompt tokens/s under the TTFT budget), ``"decode"`` (output tokens/s
+            under the TPOT budget) or ``"aggregated"`` (requests/s of continuous batching with chunked prefill,
+            ``slo_ms`` = TPOT, optional ``ttft_ms``; see serving.serving_stage_table).
         slo_ms: the whole pipeline's latency SLO in ms (prefill: TTFT; decode: TPOT).
         workload: mean input/output tokens per request.
         max_stages: number of pipeline-stage counts S = 1..max_stages.
         dtype: weight dtype override (default the model's own).
+        ttft_ms: TTFT SLO of the aggregated phase (ignored by the others).
 
         Returns
         -------
-        Array (max_stages, L); entry [S-1, j-1] in tokens/s; 0 where the node cannot hold j layers or
+        Array (max_stages, L); entry [S-1, j-1] in tokens/s (aggregated: requests/s); 0 where the node cannot hold j layers or
         cannot meet the budget at any batch.
 
         Raises
@@ -155,25 +157,27 @@ class PerfModel:
         """
         count, gpu_id = parse_shape(shape)
         key = TableCache.key((model, self.gpu(gpu_id), count, phase, float(slo_ms), workload, max_stages, dtype,
+                              ttft_ms if phase == "aggregated" else None,
                               self.network_gbps(shape), self.calibration.fingerprint(),
                               self.profiles.fingerprint() if self.profiles is not None else None))
         hit = self._tables.get(key)
         if hit is not None:
             return hit
-        table = self._compute_table(model, shape, phase, slo_ms, workload, max_stages, dtype)
+        table = self._compute_table(model, shape, phase, slo_ms, workload, max_stages, dtype, ttft_ms)
         self._tables.put(key, table)
         return table
 
     def stage_tables(self, model: ModelSpec, shapes: list[str] | tuple[str, ...], phase: str, slo_ms: float,
-                     workload: Workload, max_stages: int = 6, dtype: str | None = None) -> np.ndarray:
+                     workload: Workload, max_stages: int = 6, dtype: str | None = None,
+                     ttft_ms: float | None = None) -> np.ndarray:
         """``stage_table`` for many shapes at once: array (len(shapes), max_stages, L), each cached."""
-        tables = [self.stage_table(model, s, phase, slo_ms, workload, max_stages, dtype) for s in shapes]
+        tables = [self.stage_table(model, s, phase, slo_ms, workload, max_stages, dtype, ttft_ms) for s in shapes]
         if not tables:
             return np.zeros((0, max_stages, model.layers))
         return np.stack(tables)
 
     def _compute_table(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,
-                       max_stages: int, dtype: str | None) -> np.ndarray:
+                       max_stages: int, dtype: str | None, ttft_ms: float | None = None) -> np.ndarray:
         if not (slo_ms > 0 and math.isfinite(slo_ms)):
             raise PlanningError("slo_ms", f"{slo_ms} is not a positive number of ms.", "give the SLO in ms, e.g. 1500.")
         if max_stages < 1:
@@ -184,8 +188,18 @@ class PerfModel:
         prec = resolve_precision(model, dtype, gpu)
         net, _known = self.network_gbps(shape)
         arch = self._layer_arch(model)
-        batches = self._grid(phase, wl)
         s = self.calibration.settings
+        if phase == "aggregated":
+            stages = np.arange(1, max_stages + 1, dtype=float)
+            tpot_budget = (slo_ms * 1e-3 / stages) / s.decode_headroom
+            best = np.zeros((max_stages, arch.layers))
+            for tp in self.tp_options(model, count):
+                best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
+                                                            ttft_ms, net, stages))
+            return best
+        if phase not in PHASES:
+            raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
+        batches = self._grid(phase, wl)
         headroom = s.prefill_headroom if phase == "prefill" else s.decode_headroom
         budget = (slo_ms * 1e-3 / np.arange(1, max_stages + 1, dtype=float)) / headroom  # (S,)
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
@@ -248,8 +262,8 @@ class PerfModel:
         tp: tensor-parallel degree (default: all ``count`` GPUs when valid for the model's heads, else the
             largest valid divisor; remaining GPUs are data-parallel copies).
         dtype: weight dtype (default the model's own): bf16, fp16, fp8, mxfp4.
-        batch: requests in the batch for the prefill/decode times (default: the serving operating point's
-            batch per copy, or 1 when the model does not fit).
+        batch: requests in the batch for the prefill/decode times (default 1: single-request latency; the
+            ``serving`` block gives the throughput operating point).
         input_len: prompt tokens per request.
         output_len: generated tokens per request (default 0: decode step at context ``input_len``).
         ttft_ms: prefill latency SLO for the max prefill throughput and the serving point (None: unconstrained).
@@ -276,7 +290,7 @@ class PerfModel:
         s = self.calibration.settings
         serving = serving_point(arch, dev, prec, s, tp, dp, wl, ttft_ms, tpot_ms)
         if batch is None:
-            batch = max(1, serving.batch // dp) if serving is not None else 1
+            batch = 1
         shape = f"{count}x{gpu_id}"
         L = arch.layers
         nf = float(arch.full_in_window[-1])

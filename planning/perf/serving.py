@@ -18,13 +18,14 @@ TTFT from a chunked prefill next to C - 1 decodes, and output tokens/s = C * O /
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from planning.perf.calibration import GlobalSettings
 from planning.perf.curves import reserve_bytes, workspace_bytes
 from planning.perf.results import ServingPoint, Workload
-from planning.perf.roofline import Device, LayerArch, Precision, mixed_layer_time
+from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
 
 
 def _grid(max_seqs: int) -> np.ndarray:
@@ -87,10 +88,18 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     mem = fixed + b * kv_seq
     cap = dev.memory_gb * 1e9
     if concurrency is not None:
+        if not mem[0] <= cap:
+            # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
+            fit = int((cap - fixed) // kv_seq) if cap > fixed else 0
+            if fit < 1:
+                return None
+            inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp)
+            if inner is None:
+                return None
+            wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
+            return replace(inner, ttft_ms=inner.ttft_ms + wait_s * 1e3, concurrency=int(concurrency),
+                           limited_by="memory")
         out_rate = float(concurrency * out / (ttft[0] + (out - 1.0) * t[0]))
-        ok_mem = bool(mem[0] <= cap)
-        if not ok_mem:
-            return None
         return ServingPoint(
             max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
             ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
@@ -117,3 +126,51 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(b[i]) * dp,
         ttft_ms=float(ttft[i] * 1e3), tpot_ms=float(t[i] * 1e3), memory_gb=float(mem[i] * tp * dp / 1e9),
         capacity_gb=cap * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+
+
+def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                        wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
+                        stages: np.ndarray) -> np.ndarray:
+    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
+
+    The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
+    mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
+    t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= token budget, the stage's memory (j layers of
+    weights and of B sequences' KV cache + workspace + reserve) fits, and the pipeline TTFT
+    S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``.
+    """
+    inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
+    budget = float(settings.max_batched_tokens)
+    b = _grid(int(settings.max_num_seqs))
+    share = b * inp / out
+    ctx = inp + out / 2.0
+    t_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, False)
+    t_slide = (mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, True)
+               if arch.window else t_full)
+    chunk = np.maximum(budget - b, 1.0)
+    c_full = mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, False)
+    c_slide = (mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, True)
+               if arch.window else c_full)
+    steps = np.ceil(inp / chunk) + 0.5
+    j = np.arange(1, arch.layers + 1, dtype=float)
+    nf = arch.full_in_window
+    ns = j - nf
+    step = dev.cal.step_ms * 1e-3
+    run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B)
+    run_chunk = nf[:, None] * c_full[None, :] + ns[:, None] * c_slide[None, :] + step
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    kv_full = b * ctx * kv_tok
+    kv_slide = b * min(ctx, float(arch.window or ctx)) * kv_tok
+    fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + nf[:, None] * kv_full[None, :]
+           + ns[:, None] * kv_slide[None, :] + fixed)
+    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, :]  # (L, B)
+    # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
+    hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
+    send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
+    t = run[None, :, :] + send[:, None, :]  # (S, L, B)
+    ttft = stages[:, None, None] * steps[None, None, :] * (run_chunk[None, :, :] + send[:, None, :])
+    ok = ok_lb[None, :, :] & (t <= tpot_budget[:, None, None])
+    if ttft_slo_ms is not None:
+        ok &= ttft * 1e3 <= ttft_slo_ms
+    return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)

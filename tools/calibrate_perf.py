@@ -71,6 +71,8 @@ GLOBAL_VALUES = {
     "activation_factor": (4.0, "prior: ~4 live copies of (hidden + intermediate/tp) BF16 per token in a step"),
     "max_batched_tokens": (8192, "prior: engine token budget per step (vLLM V1 / TensorRT-LLM default "
                            "max_num_batched_tokens 8192); bounds the activation workspace"),
+    "graph_kernel_factor": (0.5, "prior: CUDA-graph replay of decode and mixed steps removes the CPU launch gap, "
+                            "about half of the eagerly measured per-kernel latency (kernel_us, attn_us)"),
     "max_num_seqs": (1024, "prior: engine cap on running sequences (vLLM V1 max_num_seqs on data-center GPUs; "
                      "TensorRT-LLM max_batch_size is larger)"),
     "network_gbps": (25.0, "prior: default node network when the config publishes none (25 Gbit/s class NIC)"),

@@ -7,7 +7,7 @@ never holds more than that many tokens' activations, whatever the batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,6 +44,12 @@ def workspace_bytes(arch: LayerArch, settings: GlobalSettings, tp: int, step_tok
     return np.asarray(live * settings.activation_factor * (arch.hidden + inter_act) * ACT_BYTES, dtype=float)
 
 
+def graphed(dev: Device, settings: GlobalSettings) -> Device:
+    """The device as a CUDA-graph replay sees it: the CPU launch share of every kernel's latency is gone."""
+    return replace(dev, cal=replace(dev.cal, kernel_us=dev.cal.kernel_us * settings.graph_kernel_factor,
+                                    attn_us=dev.cal.attn_us * settings.graph_kernel_factor))
+
+
 def reserve_bytes(dev: Device, settings: GlobalSettings) -> float:
     """Memory kept back per GPU (utilization headroom + CUDA context, CUDA graphs, NCCL buffers)."""
     return settings.mem_reserve_frac * dev.memory_gb * 1e9 + settings.mem_reserve_gb * 1e9
@@ -78,6 +84,7 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
         kv_tokens = inp
         act_tokens = batches * inp
     elif phase == "decode":
+        dev = graphed(dev, settings)  # engines capture decode steps in CUDA graphs
         q_len, context, tokens = 1.0, inp + out / 2.0, batches.astype(float)
         kv_tokens = inp + out  # a sequence holds its KV until its last token
         act_tokens = batches.astype(float)

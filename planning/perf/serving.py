@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from planning.perf.calibration import GlobalSettings
-from planning.perf.curves import reserve_bytes, workspace_bytes
+from planning.perf.curves import graphed, reserve_bytes, workspace_bytes
 from planning.perf.results import ServingPoint, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
 
@@ -64,6 +64,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
     max_seqs = int(settings.max_num_seqs)
+    dev = graphed(dev, settings)
     ctx = inp + out / 2.0
     if concurrency is not None:
         per_copy = max(1.0, concurrency / dp)
@@ -141,6 +142,7 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
+    dev = graphed(dev, settings)
     b = _grid(int(settings.max_num_seqs))
     share = b * inp / out
     ctx = inp + out / 2.0

@@ -189,11 +189,11 @@ def gemm_time(dev: Device, m: ArrayLike, n: ArrayLike, k: ArrayLike, wbytes: flo
     nbytes = k * n * wbytes + (m * k + m * n) * ACT_BYTES
     t = dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, compute)
     if compute == "fp8":
-        t = t + _quant_time(dev, m, k)
+        t = t + quant_time(dev, m, k)
     return t
 
 
-def _quant_time(dev: Device, rows: ArrayLike, k: ArrayLike) -> np.ndarray:
+def quant_time(dev: Device, rows: ArrayLike, k: ArrayLike) -> np.ndarray:
     """Dynamic per-token FP8 quantization of the GEMM input: one memory-bound kernel reading X (BF16), writing X8.
 
     Explicit and small: ~3 bytes per input element plus one kernel latency (often fused into the preceding norm).
@@ -282,7 +282,7 @@ def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: Arra
                   + tokens * arch.active * (2.0 * h + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
         t = t + 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.expert_compute)
         if p.expert_compute == "fp8":  # activation quantization before the grouped GEMMs
-            t = t + _quant_time(dev, tokens * arch.active, h)
+            t = t + quant_time(dev, tokens * arch.active, h)
         inter_act = arch.active * arch.moe_inter / tp
         kernels = ELEMENTWISE_KERNELS + MOE_EXTRA_KERNELS
     else:

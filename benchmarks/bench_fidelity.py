@@ -57,7 +57,7 @@ def table(points: Sequence[ValidationPoint], pred: Sequence[float], key: str) ->
     """Fidelity per group (``key``: 'source', 'category' or 'source/category')."""
     groups: dict[str, list[int]] = {}
     for i, p in enumerate(points):
-        name = {"source": p.source, "category": category(p), "source/category": f"{p.source} | {category(p)}"}[key]
+        name = {"source": p.source, "category": category(p), "source/category": f"{p.source} / {category(p)}"}[key]
         groups.setdefault(name, []).append(i)
     return [summarize(g, [points[i] for i in ix], [pred[i] for i in ix]) for g, ix in sorted(groups.items())]
 

@@ -58,6 +58,8 @@ class PerfModel:
         self.bands = bands if bands is not None else load_bands()
         self._tables = TableCache(cache_dir, cache_size)
         self._arch: dict[ModelSpec, LayerArch] = {}
+        self._net: dict[str, tuple[float, bool]] = {}
+        self._cal_fp: tuple[int, str] | None = None
 
     @property
     def cache_dir(self) -> Path | None:
@@ -86,12 +88,31 @@ class PerfModel:
         """The fitted (or prior) constants of one GPU type."""
         return self.calibration.for_gpu(self.gpu(gpu_id))
 
+    def kind_bands(self, gpu_id: str, dtype: str = "bf16") -> dict[str, float]:
+        """Relative uncertainty of each quantity kind (ttft, tpot, throughput) on ``gpu_id`` at ``dtype``.
+
+        The same validation-derived bands as ``PerfEstimate.band`` (docs/perf-model.md Sec. 7), for callers that
+        label a whole plan (e.g. plan capacity ± band) rather than one estimate.
+        """
+        gpu = self.gpu(gpu_id)
+        prov = self.calibration.for_gpu(gpu).provenance
+        bands, _ = self.bands.for_estimate(gpu, dtype, dict.fromkeys(("prefill_ms", "decode_step_ms", "serving"),
+                                                                      prov), self.calibration.settings)
+        return {"ttft": bands["prefill_ms"], "tpot": bands["decode_step_ms"], "throughput": bands["serving"]}
+
     def network_gbps(self, shape: str) -> tuple[float, bool]:
         """Slowest published network (Gbit/s) among configs of ``shape``; (default, False) when none publishes."""
-        known = [c.network_gbps for c in self.catalog.configs.values() if c.shape == shape and c.network_gbps]
-        if known:
-            return float(min(known)), True
-        return self.calibration.settings.network_gbps, False
+        key = f"{shape}|{id(self.calibration)}"
+        if key not in self._net:
+            known = [c.network_gbps for c in self.catalog.configs.values() if c.shape == shape and c.network_gbps]
+            self._net[key] = (float(min(known)), True) if known else (self.calibration.settings.network_gbps, False)
+        return self._net[key]
+
+    def _calibration_fingerprint(self) -> str:
+        """The calibration's fingerprint, computed once per calibration object."""
+        if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
+            self._cal_fp = (id(self.calibration), self.calibration.fingerprint())
+        return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:
         if model not in self._arch:
@@ -158,7 +179,7 @@ class PerfModel:
         count, gpu_id = parse_shape(shape)
         key = TableCache.key((model, self.gpu(gpu_id), count, phase, float(slo_ms), workload, max_stages, dtype,
                               ttft_ms if phase == "aggregated" else None,
-                              self.network_gbps(shape), self.calibration.fingerprint(),
+                              self.network_gbps(shape), self._calibration_fingerprint(),
                               self.profiles.fingerprint() if self.profiles is not None else None))
         hit = self._tables.get(key)
         if hit is not None:

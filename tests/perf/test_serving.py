@@ -103,3 +103,11 @@ def test_cli_serving_block_without_batch() -> None:
     text = subprocess.run([sys.executable, "-m", "planning.cli", "perf", "--model", "llama-3-8b", "--gpu", "L40S",
                            "--input-len", "550", "--output-len", "150"], capture_output=True, text=True, check=True)
     assert "serving (aggregated)" in text.stdout
+
+
+def test_kind_bands_follow_the_estimate_bands(pm: PerfModel) -> None:
+    est = pm.estimate("llama-3-8b", "L40S", dtype="fp8", input_len=500, output_len=100)
+    kinds = pm.kind_bands("L40S", "fp8")
+    assert kinds == {"ttft": est.band["prefill_ms"], "tpot": est.band["decode_step_ms"],
+                     "throughput": est.band["serving"]}
+    assert min(pm.kind_bands("A10G").values()) >= pm.calibration.settings.band_roofline

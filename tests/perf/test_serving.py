@@ -111,3 +111,25 @@ def test_kind_bands_follow_the_estimate_bands(pm: PerfModel) -> None:
     assert kinds == {"ttft": est.band["prefill_ms"], "tpot": est.band["decode_step_ms"],
                      "throughput": est.band["serving"]}
     assert min(pm.kind_bands("A10G").values()) >= pm.calibration.settings.band_roofline
+
+
+def test_aggregated_templates_use_the_serving_throughput(pm: PerfModel) -> None:
+    # Mélange mode: a one-GPU template serves what PerfModel.serving says, per request-size class (mean shown).
+    from planning.api import build_templates, load_preset_scenario
+    from planning.groups import DEFAULT_PREFILL_BUDGET_MS, plan_groups
+
+    scenario = load_preset_scenario("melange-arena")
+    frame = build_templates(scenario)
+    req = scenario.models[0]
+    tpot = float(req.slo.decode_ms)
+    (group,) = plan_groups(scenario)
+    classes = group.classes
+    for gpu_id in ("A10G", "H100"):
+        row = frame[frame["template_id"] == f"1x1x{gpu_id}"].iloc[0]
+        expected = []
+        for c in classes:
+            sp = pm.serving(req.id, gpu_id, input_len=c.input_len, output_len=c.output_len, tpot_ms=tpot,
+                            ttft_ms=DEFAULT_PREFILL_BUDGET_MS)
+            expected.append(sp.max_requests_per_s if sp is not None else 0.0)
+        assert row["unit"] == "req/s"
+        assert row["throughput"] == pytest.approx(float(np.mean(expected)), rel=1e-6)

@@ -13,7 +13,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
-from planning.perf.results import Workload
+from planning.perf.results import MemoryBreakdown, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, layer_time
 
 
@@ -109,3 +109,28 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
         w_layer=arch.weight_bytes_per_layer(prec) / tp, kv_full=kv_full, kv_slide=kv_slide,
         mem_fixed=act + reserve, reserve=reserve, capacity=dev.memory_gb * 1e9, dp=dp, measured=measured,
     )
+
+
+def memory_breakdown(pre: Curves, dec: Curves, nf: float, ns: float, layers: int, count: int, dp: int,
+                     batch: int) -> tuple[MemoryBreakdown, float, float]:
+    """Node memory of the whole model at one batch (from single-batch prefill and decode curves).
+
+    Returns
+    -------
+    (breakdown in GB for the node, total bytes per GPU, capacity bytes per GPU). KV holds input + output tokens
+    per sequence; the activation workspace is the prefill step's (capped at the token budget).
+    """
+    weights = layers * dec.w_layer
+    kv = float(nf * dec.kv_full[0] + ns * dec.kv_slide[0])
+    cap = dec.capacity
+    act = float(pre.mem_fixed[0]) - pre.reserve
+    total = weights + kv + act + pre.reserve
+    per_seq_kv = kv / batch
+    free = cap - pre.reserve - weights - act
+    max_dec_batch = int(max(0.0, free // per_seq_kv)) if per_seq_kv > 0 else 0
+    memory = MemoryBreakdown(
+        weights_gb=weights * count / 1e9, kv_cache_gb=kv * count / 1e9, activations_gb=act * count / 1e9,
+        reserve_gb=pre.reserve * count / 1e9, total_gb=total * count / 1e9, capacity_gb=cap * count / 1e9,
+        max_decode_batch=max_dec_batch * dp,
+    )
+    return memory, total, cap

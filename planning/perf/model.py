@@ -17,7 +17,7 @@ from planning.catalog.schema import GPU, ModelSpec, Provenance, parse_shape
 from planning.errors import PlanningError, UnknownIdError
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
-from planning.perf.curves import Curves, build_curves
+from planning.perf.curves import Curves, build_curves, memory_breakdown
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_table
@@ -322,22 +322,8 @@ class PerfModel:
         dec = self._curves(spec, dev, prec, tp, dp, "decode", wl, b, net)
         prefill_s = float(nf * pre.t_full[0] + ns * pre.t_slide[0] + pre.step_s)
         decode_s = float(nf * dec.t_full[0] + ns * dec.t_slide[0] + dec.step_s)
-        # Memory at this batch: weights + KV for batch x (input+output) + activation workspace of the prefill step.
-        weights = L * dec.w_layer
-        kv = nf * dec.kv_full[0] + ns * dec.kv_slide[0]
-        cap = dev.memory_gb * 1e9
-        reserve = pre.reserve
-        act = float(pre.mem_fixed[0]) - reserve
-        total = weights + kv + act + reserve
+        memory, total, cap = memory_breakdown(pre, dec, nf, ns, L, count, dp, batch)
         fits = bool(total <= cap)
-        per_seq_kv = kv / batch
-        free = cap - reserve - weights - act
-        max_dec_batch = int(max(0.0, free // per_seq_kv)) if per_seq_kv > 0 else 0
-        memory = MemoryBreakdown(
-            weights_gb=weights * count / 1e9, kv_cache_gb=kv * count / 1e9, activations_gb=act * count / 1e9,
-            reserve_gb=reserve * count / 1e9, total_gb=total * count / 1e9, capacity_gb=cap * count / 1e9,
-            max_decode_batch=max_dec_batch * dp,
-        )
         pf_thr, pf_b, pf_meas = self._best_whole(spec, dev, prec, tp, dp, "prefill", wl, ttft_ms, net)
         dc_thr, dc_b, dc_meas = self._best_whole(spec, dev, prec, tp, dp, "decode", wl, tpot_ms, net)
         if not fits:
@@ -357,7 +343,7 @@ class PerfModel:
         if dp > 1:
             notes.append(f"{dp} data-parallel copies of tp={tp} inside the node; times are per copy.")
         if not fits:
-            notes.append(f"batch {batch} does not fit: needs {total * count / 1e9:.1f} GB of {cap * count / 1e9:.1f} GB.")
+            notes.append(f"batch {batch} does not fit: needs {memory.total_gb:.1f} GB of {memory.capacity_gb:.1f} GB.")
         if base == "roofline":
             notes.append(f"{gpu_id} has no calibration data: generation prior, wider band.")
         return PerfEstimate(

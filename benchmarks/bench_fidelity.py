@@ -64,11 +64,12 @@ def table(points: Sequence[ValidationPoint], pred: Sequence[float], key: str) ->
 
 def markdown(rows: list[Fidelity]) -> str:
     """Markdown table of fidelity rows."""
-    out = ["| group | n | median abs error | p90 abs error | GPU pairs | ordering right |", "|---|---:|---:|---:|---:|---:|"]
+    out = ["| group | n | model says infeasible | median abs error | p90 abs error | GPU pairs | ordering right |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for f in rows:
         acc = "–" if math.isnan(f.ordering_accuracy) else f"{100 * f.ordering_accuracy:.0f} %"
-        out.append(f"| {f.group} | {f.n} | {100 * f.median_abs_error:.1f} % | {100 * f.p90_abs_error:.1f} % | "
-                   f"{f.pairs} | {acc} |")
+        out.append(f"| {f.group} | {f.n} | {f.infeasible} | {100 * f.median_abs_error:.1f} % | "
+                   f"{100 * f.p90_abs_error:.1f} % | {f.pairs} | {acc} |")
     return "\n".join(out)
 
 
@@ -140,10 +141,12 @@ def main(argv: list[str] | None = None) -> int:
             for f in rows:
                 acc = "  -" if math.isnan(f.ordering_accuracy) else f"{100 * f.ordering_accuracy:3.0f}%"
                 print(f"  {f.group:58s} n={f.n:3d}  median {100 * f.median_abs_error:5.1f}%  "
-                      f"p90 {100 * f.p90_abs_error:5.1f}%  ordering {acc} of {f.pairs} pairs")
+                      f"p90 {100 * f.p90_abs_error:5.1f}%  ordering {acc} of {f.pairs} pairs"
+                      + (f"  ({f.infeasible} infeasible in the model)" if f.infeasible else ""))
     overall = summarize("all", points, pred)
     print(f"\nall {overall.n} points: median {100 * overall.median_abs_error:.1f}%, ordering "
-          f"{100 * overall.ordering_accuracy:.0f}% of {overall.pairs} GPU pairs; predicted in {seconds:.2f} s")
+          f"{100 * overall.ordering_accuracy:.0f}% of {overall.pairs} GPU pairs, {overall.infeasible} measured settings "
+          f"the model calls infeasible; predicted in {seconds:.2f} s")
     if args.write_bands:
         write_bands(pm, points, pred, DEFAULT_BANDS_PATH)
         print(f"wrote {DEFAULT_BANDS_PATH}")

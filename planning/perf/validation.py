@@ -159,18 +159,18 @@ class Fidelity:
 
     group: str
     n: int
-    median_abs_error: float
+    median_abs_error: float  # over the points the model can run (NaN when none)
     p90_abs_error: float
     pairs: int
     ordering_accuracy: float  # NaN when the group has no pair of GPUs under the same setting
+    infeasible: int = 0  # points the model calls infeasible (does not fit) although they were measured
 
 
 def abs_errors(points: Sequence[ValidationPoint], predicted: Sequence[float]) -> np.ndarray:
-    """|predicted / measured - 1| per point (NaN predictions count as 100 % error)."""
+    """|predicted / measured - 1| per point; NaN where the model calls the measured setting infeasible."""
     meas = np.array([p.value for p in points], dtype=float)
     pred = np.array(predicted, dtype=float)
-    err = np.abs(pred / meas - 1.0)
-    return np.where(np.isfinite(err), err, 1.0)
+    return np.asarray(np.abs(pred / meas - 1.0), dtype=float)
 
 
 def ordering(points: Sequence[ValidationPoint], predicted: Sequence[float]) -> tuple[int, int]:
@@ -181,6 +181,8 @@ def ordering(points: Sequence[ValidationPoint], predicted: Sequence[float]) -> t
             a, b = points[i], points[j]
             if a.setting != b.setting or (a.gpu, a.n_gpus) == (b.gpu, b.n_gpus) or a.value == b.value:
                 continue
+            if not (math.isfinite(predicted[i]) and math.isfinite(predicted[j])):
+                continue
             pairs += 1
             right += int((a.value > b.value) == (predicted[i] > predicted[j]))
     return pairs, right
@@ -189,14 +191,18 @@ def ordering(points: Sequence[ValidationPoint], predicted: Sequence[float]) -> t
 def summarize(group: str, points: Sequence[ValidationPoint], predicted: Sequence[float]) -> Fidelity:
     """Fidelity of one group of points."""
     err = abs_errors(points, predicted)
+    ok = err[np.isfinite(err)]
     pairs, right = ordering(points, predicted)
-    return Fidelity(group=group, n=len(points), median_abs_error=float(np.median(err)),
-                    p90_abs_error=float(np.percentile(err, 90)), pairs=pairs,
-                    ordering_accuracy=right / pairs if pairs else math.nan)
+    return Fidelity(group=group, n=len(points), median_abs_error=float(np.median(ok)) if ok.size else math.nan,
+                    p90_abs_error=float(np.percentile(ok, 90)) if ok.size else math.nan, pairs=pairs,
+                    ordering_accuracy=right / pairs if pairs else math.nan, infeasible=int(err.size - ok.size))
 
 
 def band_rows(pm: PerfModel, points: Sequence[ValidationPoint], predicted: Sequence[float]) -> list[BandRow]:
-    """p90/median |error| per (GPU class, dtype class, kind), per (GPU class, any, kind) and per (any, any, kind)."""
+    """p90/median |error| per (GPU class, dtype class, kind), per (GPU class, any, kind) and per (any, any, kind).
+
+    Points the model calls infeasible are left out (they are reported as a count by ``summarize``).
+    """
     err = abs_errors(points, predicted)
     keys = []
     for p in points:
@@ -204,6 +210,8 @@ def band_rows(pm: PerfModel, points: Sequence[ValidationPoint], predicted: Seque
         keys.append([(gc, dc, p.kind), (gc, ANY, p.kind), (ANY, ANY, p.kind)])
     groups: dict[tuple[str, str, str], list[float]] = {}
     for k, e in zip(keys, err, strict=True):
+        if not math.isfinite(e):
+            continue
         for key in k:
             groups.setdefault(key, []).append(float(e))
     return [BandRow(g, d, kind, round(float(np.percentile(v, 90)), 3), round(float(np.median(v)), 3), len(v))

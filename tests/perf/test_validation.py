@@ -25,7 +25,7 @@ def evaluated(pm: PerfModel) -> tuple[list[ValidationPoint], list[float]]:
 
 
 def _median_error(points: list[ValidationPoint], pred: list[float]) -> float:
-    return statistics.median(abs(q / p.value - 1.0) for p, q in zip(points, pred, strict=True))
+    return statistics.median(abs(q / p.value - 1.0) for p, q in zip(points, pred, strict=True) if q == q)
 
 
 def test_set_covers_the_required_kinds(pm: PerfModel) -> None:
@@ -64,6 +64,9 @@ def test_shipped_set_meets_the_fidelity_targets(evaluated: tuple[list[Validation
     assert _median_error([points[i] for i in saturation], [pred[i] for i in saturation]) <= 0.20
     pairs, right = ordering(points, pred)
     assert pairs >= 20 and right / pairs >= 0.90
+    # Settings someone measured but the model calls infeasible (does not fit) stay rare and are counted, not hidden.
+    infeasible = [p.id for p, q in zip(points, pred, strict=True) if q != q]
+    assert len(infeasible) <= 0.05 * len(points), infeasible
     # Per source, on the kinds the targets name.
     for source in {points[i].source for i in single + saturation}:
         ix = [i for i in single + saturation if points[i].source == source]

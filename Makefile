@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev lint bench clean
+.PHONY: run test install install-dev lint bench calibrate clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,15 @@ test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not benchmark"
+
+## Refit data/calibration.csv from ../shared/reference/perf when present, then check the held-out errors
+REFERENCE ?= ../shared/reference
+calibrate: install-dev
+	@if [ -d "$(REFERENCE)/perf" ]; then \
+		$(BIN)/python tools/calibrate_perf.py --reference $(REFERENCE) && \
+		$(BIN)/python tools/check_calibration.py --reference $(REFERENCE) && \
+		$(BIN)/python -m benchmarks.bench_fidelity --write-bands --plot docs/perf-fidelity.svg; \
+	else echo "no $(REFERENCE)/perf: keeping the committed data/calibration.csv"; fi
 
 bench: install-dev
 	$(BIN)/python -m pytest -m benchmark -s

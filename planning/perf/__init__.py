@@ -1,8 +1,9 @@
-"""Performance model: roofline + calibration, memory fit, measured profiles, Coral's T̂ stage tables."""
+"""Performance model: roofline + calibration, memory fit, serving throughput, measured profiles, T̂ stage tables."""
 
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
-from planning.perf.model import MemoryBreakdown, PerfEstimate, PerfModel, Workload, parse_shape
+from planning.perf.model import PerfModel, parse_shape
 from planning.perf.profiles import ProfileSet, load_profiles
+from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 
 __all__ = [
     "Calibration",
@@ -11,6 +12,7 @@ __all__ = [
     "PerfEstimate",
     "PerfModel",
     "ProfileSet",
+    "ServingPoint",
     "Workload",
     "load_calibration",
     "load_profiles",

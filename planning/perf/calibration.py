@@ -33,6 +33,9 @@ GLOBAL_PARAMS: tuple[str, ...] = (
     "mem_reserve_frac",  # fraction of GPU memory kept back (vLLM gpu_memory_utilization 0.9 -> 0.10)
     "mem_reserve_gb",  # per-GPU fixed reserve: CUDA context, CUDA graphs, NCCL buffers
     "activation_factor",  # activation workspace per token as a multiple of (hidden + intermediate/tp) * 2 B
+    "max_batched_tokens",  # engine token budget per step (chunked prefill); bounds the activation workspace
+    "max_num_seqs",  # engine cap on sequences running together (continuous batching)
+    "graph_kernel_factor",  # share of kernel_us left when a step replays a CUDA graph (decode and mixed steps)
     "network_gbps",  # node network bandwidth (Gbit/s) when the config does not publish one
     "network_latency_ms",  # one pipeline hop: latency of sending activations to the next node
     "prefill_headroom",  # queueing headroom h: prefill batch time must fit in (slo/S)/h
@@ -71,6 +74,9 @@ class GlobalSettings:
     mem_reserve_frac: float
     mem_reserve_gb: float
     activation_factor: float
+    max_batched_tokens: float
+    max_num_seqs: float
+    graph_kernel_factor: float
     network_gbps: float
     network_latency_ms: float
     prefill_headroom: float

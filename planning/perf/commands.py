@@ -18,11 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--count", type=int, default=1, help="GPUs in the node (default 1)")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree (default: all GPUs if valid)")
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "mxfp4"], default=None, help="weight dtype")
-    p.add_argument("--batch", type=int, required=True, help="requests in the batch")
+    p.add_argument("--batch", type=int, default=None,
+                   help="requests in the batch for the prefill/decode times (default 1; see the serving block)")
     p.add_argument("--input-len", type=int, required=True, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, default=None, help="output tokens per request (default 0)")
-    p.add_argument("--ttft", type=float, default=None, help="prefill latency SLO in ms for max prefill tokens/s")
-    p.add_argument("--tpot", type=float, default=None, help="per-token SLO in ms for max decode tokens/s")
+    p.add_argument("--ttft", type=float, default=None,
+                   help="TTFT SLO in ms (max prefill tokens/s and the serving operating point)")
+    p.add_argument("--tpot", type=float, default=None,
+                   help="per-token SLO in ms (max decode tokens/s and the serving operating point)")
     p.add_argument("--profiles", type=Path, default=None, help="measured profile CSV that overrides the model")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -62,5 +65,15 @@ def format_estimate(e: PerfEstimate) -> str:
         f"  max decode tokens/s     {num('max_decode_tokens_per_s', e.max_decode_tokens_per_s, 'tok/s')} "
         f"at batch {e.best_decode_batch}" + (f" under TPOT {e.tpot_ms:g} ms" if e.tpot_ms else " (no TPOT given)"),
     ]
+    sv = e.serving
+    if sv is None:
+        lines.append("  serving (aggregated)    none: the model does not fit or no batch meets the SLOs")
+    else:
+        slo = ", ".join(x for x in (f"TTFT {e.ttft_ms:g} ms" if e.ttft_ms else "",
+                                    f"TPOT {e.tpot_ms:g} ms" if e.tpot_ms else "") if x) or "no SLO: peak"
+        lines.append(f"  serving (aggregated)    {num('serving', sv.max_output_tokens_per_s, 'output tok/s')}, "
+                     f"{sv.max_requests_per_s:,.2f} req/s ({slo})")
+        lines.append(f"                          at batch {sv.batch}: TTFT {sv.ttft_ms:,.0f} ms, TPOT {sv.tpot_ms:,.1f} ms, "
+                     f"memory {sv.memory_gb:.1f} of {sv.capacity_gb:.0f} GB; limited by {sv.limited_by}")
     lines += [f"  note: {n}" for n in e.notes]
     return "\n".join(lines)

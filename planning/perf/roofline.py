@@ -55,6 +55,12 @@ class Precision:
     dense_bytes: float
     expert_bytes: float
     compute: str  # "bf16" | "fp8"
+    kv_bytes: float = KV_BYTES  # bytes per cached K/V element (FP8 checkpoints carry an FP8 KV cache)
+
+    @property
+    def expert_compute(self) -> str:
+        """Tensor-core rate of the expert GEMMs (weight-only MXFP4 dequantizes to BF16 in registers)."""
+        return self.compute
 
 
 def resolve_precision(model: ModelSpec, dtype: str | None, gpu: GPU) -> Precision:
@@ -82,7 +88,7 @@ def resolve_precision(model: ModelSpec, dtype: str | None, gpu: GPU) -> Precisio
         if gpu.fp8_tflops is None:
             raise PlanningError("dtype", f"GPU {gpu.id} has no FP8 tensor cores.",
                                 "use dtype bf16, or a GPU with FP8 tensor cores (Hopper or Ada generation).")
-        return Precision("fp8", 1.0, 1.0, "fp8")
+        return Precision("fp8", 1.0, 1.0, "fp8", kv_bytes=1.0)
     if name == "mxfp4":
         return Precision("mxfp4", 2.0, WEIGHT_BYTES["mxfp4"], "bf16")
     return Precision(name, 2.0, 2.0, "bf16")
@@ -149,9 +155,9 @@ class LayerArch:
         experts = self.experts * self.expert_params() * p.expert_bytes + self.experts * self.hidden * 2.0
         return dense + experts + self.embed_params_per_layer() * 2.0
 
-    def kv_bytes_per_token(self, tp: int) -> float:
+    def kv_bytes_per_token(self, tp: int, kv_bytes: float = KV_BYTES) -> float:
         """KV cache bytes per token per layer per GPU (KV heads replicate when tp > kv heads)."""
-        return 2.0 * kv_heads_per_gpu(self.kv_heads, tp) * self.head_dim * KV_BYTES
+        return 2.0 * kv_heads_per_gpu(self.kv_heads, tp) * self.head_dim * kv_bytes
 
 
 def kv_heads_per_gpu(kv_heads: int, tp: int) -> float:
@@ -182,9 +188,18 @@ def gemm_time(dev: Device, m: ArrayLike, n: ArrayLike, k: ArrayLike, wbytes: flo
     flops = 2.0 * m * n * k
     nbytes = k * n * wbytes + (m * k + m * n) * ACT_BYTES
     t = dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, compute)
-    if compute == "fp8":  # dynamic per-token activation quantization: one more kernel reading X, writing X8
-        t = t + dev.cal.kernel_us * 1e-6 + m * k * (ACT_BYTES + 1.0) / (dev.bw * dev.cal.eff_bw)
+    if compute == "fp8":
+        t = t + quant_time(dev, m, k)
     return t
+
+
+def quant_time(dev: Device, rows: ArrayLike, k: ArrayLike) -> np.ndarray:
+    """Dynamic per-token FP8 quantization of the GEMM input: one memory-bound kernel reading X (BF16), writing X8.
+
+    Explicit and small: ~3 bytes per input element plus one kernel latency (often fused into the preceding norm).
+    """
+    r, kk = np.asarray(rows, dtype=float), np.asarray(k, dtype=float)
+    return dev.cal.kernel_us * 1e-6 + r * kk * (ACT_BYTES + 1.0) / (dev.bw * dev.cal.eff_bw)
 
 
 def causal_pairs(q_len: ArrayLike, window: int | None) -> np.ndarray:
@@ -211,7 +226,7 @@ def attention_prefill_time(dev: Device, batch: ArrayLike, q_len: ArrayLike, head
 
 
 def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, heads: float, kv_heads: float,
-                          head_dim: int, window: int | None = None) -> np.ndarray:
+                          head_dim: int, window: int | None = None, kv_bytes: float = KV_BYTES) -> np.ndarray:
     """One decode step of attention: each of ``batch`` sequences reads its KV cache of ``context`` tokens."""
     b = np.asarray(batch, dtype=float)
     c = np.asarray(context, dtype=float)
@@ -220,7 +235,7 @@ def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, hea
     # GQA packs the query heads of one KV head into the rows of one tile, padded to ATTN_TILE rows.
     rows = np.maximum(heads / kv_heads, ATTN_TILE) * kv_heads
     flops = 4.0 * head_dim * rows * b * (c + dev.cal.attn_tile_tokens)
-    nbytes = b * c * 2.0 * kv_heads * head_dim * KV_BYTES + b * 2.0 * heads * head_dim * ACT_BYTES
+    nbytes = b * c * 2.0 * kv_heads * head_dim * kv_bytes + b * 2.0 * heads * head_dim * ACT_BYTES
     return dev.cal.attn_us * 1e-6 + roof(dev, flops, nbytes, attn=True)
 
 
@@ -238,6 +253,52 @@ def expected_experts_touched(tokens: ArrayLike, experts: int, active: int) -> np
     """Distinct experts a batch of ``tokens`` routes to (uniform routing): E(1-(1-k/E)^N) <= min(E, N k)."""
     t = np.asarray(tokens, dtype=float)
     return experts * (1.0 - np.power(1.0 - active / experts, t))
+
+
+def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: ArrayLike, lm_rows: ArrayLike) -> np.ndarray:
+    """Seconds of one layer's token-parallel work (GEMMs or experts, element-wise, LM-head share, all-reduces).
+
+    Parameters
+    ----------
+    dev, arch, p, tp: GPU type, layer sizes, precision, tensor-parallel degree.
+    tokens: tokens in the step (array); every token goes through every weight of the layer.
+    lm_rows: sequences that sample a token in the step (the LM head runs on their last position only).
+
+    Returns
+    -------
+    Time in seconds, broadcast over the inputs (attention is not included).
+    """
+    tokens = np.asarray(tokens, dtype=float)
+    h, hd = arch.hidden, arch.head_dim
+    heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
+    wb = p.dense_bytes
+    t = gemm_time(dev, tokens, (heads + 2 * kvh) * hd, h, wb, p.compute)  # QKV
+    t = t + gemm_time(dev, tokens, h, heads * hd, wb, p.compute)  # O
+    if arch.is_moe:
+        t = t + gemm_time(dev, tokens, arch.experts, h, 2.0, "bf16")  # router (replicated)
+        touched = expected_experts_touched(tokens, arch.experts, arch.active)
+        flops = 2.0 * tokens * arch.active * arch.expert_params() / tp
+        nbytes = (touched * arch.expert_params() * p.expert_bytes / tp
+                  + tokens * arch.active * (2.0 * h + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
+        t = t + 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.expert_compute)
+        if p.expert_compute == "fp8":  # activation quantization before the grouped GEMMs
+            t = t + quant_time(dev, tokens * arch.active, h)
+        inter_act = arch.active * arch.moe_inter / tp
+        kernels = ELEMENTWISE_KERNELS + MOE_EXTRA_KERNELS
+    else:
+        inter = arch.inter / tp
+        t = t + gemm_time(dev, tokens, 2 * inter, h, wb, p.compute)  # gate+up
+        t = t + gemm_time(dev, tokens, h, inter, wb, p.compute)  # down
+        inter_act = inter
+        kernels = ELEMENTWISE_KERNELS
+    # Element-wise kernels (norms, residual adds, rope, activation): memory bound, plus their latency.
+    elem_bytes = tokens * ACT_BYTES * (10.0 * h + 2.0 * (heads + 2 * kvh) * hd + 3.0 * inter_act)
+    t = t + kernels * dev.cal.kernel_us * 1e-6 + elem_bytes / (dev.bw * dev.cal.eff_bw)
+    # LM head on the last position of each sequence, spread evenly over the layers like its weights.
+    t = t + gemm_time(dev, lm_rows, arch.vocab / tp, h, 2.0, "bf16") / arch.layers
+    # Two all-reduces per layer (after attention and after the MLP) when tensor parallel.
+    t = t + 2.0 * allreduce_time(dev, tokens * h * ACT_BYTES, tp)
+    return np.asarray(t, dtype=float)
 
 
 def layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, batch: ArrayLike, q_len: ArrayLike,
@@ -262,38 +323,39 @@ def layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, batch: Array
     """
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
-    tokens = b * q
-    h, hd = arch.hidden, arch.head_dim
     heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
-    wb = p.dense_bytes
-    t = gemm_time(dev, tokens, (heads + 2 * kvh) * hd, h, wb, p.compute)  # QKV
-    t = t + gemm_time(dev, tokens, h, heads * hd, wb, p.compute)  # O
     window = arch.window if sliding else None
+    t = dense_time(dev, arch, p, tp, b * q, b)
     if phase == "prefill":
-        t = t + attention_prefill_time(dev, b, q, heads, kvh, hd, window)
+        t = t + attention_prefill_time(dev, b, q, heads, kvh, arch.head_dim, window)
     else:
-        t = t + attention_decode_time(dev, b, context, heads, kvh, hd, window)
-    if arch.is_moe:
-        t = t + gemm_time(dev, tokens, arch.experts, h, 2.0, "bf16")  # router (replicated)
-        touched = expected_experts_touched(tokens, arch.experts, arch.active)
-        flops = 2.0 * tokens * arch.active * arch.expert_params() / tp
-        nbytes = (touched * arch.expert_params() * p.expert_bytes / tp
-                  + tokens * arch.active * (2.0 * h + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
-        t = t + 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.compute)
-        inter_act = arch.active * arch.moe_inter / tp
-        kernels = ELEMENTWISE_KERNELS + MOE_EXTRA_KERNELS
-    else:
-        inter = arch.inter / tp
-        t = t + gemm_time(dev, tokens, 2 * inter, h, wb, p.compute)  # gate+up
-        t = t + gemm_time(dev, tokens, h, inter, wb, p.compute)  # down
-        inter_act = inter
-        kernels = ELEMENTWISE_KERNELS
-    # Element-wise kernels (norms, residual adds, rope, activation): memory bound, plus their latency.
-    elem_bytes = tokens * ACT_BYTES * (10.0 * h + 2.0 * (heads + 2 * kvh) * hd + 3.0 * inter_act)
-    t = t + kernels * dev.cal.kernel_us * 1e-6 + elem_bytes / (dev.bw * dev.cal.eff_bw)
-    # LM head on the last position of each sequence, spread evenly over the layers like its weights.
-    lm_tokens = b
-    t = t + gemm_time(dev, lm_tokens, arch.vocab / tp, h, 2.0, "bf16") / arch.layers
-    # Two all-reduces per layer (after attention and after the MLP) when tensor parallel.
-    t = t + 2.0 * allreduce_time(dev, tokens * h * ACT_BYTES, tp)
+        t = t + attention_decode_time(dev, b, context, heads, kvh, arch.head_dim, window, p.kv_bytes)
+    return np.asarray(t, dtype=float)
+
+
+def mixed_layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, n_decode: ArrayLike, context: ArrayLike,
+                     prefill_tokens: ArrayLike, prompt_len: float, sliding: bool) -> np.ndarray:
+    """One layer of a continuous-batching step: ``n_decode`` running sequences plus a chunk of prompt tokens.
+
+    Parameters
+    ----------
+    dev, arch, p, tp: GPU type, layer sizes, precision, tensor-parallel degree.
+    n_decode: sequences generating one token each (array), reading ``context`` cached tokens.
+    context: mean cached tokens per decoding sequence.
+    prefill_tokens: prompt tokens prefilled in the same step (chunked prefill shares the step).
+    prompt_len: prompt length of the requests being prefilled (their attention is causal over it).
+    sliding: sliding-window layer.
+
+    Returns
+    -------
+    Seconds (array): the GEMMs run once over all tokens of the step, attention per kind.
+    """
+    d = np.asarray(n_decode, dtype=float)
+    pt = np.asarray(prefill_tokens, dtype=float)
+    heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
+    window = arch.window if sliding else None
+    seqs = pt / max(prompt_len, 1.0)
+    t = dense_time(dev, arch, p, tp, d + pt, d)
+    t = t + attention_decode_time(dev, d, context, heads, kvh, arch.head_dim, window, p.kv_bytes)
+    t = t + np.where(pt > 0, attention_prefill_time(dev, seqs, prompt_len, heads, kvh, arch.head_dim, window), 0.0)
     return np.asarray(t, dtype=float)

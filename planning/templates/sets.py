@@ -133,11 +133,11 @@ def _node_mem_gb(catalog: Catalog, shape: str) -> float:
 
 
 def _tables(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
-            inp: float, out: float, max_stages: int) -> np.ndarray:
+            inp: float, out: float, max_stages: int, ttft_ms: float | None = None) -> np.ndarray:
     from planning.perf import Workload
 
     return np.asarray(ctx.perf.stage_tables(spec, list(shapes), phase, slo_ms, Workload(input_len=inp, output_len=out),
-                                            max_stages))
+                                            max_stages, ttft_ms=ttft_ms))
 
 
 def _mean_sizes(group: Group) -> tuple[float, float]:
@@ -150,12 +150,12 @@ def _mean_sizes(group: Group) -> tuple[float, float]:
 
 def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str, slo_ms: float,
              sizes: tuple[float, float], shapes: Sequence[str], progress: ProgressFn | None,
-             cancel: CancelToken | None) -> tuple[pl.DataFrame, np.ndarray]:
+             cancel: CancelToken | None, ttft_ms: float | None = None) -> tuple[pl.DataFrame, np.ndarray]:
     """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached) + its T̂ tables."""
     from planning.templates.library import LibraryCache, build_library
 
     opts = scenario.options
-    tables = _tables(ctx, spec, shapes, phase, slo_ms, sizes[0], sizes[1], opts.max_stages)
+    tables = _tables(ctx, spec, shapes, phase, slo_ms, sizes[0], sizes[1], opts.max_stages, ttft_ms)
     frame = build_library(
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
         weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
@@ -197,43 +197,22 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
                    progress: ProgressFn | None, cancel: CancelToken | None) -> TemplateSet:
     opts = scenario.options
     sizes = _mean_sizes(group)
-    if group.phase in ("prefill", "decode"):
-        frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel)
-        stages_json = tuple(frame["stages_json"].to_list())
-        if len(group.classes) == 1:
-            thr = frame["throughput"].to_numpy().reshape(-1, 1)
-        else:
-            class_tables = [_tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
-                                    opts.max_stages) for c in group.classes]
-            thr = _per_class(stages_json, class_tables, shapes)
-        usage = usage_matrix(frame, shapes)
-        return TemplateSet(group, tuple(shapes), tuple(frame["template_id"].to_list()), usage, thr, stages_json,
-                           _provenance_column(ctx, shapes, usage), stage_tables=tables)
-    # aggregated: one instance time-shares its nodes between prefill and decode of the same node multiset
-    req = scenario.model(group.model)
-    p_slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
-    half = (lambda f, m: progress(f / 2, m)) if progress else None
-    rest = (lambda f, m: progress(0.5 + f / 2, m)) if progress else None
-    p_frame, _ = _library(ctx, scenario, spec, "prefill", p_slo, sizes, shapes, half, cancel)
-    d_frame, d_tables = _library(ctx, scenario, spec, "decode", group.slo_ms, sizes, shapes, rest, cancel)
-    joined = d_frame.join(p_frame.select("template_id", pl.col("throughput").alias("p_thr"),
-                                         pl.col("stages_json").alias("p_stages")), on="template_id", how="inner")
-    d_json = tuple(joined["stages_json"].to_list())
+    # aggregated: one instance serves whole requests (continuous batching + chunked prefill), T̂ in requests/s
+    # from the perf model's serving model under TPOT = the group SLO and the model's TTFT (perf "aggregated" phase).
+    ttft = None
+    if group.phase == "aggregated":
+        ttft = float(scenario.model(group.model).slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
+    frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel, ttft)
+    stages_json = tuple(frame["stages_json"].to_list())
     if len(group.classes) == 1:
-        tp = joined["p_thr"].to_numpy().reshape(-1, 1)
-        td = joined["throughput"].to_numpy().reshape(-1, 1)
+        thr = frame["throughput"].to_numpy().reshape(-1, 1)
     else:
-        tp = _per_class(joined["p_stages"].to_list(), [_tables(ctx, spec, shapes, "prefill", p_slo, c.input_len,
-                                                               c.output_len, opts.max_stages) for c in group.classes], shapes)
-        td = _per_class(d_json, [_tables(ctx, spec, shapes, "decode", group.slo_ms, c.input_len, c.output_len,
-                                         opts.max_stages) for c in group.classes], shapes)
-    inp = np.array([c.input_len for c in group.classes])[None, :]
-    out = np.array([c.output_len for c in group.classes])[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        thr = np.where((tp > 0) & (td > 0), 1.0 / (inp / np.where(tp > 0, tp, 1) + out / np.where(td > 0, td, 1)), 0.0)
-    usage = usage_matrix(joined, shapes)
-    return TemplateSet(group, tuple(shapes), tuple(joined["template_id"].to_list()), usage, thr, d_json,
-                       _provenance_column(ctx, shapes, usage), stage_tables=d_tables)
+        class_tables = [_tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
+                                opts.max_stages, ttft) for c in group.classes]
+        thr = _per_class(stages_json, class_tables, shapes)
+    usage = usage_matrix(frame, shapes)
+    return TemplateSet(group, tuple(shapes), tuple(frame["template_id"].to_list()), usage, thr, stages_json,
+                       _provenance_column(ctx, shapes, usage), stage_tables=tables)
 
 
 def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateSet]:

@@ -31,12 +31,15 @@ def test_hbm_efficiency_is_plausible_on_hopper(pm: PerfModel) -> None:
 
 
 def test_roofline_only_band_is_wider_than_every_fitted_band(pm: PerfModel) -> None:
+    # Bands shown on estimates come from the validation errors of their kind (data/perf_bands.csv); a GPU with no
+    # calibration data never gets a band narrower than band_roofline.
     wide = pm.calibration.settings.band_roofline
-    for gpu_id in MEASURED_GPUS:
-        cal = pm.gpu_calibration(gpu_id)
-        assert max(cal.band_prefill, cal.band_decode) <= wide + 0.25
+    for gpu_id in ("H100", "A100-80G", "L40S"):
+        est = pm.estimate("llama-3-8b", gpu_id, batch=1, input_len=100)
+        assert all("validation" in src for src in est.band_source.values()), gpu_id
+        assert max(est.band.values()) <= wide + 0.25
     est = pm.estimate("llama-3-8b", "A10G", batch=1, input_len=100)
-    assert est.provenance["decode_step_ms"] == "roofline" and est.band["decode_step_ms"] == wide
+    assert est.provenance["decode_step_ms"] == "roofline" and est.band["decode_step_ms"] >= wide
 
 
 def test_rows_carry_provenance_columns() -> None:

@@ -1,0 +1,136 @@
+"""Per-batch curves of one node option (tp, dp) for one phase: layer times, memory terms, throughput numerators.
+
+Memory per GPU = weights + KV cache + activation workspace + reserve. The activation workspace of an engine with
+chunked prefill is bounded by its per-step token budget (``max_batched_tokens``), not by batch x prompt: a step
+never holds more than that many tokens' activations, whatever the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planning.errors import PlanningError
+from planning.perf.calibration import GlobalSettings
+from planning.perf.results import MemoryBreakdown, Workload
+from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, layer_time
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Per-batch quantities of one node option (tp, dp) for one phase; arrays over the batch grid."""
+
+    batches: np.ndarray
+    tokens: np.ndarray  # throughput numerator per step (prompt tokens or output tokens)
+    t_full: np.ndarray  # seconds per full-attention layer
+    t_slide: np.ndarray  # seconds per sliding-window layer
+    step_s: float  # fixed engine overhead per step
+    transfer_s: np.ndarray  # activation send to the next stage
+    w_layer: float  # weight bytes per layer per GPU
+    kv_full: np.ndarray  # KV bytes per full layer per GPU
+    kv_slide: np.ndarray
+    mem_fixed: np.ndarray  # activations + reserve per GPU
+    reserve: float  # reserve bytes per GPU
+    capacity: float  # bytes per GPU
+    dp: int
+    measured: np.ndarray  # bool: a measured profile covers this batch
+
+
+def workspace_bytes(arch: LayerArch, settings: GlobalSettings, tp: int, step_tokens: np.ndarray | float) -> np.ndarray:
+    """Activation workspace per GPU for a step of ``step_tokens`` tokens, capped at the engine's token budget."""
+    inter_act = (arch.active * arch.moe_inter if arch.is_moe else arch.inter) / tp
+    live = np.minimum(np.asarray(step_tokens, dtype=float), settings.max_batched_tokens)
+    return np.asarray(live * settings.activation_factor * (arch.hidden + inter_act) * ACT_BYTES, dtype=float)
+
+
+def graphed(dev: Device, settings: GlobalSettings) -> Device:
+    """The device as a CUDA-graph replay sees it: the CPU launch share of every kernel's latency is gone."""
+    return replace(dev, cal=replace(dev.cal, kernel_us=dev.cal.kernel_us * settings.graph_kernel_factor,
+                                    attn_us=dev.cal.attn_us * settings.graph_kernel_factor))
+
+
+def reserve_bytes(dev: Device, settings: GlobalSettings) -> float:
+    """Memory kept back per GPU (utilization headroom + CUDA context, CUDA graphs, NCCL buffers)."""
+    return settings.mem_reserve_frac * dev.memory_gb * 1e9 + settings.mem_reserve_gb * 1e9
+
+
+def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                 phase: str, wl: Workload, batches: np.ndarray, net_gbps: float,
+                 correction: tuple[np.ndarray, np.ndarray] | None = None) -> Curves:
+    """Curves of one phase over ``batches`` (see module docstring for the memory terms).
+
+    Parameters
+    ----------
+    arch, dev, prec, settings: layer sizes, GPU, precision, engine settings.
+    tp, dp: tensor-parallel degree and data-parallel copies inside the node.
+    phase: ``"prefill"`` (whole prompts of the batch in one step) or ``"decode"`` (one token per sequence).
+    wl: mean request sizes.
+    batches: requests per step (array).
+    net_gbps: network bandwidth to the next pipeline stage.
+    correction: optional (factor, measured) arrays from measured profiles.
+
+    Returns
+    -------
+    Curves.
+
+    Raises
+    ------
+    PlanningError: unknown phase.
+    """
+    inp, out = float(wl.input_len), float(wl.output_len)
+    if phase == "prefill":
+        q_len, context, tokens = inp, 0.0, batches * inp
+        kv_tokens = inp
+        act_tokens = batches * inp
+    elif phase == "decode":
+        dev = graphed(dev, settings)  # engines capture decode steps in CUDA graphs
+        q_len, context, tokens = 1.0, inp + out / 2.0, batches.astype(float)
+        kv_tokens = inp + out  # a sequence holds its KV until its last token
+        act_tokens = batches.astype(float)
+    else:
+        raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill' or 'decode'.")
+    t_full = layer_time(dev, arch, prec, tp, batches, q_len, context, False, phase)
+    t_slide = layer_time(dev, arch, prec, tp, batches, q_len, context, True, phase) if arch.window else t_full
+    measured = np.zeros(batches.shape, dtype=bool)
+    if correction is not None:
+        factor, measured = correction
+        t_full, t_slide = t_full * factor, t_slide * factor
+    # Pipeline hop: the hidden state of every token of the step goes to the next node.
+    transfer = settings.network_latency_ms * 1e-3 + act_tokens * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    kv_full = batches * kv_tokens * kv_tok
+    kv_slide = batches * min(kv_tokens, arch.window or kv_tokens) * kv_tok
+    reserve = reserve_bytes(dev, settings)
+    act = workspace_bytes(arch, settings, tp, act_tokens)
+    return Curves(
+        batches=batches, tokens=np.asarray(tokens, dtype=float), t_full=t_full, t_slide=t_slide,
+        step_s=dev.cal.step_ms * 1e-3, transfer_s=np.asarray(transfer, dtype=float),
+        w_layer=arch.weight_bytes_per_layer(prec) / tp, kv_full=kv_full, kv_slide=kv_slide,
+        mem_fixed=act + reserve, reserve=reserve, capacity=dev.memory_gb * 1e9, dp=dp, measured=measured,
+    )
+
+
+def memory_breakdown(pre: Curves, dec: Curves, nf: float, ns: float, layers: int, count: int, dp: int,
+                     batch: int) -> tuple[MemoryBreakdown, float, float]:
+    """Node memory of the whole model at one batch (from single-batch prefill and decode curves).
+
+    Returns
+    -------
+    (breakdown in GB for the node, total bytes per GPU, capacity bytes per GPU). KV holds input + output tokens
+    per sequence; the activation workspace is the prefill step's (capped at the token budget).
+    """
+    weights = layers * dec.w_layer
+    kv = float(nf * dec.kv_full[0] + ns * dec.kv_slide[0])
+    cap = dec.capacity
+    act = float(pre.mem_fixed[0]) - pre.reserve
+    total = weights + kv + act + pre.reserve
+    per_seq_kv = kv / batch
+    free = cap - pre.reserve - weights - act
+    max_dec_batch = int(max(0.0, free // per_seq_kv)) if per_seq_kv > 0 else 0
+    memory = MemoryBreakdown(
+        weights_gb=weights * count / 1e9, kv_cache_gb=kv * count / 1e9, activations_gb=act * count / 1e9,
+        reserve_gb=pre.reserve * count / 1e9, total_gb=total * count / 1e9, capacity_gb=cap * count / 1e9,
+        max_decode_batch=max_dec_batch * dp,
+    )
+    return memory, total, cap

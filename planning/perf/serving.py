@@ -1,0 +1,178 @@
+"""Aggregated serving of one node: continuous batching with chunked prefill, the answer max-throughput runs report.
+
+Model (docs/perf-model.md, "Serving throughput"). One engine copy (tp GPUs) runs steps; in steady state with B
+sequences decoding, every step carries B decode tokens plus the prefill share of the requests that replace the
+finished ones, P = B * I / O prompt tokens (I, O: mean input/output tokens). The GEMMs run once over the B + P
+tokens of the step; attention is paid per kind (decode over the mean context I + O/2, prefill causal over I):
+
+    t(B) = sum over layers of mixed_layer_time(B, P) + step overhead        (TPOT = t(B))
+    output tokens/s = dp * B / t(B)                                         (dp copies in the node)
+    TTFT(B) = (ceil(I / (T - B)) + 1/2) * t_chunk                           (T = max_batched_tokens)
+
+subject to B + P <= T (prefill keeps up), B <= max_num_seqs, memory (weights + B (I + O/2) KV tokens + workspace
+of T tokens + reserve <= capacity) and the optional TTFT/TPOT SLOs. The peak is the best feasible B. A closed loop of
+C clients (benchmarks at a fixed concurrency) runs B = C: TPOT = t(C) with the prefill share of the other C - 1,
+TTFT from a chunked prefill next to C - 1 decodes, and output tokens/s = C * O / (TTFT + (O - 1) * TPOT).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from planning.perf.calibration import GlobalSettings
+from planning.perf.curves import graphed, reserve_bytes, workspace_bytes
+from planning.perf.results import ServingPoint, Workload
+from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
+
+
+def _grid(max_seqs: int) -> np.ndarray:
+    dense = np.arange(1, min(64, max_seqs) + 1, dtype=float)
+    sparse = np.round(np.geomspace(64, max(64, max_seqs), 96)) if max_seqs > 64 else np.zeros(0)
+    return np.unique(np.concatenate([dense, sparse[sparse <= max_seqs]]))
+
+
+def _step_time(arch: LayerArch, dev: Device, prec: Precision, tp: int, n_decode: np.ndarray, context: float,
+               prefill_tokens: np.ndarray, prompt_len: float) -> np.ndarray:
+    nf = float(arch.full_in_window[-1])
+    ns = arch.layers - nf
+    t = nf * mixed_layer_time(dev, arch, prec, tp, n_decode, context, prefill_tokens, prompt_len, False)
+    if ns > 0:
+        t = t + ns * mixed_layer_time(dev, arch, prec, tp, n_decode, context, prefill_tokens, prompt_len, True)
+    return np.asarray(t + dev.cal.step_ms * 1e-3, dtype=float)
+
+
+def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                  wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
+                  concurrency: int | None = None) -> ServingPoint | None:
+    """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
+
+    Parameters
+    ----------
+    arch, dev, prec, settings: layer sizes, GPU, precision, engine settings (token budget, max sequences, memory).
+    tp, dp: tensor-parallel degree and data-parallel copies in the node.
+    wl: mean input/output tokens per request.
+    ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak).
+    concurrency: closed loop of this many clients over the whole node instead of the open-loop peak.
+
+    Returns
+    -------
+    The operating point, or None when nothing fits (weights alone exceed memory, or no batch meets the SLOs).
+    """
+    inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
+    budget = float(settings.max_batched_tokens)
+    max_seqs = int(settings.max_num_seqs)
+    dev = graphed(dev, settings)
+    ctx = inp + out / 2.0
+    if concurrency is not None:
+        per_copy = max(1.0, concurrency / dp)
+        b = np.array([per_copy])
+        prefill_share = (b - 1.0) * inp / out
+    else:
+        b = _grid(max_seqs)
+        prefill_share = b * inp / out
+    share = np.minimum(prefill_share, np.maximum(budget - b, 0.0))
+    t = _step_time(arch, dev, prec, tp, b, ctx, share, inp)
+    chunk = np.maximum(budget - (b - 1.0 if concurrency is not None else b), 1.0)
+    steps = np.ceil(inp / chunk)
+    t_chunk = _step_time(arch, dev, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp)
+    ttft = (steps + (0.0 if concurrency is not None and concurrency <= dp else 0.5)) * t_chunk
+    # Memory per GPU at this batch.
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    nf = float(arch.full_in_window[-1])
+    ns = arch.layers - nf
+    kv_seq = kv_tok * (nf * ctx + ns * min(ctx, float(arch.window or ctx)))
+    weights = arch.layers * arch.weight_bytes_per_layer(prec) / tp
+    fixed = weights + float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    mem = fixed + b * kv_seq
+    cap = dev.memory_gb * 1e9
+    if concurrency is not None:
+        if not mem[0] <= cap:
+            # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
+            fit = int((cap - fixed) // kv_seq) if cap > fixed else 0
+            if fit < 1:
+                return None
+            inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp)
+            if inner is None:
+                return None
+            wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
+            return replace(inner, ttft_ms=inner.ttft_ms + wait_s * 1e3, concurrency=int(concurrency),
+                           limited_by="memory")
+        out_rate = float(concurrency * out / (ttft[0] + (out - 1.0) * t[0]))
+        return ServingPoint(
+            max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
+            ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
+            capacity_gb=cap * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms, concurrency=int(concurrency))
+    checks = {
+        "memory": mem <= cap,
+        "token_budget": b + prefill_share <= budget,
+        "tpot": t * 1e3 <= (tpot_slo_ms if tpot_slo_ms is not None else math.inf),
+        "ttft": ttft * 1e3 <= (ttft_slo_ms if ttft_slo_ms is not None else math.inf),
+    }
+    ok = np.logical_and.reduce(list(checks.values()))
+    if not ok.any():
+        return None
+    thr = np.where(ok, b / t, 0.0)
+    i = int(np.argmax(thr))
+    if i + 1 >= b.size:
+        limited = "max_num_seqs"
+    else:
+        failing = [name for name, c in checks.items() if not c[i + 1]]
+        limited = failing[0] if failing else "throughput"
+    out_rate = float(thr[i] * dp)
+    return ServingPoint(
+        max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(b[i]) * dp,
+        ttft_ms=float(ttft[i] * 1e3), tpot_ms=float(t[i] * 1e3), memory_gb=float(mem[i] * tp * dp / 1e9),
+        capacity_gb=cap * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+
+
+def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                        wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
+                        stages: np.ndarray) -> np.ndarray:
+    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
+
+    The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
+    mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
+    t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= token budget, the stage's memory (j layers of
+    weights and of B sequences' KV cache + workspace + reserve) fits, and the pipeline TTFT
+    S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``.
+    """
+    inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
+    budget = float(settings.max_batched_tokens)
+    dev = graphed(dev, settings)
+    b = _grid(int(settings.max_num_seqs))
+    share = b * inp / out
+    ctx = inp + out / 2.0
+    t_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, False)
+    t_slide = (mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, True)
+               if arch.window else t_full)
+    chunk = np.maximum(budget - b, 1.0)
+    c_full = mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, False)
+    c_slide = (mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, True)
+               if arch.window else c_full)
+    steps = np.ceil(inp / chunk) + 0.5
+    j = np.arange(1, arch.layers + 1, dtype=float)
+    nf = arch.full_in_window
+    ns = j - nf
+    step = dev.cal.step_ms * 1e-3
+    run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B)
+    run_chunk = nf[:, None] * c_full[None, :] + ns[:, None] * c_slide[None, :] + step
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    kv_full = b * ctx * kv_tok
+    kv_slide = b * min(ctx, float(arch.window or ctx)) * kv_tok
+    fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + nf[:, None] * kv_full[None, :]
+           + ns[:, None] * kv_slide[None, :] + fixed)
+    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, :]  # (L, B)
+    # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
+    hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
+    send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
+    t = run[None, :, :] + send[:, None, :]  # (S, L, B)
+    ttft = stages[:, None, None] * steps[None, None, :] * (run_chunk[None, :, :] + send[:, None, :])
+    ok = ok_lb[None, :, :] & (t <= tpot_budget[:, None, None])
+    if ttft_slo_ms is not None:
+        ok &= ttft * 1e3 <= ttft_slo_ms
+    return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)

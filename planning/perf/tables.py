@@ -1,0 +1,76 @@
+"""Coral's T̂_j(g) stage tables of one node shape (vectorized over layers, stages and batches) and their cache.
+
+T̂[S-1, j-1] = max over (tp split, batch) of dp * tokens(batch) / t_stage(j, batch), subject to
+t_stage = j layers + step overhead + activation send (S > 1) <= (slo / S) / headroom and memory(j, batch) <= capacity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from planning.perf.curves import Curves
+
+
+def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
+                      max_stages: int) -> np.ndarray:
+    """The table (max_stages, layers) from the curves of every usable tp split (see module docstring)."""
+    stages = np.arange(1, max_stages + 1, dtype=float)
+    j = np.arange(1, layers + 1, dtype=float)
+    nf = full_in_window  # (L,)
+    ns = j - nf
+    best = np.zeros((max_stages, layers))
+    for c in curves:
+        run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
+        mem = (j[:, None] * c.w_layer + nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]
+               + c.mem_fixed[None, :])
+        fits = mem <= c.capacity  # (L, B)
+        send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)
+        t = run[None, :, :] + send[:, None, :]  # (S, L, B)
+        ok = (t <= budget[:, None, None]) & fits[None, :, :]
+        thr = np.where(ok, c.tokens[None, None, :] / t, 0.0).max(axis=2) * c.dp
+        best = np.maximum(best, thr)
+    return best
+
+
+class TableCache:
+    """LRU of computed tables in memory, optionally mirrored as ``T_<key>.npy`` files in ``cache_dir``."""
+
+    def __init__(self, cache_dir: Path | None, size: int) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._mem: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = size
+
+    @staticmethod
+    def key(parts: tuple[object, ...]) -> str:
+        """Stable content key of everything a table depends on."""
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+    def get(self, key: str) -> np.ndarray | None:
+        """The cached table or None."""
+        if key in self._mem:
+            self._mem.move_to_end(key)
+            return self._mem[key]
+        if self.cache_dir is not None:
+            path = self.cache_dir / f"T_{key}.npy"
+            if path.exists():
+                table = np.load(path, allow_pickle=False)
+                self.put(key, table, write=False)
+                return table
+        return None
+
+    def put(self, key: str, table: np.ndarray, write: bool = True) -> None:
+        """Store a (read-only) table; writes the .npy file atomically when a cache dir is set."""
+        table.setflags(write=False)
+        self._mem[key] = table
+        self._mem.move_to_end(key)
+        while len(self._mem) > self._size:
+            self._mem.popitem(last=False)
+        if write and self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_dir / f"T_{key}.tmp.npy"
+            np.save(tmp, table)
+            tmp.replace(self.cache_dir / f"T_{key}.npy")

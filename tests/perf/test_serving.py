@@ -1,0 +1,135 @@
+"""Physics of perf v2: FP8 GEMMs, bounded activation workspace, the serving model and the aggregated T̂ phase."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from planning.errors import PlanningError
+from planning.perf import PerfModel, Workload
+from planning.perf.roofline import gemm_time
+
+
+@pytest.mark.parametrize("gpu_id", ["H100", "H200", "L40S"])
+def test_fp8_prefill_is_faster_than_bf16_at_large_sizes(pm: PerfModel, gpu_id: str) -> None:
+    bf16 = pm.estimate("llama-2-7b", gpu_id, dtype="bf16", batch=1, input_len=2048)
+    fp8 = pm.estimate("llama-2-7b", gpu_id, dtype="fp8", batch=1, input_len=2048)
+    assert fp8.prefill_ms < bf16.prefill_ms
+    dev = pm.device(gpu_id)
+    big16 = float(gemm_time(dev, 8192, 8192, 8192, 2.0, "bf16"))
+    big8 = float(gemm_time(dev, 8192, 8192, 8192, 1.0, "fp8"))
+    assert big8 < big16
+    # The quantization kernel is explicit and small next to a large GEMM (< 10 % of it).
+    from planning.perf.roofline import quant_time
+
+    assert float(quant_time(dev, 8192, 8192)) < 0.10 * big8
+
+
+def test_activation_workspace_is_bounded_by_the_token_budget(pm: PerfModel) -> None:
+    small = pm.estimate("llama-3-8b", "H100", batch=16, input_len=1000, output_len=1000)
+    large = pm.estimate("llama-3-8b", "H100", batch=256, input_len=1000, output_len=1000)
+    assert large.memory.activations_gb == pytest.approx(small.memory.activations_gb)
+    assert large.memory.activations_gb < 2.0  # was 37.7 GB when it scaled with batch x prompt
+
+
+def test_serving_peak_is_an_upper_bound_and_slos_hold(pm: PerfModel) -> None:
+    free = pm.serving("llama-3-8b", "H100", dtype="fp8", input_len=1000, output_len=1000)
+    assert free is not None and free.memory_gb <= free.capacity_gb + 1e-9
+    tight = pm.serving("llama-3-8b", "H100", dtype="fp8", input_len=1000, output_len=1000, tpot_ms=20, ttft_ms=500)
+    assert tight is not None
+    assert tight.tpot_ms <= 20 and tight.ttft_ms <= 500
+    assert tight.max_output_tokens_per_s <= free.max_output_tokens_per_s
+    assert tight.max_requests_per_s == pytest.approx(tight.max_output_tokens_per_s / 1000)
+    tighter = pm.serving("llama-3-8b", "H100", dtype="fp8", input_len=1000, output_len=1000, tpot_ms=12)
+    assert tighter is not None and tighter.max_output_tokens_per_s <= tight.max_output_tokens_per_s
+    assert pm.serving("llama-3-8b", "H100", input_len=1000, output_len=1000, tpot_ms=0.5) is None
+
+
+def test_serving_ceiling_below_decode_only_ceiling(pm: PerfModel) -> None:
+    # Prefill shares every step, so aggregated serving never beats the decode-only ceiling.
+    for gpu_id in ("A10G", "L4", "H100"):
+        est = pm.estimate("llama-3-8b", gpu_id, input_len=550, output_len=150)
+        assert est.serving is not None
+        assert est.serving.max_output_tokens_per_s < est.max_decode_tokens_per_s
+
+
+def test_closed_loop_matches_single_request_and_grows_with_concurrency(pm: PerfModel) -> None:
+    one = pm.serving("llama-3-8b", "A100-80G", input_len=1024, output_len=128, concurrency=1)
+    step = pm.estimate("llama-3-8b", "A100-80G", batch=1, input_len=1024, output_len=128).decode_step_ms
+    assert one is not None and one.tpot_ms == pytest.approx(step, rel=0.25)
+    rates = [pm.serving("llama-3-8b", "A100-80G", input_len=1024, output_len=128, concurrency=c) for c in (1, 8, 64)]
+    thr = [r.max_output_tokens_per_s for r in rates if r is not None]
+    assert len(thr) == 3 and thr[0] < thr[1] < thr[2]
+    # More clients than the KV cache holds: the excess queues (TTFT grows), throughput stays finite.
+    flood = pm.serving("llama-3.3-70b", "H100", 2, dtype="fp8", input_len=5000, output_len=500, concurrency=400)
+    assert flood is not None and flood.limited_by == "memory" and flood.ttft_ms > 1000
+    with pytest.raises(PlanningError, match="concurrency"):
+        pm.serving("llama-3-8b", "H100", input_len=10, output_len=10, concurrency=0)
+
+
+def test_aggregated_table_is_monotone_and_matches_serving(pm: PerfModel) -> None:
+    spec = pm.model("llama-3-8b")
+    wl = Workload(1000, 200)
+    table = pm.stage_table(spec, "1xH100", "aggregated", 50.0, wl, max_stages=3, ttft_ms=2000)
+    assert np.all(np.diff(table, axis=1) <= 1e-9)
+    sp = pm.serving("llama-3-8b", "H100", input_len=1000, output_len=200, tpot_ms=50, ttft_ms=2000)
+    assert sp is not None and table[0, -1] == pytest.approx(sp.max_requests_per_s, rel=1e-6)
+    other = pm.stage_table(spec, "1xH100", "aggregated", 50.0, wl, max_stages=3, ttft_ms=100)
+    assert np.all(other <= table + 1e-9) and not np.array_equal(other, table)
+
+
+def test_estimate_has_serving_block_and_validation_bands(pm: PerfModel) -> None:
+    est = pm.estimate("llama-3-8b", "H100", dtype="fp8", input_len=1000, output_len=1000)
+    assert est.batch == 1 and est.serving is not None
+    assert set(est.band) == {"prefill_ms", "decode_step_ms", "max_prefill_tokens_per_s", "max_decode_tokens_per_s",
+                             "serving"}
+    hit = pm.bands.lookup("nvlink-hbm", "fp8", "throughput")
+    assert hit is not None and est.band["serving"] == pytest.approx(round(hit[0], 3))
+    assert "validation" in est.band_source["serving"]
+    d = est.to_dict()
+    assert d["serving"]["max_output_tokens_per_s"] == est.serving.max_output_tokens_per_s
+
+
+def test_cli_serving_block_without_batch() -> None:
+    out = subprocess.run([sys.executable, "-m", "planning.cli", "perf", "--model", "llama-3-8b", "--gpu", "L40S",
+                          "--input-len", "550", "--output-len", "150", "--tpot", "80", "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["serving"]["tpot_ms"] <= 80 and data["serving"]["max_requests_per_s"] > 0
+    text = subprocess.run([sys.executable, "-m", "planning.cli", "perf", "--model", "llama-3-8b", "--gpu", "L40S",
+                           "--input-len", "550", "--output-len", "150"], capture_output=True, text=True, check=True)
+    assert "serving (aggregated)" in text.stdout
+
+
+def test_kind_bands_follow_the_estimate_bands(pm: PerfModel) -> None:
+    est = pm.estimate("llama-3-8b", "L40S", dtype="fp8", input_len=500, output_len=100)
+    kinds = pm.kind_bands("L40S", "fp8")
+    assert kinds == {"ttft": est.band["prefill_ms"], "tpot": est.band["decode_step_ms"],
+                     "throughput": est.band["serving"]}
+    assert min(pm.kind_bands("A10G").values()) >= pm.calibration.settings.band_roofline
+
+
+def test_aggregated_templates_use_the_serving_throughput(pm: PerfModel) -> None:
+    # Mélange mode: a one-GPU template serves what PerfModel.serving says, per request-size class (mean shown).
+    from planning.api import build_templates, load_preset_scenario
+    from planning.groups import DEFAULT_PREFILL_BUDGET_MS, plan_groups
+
+    scenario = load_preset_scenario("melange-arena")
+    frame = build_templates(scenario)
+    req = scenario.models[0]
+    tpot = float(req.slo.decode_ms)
+    (group,) = plan_groups(scenario)
+    classes = group.classes
+    for gpu_id in ("A10G", "H100"):
+        row = frame[frame["template_id"] == f"1x1x{gpu_id}"].iloc[0]
+        expected = []
+        for c in classes:
+            sp = pm.serving(req.id, gpu_id, input_len=c.input_len, output_len=c.output_len, tpot_ms=tpot,
+                            ttft_ms=DEFAULT_PREFILL_BUDGET_MS)
+            expected.append(sp.max_requests_per_s if sp is not None else 0.0)
+        assert row["unit"] == "req/s"
+        assert row["throughput"] == pytest.approx(float(np.mean(expected)), rel=1e-6)

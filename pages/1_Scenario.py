@@ -203,4 +203,4 @@ if add_custom:
         widgets.show_error(exc)
 
 st.divider()
-st.page_link("app.py", label="Plan this scenario on Home", icon="🏠")
+st.page_link("app.py", label="Plan this scenario on Home", icon=":material/home:")

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import streamlit as st
 
-from planning import viz
+from planning import api, viz
 from ui import state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
@@ -14,7 +14,7 @@ widgets.page("Plan", "What to rent where, how each model replica is pipelined, a
 record = state.current_solve_job()
 if record is None:
     st.info("No plan yet. Pick a scenario on Home and press **Plan it**.")
-    st.page_link("app.py", label="Home", icon="🏠")
+    st.page_link("app.py", label="Home", icon=":material/home:")
     st.stop()
 if not record.is_terminal:
     widgets.live_jobs({"Planning": record.id}, key="plan")
@@ -81,11 +81,21 @@ st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
 
 st.header("Export")
 name = state.slug(str(result.scenario.get("name", "plan")))
-cols = st.columns(4)
-cols[0].download_button("JSON", result.to_json(), file_name=f"{name}.plan.json", mime="application/json")
+widgets.explain("export", "The report states every assumption (models, SLOs, traffic, regions, prices with their "
+                "source and date) and the comparison with the baselines; print the HTML page to PDF. The deployment "
+                "files are SkyPilot task YAML and Kubernetes manifests per instance (mixed-GPU pipelines are marked "
+                "as needing manual steps).")
+cols = st.columns(3)
+cols[0].download_button("Report (printable HTML)", api.plan_report(result, "html"), file_name=f"{name}.report.html",
+                        mime="text/html", icon=":material/print:")
+cols[1].download_button("Report (Markdown)", api.plan_report(result, "markdown"), file_name=f"{name}.report.md",
+                        mime="text/markdown", icon=":material/description:")
+if result.instances:
+    cols[2].download_button("Deployment files (SkyPilot + Kubernetes, zip)", api.export_zip(result, "all"),
+                            file_name=f"{name}.deploy.zip", mime="application/zip", icon=":material/rocket_launch:")
+cols = st.columns(3)
+cols[0].download_button("Plan JSON", result.to_json(), file_name=f"{name}.plan.json", mime="application/json")
 cols[1].download_button("Instances CSV", result.instances_frame().to_csv(index=False),
                         file_name=f"{name}.instances.csv", mime="text/csv")
 cols[2].download_button("Cost lines CSV", result.breakdown_frame().to_csv(index=False),
                         file_name=f"{name}.costs.csv", mime="text/csv")
-cols[3].download_button("Markdown report", result.to_markdown(), file_name=f"{name}.plan.md",
-                        mime="text/markdown")

@@ -90,12 +90,21 @@ if base_result is not None and len(results) > 1:
     widgets.explain("plan_diff", "Which instances and GPUs the variant adds or drops compared with the base plan, "
                     "and how the cost moves because of it.")
     other = st.selectbox("Compare the base plan with", [k for k in results if k != "base"])
-    before, after = api.diff_lines(base_result), api.diff_lines(results[other])
-    st.markdown(viz.diff_summary(before, after))
-    diff = viz.plan_diff(before, after)
-    widgets.explain("plan_diff_figure", "")
-    st.plotly_chart(viz.plan_diff_figure(diff, base_result.cost_per_hour), width="stretch", key="plan_diff")
-    st.dataframe(diff, hide_index=True, width="stretch")
+    variant_result = results[other]
+    if not variant_result.has_plan or variant_result.served_fraction < base_result.served_fraction - 1e-9:
+        # an infeasible or short variant is not a cheaper plan: say what happened instead of diffing costs
+        st.warning(f"**{other}** has no plan that serves the same demand (status {variant_result.status}, serves "
+                   f"{variant_result.served_fraction:.1%} of demand against {base_result.served_fraction:.1%}), "
+                   "so there is no cost difference to show.")
+        for line in variant_result.diagnostics[:5]:
+            st.caption(line)
+    else:
+        before, after = api.diff_lines(base_result), api.diff_lines(variant_result)
+        st.markdown(viz.diff_summary(before, after))
+        diff = viz.plan_diff(before, after)
+        widgets.explain("plan_diff_figure", "")
+        st.plotly_chart(viz.plan_diff_figure(diff, base_result.comparable_cost), width="stretch", key="plan_diff")
+        st.dataframe(diff, hide_index=True, width="stretch")
 
 # --- sweeps ----------------------------------------------------------------------------------------------------
 st.subheader("Sweeps")

@@ -277,7 +277,7 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
         variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
         res = solve(variant, cancel=cancel)
         ok = res.status in ("optimal", "feasible")
-        rows.append({"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.cost_per_hour if ok else float("nan"),
+        rows.append({"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.comparable_cost if ok else float("nan"),
                      "served_fraction": res.served_fraction, "feasible": ok})
         for b in res.baselines:
             rows.append({"x": x, "method": b.name, "cost_per_hour": b.cost_per_hour if b.feasible else float("nan"),
@@ -390,3 +390,24 @@ def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand
     from planning.compare import compare_markets as _compare
 
     return _compare(scenario, solve, pricings=pricings, per_region=per_region)
+
+
+def plan_report(result: PlanResult, fmt: str = "markdown") -> str:
+    """The finance report of a plan (:mod:`planning.report`): ``fmt`` ``"markdown"`` or ``"html"`` (printable)."""
+    from planning.report import report_html, report_markdown
+
+    if fmt not in ("markdown", "html"):
+        raise PlanningError("format", f"unknown report format {fmt[:40]!r}.", "use markdown or html.")
+    return report_markdown(result) if fmt == "markdown" else report_html(result)
+
+
+def export_zip(result: PlanResult, fmt: str = "all") -> bytes:
+    """The deployable files of :func:`export_plan` in one zip archive (for a single download)."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for f in export_plan(result, fmt):
+            archive.writestr(f.name, f.text)
+    return buffer.getvalue()

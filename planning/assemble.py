@@ -82,7 +82,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)
     served_fraction = min((s.fraction for s in service), default=1.0) if alloc.has_plan else 0.0
     adjusted = tuple(
-        replace(b, savings_pct=savings_pct(total, b.cost_per_hour, served_fraction, b.served_fraction)
+        replace(b, savings_pct=savings_pct(provisioning, b.cost_per_hour, served_fraction, b.served_fraction)
                 if b.feasible and alloc.has_plan else None)
         for b in baselines)
     return PlanResult(

@@ -221,7 +221,7 @@ class PlanResult:
 
     def baselines_frame(self) -> pd.DataFrame:
         cols = ["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct", "note"]
-        rows = [{"name": "Plan (mixed templates)", "cost_per_hour": self.cost_per_hour,
+        rows = [{"name": "Plan (mixed templates)", "cost_per_hour": self.comparable_cost,
                  "served_fraction": self.served_fraction, "feasible": self.status in ("optimal", "feasible"),
                  "savings_pct": 0.0, "note": self.status}]
         rows += [{k: getattr(b, k) for k in cols} for b in self.baselines]
@@ -247,11 +247,20 @@ class PlanResult:
         ok = [b for b in self.baselines if b.feasible]
         return min(ok, key=lambda b: b.cost_per_hour) if ok else None
 
+    @property
+    def comparable_cost(self) -> float:
+        """The cost every comparison uses: provisioning $/h (what the nodes cost).
+
+        Baselines report provisioning only; the initialization penalty (K × price of newly started nodes) is an
+        amortised start-up allowance the optimizer uses against churn, shown on its own line, never compared.
+        """
+        return self.provisioning_per_hour
+
     def savings_vs(self, baseline: BaselineSummary) -> float | None:
         """Percent this plan saves against ``baseline`` (:func:`savings_pct`; None when not comparable)."""
         if not self.has_plan or not baseline.feasible:
             return None
-        return savings_pct(self.cost_per_hour, baseline.cost_per_hour, self.served_fraction, baseline.served_fraction)
+        return savings_pct(self.comparable_cost, baseline.cost_per_hour, self.served_fraction, baseline.served_fraction)
 
     # --- text --------------------------------------------------------------------------------------------------
     def to_markdown(self) -> str:

@@ -250,7 +250,7 @@ def comparison_frame(results: Mapping[str, PlanResult]) -> pd.DataFrame:
     (``PlanResult.savings_vs``: None when the two do not serve the same demand)."""
     rows = []
     for name, result in results.items():
-        rows.append({"variant": name, "method": "Plan (mixed)", "cost_per_hour": result.cost_per_hour,
+        rows.append({"variant": name, "method": "Plan (mixed)", "cost_per_hour": result.comparable_cost,
                      "served_fraction": result.served_fraction, "status": result.status, "savings_pct": None})
         for b in result.baselines:
             rows.append({"variant": name, "method": b.name, "cost_per_hour": b.cost_per_hour,

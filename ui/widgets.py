@@ -17,7 +17,7 @@ PROVENANCE_COLOURS = {"measured": "green", "calibrated": "blue", "roofline": "or
 
 def page(title: str, intro: str) -> None:
     """Page frame: config, session state, title, one-line intro and the glossary one click away."""
-    st.set_page_config(page_title=f"{title} · planning", page_icon="🧮", layout="wide")
+    st.set_page_config(page_title=f"{title} · planning", page_icon=":material/calculate:", layout="wide")
     init_state()
     head, side = st.columns([5, 1])
     head.title(title)
@@ -45,13 +45,13 @@ def show_error(exc: PlanningError) -> None:
     text = f"**{exc.field}** — {exc.problem}"
     if exc.fix:
         text += f"\n\n**Fix:** {exc.fix}"
-    st.error(text, icon="⚠️")
+    st.error(text, icon=":material/error:")
 
 
 def show_job_outcome(record: JobRecord) -> None:
     """Failed or cancelled jobs: say so (the app stays usable)."""
     if record.status == "failed":
-        st.error(f"The {record.kind} job failed: {record.error}", icon="⚠️")
+        st.error(f"The {record.kind} job failed: {record.error}", icon=":material/error:")
         if record.error_detail:
             with st.expander("Details"):
                 st.code(record.error_detail)
@@ -98,9 +98,9 @@ def kpis(result: PlanResult) -> None:
     """
     best = result.best_baseline()
     cols = st.columns(4)
-    cols[0].metric("Cost per hour", f"${result.cost_per_hour:,.2f}",
-                   help=f"Provisioning ${result.provisioning_per_hour:,.2f}/h + initialization penalty "
-                        f"${result.penalty_per_hour:,.2f}/h.")
+    cols[0].metric("Cost per hour", f"${result.comparable_cost:,.2f}",
+                   help=f"What the rented nodes cost: ${result.comparable_cost * 730:,.0f} per month (730 h), "
+                        f"${result.comparable_cost * 8760:,.0f} per year. Baselines and savings use the same figure.")
     label = "Savings vs best homogeneous" if best is None or best.homogeneous else "Savings vs best baseline"
     saving = result.savings_vs(best) if best is not None else None
     if best is not None and saving is not None:
@@ -116,10 +116,18 @@ def kpis(result: PlanResult) -> None:
     gpus = result.gpus_by_type()
     gpu_text = ", ".join(f"{n}× {g}" for g, n in gpus.items()) or "none"
     st.markdown(f"**GPUs by type:** {gpu_text}  \n**Regions used:** {', '.join(result.regions_used()) or 'none'}")
+    month = result.comparable_cost * 730
+    penalty = (f" The optimizer also charged a start-up allowance of ${result.penalty_per_hour:,.2f}/h (initialization "
+               "penalty: K × the hourly price of each newly started node, so plans do not churn); it is not part of "
+               "the bill and no comparison includes it.") if result.penalty_per_hour > 0 else ""
+    st.caption(f"≈ ${month:,.0f} per month, ${result.comparable_cost * 8760:,.0f} per year.{penalty}")
     if result.message:
         st.info(result.message)
-    for line in result.diagnostics:
-        st.warning(line)
+    unique = list(dict.fromkeys(result.diagnostics))  # one box, no repeated lines
+    if unique and result.has_plan and result.served_fraction >= 1 - 1e-9:
+        st.caption("Solver notes: " + " · ".join(unique))  # informational on a plan that serves everything
+    elif unique:
+        st.warning("\n".join(f"- {line}" for line in unique))
 
 
 def provenance_badges(provenance: Mapping[str, str]) -> None:

@@ -40,3 +40,25 @@ def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -
     at.run()
     assert not at.exception
     assert "must be > 0" in texts(at)
+
+
+def test_optimal_plan_never_shows_a_negative_saving(planning_home: Path) -> None:
+    """Issue 12: the plan and the baselines count the same components, so an optimal plan never 'loses'."""
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    assert not at.exception
+    saving = next(m for m in at.metric if m.label.startswith("Savings vs best"))
+    assert not str(saving.value).startswith("-")
+    baselines = next(df.value for df in at.dataframe if "savings_pct" in df.value)
+    comparable = baselines.iloc[1:]
+    comparable = comparable[comparable["savings_pct"].notna()]
+    assert len(comparable) >= 1 and (comparable["savings_pct"] >= -1e-9).all()
+    plan_cost = float(baselines.iloc[0]["cost_per_hour"])
+    cost_metric = next(m for m in at.metric if m.label == "Cost per hour")
+    assert cost_metric.value == f"${plan_cost:,.2f}"  # the KPI and the comparison table show the same cost
+
+
+def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    labels = [b.label for b in at.get("download_button")]
+    assert {"Report (printable HTML)", "Report (Markdown)", "Deployment files (SkyPilot + Kubernetes, zip)",
+            "Plan JSON"} <= set(labels)

@@ -1,0 +1,317 @@
+"""The shared plan: low-rate models packed onto shared GPUs, popular models on dedicated templates, one budget.
+
+Steps (sequential, documented in docs/sharing.md):
+1. Split the scenario's models: mean rate below ``options.sharing_threshold_rps`` (all when None) → shared;
+   models that fit on no single-GPU node type with their KV pool also stay dedicated.
+2. Profile each shared model (``planning.sharing.profiles``) on every single-GPU node type the scenario offers.
+3. Pack them: ``kvpr`` (Prism Alg. 1 sized per node type) or ``exact`` (the packing MILP), within availability.
+4. Solve the popular models with the existing allocation ILP (``planning.api.solve`` on a scenario holding only
+   them) after subtracting the shared nodes from availability and their cost from a served-objective budget.
+5. Report one cost and one GPU count covering both parts, and each shared node's models and memory split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from planning.catalog.schema import parse_shape
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import AvailabilityOverride, Objective, Scenario
+from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, kvpr_packing
+from planning.sharing.profiles import ModelProfile, model_profile, node_attainment, perf_with_specs, usable_memory_gb
+
+
+@dataclass(frozen=True)
+class SharedModel:
+    """One model on a shared node: memory split (GB), compute load at peak, analytic TTFT attainment."""
+
+    model: str
+    base: str
+    rate_rps: float
+    weights_gb: float
+    kv_pool_gb: float
+    load: float
+    attainment_estimate: float
+
+
+@dataclass(frozen=True)
+class SharedNode:
+    """One shared single-GPU node: where it is bought, its price and its co-located models."""
+
+    region: str
+    shape: str
+    gpu: str
+    price_per_hour: float
+    capacity_gb: float
+    models: tuple[SharedModel, ...]
+
+    @property
+    def weights_gb(self) -> float:
+        return sum(m.weights_gb for m in self.models)
+
+    @property
+    def kv_pool_gb(self) -> float:
+        return sum(m.kv_pool_gb for m in self.models)
+
+    @property
+    def load(self) -> float:
+        return sum(m.load for m in self.models)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "weights_gb": self.weights_gb, "kv_pool_gb": self.kv_pool_gb,
+                "free_gb": self.capacity_gb - self.weights_gb - self.kv_pool_gb, "load": self.load, "gpus": 1}
+
+
+@dataclass(frozen=True)
+class SharingResult:
+    """The shared plan: shared nodes + the dedicated plan of the popular models, totals over both parts."""
+
+    sharing: str
+    status: str
+    threshold_rps: float | None
+    shared_nodes: tuple[SharedNode, ...]
+    shared_cost_per_hour: float
+    shared_status: str
+    shared_gap: float | None
+    dedicated: PlanResult | None
+    shared_models: tuple[str, ...]
+    dedicated_models: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dedicated_cost_per_hour(self) -> float:
+        return self.dedicated.cost_per_hour if self.dedicated is not None else 0.0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return self.shared_cost_per_hour + self.dedicated_cost_per_hour
+
+    def gpus(self) -> dict[str, int]:
+        """GPUs by type over both parts."""
+        out: dict[str, int] = {}
+        for n in self.shared_nodes:
+            out[n.gpu] = out.get(n.gpu, 0) + 1
+        if self.dedicated is not None:
+            for g, k in self.dedicated.gpus_by_type().items():
+                out[g] = out.get(g, 0) + k
+        return dict(sorted(out.items()))
+
+    @property
+    def n_gpus(self) -> int:
+        return sum(self.gpus().values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dedicated part's PlanResult dict with ``cost_per_hour`` and ``gpus`` over both parts, plus
+        ``shared_nodes`` and a ``sharing`` summary."""
+        base = self.dedicated.to_dict() if self.dedicated is not None else {"status": self.status, "instances": []}
+        base.update({
+            "status": self.status,
+            "cost_per_hour": self.cost_per_hour,
+            "gpus": self.gpus(),
+            "n_gpus": self.n_gpus,
+            "shared_nodes": [n.to_dict() for n in self.shared_nodes],
+            "sharing": {"method": self.sharing, "threshold_rps": self.threshold_rps,
+                        "shared_status": self.shared_status, "shared_gap": self.shared_gap,
+                        "shared_cost_per_hour": self.shared_cost_per_hour,
+                        "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
+                        "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
+                        "timings": dict(self.timings), "notes": list(self.notes)},
+        })
+        return base
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=float)
+
+    def summary(self) -> str:
+        """A short plain-text summary for the terminal."""
+        lines = [f"status: {self.status}    cost: ${self.cost_per_hour:,.2f}/h    GPUs: {self.n_gpus} "
+                 f"({', '.join(f'{n}×{g}' for g, n in self.gpus().items())})",
+                 f"sharing: {self.sharing} ({len(self.shared_models)} models on {len(self.shared_nodes)} shared GPUs, "
+                 f"${self.shared_cost_per_hour:,.2f}/h; {len(self.dedicated_models)} dedicated, "
+                 f"${self.dedicated_cost_per_hour:,.2f}/h)"]
+        for i, n in enumerate(self.shared_nodes):
+            lines.append(f"  node {i}: {n.shape} {n.region}  weights {n.weights_gb:.1f} GB + KV {n.kv_pool_gb:.1f} GB "
+                         f"of {n.capacity_gb:.1f} GB, load {n.load:.2f}: " + ", ".join(m.model for m in n.models))
+        lines.extend(f"note: {x}" for x in self.notes)
+        return "\n".join(lines) + "\n"
+
+
+def split_models(scenario: Scenario, threshold_rps: float | None) -> tuple[list[str], list[str]]:
+    """(shared, dedicated) model ids by mean rate: below the threshold → shared; None → all shared."""
+    shared = [m.id for m in scenario.models if threshold_rps is None or m.demand.rate_rps < threshold_rps]
+    return shared, [m.id for m in scenario.models if m.id not in shared]
+
+
+def _node_types(offers: Sequence[Any], perf: Any) -> list[NodeType]:
+    types = []
+    for o in offers:
+        count, gpu = parse_shape(o.shape)
+        if count == 1 and o.available > 0:
+            types.append(NodeType(f"{o.region} {o.shape}", float(o.price_per_hour), int(o.available),
+                                  usable_memory_gb(perf, gpu)))
+    return types
+
+
+def _resolve(scenario: Scenario, catalog: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Offers and model specs (the one place that calls the resolve step; it is moving to planning.resolve)."""
+    from planning.groups import resolve_models
+    from planning.offers import resolve_offers
+
+    return resolve_offers(scenario, catalog), resolve_models(scenario, catalog)
+
+
+def shared_profiles(scenario: Scenario, ctx: Any, model_ids: Sequence[str]) -> tuple[list[ModelProfile], list[NodeType]]:
+    """Profiles of ``model_ids`` on the scenario's single-GPU node types, and those node types."""
+    offers, specs = _resolve(scenario, ctx.catalog)
+    perf = perf_with_specs(ctx.perf, specs)
+    types = _node_types(offers, perf)
+    gpus = sorted({t.key.split(" ")[1].split("x", 1)[1] for t in types})
+    profiles = [model_profile(scenario.model(mid), specs[mid], perf, gpus) for mid in model_ids]
+    return profiles, types
+
+
+def _tail_models(profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> list[TailModel]:
+    out = []
+    for p in profiles:
+        load = {t.key: p.gpus[_gpu_of(t)].load for t in types if _gpu_of(t) in p.gpus}
+        out.append(TailModel(p.id, p.weights_gb, p.kv_pool_gb, p.weighted_rate, load))
+    return out
+
+
+def _gpu_of(t: NodeType) -> str:
+    return parse_shape(t.key.split(" ", 1)[1])[1]
+
+
+def pack(scenario: Scenario, ctx: Any, model_ids: Sequence[str], method: str) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
+    """Profile and pack ``model_ids`` with ``method`` ("kvpr" or "exact") on the scenario's single-GPU nodes.
+
+    Raises
+    ------
+    PlanningError
+        Unknown method, no single-GPU node type offered, or a model that fits on none of them.
+    """
+    if method not in ("kvpr", "exact"):
+        raise PlanningError("options.sharing", f"unknown packing {method!r}.", "use kvpr or exact.")
+    profiles, types = shared_profiles(scenario, ctx, model_ids)
+    if model_ids and not types:
+        raise PlanningError("shapes", "offers no single-GPU node with availability for shared models.",
+                            "add a 1-GPU shape (e.g. 1xL40S, 1xH100) or set options.sharing: off.")
+    tail = _tail_models(profiles, types)
+    if method == "kvpr":
+        packing = kvpr_packing(tail, types)
+    else:
+        packing = exact_packing(tail, types, time_limit_s=scenario.options.time_limit_s,
+                                mip_rel_gap=scenario.options.mip_rel_gap)
+    return packing, profiles, types
+
+
+def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> tuple[SharedNode, ...]:
+    by_id = {p.id: p for p in profiles}
+    by_key = {t.key: t for t in types}
+    nodes = []
+    for n in packing.nodes:
+        t = by_key[n.type]
+        gpu = _gpu_of(t)
+        region, shape = t.key.split(" ", 1)
+        est = node_attainment([by_id[m] for m in n.models], gpu)
+        nodes.append(SharedNode(region, shape, gpu, t.price_per_hour, t.capacity_gb, tuple(
+            SharedModel(m, by_id[m].base, by_id[m].rate_rps, by_id[m].weights_gb, by_id[m].kv_pool_gb,
+                        by_id[m].gpus[gpu].load, est[m]) for m in n.models)))
+    return tuple(nodes)
+
+
+def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[SharedNode]) -> Scenario:
+    """The scenario for the popular models: shared nodes subtracted from availability."""
+    used: dict[tuple[str, str], int] = {}
+    for n in nodes:
+        used[(n.region, n.shape)] = used.get((n.region, n.shape), 0) + 1
+    overrides = [a for a in scenario.availability_overrides if (a.region, a.shape) not in used]
+    by_key = {(o.region, o.shape): o for o in offers}
+    overrides += [AvailabilityOverride(r, s, max(0, by_key[(r, s)].available - k)) for (r, s), k in sorted(used.items())]
+    return replace(scenario, availability_overrides=tuple(overrides))
+
+
+def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any | None = None,
+                 solve_dedicated: Any | None = None) -> SharingResult:
+    """Plan ``scenario`` with GPU sharing for its low-rate models (module docstring).
+
+    Parameters
+    ----------
+    scenario:
+        A validated Scenario; ``options.sharing_threshold_rps`` picks the shared models.
+    method:
+        ``"kvpr"`` or ``"exact"`` (default: ``options.sharing``; ``"off"`` there means ``"kvpr"``).
+    context:
+        An engine context (catalog + perf model); default ``planning.api.engine_context()``.
+    solve_dedicated:
+        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
+
+    Returns
+    -------
+    SharingResult: status ``optimal``/``feasible`` when both parts have a plan.
+
+    Raises
+    ------
+    PlanningError
+        Inputs the sharing step cannot plan (no single-GPU node type, a model fitting nowhere), with the fix.
+    """
+    from planning import api
+
+    t0 = time.perf_counter()
+    ctx = context or api.engine_context()
+    method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
+    threshold = scenario.options.sharing_threshold_rps
+    shared_ids, dedicated_ids = split_models(scenario, threshold)
+    notes: list[str] = []
+    # models too large for any single-GPU node with their KV pool stay dedicated
+    profiles, types = shared_profiles(scenario, ctx, shared_ids)
+    too_big = [p.id for p in profiles if not any(_gpu_of(t) in p.gpus and p.gpus[_gpu_of(t)].load <= 1 for t in types)]
+    if too_big:
+        notes.append(f"{len(too_big)} low-rate models fit on no single-GPU node with their KV pool and stay "
+                     f"dedicated: {', '.join(too_big)}.")
+        shared_ids = [m for m in shared_ids if m not in too_big]
+        dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
+    t1 = time.perf_counter()
+    packing, profiles, types = pack(scenario, ctx, shared_ids, method) if shared_ids else (
+        Packing((), 0.0, "optimal", method), [], [])
+    nodes = _shared_nodes(packing, profiles, types)
+    timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
+    notes.extend(packing.notes)
+    if not packing.feasible:
+        return SharingResult(method, "infeasible", threshold, (), math.inf, packing.status, packing.gap, None,
+                             tuple(shared_ids), tuple(dedicated_ids), timings,
+                             (*notes, "the shared models cannot be packed within availability."))
+    dedicated: PlanResult | None = None
+    if dedicated_ids:
+        offers, _ = _resolve(scenario, ctx.catalog)
+        sub = _remaining(scenario, offers, nodes)
+        sub = replace(sub, models=tuple(m for m in scenario.models if m.id in dedicated_ids))
+        budget = scenario.objective.budget_per_hour
+        if budget is not None:
+            left = budget - packing.cost_per_hour
+            if left <= 0:
+                return SharingResult(method, "infeasible", threshold, nodes, packing.cost_per_hour, packing.status,
+                                     packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings,
+                                     (*notes, f"the shared nodes alone cost ${packing.cost_per_hour:,.2f}/h, "
+                                      f"above the budget ${budget:,.2f}/h."))
+            sub = replace(sub, objective=Objective(scenario.objective.kind, left))
+            notes.append(f"budget: ${packing.cost_per_hour:,.2f}/h to shared nodes, ${left:,.2f}/h left for "
+                         "the dedicated models (sequential: shared part first).")
+        t2 = time.perf_counter()
+        dedicated = (solve_dedicated or api.solve)(sub)
+        timings["dedicated_seconds"] = time.perf_counter() - t2
+    ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
+    status = ("optimal" if packing.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
+              else "feasible") if ok_dedicated else (dedicated.status if dedicated is not None else "infeasible")
+    if method == "kvpr":
+        notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
+    timings["total_seconds"] = time.perf_counter() - t0
+    return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
+                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))

@@ -330,7 +330,8 @@ class Options:
             time_limit_s=_number(d.get("time_limit_s", base.time_limit_s), f"{path}.time_limit_s", minimum=0, strict_min=True),
             mip_rel_gap=_number(d.get("mip_rel_gap", base.mip_rel_gap), f"{path}.mip_rel_gap", minimum=0),
             workers=_number(d.get("workers", base.workers), f"{path}.workers", minimum=0, integer=True),
-            sharing=_choice(d.get("sharing", base.sharing), f"{path}.sharing", SHARING_MODES),
+            sharing=_choice("off" if d.get("sharing") is False else d.get("sharing", base.sharing),  # YAML: off → False
+                            f"{path}.sharing", SHARING_MODES),
             sharing_threshold_rps=_number(d.get("sharing_threshold_rps", base.sharing_threshold_rps),
                                           f"{path}.sharing_threshold_rps", minimum=0, allow_none=True),
         )

@@ -2,7 +2,14 @@
 
 from planning.sharing.admission import Admission, QueuedRequest, fcfs, moore_hodgson
 from planning.sharing.kvpr import KvprModel, KvprPlacement, exact_kvpr_placement, kvpr_placement
-from planning.sharing.packing import NodeType, Packing, TailModel, brute_force_packing, exact_packing, kvpr_packing
+from planning.sharing.packing import (
+    NodeType,
+    Packing,
+    TailModel,
+    brute_force_packing,
+    exact_packing,
+    kvpr_packing,
+)
 from planning.sharing.plan import SharedModel, SharedNode, SharingResult, solve_shared, split_models
 
 __all__ = [

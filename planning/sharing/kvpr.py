@@ -142,9 +142,9 @@ def kvpr_placement(models: Sequence[KvprModel], n_gpus: int, capacity: float, *,
                                 f"({n_gpus} GPUs of {capacity:g}).", "add GPUs or larger GPUs.")
         best = candidates[0]
         cur = (current or {}).get(p.model)
-        if cur is not None and tps[p.model] == 1 and 0 <= cur < n_gpus and kv[cur] > p.weight:
-            if not _ratio(w_rate[cur], kv[cur]) - _ratio(w_rate[best], kv[best]) > tau:
-                best = cur
+        stays = cur is not None and tps[p.model] == 1 and 0 <= cur < n_gpus and kv[cur] > p.weight
+        if stays and cur is not None and not _ratio(w_rate[cur], kv[cur]) - _ratio(w_rate[best], kv[best]) > tau:
+            best = cur
         gpu_of[j] = best
         before[best] = kv[best]
         last_on[best] = j

@@ -20,7 +20,7 @@ Availability is n_t ≤ A_t. Solved with HiGHS (highspy; time limit, relative ga
 
 The heuristic (Prism's Alg. 1 in a sizing loop): for a node type t, the fewest N nodes such that Alg. 1's
 KVPR placement of the models on N nodes satisfies (memory) and (compute) on every node; the pool is the
-cheapest such type (or, when no single type holds every model, each model's cheapest type, pooled per type).
+cheapest of: one type for all models, or each model on its cheapest type alone, pooled per type.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from planning.errors import PlanningError
 from planning.sharing.kvpr import KvprModel, kvpr_placement
@@ -98,6 +98,13 @@ def fits(models: Sequence[TailModel], t: NodeType, tol: float = 1e-9) -> bool:
             and sum(m.load[t.key] for m in models) <= 1.0 + tol)
 
 
+def _node_share(m: TailModel, t: NodeType) -> float:
+    """Share of a node of type t one model takes when the node is filled with copies of it: 1 / ⌊1 / s⌋ with
+    s the larger of its memory and compute fractions (a model using 0.6 of a node takes the whole node)."""
+    share = max(m.memory_gb / t.capacity_gb, m.load[t.key], 1e-9)
+    return 1.0 / max(1, math.floor(1.0 / share + 1e-9))
+
+
 def _alone(m: TailModel, t: NodeType) -> bool:
     return fits([m], t)
 
@@ -140,7 +147,11 @@ def _kvpr_pool(models: Sequence[TailModel], t: NodeType) -> list[Node] | None:
 
 
 def kvpr_packing(models: Sequence[TailModel], types: Sequence[NodeType]) -> Packing:
-    """The heuristic shared pool (module docstring): Alg. 1 placement, sized per node type, cheapest kept.
+    """The heuristic shared pool (module docstring): Alg. 1 placement sized per node type, cheapest kept.
+
+    Two kinds of pools are tried: one node type for every model (Prism's setting: identical GPUs), and one
+    pool per type with each model on the type that is cheapest for it (price × its node share, see
+    ``_node_share``). The cheaper feasible one is returned.
 
     Raises
     ------
@@ -149,30 +160,31 @@ def kvpr_packing(models: Sequence[TailModel], types: Sequence[NodeType]) -> Pack
     """
     t0 = time.perf_counter()
     _check_inputs(models, types)
-    best: list[Node] | None = None
-    best_cost = math.inf
+    options: list[tuple[float, list[Node], tuple[str, ...]]] = []
     for t in types:
         nodes = _kvpr_pool(models, t)
-        if nodes is not None and len(nodes) * t.price_per_hour < best_cost:
-            best, best_cost = nodes, len(nodes) * t.price_per_hour
-    notes: tuple[str, ...] = ()
-    if best is None:  # no single type holds every model: each model to its cheapest-per-capacity type
-        price = {t.key: t for t in types}
-        groups: dict[str, list[TailModel]] = {}
-        for m in models:
-            ok = [t for t in types if _alone(m, t)]
-            t = min(ok, key=lambda t: (t.price_per_hour * max(m.memory_gb / t.capacity_gb, m.load[t.key]), t.key))
-            groups.setdefault(t.key, []).append(m)
-        best, best_cost = [], 0.0
-        for key, group in groups.items():
-            nodes = _kvpr_pool(group, price[key])
-            if nodes is None:
-                return Packing((), math.inf, "infeasible", "kvpr", seconds=time.perf_counter() - t0,
-                               notes=(f"not enough {key} nodes for the models that only fit there.",))
-            best += nodes
-            best_cost += len(nodes) * price[key].price_per_hour
-        notes = ("no single node type holds every shared model: one KVPR pool per type.",)
-    return Packing(tuple(best), best_cost, "feasible", "kvpr", seconds=time.perf_counter() - t0, notes=notes)
+        if nodes is not None:
+            options.append((len(nodes) * t.price_per_hour, nodes, (f"one pool of {t.key} nodes.",)))
+    by_key = {t.key: t for t in types}
+    groups: dict[str, list[TailModel]] = {}
+    for m in models:
+        ok = [t for t in types if _alone(m, t)]
+        t = min(ok, key=lambda t: (t.price_per_hour * _node_share(m, t), t.key))
+        groups.setdefault(t.key, []).append(m)
+    mixed: list[Node] = []
+    for key, group in groups.items():
+        nodes = _kvpr_pool(group, by_key[key])
+        if nodes is None:
+            break
+        mixed += nodes
+    else:
+        cost = sum(by_key[n.type].price_per_hour for n in mixed)
+        options.append((cost, mixed, (f"one pool per node type ({', '.join(sorted(groups))}).",)))
+    if not options:
+        return Packing((), math.inf, "infeasible", "kvpr", seconds=time.perf_counter() - t0,
+                       notes=("no KVPR pool fits within availability.",))
+    cost, nodes, notes = min(options, key=lambda o: o[0])
+    return Packing(tuple(nodes), cost, "feasible", "kvpr", seconds=time.perf_counter() - t0, notes=notes)
 
 
 def exact_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, time_limit_s: float = 60.0,
@@ -234,7 +246,7 @@ def _candidates(t: NodeType, n_models: int, upper_bound_cost: float) -> int:
     """n_t = min(A_t, |M|, ⌊UB / p_t⌋): no optimal packing buys more nodes of type t."""
     n = min(t.available, n_models)
     if math.isfinite(upper_bound_cost) and t.price_per_hour > 0:
-        n = min(n, int(math.floor(upper_bound_cost / t.price_per_hour + 1e-9)))
+        n = min(n, math.floor(upper_bound_cost / t.price_per_hour + 1e-9))
     return max(0, n)
 
 
@@ -336,7 +348,7 @@ def brute_force_packing(models: Sequence[TailModel], types: Sequence[NodeType]) 
     if len(models) > 7:
         raise PlanningError("models", f"{len(models)} models; brute force enumerates partitions.", "use at most 7.")
     t0 = time.perf_counter()
-    best_cost, best_nodes = math.inf, ()
+    best_cost, best_nodes = math.inf, cast(tuple[Node, ...], ())
     for labels in _partitions(len(models), len(models)):
         blocks = [[models[i] for i in range(len(models)) if labels[i] == b] for b in range(max(labels, default=-1) + 1)]
         options = [[t for t in types if fits(block, t)] for block in blocks]

@@ -24,7 +24,13 @@ from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Objective, Scenario
 from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, kvpr_packing
-from planning.sharing.profiles import ModelProfile, model_profile, node_attainment, perf_with_specs, usable_memory_gb
+from planning.sharing.profiles import (
+    ModelProfile,
+    model_profile,
+    node_attainment,
+    perf_with_specs,
+    usable_memory_gb,
+)
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ class SharingResult:
     def to_dict(self) -> dict[str, Any]:
         """The dedicated part's PlanResult dict with ``cost_per_hour`` and ``gpus`` over both parts, plus
         ``shared_nodes`` and a ``sharing`` summary."""
-        base = self.dedicated.to_dict() if self.dedicated is not None else {"status": self.status, "instances": []}
+        base: dict[str, Any] = (self.dedicated.to_dict() if self.dedicated is not None
+                                else {"status": self.status, "instances": []})
         base.update({
             "status": self.status,
             "cost_per_hour": self.cost_per_hour,
@@ -239,7 +246,8 @@ def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[Shared
 
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any | None = None,
-                 solve_dedicated: Any | None = None) -> SharingResult:
+                 solve_dedicated: Any | None = None, progress: Any | None = None,
+                 cancel: Any | None = None) -> SharingResult:
     """Plan ``scenario`` with GPU sharing for its low-rate models (module docstring).
 
     Parameters
@@ -252,6 +260,8 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
         An engine context (catalog + perf model); default ``planning.api.engine_context()``.
     solve_dedicated:
         ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
+    progress, cancel:
+        As for ``planning.api.solve`` (cancel is checked between the steps and inside the dedicated solve).
 
     Returns
     -------
@@ -264,8 +274,15 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
     """
     from planning import api
 
+    def step(fraction: float, message: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise api.Cancelled("cancelled by the user")
+        if progress is not None:
+            progress(fraction, message)
+
     t0 = time.perf_counter()
     ctx = context or api.engine_context()
+    step(0.0, "profiling the shared models")
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
@@ -279,6 +296,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
         shared_ids = [m for m in shared_ids if m not in too_big]
         dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
     t1 = time.perf_counter()
+    step(0.1, f"packing {len(shared_ids)} models onto shared GPUs ({method})")
     packing, profiles, types = pack(scenario, ctx, shared_ids, method) if shared_ids else (
         Packing((), 0.0, "optimal", method), [], [])
     nodes = _shared_nodes(packing, profiles, types)
@@ -305,7 +323,12 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
             notes.append(f"budget: ${packing.cost_per_hour:,.2f}/h to shared nodes, ${left:,.2f}/h left for "
                          "the dedicated models (sequential: shared part first).")
         t2 = time.perf_counter()
-        dedicated = (solve_dedicated or api.solve)(sub)
+        step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
+        if solve_dedicated is not None:
+            dedicated = solve_dedicated(sub)
+        else:
+            dedicated = api.solve(sub, cancel=cancel, progress=(lambda f, m: progress(0.5 + 0.5 * f, m))
+                                  if progress is not None else None)
         timings["dedicated_seconds"] = time.perf_counter() - t2
     ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
     status = ("optimal" if packing.status == "optimal" and (dedicated is None or dedicated.status == "optimal")

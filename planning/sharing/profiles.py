@@ -7,10 +7,12 @@ s_p and TPOT SLO s_d (s), on one GPU of type g:
 * KV pool K = max(1, b·r·R) · kv(I + O), with R = s_p + O·s_d the longest a request that meets its SLOs stays
   resident (Little's law at the peak rate) and kv(n) the KV bytes of an n-token sequence (sliding-window layers
   capped at their window);
-* compute load u_g = b·r·(e_p + O·t_d / B): e_p = perf-model prefill time of one request, t_d = decode step
-  time at the batch B = max(1, ⌈b·r·R⌉) the model runs at; u_g is the fraction of the GPU's time the model
-  needs at its peak rate (bursts of co-located models are assumed to coincide: conservative). A model whose
-  prefill or decode step misses its SLO on g, or whose W + K exceeds g's usable memory, cannot run on g.
+* compute load u_g = r·e_p + r·O·t_d / B (prefill share + decode share): e_p = perf-model prefill time of one
+  request, t_d = decode step time at the batch B = max(1, ⌈r·R⌉) the model runs at (co-located models do not
+  batch together: each reads its own weights, so their step times add). u_g is the fraction of the GPU's time
+  the model needs at its mean rate; bursts are absorbed by the KV pool (sized at the peak) and the queue
+  (see :func:`node_attainment`). A model whose prefill or decode step misses its SLO on g, or whose W + K
+  exceeds g's usable memory, cannot run on g.
 * the SLO-weighted rate of Prism's KVPR, d = r / s_p (Sec. 6.2).
 """
 
@@ -30,13 +32,19 @@ DEFAULT_TTFT_S = 10.0  # a model without a TTFT SLO: prefill must still finish i
 
 @dataclass(frozen=True)
 class GpuProfile:
-    """What one model needs on one GPU type: load at its peak rate, prefill time and decode step (ms)."""
+    """What one model needs on one GPU type at its mean rate: prefill and decode shares of the GPU's time
+    (``load`` = their sum), prefill time of one request and decode step at its batch (ms)."""
 
     gpu: str
-    load: float
+    prefill_load: float
+    decode_load: float
     prefill_ms: float
     decode_step_ms: float
     batch: int
+
+    @property
+    def load(self) -> float:
+        return self.prefill_load + self.decode_load
 
 
 @dataclass(frozen=True)
@@ -119,20 +127,20 @@ def model_profile(req: ModelRequest, spec: ModelSpec, perf: Any, gpus: Sequence[
     per_req = kv_bytes(spec, inp + out) / 1e9
     weights = spec.weight_bytes() / 1e9
     kv_pool = concurrent * per_req
-    batch = max(1, math.ceil(burst * rate * residence))
+    batch = max(1, math.ceil(rate * residence))
     out_gpus: dict[str, GpuProfile] = {}
     for gpu in gpus:
         if weights + kv_pool > usable_memory_gb(perf, gpu):
             continue
         try:
-            pre = perf.estimate(spec.id, gpu, 1, batch=1, input_len=int(round(inp)), output_len=0)
-            dec = perf.estimate(spec.id, gpu, 1, batch=batch, input_len=int(round(inp)), output_len=int(round(out)))
+            pre = perf.estimate(spec.id, gpu, 1, batch=1, input_len=round(inp), output_len=0)
+            dec = perf.estimate(spec.id, gpu, 1, batch=batch, input_len=round(inp), output_len=round(out))
         except PlanningError:
             continue
         if pre.prefill_ms > ttft_s * 1e3 or (tpot_s is not None and dec.decode_step_ms > tpot_s * 1e3):
             continue
-        load = burst * rate * (pre.prefill_ms / 1e3 + out * dec.decode_step_ms / 1e3 / batch)
-        out_gpus[gpu] = GpuProfile(gpu, load, pre.prefill_ms, dec.decode_step_ms, batch)
+        out_gpus[gpu] = GpuProfile(gpu, rate * pre.prefill_ms / 1e3, rate * out * dec.decode_step_ms / 1e3 / batch,
+                                   pre.prefill_ms, dec.decode_step_ms, batch)
     return ModelProfile(
         id=req.id, base=req.base or spec.id, rate_rps=rate, burstiness=burst, input_len=inp, output_len=out,
         ttft_s=ttft_s, tpot_s=tpot_s, weights_gb=weights, kv_pool_gb=kv_pool, kv_gb_per_request=per_req,
@@ -143,20 +151,35 @@ def model_profile(req: ModelRequest, spec: ModelSpec, perf: Any, gpus: Sequence[
 def node_attainment(profiles: Sequence[ModelProfile], gpu: str) -> dict[str, float]:
     """Analytic TTFT attainment per model on one shared GPU (a stand-in until the request-level simulator).
 
-    The GPU is one queue of utilisation ρ = Σ u_m / b_m (mean rate); a request of model m waits W and is on
-    time when W ≤ s_p − e_p. With M/M/1 waiting times, P(W > t) = ρ·exp(−(1 − ρ)·t / ē) where ē = ρ / Λ is
-    the mean busy time per request (Λ = Σ r_m). ρ ≥ 1 gives 0.
+    Prefills of all co-located models form one queue (Prism's GPU-level queue); decode steps take a share
+    ρ_d = Σ decode loads of the GPU, so a prefill runs 1/(1 − ρ_d) slower. The prefill queue then has
+    utilisation ρ = ρ_p / (1 − ρ_d) (ρ_p = Σ r_m e_m) and mean service ē = (Σ r_m e_m / Λ) / (1 − ρ_d) with
+    Λ = Σ r_m. With M/M/1 waiting times P(W > t) = ρ·exp(−(1 − ρ)·t / ē), a request of model m is on time
+    when W ≤ s_m − e_m / (1 − ρ_d). Bursts are taken into account by evaluating at the mean rate times
+    √b̄ (b̄ the rate-weighted mean burstiness): a middle ground between the mean and every burst at once.
+    ρ ≥ 1 gives 0.
+
+    Returns
+    -------
+    dict model id → estimated fraction of requests meeting the TTFT SLO.
     """
     lam = sum(p.rate_rps for p in profiles)
-    rho = sum(p.gpus[gpu].load / p.burstiness for p in profiles)
+    burst = math.sqrt(sum(p.rate_rps * p.burstiness for p in profiles) / lam) if lam > 0 else 1.0
+    rho_d = burst * sum(p.gpus[gpu].decode_load for p in profiles)
+    rho_p = burst * sum(p.gpus[gpu].prefill_load for p in profiles)
     out: dict[str, float] = {}
     for p in profiles:
-        slack = p.ttft_s - p.gpus[gpu].prefill_ms / 1e3
+        if rho_d >= 1.0:
+            out[p.id] = 0.0
+            continue
+        stretch = 1.0 / (1.0 - rho_d)
+        rho = rho_p * stretch
+        slack = p.ttft_s - p.gpus[gpu].prefill_ms / 1e3 * stretch
         if rho >= 1.0 or slack < 0:
             out[p.id] = 0.0
-        elif lam <= 0 or rho <= 0:
+        elif rho <= 0:
             out[p.id] = 1.0
         else:
-            mean_busy = rho / lam
-            out[p.id] = 1.0 - rho * math.exp(-(1.0 - rho) * slack / mean_busy)
+            mean_service = rho_p / lam * stretch
+            out[p.id] = 1.0 - rho * math.exp(-(1.0 - rho) * slack / mean_service)
     return out

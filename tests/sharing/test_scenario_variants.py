@@ -44,7 +44,7 @@ def test_bad_variants_name_the_field(small: dict[str, Any]) -> None:
         resolve_models(Scenario.from_dict(small), load_catalog())
     small["models"][1]["base"] = "ft-0"
     small["models"][1]["id"] = "ft-0"
-    with pytest.raises(PlanningError, match="twice|itself"):
+    with pytest.raises(PlanningError, match=r"twice|itself"):
         Scenario.from_dict(small)
 
 
@@ -71,5 +71,5 @@ options: {sharing: off, sharing_threshold_rps: null}
 """
     s = parse_scenario_text(text)
     assert s.options.sharing == "off" and s.options.sharing_threshold_rps is None
-    with pytest.raises(PlanningError, match="options.sharing"):
+    with pytest.raises(PlanningError, match=r"options\.sharing"):
         parse_scenario_text(text.replace("sharing: off", "sharing: greedy"))

@@ -14,8 +14,10 @@ Constraints:
   (assign)    Σ_{t,b} x_{m,t,b} = 1                         every model on exactly one node
   (memory)    Σ_m (W_m + K_m) x_{m,t,b} ≤ C_t y_{t,b}        weights of all co-located models + their KV pools
   (compute)   Σ_m u_{m,t} x_{m,t,b} ≤ y_{t,b}                 time-shared compute: loads sum to ≤ 1
+  (ttft)      Σ_m' δ_{m',t} x_{m',t,b} + h_{m,t} x_{m,t,b} ≤ 1   for every m: decode shares δ (burst-scaled) slow
+              prefills by 1/(1 − Σδ); m's slowed prefill e_m/(1 − Σδ) must stay within κ·s_m (h = e/(κ·s))
   (symmetry)  y_{t,b} ≥ y_{t,b+1}                              nodes of a type are bought in order
-  (fit)       x_{m,t,b} = 0 when W_m + K_m > C_t or u_{m,t} > 1
+  (fit)       x_{m,t,b} = 0 when model m alone violates (memory), (compute) or (ttft) on type t
 Availability is n_t ≤ A_t. Solved with HiGHS (highspy; time limit, relative gap reported).
 
 The heuristic (Prism's Alg. 1 in a sizing loop): for a node type t, the fewest N nodes such that Alg. 1's
@@ -42,13 +44,19 @@ _Bins = dict[str, range]
 @dataclass(frozen=True)
 class TailModel:
     """A model to pack: weights and KV pool (GB), SLO-weighted rate (req/s per s of TTFT SLO), compute load per
-    node type (fraction of one node; types missing = the model cannot run there)."""
+    node type (fraction of one node; types missing = the model cannot run there).
+
+    Optional TTFT headroom data per node type: ``decode_load`` (its burst-scaled decode share of the node, δ) and
+    ``prefill_share`` (h = e / (κ·s): its prefill time over the part κ of its TTFT SLO the prefill may take).
+    """
 
     id: str
     weights_gb: float
     kv_gb: float
     weighted_rate: float
     load: Mapping[str, float]
+    decode_load: Mapping[str, float] = field(default_factory=dict)
+    prefill_share: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def memory_gb(self) -> float:
@@ -87,15 +95,18 @@ class Packing:
 
     @property
     def feasible(self) -> bool:
-        return self.status in ("optimal", "feasible")
+        """A packing exists (an exact one stopped at its time limit still has one, with its gap)."""
+        return math.isfinite(self.cost_per_hour)
 
 
 def fits(models: Sequence[TailModel], t: NodeType, tol: float = 1e-9) -> bool:
     """Whether ``models`` can share one node of type ``t`` (memory and compute constraints)."""
     if any(t.key not in m.load for m in models):
         return False
+    decode = sum(m.decode_load.get(t.key, 0.0) for m in models)
     return (sum(m.memory_gb for m in models) <= t.capacity_gb + tol
-            and sum(m.load[t.key] for m in models) <= 1.0 + tol)
+            and sum(m.load[t.key] for m in models) <= 1.0 + tol
+            and all(decode + m.prefill_share.get(t.key, 0.0) <= 1.0 + tol for m in models))
 
 
 def _node_share(m: TailModel, t: NodeType) -> float:
@@ -224,6 +235,7 @@ def exact_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, tim
     _assign(milp, x, models, types, bins)
     _memory(milp, x, y, models, types, bins)
     _compute(milp, x, y, models, types, bins)
+    _ttft(milp, x, models, types, bins)
     _symmetry(milp, y, types, bins)
     status, values, gap = milp.solve(time_limit_s, mip_rel_gap)
     seconds = time.perf_counter() - t0
@@ -326,6 +338,20 @@ def _compute(milp: _Milp, x: _Vars, y: _Vars, models: Sequence[TailModel], types
                      [m.load[t.key] for m in on] + [-1.0])
             for m in on:
                 milp.row(-math.inf, 0.0, [x[(m.id, t.key, b)], y[(t.key, b)]], [1.0, -1.0])
+
+
+def _ttft(milp: _Milp, x: _Vars, models: Sequence[TailModel], types: Sequence[NodeType], bins: _Bins) -> None:
+    """(ttft) Σ_m' δ_m' x_m' + h_m x_m ≤ 1 for every model m the node may hold: decode steps slow a prefill by
+    1/(1 − Σδ); the slowed prefill must fit in κ of m's TTFT SLO. (With x_m = 0 the row is implied by compute.)"""
+    for t in types:
+        for b in bins[t.key]:
+            on = [m for m in models if (m.id, t.key, b) in x and m.decode_load]
+            for m in on:
+                if m.prefill_share.get(t.key, 0.0) <= 0:
+                    continue
+                idx = [x[(k.id, t.key, b)] for k in on]
+                val = [k.decode_load.get(t.key, 0.0) + (m.prefill_share[t.key] if k.id == m.id else 0.0) for k in on]
+                milp.row(-math.inf, 1.0, idx, val)
 
 
 def _symmetry(milp: _Milp, y: _Vars, types: Sequence[NodeType], bins: _Bins) -> None:

@@ -23,7 +23,7 @@ from planning.catalog.schema import parse_shape
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Objective, Scenario
-from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, kvpr_packing
+from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, fits, kvpr_packing
 from planning.sharing.profiles import (
     ModelProfile,
     model_profile,
@@ -184,11 +184,19 @@ def shared_profiles(scenario: Scenario, ctx: Any, model_ids: Sequence[str]) -> t
     return profiles, types
 
 
+TTFT_PREFILL_FRACTION = 0.5  # κ: a prefill slowed by co-located decodes may take at most half its TTFT SLO
+
+
 def _tail_models(profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> list[TailModel]:
+    """Packing inputs: loads at the mean rate; the (ttft) rows use decode shares at √burstiness × the mean
+    rate (the same burst scaling as :func:`planning.sharing.profiles.node_attainment`)."""
     out = []
     for p in profiles:
-        load = {t.key: p.gpus[_gpu_of(t)].load for t in types if _gpu_of(t) in p.gpus}
-        out.append(TailModel(p.id, p.weights_gb, p.kv_pool_gb, p.weighted_rate, load))
+        ok = [t for t in types if _gpu_of(t) in p.gpus]
+        load = {t.key: p.gpus[_gpu_of(t)].load for t in ok}
+        decode = {t.key: math.sqrt(p.burstiness) * p.gpus[_gpu_of(t)].decode_load for t in ok}
+        prefill = {t.key: p.gpus[_gpu_of(t)].prefill_ms / 1e3 / (TTFT_PREFILL_FRACTION * p.ttft_s) for t in ok}
+        out.append(TailModel(p.id, p.weights_gb, p.kv_pool_gb, p.weighted_rate, load, decode, prefill))
     return out
 
 
@@ -287,11 +295,11 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
-    # models too large for any single-GPU node with their KV pool stay dedicated
     profiles, types = shared_profiles(scenario, ctx, shared_ids)
-    too_big = [p.id for p in profiles if not any(_gpu_of(t) in p.gpus and p.gpus[_gpu_of(t)].load <= 1 for t in types)]
+    # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
+    too_big = [m.id for m in _tail_models(profiles, types) if not any(fits([m], t) for t in types)]
     if too_big:
-        notes.append(f"{len(too_big)} low-rate models fit on no single-GPU node with their KV pool and stay "
+        notes.append(f"{len(too_big)} low-rate models fit on no single-GPU node (memory, compute, TTFT) and stay "
                      f"dedicated: {', '.join(too_big)}.")
         shared_ids = [m for m in shared_ids if m not in too_big]
         dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
@@ -333,6 +341,10 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
     ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
     status = ("optimal" if packing.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok_dedicated else (dedicated.status if dedicated is not None else "infeasible")
+    low = sorted((m.attainment_estimate, m.model) for n in nodes for m in n.models if m.attainment_estimate < 0.99)
+    if low:
+        notes.append(f"{len(low)} shared models have an estimated TTFT attainment below 99 % (analytic M/M/1 "
+                     f"estimate; lowest {low[0][1]} {low[0][0]:.1%}): check them in the simulator.")
     if method == "kvpr":
         notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
     timings["total_seconds"] = time.perf_counter() - t0

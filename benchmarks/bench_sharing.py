@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planning import api
-from planning.scenario import Scenario
+from planning.scenario import AvailabilityOverride, Scenario
 from planning.sharing import QueuedRequest, fcfs, moore_hodgson, solve_shared
 from planning.sharing.kvpr import KvprModel, exact_kvpr_placement, kvpr_placement
 
@@ -81,24 +81,32 @@ def plans(name: str, s: Scenario, runs: int) -> None:
         print(f"  shared {method:6s}   {res.status:9s} ${res.cost_per_hour:8.2f}/h  {res.n_gpus:3d} GPUs {res.gpus()}  "
               f"{t:6.1f} s  (shared part ${res.shared_cost_per_hour:.2f}/h on {len(res.shared_nodes)} GPUs, "
               f"{res.shared_status}{gap}; est. TTFT attainment min {min(att, default=1):.1%})")
-        print(f"      saving vs dedicated: {n_ded / res.n_gpus:.2f}x fewer GPUs, "
-              f"{ded.cost_per_hour / res.cost_per_hour:.2f}x lower cost")
+        if res.n_gpus and ded.status in ("optimal", "feasible"):
+            print(f"      saving vs dedicated: {n_ded / res.n_gpus:.2f}x fewer GPUs, "
+                  f"{ded.cost_per_hour / res.cost_per_hour:.2f}x lower cost")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--h100-only", action="store_true", help="only the H100-only variant")
     args = ap.parse_args()
-    kvpr_vs_exact(200)
-    admission(200)
     t0 = time.perf_counter()
     s = api.load_preset_scenario("long-tail")
     api.validate(s)
     print(f"\nlong-tail load + validate: {time.perf_counter() - t0:.2f} s")
     s = replace(s, options=replace(s.options, time_limit_s=args.time_limit))
+    # Prism's setting: identical H100 GPUs, enough of them that a dedicated plan exists (one per model at least)
+    h100 = replace(s, name="long-tail H100 only", exclude_gpus=("L40S", "L4"),
+                   availability_overrides=(AvailabilityOverride("aws:us-east-1", "1xH100", 100),),
+                   options=replace(s.options, rho=24.0))  # Coral's ρ = 12 prunes a 1xH100 for a 6.4 GB 3B model
+    if "--h100-only" in sys.argv:
+        plans("long-tail, H100 only (Prism's setting)", h100, args.runs)
+        return
+    kvpr_vs_exact(200)
+    admission(200)
     plans("long-tail (H100, L40S, L4)", s, args.runs)
-    h100 = replace(s, name="long-tail H100 only", exclude_gpus=("L40S", "L4"))
     plans("long-tail, H100 only (Prism's setting)", h100, args.runs)
 
 

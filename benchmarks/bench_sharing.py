@@ -86,6 +86,18 @@ def plans(name: str, s: Scenario, runs: int) -> None:
                   f"{ded.cost_per_hour / res.cost_per_hour:.2f}x lower cost")
 
 
+def many(s: Scenario, runs: int) -> None:
+    """A 104-model scenario (the preset plus 60 more variants): validate and the KVPR shared plan, timed."""
+    extra = tuple(replace(m, id=f"{m.id}-b", demand=m.demand.scaled(0.5)) for m in s.models if m.base is not None)
+    extra += tuple(replace(m, id=f"{m.id}-c", demand=m.demand.scaled(0.25)) for m in s.models if m.base is not None)
+    big = replace(s, name="long-tail x104", models=s.models + extra[:60])
+    _, t_val = timed(lambda: api.validate(big), runs)
+    res, t_kvpr = timed(lambda: solve_shared(big, method="kvpr"), runs)
+    print(f"\n{len(big.models)} models: validate {t_val:.2f} s; shared kvpr plan {t_kvpr:.1f} s "
+          f"(${res.cost_per_hour:.2f}/h, {res.n_gpus} GPUs, {len(res.shared_models)} shared on "
+          f"{len(res.shared_nodes)} GPUs)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -106,6 +118,7 @@ def main() -> None:
         return
     kvpr_vs_exact(200)
     admission(200)
+    many(s, args.runs)
     plans("long-tail (H100, L40S, L4)", s, args.runs)
     plans("long-tail, H100 only (Prism's setting)", h100, args.runs)
 

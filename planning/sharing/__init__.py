@@ -10,7 +10,14 @@ from planning.sharing.packing import (
     exact_packing,
     kvpr_packing,
 )
-from planning.sharing.plan import SharedModel, SharedNode, SharingResult, solve_shared, split_models
+from planning.sharing.plan import (
+    SharedModel,
+    SharedNode,
+    SharingResult,
+    solve_shared,
+    split_models,
+    threshold_sweep,
+)
 
 __all__ = [
     "Admission",
@@ -32,4 +39,5 @@ __all__ = [
     "moore_hodgson",
     "solve_shared",
     "split_models",
+    "threshold_sweep",
 ]

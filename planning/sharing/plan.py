@@ -350,3 +350,31 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
     timings["total_seconds"] = time.perf_counter() - t0
     return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
                          dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))
+
+
+def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, method: str = "kvpr",
+                    context: Any | None = None) -> list[dict[str, Any]]:
+    """Cost and GPUs of the shared plan as the sharing threshold varies (for a what-if slider).
+
+    Parameters
+    ----------
+    scenario:
+        The scenario; its ``options.sharing_threshold_rps`` is replaced by each value (None = share all).
+    thresholds:
+        Rates in req/s.
+    method:
+        ``"kvpr"`` (fast) or ``"exact"``.
+
+    Returns
+    -------
+    One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
+    shared_models (count).
+    """
+    rows = []
+    for th in thresholds:
+        variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
+        res = solve_shared(variant, method=method, context=context)
+        rows.append({"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
+                     "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
+                     "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)})
+    return rows

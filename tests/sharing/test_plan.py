@@ -106,3 +106,11 @@ def test_profiles_use_the_perf_model(small: dict[str, Any]) -> None:
     reqs = [QueuedRequest.from_prompt(i, 0.0, p0.ttft_s, p0.input_len, speed) for i in range(200)]
     adm = moore_hodgson(reqs)
     assert len(adm.admitted) == min(200, int(p0.ttft_s // (g.prefill_ms / 1e3)))
+
+
+def test_threshold_sweep_moves_models_between_parts(small: dict[str, Any]) -> None:
+    from planning.sharing import threshold_sweep
+
+    rows = threshold_sweep(Scenario.from_dict(small), [0.0, 1.0, None])
+    assert [r["shared_models"] for r in rows] == [0, 5, 6]
+    assert rows[0]["shared_gpus"] == 0 and all(r["status"] in ("optimal", "feasible") for r in rows)

@@ -68,6 +68,7 @@ __all__ = [
     "result_summary",
     "save_scenario",
     "solve",
+    "solve_shared",
     "sweep",
     "template_digest",
     "template_stages",
@@ -411,3 +412,12 @@ def export_zip(result: PlanResult, fmt: str = "all") -> bytes:
         for f in export_plan(result, fmt):
             archive.writestr(f.name, f.text)
     return buffer.getvalue()
+
+
+def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,
+                 cancel: CancelToken | None = None) -> Any:
+    """Plan with GPU sharing for the low-rate models (``planning.sharing.solve_shared``): a ``SharingResult``
+    whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the popular models."""
+    from planning.sharing import solve_shared as _solve_shared
+
+    return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)

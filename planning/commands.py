@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     fmt.add_argument("--markdown", action="store_true", help="print a Markdown report")
     p.add_argument("--out", type=Path, help="also write the output to this file (atomically)")
     p.add_argument("--dump-model", type=Path, metavar="FILE", help="write the allocation model (.lp or .mps)")
+    p.add_argument("--sharing", choices=("off", "kvpr", "exact"),
+                   help="pack low-rate models onto shared GPUs (default: the scenario's options.sharing)")
     p.set_defaults(func=_solve)
 
     p = sub.add_parser("templates", help="build (or load cached) serving-template libraries of a scenario")
@@ -73,6 +75,10 @@ def _solve(args: argparse.Namespace) -> int:
         kind = args.objective or ("served" if args.budget is not None else scenario.objective.kind)
         budget = args.budget if args.budget is not None else scenario.objective.budget_per_hour
         scenario = replace(scenario, objective=Objective.from_dict({"kind": kind, "budget_per_hour": budget}, "objective"))
+    if (args.sharing or scenario.options.sharing) != "off":
+        shared = api.solve_shared(scenario, method=args.sharing)
+        _emit(shared.to_json() if args.json else shared.summary(), args.out)
+        return 0 if shared.status in ("optimal", "feasible") else 1
     result = api.solve(scenario, dump_model=args.dump_model)
     if args.json:
         _emit(api.result_json(result), args.out)

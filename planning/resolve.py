@@ -31,10 +31,15 @@ def resolve_models(scenario: Scenario, catalog: Catalog) -> dict[str, ModelSpec]
     for i, req in enumerate(scenario.models):
         if req.custom_config is not None:
             out[req.id] = model_from_hf_config(dict(req.custom_config), req.id)
-        elif req.id in catalog.models:
-            out[req.id] = catalog.models[req.id]
-        else:
+        elif (req.base or req.id) in catalog.models:  # a variant (fine-tune) shares its base's architecture
+            out[req.id] = catalog.models[req.base or req.id]
+        elif req.base is None:
             raise UnknownIdError(f"models[{i}].id", req.id, catalog.models)
+    for i, req in enumerate(scenario.models):  # variants of the scenario's own (custom) models
+        if req.id not in out:
+            if req.base not in out:
+                raise UnknownIdError(f"models[{i}].base", str(req.base), [*catalog.models, *out])
+            out[req.id] = out[str(req.base)]
     return out
 
 

@@ -23,6 +23,7 @@ Pricing = Literal["on_demand", "spot"]
 ObjectiveKind = Literal["cost", "served"]
 Phase = Literal["prefill", "decode", "aggregated"]
 SOLVERS = ("highs", "cbc")
+SHARING_MODES = ("off", "kvpr", "exact")
 
 
 def _number(value: Any, field_path: str, *, minimum: float | None = None, allow_none: bool = False,
@@ -165,6 +166,7 @@ class Demand:
     input_len: float = 0.0
     output_len: float = 0.0
     histogram: tuple[SizeBucket, ...] = ()
+    burstiness: float = 1.0  # peak-to-mean rate (idle periods and bursts); sizes shared KV pools (sharing)
 
     def __post_init__(self) -> None:
         _revalidate(self, "demand")
@@ -175,6 +177,7 @@ class Demand:
         _reject_unknown(d, path, cls)
         buckets = tuple(SizeBucket.from_dict(b, f"{path}.histogram[{i}]")
                         for i, b in enumerate(_list(d.get("histogram"), f"{path}.histogram")))
+        burst = _number(d.get("burstiness", 1.0), f"{path}.burstiness", minimum=1)
         if buckets:
             total = sum(b.rate_rps for b in buckets)
             if total <= 0:
@@ -186,32 +189,39 @@ class Demand:
                 if key in d and d[key] is not None and abs(float(d[key]) - value) > 1e-6 * max(1.0, value):
                     raise PlanningError(f"{path}.{key}", f"= {d[key]} disagrees with the histogram ({value:.4g}).",
                                         f"drop {key} when a histogram is given (it is derived).")
-            return cls(rate_rps=rate, input_len=mean_in, output_len=mean_out, histogram=buckets)
+            return cls(rate_rps=rate, input_len=mean_in, output_len=mean_out, histogram=buckets, burstiness=burst)
         return cls(
             rate_rps=_number(d.get("rate_rps"), f"{path}.rate_rps", minimum=0),
             input_len=_number(d.get("input_len"), f"{path}.input_len", minimum=1),
             output_len=_number(d.get("output_len"), f"{path}.output_len", minimum=1),
+            burstiness=burst,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {"burstiness": self.burstiness} if self.burstiness != 1.0 else {}
         if self.histogram:
-            return {"histogram": [asdict(b) for b in self.histogram]}
-        return {"rate_rps": self.rate_rps, "input_len": self.input_len, "output_len": self.output_len}
+            return {"histogram": [asdict(b) for b in self.histogram], **extra}
+        return {"rate_rps": self.rate_rps, "input_len": self.input_len, "output_len": self.output_len, **extra}
 
     def scaled(self, k: float) -> Demand:
         """The same request mix at ``k`` times the rate."""
         return Demand(self.rate_rps * k, self.input_len, self.output_len,
-                      tuple(replace(b, rate_rps=b.rate_rps * k) for b in self.histogram))
+                      tuple(replace(b, rate_rps=b.rate_rps * k) for b in self.histogram), self.burstiness)
 
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One model to serve: catalog id (or a custom HF ``config.json`` as a dict), its SLO and demand."""
+    """One model to serve: catalog id (or a custom HF ``config.json`` as a dict), its SLO and demand.
+
+    ``base`` makes it a variant (a fine-tune) of a catalog model or of another model of the scenario: it shares
+    that architecture, not its weights (each variant loads its own).
+    """
 
     id: str
     slo: SLO
     demand: Demand
     custom_config: Mapping[str, Any] | None = None
+    base: str | None = None
 
     def __post_init__(self) -> None:
         _revalidate(self, "model")
@@ -230,13 +240,20 @@ class ModelRequest:
             raise PlanningError(f"{path}.slo", "is required.", "e.g. slo: {prefill_ms: 1500, decode_ms: 80}.")
         if "demand" not in d:
             raise PlanningError(f"{path}.demand", "is required.", "e.g. demand: {rate_rps: 10, input_len: 1024, output_len: 256}.")
+        base = d.get("base")
+        if base is not None and (not isinstance(base, str) or not base.strip() or custom is not None):
+            raise PlanningError(f"{path}.base", "must be a model id, and not given together with custom_config.",
+                                "e.g. base: llama-3-8b (the architecture this fine-tune shares).")
         return cls(id=model_id.strip(), slo=SLO.from_dict(d["slo"], f"{path}.slo"),
-                   demand=Demand.from_dict(d["demand"], f"{path}.demand"), custom_config=custom)
+                   demand=Demand.from_dict(d["demand"], f"{path}.demand"), custom_config=custom,
+                   base=base.strip() if base else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "slo": asdict(self.slo), "demand": self.demand.to_dict()}
         if self.custom_config is not None:
             out["custom_config"] = dict(self.custom_config)
+        if self.base is not None:
+            out["base"] = self.base
         return out
 
 
@@ -355,6 +372,8 @@ class Options:
     time_limit_s: float = 60.0
     mip_rel_gap: float = 1e-3
     workers: int = 0  # processes for library builds; 0 = one per CPU core
+    sharing: str = "off"  # off | kvpr | exact: pack low-rate models onto shared GPUs (planning.sharing)
+    sharing_threshold_rps: float | None = 1.0  # models below this mean rate are shared; None = all models
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")
@@ -373,6 +392,10 @@ class Options:
             time_limit_s=_number(d.get("time_limit_s", base.time_limit_s), f"{path}.time_limit_s", minimum=0, strict_min=True),
             mip_rel_gap=_number(d.get("mip_rel_gap", base.mip_rel_gap), f"{path}.mip_rel_gap", minimum=0),
             workers=_number(d.get("workers", base.workers), f"{path}.workers", minimum=0, integer=True),
+            sharing=_choice("off" if d.get("sharing") is False else d.get("sharing", base.sharing),  # YAML: off → False
+                            f"{path}.sharing", SHARING_MODES),
+            sharing_threshold_rps=_number(d.get("sharing_threshold_rps", base.sharing_threshold_rps),
+                                          f"{path}.sharing_threshold_rps", minimum=0, allow_none=True),
         )
 
 
@@ -470,6 +493,9 @@ class Scenario:
             objective=Objective.from_dict(d.get("objective"), "objective"),
         )
         for i, m in enumerate(scenario.models):
+            if m.base is not None and m.base == m.id:
+                raise PlanningError(f"models[{i}].base", f"is the model itself ({m.id!r}).",
+                                    "name the architecture it was fine-tuned from, e.g. llama-3-8b.")
             if scenario.mode == "disaggregated" and (m.slo.prefill_ms is None or m.slo.decode_ms is None):
                 raise PlanningError(f"models[{i}].slo", "needs both prefill_ms and decode_ms in disaggregated mode.",
                                     "add the missing one, or set mode: aggregated.")

@@ -8,6 +8,7 @@ from typing import Any
 _POS = {"type": "number", "exclusiveMinimum": 0}
 _NONNEG = {"type": "number", "minimum": 0}
 _NONNEG_INT = {"type": "integer", "minimum": 0}
+_BURST = {"type": "number", "minimum": 1}
 
 
 def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -21,15 +22,18 @@ def scenario_json_schema() -> dict[str, Any]:
     demand = {
         "oneOf": [
             _obj({"rate_rps": _NONNEG, "input_len": {"type": "number", "minimum": 1},
-                  "output_len": {"type": "number", "minimum": 1}}, ("rate_rps", "input_len", "output_len")),
-            _obj({"histogram": {"type": "array", "items": bucket, "minItems": 1}}, ("histogram",)),
+                  "output_len": {"type": "number", "minimum": 1}, "burstiness": _BURST},
+                 ("rate_rps", "input_len", "output_len")),
+            _obj({"histogram": {"type": "array", "items": bucket, "minItems": 1}, "burstiness": _BURST},
+                 ("histogram",)),
         ]
     }
     slo = {**_obj({"prefill_ms": {"type": ["number", "null"], "exclusiveMinimum": 0},
                    "decode_ms": {"type": ["number", "null"], "exclusiveMinimum": 0}}),
            "minProperties": 1}
     model = _obj({"id": {"type": "string", "minLength": 1}, "slo": slo, "demand": demand,
-                  "custom_config": {"type": ["object", "null"]}}, ("id", "slo", "demand"))
+                  "custom_config": {"type": ["object", "null"]},
+                  "base": {"type": ["string", "null"], "minLength": 1}}, ("id", "slo", "demand"))
     offer = _obj({"region": {"type": "string"}, "shape": {"type": "string", "pattern": r"^[0-9]+x.+$"},
                   "price_per_hour": _NONNEG, "available": _NONNEG_INT, "source": {"type": "string"}},
                  ("region", "shape", "price_per_hour", "available"))
@@ -44,7 +48,8 @@ def scenario_json_schema() -> dict[str, Any]:
     options = _obj({"nmax": {"type": "integer", "minimum": 1}, "rho": {"type": "number", "minimum": 1},
                     "K": _NONNEG, "max_stages": {"type": "integer", "minimum": 1},
                     "solver": {"enum": ["highs", "cbc"]}, "time_limit_s": _POS, "mip_rel_gap": _NONNEG,
-                    "workers": {"type": "integer", "minimum": 0}})
+                    "workers": {"type": "integer", "minimum": 0}, "sharing": {"enum": ["off", "kvpr", "exact"]},
+                    "sharing_threshold_rps": {"type": ["number", "null"], "minimum": 0}})
     objective = _obj({"kind": {"enum": ["cost", "served"]},
                       "budget_per_hour": {"type": ["number", "null"], "exclusiveMinimum": 0}})
     schema = _obj({

@@ -1,0 +1,380 @@
+"""The shared plan: low-rate models packed onto shared GPUs, popular models on dedicated templates, one budget.
+
+Steps (sequential, documented in docs/sharing.md):
+1. Split the scenario's models: mean rate below ``options.sharing_threshold_rps`` (all when None) → shared;
+   models that fit on no single-GPU node type with their KV pool also stay dedicated.
+2. Profile each shared model (``planning.sharing.profiles``) on every single-GPU node type the scenario offers.
+3. Pack them: ``kvpr`` (Prism Alg. 1 sized per node type) or ``exact`` (the packing MILP), within availability.
+4. Solve the popular models with the existing allocation ILP (``planning.api.solve`` on a scenario holding only
+   them) after subtracting the shared nodes from availability and their cost from a served-objective budget.
+5. Report one cost and one GPU count covering both parts, and each shared node's models and memory split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from planning.catalog.schema import parse_shape
+from planning.context import check_cancel
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import AvailabilityOverride, Objective, Scenario
+from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, fits, kvpr_packing
+from planning.sharing.profiles import (
+    ModelProfile,
+    model_profile,
+    node_attainment,
+    perf_with_specs,
+    usable_memory_gb,
+)
+
+
+@dataclass(frozen=True)
+class SharedModel:
+    """One model on a shared node: memory split (GB), compute load at peak, analytic TTFT attainment."""
+
+    model: str
+    base: str
+    rate_rps: float
+    weights_gb: float
+    kv_pool_gb: float
+    load: float
+    attainment_estimate: float
+
+
+@dataclass(frozen=True)
+class SharedNode:
+    """One shared single-GPU node: where it is bought, its price and its co-located models."""
+
+    region: str
+    shape: str
+    gpu: str
+    price_per_hour: float
+    capacity_gb: float
+    models: tuple[SharedModel, ...]
+
+    @property
+    def weights_gb(self) -> float:
+        return sum(m.weights_gb for m in self.models)
+
+    @property
+    def kv_pool_gb(self) -> float:
+        return sum(m.kv_pool_gb for m in self.models)
+
+    @property
+    def load(self) -> float:
+        return sum(m.load for m in self.models)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "weights_gb": self.weights_gb, "kv_pool_gb": self.kv_pool_gb,
+                "free_gb": self.capacity_gb - self.weights_gb - self.kv_pool_gb, "load": self.load, "gpus": 1}
+
+
+@dataclass(frozen=True)
+class SharingResult:
+    """The shared plan: shared nodes + the dedicated plan of the popular models, totals over both parts."""
+
+    sharing: str
+    status: str
+    threshold_rps: float | None
+    shared_nodes: tuple[SharedNode, ...]
+    shared_cost_per_hour: float
+    shared_status: str
+    shared_gap: float | None
+    dedicated: PlanResult | None
+    shared_models: tuple[str, ...]
+    dedicated_models: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dedicated_cost_per_hour(self) -> float:
+        return self.dedicated.cost_per_hour if self.dedicated is not None else 0.0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return self.shared_cost_per_hour + self.dedicated_cost_per_hour
+
+    def gpus(self) -> dict[str, int]:
+        """GPUs by type over both parts."""
+        out: dict[str, int] = {}
+        for n in self.shared_nodes:
+            out[n.gpu] = out.get(n.gpu, 0) + 1
+        if self.dedicated is not None:
+            for g, k in self.dedicated.gpus_by_type().items():
+                out[g] = out.get(g, 0) + k
+        return dict(sorted(out.items()))
+
+    @property
+    def n_gpus(self) -> int:
+        return sum(self.gpus().values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dedicated part's PlanResult dict with ``cost_per_hour`` and ``gpus`` over both parts, plus
+        ``shared_nodes`` and a ``sharing`` summary."""
+        base: dict[str, Any] = (self.dedicated.to_dict() if self.dedicated is not None
+                                else {"status": self.status, "instances": []})
+        base.update({
+            "status": self.status,
+            "cost_per_hour": self.cost_per_hour,
+            "gpus": self.gpus(),
+            "n_gpus": self.n_gpus,
+            "shared_nodes": [n.to_dict() for n in self.shared_nodes],
+            "sharing": {"method": self.sharing, "threshold_rps": self.threshold_rps,
+                        "shared_status": self.shared_status, "shared_gap": self.shared_gap,
+                        "shared_cost_per_hour": self.shared_cost_per_hour,
+                        "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
+                        "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
+                        "timings": dict(self.timings), "notes": list(self.notes)},
+        })
+        return base
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=float)
+
+    def summary(self) -> str:
+        """A short plain-text summary for the terminal."""
+        lines = [f"status: {self.status}    cost: ${self.cost_per_hour:,.2f}/h    GPUs: {self.n_gpus} "
+                 f"({', '.join(f'{n}×{g}' for g, n in self.gpus().items())})",
+                 f"sharing: {self.sharing} ({len(self.shared_models)} models on {len(self.shared_nodes)} shared GPUs, "
+                 f"${self.shared_cost_per_hour:,.2f}/h; {len(self.dedicated_models)} dedicated, "
+                 f"${self.dedicated_cost_per_hour:,.2f}/h)"]
+        for i, n in enumerate(self.shared_nodes):
+            lines.append(f"  node {i}: {n.shape} {n.region}  weights {n.weights_gb:.1f} GB + KV {n.kv_pool_gb:.1f} GB "
+                         f"of {n.capacity_gb:.1f} GB, load {n.load:.2f}: " + ", ".join(m.model for m in n.models))
+        lines.extend(f"note: {x}" for x in self.notes)
+        return "\n".join(lines) + "\n"
+
+
+def split_models(scenario: Scenario, threshold_rps: float | None) -> tuple[list[str], list[str]]:
+    """(shared, dedicated) model ids by mean rate: below the threshold → shared; None → all shared."""
+    shared = [m.id for m in scenario.models if threshold_rps is None or m.demand.rate_rps < threshold_rps]
+    return shared, [m.id for m in scenario.models if m.id not in shared]
+
+
+def _node_types(offers: Sequence[Any], perf: Any) -> list[NodeType]:
+    types = []
+    for o in offers:
+        count, gpu = parse_shape(o.shape)
+        if count == 1 and o.available > 0:
+            types.append(NodeType(f"{o.region} {o.shape}", float(o.price_per_hour), int(o.available),
+                                  usable_memory_gb(perf, gpu)))
+    return types
+
+
+def _resolve(scenario: Scenario, catalog: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Offers and model specs through the engine's resolve step."""
+    from planning.offers import resolve_offers
+    from planning.resolve import resolve_models
+
+    return resolve_offers(scenario, catalog), resolve_models(scenario, catalog)
+
+
+def shared_profiles(scenario: Scenario, ctx: Any, model_ids: Sequence[str]) -> tuple[list[ModelProfile], list[NodeType]]:
+    """Profiles of ``model_ids`` on the scenario's single-GPU node types, and those node types."""
+    offers, specs = _resolve(scenario, ctx.catalog)
+    perf = perf_with_specs(ctx.perf, specs)
+    types = _node_types(offers, perf)
+    gpus = sorted({t.key.split(" ")[1].split("x", 1)[1] for t in types})
+    profiles = [model_profile(scenario.model(mid), specs[mid], perf, gpus) for mid in model_ids]
+    return profiles, types
+
+
+TTFT_PREFILL_FRACTION = 0.5  # κ: a prefill slowed by co-located decodes may take at most half its TTFT SLO
+
+
+def _tail_models(profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> list[TailModel]:
+    """Packing inputs: loads at the mean rate; the (ttft) rows use decode shares at √burstiness × the mean
+    rate (the same burst scaling as :func:`planning.sharing.profiles.node_attainment`)."""
+    out = []
+    for p in profiles:
+        ok = [t for t in types if _gpu_of(t) in p.gpus]
+        load = {t.key: p.gpus[_gpu_of(t)].load for t in ok}
+        decode = {t.key: math.sqrt(p.burstiness) * p.gpus[_gpu_of(t)].decode_load for t in ok}
+        prefill = {t.key: p.gpus[_gpu_of(t)].prefill_ms / 1e3 / (TTFT_PREFILL_FRACTION * p.ttft_s) for t in ok}
+        out.append(TailModel(p.id, p.weights_gb, p.kv_pool_gb, p.weighted_rate, load, decode, prefill))
+    return out
+
+
+def _gpu_of(t: NodeType) -> str:
+    return parse_shape(t.key.split(" ", 1)[1])[1]
+
+
+def pack(scenario: Scenario, ctx: Any, model_ids: Sequence[str], method: str) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
+    """Profile and pack ``model_ids`` with ``method`` ("kvpr" or "exact") on the scenario's single-GPU nodes.
+
+    Raises
+    ------
+    PlanningError
+        Unknown method, no single-GPU node type offered, or a model that fits on none of them.
+    """
+    if method not in ("kvpr", "exact"):
+        raise PlanningError("options.sharing", f"unknown packing {method!r}.", "use kvpr or exact.")
+    profiles, types = shared_profiles(scenario, ctx, model_ids)
+    if model_ids and not types:
+        raise PlanningError("shapes", "offers no single-GPU node with availability for shared models.",
+                            "add a 1-GPU shape (e.g. 1xL40S, 1xH100) or set options.sharing: off.")
+    tail = _tail_models(profiles, types)
+    if method == "kvpr":
+        packing = kvpr_packing(tail, types)
+    else:
+        packing = exact_packing(tail, types, time_limit_s=scenario.options.time_limit_s,
+                                mip_rel_gap=scenario.options.mip_rel_gap)
+    return packing, profiles, types
+
+
+def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> tuple[SharedNode, ...]:
+    by_id = {p.id: p for p in profiles}
+    by_key = {t.key: t for t in types}
+    nodes = []
+    for n in packing.nodes:
+        t = by_key[n.type]
+        gpu = _gpu_of(t)
+        region, shape = t.key.split(" ", 1)
+        est = node_attainment([by_id[m] for m in n.models], gpu)
+        nodes.append(SharedNode(region, shape, gpu, t.price_per_hour, t.capacity_gb, tuple(
+            SharedModel(m, by_id[m].base, by_id[m].rate_rps, by_id[m].weights_gb, by_id[m].kv_pool_gb,
+                        by_id[m].gpus[gpu].load, est[m]) for m in n.models)))
+    return tuple(nodes)
+
+
+def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[SharedNode]) -> Scenario:
+    """The scenario for the popular models: shared nodes subtracted from availability."""
+    used: dict[tuple[str, str], int] = {}
+    for n in nodes:
+        used[(n.region, n.shape)] = used.get((n.region, n.shape), 0) + 1
+    overrides = [a for a in scenario.availability_overrides if (a.region, a.shape) not in used]
+    by_key = {(o.region, o.shape): o for o in offers}
+    overrides += [AvailabilityOverride(r, s, max(0, by_key[(r, s)].available - k)) for (r, s), k in sorted(used.items())]
+    return replace(scenario, availability_overrides=tuple(overrides))
+
+
+def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any | None = None,
+                 solve_dedicated: Any | None = None, progress: Any | None = None,
+                 cancel: Any | None = None) -> SharingResult:
+    """Plan ``scenario`` with GPU sharing for its low-rate models (module docstring).
+
+    Parameters
+    ----------
+    scenario:
+        A validated Scenario; ``options.sharing_threshold_rps`` picks the shared models.
+    method:
+        ``"kvpr"`` or ``"exact"`` (default: ``options.sharing``; ``"off"`` there means ``"kvpr"``).
+    context:
+        An engine context (catalog + perf model); default ``planning.api.engine_context()``.
+    solve_dedicated:
+        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
+    progress, cancel:
+        As for ``planning.api.solve`` (cancel is checked between the steps and inside the dedicated solve).
+
+    Returns
+    -------
+    SharingResult: status ``optimal``/``feasible`` when both parts have a plan.
+
+    Raises
+    ------
+    PlanningError
+        Inputs the sharing step cannot plan (no single-GPU node type, a model fitting nowhere), with the fix.
+    """
+    from planning import api
+
+    def step(fraction: float, message: str) -> None:
+        check_cancel(cancel, message)
+        if progress is not None:
+            progress(fraction, message)
+
+    t0 = time.perf_counter()
+    ctx = context or api.engine_context()
+    step(0.0, "profiling the shared models")
+    method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
+    threshold = scenario.options.sharing_threshold_rps
+    shared_ids, dedicated_ids = split_models(scenario, threshold)
+    notes: list[str] = []
+    profiles, types = shared_profiles(scenario, ctx, shared_ids)
+    # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
+    too_big = [m.id for m in _tail_models(profiles, types) if not any(fits([m], t) for t in types)]
+    if too_big:
+        notes.append(f"{len(too_big)} low-rate models fit on no single-GPU node (memory, compute, TTFT) and stay "
+                     f"dedicated: {', '.join(too_big)}.")
+        shared_ids = [m for m in shared_ids if m not in too_big]
+        dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
+    t1 = time.perf_counter()
+    step(0.1, f"packing {len(shared_ids)} models onto shared GPUs ({method})")
+    packing, profiles, types = pack(scenario, ctx, shared_ids, method) if shared_ids else (
+        Packing((), 0.0, "optimal", method), [], [])
+    nodes = _shared_nodes(packing, profiles, types)
+    timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
+    notes.extend(packing.notes)
+    if not packing.feasible:
+        return SharingResult(method, "infeasible", threshold, (), math.inf, packing.status, packing.gap, None,
+                             tuple(shared_ids), tuple(dedicated_ids), timings,
+                             (*notes, "the shared models cannot be packed within availability."))
+    dedicated: PlanResult | None = None
+    if dedicated_ids:
+        offers, _ = _resolve(scenario, ctx.catalog)
+        sub = _remaining(scenario, offers, nodes)
+        sub = replace(sub, models=tuple(m for m in scenario.models if m.id in dedicated_ids))
+        budget = scenario.objective.budget_per_hour
+        if budget is not None:
+            left = budget - packing.cost_per_hour
+            if left <= 0:
+                return SharingResult(method, "infeasible", threshold, nodes, packing.cost_per_hour, packing.status,
+                                     packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings,
+                                     (*notes, f"the shared nodes alone cost ${packing.cost_per_hour:,.2f}/h, "
+                                      f"above the budget ${budget:,.2f}/h."))
+            sub = replace(sub, objective=Objective(scenario.objective.kind, left))
+            notes.append(f"budget: ${packing.cost_per_hour:,.2f}/h to shared nodes, ${left:,.2f}/h left for "
+                         "the dedicated models (sequential: shared part first).")
+        t2 = time.perf_counter()
+        step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
+        if solve_dedicated is not None:
+            dedicated = solve_dedicated(sub)
+        else:
+            dedicated = api.solve(sub, cancel=cancel, progress=(lambda f, m: progress(0.5 + 0.5 * f, m))
+                                  if progress is not None else None)
+        timings["dedicated_seconds"] = time.perf_counter() - t2
+    ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
+    status = ("optimal" if packing.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
+              else "feasible") if ok_dedicated else (dedicated.status if dedicated is not None else "infeasible")
+    low = sorted((m.attainment_estimate, m.model) for n in nodes for m in n.models if m.attainment_estimate < 0.99)
+    if low:
+        notes.append(f"{len(low)} shared models have an estimated TTFT attainment below 99 % (analytic M/M/1 "
+                     f"estimate; lowest {low[0][1]} {low[0][0]:.1%}): check them in the simulator.")
+    if method == "kvpr":
+        notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
+    timings["total_seconds"] = time.perf_counter() - t0
+    return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
+                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))
+
+
+def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, method: str = "kvpr",
+                    context: Any | None = None) -> list[dict[str, Any]]:
+    """Cost and GPUs of the shared plan as the sharing threshold varies (for a what-if slider).
+
+    Parameters
+    ----------
+    scenario:
+        The scenario; its ``options.sharing_threshold_rps`` is replaced by each value (None = share all).
+    thresholds:
+        Rates in req/s.
+    method:
+        ``"kvpr"`` (fast) or ``"exact"``.
+
+    Returns
+    -------
+    One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
+    shared_models (count).
+    """
+    rows = []
+    for th in thresholds:
+        variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
+        res = solve_shared(variant, method=method, context=context)
+        rows.append({"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
+                     "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
+                     "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)})
+    return rows

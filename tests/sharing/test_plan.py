@@ -1,0 +1,116 @@
+"""The shared plan: constraints hold on every node, totals cover both parts, availability and budget are shared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planning import api
+from planning.cli import main
+from planning.result import PlanResult
+from planning.scenario import Scenario
+from planning.sharing import solve_shared
+from planning.sharing.admission import QueuedRequest, moore_hodgson
+from planning.sharing.plan import shared_profiles, split_models
+
+
+def test_split_by_threshold(small: dict[str, Any]) -> None:
+    s = Scenario.from_dict(small)
+    shared, dedicated = split_models(s, 1.0)
+    assert dedicated == ["llama-3-8b"] and len(shared) == 5
+    assert split_models(s, None) == ([m.id for m in s.models], [])
+
+
+def test_shared_nodes_respect_memory_and_compute(small: dict[str, Any]) -> None:
+    s = Scenario.from_dict(small)
+    for method in ("kvpr", "exact"):
+        res = solve_shared(s, method=method)
+        assert res.status in ("optimal", "feasible"), res.notes
+        placed = sorted(m.model for n in res.shared_nodes for m in n.models)
+        assert placed == sorted(res.shared_models) == sorted(split_models(s, 1.0)[0])
+        for n in res.shared_nodes:
+            assert n.weights_gb + n.kv_pool_gb <= n.capacity_gb + 1e-9
+            assert n.load <= 1 + 1e-9
+            assert all(0.0 <= m.attainment_estimate <= 1.0 for m in n.models)
+        assert res.dedicated is not None and {i.model for i in res.dedicated.instances} == {"llama-3-8b"}
+        assert res.cost_per_hour == pytest.approx(res.shared_cost_per_hour + res.dedicated.cost_per_hour)
+        ded_gpus = sum(res.dedicated.gpus_by_type().values())
+        assert res.n_gpus == len(res.shared_nodes) + ded_gpus
+    kvpr, exact = solve_shared(s, method="kvpr"), solve_shared(s, method="exact")
+    assert exact.shared_cost_per_hour <= kvpr.shared_cost_per_hour + 1e-9
+
+
+def test_shared_nodes_leave_availability_and_budget_to_dedicated(small: dict[str, Any]) -> None:
+    small["objective"] = {"kind": "served", "budget_per_hour": 20.0}
+    s = Scenario.from_dict(small)
+    seen: list[Scenario] = []
+
+    def dedicated(sub: Scenario) -> PlanResult:
+        seen.append(sub)
+        return api.solve(sub, with_baselines=False)
+
+    res = solve_shared(s, method="exact", solve_dedicated=dedicated)
+    sub = seen[0]
+    used: dict[tuple[str, str], int] = {}
+    for n in res.shared_nodes:
+        used[(n.region, n.shape)] = used.get((n.region, n.shape), 0) + 1
+    left = {(a.region, a.shape): a.nodes for a in sub.availability_overrides}
+    offered = {(o["region"], o["shape"]): o["available"] for o in small["offers"]}
+    for key, k in used.items():
+        assert left[key] == offered[key] - k
+    assert sub.objective.budget_per_hour == pytest.approx(20.0 - res.shared_cost_per_hour)
+    assert [m.id for m in sub.models] == ["llama-3-8b"]
+    assert res.cost_per_hour <= 20.0 + 1e-6
+
+
+def test_budget_below_shared_cost_is_infeasible_with_a_reason(small: dict[str, Any]) -> None:
+    small["objective"] = {"kind": "served", "budget_per_hour": 0.5}
+    res = solve_shared(Scenario.from_dict(small), method="kvpr")
+    assert res.status == "infeasible" and any("budget" in n for n in res.notes)
+
+
+def test_cli_sharing_json_equals_api(small: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(small))
+    api_res = api.solve_shared(Scenario.from_dict(small), method="exact")
+    assert main(["solve", str(path), "--sharing", "exact", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["cost_per_hour"] == pytest.approx(api_res.cost_per_hour, rel=1e-9)
+    assert cli["gpus"] == api_res.gpus() and cli["n_gpus"] == api_res.n_gpus
+    assert [[m["model"] for m in n["models"]] for n in cli["shared_nodes"]] == [
+        [m.model for m in n.models] for n in api_res.shared_nodes]
+    node = cli["shared_nodes"][0]
+    assert node["weights_gb"] + node["kv_pool_gb"] + node["free_gb"] == pytest.approx(node["capacity_gb"])
+    assert cli["sharing"]["method"] == "exact"
+    # sharing off: the plain plan
+    assert main(["solve", str(path), "--sharing", "off", "--json"]) == 0
+    assert "shared_nodes" not in json.loads(capsys.readouterr().out)
+
+
+def test_profiles_use_the_perf_model(small: dict[str, Any]) -> None:
+    s = Scenario.from_dict(small)
+    profiles, types = shared_profiles(s, api.engine_context(), ["ft-0", "ft-3"])
+    p0, p3 = profiles
+    assert p0.weights_gb == pytest.approx(p3.weights_gb)  # same architecture, each its own copy
+    assert p0.kv_pool_gb > p3.kv_pool_gb  # 4x the rate → larger SLO-bounded KV pool
+    for gpu in p3.gpus:
+        assert p0.gpus[gpu].load > p3.gpus[gpu].load > 0
+    assert {t.key for t in types} == {"test:r 1xH100", "test:r 1xL40S", "test:r 1xL4"}
+    # the perf model's prefill speed feeds Moore–Hodgson admission: a queue it can order
+    g = next(iter(p0.gpus.values()))
+    speed = p0.input_len / (g.prefill_ms / 1e3)
+    reqs = [QueuedRequest.from_prompt(i, 0.0, p0.ttft_s, p0.input_len, speed) for i in range(200)]
+    adm = moore_hodgson(reqs)
+    assert len(adm.admitted) == min(200, int(p0.ttft_s // (g.prefill_ms / 1e3)))
+
+
+def test_threshold_sweep_moves_models_between_parts(small: dict[str, Any]) -> None:
+    from planning.sharing import threshold_sweep
+
+    rows = threshold_sweep(Scenario.from_dict(small), [0.0, 1.0, None])
+    assert [r["shared_models"] for r in rows] == [0, 5, 6]
+    assert rows[0]["shared_gpus"] == 0 and all(r["status"] in ("optimal", "feasible") for r in rows)

@@ -1,0 +1,180 @@
+"""Simulation results: latency percentiles, SLO attainment, goodput, queueing, utilisation, KV pressure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+CDF_POINTS = 101  # quantiles 0, 1, ..., 100 % kept per model for CDF figures
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50/p90/p99 and mean of one latency in ms (NaN when there is no sample)."""
+
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+
+    @classmethod
+    def of(cls, values_ms: np.ndarray) -> Percentiles:
+        v = values_ms[np.isfinite(values_ms)]
+        if v.size == 0:
+            return cls(float("nan"), float("nan"), float("nan"), float("nan"))
+        p50, p90, p99 = np.percentile(v, [50, 90, 99])
+        return cls(float(p50), float(p90), float(p99), float(v.mean()))
+
+
+@dataclass(frozen=True)
+class ModelSim:
+    """One model: prefill side (TTFT, its queueing) and decode side (TPOT, its queueing), attainment, goodput."""
+
+    model: str
+    requests: int
+    finished: int
+    dropped: int
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_ms: Percentiles
+    queue_prefill_ms: Percentiles  # arrival → prefill start (aggregated: → admission)
+    queue_decode_ms: Percentiles  # first token → decode admission (disaggregated only)
+    attainment: float  # share of requests within both targets (unfinished and dropped count as misses)
+    attainment_ttft: float
+    attainment_tpot: float
+    goodput_tokens_per_s: float  # output tokens/s of requests within both targets
+    goodput_rps: float
+    output_tokens_per_s: float
+    ttft_cdf_ms: tuple[float, ...] = ()  # CDF_POINTS quantiles
+    tpot_cdf_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class InstanceSim:
+    """One serving instance: requests it served, busy share of the run, KV-cache fill (mean and peak)."""
+
+    name: str
+    model: str
+    phase: str
+    template_id: str
+    region: str
+    requests: int
+    utilisation: float
+    kv_mean: float
+    kv_peak: float
+    queued_at_end: int = 0
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A whole run: per model, per instance, overall attainment and goodput, and how it was run."""
+
+    models: tuple[ModelSim, ...]
+    instances: tuple[InstanceSim, ...]
+    duration_s: float
+    requests: int
+    attainment: float
+    goodput_tokens_per_s: float
+    arrivals: str
+    rate_scale: float
+    seed: int
+    router: str
+    wall_s: float
+    events: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN kept as float NaN; ``json.dumps`` writes it as NaN)."""
+        return asdict(self)
+
+    def model(self, model_id: str) -> ModelSim:
+        for m in self.models:
+            if m.model == model_id:
+                return m
+        raise KeyError(model_id)
+
+    def saturated(self, utilisation: float = 0.95, kv: float = 0.98) -> tuple[InstanceSim, ...]:
+        """Instances busy ≥ ``utilisation`` of the run or whose KV cache filled to ≥ ``kv``."""
+        return tuple(i for i in self.instances if i.utilisation >= utilisation or i.kv_peak >= kv)
+
+
+@dataclass(frozen=True)
+class HeadroomResult:
+    """Highest uniform demand scale with attainment ≥ target (bisection over simulated runs)."""
+
+    scale: float
+    target: float
+    evaluations: tuple[tuple[float, float], ...]  # (scale, attainment) in the order run
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """A closed-loop single-node run, named like published serving benchmarks."""
+
+    model: str
+    gpu: str
+    count: int
+    tp: int
+    dtype: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    requests: int
+    ttft_ms_mean: float
+    ttft_ms_p50: float
+    ttft_ms_p90: float
+    ttft_ms_p99: float
+    itl_ms_mean: float  # token-weighted: total decode time / tokens after the first
+    itl_ms_p90: float  # p90 of per-request mean inter-token latency
+    tpot_ms_mean: float  # mean over requests of their mean inter-token latency
+    e2e_latency_ms_mean: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_metrics(model_id: str, slo_ttft_ms: float | None, slo_tpot_ms: float | None, arrival: np.ndarray,
+                  out: np.ndarray, t_start: np.ndarray, t_first: np.ndarray, t_dec_admit: np.ndarray,
+                  t_done: np.ndarray, dropped: np.ndarray, window_s: float) -> ModelSim:
+    """Metrics of one model's requests (arrays in seconds)."""
+    n = len(arrival)
+    ttft = (t_first - arrival) * 1e3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (t_done - t_first) * 1e3 / np.maximum(out - 1, 1), 0.0)
+    e2e = (t_done - arrival) * 1e3
+    done = np.isfinite(t_done) & ~dropped
+    ok_ttft = done & (ttft <= slo_ttft_ms if slo_ttft_ms is not None else True)
+    ok_tpot = done & (tpot <= slo_tpot_ms if slo_tpot_ms is not None else True)
+    ok = ok_ttft & ok_tpot
+    window = max(window_s, 1e-9)
+
+    def share(mask: np.ndarray) -> float:
+        return float(mask.sum() / n) if n else float("nan")
+
+    def cdf(values: np.ndarray) -> tuple[float, ...]:
+        v = values[done & np.isfinite(values)]
+        return tuple(float(x) for x in np.percentile(v, np.linspace(0, 100, CDF_POINTS))) if v.size else ()
+
+    return ModelSim(
+        model=model_id, requests=n, finished=int(done.sum()), dropped=int(dropped.sum()),
+        slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+        ttft_ms=Percentiles.of(np.where(done, ttft, np.nan)), tpot_ms=Percentiles.of(np.where(done, tpot, np.nan)),
+        e2e_ms=Percentiles.of(np.where(done, e2e, np.nan)),
+        queue_prefill_ms=Percentiles.of((t_start - arrival) * 1e3),
+        queue_decode_ms=Percentiles.of((t_dec_admit - t_first) * 1e3),
+        attainment=share(ok), attainment_ttft=share(ok_ttft), attainment_tpot=share(ok_tpot),
+        goodput_tokens_per_s=float(out[ok].sum() / window), goodput_rps=float(ok.sum() / window),
+        output_tokens_per_s=float(out[done].sum() / window),
+        ttft_cdf_ms=cdf(ttft), tpot_cdf_ms=cdf(tpot),
+    )

@@ -288,3 +288,70 @@ def catalog_frames() -> dict[str, pd.DataFrame]:
         "availability": pd.DataFrame([a.__dict__ for a in c.availability.values()]),
     }
     return frames
+
+
+# --- simulation (planning.simulate): check a plan's SLO promise request by request -------------------------------
+def _sim_topology(target: Any, config: Any) -> Any:
+    from planning.simulate import build_topology
+
+    if isinstance(target, Scenario):
+        scenario, plan = target, solve(target)
+    else:
+        plan = target
+        if not plan.scenario:
+            raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
+        scenario = Scenario.from_dict(plan.scenario)
+    return build_topology(plan, scenario, engine_context().perf, config)
+
+
+def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
+             router: str = "proportional", trace: Any = None) -> Any:
+    """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
+
+    Parameters
+    ----------
+    target: a PlanResult (with its scenario) or a Scenario.
+    duration_s: arrival window in seconds. rate_scale: multiplies every model's rate. seed: random seed.
+    router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
+    trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
+
+    Returns
+    -------
+    ``planning.simulate.SimResult``.
+
+    Raises
+    ------
+    PlanningError: bad options, an empty plan, or an instance the simulator cannot model.
+    """
+    from planning.simulate import SimConfig, simulate_topology
+
+    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace)
+    return simulate_topology(_sim_topology(target, cfg), cfg)
+
+
+def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
+                      router: str = "proportional", trace: Any = None, target_attainment: float = 0.99) -> Any:
+    """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
+
+    Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
+    """
+    from planning.simulate import SimConfig, headroom
+
+    cfg = SimConfig(duration_s=duration_s, seed=seed, router=router, trace=trace)
+    return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
+
+
+def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
+                       input_len: int, output_len: int, concurrency: int, requests: int | None = None) -> Any:
+    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
+    from planning.simulate import benchmark
+
+    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
+                     concurrency=concurrency, requests=requests, perf=engine_context().perf)
+
+
+def load_trace(path: str | Path) -> Any:
+    """Read a request trace (Azure CSV, Mooncake JSONL/CSV, plain CSV) for :func:`simulate`."""
+    from planning.traces import read_trace
+
+    return read_trace(path)

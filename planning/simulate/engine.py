@@ -71,29 +71,39 @@ class Engine:
         self.kv_t = 0.0
         self.busy_s = 0.0
         self.served = 0
+        self.tokens_out = 0  # tokens generated here (first tokens for prefill engines)
+        self.peak_batch = 0  # most sequences in one step (prefill: prompts; decode: running)
         self.waiting: deque[int] = deque()
 
-    def _kv_change(self, t: float, full: float, slide: float) -> None:
+    def _kv_set(self, t: float, full: float, slide: float, frac: float) -> None:
         self.kv_area += self.kv_frac * (t - self.kv_t)
         self.kv_t = t
-        self.kv_full += full
-        self.kv_slide += slide
-        if self.kv_full < 1e-9:
-            self.kv_full = self.kv_slide = 0.0
-        self.kv_frac = self.im.kv_fraction(self.kv_full, self.kv_slide)
-        self.kv_peak = max(self.kv_peak, self.kv_frac)
+        if full < 1e-9:
+            full = slide = frac = 0.0
+        self.kv_full = full
+        self.kv_slide = slide
+        self.kv_frac = frac
+        if frac > self.kv_peak:
+            self.kv_peak = frac
+
+    def _kv_change(self, t: float, full: float, slide: float) -> None:
+        f, s = self.kv_full + full, self.kv_slide + slide
+        self._kv_set(t, f, s, self.im.kv_fraction(f, s))
 
     def reserve(self, t: float, tokens: float) -> bool:
         """Reserve KV for ``tokens``; False (nothing reserved) when it does not fit."""
-        full, slide = self.im.kv_units(tokens)
-        if not self.im.kv_fits(self.kv_full + full, self.kv_slide + slide):
+        window = self.im.kv_window
+        f = self.kv_full + tokens
+        s = self.kv_slide + (tokens if tokens < window else window)
+        frac = self.im.kv_fraction(f, s)
+        if frac > 1.0:
             return False
-        self._kv_change(t, full, slide)
+        self._kv_set(t, f, s, frac)
         return True
 
     def release(self, t: float, tokens: float) -> None:
-        full, slide = self.im.kv_units(tokens)
-        self._kv_change(t, -full, -slide)
+        window = self.im.kv_window
+        self._kv_change(t, -tokens, -(tokens if tokens < window else window))
 
     def load(self) -> float:
         raise NotImplementedError
@@ -154,6 +164,8 @@ class PrefillEngine(Engine):
             ready = finish + send
         self.busy_s += times[0][0]
         self.served += len(batch)
+        self.tokens_out += len(batch)
+        self.peak_batch = max(self.peak_batch, len(batch))
         self.wake_pending = True
         self.sim.push(self.stage_free[0], WAKE, self, None)
         self.sim.push(self.stage_free[-1], PREFILL_DONE, self, batch)
@@ -245,8 +257,12 @@ class DecodeEngine(Engine):
 
     # -- steps
     def start(self, t: float) -> None:
+        """At a step boundary: take in hand-offs whose KV has arrived, then plan the next step or leap."""
         im = self.im
-        req = self.sim.req
+        if self.joiners:
+            joiners, self.joiners = self.joiners, []
+            for r in joiners:
+                self._join(t, r)
         if self.prefill_q:
             room = self.chunk - self.b
             if room > 0:
@@ -275,7 +291,6 @@ class DecodeEngine(Engine):
             self._begin(t, im.decode_cycle_s(self.b, mid), m)
             return
         self.busy = False
-        del req
 
     def _begin(self, t: float, dt: float, m: int) -> None:
         self.busy = True
@@ -294,10 +309,12 @@ class DecodeEngine(Engine):
         self.busy_s += k * self.dt
         self.steps += k
         self.ctx_sum += self.b * k
+        self.tokens_out += self.b * k
         if self.mixed is not None:
             for r, completes in self.mixed:
                 if completes:
                     req.t_first[r] = t
+                    self.tokens_out += 1
                     self._join(t, r)
             self.mixed = None
         running = self.running
@@ -308,9 +325,6 @@ class DecodeEngine(Engine):
             self._finish(t, r)
         if self.b == 0:
             self.ctx_sum = 0.0
-        for r in self.joiners:
-            self._join(t, r)
-        self.joiners.clear()
         self.admit(t)
         self.start(t)
 
@@ -320,6 +334,7 @@ class DecodeEngine(Engine):
             self._finish(t, r)
             return
         self.b += 1
+        self.peak_batch = max(self.peak_batch, self.b)
         self.ctx_sum += req.inp[r] + 1
         heapq.heappush(self.running, (self.steps + req.out[r] - 1, r))
 

@@ -207,6 +207,11 @@ class InstanceModel:
         self.kv_a = a
         self.kv_b = b
         self.kv_cap = cap
+        # Normalised per-copy coefficients, deduplicated (identical copies bind identically).
+        self._kv_pairs = sorted({(x / c, y / c) for x, y, c in zip(a, b, cap, strict=True)})
+        self._kv_single: float | None = None
+        if all(y == 0.0 for _x, y in self._kv_pairs):
+            self._kv_single = max(x for x, _y in self._kv_pairs)
         # Whole-model KV bytes per token for the prefill -> decode hand-off (all layers, all KV heads).
         kinds = self._layer_kinds(self.spec)
         kvt1 = self.arch.kv_bytes_per_token(1)
@@ -217,13 +222,15 @@ class InstanceModel:
         """(full-layer tokens, window-capped tokens) a sequence of ``tokens`` occupies."""
         return tokens, min(tokens, self.kv_window)
 
+    def kv_fraction(self, full: float, slide: float) -> float:
+        """Fill of the fullest copy's KV budget for reserved totals (full-layer tokens, window-capped tokens)."""
+        if self._kv_single is not None:
+            return self._kv_single * full
+        return max(a * full + b * slide for a, b in self._kv_pairs)
+
     def kv_fits(self, full: float, slide: float) -> bool:
         """Whether reserved totals (full-layer tokens, window-capped tokens) fit every copy."""
-        return all(a * full + b * slide <= cap for a, b, cap in zip(self.kv_a, self.kv_b, self.kv_cap, strict=True))
-
-    def kv_fraction(self, full: float, slide: float) -> float:
-        """Fill of the fullest copy's KV budget (0..1)."""
-        return max((a * full + b * slide) / cap for a, b, cap in zip(self.kv_a, self.kv_b, self.kv_cap, strict=True))
+        return self.kv_fraction(full, slide) <= 1.0
 
     def kv_transfer_s(self, tokens: float, net_gbps: float) -> float:
         """Seconds to send one request's whole KV cache of ``tokens`` tokens over ``net_gbps``."""

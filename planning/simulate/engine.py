@@ -394,6 +394,7 @@ class Sim:
         self.on_finish = on_finish
         self.now = 0.0
         self.events = 0
+        self.finish_events = 0  # conservation check: one per request
 
     def push(self, t: float, kind: int, target: object, payload: object) -> None:
         self.seq += 1
@@ -416,6 +417,7 @@ class Sim:
         self.finished(t, r)
 
     def finished(self, t: float, r: int) -> None:
+        self.finish_events += 1
         if self.on_finish is not None:
             self.on_finish(self, t, r)
 

@@ -66,7 +66,8 @@ class InstanceSim:
     utilisation: float
     kv_mean: float
     kv_peak: float
-    queued_at_end: int = 0
+    tokens_out: int = 0  # tokens generated here (prefill instances: the first token of each request)
+    peak_batch: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class SimResult:
     router: str
     wall_s: float
     events: int
+    finish_events: int = 0  # equals ``requests`` when every request finished (or dropped) exactly once
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:

@@ -68,6 +68,7 @@ class Topology:
     scenario: Scenario
     instances: list[_Instance] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    served: dict[str, float] = field(default_factory=dict)  # share of each model's demand the plan serves
 
 
 def _spec(perf: PerfModel, req: ModelRequest) -> ModelSpec:
@@ -89,6 +90,11 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     if not plan.instances:
         raise PlanningError("plan", f"has no instances (status {plan.status}).", "simulate a feasible plan.")
     topo = Topology(scenario)
+    for g in plan.service:
+        topo.served[g.model] = min(topo.served.get(g.model, 1.0), g.fraction)
+    for m, f in topo.served.items():
+        if f < 1.0 - 1e-9:
+            topo.notes.append(f"{m}: the plan serves {f:.1%} of its demand; arrivals run at that share.")
     for inst in plan.instances:
         req = scenario.model(inst.model)
         spec = _spec(perf, req)
@@ -140,14 +146,15 @@ def _arrivals(topo: Topology, cfg: SimConfig, rate_scale: float) -> list[OpenArr
     out = []
     for req, ss in zip(topo.scenario.models, seeds, strict=True):
         rng = np.random.default_rng(ss)
+        share = rate_scale * topo.served.get(req.id, 1.0)
         if cfg.trace is not None:
-            rate = req.demand.rate_rps * rate_scale
+            rate = req.demand.rate_rps * share
             if rate <= 0:
                 out.append(OpenArrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
             else:
                 out.append(trace_arrivals(cfg.trace, rate, cfg.duration_s, rng))
         else:
-            out.append(poisson_arrivals(req, cfg.duration_s, rate_scale, rng))
+            out.append(poisson_arrivals(req, cfg.duration_s, share, rng))
     return out
 
 
@@ -199,13 +206,15 @@ def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePl
         else:
             busy = eng.busy_s
         insts.append(InstanceSim(eng.name, plan.model, plan.phase, plan.template_id, plan.region, eng.served,
-                                 busy / horizon, eng.kv_area / horizon, eng.kv_peak, len(eng.waiting)))
+                                 busy / horizon, eng.kv_area / horizon, eng.kv_peak, eng.tokens_out,
+                                 eng.peak_batch))
     n = len(arrival)
     ok = sum(m.attainment * m.requests for m in models if m.requests)
     return SimResult(models=tuple(models), instances=tuple(insts), duration_s=cfg.duration_s, requests=n,
                      attainment=float(ok / n) if n else float("nan"),
                      goodput_tokens_per_s=float(sum(m.goodput_tokens_per_s for m in models)), arrivals=arrivals,
                      rate_scale=scale, seed=cfg.seed, router=cfg.router, wall_s=wall_s, events=sim.events,
+                     finish_events=sim.finish_events,
                      notes=tuple(dict.fromkeys(topo.notes)))
 
 

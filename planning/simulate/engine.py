@@ -278,9 +278,7 @@ class DecodeEngine(Engine):
                     chunk.append((item[0], item[1] == 0))
                 while self.prefill_q and self.prefill_q[0][1] == 0:
                     self.prefill_q.popleft()
-                dt = im.prefill_s(len(chunk), tokens)
-                if self.b:
-                    dt += im.decode_cycle_s(self.b, self.ctx_sum / self.b) - im.step_overhead_s
+                dt = im.mixed_s(len(chunk), tokens, self.b, self.ctx_sum / self.b if self.b else 0.0)
                 self.mixed = chunk
                 self._begin(t, dt, 1)
                 return

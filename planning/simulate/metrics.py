@@ -136,6 +136,7 @@ class BenchmarkResult:
     itl_ms_mean: float  # token-weighted: total decode time / tokens after the first
     itl_ms_p90: float  # p90 of per-request mean inter-token latency
     tpot_ms_mean: float  # mean over requests of their mean inter-token latency
+    tpot_ms_p50: float
     e2e_latency_ms_mean: float
     output_tokens_per_s: float
     total_tokens_per_s: float

@@ -348,7 +348,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
         ttft_ms_p50=float(np.percentile(ttft, 50)), ttft_ms_p90=float(np.percentile(ttft, 90)),
         ttft_ms_p99=float(np.percentile(ttft, 99)),
         itl_ms_mean=float(dec.sum() / max(n * (output_len - 1), 1)), itl_ms_p90=float(np.percentile(per_req, 90)),
-        tpot_ms_mean=float(per_req.mean()), e2e_latency_ms_mean=float(((done - arrival)[ok] * 1e3).mean()),
+        tpot_ms_mean=float(per_req.mean()), tpot_ms_p50=float(np.percentile(per_req, 50)), e2e_latency_ms_mean=float(((done - arrival)[ok] * 1e3).mean()),
         output_tokens_per_s=n * output_len / span, total_tokens_per_s=n * (input_len + output_len) / span,
         requests_per_s=n / span, wall_s=time.perf_counter() - wall,
     )

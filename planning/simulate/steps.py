@@ -14,8 +14,10 @@ stage carries the share ``w_i`` of its requests):
   (pipeline latency, or the bottleneck stage busy ``u`` times) — with ``S = 1`` simply ``τ_1(b)``;
 - a prefill batch of ``k`` prompts of ``q`` tokens goes through the stages in order (tandem queue), stage ``s``
   busy ``τ_s(k, q)``, activations sent between stages over the node network;
-- a mixed (chunked-prefill) step is time-shared: ``C(b) + Σ_s τ_s(chunk) − Σ_s step`` — the same assumption
-  the planner's aggregated templates make (``1 / (I/T_p + O/T_d)``).
+- a mixed (chunked-prefill) step is one fused forward pass, as in vLLM/Sarathi: the prompt chunk and the ``b``
+  decode tokens go through the GEMMs together (a prefill step of ``chunk + b`` tokens) and the decodes add
+  their attention over the cached context (``C(b, c) − C(b, 1)``). The planner's aggregated templates are more
+  conservative: they time-share the node between phases (``1 / (I/T_p + O/T_d)``).
 
 The KV budget of copy ``i`` is its memory minus weights of its layers, activations of the largest step and the
 reserve (same terms as ``PerfModel``); a request of ``L`` tokens takes ``f·L + s·min(L, W)`` token-layers of KV.
@@ -305,6 +307,13 @@ class InstanceModel:
     def prefill_s(self, k: int, tokens: float) -> float:
         """Pipeline latency of one prefill step (all stages and sends, no queueing)."""
         return sum(t + s for t, s in self.prefill_stage_s(k, tokens))
+
+    def mixed_s(self, k: int, tokens: float, b: int, mean_ctx: float) -> float:
+        """One fused chunked-prefill step: ``tokens`` prompt tokens of ``k`` prompts plus ``b`` decodes."""
+        if b == 0:
+            return self.prefill_s(k, tokens)
+        attention = max(0.0, self.decode_cycle_s(b, mean_ctx) - self.decode_cycle_s(b, 1.0))
+        return self.prefill_s(k, tokens + b) + attention
 
     def prefill_token_budget(self, slo_ms: float, mean_input: float) -> int:
         """Largest batch (tokens) whose pipeline latency stays within ``slo / prefill_headroom`` (≥ one prompt)."""

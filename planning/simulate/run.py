@@ -164,8 +164,8 @@ def simulate_topology(topo: Topology, config: SimConfig | None = None, rate_scal
     scale = cfg.rate_scale if rate_scale is None else rate_scale
     wall = time.perf_counter()
     t, i, o, m = merge(_arrivals(topo, cfg, scale))
-    req = Requests(t.tolist(), i.tolist(), o.tolist(), m.tolist(), *([math.nan] * len(t) for _ in range(4)),
-                   [False] * len(t))
+    req = Requests.empty(len(t))
+    req.arrival, req.inp, req.out, req.model = t.tolist(), i.tolist(), o.tolist(), m.tolist()
     sim = Sim([], req)
     routes, engines = _engines(sim, topo, cfg)
     sim.routes = routes

@@ -10,6 +10,7 @@ import pandas as pd
 
 from planning.errors import PlanningError
 from planning.perf.model import PerfModel
+from planning.simulate.metrics import BenchmarkResult
 from planning.simulate.run import benchmark
 
 CLOSED_LOOP_PATH = Path(__file__).resolve().parents[2] / "data" / "validation" / "closed_loop.csv"
@@ -48,8 +49,8 @@ def load_closed_loop(path: Path | None = None) -> pd.DataFrame:
                                     f"use one of {', '.join(_FIELDS)}.")
             try:
                 for key in ("n_gpus", "tp", "input_len", "output_len", "concurrency"):
-                    row[key] = int(row[key])  # type: ignore[assignment]
-                row["value"] = float(row["value"])  # type: ignore[assignment]
+                    row[key] = int(row[key])
+                row["value"] = float(row["value"])
             except ValueError:
                 raise PlanningError(f"{p.name}:{i}", "has a non-numeric size or value.", "write plain numbers.") from None
             rows.append(row)
@@ -65,19 +66,20 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
     """
     frame = load_closed_loop(path)
     perf = perf or PerfModel()
-    runs: dict[tuple[object, ...], object] = {}
+    runs: dict[tuple[object, ...], BenchmarkResult] = {}
     predicted = []
-    for row in frame.itertuples(index=False):
-        one_wave = "one wave" in row.notes
-        key = (row.model, row.gpu, row.n_gpus, row.tp, row.dtype, row.input_len, row.output_len, row.concurrency,
-               one_wave)
+    for rec in frame.to_dict("records"):
+        notes = str(rec["notes"])
+        one_wave = "one wave" in notes
+        size = {k: int(str(rec[k])) for k in ("n_gpus", "tp", "input_len", "output_len", "concurrency")}
+        key = (str(rec["model"]), str(rec["gpu"]), str(rec["dtype"]), one_wave, *size.values())
         if key not in runs:
-            runs[key] = benchmark(row.model, row.gpu, count=int(row.n_gpus), tp=int(row.tp), dtype=row.dtype,
-                                  input_len=int(row.input_len), output_len=int(row.output_len),
-                                  concurrency=int(row.concurrency),
-                                  requests=int(row.concurrency) if one_wave else None, perf=perf)
-        mean_field, median_field = _FIELDS[row.quantity]
-        field = median_field if "median" in row.notes.lower() else mean_field
+            runs[key] = benchmark(str(rec["model"]), str(rec["gpu"]), count=size["n_gpus"], tp=size["tp"],
+                                  dtype=str(rec["dtype"]), input_len=size["input_len"],
+                                  output_len=size["output_len"], concurrency=size["concurrency"],
+                                  requests=size["concurrency"] if one_wave else None, perf=perf)
+        mean_field, median_field = _FIELDS[str(rec["quantity"])]
+        field = median_field if "median" in notes.lower() else mean_field
         predicted.append(float(getattr(runs[key], field)))
     out = frame.copy()
     out["predicted"] = predicted

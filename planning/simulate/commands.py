@@ -140,6 +140,9 @@ def format_result(r: SimResult, room: HeadroomResult | None = None) -> str:
     sat = r.saturated()
     if sat:
         lines += ["", "Saturated: " + ", ".join(i.name for i in sat)]
+    for b in r.bottlenecks():
+        lines.append(f"Below 99 %: {b['model']} ({b['attainment']:.2%}) misses mostly in {b['phase']}; most loaded: "
+                     f"{b['instance']} (busy {b['utilisation']:.0%}, KV peak {b['kv_peak']:.0%})")
     if room is not None:
         lines += ["", f"Headroom: attainment stays ≥ {room.target:.0%} up to {room.scale:.2f} × the planned demand"]
     lines += [f"note: {n}" for n in r.notes]

@@ -103,6 +103,22 @@ class SimResult:
         """Instances busy ≥ ``utilisation`` of the run or whose KV cache filled to ≥ ``kv``."""
         return tuple(i for i in self.instances if i.utilisation >= utilisation or i.kv_peak >= kv)
 
+    def bottlenecks(self, target: float = 0.99) -> tuple[dict[str, Any], ...]:
+        """For each model below ``target`` attainment: the phase that misses more often and that phase's most
+        loaded instance (highest of busy share and KV peak) — where to look first."""
+        out = []
+        for m in self.models:
+            if not m.requests or m.attainment >= target:
+                continue
+            phase = "prefill" if m.attainment_ttft < m.attainment_tpot else "decode"
+            cands = [i for i in self.instances if i.model == m.model and i.phase in (phase, "aggregated")]
+            worst = max(cands, key=lambda i: max(i.utilisation, i.kv_peak), default=None)
+            out.append({"model": m.model, "attainment": m.attainment, "phase": phase,
+                        "instance": worst.name if worst else None,
+                        "utilisation": worst.utilisation if worst else None,
+                        "kv_peak": worst.kv_peak if worst else None})
+        return tuple(out)
+
 
 @dataclass(frozen=True)
 class HeadroomResult:

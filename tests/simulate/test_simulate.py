@@ -197,3 +197,18 @@ def test_bad_inputs_are_planning_errors(pm: PerfModel) -> None:
         benchmark("llama-3-8b", "H100", input_len=10, output_len=10, concurrency=0, perf=pm)
     with pytest.raises(PlanningError):
         benchmark("llama-3-70b", "L4", input_len=10, output_len=10, concurrency=1, perf=pm)
+
+
+def test_trace_arrivals_are_rescaled_and_keep_the_trace_sizes(pm: PerfModel, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from planning.traces import read_trace
+
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,input_tokens,output_tokens\n0.0,800,100\n0.5,1200,50\n0.7,300,300\n"
+                    "1.9,900,120\n2.2,1500,20\n3.0,700,200\n", encoding="utf-8")
+    plan, sc = small_plan()
+    res = simulate_plan(plan, sc, SimConfig(duration_s=60, seed=1, trace=read_trace(path)), perf=pm)
+    assert res.arrivals == "trace"
+    assert res.requests == pytest.approx(4 * 60, rel=0.05)  # the plan's 4 req/s
+    # every request comes from the trace: total output tokens are a sum of the trace's sizes
+    tokens = sum(i.tokens_out for i in res.instances)
+    assert tokens % 10 == 0 and tokens != res.requests * 120

@@ -41,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-len", type=int, help="benchmark mode: output tokens per request")
     p.add_argument("--concurrency", type=int, help="benchmark mode: concurrent clients")
     p.add_argument("--requests", type=int, default=None, help="benchmark mode: requests (default 10 × concurrency)")
+    p.add_argument("--chunk-tokens", type=int, default=2048,
+                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default 2048)")
+    p.add_argument("--max-seqs", type=int, default=1024, help="largest decode batch per engine copy (default 1024)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
                                 "give --model, --gpu, --input-len, --output-len and --concurrency.")
         bench = api.simulate_benchmark(args.model, args.gpu, count=args.count, tp=args.tp, dtype=args.dtype,
                                        input_len=args.input_len, output_len=args.output_len,
-                                       concurrency=args.concurrency, requests=args.requests)
+                                       concurrency=args.concurrency, requests=args.requests,
+                                       chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
         if args.json:
             print_json(bench.to_dict())
         else:
@@ -97,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
                                                                "--model/--gpu for a benchmark.")
     trace = api.load_trace(args.trace) if args.trace else None
     result = api.simulate(target, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
-                          router=args.router, trace=trace)
-    room = api.simulate_headroom(target, duration_s=args.duration, seed=args.seed, router=args.router,
-                                 trace=trace) if args.headroom else None
+                          router=args.router, trace=trace, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
+    room = api.simulate_headroom(target, duration_s=args.duration, seed=args.seed, router=args.router, trace=trace,
+                                 chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs) if args.headroom else None
     if args.json:
         payload = result.to_dict()
         if room is not None:
@@ -134,9 +138,10 @@ def format_result(r: SimResult, room: HeadroomResult | None = None) -> str:
                      f"{(m.slo_ttft_ms or float('nan')):>6.0f} "
                      f"{m.tpot_ms.p50:>6.1f}/{m.tpot_ms.p90:>6.1f}/{m.tpot_ms.p99:>6.1f} "
                      f"{(m.slo_tpot_ms or float('nan')):>6.0f} {m.goodput_tokens_per_s:>14,.0f}")
-    lines += ["", f"{'instance':<60} {'reqs':>7} {'busy':>6} {'KV mean':>8} {'KV peak':>8}"]
+    lines += ["", f"{'instance':<60} {'reqs':>7} {'busy':>6} {'KV mean':>8} {'KV peak':>8} {'batch':>6} {'peak':>5}"]
     for i in r.instances:
-        lines.append(f"{i.name:<60} {i.requests:>7,} {i.utilisation:>6.1%} {i.kv_mean:>8.1%} {i.kv_peak:>8.1%}")
+        lines.append(f"{i.name:<60} {i.requests:>7,} {i.utilisation:>6.1%} {i.kv_mean:>8.1%} {i.kv_peak:>8.1%} "
+                     f"{i.mean_batch:>6.1f} {i.peak_batch:>5}")
     sat = r.saturated()
     if sat:
         lines += ["", "Saturated: " + ", ".join(i.name for i in sat)]

@@ -72,6 +72,7 @@ class Engine:
         self.busy_s = 0.0
         self.served = 0
         self.tokens_out = 0  # tokens generated here (first tokens for prefill engines)
+        self.seq_seconds = 0.0  # ∫ running sequences dt (decode engines): mean batch = seq_seconds / horizon
         self.peak_batch = 0  # most sequences in one step (prefill: prompts; decode: running)
         self.waiting: deque[int] = deque()
 
@@ -305,6 +306,7 @@ class DecodeEngine(Engine):
         req = self.sim.req
         k = self.m_done
         self.busy_s += k * self.dt
+        self.seq_seconds += self.b * k * self.dt
         self.steps += k
         self.ctx_sum += self.b * k
         self.tokens_out += self.b * k

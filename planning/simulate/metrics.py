@@ -68,6 +68,7 @@ class InstanceSim:
     kv_peak: float
     tokens_out: int = 0  # tokens generated here (prefill instances: the first token of each request)
     peak_batch: int = 0
+    mean_batch: float = 0.0  # time-averaged running sequences (decode and aggregated instances)
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePl
             busy = eng.busy_s
         insts.append(InstanceSim(eng.name, plan.model, plan.phase, plan.template_id, plan.region, eng.served,
                                  busy / horizon, eng.kv_area / horizon, eng.kv_peak, eng.tokens_out,
-                                 eng.peak_batch))
+                                 eng.peak_batch, eng.seq_seconds / horizon))
     n = len(arrival)
     ok = sum(m.attainment * m.requests for m in models if m.requests)
     return SimResult(models=tuple(models), instances=tuple(insts), duration_s=cfg.duration_s, requests=n,

@@ -65,6 +65,13 @@ def test_conservation_every_request_once_and_all_tokens(pm: PerfModel) -> None:
     assert tokens == res.requests * 120  # every request asked 120 output tokens
     by_phase = {p: sum(i.requests for i in res.instances if i.phase == p) for p in ("prefill", "decode")}
     assert by_phase == {"prefill": res.requests, "decode": res.requests}
+    for i in res.instances:
+        if i.phase == "decode":
+            assert 0 < i.mean_batch <= i.peak_batch
+    # Little's law on decode: mean running sequences ≈ output rate × time per token (TPOT)
+    # (mean_batch is averaged over the run including the short drain, hence the tolerance)
+    running = sum(i.mean_batch for i in res.instances if i.phase == "decode")
+    assert running == pytest.approx(m.output_tokens_per_s * m.tpot_ms.mean / 1e3, rel=0.15)
 
 
 def test_aggregated_conservation_with_chunked_prefill(pm: PerfModel) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,27 @@ def instance_load_figure(result: SimResult) -> go.Figure:
     ])
     fig.update_layout(template="plotly_white", barmode="group", height=120 + 28 * len(names),
                       xaxis={"tickformat": ".0%", "range": [0, 1.05]}, title="Instance load and KV pressure")
+    return fig
+
+
+def variants_attainment_figure(results: Mapping[str, SimResult]) -> go.Figure:
+    """What-if view: overall attainment (bars) and goodput (hover) of each simulated variant, 99 % line.
+
+    Raises
+    ------
+    PlanningError: a value that is not a SimResult.
+    """
+    if not results:
+        return empty_figure("No variants simulated.", "Attainment per variant")
+    names = list(results)
+    res = [_check(results[n], "variants_attainment_figure") for n in names]
+    colors = ["#31a354" if r.attainment >= ATTAINMENT_TARGET else "#de2d26" for r in res]
+    fig = go.Figure(go.Bar(x=names, y=[r.attainment for r in res], marker_color=colors,
+                           customdata=[r.goodput_tokens_per_s for r in res],
+                           hovertemplate="%{x}: %{y:.2%} within SLO, goodput %{customdata:,.0f} tok/s<extra></extra>"))
+    fig.add_hline(y=ATTAINMENT_TARGET, line={"dash": "dash", "color": "#444"}, annotation_text="99 %")
+    fig.update_layout(template="plotly_white", height=320, yaxis={"tickformat": ".0%", "range": [0, 1.02]},
+                      yaxis_title="SLO attainment", title="Simulated SLO attainment per variant")
     return fig
 
 

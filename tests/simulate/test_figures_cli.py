@@ -19,6 +19,7 @@ from planning.viz.simulate import (
     instance_load_figure,
     latency_cdf_figure,
     simulation_kpis,
+    variants_attainment_figure,
 )
 from tests.simulate.conftest import small_plan
 
@@ -52,6 +53,15 @@ def test_bars_and_kpis(result: SimResult) -> None:
     assert len(load.data[0].y) == len(result.instances) == 4
     kpis = simulation_kpis(result)
     assert kpis["requests"] == result.requests and 0 <= kpis["attainment"] <= 1
+
+
+def test_variants_figure_colours_by_target(result: SimResult) -> None:
+    from dataclasses import replace
+
+    fig = variants_attainment_figure({"plan": result, "x2 demand": replace(result, attainment=0.5)})
+    assert list(fig.data[0].x) == ["plan", "x2 demand"]
+    assert fig.data[0].marker.color[1] == "#de2d26"
+    assert variants_attainment_figure({}).layout.annotations[0].name == EMPTY_NAME
 
 
 def test_empty_and_bad_inputs(result: SimResult) -> None:

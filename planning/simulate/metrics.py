@@ -101,8 +101,13 @@ class SimResult:
         raise KeyError(model_id)
 
     def saturated(self, utilisation: float = 0.95, kv: float = 0.98) -> tuple[InstanceSim, ...]:
-        """Instances busy ≥ ``utilisation`` of the run or whose KV cache filled to ≥ ``kv``."""
-        return tuple(i for i in self.instances if i.utilisation >= utilisation or i.kv_peak >= kv)
+        """Prefill instances busy ≥ ``utilisation`` of the run, and any instance whose KV cache filled to ≥ ``kv``.
+
+        A decode or aggregated engine steps whenever it has a running sequence, so its busy share says little;
+        its limit shows as KV pressure (and as TPOT).
+        """
+        return tuple(i for i in self.instances
+                     if (i.phase == "prefill" and i.utilisation >= utilisation) or i.kv_peak >= kv)
 
     def bottlenecks(self, target: float = 0.99) -> tuple[dict[str, Any], ...]:
         """For each model below ``target`` attainment: the phase that misses more often and that phase's most

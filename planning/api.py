@@ -305,7 +305,8 @@ def _sim_topology(target: Any, config: Any) -> Any:
 
 
 def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
-             router: str = "proportional", trace: Any = None, chunk_tokens: int = 2048, max_seqs: int = 1024) -> Any:
+             router: str = "proportional", trace: Any = None, chunk_tokens: int | None = None,
+             max_seqs: int | None = None) -> Any:
     """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
 
     Parameters
@@ -314,7 +315,8 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
     duration_s: arrival window in seconds. rate_scale: multiplies every model's rate. seed: random seed.
     router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
     trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
-    chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``).
+    chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
+        model's engine settings).
 
     Returns
     -------
@@ -333,7 +335,7 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
 
 def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
                       router: str = "proportional", trace: Any = None, target_attainment: float = 0.99,
-                      chunk_tokens: int = 2048, max_seqs: int = 1024) -> Any:
+                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
     """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
 
     Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
@@ -347,7 +349,7 @@ def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.
 
 def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
                        input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int = 2048, max_seqs: int = 1024) -> Any:
+                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
     """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
     from planning.simulate import benchmark
 

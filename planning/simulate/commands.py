@@ -41,9 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-len", type=int, help="benchmark mode: output tokens per request")
     p.add_argument("--concurrency", type=int, help="benchmark mode: concurrent clients")
     p.add_argument("--requests", type=int, default=None, help="benchmark mode: requests (default 10 × concurrency)")
-    p.add_argument("--chunk-tokens", type=int, default=2048,
-                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default 2048)")
-    p.add_argument("--max-seqs", type=int, default=1024, help="largest decode batch per engine copy (default 1024)")
+    p.add_argument("--chunk-tokens", type=int, default=None,
+                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default: the "
+                        "perf model's engine setting, else 2048)")
+    p.add_argument("--max-seqs", type=int, default=None,
+                   help="largest decode batch per engine copy (default: the perf model's setting, else 1024)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

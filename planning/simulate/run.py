@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
-from planning.simulate.steps import InstanceModel
+from planning.simulate.steps import InstanceModel, engine_defaults
 from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
 from planning.traces import Trace, read_trace
 
@@ -31,7 +31,8 @@ class SimConfig:
 
     ``duration_s`` is the arrival window (every request that arrives in it is run to completion);
     ``chunk_tokens`` the per-step token budget of aggregated engines (vLLM ``max_num_batched_tokens``);
-    ``max_seqs`` the largest decode batch of one engine copy (vLLM ``max_num_seqs``).
+    ``max_seqs`` the largest decode batch of one engine copy (vLLM ``max_num_seqs``); None = the perf model's
+    engine settings (see ``steps.engine_defaults``).
     """
 
     duration_s: float = 600.0
@@ -39,8 +40,8 @@ class SimConfig:
     seed: int = 0
     router: str = "proportional"
     trace: Trace | None = None
-    chunk_tokens: int = 2048
-    max_seqs: int = 1024
+    chunk_tokens: int | None = None
+    max_seqs: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
@@ -50,7 +51,7 @@ class SimConfig:
             raise PlanningError("rate_scale", f"{self.rate_scale} is not a positive factor.", "use e.g. --rate-scale 1.")
         if self.router not in ROUTERS:
             raise PlanningError("router", f"unknown router {self.router!r}.", f"use one of {', '.join(ROUTERS)}.")
-        if self.chunk_tokens < 1 or self.max_seqs < 1:
+        if (self.chunk_tokens is not None and self.chunk_tokens < 1) or (self.max_seqs is not None and self.max_seqs < 1):
             raise PlanningError("chunk_tokens", "chunk_tokens and max_seqs must be >= 1.", "use the defaults.")
 
 
@@ -69,6 +70,14 @@ class Topology:
     instances: list[_Instance] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     served: dict[str, float] = field(default_factory=dict)  # share of each model's demand the plan serves
+    chunk_tokens: int = 2048  # engine limits the instance models were built with
+    max_seqs: int = 1024
+
+
+def _with_defaults(cfg: SimConfig, perf: PerfModel) -> SimConfig:
+    """``cfg`` with unset engine limits taken from the perf model's engine settings."""
+    chunk, seqs = engine_defaults(perf)
+    return replace(cfg, chunk_tokens=cfg.chunk_tokens or chunk, max_seqs=cfg.max_seqs or seqs)
 
 
 def _spec(perf: PerfModel, req: ModelRequest) -> ModelSpec:
@@ -86,10 +95,10 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     ------
     PlanningError: the plan has no instances, or one cannot be simulated (no placement, does not fit).
     """
-    cfg = config or SimConfig()
+    cfg = _with_defaults(config or SimConfig(), perf)
     if not plan.instances:
         raise PlanningError("plan", f"has no instances (status {plan.status}).", "simulate a feasible plan.")
-    topo = Topology(scenario)
+    topo = Topology(scenario, chunk_tokens=int(cfg.chunk_tokens or 2048), max_seqs=int(cfg.max_seqs or 1024))
     for g in plan.service:
         topo.served[g.model] = min(topo.served.get(g.model, 1.0), g.fraction)
     for m, f in topo.served.items():
@@ -104,8 +113,8 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
         else:
             slo = float(req.slo.decode_ms or req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
         im = InstanceModel(perf, spec, inst.stages, inst.phase, slo, d.input_len, d.output_len,
-                           max_seqs_per_copy=cfg.max_seqs,
-                           max_step_tokens=cfg.chunk_tokens if inst.phase != "prefill" else 16384)
+                           max_seqs_per_copy=topo.max_seqs,
+                           max_step_tokens=topo.chunk_tokens if inst.phase != "prefill" else 16384)
         budget = 0
         if inst.phase == "prefill":
             budget = im.prefill_token_budget(float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS), d.input_len)
@@ -125,7 +134,7 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
             if p.phase == "prefill":
                 eng = PrefillEngine(sim, item.model, name, item.token_budget)
             else:
-                eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated", cfg.chunk_tokens)
+                eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated", topo.chunk_tokens)
             by_group.setdefault((p.model, p.phase), []).append((eng, p.throughput))
             engines.append((eng, p))
     routes = []
@@ -277,7 +286,8 @@ def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.
 
 def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
               input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-              chunk_tokens: int = 2048, max_seqs: int = 1024, perf: PerfModel | None = None) -> BenchmarkResult:
+              chunk_tokens: int | None = None, max_seqs: int | None = None,
+              perf: PerfModel | None = None) -> BenchmarkResult:
     """Closed loop on one node (aggregated engine, chunked prefill): ``concurrency`` clients, each sending its next
     request when the previous one finishes, like ``vllm bench serve --max-concurrency``.
 
@@ -302,6 +312,9 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     perf = perf or PerfModel()
     spec = perf.model(model)
     perf.gpu(gpu)
+    default_chunk, default_seqs = engine_defaults(perf)
+    chunk_tokens = chunk_tokens or default_chunk
+    max_seqs = max_seqs or default_seqs
     if tp is None:
         opts = perf.tp_options(spec, count)
         if not opts:

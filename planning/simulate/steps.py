@@ -25,6 +25,7 @@ reserve (same terms as ``PerfModel``); a request of ``L`` tokens takes ``f·L + 
 
 from __future__ import annotations
 
+import inspect
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -47,6 +48,15 @@ PREFILL_Q_GRID: tuple[float, ...] = (1, 8, 16, 32, 64, 128, 192, 256, 384, 512, 
                                      4096, 6144, 8192, 12288, 16384, 32768, 65536, 131072)
 PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024,
                                      2048, 4096)
+# PerfModel._curves lost its trailing ``shape`` argument in perf model v2; accept both.
+_CURVES_TAKE_SHAPE = "shape" in inspect.signature(PerfModel._curves).parameters
+
+
+def engine_defaults(perf: PerfModel) -> tuple[int, int]:
+    """(tokens per step, sequences per engine copy): the perf model's engine settings where it has them
+    (``max_batched_tokens``, ``max_num_seqs``), else vLLM's serving defaults 2048 and 1024."""
+    s = perf.calibration.settings
+    return int(getattr(s, "max_batched_tokens", 2048)), int(getattr(s, "max_num_seqs", 1024))
 
 
 @dataclass(frozen=True)
@@ -168,7 +178,14 @@ class InstanceModel:
         dev = self.perf.device(gpu_id)
         prec = resolve_precision(self.spec, self.dtype, gpu)
         net = self.perf.network_gbps(shape)[0]
-        return self.perf._curves(self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net, shape)
+        curves: Any = self.perf._curves  # the signature differs between perf model versions (see above)
+        args = (self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net)
+        return curves(*args, shape) if _CURVES_TAKE_SHAPE else curves(*args)
+
+    def _kv_bytes_per_token(self, shape: str, tp: int) -> float:
+        """KV bytes per token per layer per GPU as the perf model counts them (its KV dtype included)."""
+        one = self._curves(shape, tp, "decode", Workload(1.0, 0.0), np.array([1.0]))
+        return float(one.kv_full[0])
 
     def _best_tp(self, shape: str, n_full: int, n_slide: int, phase: str, wl: Workload, budget_s: float) -> int:
         """The tp the planner's table used for this node: highest throughput within the budget and memory."""
@@ -201,7 +218,7 @@ class InstanceModel:
                 if free <= 0:
                     raise PlanningError("instance.stages", f"{c.shape} (tp={c.tp}) cannot hold {c.n_full + c.n_slide} "
                                         f"layers of {self.spec.id} plus activations.", "re-plan with more memory.")
-                kvt = self.arch.kv_bytes_per_token(c.tp)
+                kvt = self._kv_bytes_per_token(c.shape, c.tp)
                 # A copy with share w holds w of the instance's sequences: scale its budget by 1/w.
                 a.append(c.n_full * kvt)
                 b.append(c.n_slide * kvt)
@@ -216,7 +233,7 @@ class InstanceModel:
             self._kv_single = max(x for x, _y in self._kv_pairs)
         # Whole-model KV bytes per token for the prefill -> decode hand-off (all layers, all KV heads).
         kinds = self._layer_kinds(self.spec)
-        kvt1 = self.arch.kv_bytes_per_token(1)
+        kvt1 = self._kv_bytes_per_token(self.stage_copies[0][0].shape, 1)
         self.kv_full_bytes = sum(kinds) * kvt1
         self.kv_slide_bytes = (len(kinds) - sum(kinds)) * kvt1
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from planning.perf import PerfModel
@@ -39,7 +41,9 @@ def small_plan() -> tuple[PlanResult, Scenario]:
     two_stage = (StagePlan(16, 0, 16, (NodeBox("1xL40S", "L40S", 1, 1.0),)),
                  StagePlan(16, 16, 32, (NodeBox("1xL40S", "L40S", 1, 1.0),)))
     base = {"region": "aws:us-east-2", "usage": {}, "gpus": {}, "throughput_unit": "", "load": 0.5,
-            "cost_per_hour": 1.0, "homogeneous": True}
+            "cost_per_hour": 1.0}
+    # the one-node-shape flag was renamed (homogeneous -> single_shape) by the middle-layer refactor
+    base.update({f.name: True for f in fields(InstancePlan) if f.name in ("homogeneous", "single_shape")})
     insts = (
         InstancePlan(model="llama-3-8b", phase="prefill", template_id="1x1xH100", count=2, throughput=20000,
                      stages=one_stage("1xH100", 32), **base),  # type: ignore[arg-type]

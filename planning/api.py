@@ -421,3 +421,78 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     from planning.sharing import solve_shared as _solve_shared
 
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
+
+
+# --- simulation (planning.simulate): check a plan's SLO promise request by request -------------------------------
+def _sim_topology(target: Any, config: Any) -> Any:
+    from planning.simulate import build_topology
+
+    if isinstance(target, Scenario):
+        scenario, plan = target, solve(target)
+    else:
+        plan = target
+        if not plan.scenario:
+            raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
+        scenario = Scenario.from_dict(plan.scenario)
+    return build_topology(plan, scenario, engine_context().perf, config)
+
+
+def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
+             router: str = "proportional", trace: Any = None, chunk_tokens: int | None = None,
+             max_seqs: int | None = None) -> Any:
+    """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
+
+    Parameters
+    ----------
+    target: a PlanResult (with its scenario) or a Scenario.
+    duration_s: arrival window in seconds. rate_scale: multiplies every model's rate. seed: random seed.
+    router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
+    trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
+    chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
+        model's engine settings).
+
+    Returns
+    -------
+    ``planning.simulate.SimResult``.
+
+    Raises
+    ------
+    PlanningError: bad options, an empty plan, or an instance the simulator cannot model.
+    """
+    from planning.simulate import SimConfig, simulate_topology
+
+    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
+                    chunk_tokens=chunk_tokens, max_seqs=max_seqs)
+    return simulate_topology(_sim_topology(target, cfg), cfg)
+
+
+def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
+                      router: str = "proportional", trace: Any = None, target_attainment: float = 0.99,
+                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+    """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
+
+    Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
+    """
+    from planning.simulate import SimConfig, headroom
+
+    cfg = SimConfig(duration_s=duration_s, seed=seed, router=router, trace=trace, chunk_tokens=chunk_tokens,
+                    max_seqs=max_seqs)
+    return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
+
+
+def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
+                       input_len: int, output_len: int, concurrency: int, requests: int | None = None,
+                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
+    from planning.simulate import benchmark
+
+    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
+                     concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
+                     perf=engine_context().perf)
+
+
+def load_trace(path: str | Path) -> Any:
+    """Read a request trace (Azure CSV, Mooncake JSONL/CSV, plain CSV) for :func:`simulate`."""
+    from planning.traces import read_trace
+
+    return read_trace(path)

@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "planning.allocate.commands",
     "planning.commands",
     "planning.export.commands",
+    "planning.simulate.commands",
 )
 
 

@@ -1,0 +1,41 @@
+"""Request-level discrete-event simulator that checks plans: latencies, SLO attainment, goodput, headroom."""
+
+from planning.simulate.metrics import (
+    BenchmarkResult,
+    HeadroomResult,
+    InstanceSim,
+    ModelSim,
+    Percentiles,
+    SimResult,
+)
+from planning.simulate.run import (
+    ROUTERS,
+    SimConfig,
+    Topology,
+    benchmark,
+    build_topology,
+    headroom,
+    load_trace,
+    simulate_plan,
+    simulate_topology,
+)
+from planning.simulate.steps import InstanceModel
+
+__all__ = [
+    "ROUTERS",
+    "BenchmarkResult",
+    "HeadroomResult",
+    "InstanceModel",
+    "InstanceSim",
+    "ModelSim",
+    "Percentiles",
+    "SimConfig",
+    "SimResult",
+    "Topology",
+    "benchmark",
+    "build_topology",
+    "headroom",
+    "load_trace",
+    "simulate_plan",
+    "simulate_topology",
+]

@@ -1,0 +1,170 @@
+"""`planning simulate`: check a plan (or a scenario, planned first) with the request-level simulator, or run a
+single node closed-loop like a serving benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from planning.errors import PlanningError
+from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
+from planning.simulate.run import ROUTERS
+
+MAX_PLAN_BYTES = 50_000_000
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``simulate`` sub-command."""
+    p = subparsers.add_parser(
+        "simulate", help="simulate a plan's requests (SLO attainment, goodput, latencies) or one node closed-loop",
+        description="Discrete-event simulation driven by the planner's perf model. Give a PLAN.json (from "
+                    "`planning solve --json`), a scenario file or --preset (planned first); or --model/--gpu with "
+                    "--input-len/--output-len/--concurrency for a closed-loop single-node benchmark.")
+    p.add_argument("source", nargs="?", help="PLAN.json or a scenario YAML/JSON")
+    p.add_argument("--preset", help="a shipped preset scenario (see `planning presets`)")
+    p.add_argument("--trace", type=Path, help="trace file (Azure CSV, Mooncake JSONL/CSV, plain CSV), rescaled "
+                                              "to each model's planned rate")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="multiply every model's rate (default 1)")
+    p.add_argument("--duration", type=float, default=600.0, help="arrival window in seconds (default 600)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--router", choices=ROUTERS, default="proportional", help="how requests spread over instances")
+    p.add_argument("--headroom", action="store_true", help="also find the highest demand scale with ≥ 99 %% attainment")
+    p.add_argument("--model", help="benchmark mode: model id")
+    p.add_argument("--gpu", help="benchmark mode: GPU id")
+    p.add_argument("--count", type=int, default=1, help="benchmark mode: GPUs in the node (default 1)")
+    p.add_argument("--tp", type=int, default=None, help="benchmark mode: tensor-parallel degree")
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp8", "mxfp4"], default=None, help="benchmark mode: dtype")
+    p.add_argument("--input-len", type=int, help="benchmark mode: prompt tokens per request")
+    p.add_argument("--output-len", type=int, help="benchmark mode: output tokens per request")
+    p.add_argument("--concurrency", type=int, help="benchmark mode: concurrent clients")
+    p.add_argument("--requests", type=int, default=None, help="benchmark mode: requests (default 10 × concurrency)")
+    p.add_argument("--chunk-tokens", type=int, default=None,
+                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default: the "
+                        "perf model's engine setting, else 2048)")
+    p.add_argument("--max-seqs", type=int, default=None,
+                   help="largest decode batch per engine copy (default: the perf model's setting, else 1024)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _load_plan_or_scenario(path: Path) -> Any:
+    """A PlanResult when the file is a plan (has ``instances`` and ``status``), else a Scenario."""
+    from planning.api import load_scenario
+    from planning.result import PlanResult
+
+    if not path.is_file():
+        raise PlanningError("source", f"file {str(path)!r} does not exist.", "give a PLAN.json or scenario path.")
+    if path.stat().st_size > MAX_PLAN_BYTES:
+        raise PlanningError("source", f"{path.name} is larger than 50 MB.", "give a plan or scenario file.")
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise PlanningError("source", f"{path.name} is not valid JSON (line {exc.lineno}).", "fix the file.") from None
+        if isinstance(data, dict) and "instances" in data and "status" in data:
+            try:
+                return PlanResult.from_dict(data)
+            except (TypeError, KeyError, ValueError) as exc:
+                raise PlanningError("source", f"{path.name} looks like a plan but does not parse: {exc}.",
+                                    "write it with `planning solve --json --out PLAN.json`.") from None
+    return load_scenario(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``planning simulate``; returns the exit code."""
+    from planning import api
+    from planning.cli import print_json
+
+    if args.model or args.gpu:
+        missing = [n for n in ("model", "gpu", "input_len", "output_len", "concurrency") if getattr(args, n) is None]
+        if missing:
+            raise PlanningError(missing[0].replace("_", "-"), "is required in benchmark mode.",
+                                "give --model, --gpu, --input-len, --output-len and --concurrency.")
+        bench = api.simulate_benchmark(args.model, args.gpu, count=args.count, tp=args.tp, dtype=args.dtype,
+                                       input_len=args.input_len, output_len=args.output_len,
+                                       concurrency=args.concurrency, requests=args.requests,
+                                       chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
+        if args.json:
+            print_json(bench.to_dict())
+        else:
+            print(format_benchmark(bench))
+        return 0
+    if args.preset and args.source:
+        raise PlanningError("source", "both a file and --preset were given.", "give one of them.")
+    if args.preset:
+        target: Any = api.load_preset_scenario(args.preset)
+    elif args.source:
+        target = _load_plan_or_scenario(Path(args.source))
+    else:
+        raise PlanningError("source", "nothing to simulate.", "give PLAN.json, a scenario file, --preset NAME, or "
+                                                               "--model/--gpu for a benchmark.")
+    trace = api.load_trace(args.trace) if args.trace else None
+    result = api.simulate(target, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
+                          router=args.router, trace=trace, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
+    room = api.simulate_headroom(target, duration_s=args.duration, seed=args.seed, router=args.router, trace=trace,
+                                 chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs) if args.headroom else None
+    if args.json:
+        payload = result.to_dict()
+        if room is not None:
+            payload["headroom"] = room.to_dict()
+        print_json(_finite(payload))
+    else:
+        print(format_result(result, room))
+    return 0
+
+
+def _finite(obj: Any) -> Any:
+    """NaN → None so the JSON is standard."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def format_result(r: SimResult, room: HeadroomResult | None = None) -> str:
+    """Human-readable summary of a simulated plan."""
+    lines = [f"Simulated {r.requests:,} requests ({r.arrivals}, {r.duration_s:g} s, rate × {r.rate_scale:g}, "
+             f"seed {r.seed}, {r.router} router) in {r.wall_s:.1f} s",
+             f"SLO attainment {r.attainment:.2%}, goodput {r.goodput_tokens_per_s:,.0f} output tok/s", ""]
+    lines.append(f"{'model':<16} {'reqs':>7} {'attain':>7} {'TTFT p50/p90/p99 ms':>24} {'SLO':>6} "
+                 f"{'TPOT p50/p90/p99 ms':>22} {'SLO':>5} {'goodput tok/s':>14}")
+    for m in r.models:
+        lines.append(f"{m.model:<16} {m.requests:>7,} {m.attainment:>7.2%} "
+                     f"{m.ttft_ms.p50:>8.0f}/{m.ttft_ms.p90:>7.0f}/{m.ttft_ms.p99:>7.0f} "
+                     f"{(m.slo_ttft_ms or float('nan')):>6.0f} "
+                     f"{m.tpot_ms.p50:>6.1f}/{m.tpot_ms.p90:>6.1f}/{m.tpot_ms.p99:>6.1f} "
+                     f"{(m.slo_tpot_ms or float('nan')):>6.0f} {m.goodput_tokens_per_s:>14,.0f}")
+    lines += ["", f"{'instance':<60} {'reqs':>7} {'busy':>6} {'KV mean':>8} {'KV peak':>8} {'batch':>6} {'peak':>5}"]
+    for i in r.instances:
+        lines.append(f"{i.name:<60} {i.requests:>7,} {i.utilisation:>6.1%} {i.kv_mean:>8.1%} {i.kv_peak:>8.1%} "
+                     f"{i.mean_batch:>6.1f} {i.peak_batch:>5}")
+    sat = r.saturated()
+    if sat:
+        lines += ["", "Saturated: " + ", ".join(i.name for i in sat)]
+    for b in r.bottlenecks():
+        lines.append(f"Below 99 %: {b['model']} ({b['attainment']:.2%}) misses mostly in {b['phase']}; most loaded: "
+                     f"{b['instance']} (busy {b['utilisation']:.0%}, KV peak {b['kv_peak']:.0%})")
+    if room is not None:
+        lines += ["", f"Headroom: attainment stays ≥ {room.target:.0%} up to {room.scale:.2f} × the planned demand"]
+    lines += [f"note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def format_benchmark(b: BenchmarkResult) -> str:
+    """Human-readable closed-loop benchmark summary."""
+    return "\n".join([
+        f"{b.model} on {b.count}x{b.gpu} (tp={b.tp}, {b.dtype}), input {b.input_len}, output {b.output_len}, "
+        f"concurrency {b.concurrency}, {b.requests} requests (simulated in {b.wall_s:.2f} s)",
+        f"  TTFT       mean {b.ttft_ms_mean:,.1f} ms  p50 {b.ttft_ms_p50:,.1f}  p90 {b.ttft_ms_p90:,.1f}  "
+        f"p99 {b.ttft_ms_p99:,.1f}",
+        f"  ITL        mean {b.itl_ms_mean:,.2f} ms  p90 {b.itl_ms_p90:,.2f}",
+        f"  E2E        mean {b.e2e_latency_ms_mean:,.0f} ms",
+        f"  throughput {b.output_tokens_per_s:,.0f} output tok/s, {b.total_tokens_per_s:,.0f} total tok/s, "
+        f"{b.requests_per_s:,.2f} req/s",
+    ])

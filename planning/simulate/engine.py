@@ -1,0 +1,462 @@
+"""Discrete-event core: engines with continuous batching, chunked prefill, KV admission, P→D hand-off, routers.
+
+Events live in one heap ``(time, seq, kind, engine, payload)``; open-loop arrivals are merged from a sorted array.
+An engine advances at *step* granularity, and a run of identical decode steps (same batch, no arrival, no
+finish) is one event: the decode engine "leaps" to the next finishing sequence, and a new sequence cuts the leap
+at the next step boundary. So the cost is O(requests · log), never per token.
+
+Request life (disaggregated): arrive → router picks a prefill instance → waits for a batch (FIFO, token budget,
+KV admission) → batch runs through the pipeline stages → first token (TTFT) → router picks a decode instance →
+waits for KV space there → KV sent over the network → joins the running batch at the next step → one token per
+decode cycle → done. Aggregated: arrive → admitted when its whole KV footprint fits → prompt prefilled in chunks
+inside mixed steps (decodes first, then prompt tokens up to the step budget) → decodes in the same engine.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from planning.simulate.steps import InstanceModel
+
+WAKE, PREFILL_DONE, KV_DONE = 0, 1, 2
+
+
+@dataclass
+class Requests:
+    """Per-request inputs and results as plain lists (fast scalar access); times in seconds."""
+
+    arrival: list[float]
+    inp: list[int]
+    out: list[int]
+    model: list[int]
+    t_start: list[float]  # prefill starts (aggregated: admission)
+    t_first: list[float]  # first token
+    t_dec_admit: list[float]  # decode admission (disaggregated)
+    t_done: list[float]
+    dropped: list[bool]
+
+    @classmethod
+    def empty(cls, n: int = 0) -> Requests:
+        nan = math.nan
+        return cls([nan] * n, [0] * n, [0] * n, [0] * n, [nan] * n, [nan] * n, [nan] * n, [nan] * n, [False] * n)
+
+    def add(self, arrival: float, inp: int, out: int, model: int) -> int:
+        self.arrival.append(arrival)
+        self.inp.append(inp)
+        self.out.append(out)
+        self.model.append(model)
+        for col in (self.t_start, self.t_first, self.t_dec_admit, self.t_done):
+            col.append(math.nan)
+        self.dropped.append(False)
+        return len(self.arrival) - 1
+
+
+class Engine:
+    """Common bookkeeping: KV reservations with their time integral, busy time, identity."""
+
+    def __init__(self, sim: Sim, im: InstanceModel, name: str, phase: str) -> None:
+        self.sim = sim
+        self.im = im
+        self.name = name
+        self.phase = phase
+        self.kv_full = 0.0
+        self.kv_slide = 0.0
+        self.kv_frac = 0.0
+        self.kv_peak = 0.0
+        self.kv_area = 0.0
+        self.kv_t = 0.0
+        self.busy_s = 0.0
+        self.served = 0
+        self.tokens_out = 0  # tokens generated here (first tokens for prefill engines)
+        self.seq_seconds = 0.0  # ∫ running sequences dt (decode engines): mean batch = seq_seconds / horizon
+        self.peak_batch = 0  # most sequences in one step (prefill: prompts; decode: running)
+        self.waiting: deque[int] = deque()
+
+    def _kv_set(self, t: float, full: float, slide: float, frac: float) -> None:
+        self.kv_area += self.kv_frac * (t - self.kv_t)
+        self.kv_t = t
+        if full < 1e-9:
+            full = slide = frac = 0.0
+        self.kv_full = full
+        self.kv_slide = slide
+        self.kv_frac = frac
+        if frac > self.kv_peak:
+            self.kv_peak = frac
+
+    def _kv_change(self, t: float, full: float, slide: float) -> None:
+        f, s = self.kv_full + full, self.kv_slide + slide
+        self._kv_set(t, f, s, self.im.kv_fraction(f, s))
+
+    def reserve(self, t: float, tokens: float) -> bool:
+        """Reserve KV for ``tokens``; False (nothing reserved) when it does not fit."""
+        window = self.im.kv_window
+        f = self.kv_full + tokens
+        s = self.kv_slide + (tokens if tokens < window else window)
+        frac = self.im.kv_fraction(f, s)
+        if frac > 1.0:
+            return False
+        self._kv_set(t, f, s, frac)
+        return True
+
+    def release(self, t: float, tokens: float) -> None:
+        window = self.im.kv_window
+        self._kv_change(t, -tokens, -(tokens if tokens < window else window))
+
+    def load(self) -> float:
+        raise NotImplementedError
+
+
+class PrefillEngine(Engine):
+    """Disaggregated prefill instance: FIFO batches of whole prompts through a tandem of pipeline stages."""
+
+    def __init__(self, sim: Sim, im: InstanceModel, name: str, token_budget: int) -> None:
+        super().__init__(sim, im, name, "prefill")
+        self.budget = token_budget
+        self.stage_free = [0.0] * im.n_stages
+        self.stage_busy = [0.0] * im.n_stages
+        self.wake_pending = False
+        self.queued_tokens = 0
+
+    def load(self) -> float:
+        return self.queued_tokens + (self.budget if self.wake_pending else 0)
+
+    def enqueue(self, t: float, r: int) -> None:
+        self.waiting.append(r)
+        self.queued_tokens += self.sim.req.inp[r]
+        self.try_start(t)
+
+    def try_start(self, t: float) -> None:
+        if self.wake_pending or not self.waiting:
+            return
+        req = self.sim.req
+        batch: list[int] = []
+        tokens = 0
+        while self.waiting:
+            r = self.waiting[0]
+            n = req.inp[r]
+            if batch and tokens + n > self.budget:
+                break
+            if not self.reserve(t, n):
+                if not batch and self.kv_full == 0.0:  # larger than the whole KV budget: can never run
+                    self.waiting.popleft()
+                    self.queued_tokens -= n
+                    self.sim.drop(t, r)
+                    continue
+                break
+            self.waiting.popleft()
+            self.queued_tokens -= n
+            batch.append(r)
+            tokens += n
+        if not batch:
+            return  # blocked on KV: a release retries
+        for r in batch:
+            req.t_start[r] = t
+        times = self.im.prefill_stage_s(len(batch), tokens)
+        ready = t
+        for s, (busy, send) in enumerate(times):
+            start = max(ready, self.stage_free[s])
+            finish = start + busy
+            self.stage_free[s] = finish
+            self.stage_busy[s] += busy
+            ready = finish + send
+        self.busy_s += times[0][0]
+        self.served += len(batch)
+        self.tokens_out += len(batch)
+        self.peak_batch = max(self.peak_batch, len(batch))
+        self.wake_pending = True
+        self.sim.push(self.stage_free[0], WAKE, self, None)
+        self.sim.push(self.stage_free[-1], PREFILL_DONE, self, batch)
+
+    def on_wake(self, t: float, _payload: object) -> None:
+        self.wake_pending = False
+        self.try_start(t)
+
+    def kv_released(self, t: float, r: int) -> None:
+        self.release(t, self.sim.req.inp[r])
+        self.try_start(t)
+
+
+class DecodeEngine(Engine):
+    """Continuous batching with KV admission. ``aggregated``: also prefills prompts in chunks (mixed steps)."""
+
+    def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int) -> None:
+        super().__init__(sim, im, name, "aggregated" if aggregated else "decode")
+        self.aggregated = aggregated
+        self.chunk = chunk_tokens
+        self.prefill_q: deque[list[int]] = deque()  # [request, prompt tokens left]
+        self.joiners: list[int] = []
+        self.running: list[tuple[int, int]] = []  # heap (finish step, request)
+        self.b = 0
+        self.ctx_sum = 0.0
+        self.steps = 0
+        self.busy = False
+        self.version = 0
+        self.t0 = 0.0
+        self.dt = 0.0
+        self.m = 0  # steps planned in the current leap
+        self.m_done = 0  # steps after which the current wake fires
+        self.mixed: list[tuple[int, bool]] | None = None  # current mixed step: (request, prompt completes)
+        self.origin: dict[int, PrefillEngine] = {}
+
+    def load(self) -> float:
+        return len(self.waiting) + len(self.prefill_q) + len(self.joiners) + self.b
+
+    # -- arrivals
+    def enqueue(self, t: float, r: int, origin: PrefillEngine | None = None) -> None:
+        if origin is not None:
+            self.origin[r] = origin
+        self.waiting.append(r)
+        self.admit(t)
+
+    def admit(self, t: float) -> None:
+        req = self.sim.req
+        while self.waiting:
+            r = self.waiting[0]
+            if not self.reserve(t, req.inp[r] + req.out[r]):
+                if self.kv_full == 0.0:
+                    self.waiting.popleft()
+                    origin = self.origin.pop(r, None)
+                    if origin is not None:
+                        origin.kv_released(t, r)
+                    self.sim.drop(t, r)
+                    continue
+                return
+            self.waiting.popleft()
+            if self.aggregated:
+                req.t_start[r] = t
+                self.prefill_q.append([r, max(1, req.inp[r])])
+                self.poke(t)
+            else:
+                req.t_dec_admit[r] = t
+                origin = self.origin.get(r)
+                net = min(self.im.net_gbps, origin.im.net_gbps) if origin is not None else self.im.net_gbps
+                self.sim.push(t + self.im.kv_transfer_s(req.inp[r], net), KV_DONE, self, r)
+
+    def kv_arrived(self, t: float, r: int) -> None:
+        origin = self.origin.pop(r, None)
+        if origin is not None:
+            origin.kv_released(t, r)
+        self.joiners.append(r)
+        self.poke(t)
+
+    def poke(self, t: float) -> None:
+        """New work: start when idle; during a decode leap, stop it at the next step boundary."""
+        if not self.busy:
+            self.start(t)
+            return
+        if self.mixed is not None:
+            return
+        k = max(1, math.ceil((t - self.t0) / self.dt - 1e-9)) if self.dt > 0 else 1
+        if k < self.m_done:
+            self.m_done = k
+            self.version += 1
+            self.sim.push(self.t0 + k * self.dt, WAKE, self, self.version)
+
+    # -- steps
+    def start(self, t: float) -> None:
+        """At a step boundary: take in hand-offs whose KV has arrived, then plan the next step or leap."""
+        im = self.im
+        if self.joiners:
+            joiners, self.joiners = self.joiners, []
+            for r in joiners:
+                self._join(t, r)
+        if self.prefill_q:
+            room = self.chunk - self.b
+            if room > 0:
+                chunk: list[tuple[int, bool]] = []
+                tokens = 0
+                for item in self.prefill_q:
+                    if room <= 0:
+                        break
+                    take = min(room, item[1])
+                    item[1] -= take
+                    room -= take
+                    tokens += take
+                    chunk.append((item[0], item[1] == 0))
+                while self.prefill_q and self.prefill_q[0][1] == 0:
+                    self.prefill_q.popleft()
+                dt = im.mixed_s(len(chunk), tokens, self.b, self.ctx_sum / self.b if self.b else 0.0)
+                self.mixed = chunk
+                self._begin(t, dt, 1)
+                return
+        if self.b:
+            m = self.running[0][0] - self.steps
+            mid = self.ctx_sum / self.b + (m - 1) / 2.0
+            self.mixed = None
+            self._begin(t, im.decode_cycle_s(self.b, mid), m)
+            return
+        self.busy = False
+
+    def _begin(self, t: float, dt: float, m: int) -> None:
+        self.busy = True
+        self.t0 = t
+        self.dt = dt
+        self.m = m
+        self.m_done = m
+        self.version += 1
+        self.sim.push(t + dt * m, WAKE, self, self.version)
+
+    def on_wake(self, t: float, version: object) -> None:
+        if version != self.version:
+            return
+        req = self.sim.req
+        k = self.m_done
+        self.busy_s += k * self.dt
+        self.seq_seconds += self.b * k * self.dt
+        self.steps += k
+        self.ctx_sum += self.b * k
+        self.tokens_out += self.b * k
+        if self.mixed is not None:
+            for r, completes in self.mixed:
+                if completes:
+                    req.t_first[r] = t
+                    self.tokens_out += 1
+                    self._join(t, r)
+            self.mixed = None
+        running = self.running
+        while running and running[0][0] <= self.steps:
+            _, r = heapq.heappop(running)
+            self.b -= 1
+            self.ctx_sum -= req.inp[r] + req.out[r]
+            self._finish(t, r)
+        if self.b == 0:
+            self.ctx_sum = 0.0
+        self.admit(t)
+        self.start(t)
+
+    def _join(self, t: float, r: int) -> None:
+        req = self.sim.req
+        if req.out[r] <= 1:  # the first token was the only one
+            self._finish(t, r)
+            return
+        self.b += 1
+        self.peak_batch = max(self.peak_batch, self.b)
+        self.ctx_sum += req.inp[r] + 1
+        heapq.heappush(self.running, (self.steps + req.out[r] - 1, r))
+
+    def _finish(self, t: float, r: int) -> None:
+        req = self.sim.req
+        req.t_done[r] = t
+        self.served += 1
+        self.release(t, req.inp[r] + req.out[r])
+        self.sim.finished(t, r)
+
+
+class Router:
+    """Spreads one model's requests over its instances: smooth weighted round-robin or least-loaded."""
+
+    def __init__(self, engines: Sequence[Engine], weights: Sequence[float], policy: str) -> None:
+        self.engines = list(engines)
+        w = [max(float(x), 0.0) for x in weights]
+        if sum(w) <= 0:
+            w = [1.0] * len(w)
+        self.weights = w
+        self.total = sum(w)
+        self.current = [0.0] * len(w)
+        self.policy = policy
+
+    def pick(self) -> Engine:
+        if len(self.engines) == 1:
+            return self.engines[0]
+        if self.policy == "least-loaded":
+            best = min(range(len(self.engines)),
+                       key=lambda i: (self.engines[i].load() / self.weights[i] if self.weights[i] > 0 else math.inf, i))
+            return self.engines[best]
+        cur = self.current
+        for i, w in enumerate(self.weights):
+            cur[i] += w
+        best = max(range(len(cur)), key=cur.__getitem__)
+        cur[best] -= self.total
+        return self.engines[best]
+
+
+@dataclass
+class ModelRoutes:
+    """The routers of one model: ``first`` takes arrivals (prefill or aggregated), ``decode`` the hand-offs."""
+
+    first: Router | None
+    decode: Router | None
+
+
+class Sim:
+    """The event loop. Build engines and routes, load requests, ``run()``."""
+
+    def __init__(self, routes: Sequence[ModelRoutes], requests: Requests,
+                 on_finish: Callable[[Sim, float, int], None] | None = None) -> None:
+        self.routes = list(routes)
+        self.req = requests
+        self.heap: list[tuple[float, int, int, object, object]] = []
+        self.seq = 0
+        self.on_finish = on_finish
+        self.now = 0.0
+        self.events = 0
+        self.finish_events = 0  # conservation check: one per request
+
+    def push(self, t: float, kind: int, target: object, payload: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, target, payload))
+
+    def arrive(self, t: float, r: int) -> None:
+        routes = self.routes[self.req.model[r]]
+        if routes.first is None:
+            self.drop(t, r)
+            return
+        engine = routes.first.pick()
+        if isinstance(engine, PrefillEngine):
+            engine.enqueue(t, r)
+        else:
+            assert isinstance(engine, DecodeEngine)
+            engine.enqueue(t, r)
+
+    def drop(self, t: float, r: int) -> None:
+        self.req.dropped[r] = True
+        self.finished(t, r)
+
+    def finished(self, t: float, r: int) -> None:
+        self.finish_events += 1
+        if self.on_finish is not None:
+            self.on_finish(self, t, r)
+
+    def _prefill_done(self, t: float, engine: PrefillEngine, batch: list[int]) -> None:
+        req = self.req
+        for r in batch:
+            req.t_first[r] = t
+            routes = self.routes[req.model[r]]
+            if routes.decode is None:
+                engine.kv_released(t, r)
+                self.drop(t, r)
+                continue
+            dec = routes.decode.pick()
+            assert isinstance(dec, DecodeEngine)
+            dec.enqueue(t, r, engine)
+
+    def run(self, open_order: Sequence[int] = ()) -> None:
+        """Process arrivals (``open_order``: request ids sorted by arrival) and every event until none is left."""
+        heap = self.heap
+        arrival = self.req.arrival
+        order = list(open_order)
+        n = len(order)
+        i = 0
+        pop = heapq.heappop
+        while True:
+            t_next = arrival[order[i]] if i < n else math.inf
+            if heap and heap[0][0] <= t_next:
+                t, _, kind, target, payload = pop(heap)
+                self.now = t
+                self.events += 1
+                if kind == WAKE:
+                    target.on_wake(t, payload)  # type: ignore[attr-defined]
+                elif kind == PREFILL_DONE:
+                    self._prefill_done(t, target, payload)  # type: ignore[arg-type]
+                else:
+                    target.kv_arrived(t, payload)  # type: ignore[attr-defined]
+            elif i < n:
+                self.now = t_next
+                self.arrive(t_next, order[i])
+                i += 1
+            else:
+                break

@@ -1,0 +1,372 @@
+"""Run the simulator on a plan (Poisson or trace arrivals), find its headroom, or benchmark one node closed-loop."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from planning.catalog.schema import ModelSpec, parse_shape
+from planning.errors import PlanningError
+from planning.perf.model import PerfModel
+from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
+from planning.scenario import ModelRequest, Scenario
+from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
+from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
+from planning.simulate.steps import InstanceModel, engine_defaults
+from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
+from planning.traces import Trace, read_trace
+
+ROUTERS = ("proportional", "least-loaded")
+DEFAULT_PREFILL_SLO_MS = 10_000.0  # aggregated mode without a TTFT target (the planner's default budget)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How to run: arrivals, length, seed, routing and engine limits.
+
+    ``duration_s`` is the arrival window (every request that arrives in it is run to completion);
+    ``chunk_tokens`` the per-step token budget of aggregated engines (vLLM ``max_num_batched_tokens``);
+    ``max_seqs`` the largest decode batch of one engine copy (vLLM ``max_num_seqs``); None = the perf model's
+    engine settings (see ``steps.engine_defaults``).
+    """
+
+    duration_s: float = 600.0
+    rate_scale: float = 1.0
+    seed: int = 0
+    router: str = "proportional"
+    trace: Trace | None = None
+    chunk_tokens: int | None = None
+    max_seqs: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+            raise PlanningError("duration_s", f"{self.duration_s} is not a positive number of seconds.",
+                                "use e.g. --duration 600.")
+        if not (self.rate_scale > 0 and math.isfinite(self.rate_scale)):
+            raise PlanningError("rate_scale", f"{self.rate_scale} is not a positive factor.", "use e.g. --rate-scale 1.")
+        if self.router not in ROUTERS:
+            raise PlanningError("router", f"unknown router {self.router!r}.", f"use one of {', '.join(ROUTERS)}.")
+        if (self.chunk_tokens is not None and self.chunk_tokens < 1) or (self.max_seqs is not None and self.max_seqs < 1):
+            raise PlanningError("chunk_tokens", "chunk_tokens and max_seqs must be >= 1.", "use the defaults.")
+
+
+@dataclass
+class _Instance:
+    plan: InstancePlan
+    model: InstanceModel
+    token_budget: int = 0
+
+
+@dataclass
+class Topology:
+    """A plan turned into simulator instance models (built once, reused across runs of one plan)."""
+
+    scenario: Scenario
+    instances: list[_Instance] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    served: dict[str, float] = field(default_factory=dict)  # share of each model's demand the plan serves
+    chunk_tokens: int = 2048  # engine limits the instance models were built with
+    max_seqs: int = 1024
+
+
+def _with_defaults(cfg: SimConfig, perf: PerfModel) -> SimConfig:
+    """``cfg`` with unset engine limits taken from the perf model's engine settings."""
+    chunk, seqs = engine_defaults(perf)
+    return replace(cfg, chunk_tokens=cfg.chunk_tokens or chunk, max_seqs=cfg.max_seqs or seqs)
+
+
+def _spec(perf: PerfModel, req: ModelRequest) -> ModelSpec:
+    if req.custom_config is not None:
+        from planning.catalog import model_from_hf_config
+
+        return model_from_hf_config(dict(req.custom_config), req.id)
+    return perf.model(req.id)
+
+
+def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config: SimConfig | None = None) -> Topology:
+    """Instance models of every instance template in ``plan``.
+
+    Raises
+    ------
+    PlanningError: the plan has no instances, or one cannot be simulated (no placement, does not fit).
+    """
+    cfg = _with_defaults(config or SimConfig(), perf)
+    if not plan.instances:
+        raise PlanningError("plan", f"has no instances (status {plan.status}).", "simulate a feasible plan.")
+    topo = Topology(scenario, chunk_tokens=int(cfg.chunk_tokens or 2048), max_seqs=int(cfg.max_seqs or 1024))
+    for g in plan.service:
+        topo.served[g.model] = min(topo.served.get(g.model, 1.0), g.fraction)
+    for m, f in topo.served.items():
+        if f < 1.0 - 1e-9:
+            topo.notes.append(f"{m}: the plan serves {f:.1%} of its demand; arrivals run at that share.")
+    for inst in plan.instances:
+        req = scenario.model(inst.model)
+        spec = _spec(perf, req)
+        d = req.demand
+        if inst.phase == "prefill":
+            slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
+        else:
+            slo = float(req.slo.decode_ms or req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
+        im = InstanceModel(perf, spec, inst.stages, inst.phase, slo, d.input_len, d.output_len,
+                           max_seqs_per_copy=topo.max_seqs,
+                           max_step_tokens=topo.chunk_tokens if inst.phase != "prefill" else 16384)
+        budget = 0
+        if inst.phase == "prefill":
+            budget = im.prefill_token_budget(float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS), d.input_len)
+        topo.instances.append(_Instance(inst, im, budget))
+    return topo
+
+
+def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes], list[tuple[Engine, InstancePlan]]]:
+    models = [m.id for m in topo.scenario.models]
+    by_group: dict[tuple[str, str], list[tuple[Engine, float]]] = {}
+    engines: list[tuple[Engine, InstancePlan]] = []
+    for item in topo.instances:
+        p = item.plan
+        for j in range(p.count):
+            name = f"{p.model}/{p.phase}/{p.template_id}@{p.region}#{j}"
+            eng: Engine
+            if p.phase == "prefill":
+                eng = PrefillEngine(sim, item.model, name, item.token_budget)
+            else:
+                eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated", topo.chunk_tokens)
+            by_group.setdefault((p.model, p.phase), []).append((eng, p.throughput))
+            engines.append((eng, p))
+    routes = []
+    for m in models:
+        first = by_group.get((m, "aggregated")) or by_group.get((m, "prefill"))
+        dec = by_group.get((m, "decode"))
+
+        def router(group: list[tuple[Engine, float]] | None) -> Router | None:
+            return Router([e for e, _ in group], [w for _, w in group], cfg.router) if group else None
+
+        routes.append(ModelRoutes(router(first), router(dec) if first and not by_group.get((m, "aggregated"))
+                                  else None))
+    return routes, engines
+
+
+def _arrivals(topo: Topology, cfg: SimConfig, rate_scale: float) -> list[OpenArrivals]:
+    seeds = np.random.SeedSequence(cfg.seed).spawn(len(topo.scenario.models))
+    out = []
+    for req, ss in zip(topo.scenario.models, seeds, strict=True):
+        rng = np.random.default_rng(ss)
+        share = rate_scale * topo.served.get(req.id, 1.0)
+        if cfg.trace is not None:
+            rate = req.demand.rate_rps * share
+            if rate <= 0:
+                out.append(OpenArrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+            else:
+                out.append(trace_arrivals(cfg.trace, rate, cfg.duration_s, rng))
+        else:
+            out.append(poisson_arrivals(req, cfg.duration_s, share, rng))
+    return out
+
+
+def simulate_topology(topo: Topology, config: SimConfig | None = None, rate_scale: float | None = None) -> SimResult:
+    """One open-loop run of a built topology (see :func:`simulate_plan`)."""
+    cfg = config or SimConfig()
+    scale = cfg.rate_scale if rate_scale is None else rate_scale
+    wall = time.perf_counter()
+    t, i, o, m = merge(_arrivals(topo, cfg, scale))
+    req = Requests.empty(len(t))
+    req.arrival, req.inp, req.out, req.model = t.tolist(), i.tolist(), o.tolist(), m.tolist()
+    sim = Sim([], req)
+    routes, engines = _engines(sim, topo, cfg)
+    sim.routes = routes
+    for k, r in enumerate(routes):
+        if r.first is None or (r.decode is None and topo.scenario.mode == "disaggregated"):
+            topo.notes.append(f"{topo.scenario.models[k].id}: the plan has no instance for it; its requests drop.")
+    _run_open(sim)
+    return _result(sim, topo, engines, cfg, scale, "trace" if cfg.trace is not None else "poisson",
+                   time.perf_counter() - wall)
+
+
+def _run_open(sim: Sim) -> None:
+    sim.run(range(len(sim.req.arrival)))
+
+
+def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePlan]], cfg: SimConfig,
+            scale: float, arrivals: str, wall_s: float) -> SimResult:
+    req = sim.req
+    arrival = np.array(req.arrival, dtype=float)
+    out = np.array(req.out, dtype=float)
+    t_start = np.array(req.t_start, dtype=float)
+    t_first = np.array(req.t_first, dtype=float)
+    t_adm = np.array(req.t_dec_admit, dtype=float)
+    t_done = np.array(req.t_done, dtype=float)
+    dropped = np.array(req.dropped, dtype=bool)
+    model = np.array(req.model, dtype=np.int64)
+    models = []
+    for k, mr in enumerate(topo.scenario.models):
+        sel = model == k
+        models.append(model_metrics(mr.id, mr.slo.prefill_ms, mr.slo.decode_ms, arrival[sel], out[sel], t_start[sel],
+                                    t_first[sel], t_adm[sel], t_done[sel], dropped[sel], cfg.duration_s))
+    horizon = max(cfg.duration_s, sim.now)
+    insts = []
+    for eng, plan in engines:
+        eng._kv_change(horizon, 0.0, 0.0)
+        if isinstance(eng, PrefillEngine):
+            busy = max(eng.stage_busy) if eng.stage_busy else 0.0
+        else:
+            busy = eng.busy_s
+        insts.append(InstanceSim(eng.name, plan.model, plan.phase, plan.template_id, plan.region, eng.served,
+                                 busy / horizon, eng.kv_area / horizon, eng.kv_peak, eng.tokens_out,
+                                 eng.peak_batch, eng.seq_seconds / horizon))
+    n = len(arrival)
+    ok = sum(m.attainment * m.requests for m in models if m.requests)
+    return SimResult(models=tuple(models), instances=tuple(insts), duration_s=cfg.duration_s, requests=n,
+                     attainment=float(ok / n) if n else float("nan"),
+                     goodput_tokens_per_s=float(sum(m.goodput_tokens_per_s for m in models)), arrivals=arrivals,
+                     rate_scale=scale, seed=cfg.seed, router=cfg.router, wall_s=wall_s, events=sim.events,
+                     finish_events=sim.finish_events,
+                     notes=tuple(dict.fromkeys(topo.notes)))
+
+
+def simulate_plan(plan: PlanResult, scenario: Scenario | None = None, config: SimConfig | None = None,
+                  perf: PerfModel | None = None) -> SimResult:
+    """Simulate ``plan`` under Poisson arrivals at its scenario's planned rates (× ``rate_scale``) or a trace.
+
+    Parameters
+    ----------
+    plan: a solved plan (its ``scenario`` dict is used when ``scenario`` is None).
+    scenario: the scenario the plan was made for.
+    config: arrivals, duration, seed, router, engine limits.
+    perf: the planner's perf model (default: the shipped one).
+
+    Returns
+    -------
+    SimResult with per-model latencies, attainment and goodput, and per-instance utilisation and KV pressure.
+
+    Raises
+    ------
+    PlanningError: no scenario, an empty plan, or an instance that cannot be simulated.
+    """
+    if scenario is None:
+        if not plan.scenario:
+            raise PlanningError("scenario", "the plan carries no scenario.", "pass the scenario it was solved for.")
+        scenario = Scenario.from_dict(plan.scenario)
+    if perf is None:
+        perf = PerfModel()
+    topo = build_topology(plan, scenario, perf, config)
+    return simulate_topology(topo, config)
+
+
+def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.99, lo: float = 0.25,
+             hi: float = 4.0, iterations: int = 7) -> HeadroomResult:
+    """Highest uniform demand scale in [lo, hi] with attainment ≥ ``target``, by bisection (same seed each run).
+
+    Returns ``scale = 0`` when even ``lo`` misses the target and ``hi`` when ``hi`` still meets it.
+    """
+    cfg = config or SimConfig()
+    evals: list[tuple[float, float]] = []
+
+    def att(k: float) -> float:
+        a = simulate_topology(topo, cfg, rate_scale=k).attainment
+        evals.append((k, a))
+        return a
+
+    if att(lo) < target:
+        return HeadroomResult(0.0, target, tuple(evals))
+    if att(hi) >= target:
+        return HeadroomResult(hi, target, tuple(evals))
+    a, b = lo, hi
+    for _ in range(iterations):
+        mid = math.sqrt(a * b)
+        if att(mid) >= target:
+            a = mid
+        else:
+            b = mid
+    return HeadroomResult(a, target, tuple(evals))
+
+
+def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
+              input_len: int, output_len: int, concurrency: int, requests: int | None = None,
+              chunk_tokens: int | None = None, max_seqs: int | None = None,
+              perf: PerfModel | None = None) -> BenchmarkResult:
+    """Closed loop on one node (aggregated engine, chunked prefill): ``concurrency`` clients, each sending its next
+    request when the previous one finishes, like ``vllm bench serve --max-concurrency``.
+
+    Parameters
+    ----------
+    model, gpu: catalog ids. count: GPUs in the node. tp: tensor-parallel degree (default: all GPUs when valid).
+    dtype: weight dtype. input_len, output_len: tokens per request. concurrency: clients.
+    requests: requests in the run (default max(10 × concurrency, 64)).
+
+    Returns
+    -------
+    BenchmarkResult (means, p90s, throughputs) over all requests of the run.
+
+    Raises
+    ------
+    PlanningError / UnknownIdError: bad ids, sizes, or a model that does not fit the node.
+    """
+    for name, v in (("input_len", input_len), ("output_len", output_len), ("concurrency", concurrency),
+                    ("count", count)):
+        if v < 1:
+            raise PlanningError(name, f"{v} is not >= 1.", f"use {name} >= 1.")
+    perf = perf or PerfModel()
+    spec = perf.model(model)
+    perf.gpu(gpu)
+    default_chunk, default_seqs = engine_defaults(perf)
+    chunk_tokens = chunk_tokens or default_chunk
+    max_seqs = max_seqs or default_seqs
+    if tp is None:
+        opts = perf.tp_options(spec, count)
+        if not opts:
+            raise PlanningError("count", f"{spec.id} has no tensor-parallel degree for {count} GPUs.", "use 1, 2, 4 or 8.")
+        tp = max(opts)
+    shape = f"{count}x{gpu}"
+    parse_shape(shape)
+    stages = (StagePlan(spec.layers, 0, spec.layers, (NodeBox(shape, gpu, count, 1.0),)),)
+    wall = time.perf_counter()
+    im = InstanceModel(perf, spec, stages, "aggregated", 1e6, input_len, output_len, max_seqs_per_copy=max_seqs,
+                       max_step_tokens=chunk_tokens, dtype=dtype, tp=tp)
+    total = requests if requests is not None else max(10 * concurrency, 64)
+    req = Requests.empty(0)
+    issued = [0]
+
+    def next_request(sim: Sim, t: float, _r: int) -> None:
+        if issued[0] < total:
+            issued[0] += 1
+            sim.arrive(t, req.add(t, input_len, output_len, 0))
+
+    sim = Sim([], req, on_finish=next_request)
+    eng = DecodeEngine(sim, im, shape, True, chunk_tokens)
+    sim.routes = [ModelRoutes(Router([eng], [1.0], "proportional"), None)]
+    for _ in range(min(concurrency, total)):
+        issued[0] += 1
+        sim.arrive(0.0, req.add(0.0, input_len, output_len, 0))
+    sim.run(())
+    arrival = np.array(req.arrival)
+    first = np.array(req.t_first)
+    done = np.array(req.t_done)
+    ok = np.isfinite(done) & ~np.array(req.dropped)
+    if not ok.any():
+        raise PlanningError("input_len", f"no request fits the KV cache of {shape} for {model}.",
+                            "use shorter requests or a larger node.")
+    ttft = (first - arrival)[ok] * 1e3
+    dec = (done - first)[ok] * 1e3
+    per_req = dec / max(output_len - 1, 1)
+    span = float(done[ok].max() - arrival.min())
+    n = int(ok.sum())
+    prec = im.stage_copies[0][0]
+    return BenchmarkResult(
+        model=model, gpu=gpu, count=count, tp=prec.tp, dtype=dtype or spec.dtype or "bf16", input_len=input_len,
+        output_len=output_len, concurrency=concurrency, requests=n, ttft_ms_mean=float(ttft.mean()),
+        ttft_ms_p50=float(np.percentile(ttft, 50)), ttft_ms_p90=float(np.percentile(ttft, 90)),
+        ttft_ms_p99=float(np.percentile(ttft, 99)),
+        itl_ms_mean=float(dec.sum() / max(n * (output_len - 1), 1)), itl_ms_p90=float(np.percentile(per_req, 90)),
+        tpot_ms_mean=float(per_req.mean()), tpot_ms_p50=float(np.percentile(per_req, 50)), e2e_latency_ms_mean=float(((done - arrival)[ok] * 1e3).mean()),
+        output_tokens_per_s=n * output_len / span, total_tokens_per_s=n * (input_len + output_len) / span,
+        requests_per_s=n / span, wall_s=time.perf_counter() - wall,
+    )
+
+
+def load_trace(path: str | Path) -> Trace:
+    """A trace file (Azure CSV, Mooncake JSONL/CSV or plain CSV) for :class:`SimConfig` ``trace``."""
+    return read_trace(path)

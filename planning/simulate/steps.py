@@ -1,0 +1,360 @@
+"""Step times and KV budgets of one serving instance, read from the planner's own PerfModel (one source of truth).
+
+An instance is a pipeline of stages; a stage holds a run of layers on one or more nodes; a node of ``count``
+GPUs runs ``count / tp`` data-parallel copies of tensor-parallel degree ``tp``. The simulator treats each
+instance as one engine whose step is composed from its copies (Coral's scheduler spreads a stage's requests
+over its nodes by weighted round-robin with the nodes' template throughputs as weights, so copy ``i`` of a
+stage carries the share ``w_i`` of its requests):
+
+- one copy ``i`` holding ``f`` full and ``s`` sliding-window layers takes
+  ``t_i(batch, context) = f * t_full + s * t_slide + step`` per step (``PerfModel`` curves, profiles applied);
+- a stage takes ``τ_s(m) = max_i t_i(ceil(m * w_i))`` for a micro-batch of ``m`` sequences;
+- a decode *cycle* (every running sequence gets one token) of ``b`` sequences over ``S`` stages runs
+  ``u = min(S, b)`` micro-batches of ``m = ceil(b / S)``: ``C(b) = max(Σ_s τ_s(m) + Σ_s send_s, u · max_s τ_s(m))``
+  (pipeline latency, or the bottleneck stage busy ``u`` times) — with ``S = 1`` simply ``τ_1(b)``;
+- a prefill batch of ``k`` prompts of ``q`` tokens goes through the stages in order (tandem queue), stage ``s``
+  busy ``τ_s(k, q)``, activations sent between stages over the node network;
+- a mixed (chunked-prefill) step is one fused forward pass, as in vLLM/Sarathi: the prompt chunk and the ``b``
+  decode tokens go through the GEMMs together (a prefill step of ``chunk + b`` tokens) and the decodes add
+  their attention over the cached context (``C(b, c) − C(b, 1)``). The planner's aggregated templates are more
+  conservative: they time-share the node between phases (``1 / (I/T_p + O/T_d)``).
+
+The KV budget of copy ``i`` is its memory minus weights of its layers, activations of the largest step and the
+reserve (same terms as ``PerfModel``); a request of ``L`` tokens takes ``f·L + s·min(L, W)`` token-layers of KV.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planning.catalog.schema import ModelSpec, parse_shape
+from planning.errors import PlanningError
+from planning.perf.model import PerfModel, Workload
+from planning.perf.roofline import LayerArch, resolve_precision
+from planning.result import StagePlan
+
+# Mean context (decode) and prompt tokens per sequence (prefill) at which step times are tabulated;
+# in between, times are interpolated linearly (they are close to linear in both).
+CONTEXT_GRID: tuple[float, ...] = (1, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288,
+                                   16384, 24576, 32768, 49152, 65536, 98304, 131072)
+PREFILL_Q_GRID: tuple[float, ...] = (1, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
+                                     4096, 6144, 8192, 12288, 16384, 32768, 65536, 131072)
+PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024,
+                                     2048, 4096)
+# PerfModel._curves lost its trailing ``shape`` argument in perf model v2; accept both.
+_CURVES_TAKE_SHAPE = "shape" in inspect.signature(PerfModel._curves).parameters
+
+
+def engine_defaults(perf: PerfModel) -> tuple[int, int]:
+    """(tokens per step, sequences per engine copy): the perf model's engine settings where it has them
+    (``max_batched_tokens``, ``max_num_seqs``), else vLLM's serving defaults 2048 and 1024."""
+    s = perf.calibration.settings
+    return int(getattr(s, "max_batched_tokens", 2048)), int(getattr(s, "max_num_seqs", 1024))
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One data-parallel copy of a stage: ``tp`` GPUs of one node holding ``n_full`` + ``n_slide`` layers."""
+
+    shape: str
+    gpu: str
+    tp: int
+    n_full: int
+    n_slide: int
+    share: float  # fraction of the stage's sequences this copy carries
+
+
+def _interp_row(grid: Sequence[float], row: Sequence[float], x: float) -> float:
+    """Linear interpolation of ``row`` over ``grid`` at ``x`` (clamped to the ends)."""
+    if x <= grid[0]:
+        return row[0]
+    i = bisect_right(grid, x)
+    if i >= len(grid):
+        # beyond the grid: extrapolate along the last segment (times keep growing with context)
+        g0, g1 = grid[-2], grid[-1]
+        return row[-1] + (row[-1] - row[-2]) * (x - g1) / (g1 - g0)
+    g0, g1 = grid[i - 1], grid[i]
+    return row[i - 1] + (row[i] - row[i - 1]) * (x - g0) / (g1 - g0)
+
+
+class InstanceModel:
+    """Composite step-time and KV model of one instance template (shared by its ``count`` copies).
+
+    Parameters
+    ----------
+    perf: the planner's PerfModel.
+    spec: the model architecture.
+    stages: the placement in pipeline order (``InstancePlan.stages``).
+    phase: ``"prefill"``, ``"decode"`` or ``"aggregated"`` (chooses the SLO budget used to pick each node's tp,
+        as the planner did).
+    slo_ms: that phase's SLO (TTFT for prefill; TPOT for decode and aggregated).
+    mean_input, mean_output: the planned mean request (tp choice only).
+    max_seqs_per_copy: largest decode batch of one engine copy (vLLM ``max_num_seqs``).
+    max_step_tokens: largest prefill chunk / batch in tokens (sizes the activation memory).
+    dtype: weight dtype override (default the model's own).
+    tp: tensor-parallel degree for every node (default: the planner's choice per node).
+
+    Raises
+    ------
+    PlanningError: a stage without nodes, a node that cannot hold its layers, or an unknown GPU.
+    """
+
+    def __init__(self, perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
+                 mean_input: float, mean_output: float, *, max_seqs_per_copy: int = 1024,
+                 max_step_tokens: int = 8192, dtype: str | None = None, tp: int | None = None) -> None:
+        if not stages:
+            raise PlanningError("instance.stages", f"the {spec.id} instance has no placement (explicit template).",
+                                "simulate plans built from generated templates (generate_templates: true).")
+        self.model_id = spec.id
+        self.n_stages = len(stages)
+        self.perf = perf
+        self.spec = spec
+        self.dtype = dtype
+        self.arch = LayerArch.from_spec(spec)
+        settings = perf.calibration.settings
+        kinds = self._layer_kinds(spec)
+        wl = Workload(max(1.0, mean_input), max(0.0, mean_output))
+        budget_phase = "prefill" if phase == "prefill" else "decode"
+        headroom = settings.prefill_headroom if budget_phase == "prefill" else settings.decode_headroom
+        budget_s = slo_ms * 1e-3 / self.n_stages / headroom
+        self.stage_copies: list[list[Copy]] = []
+        nets: list[float] = []
+        for st in stages:
+            if not st.nodes:
+                raise PlanningError("instance.stages", f"stage of layers {st.layer_start}-{st.layer_end} has no node.",
+                                    "re-plan; every stage needs at least one node.")
+            seg = kinds[st.layer_start:st.layer_end]
+            n_full = int(sum(seg))
+            n_slide = len(seg) - n_full
+            weights = [max(float(n.throughput), 0.0) for n in st.nodes]
+            if sum(weights) <= 0:
+                weights = [float(n.count) for n in st.nodes]
+            total = sum(weights)
+            copies: list[Copy] = []
+            for node, w in zip(st.nodes, weights, strict=True):
+                count, gpu = parse_shape(node.shape)
+                if tp is not None:
+                    if tp not in perf.tp_options(spec, count):
+                        raise PlanningError("tp", f"tp={tp} is not usable for {spec.id} on {node.shape}.",
+                                            f"use one of {perf.tp_options(spec, count)}.")
+                    node_tp = tp
+                else:
+                    node_tp = self._best_tp(node.shape, n_full, n_slide, budget_phase, wl, budget_s)
+                dp = count // node_tp
+                copies += [Copy(node.shape, gpu, node_tp, n_full, n_slide, w / total / dp) for _ in range(dp)]
+                nets.append(perf.network_gbps(node.shape)[0])
+            self.stage_copies.append(copies)
+        self.net_gbps = min(nets)
+        self.net_latency_s = settings.network_latency_ms * 1e-3
+        self.step_overhead_s = sum(max(perf.gpu_calibration(c.gpu).step_ms for c in cs) * 1e-3
+                                   for cs in self.stage_copies)
+        self.max_batch = int(min(8192, max_seqs_per_copy * self.n_stages
+                                 * min(len(cs) for cs in self.stage_copies)))
+        self.max_step_tokens = int(max_step_tokens)
+        self._build_kv()
+        self._build_decode()
+        self._build_prefill()
+
+    # ------------------------------------------------------------------ setup
+    @staticmethod
+    def _layer_kinds(spec: ModelSpec) -> list[int]:
+        """1 for a full-attention layer, 0 for a sliding-window one, in layer order."""
+        kinds = [k.lower() for k in spec.layer_types] if spec.layer_types else []
+        if not kinds or spec.sliding_window is None or len(kinds) != spec.layers:
+            return [1] * spec.layers
+        return [0 if k == "sliding" else 1 for k in kinds]
+
+    def _curves(self, shape: str, tp: int, phase: str, wl: Workload, batches: np.ndarray) -> Any:
+        """The PerfModel's per-batch curves of one copy (its own private helper: the one source of times)."""
+        _count, gpu_id = parse_shape(shape)
+        gpu = self.perf.gpu(gpu_id)
+        dev = self.perf.device(gpu_id)
+        prec = resolve_precision(self.spec, self.dtype, gpu)
+        net = self.perf.network_gbps(shape)[0]
+        curves: Any = self.perf._curves  # the signature differs between perf model versions (see above)
+        args = (self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net)
+        return curves(*args, shape) if _CURVES_TAKE_SHAPE else curves(*args)
+
+    def _kv_bytes_per_token(self, shape: str, tp: int) -> float:
+        """KV bytes per token per layer per GPU as the perf model counts them (its KV dtype included)."""
+        one = self._curves(shape, tp, "decode", Workload(1.0, 0.0), np.array([1.0]))
+        return float(one.kv_full[0])
+
+    def _best_tp(self, shape: str, n_full: int, n_slide: int, phase: str, wl: Workload, budget_s: float) -> int:
+        """The tp the planner's table used for this node: highest throughput within the budget and memory."""
+        count, _gpu = parse_shape(shape)
+        options = self.perf.tp_options(self.spec, count)
+        if not options:
+            raise PlanningError("instance.stages", f"{self.spec.id} has no tensor-parallel degree for {shape}.",
+                                "use a shape whose GPU count divides the model's attention heads.")
+        grid = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], dtype=float)
+        best, best_thr = max(options), -1.0
+        for tp in options:
+            c = self._curves(shape, tp, phase, wl, grid)
+            t = n_full * c.t_full + n_slide * c.t_slide + c.step_s + (c.transfer_s if self.n_stages > 1 else 0.0)
+            mem = (n_full + n_slide) * c.w_layer + n_full * c.kv_full + n_slide * c.kv_slide + c.mem_fixed
+            ok = (t <= budget_s) & (mem <= c.capacity)
+            thr = float(np.max(np.where(ok, c.tokens / t, 0.0))) * (count // tp)
+            if thr > best_thr:
+                best, best_thr = tp, thr
+        return best
+
+    def _build_kv(self) -> None:
+        """Per copy: free KV bytes and bytes per token of its full and sliding layers, scaled by its share."""
+        self.kv_window = float(self.arch.window) if self.arch.window else math.inf
+        a, b, cap = [], [], []
+        for cs in self.stage_copies:
+            for c in cs:
+                curves = self._curves(c.shape, c.tp, "prefill", Workload(float(self.max_step_tokens), 0.0),
+                                      np.array([1.0]))
+                free = curves.capacity - (c.n_full + c.n_slide) * curves.w_layer - float(curves.mem_fixed[0])
+                if free <= 0:
+                    raise PlanningError("instance.stages", f"{c.shape} (tp={c.tp}) cannot hold {c.n_full + c.n_slide} "
+                                        f"layers of {self.spec.id} plus activations.", "re-plan with more memory.")
+                kvt = self._kv_bytes_per_token(c.shape, c.tp)
+                # A copy with share w holds w of the instance's sequences: scale its budget by 1/w.
+                a.append(c.n_full * kvt)
+                b.append(c.n_slide * kvt)
+                cap.append(free / max(c.share, 1e-12))
+        self.kv_a = a
+        self.kv_b = b
+        self.kv_cap = cap
+        # Normalised per-copy coefficients, deduplicated (identical copies bind identically).
+        self._kv_pairs = sorted({(x / c, y / c) for x, y, c in zip(a, b, cap, strict=True)})
+        self._kv_single: float | None = None
+        if all(y == 0.0 for _x, y in self._kv_pairs):
+            self._kv_single = max(x for x, _y in self._kv_pairs)
+        # Whole-model KV bytes per token for the prefill -> decode hand-off (all layers, all KV heads).
+        kinds = self._layer_kinds(self.spec)
+        kvt1 = self._kv_bytes_per_token(self.stage_copies[0][0].shape, 1)
+        self.kv_full_bytes = sum(kinds) * kvt1
+        self.kv_slide_bytes = (len(kinds) - sum(kinds)) * kvt1
+
+    def kv_units(self, tokens: float) -> tuple[float, float]:
+        """(full-layer tokens, window-capped tokens) a sequence of ``tokens`` occupies."""
+        return tokens, min(tokens, self.kv_window)
+
+    def kv_fraction(self, full: float, slide: float) -> float:
+        """Fill of the fullest copy's KV budget for reserved totals (full-layer tokens, window-capped tokens)."""
+        if self._kv_single is not None:
+            return self._kv_single * full
+        return max(a * full + b * slide for a, b in self._kv_pairs)
+
+    def kv_fits(self, full: float, slide: float) -> bool:
+        """Whether reserved totals (full-layer tokens, window-capped tokens) fit every copy."""
+        return self.kv_fraction(full, slide) <= 1.0
+
+    def kv_transfer_s(self, tokens: float, net_gbps: float) -> float:
+        """Seconds to send one request's whole KV cache of ``tokens`` tokens over ``net_gbps``."""
+        nbytes = self.kv_full_bytes * tokens + self.kv_slide_bytes * min(tokens, self.kv_window)
+        return self.net_latency_s + nbytes / (net_gbps * 1e9 / 8.0)
+
+    def _build_decode(self) -> None:
+        """Table C[b][c]: seconds per decode cycle of b sequences at mean context CONTEXT_GRID[c]."""
+        s_count = self.n_stages
+        b = np.arange(0, self.max_batch + 1, dtype=float)
+        m = np.maximum(1.0, np.ceil(b / s_count))
+        u = np.minimum(float(s_count), np.maximum(b, 1.0))
+        table = np.zeros((len(b), len(CONTEXT_GRID)))
+        uniq: dict[tuple[Any, ...], np.ndarray] = {}
+        for ci, ctx in enumerate(CONTEXT_GRID):
+            wl = Workload(float(ctx), 0.0)
+            total = np.zeros_like(b)
+            worst = np.zeros_like(b)
+            for si, cs in enumerate(self.stage_copies):
+                tau = np.zeros_like(b)
+                send = np.zeros_like(b)
+                for c in cs:
+                    batches = np.maximum(1.0, np.ceil(m * c.share))
+                    key = (c.shape, c.tp, c.n_full, c.n_slide, ctx, round(c.share, 12))
+                    if key not in uniq:
+                        cur = self._curves(c.shape, c.tp, "decode", wl, batches)
+                        uniq[key] = np.stack([c.n_full * cur.t_full + c.n_slide * cur.t_slide + cur.step_s,
+                                              np.asarray(cur.transfer_s, dtype=float)
+                                              * np.ones_like(batches)])
+                    t_send = uniq[key]
+                    tau = np.maximum(tau, t_send[0])
+                    if si < s_count - 1:
+                        send = np.maximum(send, t_send[1])
+                total += tau + send
+                worst = np.maximum(worst, tau)
+            table[:, ci] = np.maximum(total, u * worst)
+        self.decode_rows: list[list[float]] = table.tolist()
+
+    def decode_cycle_s(self, b: int, mean_ctx: float) -> float:
+        """Seconds for one decode cycle of ``b`` running sequences at mean context ``mean_ctx`` tokens."""
+        return _interp_row(CONTEXT_GRID, self.decode_rows[b], mean_ctx)
+
+    def _build_prefill(self) -> None:
+        """Per stage, table τ_s[k][q] (seconds) and send_s[k][q] for k prompts of q tokens."""
+        k = np.array(PREFILL_K_GRID, dtype=float)
+        self.prefill_tau: list[list[list[float]]] = []
+        self.prefill_send: list[list[list[float]]] = []
+        for si, cs in enumerate(self.stage_copies):
+            tau = np.zeros((len(k), len(PREFILL_Q_GRID)))
+            send = np.zeros_like(tau)
+            for qi, q in enumerate(PREFILL_Q_GRID):
+                wl = Workload(float(q), 0.0)
+                for c in cs:
+                    batches = np.maximum(1.0, np.ceil(k * c.share))
+                    cur = self._curves(c.shape, c.tp, "prefill", wl, batches)
+                    t = c.n_full * cur.t_full + c.n_slide * cur.t_slide + cur.step_s
+                    tau[:, qi] = np.maximum(tau[:, qi], t)
+                    if si < self.n_stages - 1:
+                        send[:, qi] = np.maximum(send[:, qi], np.asarray(cur.transfer_s) * np.ones_like(batches))
+            self.prefill_tau.append(tau.T.tolist())  # [q][k]
+            self.prefill_send.append(send.T.tolist())
+
+    def prefill_stage_s(self, k: int, tokens: float) -> list[tuple[float, float]]:
+        """(busy, send-to-next) seconds per stage for a prefill step of ``k`` prompts holding ``tokens`` tokens."""
+        q = max(1.0, tokens / max(k, 1))
+        out = []
+        for tau, send in zip(self.prefill_tau, self.prefill_send, strict=True):
+            out.append((_interp2(PREFILL_Q_GRID, PREFILL_K_GRID, tau, q, float(k)),
+                        _interp2(PREFILL_Q_GRID, PREFILL_K_GRID, send, q, float(k))))
+        return out
+
+    def prefill_s(self, k: int, tokens: float) -> float:
+        """Pipeline latency of one prefill step (all stages and sends, no queueing)."""
+        return sum(t + s for t, s in self.prefill_stage_s(k, tokens))
+
+    def mixed_s(self, k: int, tokens: float, b: int, mean_ctx: float) -> float:
+        """One fused chunked-prefill step: ``tokens`` prompt tokens of ``k`` prompts plus ``b`` decodes."""
+        if b == 0:
+            return self.prefill_s(k, tokens)
+        attention = max(0.0, self.decode_cycle_s(b, mean_ctx) - self.decode_cycle_s(b, 1.0))
+        return self.prefill_s(k, tokens + b) + attention
+
+    def prefill_token_budget(self, slo_ms: float, mean_input: float) -> int:
+        """Largest batch (tokens) whose pipeline latency stays within ``slo / prefill_headroom`` (≥ one prompt)."""
+        limit = slo_ms * 1e-3 / self.perf.calibration.settings.prefill_headroom
+        q = max(1.0, mean_input)
+        best = q
+        k = 1
+        while k <= 4096:
+            if self.prefill_s(k, k * q) <= limit:
+                best = k * q
+            else:
+                break
+            k += 1 if k < 16 else k // 4
+        return int(min(max(best, q), 65536))
+
+
+def _interp2(qgrid: Sequence[float], kgrid: Sequence[float], table: list[list[float]], q: float, k: float) -> float:
+    """Bilinear interpolation of ``table[q][k]``."""
+    if q <= qgrid[0]:
+        return _interp_row(kgrid, table[0], k)
+    i = bisect_right(qgrid, q)
+    if i >= len(qgrid):
+        i = len(qgrid) - 1
+    q0, q1 = qgrid[i - 1], qgrid[i]
+    v0 = _interp_row(kgrid, table[i - 1], k)
+    v1 = _interp_row(kgrid, table[i], k)
+    return v0 + (v1 - v0) * (q - q0) / (q1 - q0)

@@ -19,6 +19,7 @@ thing in the planner's terms, so the allocation ILP answers the same question:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -80,10 +81,10 @@ def _midpoints(n: int, edges: Sequence[float] | None, field: str) -> list[float]
                                 f"add \"bucket_edges\": [{n + 1} increasing token counts] to the input file.")
         edges = MELANGE_BUCKET_EDGES[: n + 1]
     e = [_number(x, f"{field}[{i}]") for i, x in enumerate(edges)]
-    if len(e) != n + 1 or any(b <= a for a, b in zip(e, e[1:], strict=False)):
+    if len(e) != n + 1 or any(b <= a for a, b in itertools.pairwise(e)):
         raise PlanningError(field, f"needs {n + 1} increasing token counts for {n} buckets, got {len(e)}.",
                             "give the lower edge of the first bucket and the upper edge of every bucket.")
-    return [max(1.0, round((a + b) / 2)) for a, b in zip(e, e[1:], strict=False)]
+    return [max(1.0, round((a + b) / 2)) for a, b in itertools.pairwise(e)]
 
 
 def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", decode_slo_ms: float = 120.0,
@@ -142,7 +143,9 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
     rates = [rate * wl[i][j] for i in range(n_in) for j in range(n_out)]
     histogram = [{"input_len": lens[i], "output_len": lens[j], "rate_rps": rates[i * n_out + j]}
                  for i in range(n_in) for j in range(n_out)]
-    templates, offers, seen = [], [], set()
+    templates: list[dict[str, Any]] = []
+    offers: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for gname, info in gpus.items():
         path = f"gpu_info.{str(gname)[:40]}"
         if not isinstance(info, Mapping):
@@ -162,7 +165,7 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         shape = f"1x{gpu}"
         templates.append({"id": gpu, "model": model_id, "phase": "aggregated", "usage": {shape: 1}, "throughput": thr})
         offers.append({"region": REGION, "shape": shape, "price_per_hour": price,
-                       "available": int(math.ceil(need)) + 1, "source": f"{source} (gpu_info.{gname})"})
+                       "available": math.ceil(need) + 1, "source": f"{source} (gpu_info.{gname})"})
     note = "" if data.get("slice_factor") in (None, 1) else f"; slice_factor {data.get('slice_factor')} not needed"
     return {
         "name": name,

@@ -27,6 +27,7 @@ import numpy as np
 
 from planning.catalog.schema import Catalog, ModelSpec, shape_gpu, shape_order
 from planning.errors import PlanningError
+from planning.explain import explain_result
 from planning.groups import Group, WorkClass, plan_groups, resolve_models
 from planning.offers import ResolvedOffer, resolve_offers
 from planning.result import BaselineSummary, CapacityUse, CostLine, GroupService, InstancePlan, PlanResult
@@ -273,10 +274,7 @@ def _plan_result(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Tem
         BaselineSummary(**{**b.__dict__, "savings_pct": (100.0 * (1 - total / b.cost_per_hour)
                                                           if b.feasible and b.cost_per_hour > 0 and alloc.has_plan else None)})
         for b in baselines)
-    diagnostics = [*alloc.messages]
-    for d in alloc.diagnostics:
-        diagnostics.append(f"{d.group}: at most {d.alone_fraction:.1%} of demand alone, {d.joint_fraction:.1%} jointly"
-                           + (f"; binding: {', '.join(d.binding)}" if d.binding else ""))
+    diagnostics = [*alloc.messages]  # group diagnostics are already sentences there (allocate/diagnostics.py)
     counts: dict[str, int] = {}
     for ts in sets:
         counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)
@@ -404,4 +402,5 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"
     result = _plan_result(scenario, groups, sets, offers, alloc, baselines, timings, provenance)
+    result = explain_result(result, ctx, scenario, specs, groups, sets, offers, shapes)  # SLO/memory/budget causes
     return replace(result, stats=stats)

@@ -155,7 +155,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         from planning.allocate.diagnostics import diagnose_infeasible
 
         td = time.perf_counter()
-        diagnostics, sentences = diagnose_infeasible(problem)
+        diagnostics, sentences = diagnose_infeasible(problem, inst)
         messages.extend(sentences)
         timings["diagnostics_seconds"] = time.perf_counter() - td
     timings["total_seconds"] = time.perf_counter() - t0

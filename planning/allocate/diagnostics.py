@@ -105,6 +105,11 @@ def _served(inst: Instance, budget: float | None, limit: float) -> _Served:
     return _Served(found, bound)
 
 
+def _full(r: _Served) -> bool:
+    """α = 1 reached (a plan), or not excluded (LP bound 1 and no plan searched for)."""
+    return (r.found if r.found is not None else (r.bound if not r.mip else None) or 0.0) >= 1 - 1e-9
+
+
 def _fraction_text(r: _Served) -> str:
     """"73 %" when proven, "60–73 %" when not, "at most 73 %" without a plan, "undetermined" without either."""
     if r.found is None:
@@ -248,7 +253,7 @@ def diagnose_infeasible(problem: AllocationProblem, inst: Instance | None = None
     shortfall, sf_status = shortfall_status(problem, sf_limit, live_inst)
     limit = share(n_alone + 2)
     joint = _served(live_inst, problem.budget_per_hour, limit)
-    unproven = joint.found is None or joint.bound is None or joint.bound - joint.found > 1e-3
+    unproven = False
     budget_text = (budget_sentence(problem, joint.found if joint.found is not None else 0.0,
                                    share(n_alone + 1), live_inst)
                    if problem.budget_per_hour is not None else None)
@@ -268,13 +273,13 @@ def diagnose_infeasible(problem: AllocationProblem, inst: Instance | None = None
         g = groups.index(name)
         alone = joint if len(live) == 1 else _served(_restrict(inst, {g}), problem.budget_per_hour,
                                                      share(n_alone - i) / 2)
-        unproven = unproven or alone.found is None or alone.bound is None or alone.bound - alone.found > 1e-3
         rows = (shortfall or {}).get(name, {})
         binding = tuple(f"{r} {s} ({available.get((r, s), 0):,} available, ≈{n:,} short)"
                         for (r, s), n in sorted(rows.items(), key=lambda kv: -kv[1])[:_MAX_LISTED])
         out.append(GroupDiagnostic(name, float(alone.found or 0.0), float(joint.found or 0.0), binding))
-        if alone.found is not None and alone.found >= 1 - 1e-9 and joint.found is not None and joint.found >= 1 - 1e-9:
-            continue
+        if _full(alone) and _full(joint):
+            continue  # servable (proven, or by the LP bound with no capacity short): nothing to say
+        unproven = unproven or any(r.found is None or r.bound is None or r.bound - r.found > 1e-3 for r in (alone, joint))
         text = (f"{name}: can reach {_fraction_text(alone)} of its demand alone and {_fraction_text(joint)} "
                 f"jointly{others} (the same fraction for every group)")
         if binding:

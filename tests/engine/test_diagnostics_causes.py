@@ -117,3 +117,20 @@ def test_memory_names_nmax_needed_and_it_works(tiny: dict[str, Any]) -> None:
     data["models"][0]["slo"] = {"prefill_ms": 100000, "decode_ms": 100000}
     data["models"][0]["demand"]["rate_rps"] = 0.01
     assert _solve(data).status == "optimal"
+
+
+def test_unservable_group_is_infeasible_without_a_solve() -> None:
+    """A group with demand and no template: infeasible at once (no per-group solves of the others first)."""
+    from planning.allocate import solve_allocation
+
+    problem = AllocationProblem(
+        templates=(TemplateOption("t", "a", {"1xL4": 1}, {"qa": 10.0}),),
+        offers=(Offer("r1", "1xL4", 1.0, 5),),
+        classes=(WorkloadClass("qa", "a", 20.0), WorkloadClass("qb", "b", 1.0)),
+    )
+    res = solve_allocation(problem)
+    assert res.status == "infeasible"
+    assert res.phases[0].solver_status == "a demanded class has no purchasable template"
+    text = " ".join(res.messages)
+    assert text.startswith("b: no serving template")
+    assert "a: " not in text  # group a alone and jointly with the servable groups is fully served

@@ -184,6 +184,14 @@ def _dead_groups(problem: AllocationProblem, inst: Instance) -> dict[str, str]:
             out[name] = (f"{name}: {what}, so 0 % of it can be served. Fix: relax the group's SLO or raise the "
                          "template limits (nmax, rho, max_stages), or add explicit templates for it.")
             continue
+        orphans = sorted(q for q in demanded if not any(t.throughput.get(q, 0.0) > 0 for t in useful))
+        if orphans:
+            rate = sum(q.rate for q in problem.classes if q.id in orphans)
+            listed = ", ".join(orphans[:_MAX_LISTED]) + (f" and {len(orphans) - _MAX_LISTED} more" if len(orphans) > _MAX_LISTED else "")
+            out[name] = (f"{name}: no template serves {len(orphans)} of its demanded classes ({listed}; "
+                         f"{rate:,.4g} in total), so no uniform fraction of it above 0 % can be served. Fix: relax "
+                         "the SLO these request sizes miss, or add templates (explicit throughputs) for them.")
+            continue
         if inst.groups.index(name) not in has_pairs:
             out[name] = (f"{name}: none of its {len(useful)} templates can be bought in any region (a shape is not "
                          "offered there or availability is below one instance). Fix: add the regions or shapes the "

@@ -134,3 +134,21 @@ def test_unservable_group_is_infeasible_without_a_solve() -> None:
     text = " ".join(res.messages)
     assert text.startswith("b: no serving template")
     assert "a: " not in text  # group a alone and jointly with the servable groups is fully served
+
+
+def test_histogram_bucket_no_template_serves_is_named() -> None:
+    """A histogram bucket with no throughput in any explicit template: the class is named, not 'capacity'."""
+    data = {
+        "name": "orphan", "mode": "aggregated", "regions": ["test:r"],
+        "models": [{"id": "llama-2-7b", "slo": {"decode_ms": 120},
+                    "demand": {"histogram": [{"input_len": 10, "output_len": 10, "rate_rps": 1.0},
+                                             {"input_len": 900, "output_len": 900, "rate_rps": 0.5}]}}],
+        "offers": [{"region": "test:r", "shape": "1xL4", "price_per_hour": 0.7, "available": 10}],
+        "explicit_templates": [{"id": "L4", "model": "llama-2-7b", "phase": "aggregated", "usage": {"1xL4": 1},
+                                "throughput": {"llama-2-7b/aggregated/b0": 5.0}}],
+        "generate_templates": False, "options": {"nmax": 1, "K": 0},
+    }
+    res = _solve(data)
+    assert res.status == "infeasible"
+    assert any("no template serves 1 of its demanded classes (llama-2-7b/aggregated/b1; 0.5 in total)" in d
+               for d in res.diagnostics), res.diagnostics

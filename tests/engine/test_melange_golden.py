@@ -224,3 +224,27 @@ def test_import_round_trips_through_yaml_and_api_agrees_with_cli(tmp_path: Path,
     raw = melange_to_scenario(json.loads((DATA / "example.json").read_text()))
     assert raw["generate_templates"] is False
     assert api.solve(from_cli).cost_per_hour == pytest.approx(4.68)
+
+
+def test_8x8_grid_with_empty_buckets_through_the_cli_is_exact(tmp_path: Path) -> None:
+    """64 buckets (an 8×8 grid with bucket_edges, a fifth of them empty) posed as a Mélange input file."""
+    rng = np.random.default_rng(11)
+    wl = np.where(rng.random((8, 8)) < 0.2, 0.0, rng.random((8, 8)))
+    data = {
+        "bucket_edges": [0, 16, 32, 64, 128, 256, 512, 1024, 2048],
+        "workload_distribution": (wl / wl.sum()).round(6).tolist(),
+        "total_request_rate": 6.0,
+        "gpu_info": {"L4": {"cost": 0.7, "tputs": rng.uniform(0.3, 3.0, (8, 8)).round(3).tolist()},
+                     "A10G": {"cost": 1.01, "tputs": rng.uniform(0.5, 5.0, (8, 8)).round(3).tolist()},
+                     "A100": {"cost": 3.67, "tputs": rng.uniform(2.0, 20.0, (8, 8)).round(3).tolist()}},
+    }
+    src = tmp_path / "grid8.json"
+    src.write_text(json.dumps(data))
+    result = _solve_file(tmp_path, src)
+    lam, prices, thr, gpus = _problem(data)
+    ours = np.array([_gpus(result).get(g, 0) for g in gpus])
+    assert result["status"] == "optimal"
+    assert len(result["service"]) == 1 and result["served_fraction"] == pytest.approx(1.0, abs=1e-6)
+    assert _routable(ours, lam, thr)
+    assert result["cost_per_hour"] == pytest.approx(float(ours @ prices))
+    assert no_cheaper_plan(lam, prices, thr, result["cost_per_hour"]) > 0

@@ -31,6 +31,11 @@ UNBOUNDED_SLO_MS = 1e7
 _BISECTION_STEPS = 30
 
 
+def _sig3(x: float) -> str:
+    """Three significant digits without exponent notation (2840, 22.5, 0.731)."""
+    return f"{float(format(x, '.3g')):g}"
+
+
 def _holdable(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float, sizes: tuple[float, float],
               scenario: Scenario) -> tuple[str, int] | None:
     """(shape, stages) of the first pipeline of identical nodes that holds the model and meets ``slo_ms``
@@ -91,10 +96,14 @@ def _tightest_slo(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, 
     return hi, best[0], best[1]
 
 
-def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str]) -> str | None:
-    """The sentence for a generated group without any template (None when neither SLO nor memory explains it)."""
+def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
+                   sizes: tuple[float, float] | None = None) -> str | None:
+    """The sentence for a generated group without any template (None when neither SLO nor memory explains it);
+    ``sizes`` checks one request size (a histogram bucket) instead of the group's mean."""
     total = group.demand
-    if total > 0:
+    if sizes is not None:
+        pass
+    elif total > 0:
         sizes = (sum(c.rate * c.input_len for c in group.classes) / total,
                  sum(c.rate * c.output_len for c in group.classes) / total)
     else:
@@ -118,7 +127,7 @@ def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, 
         what = "TTFT (prefill)" if phase == "prefill" else "TPOT (decode)"
         given = "the default prefill budget of" if field == "prefill_ms" and req.slo.prefill_ms is None else "the"
         return (f"{group.id}: SLO binds — no template meets {given} {what} SLO of {slo:g} ms; the tightest any "
-                f"template can meet is ≈ {ms:.3g} ms ({stages} × {shape}). Fix: relax "
+                f"template can meet is ≈ {_sig3(ms)} ms ({stages} × {shape}). Fix: relax "
                 f"models[{index}].slo.{field} to ≥ {math.ceil(ms * 1.02 * 10) / 10:g} ms, or add faster shapes.")
     return None
 
@@ -170,7 +179,26 @@ def explain_result(result: PlanResult, ctx: Any, scenario: Scenario, specs: dict
         mine = [ts for ts in sets if ts.group.id == group.id]
         if any(ts.explicit for ts in mine) or not scenario.generate_templates:
             continue
-        if any(len(ts) and float(ts.throughput[:, demanded].max()) > 0 for ts in mine):
+        served = np.zeros(len(group.classes), dtype=bool)
+        for ts in mine:
+            if len(ts):
+                served |= (ts.throughput > 0).any(axis=0)
+        if served[demanded].all():
+            continue
+        if served[demanded].any():  # some buckets only: say what the largest unserved bucket needs
+            orphans = [j for j in demanded if not served[j]]
+            big = max(orphans, key=lambda j: (group.classes[j].input_len + group.classes[j].output_len, j))
+            c = group.classes[big]
+            text = _slo_or_memory(ctx, scenario, specs[group.model], group, shapes, (c.input_len, c.output_len))
+            if text is None:
+                text = (f"{group.id}: the templates, placed for the mean request, miss the SLO on {len(orphans)} "
+                        f"bucket(s), e.g. {c.id} ({c.input_len:g}/{c.output_len:g} tokens), though a placement for "
+                        "that size alone would meet it. Fix: give those request sizes their own model entry, or "
+                        "explicit templates.")
+            else:
+                text = text.replace(f"{group.id}: ", f"{group.id}: for {len(orphans)} bucket(s), e.g. {c.id} "
+                                    f"({c.input_len:g}/{c.output_len:g} tokens): ", 1)
+            explained[group.id] = text
             continue
         text = _slo_or_memory(ctx, scenario, specs[group.model], group, shapes)
         if text is not None:

@@ -152,3 +152,20 @@ def test_histogram_bucket_no_template_serves_is_named() -> None:
     assert res.status == "infeasible"
     assert any("no template serves 1 of its demanded classes (llama-2-7b/aggregated/b1; 0.5 in total)" in d
                for d in res.diagnostics), res.diagnostics
+
+
+def test_histogram_bucket_missing_the_slo_gets_its_tightest_slo() -> None:
+    """Generated templates serve the short bucket but no placement meets a 1 s TTFT on 16k-token prompts."""
+    data = {"name": "b", "mode": "aggregated", "regions": ["aws:us-east-2"], "shapes": ["1xL4", "1xL40S", "1xA10G"],
+            "models": [{"id": "llama-3-8b", "slo": {"prefill_ms": 1000, "decode_ms": 80},
+                        "demand": {"histogram": [{"input_len": 100, "output_len": 50, "rate_rps": 2},
+                                                 {"input_len": 16000, "output_len": 50, "rate_rps": 0.1}]}}],
+            "options": {"nmax": 3, "K": 0}}
+    res = _solve(data)
+    assert res.status == "infeasible"
+    text = " ".join(res.diagnostics)
+    m = re.search(r"llama-3-8b/aggregated/b1 \(16000/50 tokens\): SLO binds .* relax models\[0\]\.slo\.prefill_ms "
+                  r"to ≥ ([\d.]+) ms", text)
+    assert m, text
+    data["models"][0]["slo"]["prefill_ms"] = float(m.group(1))
+    assert _solve(data).status == "optimal"

@@ -47,7 +47,10 @@ def _field(data: Mapping[str, Any], key: str, path: str, fix: str) -> Any:
 def _number(value: Any, field: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PlanningError(field, f"must be a number, got {type(value).__name__}.", "write a plain JSON number.")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
     if not math.isfinite(x) or x < 0 or (positive and x == 0):
         raise PlanningError(field, f"must be a finite number {'> 0' if positive else '>= 0'}, got {str(value)[:40]}.",
                             "write a finite, non-negative number.")

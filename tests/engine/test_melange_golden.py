@@ -198,6 +198,8 @@ def test_import_rejects_bad_inputs_with_field_and_fix(tmp_path: Path, capsys: py
     cases = [
         ({**base, "workload_distribution": [[0.5, 0.5], [0.5]]}, "workload_distribution[1]"),
         ({**base, "total_request_rate": -1}, "total_request_rate"),
+        ({**base, "total_request_rate": 10**400}, "total_request_rate"),
+        ({**base, "bucket_edges": [0, 5, 3]}, "bucket_edges"),
         ({**base, "gpu_info": {"A10G": {"cost": 1.0, "tputs": [["x", 1], [1, 1]]}}}, "gpu_info.A10G.tputs[0][0]"),
         ({**base, "gpu_info": {"A10G": {"cost": 1.0, "tputs": [[1, 1]]}}}, "gpu_info.A10G.tputs"),
         ({k: v for k, v in base.items() if k != "gpu_info"}, "gpu_info"),

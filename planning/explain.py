@@ -10,7 +10,9 @@ The allocation layer (``planning.allocate.diagnostics``) knows templates, offers
 - SLO: templates exist at an unbounded SLO but none at the scenario's: the tightest SLO any template could meet
   is found by bisection on the same predicate (≈ 1 % precision) and given as the value to relax to;
 - budget: the served objective under ``budget_per_hour`` reaches α < 1: the cost optimum without the budget is
-  the budget that would serve 100 % (certified like every cost solve); α = 0 is reported as ``infeasible``.
+  the budget that would serve 100 % (certified like every cost solve); α = 0 is reported as ``infeasible``;
+- capacity: a served plan without a budget below 100 % gets the allocation diagnostics of the cost problem
+  (nodes short per region/shape), up to EXPLAIN_MAX_TEMPLATES templates.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from planning.result import PlanResult
 from planning.scenario import Objective, Scenario
 
 UNBOUNDED_SLO_MS = 1e7
+EXPLAIN_MAX_TEMPLATES = 20_000  # a served plan below 100 % is diagnosed on the full problem up to this size
 _BISECTION_STEPS = 30
 
 
@@ -153,6 +156,19 @@ def _budget_explanation(scenario: Scenario, groups: Sequence[Group], sets: Seque
             f"${need:,.2f}/h. Fix: raise objective.budget_per_hour to ≥ {math.ceil(need * 100) / 100:,.2f}.")
 
 
+def _capacity_explanation(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Any],
+                          offers: Sequence[Any]) -> list[str]:
+    """Why a served plan (no budget) stays below 100 %: the allocation diagnostics of the cost problem
+    (capacity short per region/shape, unservable groups); skipped above EXPLAIN_MAX_TEMPLATES templates."""
+    from planning.allocate.diagnostics import diagnose_infeasible
+    from planning.solve import allocation_problem
+
+    if sum(len(ts) for ts in sets) > EXPLAIN_MAX_TEMPLATES:
+        return []
+    problem = allocation_problem(scenario, groups, sets, offers, objective="cost")
+    return diagnose_infeasible(problem)[1]
+
+
 def explain_result(result: PlanResult, ctx: Any, scenario: Scenario, specs: dict[str, ModelSpec],
                    groups: Sequence[Group], sets: Sequence[Any], offers: Sequence[Any],
                    shapes: Sequence[str]) -> PlanResult:
@@ -216,6 +232,9 @@ def explain_result(result: PlanResult, ctx: Any, scenario: Scenario, specs: dict
                 status = "infeasible"
                 message = "No plan within the budget: " + text
                 baselines = tuple(replace(b, savings_pct=None) for b in baselines)
+    if scenario.objective.kind == "served" and scenario.objective.budget_per_hour is None \
+            and result.served_fraction < 1 - 1e-6 and not explained:
+        diagnostics.extend(_capacity_explanation(scenario, groups, sets, offers))
     if scenario.objective.kind == "served" and result.served_fraction <= 1e-9 and status != "infeasible" \
             and any(g.demand > 0 for g in groups):
         status = "infeasible"  # α = 0: nothing is served, whatever the optimality of that α

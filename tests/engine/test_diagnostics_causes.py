@@ -169,3 +169,12 @@ def test_histogram_bucket_missing_the_slo_gets_its_tightest_slo() -> None:
     assert m, text
     data["models"][0]["slo"]["prefill_ms"] = float(m.group(1))
     assert _solve(data).status == "optimal"
+
+
+def test_served_objective_below_100_percent_names_the_capacity(tiny: dict[str, Any]) -> None:
+    data = copy.deepcopy(tiny)
+    data["models"][0]["demand"]["rate_rps"] = 2000
+    data["objective"] = {"kind": "served"}
+    res = _solve(data)
+    assert res.status == "optimal" and 0 < res.served_fraction < 1
+    assert any(d.startswith("Capacity binds") and "aws:us-east-2 1xL40S" in d for d in res.diagnostics), res.diagnostics

@@ -30,6 +30,7 @@ from planning.result import PlanResult
 from planning.scenario import Objective, Scenario
 
 UNBOUNDED_SLO_MS = 1e7
+EXPLAIN_SECONDS = 10.0  # time limit of the extra cost solve that prices 100 % under a binding budget
 EXPLAIN_MAX_TEMPLATES = 20_000  # a served plan below 100 % is diagnosed on the full problem up to this size
 _BISECTION_STEPS = 30
 
@@ -136,24 +137,32 @@ def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, 
 
 
 def _budget_explanation(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Any], offers: Sequence[Any],
-                        served: float) -> str | None:
-    """The cost of serving 100 % (cost objective without the budget), certified like every cost solve."""
+                        served: float) -> list[str]:
+    """What serving 100 % would take when a budget keeps α < 1: the cost optimum without the budget (certified
+    like every cost solve, within EXPLAIN_SECONDS), or — when even that is infeasible — the cost problem's own
+    diagnostics (capacity short per region/shape, unservable groups)."""
     from planning.solve import solve_reduced
 
     budget = scenario.objective.budget_per_hour
     if budget is None:
-        return None
-    free = replace(scenario, objective=Objective(kind="cost", budget_per_hour=None))
+        return []
+    limit = min(scenario.options.time_limit_s, EXPLAIN_SECONDS)
+    free = replace(scenario, objective=Objective(kind="cost", budget_per_hour=None),
+                   options=replace(scenario.options, time_limit_s=limit))
     alloc, _problem, _masks = solve_reduced(free, groups, sets, offers, None, {}, {})
+    what = "nothing" if served <= 1e-9 else f"{served:.1%} of every group's demand"
     if not alloc.has_plan:
-        return None  # not a budget problem: the allocation diagnostics say what binds
+        if alloc.status == "infeasible":
+            return [f"Even without the budget not all demand can be served (${budget:,.2f}/h serves {what}):",
+                    *alloc.messages]
+        return [f"Budget ${budget:,.2f}/h serves {what}; the cost of serving 100 % was not found within "
+                f"{limit:g} s ({alloc.status})."]
     need = float(alloc.total_per_hour or 0.0)
     if need <= budget + 1e-9:
-        return None
+        return []
     exact = alloc.status == "optimal"
-    what = "nothing" if served <= 1e-9 else f"{served:.1%} of every group's demand"
-    return (f"Budget binds: ${budget:,.2f}/h serves {what}; serving 100 % needs {'' if exact else 'at most '}"
-            f"${need:,.2f}/h. Fix: raise objective.budget_per_hour to ≥ {math.ceil(need * 100) / 100:,.2f}.")
+    return [f"Budget binds: ${budget:,.2f}/h serves {what}; serving 100 % needs {'' if exact else 'at most '}"
+            f"${need:,.2f}/h. Fix: raise objective.budget_per_hour to ≥ {math.ceil(need * 100) / 100:,.2f}."]
 
 
 def _capacity_explanation(scenario: Scenario, groups: Sequence[Group], sets: Sequence[Any],
@@ -225,13 +234,12 @@ def explain_result(result: PlanResult, ctx: Any, scenario: Scenario, specs: dict
     status, message, baselines = result.status, result.message, result.baselines
     if scenario.objective.kind == "served" and scenario.objective.budget_per_hour is not None \
             and result.served_fraction < 1 - 1e-6 and not explained:
-        text = _budget_explanation(scenario, groups, sets, offers, result.served_fraction)
-        if text is not None:
-            diagnostics.insert(0, text)
-            if result.served_fraction <= 1e-9:
-                status = "infeasible"
-                message = "No plan within the budget: " + text
-                baselines = tuple(replace(b, savings_pct=None) for b in baselines)
+        texts = _budget_explanation(scenario, groups, sets, offers, result.served_fraction)
+        diagnostics[:0] = texts
+        if texts and result.served_fraction <= 1e-9:
+            status = "infeasible"
+            message = "No plan within the budget: " + texts[0]
+            baselines = tuple(replace(b, savings_pct=None) for b in baselines)
     if scenario.objective.kind == "served" and scenario.objective.budget_per_hour is None \
             and result.served_fraction < 1 - 1e-6 and not explained:
         diagnostics.extend(_capacity_explanation(scenario, groups, sets, offers))

@@ -136,7 +136,10 @@ def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: Can
 
 def validate(scenario: Scenario) -> list[str]:
     """Check a scenario against the catalog. Returns warnings; raises PlanningError on errors."""
-    resolved = resolve_scenario(scenario, engine_context().catalog)
+    ctx = engine_context()
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    # explicit templates are checked exactly as solve builds them (class ids, groups); libraries are not built
+    build_template_sets(ctx, replace(resolved, scenario=replace(scenario, generate_templates=False)))
     offers = resolved.offers
     warnings = []
     hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})

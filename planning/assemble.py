@@ -73,10 +73,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
                     for g in groups)
     provisioning = float(alloc.cost_per_hour or 0.0)
     total = provisioning + penalty
-    diagnostics = [*alloc.messages]
-    for d in alloc.diagnostics:
-        diagnostics.append(f"{d.group}: at most {d.alone_fraction:.1%} of demand alone, {d.joint_fraction:.1%} jointly"
-                           + (f"; binding: {', '.join(d.binding)}" if d.binding else ""))
+    diagnostics = [*alloc.messages]  # group diagnostics are already sentences there (allocate/diagnostics.py)
     counts: dict[str, int] = {}
     for ts in sets:
         counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)

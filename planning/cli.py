@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "planning.commands",
     "planning.export.commands",
     "planning.simulate.commands",
+    "planning.melange_import",
 )
 
 

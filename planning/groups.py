@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from planning.scenario import ModelRequest, Scenario
 
 DEFAULT_PREFILL_BUDGET_MS = 10_000.0  # aggregated mode without a TTFT target: prefill must still finish in 10 s
-MAX_CLASSES_PER_GROUP = 16
 
 UNITS = {"prefill": "prompt tok/s", "decode": "output tok/s", "aggregated": "req/s"}
 
@@ -44,19 +43,22 @@ class Group:
         return sum(c.rate for c in self.classes)
 
 
-def _buckets(req: ModelRequest) -> list[tuple[float, float, float]]:
-    """(input_len, output_len, rate_rps) per class; histograms merged down to MAX_CLASSES_PER_GROUP buckets."""
+def class_id(model: str, phase: str, bucket: int | None) -> str:
+    """The class id explicit templates use: ``{model}/{phase}`` for a plain demand, ``{model}/{phase}/b{i}``
+    for histogram entry i as written (whatever its rate, and also when the histogram has one entry)."""
+    return f"{model}/{phase}" if bucket is None else f"{model}/{phase}/b{bucket}"
+
+
+def _buckets(req: ModelRequest) -> list[tuple[int | None, float, float, float]]:
+    """(histogram position or None, input_len, output_len, rate_rps) per class, in the order written.
+
+    Every histogram entry is a class, zero-rate ones included (they stay empty), so that ``b{i}`` always names
+    entry i; nothing is sorted, merged or capped.
+    """
     d = req.demand
     if not d.histogram:
-        return [(d.input_len, d.output_len, d.rate_rps)]
-    buckets = sorted(((b.input_len, b.output_len, b.rate_rps) for b in d.histogram if b.rate_rps > 0),
-                     key=lambda b: -b[2])
-    if len(buckets) > MAX_CLASSES_PER_GROUP:
-        keep, rest = buckets[: MAX_CLASSES_PER_GROUP - 1], buckets[MAX_CLASSES_PER_GROUP - 1:]
-        r = sum(b[2] for b in rest)
-        keep.append((sum(b[0] * b[2] for b in rest) / r, sum(b[1] * b[2] for b in rest) / r, r))
-        buckets = keep
-    return buckets
+        return [(None, d.input_len, d.output_len, d.rate_rps)]
+    return [(i, b.input_len, b.output_len, b.rate_rps) for i, b in enumerate(d.histogram)]
 
 
 def plan_groups(scenario: Scenario) -> list[Group]:
@@ -67,10 +69,9 @@ def plan_groups(scenario: Scenario) -> list[Group]:
         phases = ("prefill", "decode") if scenario.mode == "disaggregated" else ("aggregated",)
         for phase in phases:
             classes = []
-            for i, (inp, out, rps) in enumerate(buckets):
-                cid = f"{req.id}/{phase}" if len(buckets) == 1 else f"{req.id}/{phase}/b{i}"
+            for pos, inp, out, rps in buckets:
                 rate = rps * inp if phase == "prefill" else rps * out if phase == "decode" else rps
-                classes.append(WorkClass(cid, rate, inp, out))
+                classes.append(WorkClass(class_id(req.id, phase, pos), rate, inp, out))
             if phase == "prefill":
                 slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
             elif phase == "decode":

@@ -36,6 +36,7 @@ from planning.context import (
     default_context,
     sub_progress,
 )
+from planning.explain import explain_result
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
@@ -109,6 +110,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     timings["total_seconds"] = time.perf_counter() - start
     result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
                                provenance=perf_provenance(ctx, sets), stats=allocation.stats)
+    result = explain_result(result, ctx, resolved, sets)  # SLO / memory / budget / capacity causes with fixes
     if progress:
         progress(1.0, "done")
     return result

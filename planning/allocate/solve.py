@@ -109,6 +109,11 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
             phases.append(final.phase)
             if served_mode and final.values is not None:
                 alpha_star = float(final.values[-1])
+        elif not served_mode and _unservable(inst):
+            # a demanded group or class that no purchasable template serves: infeasible without a solve
+            final = RawSolution(None, PhaseResult("cost", "infeasible", None, None, None, 0.0,
+                                                  "a demanded class has no purchasable template"))
+            phases.append(final.phase)
         elif not served_mode:
             final = None
             if builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model:
@@ -155,7 +160,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         from planning.allocate.diagnostics import diagnose_infeasible
 
         td = time.perf_counter()
-        diagnostics, sentences = diagnose_infeasible(problem)
+        diagnostics, sentences = diagnose_infeasible(problem, inst)
         messages.extend(sentences)
         timings["diagnostics_seconds"] = time.perf_counter() - td
     timings["total_seconds"] = time.perf_counter() - t0
@@ -228,6 +233,19 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     gap = rel_gap(primal, bound)
     status = classify(True, "optimal" if gap is not None and gap <= problem.mip_rel_gap + 1e-12 else "other", gap, problem.mip_rel_gap)
     return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, "Optimal per group, shared availability not binding"))
+
+
+def _unservable(inst: Instance) -> bool:
+    """Whether some demanded class has no (template, region) pair that can serve it (cost model infeasible)."""
+    demanded = np.nonzero(inst.class_rate > 0)[0]
+    if len(demanded) == 0:
+        return False
+    served = np.zeros(len(inst.class_ids), dtype=bool)
+    served[inst.thr_class[inst.thr_val > 0]] = True
+    for g in range(len(inst.groups)):
+        if inst.single_class[g] and np.any((inst.pair_group == g) & (inst.single_thr > 0)):
+            served[inst.group_class[g]] = True
+    return bool(np.any(~served[demanded]))
 
 
 def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:

@@ -27,7 +27,7 @@ from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.resolve import ResolvedScenario
 from planning.result import StagePlan
 from planning.scenario import ExplicitTemplate, Scenario
-from planning.templates.stages import evaluate_stages, stages_from_json
+from planning.templates.stages import stages_from_json
 
 _PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
 
@@ -182,14 +182,45 @@ def usage_matrix(frame: pl.DataFrame, shapes: Sequence[str]) -> np.ndarray:
     return usage
 
 
+_STAGES_DTYPE = pl.List(pl.Struct({"layers": pl.Int64, "shapes": pl.List(pl.String)}))
+
+
 def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], shapes: Sequence[str]) -> np.ndarray:
-    """Throughput of each fixed placement under each class's tables (histogram demand)."""
+    """Throughput of each fixed placement under each class's tables (histogram demand), vectorised.
+
+    Same value as :func:`evaluate_stages` per (template, class): min over stages of the stage's summed T̂_j on
+    that class's tables; 0 for an empty placement or one deeper than the tables. The placements are exploded
+    once into (template, stage, node) rows; every class is then one gather and two segment reductions.
+    """
+    n, n_classes = len(stages_json), len(class_tables)
+    out = np.zeros((n, n_classes))
+    if n == 0 or n_classes == 0:
+        return out
     index = {s: k for k, s in enumerate(shapes)}
-    out = np.zeros((len(stages_json), len(class_tables)))
-    for i, text in enumerate(stages_json):
-        stages = stages_from_json(text)
-        for c, t in enumerate(class_tables):
-            out[i, c] = evaluate_stages(stages, t, index)
+    parsed = pl.DataFrame({"stages": pl.Series([t or "[]" for t in stages_json], dtype=pl.String).str.json_decode(_STAGES_DTYPE)})
+    n_stages = parsed["stages"].list.len().fill_null(0).to_numpy().astype(np.int64)
+    st = (parsed.with_columns(pl.int_range(pl.len()).alias("row"), pl.col("stages").list.len().alias("depth"))
+          .explode("stages").drop_nulls("stages").unnest("stages")
+          .with_columns(pl.int_range(pl.len()).alias("stage")))
+    nodes = st.select("stage", "shapes").explode("shapes").drop_nulls("shapes")
+    node_stage = nodes["stage"].to_numpy().astype(np.int64)
+    node_shape = nodes["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    stage_row = st["row"].to_numpy().astype(np.int64)
+    stage_depth = st["depth"].to_numpy().astype(np.int64)
+    stage_layers = st["layers"].to_numpy().astype(np.int64)
+    tables = np.stack([np.asarray(t, dtype=float) for t in class_tables])  # (C, K, S_max, L)
+    deep_ok = stage_depth <= tables.shape[2]
+    layer_ok = (stage_layers >= 1) & (stage_layers <= tables.shape[3])
+    node_depth = np.minimum(stage_depth[node_stage], tables.shape[2]) - 1
+    node_layers = np.clip(stage_layers[node_stage], 1, tables.shape[3]) - 1
+    gathered = tables[:, node_shape, node_depth, node_layers]  # (C, nodes)
+    stage_sum = np.zeros((n_classes, len(stage_row)))
+    for c in range(n_classes):
+        stage_sum[c] = np.bincount(node_stage, weights=gathered[c], minlength=len(stage_row))
+    stage_sum[:, ~(deep_ok & layer_ok)] = 0.0
+    has = n_stages > 0
+    starts = np.concatenate(([0], np.cumsum(n_stages)[:-1]))[has]
+    out[has] = np.minimum.reduceat(stage_sum, starts, axis=1).T
     return out
 
 
@@ -234,7 +265,7 @@ def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateS
         for q in t.throughput:
             if q not in cls:
                 raise PlanningError(f"explicit_templates[{i}].throughput.{q}", "is not a class of this template's group.",
-                                    f"use class ids of {gid}: {', '.join(sorted(cls))}.")
+                                    f"use class ids of {gid}: {_class_id_range(by_id[gid])}.")
         rows.setdefault(gid, []).append((i, t))
     out = []
     for gid, items in rows.items():
@@ -245,6 +276,12 @@ def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateS
         out.append(TemplateSet(group, shapes, tuple(t.id for _, t in items), usage, thr, tuple("" for _ in items),
                                tuple("given" for _ in items), explicit=True))
     return out
+
+
+def _class_id_range(group: Group) -> str:
+    """The group's class ids for a message: all of them when few, else the first and last (b0 … b{n-1})."""
+    ids = [c.id for c in group.classes]
+    return ", ".join(ids) if len(ids) <= 4 else f"{ids[0]}, {ids[1]} … {ids[-1]} (histogram entries in the order written)"
 
 
 def build_template_sets(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,

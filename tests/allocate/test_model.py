@@ -119,8 +119,8 @@ def test_infeasible_diagnostics_name_group_and_binding_capacity() -> None:
     assert diag["qwen/prefill"].alone_fraction == pytest.approx(0.5)
     assert diag["qwen/decode"].alone_fraction == pytest.approx(1.0)
     text = " ".join(r.messages)
-    assert "qwen/prefill can reach 50 % of its demand" in text
-    assert "aws:us-east-2 2xL40S (2/2 used" in text
+    assert "qwen/prefill: can reach 50 % of its demand" in text
+    assert "aws:us-east-2 2xL40S +2 nodes (2 available)" in text  # 40/s needs 4 nodes of 10/s, 2 are available
 
 
 def test_validation_names_field() -> None:

@@ -130,7 +130,7 @@ def read_text(path: str | os.PathLike[str], *, field: str, max_bytes: int, what:
     shown = quote(str(p), 120)
     try:
         if not p.exists():
-            raise PlanningError(field, f"{what} {shown} does not exist.", "check the path.")
+            raise PlanningError(field, f"{shown} is not a file: it does not exist.", "check the path.")
         if p.is_dir():
             raise PlanningError(field, f"{shown} is a directory, not a {what}.", f"pass the {what} inside it.")
         if not p.is_file():

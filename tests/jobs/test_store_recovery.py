@@ -63,7 +63,7 @@ def test_other_schema_version_is_kept_and_refused(tmp_path: Path) -> None:
 def test_a_folder_is_not_moved_aside(tmp_path: Path) -> None:
     folder = tmp_path / "jobs.sqlite"
     folder.mkdir()
-    with pytest.raises(PlanningError, match="jobs.store_path"):
+    with pytest.raises(PlanningError, match=r"jobs\.store_path"):
         JobStore(folder)
     assert folder.is_dir()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,9 +133,9 @@ def read_text(path: str | os.PathLike[str], *, field: str, max_bytes: int, what:
         if not p.exists():
             raise PlanningError(field, f"{shown} is not a file: it does not exist.", "check the path.")
         if p.is_dir():
-            raise PlanningError(field, f"{shown} is a directory, not a {what}.", f"pass the {what} inside it.")
+            raise PlanningError(field, f"{shown} is a directory, not a file.", f"pass the path of the {what}.")
         if not p.is_file():
-            raise PlanningError(field, f"{shown} is not a regular file.", f"pass a {what}.")
+            raise PlanningError(field, f"{shown} is not a regular file.", f"pass the path of the {what}.")
         size = p.stat().st_size
         if size > max_bytes:
             raise PlanningError(field, f"{shown} is {size:,} bytes, above the {max_bytes:,}-byte limit for a {what}.",
@@ -201,6 +202,13 @@ class _BoundedLoader(yaml.SafeLoader):
             size = 1 + sum(self._sizes.get(id(c), 1) for c in node.value)
         elif isinstance(node, yaml.MappingNode):
             size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+            seen: set[str] = set()
+            for k, _ in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if k.value in seen:
+                        raise _LimitHit(f"has the key {quote(k.value, 60)} twice in one mapping",
+                                        "keep one of them (YAML would silently drop the first).", k.start_mark)
+                    seen.add(k.value)
         else:
             size = 1
         if size > lim.max_nodes:
@@ -219,6 +227,34 @@ class _BoundedLoader(yaml.SafeLoader):
         except (ValueError, OverflowError, TypeError) as exc:
             raise _LimitHit(f"has a value that cannot be read ({quote(str(exc), 120, bare=True)})",
                             "quote it as text or correct it.", node.start_mark) from None
+
+
+_FLOW_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|(?<![^\s\[{,])\'(?:[^\'\n]|\'\')*\'|(?<!\S)#[^\n]*|[\[\]{}]')
+
+
+def _flow_depth_error(text: str, max_depth: int) -> tuple[int, int] | None:
+    """(line, column) where flow brackets (``[``/``{``) nest deeper than ``max_depth``, or ``None``.
+
+    PyYAML's scanner is quadratic in flow nesting (1,000 brackets take seconds, 10,000 minutes), so the depth is
+    checked first with one regular-expression pass that skips quoted strings and comments.
+    """
+    if text.count("[") + text.count("{") <= max_depth:
+        return None
+    depth = 0
+    for m in _FLOW_TOKENS.finditer(text):
+        tok = m.group()
+        if tok in ("[", "{"):
+            depth += 1
+            if depth > max_depth:
+                line = text.count("\n", 0, m.start()) + 1
+                return line, m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        elif tok in ("]", "}"):
+            depth = max(0, depth - 1)
+    return None
+
+
+def _subject(field: str, origin: str) -> str:
+    return "" if origin == field else f"{origin} "
 
 
 def load_yaml(text: str, *, field: str = "file", origin: str = "document", limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -244,19 +280,23 @@ def load_yaml(text: str, *, field: str = "file", origin: str = "document", limit
         Syntax error (line and column), a bound exceeded (which and why), or a non-text mapping key (its path).
     """
     _check_size(text, field, origin, limits)
+    deep = _flow_depth_error(text, limits.max_depth)
+    if deep is not None:
+        raise PlanningError(field, f"{_subject(field, origin)}nests brackets deeper than {limits.max_depth} levels "
+                            f"at line {deep[0]}, column {deep[1]}.", "flatten the structure.")
     loader_cls = type("_Loader", (_BoundedLoader,), {"limits": limits})
     loader = loader_cls(text)
     try:
         data = loader.get_single_data()
     except _LimitHit as hit:
-        raise PlanningError(field, f"{origin} {hit.problem}{_where(hit.mark)}.", hit.fix) from None
+        raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}{_where(hit.mark)}.", hit.fix) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise PlanningError(field, f"{origin} is not valid YAML/JSON{_where(mark)}: {quote(str(problem), 160, bare=True)}.",
+        raise PlanningError(field, f"{_subject(field, origin)}is not valid YAML/JSON{_where(mark)}: {quote(str(problem), 160, bare=True)}.",
                             "fix the syntax (indentation, quotes, colons, brackets).") from None
     except RecursionError:  # pragma: no cover - the depth bound is far below Python's recursion limit
-        raise PlanningError(field, f"{origin} nests too deeply.", "flatten the structure.") from None
+        raise PlanningError(field, f"{_subject(field, origin)}nests too deeply.", "flatten the structure.") from None
     finally:
         loader.dispose()
     check_plain(data, field=field, origin=origin, limits=limits)
@@ -278,6 +318,20 @@ def _bounded_float(text: str) -> float:
         raise _LimitHit(f"has a number with {len(text):,} characters",
                         f"numbers are at most {MAX_NUMBER_CHARS} characters long.")
     return float(text)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        keys = [k for k, _ in pairs]
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise _LimitHit(f"has the key {quote(dup, 60)} twice in one object",
+                        "keep one of them (JSON readers would silently drop the first).")
+    return data
+
+
+def _json_loads(text: str) -> Any:
+    return json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float, object_pairs_hook=_unique_pairs)
 
 
 def load_json(text: str, *, field: str = "file", origin: str = "document", limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -306,17 +360,17 @@ def load_json(text: str, *, field: str = "file", origin: str = "document", limit
     """
     _check_size(text, field, origin, limits)
     try:
-        data = json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
+        data = _json_loads(text)
     except _LimitHit as hit:
-        raise PlanningError(field, f"{origin} {hit.problem}.", hit.fix) from None
+        raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}.", hit.fix) from None
     except json.JSONDecodeError as exc:
-        raise PlanningError(field, f"{origin} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
+        raise PlanningError(field, f"{_subject(field, origin)}is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
                             "fix the JSON syntax (quotes, commas, brackets).") from None
     except RecursionError:
-        raise PlanningError(field, f"{origin} nests deeper than {limits.max_depth} levels.",
+        raise PlanningError(field, f"{_subject(field, origin)}nests deeper than {limits.max_depth} levels.",
                             "flatten the structure.") from None
     except ValueError as exc:  # e.g. a lone surrogate escape the decoder refuses
-        raise PlanningError(field, f"{origin} is not valid JSON: {quote(str(exc), 160, bare=True)}.",
+        raise PlanningError(field, f"{_subject(field, origin)}is not valid JSON: {quote(str(exc), 160, bare=True)}.",
                             "fix the JSON text.") from None
     check_plain(data, field=field, origin=origin, limits=limits)
     return data
@@ -328,11 +382,11 @@ def load_data(text: str, *, field: str = "file", origin: str = "document", limit
     if head in ("{", "["):
         _check_size(text, field, origin, limits)
         try:
-            data = json.loads(text, parse_int=_bounded_int, parse_float=_bounded_float)
+            data = _json_loads(text)
         except (json.JSONDecodeError, RecursionError):
             pass  # flow-style YAML (`{name: x}`) is not JSON; the YAML reader decides and bounds the depth
         except _LimitHit as hit:
-            raise PlanningError(field, f"{origin} {hit.problem}.", hit.fix) from None
+            raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}.", hit.fix) from None
         else:
             check_plain(data, field=field, origin=origin, limits=limits)
             return data
@@ -355,7 +409,7 @@ def load_data_file(path: str | os.PathLike[str], *, field: str, limits: Limits =
 
 def _check_size(text: str, field: str, origin: str, limits: Limits) -> None:
     if len(text) > limits.max_bytes or len(text.encode("utf-8", errors="replace")) > limits.max_bytes:
-        raise PlanningError(field, f"{origin} is larger than the {limits.max_bytes:,}-byte limit.",
+        raise PlanningError(field, f"{_subject(field, origin)}is larger than the {limits.max_bytes:,}-byte limit.",
                             "use a smaller file; split it or remove embedded data.")
 
 
@@ -385,16 +439,16 @@ def check_plain(data: Any, *, field: str = "file", origin: str = "document", lim
         value, path, depth = stack.pop()
         seen += 1
         if seen > limits.max_nodes:
-            raise PlanningError(field, f"{origin} has more than {limits.max_nodes:,} values.", "use a smaller file.")
+            raise PlanningError(field, f"{_subject(field, origin)}has more than {limits.max_nodes:,} values.", "use a smaller file.")
         if depth > limits.max_depth:
-            raise PlanningError(field, f"{origin} nests deeper than {limits.max_depth} levels (at {quote(path, 80)}).",
+            raise PlanningError(field, f"{_subject(field, origin)}nests deeper than {limits.max_depth} levels (at {quote(path, 80)}).",
                                 "flatten the structure.")
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise PlanningError(
                         path or field,
-                        f"has the key {quote(key, 60)} ({type(key).__name__}) in {origin}; keys must be text.",
+                        f"has the key {quote(key, 60)} ({type(key).__name__}); keys must be text.",
                         f'quote the key, e.g. "{quote(key, 40, bare=True)}": ...')
                 stack.append((item, _key_path(path, key), depth + 1))
         elif isinstance(value, list | tuple | set | frozenset):

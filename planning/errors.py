@@ -73,7 +73,10 @@ def quote(value: object, limit: int = QUOTE_LIMIT, *, bare: bool = False) -> str
         shown = head if bare else repr(head)
         return shown if len(value) <= limit else f"{shown}… ({len(value):,} characters)"
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+        try:
+            return f"an integer of {len(str(abs(value))):,} digits"
+        except ValueError:  # above Python's 4,300-digit str() limit
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
     if isinstance(value, list | tuple | dict | set | frozenset) and len(value) > 20:
         return f"a {type(value).__name__} of {len(value):,} items"
     try:

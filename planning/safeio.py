@@ -285,20 +285,22 @@ def load_yaml(text: str, *, field: str = "file", origin: str = "document", limit
         raise PlanningError(field, f"{_subject(field, origin)}nests brackets deeper than {limits.max_depth} levels "
                             f"at line {deep[0]}, column {deep[1]}.", "flatten the structure.")
     loader_cls = type("_Loader", (_BoundedLoader,), {"limits": limits})
-    loader = loader_cls(text)
+    loader = None
     try:
+        loader = loader_cls(text)  # the reader refuses control characters here already
         data = loader.get_single_data()
     except _LimitHit as hit:
         raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}{_where(hit.mark)}.", hit.fix) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
         raise PlanningError(field, f"{_subject(field, origin)}is not valid YAML/JSON{_where(mark)}: {quote(str(problem), 160, bare=True)}.",
                             "fix the syntax (indentation, quotes, colons, brackets).") from None
     except RecursionError:  # pragma: no cover - the depth bound is far below Python's recursion limit
         raise PlanningError(field, f"{_subject(field, origin)}nests too deeply.", "flatten the structure.") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     check_plain(data, field=field, origin=origin, limits=limits)
     return data
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,11 +404,14 @@ def model_from_hf_config(
         cfg: Mapping[str, Any] = path_or_dict
         where = model_id
         default_source = "config.json (dict)"
-    else:
+    elif isinstance(path_or_dict, str | os.PathLike):
         path = Path(path_or_dict)
         cfg = _read_config(path)
         where = path.name
         default_source = str(path)
+    else:
+        raise PlanningError(str(model_id)[:200], f"a config must be a JSON object or a file path, got "
+                            f"{type(path_or_dict).__name__}.", "pass the parsed config.json (a dict) or its path.")
     arch = parse_architecture(cfg, where)
     params = count_params(arch)
     return ModelSpec(

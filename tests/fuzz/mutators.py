@@ -110,10 +110,11 @@ def mutate_tree(tree: Any, rng: random.Random, n_ops: int = 1) -> tuple[Any, str
         elif op == "wrap":
             tree = set_at(tree, path, [get_at(tree, path)])
             notes.append(f"wrap {where}")
-        elif op == "deep":
-            depth = rng.choice([40, 200, 1200])
+        elif op == "deep":  # deeper nesting is fuzzed as text: copy/paths here recurse on trees
+            depth = rng.choice([40, 100, 300])
             tree = set_at(tree, path, nested(depth, get_at(tree, path), rng.choice(["list", "dict"])))
             notes.append(f"deep{depth} {where}")
+            break
         elif op == "dup":
             target = get_at(tree, path)
             if isinstance(target, list) and target:

@@ -163,6 +163,7 @@ def test_internal_error_exits_3_with_one_line_and_a_log(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(planning.api, "validate", boom)
     code, out, err, _ = run_cli(["validate", "--preset", "melange-arena"])
+    assert out == ""
     assert code == 3
     assert err.count("\n") == 1 and "internal error: ZeroDivisionError: simulated bug" in err
     logs = list((tmp_path / "logs").glob("planning-crash-*.log"))

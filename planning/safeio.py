@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.composer
+import yaml.constructor
+import yaml.parser
+import yaml.reader
+import yaml.resolver
+import yaml.scanner
 
 from planning.errors import PlanningError, quote
 
@@ -154,13 +160,22 @@ def read_text(path: str | os.PathLike[str], *, field: str, max_bytes: int, what:
 # --------------------------------------------------------------------------------------------------------------
 # YAML
 # --------------------------------------------------------------------------------------------------------------
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that counts depth, nodes and aliases while composing, so nothing is expanded first."""
+try:  # libyaml's event parser (C) when PyYAML was built with it: ~8x faster than the pure-Python scanner
+    from yaml._yaml import CParser as _CParser
+except ImportError:  # pragma: no cover - PyYAML without libyaml
+    _CParser = None
+
+
+class _BoundedComposer(yaml.composer.Composer):
+    """Composer (Python, so it can count) that bounds depth, nodes and aliases before anything is expanded.
+
+    Mixed with an event source (libyaml's ``CParser`` or PyYAML's Python reader/scanner/parser), the safe
+    constructor and the resolver; only the standard YAML tags are constructed (as ``yaml.safe_load``).
+    """
 
     limits: Limits = DEFAULT_LIMITS
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    def _init_bounds(self) -> None:
         self._depth = 0
         self._nodes = 0
         self._aliases = 0
@@ -253,6 +268,28 @@ def _flow_depth_error(text: str, max_depth: int) -> tuple[int, int] | None:
     return None
 
 
+if _CParser is not None:
+    class _FastLoader(_BoundedComposer, _CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self._init_bounds()
+
+
+class _PyLoader(_BoundedComposer, yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,
+                yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._init_bounds()
+
+
 def _subject(field: str, origin: str) -> str:
     return "" if origin == field else f"{origin} "
 
@@ -284,7 +321,8 @@ def load_yaml(text: str, *, field: str = "file", origin: str = "document", limit
     if deep is not None:
         raise PlanningError(field, f"{_subject(field, origin)}nests brackets deeper than {limits.max_depth} levels "
                             f"at line {deep[0]}, column {deep[1]}.", "flatten the structure.")
-    loader_cls = type("_Loader", (_BoundedLoader,), {"limits": limits})
+    base: type = _FastLoader if _CParser is not None else _PyLoader
+    loader_cls = type("_Loader", (base,), {"limits": limits})
     loader = None
     try:
         loader = loader_cls(text)  # the reader refuses control characters here already
@@ -296,10 +334,14 @@ def load_yaml(text: str, *, field: str = "file", origin: str = "document", limit
         problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
         raise PlanningError(field, f"{_subject(field, origin)}is not valid YAML/JSON{_where(mark)}: {quote(str(problem), 160, bare=True)}.",
                             "fix the syntax (indentation, quotes, colons, brackets).") from None
+    except UnicodeEncodeError as exc:  # a lone surrogate in text handed over from Python (files are decoded first)
+        raise PlanningError(field, f"{_subject(field, origin)}holds a character that is not valid Unicode "
+                            f"(U+{ord(exc.object[exc.start]):04X}) at position {exc.start}.",
+                            "remove it; text must be valid UTF-8.") from None
     except RecursionError:  # pragma: no cover - the depth bound is far below Python's recursion limit
         raise PlanningError(field, f"{_subject(field, origin)}nests too deeply.", "flatten the structure.") from None
     finally:
-        if loader is not None:
+        if loader is not None and hasattr(loader, "dispose"):
             loader.dispose()
     check_plain(data, field=field, origin=origin, limits=limits)
     return data

@@ -239,6 +239,8 @@ class Outcome:
     description: str
     seconds: float
     detail: str = ""
+    cpu: float = 0.0
+    """CPU seconds of this process (the wall time on a shared machine includes waiting for a core)."""
 
 
 @dataclass
@@ -255,22 +257,21 @@ class Report:
 
 def judge(target: str, description: str, fn: Callable[[], Any]) -> Outcome:
     """Run ``fn``; a PlanningError must name a field and stay short, any other exception is a crash."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    kind, detail = "ok", ""
     try:
         fn()
     except PlanningError as exc:
-        seconds = time.perf_counter() - t0
         text = str(exc)
+        kind, detail = "rejected", str(exc.field)
         if not exc.field or not str(exc.field).strip():
-            return Outcome(target, "crash", description, seconds, f"PlanningError without a field: {text[:300]}")
-        if len(text) > MAX_MESSAGE:
-            return Outcome(target, "crash", description, seconds, f"message of {len(text):,} characters")
-        return Outcome(target, "rejected", description, seconds, f"{exc.field}")
+            kind, detail = "crash", f"PlanningError without a field: {text[:300]}"
+        elif len(text) > MAX_MESSAGE:
+            kind, detail = "crash", f"message of {len(text):,} characters"
     except Exception as exc:  # the point of the fuzzer: anything else is a finding
-        seconds = time.perf_counter() - t0
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
-        return Outcome(target, "crash", description, seconds, f"{type(exc).__name__}: {str(exc)[:200]}\n{tb}")
-    return Outcome(target, "ok", description, time.perf_counter() - t0)
+        kind, detail = "crash", f"{type(exc).__name__}: {str(exc)[:200]}\n{tb}"
+    return Outcome(target, kind, description, time.perf_counter() - t0, detail, time.process_time() - c0)
 
 
 # ----------------------------------------------------------------------------------------------------------------

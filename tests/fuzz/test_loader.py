@@ -31,7 +31,7 @@ def test_alias_bomb_is_refused_without_expanding() -> None:
     t0 = time.perf_counter()
     err = _rejects(ALIAS_BOMB + yaml.safe_dump(BASE))
     assert time.perf_counter() - t0 < 1.0
-    assert "aliases" in err.problem and "200,000" in err.problem
+    assert "aliases" in err.problem and "100,000" in err.problem
 
 
 def test_aliases_can_be_refused_entirely_and_recursive_ones_always() -> None:
@@ -218,3 +218,28 @@ def test_shipped_presets_still_load() -> None:
 
     for name in list_presets():
         assert Scenario.from_dict(load_preset(name)).name == name
+
+
+def test_lone_surrogate_is_a_clean_error() -> None:
+    with pytest.raises(PlanningError, match="U\\+D800"):
+        load_yaml("name: a\ud800b\n")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_both_yaml_event_sources_enforce_the_same_bounds(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    import planning.safeio as safeio
+
+    if not fast:
+        monkeypatch.setattr(safeio, "_CParser", None)  # PyYAML without libyaml: the pure-Python parser
+    with pytest.raises(PlanningError, match="aliases"):
+        load_yaml(ALIAS_BOMB)
+    with pytest.raises(PlanningError, match="deeper"):
+        load_yaml("a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 80)))
+    with pytest.raises(PlanningError, match="keys must be text"):
+        load_yaml("1: a\n")
+    with pytest.raises(PlanningError, match="twice"):
+        load_yaml("a: 1\na: 2\n")
+    with pytest.raises(PlanningError, match="not valid YAML"):
+        load_yaml("a: \x1f\n")
+    assert load_yaml("a: &x {b: [1, 2.5, null, true]}\nc: *x\n") == {"a": {"b": [1, 2.5, None, True]},
+                                                                      "c": {"b": [1, 2.5, None, True]}}

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 import yaml.composer
@@ -160,8 +160,11 @@ def read_text(path: str | os.PathLike[str], *, field: str, max_bytes: int, what:
 # --------------------------------------------------------------------------------------------------------------
 # YAML
 # --------------------------------------------------------------------------------------------------------------
+_CParser: Any
 try:  # libyaml's event parser (C) when PyYAML was built with it: ~8x faster than the pure-Python scanner
-    from yaml._yaml import CParser as _CParser
+    import yaml._yaml as _libyaml
+
+    _CParser = _libyaml.CParser
 except ImportError:  # pragma: no cover - PyYAML without libyaml
     _CParser = None
 
@@ -174,6 +177,9 @@ class _BoundedComposer(yaml.composer.Composer):
     """
 
     limits: Limits = DEFAULT_LIMITS
+    if TYPE_CHECKING:  # provided by the event source mixed in
+        def check_event(self, *choices: Any) -> bool: ...
+        def peek_event(self) -> Any: ...
 
     def _init_bounds(self) -> None:
         self._depth = 0
@@ -238,7 +244,7 @@ class _BoundedComposer(yaml.composer.Composer):
             raise _LimitHit(f"has a number with {len(node.value):,} characters",
                             f"numbers are at most {MAX_NUMBER_CHARS} characters long.", node.start_mark)
         try:
-            return super().construct_object(node, deep=deep)
+            return super().construct_object(node, deep=deep)  # type: ignore[misc]  # SafeConstructor's
         except (ValueError, OverflowError, TypeError) as exc:
             raise _LimitHit(f"has a value that cannot be read ({quote(str(exc), 120, bare=True)})",
                             "quote it as text or correct it.", node.start_mark) from None

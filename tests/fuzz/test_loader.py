@@ -243,3 +243,22 @@ def test_both_yaml_event_sources_enforce_the_same_bounds(monkeypatch: pytest.Mon
         load_yaml("a: \x1f\n")
     assert load_yaml("a: &x {b: [1, 2.5, null, true]}\nc: *x\n") == {"a": {"b": [1, 2.5, None, True]},
                                                                       "c": {"b": [1, 2.5, None, True]}}
+
+
+def test_bounds_are_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "scenario.md").read_text(encoding="utf-8")
+    for name, (maximum, why) in BOUNDS.items():
+        assert f"| {name} | {maximum:g} | {why} |" in docs, name
+
+
+def test_exit_codes_are_in_help_and_readme(capsys: pytest.CaptureFixture[str]) -> None:
+    from planning.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    for line in ("0  a plan was found", "1  no plan", "2  bad input", "3  internal error"):
+        assert line in text
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "**3** internal error" in readme and "**1** no plan" in readme

@@ -631,11 +631,25 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, field: str = "path") -> Path:
     """Write ``text`` to ``path`` atomically (temp file in the same directory, fsync, rename).
 
     An existing file keeps its permission bits; a new file gets the usual ``0o666 & ~umask``. On any failure
     the temp file is removed and the old file is left as it was.
+
+    Parameters
+    ----------
+    path:
+        The file to write.
+    text:
+        Its new content (UTF-8).
+    field:
+        Name of the input that gave the path, for errors (``"--out"`` in the CLI).
+
+    Returns
+    -------
+    Path
+        The written file.
 
     Raises
     ------
@@ -645,14 +659,14 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     target = Path(path)
     shown = quote(str(target), 120)
     if target.is_dir():
-        raise PlanningError("out", f"{shown} is a directory.", "give a file name inside it.")
+        raise PlanningError(field, f"{shown} is a directory.", "give a file name inside it.")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise PlanningError("out", f"cannot create the folder of {shown}: a file is in the way.",
+        raise PlanningError(field, f"cannot create the folder of {shown}: a file is in the way.",
                             "choose a path whose parent folders are folders, not files.") from None
     except OSError as exc:
-        raise PlanningError("out", f"cannot create the folder of {shown}: {exc.strerror or exc}.",
+        raise PlanningError(field, f"cannot create the folder of {shown}: {exc.strerror or exc}.",
                             "choose a writable location.") from None
     try:
         mode = stat.S_IMODE(target.stat().st_mode)
@@ -661,7 +675,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise PlanningError("out", f"cannot write in the folder of {shown}: {exc.strerror or exc}.",
+        raise PlanningError(field, f"cannot write in the folder of {shown}: {exc.strerror or exc}.",
                             "choose a writable location.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -673,10 +687,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise PlanningError("out", f"cannot write {shown}: {exc.strerror or exc}.",
+            raise PlanningError(field, f"cannot write {shown}: {exc.strerror or exc}.",
                                 "check the path, free space and permissions.") from None
         if isinstance(exc, UnicodeEncodeError):
-            raise PlanningError("out", f"the text for {shown} is not encodable as UTF-8 ({exc.reason}).",
+            raise PlanningError(field, f"the text for {shown} is not encodable as UTF-8 ({exc.reason}).",
                                 "remove the invalid characters.") from None
         raise
     return target

@@ -64,7 +64,7 @@ def test_out_under_a_file_and_a_directory_are_clean_errors(tmp_path: Path) -> No
     blocker.write_text("x", encoding="utf-8")
     with pytest.raises(PlanningError, match="a file is in the way") as err:
         atomic_write_text(blocker / "sub" / "out.json", "{}")
-    assert err.value.field == "out"
+    assert err.value.field == "path"
     with pytest.raises(PlanningError, match="is a directory"):
         atomic_write_text(tmp_path, "{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]

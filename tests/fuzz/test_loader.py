@@ -262,3 +262,12 @@ def test_exit_codes_are_in_help_and_readme(capsys: pytest.CaptureFixture[str]) -
         assert line in text
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "**3** internal error" in readme and "**1** no plan" in readme
+
+
+@pytest.mark.parametrize("shape", ["２xL4", "٢xL4", "²xL4"])
+def test_the_shared_shape_parser_refuses_unicode_digits(shape: str) -> None:
+    from planning.catalog.schema import parse_shape
+
+    with pytest.raises(PlanningError, match="not a node shape"):
+        parse_shape(shape)
+    assert parse_shape("2xL4") == (2, "L4")

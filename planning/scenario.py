@@ -488,7 +488,7 @@ class Scenario:
         ids = [m.id for m in models]
         dup = next((m for m in ids if ids.count(m) > 1), None)
         if dup:
-            raise PlanningError("models", f"lists {dup!r} twice.", "merge the two entries (add their demands).")
+            raise PlanningError("models", f"lists {quote(dup)} twice.", "merge the two entries (add their demands).")
         offers = tuple(OfferSpec.from_dict(o, f"offers[{i}]") for i, o in enumerate(_list(d.get("offers"), "offers")))
         regions = tuple(_text(r, f"regions[{i}]", required=True) for i, r in enumerate(_list(d.get("regions"), "regions")))
         shapes = tuple(_shape(s, f"shapes[{i}]") for i, s in enumerate(_list(d.get("shapes"), "shapes")))
@@ -559,7 +559,7 @@ class Scenario:
         for m in self.models:
             if m.id == model_id:
                 return m
-        raise PlanningError("model", f"{model_id!r} is not in this scenario.", f"use one of {', '.join(m.id for m in self.models)}.")
+        raise PlanningError("model", f"{quote(model_id)} is not in this scenario.", f"use one of {', '.join(m.id for m in self.models)}.")
 
     # --- what-if helpers: each returns a new Scenario --------------------------------------------------------
     def with_demand_scaled(self, k: float, model_id: str | None = None) -> Scenario:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
@@ -444,7 +444,7 @@ class JobStore:
         if row is None:
             raise PlanningError(
                 "job_id",
-                f"no job {job_id!r} in {self.path}.",
+                f"no job {quote(job_id, 80)} in {self.path}.",
                 "The job store may have been cleared; submit the request again.",
             )
         return _row_to_record(row)

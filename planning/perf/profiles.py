@@ -189,7 +189,7 @@ def load_profiles(path: Path | str, *, catalog: Catalog | None = None) -> Profil
                                 f"use only {', '.join((*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS))}.")
         dup = next((c for c in header if header.count(c) > 1), None)
         if dup:
-            raise PlanningError(f"{name}:1", f"column {dup!r} appears twice.", "keep one of them.")
+            raise PlanningError(f"{name}:1", f"column {quote(dup, 60)} appears twice.", "keep one of them.")
         for cells in reader:
             row_no = reader.line_num
             if not cells or all(not c.strip() for c in cells):

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-dev lint bench calibrate clean
+.PHONY: run test install install-dev lint bench calibrate fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ calibrate: install-dev
 
 bench: install-dev
 	$(BIN)/python -m pytest -m benchmark -s
+
+## Hostile-input fuzzing: >= 10,000 mutated scenarios/import files + ~60 CLI calls; prints a report, fails on a crash
+fuzz: install-dev
+	$(BIN)/python tools/fuzz.py --cases 10000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

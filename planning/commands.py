@@ -66,7 +66,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 def _emit(text: str, out: Path | None) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if out is not None:
-        atomic_write_text(out, text)
+        atomic_write_text(out, text, field="--out")
 
 
 def _solve(args: argparse.Namespace) -> int:

@@ -34,13 +34,53 @@ class UnknownIdError(PlanningError):
 
     def __init__(self, field: str, value: str, known: Iterable[str]) -> None:
         known_list = sorted(set(known))
-        close = difflib.get_close_matches(value, known_list, n=3, cutoff=0.4)
+        probe = str(value)[:QUOTE_LIMIT]  # a huge value must not make difflib quadratic
+        close = difflib.get_close_matches(probe, known_list, n=3, cutoff=0.4)
         if not close:
-            lower = value.lower()
+            lower = probe.lower()
             close = [k for k in known_list if lower in k.lower() or k.lower() in lower][:3]
         hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         listing = ", ".join(known_list[:20]) + (" …" if len(known_list) > 20 else "")
         fix = (hint + " " if hint else "") + f"Known ids: {listing}."
-        super().__init__(field, f"unknown id {value!r}.", fix)
+        super().__init__(field, f"unknown id {quote(value)}.", fix)
         self.value = value
         self.closest = close
+
+
+QUOTE_LIMIT = 200
+"""Most characters of a user's value repeated in a message (a 22 MB value must not be echoed)."""
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT, *, bare: bool = False) -> str:
+    """``repr`` of a value for an error message, clipped to ``limit`` characters with its full length noted.
+
+    Parameters
+    ----------
+    value:
+        Anything the user wrote (text, number, list …).
+    limit:
+        Most characters of the value shown.
+    bare:
+        For text, show it without quotes.
+
+    Returns
+    -------
+    str
+        E.g. ``'abc'`` or ``'aaaa…' (22,000,000 characters)``; containers show their type and length when long.
+    """
+    if isinstance(value, str):
+        head = value[:limit]
+        shown = head if bare else repr(head)
+        return shown if len(value) <= limit else f"{shown}… ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        try:
+            return f"an integer of {len(str(abs(value))):,} digits"
+        except ValueError:  # above Python's 4,300-digit str() limit
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+    if isinstance(value, list | tuple | dict | set | frozenset) and len(value) > 20:
+        return f"a {type(value).__name__} of {len(value):,} items"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # recursive containers, exotic objects
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

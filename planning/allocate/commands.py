@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,22 @@ def run(args: argparse.Namespace) -> int:
     from planning.allocate.io import problem_from_dict, result_to_dict
     from planning.allocate.solve import solve_allocation
     from planning.cli import print_json
+    from planning.errors import PlanningError, quote
+    from planning.safeio import Limits, load_json_file
 
-    problem = problem_from_dict(json.loads(args.file.read_text(encoding="utf-8")))
+    data = load_json_file(args.file, field="FILE", limits=Limits(max_bytes=64_000_000, max_nodes=5_000_000),
+                          what="allocation problem (JSON)")
+    if not isinstance(data, dict):
+        raise PlanningError("FILE", f"must hold a JSON object, got {type(data).__name__}.",
+                            'write {"templates": [...], "offers": [...], "classes": [...]} (docs/allocation.md).')
+    try:
+        problem = problem_from_dict(data)
+    except PlanningError:
+        raise
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # wrong types inside the entries
+        raise PlanningError("FILE", f"is not a valid allocation problem ({type(exc).__name__}: "
+                            f"{quote(str(exc), 160, bare=True)}).",
+                            "check the entries' types against docs/allocation.md.") from None
     changes: dict[str, Any] = {}
     for attr, key in (("objective", "objective"), ("budget", "budget_per_hour"), ("solver", "solver"),
                       ("time_limit", "time_limit_s"), ("dump_model", "dump_model")):

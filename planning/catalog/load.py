@@ -11,8 +11,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planning.catalog.models import model_from_hf_config
 from planning.catalog.schema import (
     GPU,
@@ -24,6 +22,7 @@ from planning.catalog.schema import (
     SLOPreset,
 )
 from planning.errors import PlanningError
+from planning.safeio import load_yaml, read_text
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 """Shipped catalog data (the repository's ``data/`` folder)."""
@@ -212,12 +211,8 @@ _TABLES: dict[str, _Table] = {
 
 
 def _read_text(path: Path) -> str:
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise PlanningError(
-            path.name, f"is {size} bytes, above the {MAX_FILE_BYTES} byte limit.", "split or trim the file."
-        )
-    return path.read_text(encoding="utf-8-sig")
+    # bounded, UTF-8 named with line/column, BOM dropped; overrides folders come from users
+    return read_text(path, field=path.name, max_bytes=MAX_FILE_BYTES, what="catalog file")
 
 
 def read_table(path: Path, kind: str) -> dict[str, Any]:
@@ -295,10 +290,7 @@ def read_models(path: Path) -> dict[str, ModelSpec]:
     PlanningError
         Bad structure, missing keys, or computed parameters more than 3 % from the published counts.
     """
-    try:
-        entries = yaml.safe_load(_read_text(path))
-    except yaml.YAMLError as exc:
-        raise PlanningError(path.name, f"is not valid YAML ({exc}).", "fix the YAML syntax.") from None
+    entries = load_yaml(_read_text(path), field=path.name, origin=path.name)
     if not isinstance(entries, list):
         raise PlanningError(path.name, "must be a list of models.", "start each model with `- id: ...`.")
     models: dict[str, ModelSpec] = {}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from planning.catalog.schema import ModelSpec
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
+from planning.safeio import Limits, load_json, read_text
 
 MAX_CONFIG_BYTES = 1_000_000
 """Largest ``config.json`` accepted (real ones are a few kB)."""
@@ -72,6 +74,20 @@ class ParamCount:
     """Parameters inside MoE experts (all experts, all layers)."""
 
 
+# Upper bounds on config.json integers (ten times the largest published models): above them a value is a typo
+# or hostile, and the parameter count would be meaningless.
+_MAX = {
+    "layers": 1024,
+    "hidden_size": 262_144,
+    "heads": 16_384,
+    "head_dim": 8_192,
+    "intermediate_size": 1_048_576,
+    "vocab_size": 10_000_000,
+    "experts": 65_536,
+    "window": 100_000_000,
+}
+
+
 def _require(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str) -> Any:
     for key in keys:
         if key in cfg and cfg[key] is not None:
@@ -83,26 +99,56 @@ def _require(cfg: Mapping[str, Any], keys: tuple[str, ...], where: str) -> Any:
     )
 
 
-def _positive_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value <= 0:
-        raise PlanningError(field, f"must be a positive integer, got {value!r}.", "correct the config value.")
+def _int_value(value: Any, field: str, *, minimum: int, maximum: int) -> int:
+    """An integer in ``[minimum, maximum]`` (a whole float such as 4096.0 is accepted); never overflows."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanningError(field, f"must be an integer, got {type(value).__name__} {quote(value, 80)}.",
+                            "write a plain integer in the config.json.")
+    if isinstance(value, float) and (not math.isfinite(value) or value != math.floor(value)):
+        raise PlanningError(field, f"must be a whole number, got {quote(value)}.", "write a plain integer.")
+    if not minimum <= value <= maximum:
+        raise PlanningError(field, f"must be between {minimum} and {maximum:,}, got {quote(value, 80)}.",
+                            "correct the config value (no published model is near this bound).")
     return int(value)
+
+
+def _positive_int(value: Any, field: str, maximum: int = 10_000_000) -> int:
+    return _int_value(value, field, minimum=1, maximum=maximum)
+
+
+def _optional_int(cfg: Mapping[str, Any], keys: tuple[str, ...], field: str, *, minimum: int, maximum: int,
+                  default: int) -> int:
+    """The first present, non-null, non-zero key among ``keys`` (HF uses 0/null for "absent")."""
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None and value is not False and value != 0:
+            return _int_value(value, f"{field.rsplit('.', 1)[0]}.{key}", minimum=minimum, maximum=maximum)
+    return default
+
+
+def _flag(cfg: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    value = cfg.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise PlanningError(f"{where}.{key}", f"must be true or false, got {quote(value, 80)}.", "write true or false.")
 
 
 def _dtype_of(cfg: Mapping[str, Any], where: str) -> str:
     quant = cfg.get("quantization_config")
     if isinstance(quant, Mapping):
-        method = str(quant.get("quant_method", "")).lower()
+        method = str(quant.get("quant_method", "")).lower() if isinstance(quant.get("quant_method", ""), str) else ""
         if method == "mxfp4":
             return "mxfp4"
         if method in {"fp8", "fbgemm_fp8", "compressed-tensors-fp8"}:
             return "fp8"
     raw = cfg.get("torch_dtype", cfg.get("dtype", "bfloat16"))
-    name = _DTYPE_NAMES.get(str(raw).lower())
+    name = _DTYPE_NAMES.get(raw.lower()) if isinstance(raw, str) else None
     if name is None:
         raise PlanningError(
             f"{where}.torch_dtype",
-            f"unsupported dtype {raw!r}.",
+            f"unsupported dtype {quote(raw, 80)}.",
             f"use one of {', '.join(sorted(_DTYPE_NAMES))}.",
         )
     return name
@@ -132,57 +178,84 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
     if not isinstance(cfg, Mapping):
         raise PlanningError(where, "a config must be a JSON object.", "pass the model's config.json.")
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
-        cfg = cfg["text_config"]  # multimodal wrappers keep the LM under text_config
-    model_type = str(cfg.get("model_type", "unknown"))
+        inner = cfg["text_config"]  # multimodal wrappers keep the LM under text_config
+        if not isinstance(inner, Mapping):
+            raise PlanningError(f"{where}.text_config", f"must be an object, got {type(inner).__name__}.",
+                                "give the language model's keys inside text_config {...}.")
+        cfg, where = inner, f"{where}.text_config"
+    raw_type = cfg.get("model_type", "unknown")
+    if not isinstance(raw_type, str) or len(raw_type) > 100:
+        raise PlanningError(f"{where}.model_type", f"must be short text, got {quote(raw_type, 80)}.",
+                            'write the family name, e.g. "llama".')
+    model_type = raw_type
     layers = _positive_int(
-        _require(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where), f"{where}.num_hidden_layers"
+        _require(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where), f"{where}.num_hidden_layers",
+        _MAX["layers"],
     )
-    hidden = _positive_int(_require(cfg, ("hidden_size", "n_embd", "d_model"), where), f"{where}.hidden_size")
+    hidden = _positive_int(_require(cfg, ("hidden_size", "n_embd", "d_model"), where), f"{where}.hidden_size",
+                           _MAX["hidden_size"])
     heads = _positive_int(
-        _require(cfg, ("num_attention_heads", "n_head"), where), f"{where}.num_attention_heads"
+        _require(cfg, ("num_attention_heads", "n_head"), where), f"{where}.num_attention_heads", _MAX["heads"]
     )
-    kv_heads = _positive_int(cfg.get("num_key_value_heads") or heads, f"{where}.num_key_value_heads")
+    kv_heads = _optional_int(cfg, ("num_key_value_heads",), f"{where}.num_key_value_heads", minimum=1,
+                             maximum=heads, default=heads)
     if heads % kv_heads:
         raise PlanningError(
             f"{where}.num_key_value_heads",
             f"{kv_heads} does not divide num_attention_heads {heads}.",
             "use a divisor of the number of attention heads.",
         )
-    head_dim = _positive_int(cfg.get("head_dim") or hidden // heads, f"{where}.head_dim")
+    head_dim = _optional_int(cfg, ("head_dim",), f"{where}.head_dim", minimum=1, maximum=_MAX["head_dim"],
+                             default=max(1, hidden // heads))
     intermediate = _positive_int(
         _require(cfg, ("intermediate_size", "ffn_hidden_size", "n_inner"), where),
-        f"{where}.intermediate_size",
+        f"{where}.intermediate_size", _MAX["intermediate_size"],
     )
-    vocab = _positive_int(_require(cfg, ("vocab_size",), where), f"{where}.vocab_size")
+    vocab = _positive_int(_require(cfg, ("vocab_size",), where), f"{where}.vocab_size", _MAX["vocab_size"])
 
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 0)
-    active = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 0) if experts else 0
+    experts = _optional_int(cfg, ("num_local_experts", "num_experts", "n_routed_experts"), f"{where}.num_experts",
+                            minimum=1, maximum=_MAX["experts"], default=0)
+    active = _optional_int(cfg, ("num_experts_per_tok", "experts_per_token"), f"{where}.num_experts_per_tok",
+                           minimum=0, maximum=_MAX["experts"], default=0) if experts else 0
     if experts and not 0 < active <= experts:
         raise PlanningError(
             f"{where}.num_experts_per_tok",
             f"{active} active experts out of {experts}.",
             "set num_experts_per_tok between 1 and the number of experts.",
         )
-    moe_inter = int(cfg.get("moe_intermediate_size") or (intermediate if experts else 0))
-    step = int(cfg.get("decoder_sparse_step") or 1)
-    dense_only = set(cfg.get("mlp_only_layers") or [])
+    moe_inter = _optional_int(cfg, ("moe_intermediate_size",), f"{where}.moe_intermediate_size", minimum=1,
+                              maximum=_MAX["intermediate_size"], default=intermediate if experts else 0)
+    step = _optional_int(cfg, ("decoder_sparse_step",), f"{where}.decoder_sparse_step", minimum=1,
+                         maximum=layers, default=1)
+    raw_dense = cfg.get("mlp_only_layers") or []
+    if not isinstance(raw_dense, list) or len(raw_dense) > layers:
+        raise PlanningError(f"{where}.mlp_only_layers", f"must be a list of at most {layers} layer indices, "
+                            f"got {quote(raw_dense, 80)}.", "list layer indices, e.g. [0, 1].")
+    dense_only = {_int_value(v, f"{where}.mlp_only_layers[{i}]", minimum=0, maximum=layers - 1)
+                  for i, v in enumerate(raw_dense)}
     moe_layers = tuple(bool(experts) and i not in dense_only and (i + 1) % step == 0 for i in range(layers))
 
     window_raw = cfg.get("sliding_window")
-    window = int(window_raw) if window_raw and cfg.get("use_sliding_window", True) is not False else None
+    use_window = _flag(cfg, "use_sliding_window", where, True)
+    window = (_int_value(window_raw, f"{where}.sliding_window", minimum=1, maximum=_MAX["window"])
+              if window_raw not in (None, False, 0) and use_window else None)
     raw_types = cfg.get("layer_types")
     if raw_types:
+        if not isinstance(raw_types, list):
+            raise PlanningError(f"{where}.layer_types", f"must be a list, got {type(raw_types).__name__}.",
+                                "give one entry per layer, e.g. [\"sliding_attention\", \"full_attention\", ...].")
         if len(raw_types) != layers:
             raise PlanningError(
                 f"{where}.layer_types",
                 f"has {len(raw_types)} entries for {layers} layers.",
                 "give one entry per layer.",
             )
-        unknown = sorted({str(t) for t in raw_types} - set(_LAYER_TYPE_NAMES))
+        unknown = sorted({quote(t, 40, bare=True) for t in raw_types
+                          if not isinstance(t, str) or t not in _LAYER_TYPE_NAMES})
         if unknown:
             raise PlanningError(
                 f"{where}.layer_types",
-                f"unknown layer types {unknown}.",
+                f"unknown layer types {unknown[:5]}.",
                 "use sliding_attention or full_attention.",
             )
         layer_types = tuple(_LAYER_TYPE_NAMES[str(t)] for t in raw_types)
@@ -191,7 +264,8 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
                 f"{where}.sliding_window", "sliding layers but no window.", "set sliding_window."
             )
     elif window is not None:
-        first_swa = int(cfg.get("max_window_layers", 0)) if model_type.startswith("qwen") else 0
+        first_swa = (_optional_int(cfg, ("max_window_layers",), f"{where}.max_window_layers", minimum=0,
+                                   maximum=_MAX["layers"], default=0) if model_type.startswith("qwen") else 0)
         layer_types = tuple("sliding" if i >= first_swa else "full" for i in range(layers))
     else:
         layer_types = ()
@@ -214,8 +288,8 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
         sliding_window=window,
         layer_types=layer_types,
         dtype=_dtype_of(cfg, where),
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        attention_bias=bool(cfg.get("attention_bias", False)),
+        tie_embeddings=_flag(cfg, "tie_word_embeddings", where, False),
+        attention_bias=_flag(cfg, "attention_bias", where, False),
         qk_norm=model_type in {"qwen3", "qwen3_moe"},
         attention_sinks=model_type == "gpt_oss",
         moe_biases=model_type == "gpt_oss",
@@ -280,22 +354,12 @@ def native_weight_bytes(arch: Architecture, params: ParamCount) -> float | None:
     return params.expert * MXFP4_BYTES_PER_PARAM + (params.total - params.expert) * _DTYPE_BYTES["bf16"]
 
 
+CONFIG_LIMITS = Limits(max_bytes=MAX_CONFIG_BYTES, max_depth=16, max_nodes=100_000, max_aliases=0)
+
+
 def _read_config(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise PlanningError("config_path", f"{path} is not a file.", "pass the path of a config.json file.")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise PlanningError(
-            "config_path",
-            f"{path.name} is {size} bytes, above the {MAX_CONFIG_BYTES} byte limit.",
-            "pass the model's config.json, not a weights or tokenizer file.",
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PlanningError(
-            "config_path", f"{path.name} is not valid JSON ({exc}).", "pass a JSON config."
-        ) from exc
+    text = read_text(path, field="config_path", max_bytes=MAX_CONFIG_BYTES, what="config.json")
+    data = load_json(text, field="config_path", origin=path.name, limits=CONFIG_LIMITS)
     if not isinstance(data, dict):
         raise PlanningError(
             "config_path", f"{path.name} is not a JSON object.", "pass the model's config.json."
@@ -340,11 +404,14 @@ def model_from_hf_config(
         cfg: Mapping[str, Any] = path_or_dict
         where = model_id
         default_source = "config.json (dict)"
-    else:
+    elif isinstance(path_or_dict, str | os.PathLike):
         path = Path(path_or_dict)
         cfg = _read_config(path)
         where = path.name
         default_source = str(path)
+    else:
+        raise PlanningError(str(model_id)[:200], f"a config must be a JSON object or a file path, got "
+                            f"{type(path_or_dict).__name__}.", "pass the parsed config.json (a dict) or its path.")
     arch = parse_architecture(cfg, where)
     params = count_params(arch)
     return ModelSpec(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planning.catalog.load import DATA_DIR
 from planning.errors import PlanningError, UnknownIdError
 
@@ -68,10 +66,10 @@ def load_preset(name: str, presets_dir: Path | None = None) -> dict[str, Any]:
         raise PlanningError(
             f"preset {name}", f"is {size} bytes, above {MAX_PRESET_BYTES}.", "shorten the file."
         )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise PlanningError(f"preset {name}", f"is not valid YAML ({exc}).", "fix the YAML syntax.") from None
+    from planning.safeio import load_yaml, read_text
+
+    data = load_yaml(read_text(path, field=f"preset {name}", max_bytes=MAX_PRESET_BYTES, what="preset"),
+                     field=f"preset {name}", origin=path.name)
     if not isinstance(data, dict):
         raise PlanningError(f"preset {name}", "is not a YAML mapping.", "start the file with `name: ...`.")
     missing = [k for k in REQUIRED_KEYS if k not in data]

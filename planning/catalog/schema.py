@@ -56,7 +56,7 @@ def parse_shape(shape: str, field: str = "shape", *, bare_gpu: bool = False) -> 
         Not ``{count}x{gpu}`` (unless ``bare_gpu``), or a count below 1.
     """
     count, sep, gpu = shape.partition("x")
-    if not (sep and count.isdigit() and gpu):
+    if not (sep and count.isascii() and count.isdigit() and gpu):  # no Unicode digits such as '２'
         if bare_gpu:
             return 1, shape
         raise PlanningError(field, f"{shape!r} is not a node shape.", 'write "{count}x{GPU}", e.g. "2xL40S".')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 from typing import Any
 
 from planning.jobs.store import STATUSES, JobRecord, JobStore
@@ -22,7 +23,10 @@ def _line(r: JobRecord) -> str:
 
 
 def _open(args: argparse.Namespace) -> JobStore:
-    return JobStore(args.store)
+    store = JobStore(args.store)
+    if store.notice:  # a corrupted database was moved aside
+        print(f"warning: {store.notice}", file=sys.stderr)
+    return store
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 
 JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
@@ -24,6 +25,23 @@ TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled")
 
 SCHEMA_VERSION = 1
 INTERRUPTED_MESSAGE = "interrupted: the process running this job stopped before it finished"
+LOST_MESSAGE = "lost: no heartbeat from the process running this job for {seconds:.0f} s (it died or hung)"
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
+_log = logging.getLogger(__name__)
+
+
+class _SchemaVersionError(sqlite3.DatabaseError):
+    """The file is a job store of another schema version (kept as is: it is not corrupted)."""
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    if isinstance(exc, _SchemaVersionError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _CORRUPT_CODES
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -244,7 +262,12 @@ class JobStore:
     One connection per store object (``check_same_thread=False``) guarded by a lock; every write is a
     short autocommit statement or a ``BEGIN IMMEDIATE`` transaction, and ``busy_timeout`` makes a
     concurrent writer wait instead of failing. Opening the store marks jobs whose process died as
-    failed ("interrupted").
+    failed ("interrupted"); reads (:meth:`get`, :meth:`list_jobs`) also mark active jobs whose heartbeat is
+    older than ``stale_after`` as failed ("lost"), so a dead job is seen without reopening the store.
+
+    A corrupted database file (not SQLite, or a malformed image) is renamed to
+    ``<name>.corrupt-<UTC time>`` with its ``-wal``/``-shm`` files, a warning is logged, :attr:`notice` says
+    where it went, and a fresh store starts (the store only caches job results).
 
     Parameters
     ----------
@@ -261,7 +284,8 @@ class JobStore:
     Raises
     ------
     PlanningError
-        If the file cannot be opened as a job store (wrong schema version, not a database).
+        If the file cannot be opened as a job store (another schema version, a folder, no permission), or a
+        corrupted file cannot be moved aside.
     """
 
     def __init__(
@@ -276,38 +300,97 @@ class JobStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stale_after = stale_after
         self.host = socket.gethostname()
+        self.notice: str | None = None
+        """Set when a corrupted file was moved aside on open (where it went); ``None`` otherwise."""
+        self.moved_aside: Path | None = None
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
+        self._last_reap = 0.0
+        try:
+            self._conn = self._connect(busy_timeout_ms)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corruption(exc):
+                raise self._unusable(exc) from None
+            self.moved_aside = self._move_aside()
+            self.notice = (f"The job store {self.path} was corrupted ({exc}); it was moved to "
+                           f"{self.moved_aside.name} and a fresh store was started.")
+            _log.warning(self.notice)
+            try:
+                self._conn = self._connect(busy_timeout_ms)
+            except sqlite3.DatabaseError as again:
+                raise self._unusable(again) from None
+        if recover:
+            self.recover_stale()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        """Open, set pragmas, check integrity and create the schema; closes the connection on failure."""
+        conn = sqlite3.connect(
             str(self.path),
             timeout=busy_timeout_ms / 1000,
             isolation_level=None,  # autocommit; multi-statement writes use BEGIN IMMEDIATE
             check_same_thread=False,
         )
-        self._conn.row_factory = sqlite3.Row
+        conn.row_factory = sqlite3.Row
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._init_schema()
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({check[0] if check else 'no answer'})")
+            self._init_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _unusable(self, exc: BaseException) -> PlanningError:
+        return PlanningError(
+            "jobs.store_path",
+            f"{self.path} is not a usable job store ({exc}).",
+            "Point PLANNING_HOME at another folder or delete the file; it only caches job results.",
+        )
+
+    def _move_aside(self) -> Path:
+        """Rename a corrupted database (and its WAL/SHM files) to ``<name>.corrupt-<time>``; returns the new path."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        try:
+            os.replace(self.path, target)
+            for suffix in ("-wal", "-shm"):
+                side = self.path.with_name(self.path.name + suffix)
+                if side.exists():
+                    os.replace(side, target.with_name(target.name + suffix))
+        except OSError as exc:
             raise PlanningError(
                 "jobs.store_path",
-                f"{self.path} is not a usable job store ({exc}).",
-                "Point PLANNING_HOME at another folder or delete the file; it only caches job results.",
-            ) from exc
-        if recover:
-            self.recover_stale()
+                f"{self.path} is corrupted and could not be moved aside ({exc.strerror or exc}).",
+                "Delete the file or point PLANNING_HOME at another folder; it only caches job results.",
+            ) from None
+        return target
 
-    # -- plumbing -----------------------------------------------------------------------------------
-    def _init_schema(self) -> None:
-        with self._lock:
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                raise sqlite3.DatabaseError(f"schema version {version}, expected {SCHEMA_VERSION}")
-            self._conn.executescript(_SCHEMA)
-            if version == 0:
-                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise _SchemaVersionError(f"schema version {version}, expected {SCHEMA_VERSION}")
+        conn.executescript(_SCHEMA)
+        if version == 0:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _reap_lost(self) -> None:
+        """On reads: mark dead/silent active jobs failed, at most every ``min(1, stale_after / 4)`` seconds."""
+        now = time.monotonic()
+        if now - self._last_reap < min(1.0, self.stale_after / 4):
+            return
+        self._last_reap = now
+        try:
+            self.recover_stale()
+        except sqlite3.OperationalError:  # busy: the next read tries again
+            self._last_reap = 0.0
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -355,12 +438,13 @@ class JobStore:
         PlanningError
             If no job has this id.
         """
+        self._reap_lost()
         with self._lock:
             row = self._conn.execute(f"SELECT {_FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise PlanningError(
                 "job_id",
-                f"no job {job_id!r} in {self.path}.",
+                f"no job {quote(job_id, 80)} in {self.path}.",
                 "The job store may have been cleared; submit the request again.",
             )
         return _row_to_record(row)
@@ -411,6 +495,7 @@ class JobStore:
             params.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         columns = _FULL_COLUMNS if with_result else _LIGHT_COLUMNS
+        self._reap_lost()
         sql = f"SELECT {columns} FROM jobs {where} ORDER BY created DESC, rowid DESC LIMIT ?"
         with self._lock:
             rows = self._conn.execute(sql, (*params, int(limit))).fetchall()
@@ -569,15 +654,16 @@ class JobStore:
         stale: list[str] = []
         for row in rows:
             dead_here = row["host"] == self.host and row["pid"] is not None and not pid_alive(row["pid"])
-            silent = row["heartbeat"] is None or now - float(row["heartbeat"]) > self.stale_after
-            if dead_here or silent:
-                stale.append(row["id"])
-        for job_id in stale:
-            self.finish_failed(
-                job_id,
-                INTERRUPTED_MESSAGE,
-                detail="Recovered on store open: its process ended or stopped sending heartbeats.",
-            )
+            silence = None if row["heartbeat"] is None else now - float(row["heartbeat"])
+            if dead_here:
+                message, detail = INTERRUPTED_MESSAGE, "Its process on this host has ended."
+            elif silence is None or silence > self.stale_after:
+                message = LOST_MESSAGE.format(seconds=silence if silence is not None else self.stale_after)
+                detail = f"No heartbeat within stale_after = {self.stale_after:g} s; marked failed by a reader."
+            else:
+                continue
+            stale.append(row["id"])
+            self.finish_failed(row["id"], message, detail=detail)
         return stale
 
     def delete(self, job_id: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +39,10 @@ def load_instances(path: str | Path) -> tuple[list[dict[str, Any]], bool]:
     FileNotFoundError
         If the file does not exist.
     """
-    p = Path(path)
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise PlanningError(
-            "FILE",
-            f"{p} is {size / 1e6:.1f} MB, above the {MAX_FILE_BYTES / 1e6:.0f} MB limit.",
-            "split the instances.",
-        )
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PlanningError(
-            "FILE",
-            f"{p} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
-            "fix the JSON syntax.",
-        ) from None
-    except UnicodeDecodeError:
-        raise PlanningError("FILE", f"{p} is not UTF-8 text.", "save the file as UTF-8 JSON.") from None
+    from planning.safeio import Limits, load_json_file
+
+    data = load_json_file(path, field="FILE", limits=Limits(max_bytes=MAX_FILE_BYTES, max_nodes=20_000_000),
+                          what="placement instance file (JSON)")
     was_list = isinstance(data, list)
     items = data if was_list else [data]
     for i, item in enumerate(items):

@@ -310,11 +310,13 @@ def test_store_uses_wal(store_path: Path) -> None:
     assert mode == "wal"
 
 
-def test_not_a_database_is_a_planning_error(tmp_path: Path) -> None:
+def test_not_a_database_is_moved_aside(tmp_path: Path) -> None:
     bogus = tmp_path / "jobs.sqlite"
     bogus.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(PlanningError, match=r"jobs\.store_path"):
-        JobStore(bogus)
+    with JobStore(bogus) as store:  # issue 8: a corrupted store is moved aside and a fresh one starts
+        assert store.moved_aside is not None and store.moved_aside.read_bytes() == b"this is not sqlite" * 100
+        assert store.notice and "moved" in store.notice
+        assert store.list_jobs() == []
 
 
 # -- processes ---------------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ def _reject_unknown(data: Mapping[str, Any], field_path: str, cls: type) -> None
                                 "keys must be text.", f"remove it; known fields: {', '.join(sorted(known))}.")
     extra = sorted(set(data) - known)
     if extra:
-        name = quote(extra[0], 60, bare=True)
+        name = quote(extra[0], 60, bare=True) or "(empty key)"
         raise PlanningError(f"{field_path}.{name}" if field_path else name,
                             f"is not a known field of {cls.__name__}.",
                             f"remove it; known fields: {', '.join(sorted(known))}.")

@@ -296,6 +296,7 @@ class Options:
     time_limit_s: float = 60.0
     mip_rel_gap: float = 1e-3
     workers: int = 0  # processes for library builds; 0 = one per CPU core
+    templates: str = "library"  # "library": enumerate and place every template; "on-demand": priced search
 
     @classmethod
     def from_dict(cls, data: Any, path: str) -> Options:
@@ -311,6 +312,7 @@ class Options:
             time_limit_s=_number(d.get("time_limit_s", base.time_limit_s), f"{path}.time_limit_s", minimum=0, strict_min=True),
             mip_rel_gap=_number(d.get("mip_rel_gap", base.mip_rel_gap), f"{path}.mip_rel_gap", minimum=0),
             workers=_number(d.get("workers", base.workers), f"{path}.workers", minimum=0, integer=True),
+            templates=_choice(d.get("templates", base.templates), f"{path}.templates", ("library", "on-demand")),
         )
 
 

@@ -46,6 +46,9 @@ from planning.templates.partitions import Block
 
 __all__ = ["MultisetSpace", "SearchStats", "multisets_to_patterns"]
 
+GRID_RATIO = 1.02  # coverage-bound grid: consecutive throughput levels differ by 2 %
+GRID_POINTS = 700  # down to hi / 1.02**700 ≈ hi · 1e-6
+
 
 @dataclass
 class SearchStats:
@@ -131,26 +134,66 @@ class MultisetSpace:
         self.v = self.area.max(axis=1)  # per-node additive bound on T
         self.pow = (K + 1) ** np.arange(self.nmax, dtype=np.int64)
         self.cache: dict[int, tuple[float, tuple[Any, ...]]] = {}  # code -> (throughput, (pattern, ids, result))
+        self._grid()
 
     @property
     def K(self) -> int:
         return len(self.shapes)
 
     # ------------------------------------------------------------------------------------------ bounds
+    def _grid(self) -> None:
+        """Coverage tables a[k, S, g] = max_j min(j, j·T̂^S_j(k) / T_g) on a geometric grid T_0 < … < T_G−1."""
+        tab = self.tables
+        L = self.layers
+        hi = float(self.v.max()) * self.nmax if self.v.size else 1.0
+        self.grid = hi * GRID_RATIO ** -np.arange(GRID_POINTS)[::-1]  # increasing, T_{G−1} = hi
+        jj = np.arange(1, L + 1, dtype=float)
+        jt = tab * jj  # (K, depth, L)
+        a = np.empty((tab.shape[0], tab.shape[1], self.grid.size))
+        for g, T in enumerate(self.grid.tolist()):
+            a[:, :, g] = np.minimum(jj, jt / T).max(axis=2)
+        self.cover = a
+
     def upper_bound(self, P: np.ndarray) -> np.ndarray:
-        """UB(M) for padded multisets (rows), 0 where no stage count is feasible or memory exceeds the cap."""
+        """UB(M) for padded multisets (rows), 0 where no stage count is feasible or memory exceeds the cap.
+
+        For S ≥ 2 the bound is min(Σ A_k(S)/L, Σ F_k(S)/S, the coverage bound): a stage b with j_b layers and
+        throughput ≥ T has Σ_{k∈b} min(1, T̂_{j_b}(k)/T) ≥ 1, so j_b ≤ Σ_{k∈b} a_k(S, T) with
+        a_k(S, T) = max_j min(j, j·T̂_j(k)/T); summed, Σ_{k∈M} a_k(S, T) ≥ L. The sum is non-increasing in T, so
+        the first grid point T_g where it drops below L bounds T < T_g.
+        """
         K, L = self.K, self.layers
-        ext = lambda a: np.concatenate([a, np.zeros((1,) + a.shape[1:])])  # noqa: E731  empty slot → 0
+        pad = np.zeros((1,))
         n = (P < K).sum(axis=1)
-        t1 = ext(self.t1)[P].sum(axis=1)
+        t1 = np.concatenate([self.t1, pad])[P].sum(axis=1)
+        ext = lambda a: np.concatenate([a, np.zeros((1, *a.shape[1:]))])  # noqa: E731  empty slot → 0
         area = ext(self.area)[P].sum(axis=1)
         first = ext(self.first)[P].sum(axis=1)
         jm = ext(self.jmax)[P].sum(axis=1)
         depth = self.tables.shape[1]
         ub = np.where(jm[:, 0] >= L, t1, 0.0)
+        cover = ext(self.cover)  # (K + 1, depth, G)
+        G = self.grid.size
+        grid_hi = np.append(self.grid, np.inf)
         for S in range(2, min(depth, L, self.nmax) + 1):
             ok = (n >= S) & (jm[:, S - 1] >= L)
-            ub = np.where(ok, np.maximum(ub, np.minimum(area[:, S - 1], first[:, S - 1])), ub)
+            if not ok.any():
+                continue
+            rows = np.flatnonzero(ok)
+            Pr = P[rows]
+            lo = np.full(rows.size, -1)  # largest g with Σ cover ≥ L (−1: none; T_−1 = 0 always holds here)
+            hi_ = np.full(rows.size, G)
+            while True:
+                open_ = hi_ - lo > 1
+                if not open_.any():
+                    break
+                mid = (lo + hi_) // 2
+                val = cover[Pr, S - 1, np.minimum(mid, G - 1)[:, None]].sum(axis=1)
+                good = val >= L - 1e-9
+                lo = np.where(open_ & good, mid, lo)
+                hi_ = np.where(open_ & ~good, mid, hi_)
+            b = np.minimum(np.minimum(area[rows, S - 1], first[rows, S - 1]), grid_hi[lo + 1])
+            ub[rows] = np.maximum(ub[rows], b)
         mem = ext(self.mem_gb)[P].sum(axis=1)
         return np.where(mem <= self.cap, ub, 0.0)
 

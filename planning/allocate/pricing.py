@@ -88,9 +88,8 @@ def build_space(perf: Any, catalog: Catalog, spec: ModelSpec, group: Any, shapes
 
 
 def _max_throughput_bound(space: MultisetSpace) -> float:
-    """T̄ ≥ max_M T(M): the largest Nmax-node sum of the additive bound v (memory ignored; valid, cheap)."""
-    v = np.sort(space.v)[::-1]
-    return float(v[: space.nmax].sum())
+    """T̄ ≥ max_M T(M): Nmax copies of the largest additive bound v_k (shapes may repeat; valid, cheap)."""
+    return float(space.v.max() * space.nmax) if space.v.size else 0.0
 
 
 class ColumnLP:
@@ -456,7 +455,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         seeds.append((P0, pg.space.throughput(P0)))
     L = group_bounds(priced, pr, seeds, per_region)
     finite = np.isfinite(_lp.node_cost)
-    y_a_value = float(((_lp.node_cost - pr.w)[finite] * available[finite]).sum())  # Σ y_a·A (y_a ≤ 0)
+    y_a_value = float(((_lp.node_cost[finite] - pr.w[finite]) * available[finite]).sum())  # Σ y_a·A (y_a ≤ 0)
     z_lb = max(float(L.sum()) + y_a_value, pr.z_lp)
     timings["group_bounds_seconds"] = time.perf_counter() - t_lb
     pr.z_lb = z_lb

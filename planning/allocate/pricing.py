@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -182,7 +182,7 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
     are found (a heuristic round), without one every candidate is placed (a proof round).
     """
     sp = pg.space
-    P, lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
+    P, _lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
     out_p, out_r, out_rc = [], [], []
     found = 0
     for a in range(0, P.shape[0], EVAL_BATCH):
@@ -375,7 +375,7 @@ def allocation_problem(groups: Sequence[Any], sets: Sequence[Any], masks: Sequen
         offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
                      for o in offers),
         classes=tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in groups for c in g.classes),
-        current={}, K=K, objective="cost", budget_per_hour=None, solver=solver, time_limit_s=time_limit_s,
+        current={}, K=K, objective="cost", budget_per_hour=None, solver=cast(Any, solver), time_limit_s=time_limit_s,
         mip_rel_gap=mip_rel_gap)
 
 

@@ -496,7 +496,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
 def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], groups: Sequence[Any],
                     shapes: Sequence[str], offers: Sequence[Any], timings: dict[str, float],
                     stats: dict[str, float], progress: ProgressFn | None = None,
-                    cancel: Any = None) -> tuple[list[Any], Any, list[np.ndarray]] | None:
+                    cancel: Any = None) -> tuple[list[Any], Any, list[np.ndarray] | None] | None:
     """Plan a cost scenario with templates generated on demand (the hook of ``planning.solve``).
 
     Returns

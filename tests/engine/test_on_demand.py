@@ -142,7 +142,7 @@ def test_on_demand_equals_library_ilp(seed: int) -> None:
     assert full.status == "optimal"
     assert plan is not None and plan.certified
     assert plan.alloc.total_per_hour == pytest.approx(full.total_per_hour, rel=1e-6, abs=1e-6)
-    assert plan.pricing.z_lp <= plan.pricing.z_lb + 1e-6 <= full.total_per_hour + 2e-6
+    assert plan.pricing.z_lp <= plan.pricing.z_lb + 1e-6 <= float(full.total_per_hour or 0.0) + 2e-6
     evaluated = sum(len(pg.space.cache) for pg in priced)
     assert evaluated <= sum(len(s) for s in sets) + sum(pg.space.all_multisets().shape[0] for pg in priced)
 

@@ -99,6 +99,7 @@ def _svg(rows: list[dict[str, object]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--library-runs", type=int, default=1, help="runs of the (slow) library engine")
     parser.add_argument("--presets", nargs="+", default=PRESETS)
     parser.add_argument("--engines", nargs="+", default=["on-demand", "library"])
     parser.add_argument("--baselines", action="store_true", help="also run the baselines (the full `planning solve`)")
@@ -115,7 +116,7 @@ def main() -> None:
             if engine == "library" and preset == "catalog-wide" and not args.library_catalog:
                 continue
             runs = []
-            for i in range(args.runs):
+            for i in range(args.library_runs if engine == "library" else args.runs):
                 r = run_case(preset, engine, args.baselines, args.timeout)
                 print(f"{preset} {engine} run {i + 1}: " + json.dumps({k: v for k, v in r.items() if k != "timings"},
                                                                       default=str), flush=True)

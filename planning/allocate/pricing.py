@@ -27,7 +27,9 @@ templates, running instances, the served objective.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -35,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
-from planning.templates.search import MultisetSpace
+from planning.templates.search import MultisetSpace, SearchStats
 
 BIG_M_FACTOR = 1e4
 SEED_PER_REGION = 24  # initial columns per group and region (best cost per throughput among single-type templates)
@@ -75,16 +77,40 @@ def node_mem_gb(catalog: Catalog, shape: str) -> float:
     return float(catalog.gpus[gpu].memory_gb * count)
 
 
+_SPACES: OrderedDict[tuple[Any, ...], MultisetSpace] = OrderedDict()
+_SPACES_LOCK = threading.Lock()
+SPACE_CACHE_SIZE = 256  # (model, phase, SLO, sizes, shapes, caps) spaces kept with their exact placements
+
+
 def build_space(perf: Any, catalog: Catalog, spec: ModelSpec, group: Any, shapes: Sequence[str], nmax: int,
                 rho: float, max_stages: int) -> MultisetSpace:
-    """The template space of one single-class group (T̂ tables from the perf model)."""
+    """The template space of one single-class group (T̂ tables from the perf model).
+
+    Spaces are kept per (model, phase, SLO, request sizes, shapes, Nmax, ρ, depth, perf fingerprint), so a what-if
+    that changes only prices, availability or demand reuses every exact placement already made (incremental
+    what-ifs); an SLO change recomputes only the groups it touches.
+    """
     from planning.perf import Workload
 
     c = group.classes[0]
+    fingerprint = perf.fingerprint() if hasattr(perf, "fingerprint") else id(perf)
+    key = (spec.id, group.phase, float(group.slo_ms), float(c.input_len), float(c.output_len), tuple(shapes),
+           int(nmax), float(rho), int(max_stages), fingerprint, spec.weight_bytes(), spec.layers)
+    with _SPACES_LOCK:
+        hit = _SPACES.get(key)
+        if hit is not None:
+            _SPACES.move_to_end(key)
+            hit.stats = SearchStats()
+            return hit
     tables = np.asarray(perf.stage_tables(spec, list(shapes), group.phase, group.slo_ms,
                                           Workload(input_len=c.input_len, output_len=c.output_len), max_stages))
-    return MultisetSpace(tuple(shapes), np.array([node_mem_gb(catalog, s) for s in shapes]), tables,
-                         spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho)
+    space = MultisetSpace(tuple(shapes), np.array([node_mem_gb(catalog, s) for s in shapes]), tables,
+                          spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho)
+    with _SPACES_LOCK:
+        _SPACES[key] = space
+        while len(_SPACES) > SPACE_CACHE_SIZE:
+            _SPACES.popitem(last=False)
+    return space
 
 
 def _max_throughput_bound(space: MultisetSpace) -> float:
@@ -532,7 +558,8 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
     stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
     if plan.certified:
         stats["reduction_certified"] = 1.0
-    stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly
+    stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
+    stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve
     stats["search_prefixes"] = float(sum(pg.space.stats.prefixes for pg in priced))
     stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
     timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)

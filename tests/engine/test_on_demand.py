@@ -177,3 +177,21 @@ def test_catalog_wide_preset_loads_with_on_demand_templates() -> None:
     sc = api.load_preset_scenario("catalog-wide")
     assert sc.options.templates == "on-demand"
     assert len(sc.models) == 12 and len(sc.regions) == 11
+
+
+def test_what_if_reuses_exact_placements() -> None:
+    import planning.api as api
+    from planning.scenario import Scenario
+
+    from .conftest import TINY
+
+    base = Scenario.from_dict({**TINY, "regions": ["aws:us-east-2", "aws:us-east-1"],
+                               "options": {**TINY["options"], "templates": "on-demand"}})
+    first = api.solve(base, with_baselines=False)
+    cheaper = api.solve(replace(base, price_scale=0.7), with_baselines=False)  # only prices change
+    assert first.status == cheaper.status == "optimal"
+    assert cheaper.cost_per_hour == pytest.approx(0.7 * first.cost_per_hour, rel=1e-3)
+    assert first.stats["templates_placed_now"] > 0
+    assert cheaper.stats["templates_placed_now"] < first.stats["templates_placed_now"]
+    library = api.solve(replace(base, options=replace(base.options, templates="library")), with_baselines=False)
+    assert library.cost_per_hour == pytest.approx(first.cost_per_hour, rel=1e-3)

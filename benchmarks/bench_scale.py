@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_scale [--runs 3] [--engines on-demand library] [--baselines]``.
 Each case runs in its own subprocess with a fresh, empty PLANNING_HOME (cold template cache); the child reports
-its wall time, the solve's timings and its peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``,
+its wall time, CPU time (its own + pool workers'), the solve's timings and its peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``,
 which includes numpy/HiGHS allocations, unlike tracemalloc). Prints a table of medians, writes the figure
 ``docs/scale.svg`` (log-scale time and memory per preset and engine; hand-written SVG, no plotting dependency)
 and, with --json, the raw results. The library engine on catalog-wide (≈ 8.5 M templates) is skipped unless
@@ -32,7 +32,9 @@ sc = replace(sc, options=replace(sc.options, templates=engine))
 t0 = time.perf_counter()
 r = solve(sc, with_baselines=baselines)
 wall = time.perf_counter() - t0
-print(json.dumps({"wall_seconds": wall, "status": r.status, "cost_per_hour": r.cost_per_hour, "gap": r.mip_gap,
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+print(json.dumps({"wall_seconds": wall, "cpu_seconds": cpu, "status": r.status, "cost_per_hour": r.cost_per_hour, "gap": r.mip_gap,
                   "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                   "timings": r.timings, "stats": r.stats, "models": len(sc.models), "regions": len(sc.regions),
                   "shapes": len(sc.shapes)}))
@@ -128,20 +130,22 @@ def main() -> None:
             rows.append({"preset": preset, "engine": engine, "runs": len(ok),
                          "wall_seconds": statistics.median(float(r["wall_seconds"]) for r in ok),  # type: ignore[arg-type]
                          "max_rss_mb": statistics.median(float(r["max_rss_mb"]) for r in ok),  # type: ignore[arg-type]
+                         "cpu_seconds": statistics.median(float(r.get("cpu_seconds", "nan")) for r in ok),  # type: ignore[arg-type]
                          "status": ok[-1]["status"], "cost_per_hour": ok[-1]["cost_per_hour"], "gap": ok[-1]["gap"],
                          "certified": bool(dict(ok[-1]["stats"]).get("reduction_certified")),  # type: ignore[call-overload]
                          "templates": dict(ok[-1]["stats"]).get("templates_total"),  # type: ignore[call-overload]
                          "in_ilp": dict(ok[-1]["stats"]).get("templates_in_ilp"),  # type: ignore[call-overload]
                          "size": f"{ok[-1]['models']}×{ok[-1]['shapes']}×{ok[-1]['regions']}"})
     print()
-    print("| preset (models × shapes × regions) | engine | cold wall (median) | peak RSS | status | $/h | certified | "
-          "templates placed | in ILP |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| preset (models × shapes × regions) | engine | cold wall (median) | CPU (process + pool) | peak RSS | status | "
+          "$/h | certified | templates placed | in ILP |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['preset']} | {r['engine']} | failed: {r['error']} | | | | | | |")
+            print(f"| {r['preset']} | {r['engine']} | failed: {r['error']} | | | | | | | |")
             continue
         print(f"| {r['preset']} ({r['size']}) | {r['engine']} | {float(r['wall_seconds']):.1f} s | "  # type: ignore[arg-type]
+              f"{float(r['cpu_seconds']):.1f} s | "  # type: ignore[arg-type]
               f"{float(r['max_rss_mb']):.0f} MB | {r['status']} | {float(r['cost_per_hour']):.2f} | "  # type: ignore[arg-type]
               f"{'yes' if r['certified'] else 'no'} | {int(float(r['templates'] or 0)):,} | "  # type: ignore[arg-type]
               f"{int(float(r['in_ilp'] or 0)):,} |")  # type: ignore[arg-type]

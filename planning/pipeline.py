@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from planning.allocate.certify import baseline_problem, solve_certified
+from planning.allocate.certify import Allocation, baseline_problem, solve_certified
 from planning.allocate.problem import AllocationProblem
 from planning.assemble import build_plan_result
 from planning.catalog.schema import shape_gpu
@@ -91,13 +91,19 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     check_cancel(cancel)
     if progress:
         progress(0.02, "library build: serving templates")
-    sets = build_template_sets(ctx, resolved, sub_progress(progress, 0.02, 0.80), cancel)
-    lap("templates_seconds")
-    check_cancel(cancel)
-    allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
-                                 progress=sub_progress(progress, 0.80, 0.90), cancel=cancel)
+    allocation = on_demand_allocation(ctx, resolved, progress, cancel)  # None: the case needs the library path
+    sets: list[TemplateSet]
+    if allocation is not None and allocation.sets is not None:
+        sets = allocation.sets
+        lap("allocation_seconds")
+    else:
+        sets = build_template_sets(ctx, resolved, sub_progress(progress, 0.02, 0.80), cancel)
+        lap("templates_seconds")
+        check_cancel(cancel)
+        allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
+                                     progress=sub_progress(progress, 0.80, 0.90), cancel=cancel)
+        lap("allocation_seconds")
     timings.update(allocation.timings)
-    lap("allocation_seconds")
     check_cancel(cancel)
     baselines: list[BaselineSummary] = []
     if with_baselines:
@@ -149,3 +155,24 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"
     return provenance
+
+
+def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
+                         cancel: CancelToken | None) -> Allocation | None:
+    """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
+    (``planning.allocate.pricing``), certified over all templates without enumerating them; None when the
+    scenario needs the library path (served objective, histogram classes, aggregated mode, explicit templates,
+    running instances) or the option is off."""
+    scenario = resolved.scenario
+    if scenario.options.templates != "on-demand":
+        return None
+    from planning.allocate.pricing import solve_on_demand
+
+    timings: dict[str, float] = {}
+    stats: dict[str, float] = {}
+    found = solve_on_demand(ctx, scenario, resolved.specs, list(resolved.groups), list(resolved.shapes),
+                            list(resolved.offers), timings, stats, progress, cancel)
+    if found is None:
+        return None
+    sets, alloc, masks = found
+    return Allocation(result=alloc, problem=None, masks=masks, stats=stats, timings=timings, sets=sets)

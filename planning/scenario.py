@@ -485,6 +485,7 @@ class Options:
     workers: int = 0  # processes for library builds; 0 = one per CPU core
     sharing: str = "off"  # off | kvpr | exact: pack low-rate models onto shared GPUs (planning.sharing)
     sharing_threshold_rps: float | None = 1.0  # models below this mean rate are shared; None = all models
+    templates: str = "library"  # "library": enumerate and place every template; "on-demand": priced search
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")
@@ -512,6 +513,7 @@ class Options:
             sharing_threshold_rps=_number(d.get("sharing_threshold_rps", base.sharing_threshold_rps),
                                           f"{path}.sharing_threshold_rps", minimum=0, allow_none=True,
                                           bound="rate_rps"),
+            templates=_choice(d.get("templates", base.templates), f"{path}.templates", ("library", "on-demand")),
         )
 
 

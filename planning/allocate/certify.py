@@ -47,10 +47,11 @@ class Allocation:
     """The allocation answer, the problem actually solved and the template rows it saw (None = all)."""
 
     result: AllocationResult
-    problem: AllocationProblem
+    problem: AllocationProblem | None  # None when the columns were generated on demand (no single problem)
     masks: list[np.ndarray] | None
     stats: dict[str, float] = field(default_factory=dict)  # model sizes: templates total / in ILP, LP bound …
     timings: dict[str, float] = field(default_factory=dict)
+    sets: list[TemplateSet] | None = None  # on-demand: the template sets the search generated
 
 
 def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] | None = None) -> Iterator[TemplateOption]:

@@ -1,0 +1,574 @@
+"""Allocation with templates generated on demand: LP column generation priced by a multiset search, then
+reduced-cost fixing and the ILP over the generated columns — certified optimal over the whole template space.
+
+Sets: groups g (one demand class each; (model, phase, SLO)); multisets M of g's template space
+(``planning.templates.search.MultisetSpace``: ≤ Nmax nodes, memory ≤ ρ·W, throughput T(M) > 0); regions r;
+shapes k. Columns: pairs (M, r) with every shape of M sold in r.
+Parameters: U[M, k] nodes; T(M) exact placement throughput; p[r, k] price; A[r, k] availability; D_g demand;
+K init penalty; c[M, r] = (1 + K)·Σ_k U[M, k]·p[r, k] (nothing runs yet, so the penalty is K·p·ν at the optimum).
+
+LP (the relaxation of ``planning.allocate.reduce``, columns generated instead of read from a library):
+    min Σ c ν + big·Σ_g s_g
+    availability[r, k]: Σ U[M, k] ν[M, r] ≤ A[r, k]                      (dual y_a ≤ 0)
+    demand[g]:          Σ min(T(M), D_g) ν[M, r] + s_g ≥ D_g              (dual y_d ≥ 0)
+    cardinality[g]:     Σ ν[M, r] + s_g ≥ n_g, n_g = ⌈D_g / T̄_g⌉          (dual y_n ≥ 0)
+with T̄_g ≥ max_M T(M) (the search's bound; a weaker but valid cut than the library's exact max).
+Pricing: rc(M, r) = Σ_k U[M, k]·(c_rk − y_a[r, k]) − y_d·min(T, D) − y_n; the per-region node weights
+w[r, k] = (1 + K)p[r, k] − y_a[r, k] ≥ 0 feed ``MultisetSpace.search``, which returns every multiset whose
+admissible bound is ≤ θ; exact placement decides. No column with rc < −tol left ⇒ LP optimal over all templates.
+
+Fixing (as ``reduce.py``): for integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·ν. The ILP runs over the multisets with
+some pair of rc ≤ δ (the search with θ = δ lists all of them); every other column has rc > δ, so a plan of
+cost ≤ z_LP + δ is optimal over all templates. Otherwise δ := cost − z_LP and the ILP is re-solved.
+Not handled here (the caller falls back to the library): multi-class groups, aggregated mode, explicit
+templates, running instances, the served objective.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
+from planning.context import check_cancel
+from planning.templates.search import MultisetSpace, SearchStats
+
+BIG_M_FACTOR = 1e4
+SEED_PER_REGION = 24  # initial columns per group and region (best cost per throughput among single-type templates)
+ADD_PER_GROUP = 300  # most negative columns added per group and round
+EVAL_BATCH = 4096  # candidates placed exactly per batch while pricing
+MAX_ROUNDS = 300
+START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
+TOL = 1e-7
+
+ProgressFn = Callable[[float, str], None]
+
+
+def supported(scenario: Any, groups: Sequence[Any]) -> bool:
+    """Whether the on-demand engine handles this scenario (else the library path runs)."""
+    return (scenario.mode == "disaggregated" and scenario.objective.kind == "cost" and scenario.generate_templates
+            and not scenario.explicit_templates and not scenario.current
+            and all(len(g.classes) == 1 and g.phase in ("prefill", "decode") for g in groups))
+
+
+@dataclass
+class PricedGroup:
+    """One group's search space and the multisets generated for it (padded rows, keyed by code)."""
+
+    group: Any
+    space: MultisetSpace
+    demand: float
+    t_bar: float
+    pool: dict[int, np.ndarray]
+
+    def pool_row(self, code: int) -> np.ndarray:
+        """The padded row of a generated multiset."""
+        return self.pool[code]
+
+
+def node_mem_gb(catalog: Catalog, shape: str) -> float:
+    count, gpu = parse_shape(shape)
+    return float(catalog.gpus[gpu].memory_gb * count)
+
+
+_SPACES: OrderedDict[tuple[Any, ...], MultisetSpace] = OrderedDict()
+_SPACES_LOCK = threading.Lock()
+SPACE_CACHE_SIZE = 256  # (model, phase, SLO, sizes, shapes, caps) spaces kept with their exact placements
+
+
+def build_space(perf: Any, catalog: Catalog, spec: ModelSpec, group: Any, shapes: Sequence[str], nmax: int,
+                rho: float, max_stages: int) -> MultisetSpace:
+    """The template space of one single-class group (T̂ tables from the perf model).
+
+    Spaces are kept per (model, phase, SLO, request sizes, shapes, Nmax, ρ, depth, perf fingerprint), so a what-if
+    that changes only prices, availability or demand reuses every exact placement already made (incremental
+    what-ifs); an SLO change recomputes only the groups it touches.
+    """
+    from planning.perf import Workload
+
+    c = group.classes[0]
+    fingerprint = perf.fingerprint() if hasattr(perf, "fingerprint") else id(perf)
+    key = (spec.id, group.phase, float(group.slo_ms), float(c.input_len), float(c.output_len), tuple(shapes),
+           int(nmax), float(rho), int(max_stages), fingerprint, spec.weight_bytes(), spec.layers)
+    with _SPACES_LOCK:
+        hit = _SPACES.get(key)
+        if hit is not None:
+            _SPACES.move_to_end(key)
+            hit.stats = SearchStats()
+            return hit
+    tables = np.asarray(perf.stage_tables(spec, list(shapes), group.phase, group.slo_ms,
+                                          Workload(input_len=c.input_len, output_len=c.output_len), max_stages))
+    space = MultisetSpace(tuple(shapes), np.array([node_mem_gb(catalog, s) for s in shapes]), tables,
+                          spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho)
+    with _SPACES_LOCK:
+        _SPACES[key] = space
+        while len(_SPACES) > SPACE_CACHE_SIZE:
+            _SPACES.popitem(last=False)
+    return space
+
+
+def _max_throughput_bound(space: MultisetSpace) -> float:
+    """T̄ ≥ max_M T(M): Nmax copies of the largest additive bound v_k (shapes may repeat; valid, cheap)."""
+    return float(space.v.max() * space.nmax) if space.v.size else 0.0
+
+
+class ColumnLP:
+    """The LP above in HiGHS, grown column by column."""
+
+    def __init__(self, groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float) -> None:
+        import highspy
+
+        self.groups = groups
+        self.R, self.K_shapes = prices.shape
+        self.offered = ~np.isnan(prices)
+        self.node_cost = np.where(self.offered, (1.0 + K) * np.nan_to_num(prices), np.inf)  # (R, K)
+        self.n_avail = self.R * self.K_shapes
+        G = len(groups)
+        self.n_rows = self.n_avail + 2 * G
+        self.n_min = [max(1.0, math.ceil(pg.demand / pg.t_bar - 1e-9)) if pg.t_bar > 0 else 1.0 for pg in groups]
+        finite = self.node_cost[np.isfinite(self.node_cost)]
+        self.max_cost = float(finite.max() * groups[0].space.nmax) if finite.size else 1.0
+        self.big_m = BIG_M_FACTOR * max(self.max_cost, 1.0)
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        inf = highspy.kHighsInf
+        lower = np.concatenate([np.full(self.n_avail, -inf), [pg.demand for pg in groups], self.n_min])
+        upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * G, inf)])
+        h.addRows(self.n_rows, lower, upper, 0, np.zeros(self.n_rows, dtype=np.int32), np.zeros(0, dtype=np.int32),
+                  np.zeros(0))
+        for gi in range(G):
+            h.addCol(self.big_m, 0.0, inf, 2, np.array([self.n_avail + gi, self.n_avail + G + gi], dtype=np.int32),
+                     np.array([1.0, self.n_min[gi]]))
+        self.h = h
+        self.inf = inf
+        self.columns: set[tuple[int, int, int]] = set()  # (group, code, region)
+
+    def add(self, gi: int, P: np.ndarray, codes: np.ndarray, T: np.ndarray, regions: np.ndarray) -> int:
+        """Add columns (multiset row i in region regions[i]); returns how many were new."""
+        import scipy.sparse as sp
+
+        pg = self.groups[gi]
+        G = len(self.groups)
+        Kn = self.K_shapes
+        rows, ptr, vals, costs = [], [0], [], []
+        for i in range(P.shape[0]):
+            key = (gi, int(codes[i]), int(regions[i]))
+            if key in self.columns:
+                continue
+            self.columns.add(key)
+            r = int(regions[i])
+            ks, cnt = np.unique(P[i][P[i] < Kn], return_counts=True)
+            rows.extend((r * Kn + ks).tolist())
+            vals.extend(cnt.astype(float).tolist())
+            rows.extend([self.n_avail + gi, self.n_avail + G + gi])
+            vals.extend([float(min(T[i], pg.demand)), 1.0])
+            ptr.append(len(rows))
+            costs.append(float((self.node_cost[r, ks] * cnt).sum()))
+        n = len(costs)
+        if n:
+            mat = sp.csc_matrix((np.array(vals), np.array(rows, dtype=np.int32), np.array(ptr, dtype=np.int32)),
+                                shape=(self.n_rows, n))
+            self.h.addCols(n, np.array(costs), np.zeros(n), np.full(n, self.inf), int(mat.nnz),
+                           mat.indptr.astype(np.int32), mat.indices.astype(np.int32), mat.data.astype(float))
+        return n
+
+    def solve(self) -> tuple[float, bool, np.ndarray, np.ndarray, np.ndarray]:
+        """(z_LP without slack cost, feasible, weights (G-independent) w[r, k], y_d per group, y_n per group)."""
+        self.h.run()
+        sol = self.h.getSolution()
+        y = np.asarray(sol.row_dual, dtype=float)
+        G = len(self.groups)
+        y_a = np.minimum(y[: self.n_avail].reshape(self.R, self.K_shapes), 0.0)
+        y_d = np.maximum(y[self.n_avail : self.n_avail + G], 0.0)
+        y_n = np.maximum(y[self.n_avail + G :], 0.0)
+        slack = np.asarray(sol.col_value, dtype=float)[:G]
+        z = float(self.h.getInfo().objective_function_value) - self.big_m * float(slack.sum())
+        feasible = bool((slack <= 1e-7 * max(1.0, max(pg.demand for pg in self.groups))).all())
+        w = self.node_cost - y_a  # inf where not sold
+        return z, feasible, w, y_d, y_n
+
+
+def column_costs(space: MultisetSpace, P: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(m, R) Σ_{k∈M} w[r, k] for padded multisets (inf where some shape is not sold)."""
+    wT = np.concatenate([w.T, np.zeros((1, w.shape[0]))])  # empty slot costs 0
+    return wT[P].sum(axis=1)
+
+
+def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, limit: int | None,
+          per_region: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Columns with exact rc ≤ theta: (rows, codes, regions, rc); at most ``limit`` most negative (None = all).
+
+    Candidates are placed exactly in order of their bound; with a limit the scan stops once ``limit`` columns
+    are found (a heuristic round), without one every candidate is placed (a proof round).
+    """
+    sp = pg.space
+    P, _lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
+    out_p, out_r, out_rc = [], [], []
+    found = 0
+    for a in range(0, P.shape[0], EVAL_BATCH):
+        chunk = P[a : a + EVAL_BATCH]
+        T = sp.throughput(chunk)
+        with np.errstate(invalid="ignore"):
+            rc = column_costs(sp, chunk, w) - y_d * np.minimum(T, pg.demand)[:, None] - y_n
+        rc[T <= 0] = np.inf
+        i, r = np.nonzero(rc <= theta)
+        out_p.append(chunk[i])
+        out_r.append(r)
+        out_rc.append(rc[i, r])
+        found += i.size
+        if limit is not None and found >= limit:
+            break
+    if not out_p:
+        return np.zeros((0, sp.nmax), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    Pn, rn, rcn = np.concatenate(out_p), np.concatenate(out_r), np.concatenate(out_rc)
+    if limit is not None and rcn.size > limit:
+        keep = np.argsort(rcn, kind="stable")[:limit]
+        Pn, rn, rcn = Pn[keep], rn[keep], rcn[keep]
+    return Pn, sp.codes(Pn), rn, rcn
+
+
+@dataclass
+class PricingResult:
+    """LP optimum over all templates and what it took."""
+
+    z_lp: float
+    feasible: bool
+    rounds: int
+    columns: int
+    w: np.ndarray
+    y_d: np.ndarray
+    y_n: np.ndarray
+    seconds: float
+    z_lb: float = -math.inf  # Lagrangian bound Σ_g L_g + Σ y_a·A (≥ z_lp), set by allocate_on_demand
+
+
+def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Initial columns: per region, the single-GPU-type templates with the best cost per throughput."""
+    sp = pg.space
+    gpus = np.array([shape_gpu(s) for s in sp.shapes])
+    rows = np.concatenate([sp.all_multisets(gpus == g) for g in sorted(set(gpus.tolist()))])
+    T = sp.throughput(rows)
+    rows, T = rows[T > 0], T[T > 0]
+    cost = column_costs(sp, rows, node_cost)
+    ps, rs = [], []
+    for r in range(cost.shape[1]):
+        ratio = cost[:, r] / np.minimum(T, pg.demand)
+        ok = np.flatnonzero(np.isfinite(ratio))
+        top = ok[np.argsort(ratio[ok], kind="stable")[:SEED_PER_REGION]]
+        ps.append(top)
+        rs.append(np.full(top.size, r))
+    idx, reg = np.concatenate(ps).astype(np.int64), np.concatenate(rs).astype(np.int64)
+    return rows[idx], sp.codes(rows[idx]), reg, T[idx]
+
+
+def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
+             per_region: bool = True, cancel: Any = None) -> tuple[PricingResult, ColumnLP]:
+    """Column generation until no column of any group prices out (exact over all templates)."""
+    t0 = time.perf_counter()
+    lp = ColumnLP(groups, prices, available, K)
+    for gi, pg in enumerate(groups):
+        P, codes, reg, T = seed(pg, lp.node_cost)
+        lp.add(gi, P, codes, T, reg)
+        for c, row in zip(codes.tolist(), P, strict=True):
+            pg.pool[c] = row
+    tol = TOL * max(1.0, lp.max_cost)
+    rounds = 0
+    while True:
+        rounds += 1
+        z, feasible, w, y_d, y_n = lp.solve()
+        added = 0
+        for gi, pg in enumerate(groups):
+            check_cancel(cancel, "pricing search")
+            P, codes, reg, _rc = price(pg, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
+            if P.shape[0]:
+                T = pg.space.throughput(P)
+                added += lp.add(gi, P, codes, T, reg)
+                for c, row in zip(codes.tolist(), P, strict=True):
+                    pg.pool[c] = row
+        if added == 0 or rounds >= MAX_ROUNDS:
+            break
+    res = PricingResult(z_lp=z, feasible=feasible and rounds < MAX_ROUNDS, rounds=rounds, columns=len(lp.columns),
+                        w=w, y_d=y_d, y_n=y_n, seconds=time.perf_counter() - t0)
+    return res, lp
+
+
+def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float],
+        per_region: bool = True) -> list[np.ndarray]:
+    """Per group the multisets with some pair of reduced cost ≤ θ_g (all of them: a proof round)."""
+    out = []
+    for gi, pg in enumerate(groups):
+        P, _codes, _reg, _rc = price(pg, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region)
+        if P.shape[0]:
+            _, first = np.unique(pg.space.codes(P), return_index=True)
+            P = P[np.sort(first)]
+        out.append(P)
+    return out
+
+
+def _cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: float = 10.0) -> tuple[float, float]:
+    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, x ∈ ℤ≥0 (one group, availability relaxed): (value, dual bound)."""
+    import highspy
+
+    n = cost.size
+    if n == 0:
+        return math.inf, math.inf
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("mip_rel_gap", 1e-9)
+    t = np.minimum(T, demand)
+    ub = np.ceil(demand / np.maximum(t, 1e-12))
+    h.addVars(n, np.zeros(n), ub)
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost.astype(float))
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
+    h.addRow(float(demand), highspy.kHighsInf, n, np.arange(n, dtype=np.int32), t.astype(float))
+    h.run()
+    info = h.getInfo()
+    value = float(info.objective_function_value) if info.primal_solution_status == 2 else math.inf
+    bound = float(info.mip_dual_bound)
+    return value, min(bound, value)
+
+
+def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
+                 per_region: bool = True) -> np.ndarray:
+    """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
+
+    A column of rc(M, r) can appear in a cover of cost ≤ U only if rc ≤ U − y_d·D − y_n (module docstring), so
+    the search with that threshold lists every multiset a cover of cost ≤ U may use; the cover ILP over them
+    (cost min_r W_r(M)) then gives L_g (its dual bound). U is the cover ILP's value over ``seeds``.
+    """
+    out = np.zeros(len(groups))
+    for gi, pg in enumerate(groups):
+        y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
+        P0, T0 = seeds[gi]
+        cost0 = column_costs(pg.space, P0, pr.w).min(axis=1)
+        ok = np.isfinite(cost0) & (T0 > 0)
+        upper, _ = _cover_ilp(cost0[ok], T0[ok], pg.demand)
+        theta = upper - y_d * pg.demand - y_n
+        P, _codes, _reg, _rc = price(pg, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region)
+        if P.shape[0]:
+            _, first = np.unique(pg.space.codes(P), return_index=True)
+            P = P[first]
+        T = pg.space.throughput(P)
+        cost = column_costs(pg.space, P, pr.w).min(axis=1)
+        _value, bound = _cover_ilp(cost, T, pg.demand)
+        out[gi] = min(bound, upper)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- orchestration
+def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> Any:
+    """A ``TemplateSet`` of the given multisets (library rows, sorted by id); ``provenance(gpu)`` labels rows."""
+    from planning.templates.sets import TemplateSet, usage_matrix
+
+    sp = pg.space
+    frame = sp.frame(P)
+    shapes = list(sp.shapes)
+    usage = usage_matrix(frame, shapes)
+    rank = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
+    names = ["measured", "calibrated", "roofline"]
+    shape_rank = np.array([rank.get(provenance(shape_gpu(s)) if provenance else "roofline", 2) for s in shapes])
+    worst = np.where(usage > 0, shape_rank[None, :], -1).max(axis=1) if usage.size else np.zeros(0, dtype=int)
+    return TemplateSet(pg.group, tuple(shapes), tuple(frame["template_id"].to_list()), usage,
+                       frame["throughput"].to_numpy().reshape(-1, 1), tuple(frame["stages_json"].to_list()),
+                       tuple(names[int(r)] for r in worst), stage_tables=sp.tables)
+
+
+def allocation_problem(groups: Sequence[Any], sets: Sequence[Any], masks: Sequence[np.ndarray] | None,
+                       offers: Sequence[Any], K: float, solver: str = "highs", time_limit_s: float = 60.0,
+                       mip_rel_gap: float = 1e-3) -> Any:
+    """The cost ``AllocationProblem`` over the masked rows of ``sets`` (all rows when ``masks`` is None)."""
+    from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass
+
+    templates = []
+    for si, ts in enumerate(sets):
+        m = np.ones(len(ts), dtype=bool) if masks is None else masks[si]
+        for i in np.flatnonzero(m & (ts.throughput[:, 0] > 0)).tolist():
+            templates.append(TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
+                                            throughput=ts.throughput_dict(i), single_shape=bool(ts.single_shape[i]),
+                                            gpu_types=ts.gpu_types(i)))
+    return AllocationProblem(
+        templates=tuple(templates),
+        offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
+                     for o in offers),
+        classes=tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in groups for c in g.classes),
+        current={}, K=K, objective="cost", budget_per_hour=None, solver=cast(Any, solver), time_limit_s=time_limit_s,
+        mip_rel_gap=mip_rel_gap)
+
+
+def offer_matrices(offers: Sequence[Any], shapes: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Regions, prices[r, k] (NaN where not sold) and availability[r, k] over ``shapes``."""
+    regions = sorted({o.region for o in offers})
+    index = {s: k for k, s in enumerate(shapes)}
+    prices = np.full((len(regions), len(shapes)), np.nan)
+    available = np.zeros((len(regions), len(shapes)))
+    for o in offers:
+        r = regions.index(o.region)
+        prices[r, index[o.shape]] = o.price_per_hour
+        available[r, index[o.shape]] = o.available
+    return regions, prices, available
+
+
+@dataclass
+class OnDemandPlan:
+    """What ``allocate_on_demand`` returns: the ILP result, the sets it used and the certificate."""
+
+    alloc: Any
+    sets: list[Any]
+    masks: list[np.ndarray]
+    pricing: PricingResult
+    certified: bool
+    delta: float
+
+
+def _check(cancel: Any) -> None:
+    check_cancel(cancel, "on-demand allocation")
+
+
+def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: float, *, solver: str = "highs",
+                       time_limit_s: float = 60.0, mip_rel_gap: float = 1e-3, per_region: bool = True,
+                       provenance: Callable[[str], str] | None = None, cancel: Any = None,
+                       timings: dict[str, float] | None = None) -> OnDemandPlan | None:
+    """LP over all templates by column generation, then reduced-cost fixing + ILP until certified.
+
+    Parameters
+    ----------
+    priced:
+        One ``PricedGroup`` per (model, phase) group (single class), all over the same shapes.
+    offers:
+        Objects with ``region, shape, price_per_hour, available``.
+    K, solver, time_limit_s, mip_rel_gap:
+        As in ``AllocationProblem``.
+    per_region:
+        Search with one price vector per region (False: their componentwise minimum).
+
+    Returns
+    -------
+    OnDemandPlan or None
+        None when the LP relaxation is infeasible (no plan meets the demand).
+    """
+    from planning.allocate import solve_allocation
+
+    timings = timings if timings is not None else {}
+    shapes = priced[0].space.shapes
+    _regions, prices, available = offer_matrices(offers, shapes)
+    t1 = time.perf_counter()
+    pr, _lp = solve_lp(priced, prices, available, K, per_region=per_region, cancel=cancel)
+    timings["pricing_lp_seconds"] = time.perf_counter() - t1
+    if not pr.feasible:
+        return None
+    gpus = [np.array([shape_gpu(s) for s in pg.space.shapes]) for pg in priced]
+    single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
+              for pg, gp in zip(priced, gpus, strict=True)]
+    # Lagrangian bound: cost(ν) ≥ Σ_g (group cost at prices w) + Σ y_a·A ≥ Σ_g L_g + Σ y_a·A =: z_LB ≥ z_LP
+    t_lb = time.perf_counter()
+    seeds = []
+    for pg in priced:
+        codes = np.array(sorted({c for (g2, c, _r) in _lp.columns if g2 == priced.index(pg)}), dtype=np.int64)
+        P0 = np.stack([pg.pool_row(int(c)) for c in codes]) if codes.size else np.zeros((0, pg.space.nmax), np.int64)
+        seeds.append((P0, pg.space.throughput(P0)))
+    L = group_bounds(priced, pr, seeds, per_region)
+    finite = np.isfinite(_lp.node_cost)
+    y_a_value = float(((_lp.node_cost[finite] - pr.w[finite]) * available[finite]).sum())  # Σ y_a·A (y_a ≤ 0)
+    z_lb = max(float(L.sum()) + y_a_value, pr.z_lp)
+    timings["group_bounds_seconds"] = time.perf_counter() - t_lb
+    pr.z_lb = z_lb
+    target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
+    delta = target - z_lb
+    groups = [pg.group for pg in priced]
+    alloc: Any = None
+    certified = False
+    sets: list[Any] = []
+    masks: list[np.ndarray] = []
+    for _attempt in range(6):
+        t2 = time.perf_counter()
+        # a plan using (M, r) of group g costs ≥ z_LB − L_g + W_r(M) + [T < D](y_d(D − T) + y_n) ≥ z_LB − L_g
+        # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
+        thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
+        thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
+        kept = fix(priced, pr, thetas, per_region)
+        sets, masks = [], []
+        for pg, P, S1 in zip(priced, kept, single, strict=True):
+            ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, provenance)
+            keys = set(pg.space.codes(P).tolist())
+            masks.append(np.array([c in keys for c in _row_codes(pg.space, ts)], dtype=bool))
+            sets.append(ts)
+        timings["fixing_seconds"] = timings.get("fixing_seconds", 0.0) + time.perf_counter() - t2
+        _check(cancel)
+        t3 = time.perf_counter()
+        alloc = solve_allocation(allocation_problem(groups, sets, masks, offers, K, solver, time_limit_s, mip_rel_gap))
+        timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
+        value = alloc.total_per_hour
+        if alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target)):
+            certified = True
+            break
+        target = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
+        delta = target - z_lb
+    return OnDemandPlan(alloc, sets, masks, pr, certified, delta)
+
+
+def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], groups: Sequence[Any],
+                    shapes: Sequence[str], offers: Sequence[Any], timings: dict[str, float],
+                    stats: dict[str, float], progress: ProgressFn | None = None,
+                    cancel: Any = None) -> tuple[list[Any], Any, list[np.ndarray] | None] | None:
+    """Plan a cost scenario with templates generated on demand (the hook of ``planning.solve``).
+
+    Returns
+    -------
+    tuple or None
+        ``(template sets, AllocationResult, ILP masks)`` — each set holds the ILP's templates plus every
+        single-GPU-type template (for the baselines) — or None when the scenario is not supported or the LP
+        relaxation is infeasible (then the library path runs and reports diagnostics).
+    """
+    if not supported(scenario, groups):
+        return None
+    opts = scenario.options
+    t0 = time.perf_counter()
+    priced = []
+    for g in groups:
+        sp = build_space(ctx.perf, ctx.catalog, specs[g.model], g, shapes, opts.nmax, opts.rho, opts.max_stages)
+        priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}))
+    timings["tables_seconds"] = time.perf_counter() - t0
+    if progress:
+        progress(0.1, "pricing templates on demand (LP column generation)")
+    plan = allocate_on_demand(priced, offers, opts.K, solver=opts.solver, time_limit_s=opts.time_limit_s,
+                              mip_rel_gap=opts.mip_rel_gap,
+                              provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
+                              cancel=cancel, timings=timings)
+    if plan is None:
+        return None
+    if progress:
+        progress(0.9, "on-demand allocation done")
+    stats["pricing_rounds"] = float(plan.pricing.rounds)
+    stats["lp_columns"] = float(plan.pricing.columns)
+    stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
+    stats["lp_bound_per_hour"] = plan.pricing.z_lp
+    stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
+    if plan.certified:
+        stats["reduction_certified"] = 1.0
+    stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
+    stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve
+    stats["search_prefixes"] = float(sum(pg.space.stats.prefixes for pg in priced))
+    stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
+    timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)
+    timings["exact_placement_seconds"] = sum(pg.space.stats.seconds_exact for pg in priced)
+    return plan.sets, plan.alloc, plan.masks
+
+
+def _row_codes(space: MultisetSpace, ts: Any) -> list[int]:
+    """Multiset code of each row of a TemplateSet built from ``space``."""
+    K = space.K
+    out = []
+    for i in range(len(ts)):
+        row = np.repeat(np.arange(K), ts.usage[i])
+        pad = np.full(space.nmax, K, dtype=np.int64)
+        pad[: row.size] = row
+        out.append(int(pad @ space.pow))
+    return out

@@ -1,0 +1,350 @@
+"""Serving templates on demand: branch and bound over node multisets for LP pricing, exact placement at the leaves.
+
+Sets: shapes k = 0..K−1 of one (model, phase, SLO); multisets M of 1..Nmax shapes with memory ≤ ρ·W (the
+library's template space, ``planning.templates.library``); regions r.
+Parameters: tables[k, S−1, j−1] = T̂_j (perf model); per-node weights w[r, k] ≥ 0 (the LP's price of a node of
+shape k in region r: (1 + K)·p[r, k] − y_avail[r, k], +inf where not sold); y_d ≥ 0 the demand dual, y_n ≥ 0
+the cardinality dual, D the demand; reduced cost of column (M, r):
+    rc(M, r) = Σ_{k∈M} w[r, k] − y_d · min(T(M), D) − y_n.
+
+Admissible throughput bound (valid for any non-negative tables). For a placement with S stages, stage b holding
+j_b layers, T ≤ c_b(j_b) = Σ_{k∈b} T̂_{j_b}(k), so j_b·T ≤ Σ_{k∈b} A_k(S) with A_k(S) = max_j j·T̂_j(k); summed over
+the stages L·T ≤ Σ_{k∈M} A_k(S). Also T ≤ c_b(j_b) ≤ Σ_{k∈b} F_k(S), F_k(S) = max_j T̂_j(k), so S·T ≤ Σ_k F_k(S).
+With S = 1 the value is exact: T = Σ_k T̂_L(k). Hence
+    UB(M) = max over feasible S of  (S = 1: Σ_k T̂_L(k);  S ≥ 2: min(Σ_k A_k(S)/L, Σ_k F_k(S)/S)),
+feasible meaning S ≤ |M| and Σ_k #{j : T̂_j(k) > 0} ≥ L (otherwise no composition exists). Every term is a sum
+over the nodes, and UB(M) ≤ Σ_{k∈M} v_k with v_k = max_S A_k(S)/L (A_k(1) ≥ L·T̂_L(k)).
+
+Search (level by level, vectorised). A node of the tree is a prefix P (shape indices non-decreasing, so each
+multiset is reached once); its descendants append shapes ≥ last(P). For every completion M ⊇ P with
+e ≤ Nmax − |P| more nodes and every region r (w ≥ 0):
+    rc(M, r) ≥ W_r(P) − y_d·D − y_n                                       (min(T, D) ≤ D)
+    rc(M, r) ≥ W_r(P) − y_d·V(P) + e · min(0, min_{k ≥ last(P)} (w[r, k] − y_d v_k)) − y_n   (T ≤ Σ v)
+so a prefix whose bound exceeds the threshold θ in every region is pruned with all its descendants, and a
+memory cap violation prunes too (memory only grows). A surviving prefix is itself a leaf candidate when its
+tight bound min_r (W_r − y_d·min(UB, D)) − y_n ≤ θ. Only candidates get the exact placement
+(``planning.templates.library.solve_chunk_monotone``, the library's own solver), cached per multiset: the
+throughput of a multiset does not depend on prices or duals, so later rounds and what-ifs reuse it.
+
+Exactness: every multiset with rc ≤ θ in some region is a candidate (the bounds are valid), so evaluating all
+candidates exactly finds every column with rc ≤ θ — θ slightly below 0 proves the LP optimal over all
+templates, θ = δ lists every column reduced-cost fixing may need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from planning.errors import PlanningError
+from planning.templates.enumeration import is_monotone as _is_monotone
+from planning.templates.frame import assemble as _assemble
+from planning.templates.partitions import Block
+from planning.templates.pool import solve_task as _solve_task
+
+__all__ = ["MultisetSpace", "SearchStats", "multisets_to_patterns"]
+
+GRID_RATIO = 1.02  # coverage-bound grid: consecutive throughput levels differ by 2 %
+GRID_POINTS = 700  # down to hi / 1.02**700 ≈ hi · 1e-6
+
+
+@dataclass
+class SearchStats:
+    """Work done by the searches of one space (summed over calls)."""
+
+    calls: int = 0
+    prefixes: int = 0  # tree nodes (prefixes) visited
+    candidates: int = 0  # leaves passing the tight bound
+    evaluated: int = 0  # distinct multisets placed exactly
+    seconds_search: float = 0.0
+    seconds_exact: float = 0.0
+
+
+def multisets_to_patterns(P: np.ndarray, K: int) -> dict[Block, np.ndarray]:
+    """Group padded multisets (rows of non-decreasing shape indices, ``K`` = empty slot) by pattern.
+
+    Returns
+    -------
+    dict
+        pattern (non-increasing multiplicities) → ``(N, len(pattern))`` shape indices, column p holding the
+        shape of multiplicity ``pattern[p]`` (ties by index) — the layout of ``multisets_by_pattern``.
+    """
+    out: dict[Block, list[np.ndarray]] = {}
+    if P.size == 0:
+        return {}
+    nmax = P.shape[1]
+    sizes = (P < K).sum(axis=1)
+    for n in np.unique(sizes).tolist():
+        rows = P[sizes == n, :n]
+        mult = (rows[:, :, None] == rows[:, None, :]).sum(axis=2)
+        order = np.argsort(-mult * (K + 1) + rows, axis=1, kind="stable")
+        vals = np.take_along_axis(rows, order, axis=1)
+        mult = np.take_along_axis(mult, order, axis=1)
+        new = np.ones_like(vals, dtype=bool)
+        new[:, 1:] = vals[:, 1:] != vals[:, :-1]
+        code = np.sort(np.where(new, mult, 0), axis=1)[:, ::-1]
+        key = (code * (nmax + 1) ** np.arange(n)).sum(axis=1)
+        for kv in np.unique(key):
+            sel = key == kv
+            i0 = int(np.argmax(sel))
+            pattern = tuple(int(c) for c in code[i0] if c > 0)
+            out.setdefault(pattern, []).append(vals[sel][new[sel]].reshape(-1, len(pattern)))
+    return {pat: np.concatenate(v) for pat, v in out.items()}
+
+
+@dataclass
+class MultisetSpace:
+    """The template space of one (model, phase, SLO), searched on demand (see the module docstring).
+
+    ``tables`` (K, S_max, L), ``mem_gb`` per node of each shape, memory cap ``rho * weight_gb``, ``nmax`` nodes.
+    Exact placements are cached per multiset (``code`` = Σ_p idx_p·(K+1)^p over the padded sorted row).
+    """
+
+    shapes: tuple[str, ...]
+    mem_gb: np.ndarray
+    tables: np.ndarray
+    weight_gb: float
+    layers: int
+    nmax: int = 6
+    rho: float = 12.0
+    stats: SearchStats = field(default_factory=SearchStats)
+
+    def __post_init__(self) -> None:
+        tab = np.asarray(self.tables, dtype=float)
+        K = len(self.shapes)
+        if tab.ndim != 3 or tab.shape[0] != K or tab.shape[2] != self.layers:
+            raise PlanningError("tables", f"must have shape (K={K}, S_max, L={self.layers}), got {tab.shape}.",
+                                "use PerfModel.stage_tables.")
+        if (K + 1) ** self.nmax >= 2**62:
+            raise PlanningError("nmax", f"{self.nmax} nodes over {K} shapes is too large for on-demand search.",
+                                "lower nmax or the number of shapes.")
+        self.tables = tab
+        self.mem_gb = np.asarray(self.mem_gb, dtype=float)
+        L = self.layers
+        depth = tab.shape[1]
+        self.cap = float(self.rho) * float(self.weight_gb) * (1 + 1e-12)
+        self.monotone = _is_monotone(tab)
+        jj = np.arange(1, L + 1, dtype=float)
+        self.t1 = tab[:, 0, L - 1].copy()  # exact S = 1 contribution
+        self.area = (tab * jj).max(axis=2) / L  # (K, depth): A_k(S) / L
+        self.first = tab.max(axis=2) / np.arange(1, depth + 1)[None, :]  # F_k(S) / S
+        self.jmax = (tab > 0).sum(axis=2).astype(float)  # (K, depth)
+        self.v = self.area.max(axis=1)  # per-node additive bound on T
+        self.pow = (K + 1) ** np.arange(self.nmax, dtype=np.int64)
+        self.cache: dict[int, tuple[float, tuple[Any, ...]]] = {}  # code -> (throughput, (pattern, ids, result))
+        self._grid()
+
+    @property
+    def K(self) -> int:
+        return len(self.shapes)
+
+    # ------------------------------------------------------------------------------------------ bounds
+    def _grid(self) -> None:
+        """Coverage tables a[k, S, g] = max_j min(j, j·T̂^S_j(k) / T_g) on a geometric grid T_0 < … < T_G−1."""
+        tab = self.tables
+        L = self.layers
+        hi = float(self.v.max()) * self.nmax if self.v.size else 1.0
+        self.grid = hi * GRID_RATIO ** -np.arange(GRID_POINTS)[::-1]  # increasing, T_{G−1} = hi
+        jj = np.arange(1, L + 1, dtype=float)
+        jt = tab * jj  # (K, depth, L)
+        a = np.empty((tab.shape[0], tab.shape[1], self.grid.size))
+        for g, T in enumerate(self.grid.tolist()):
+            a[:, :, g] = np.minimum(jj, jt / T).max(axis=2)
+        self.cover = a
+
+    def upper_bound(self, P: np.ndarray) -> np.ndarray:
+        """UB(M) for padded multisets (rows), 0 where no stage count is feasible or memory exceeds the cap.
+
+        For S ≥ 2 the bound is min(Σ A_k(S)/L, Σ F_k(S)/S, the coverage bound): a stage b with j_b layers and
+        throughput ≥ T has Σ_{k∈b} min(1, T̂_{j_b}(k)/T) ≥ 1, so j_b ≤ Σ_{k∈b} a_k(S, T) with
+        a_k(S, T) = max_j min(j, j·T̂_j(k)/T); summed, Σ_{k∈M} a_k(S, T) ≥ L. The sum is non-increasing in T, so
+        the first grid point T_g where it drops below L bounds T < T_g.
+        """
+        K, L = self.K, self.layers
+        pad = np.zeros((1,))
+        n = (P < K).sum(axis=1)
+        t1 = np.concatenate([self.t1, pad])[P].sum(axis=1)
+        ext = lambda a: np.concatenate([a, np.zeros((1, *a.shape[1:]))])  # noqa: E731  empty slot → 0
+        area = ext(self.area)[P].sum(axis=1)
+        first = ext(self.first)[P].sum(axis=1)
+        jm = ext(self.jmax)[P].sum(axis=1)
+        depth = self.tables.shape[1]
+        ub = np.where(jm[:, 0] >= L, t1, 0.0)
+        cover = ext(self.cover)  # (K + 1, depth, G)
+        G = self.grid.size
+        grid_hi = np.append(self.grid, np.inf)
+        for S in range(2, min(depth, L, self.nmax) + 1):
+            ok = (n >= S) & (jm[:, S - 1] >= L)
+            if not ok.any():
+                continue
+            rows = np.flatnonzero(ok)
+            Pr = P[rows]
+            lo = np.full(rows.size, -1)  # largest g with Σ cover ≥ L (−1: none; T_−1 = 0 always holds here)
+            hi_ = np.full(rows.size, G)
+            while True:
+                open_ = hi_ - lo > 1
+                if not open_.any():
+                    break
+                mid = (lo + hi_) // 2
+                val = cover[Pr, S - 1, np.minimum(mid, G - 1)[:, None]].sum(axis=1)
+                good = val >= L - 1e-9
+                lo = np.where(open_ & good, mid, lo)
+                hi_ = np.where(open_ & ~good, mid, hi_)
+            b = np.minimum(np.minimum(area[rows, S - 1], first[rows, S - 1]), grid_hi[lo + 1])
+            ub[rows] = np.maximum(ub[rows], b)
+        mem = ext(self.mem_gb)[P].sum(axis=1)
+        return np.where(mem <= self.cap, ub, 0.0)
+
+    def search(self, weights: np.ndarray, y_d: float, y_n: float, demand: float, theta: float,
+               per_region: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Every multiset whose bound on min_r rc(M, r) is ≤ ``theta`` (padded rows, bounds).
+
+        Parameters
+        ----------
+        weights:
+            (R, K) node weights w[r, k] ≥ 0 (+inf where shape k is not sold in region r).
+        y_d, y_n, demand:
+            Demand dual, cardinality dual and the demand D of the group.
+        theta:
+            Threshold on the reduced cost.
+        per_region:
+            False replaces the R price vectors by their componentwise minimum (one vector: cheaper, looser).
+
+        Returns
+        -------
+        tuple
+            ``(P (m, Nmax) int64 padded with K, lb (m,))`` sorted by the bound.
+        """
+        import time
+
+        t0 = time.perf_counter()
+        K, nmax = self.K, self.nmax
+        w = np.asarray(weights, dtype=float)
+        if not per_region:
+            w = w.min(axis=0, keepdims=True)
+        delta = np.minimum(w - y_d * self.v[None, :], 0.0)
+        delta = np.where(np.isfinite(delta), delta, 0.0)
+        sufneg = np.minimum.accumulate(delta[:, ::-1], axis=1)[:, ::-1]  # (R, K) min over k' ≥ k
+        wT = w.T  # (K, R)
+        P = np.full((K, nmax), K, dtype=np.int64)
+        P[:, 0] = np.arange(K)
+        W = wT.copy()
+        V = self.v.copy()
+        mem = self.mem_gb.copy()
+        out_p: list[np.ndarray] = []
+        out_lb: list[np.ndarray] = []
+        visited = 0
+        for n in range(1, nmax + 1):
+            visited += P.shape[0]
+            keep = mem <= self.cap
+            P, W, V, mem = P[keep], W[keep], V[keep], mem[keep]
+            if P.shape[0] == 0:
+                break
+            ub = self.upper_bound(P)
+            with np.errstate(invalid="ignore"):
+                leaf = (W - y_d * np.minimum(ub, demand)[:, None]).min(axis=1) - y_n
+            cand = (ub > 0) & (leaf <= theta)
+            out_p.append(P[cand])
+            out_lb.append(leaf[cand])
+            if n == nmax:
+                break
+            last = P[:, n - 1]
+            e = nmax - n
+            with np.errstate(invalid="ignore"):
+                lb = np.maximum(W - y_d * demand, W - y_d * V[:, None] + e * sufneg[:, last].T).min(axis=1) - y_n
+            grow = np.flatnonzero(lb <= theta)
+            if grow.size == 0:
+                break
+            counts = K - last[grow]
+            rep = np.repeat(grow, counts)
+            starts = np.cumsum(counts) - counts
+            child = last[rep] + (np.arange(rep.size) - np.repeat(starts, counts))
+            P = P[rep]
+            P[:, n] = child
+            W = W[rep] + wT[child]
+            V = V[rep] + self.v[child]
+            mem = mem[rep] + self.mem_gb[child]
+        P_all = np.concatenate(out_p) if out_p else np.zeros((0, nmax), dtype=np.int64)
+        lb_all = np.concatenate(out_lb) if out_lb else np.zeros(0)
+        order = np.argsort(lb_all, kind="stable")
+        self.stats.calls += 1
+        self.stats.prefixes += visited
+        self.stats.candidates += int(P_all.shape[0])
+        self.stats.seconds_search += time.perf_counter() - t0
+        return P_all[order], lb_all[order]
+
+    # ------------------------------------------------------------------------------------------ exact values
+    def codes(self, P: np.ndarray) -> np.ndarray:
+        return np.asarray(P @ self.pow, dtype=np.int64)
+
+    def throughput(self, P: np.ndarray) -> np.ndarray:
+        """Exact template throughput of each padded multiset (placed once, then cached)."""
+        import time
+
+        codes = self.codes(P)
+        missing = np.array([c not in self.cache for c in codes.tolist()], dtype=bool)
+        if missing.any():
+            t0 = time.perf_counter()
+            todo = P[missing]
+            _, first = np.unique(codes[missing], return_index=True)
+            todo = todo[first]
+            for pattern, ids in multisets_to_patterns(todo, self.K).items():
+                for a in range(0, ids.shape[0], 128):
+                    chunk = ids[a : a + 128]
+                    res = _solve_task((pattern, chunk, self.tables, self.layers, self.monotone))
+                    rows = np.full((chunk.shape[0], self.nmax), self.K, dtype=np.int64)
+                    exp = np.repeat(chunk, pattern, axis=1)
+                    rows[:, : exp.shape[1]] = np.sort(exp, axis=1)
+                    for i, c in enumerate(self.codes(rows).tolist()):
+                        self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
+                    self.stats.evaluated += chunk.shape[0]
+            self.stats.seconds_exact += time.perf_counter() - t0
+        return np.array([self.cache[c][0] for c in codes.tolist()])
+
+    def frame(self, P: np.ndarray) -> pl.DataFrame:
+        """Library rows (``planning.templates.library.SCHEMA``) of the given multisets with throughput > 0."""
+        self.throughput(P)
+        tasks: list[tuple[Block, np.ndarray]] = []
+        results: list[tuple[np.ndarray, ...]] = []
+        seen: set[int] = set()
+        for c in self.codes(P).tolist():
+            if c in seen:
+                continue
+            seen.add(c)
+            pattern, ids, res = self.cache[c][1]
+            tasks.append((pattern, ids[None, :]))
+            results.append(tuple(np.asarray(r)[None, ...] for r in res))
+        return _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]  # chunk results share the library's layout
+
+    def all_multisets(self, shape_mask: Sequence[bool] | None = None) -> np.ndarray:
+        """Every multiset within the caps (optionally only over the shapes in ``shape_mask``), padded.
+
+        Used for the small sub-spaces the baselines need (one GPU type) and by tests as the oracle.
+        """
+        K, nmax = self.K, self.nmax
+        allowed = np.ones(K, dtype=bool) if shape_mask is None else np.asarray(shape_mask, dtype=bool)
+        ks = np.flatnonzero(allowed)
+        P = np.full((ks.size, nmax), K, dtype=np.int64)
+        P[:, 0] = ks
+        mem = self.mem_gb[ks].copy()
+        out = []
+        for n in range(1, nmax + 1):
+            keep = mem <= self.cap
+            P, mem = P[keep], mem[keep]
+            out.append(P)
+            if n == nmax or P.shape[0] == 0:
+                break
+            last = P[:, n - 1]
+            nxt = [(i, k) for i, lst in enumerate(last.tolist()) for k in ks.tolist() if k >= lst]
+            if not nxt:
+                break
+            rep = np.array([i for i, _ in nxt], dtype=np.int64)
+            child = np.array([k for _, k in nxt], dtype=np.int64)
+            P = P[rep]
+            P[:, n] = child
+            mem = mem[rep] + self.mem_gb[child]
+        return np.concatenate(out) if out else np.zeros((0, nmax), dtype=np.int64)

@@ -1,0 +1,197 @@
+"""Templates on demand: the search's bounds are admissible and complete, and the on-demand allocation equals the
+materialised library + ILP (seeded small instances, coral-core; coral-extended when slow tests run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+
+from planning.allocate import solve_allocation
+from planning.allocate.pricing import (
+    PricedGroup,
+    _max_throughput_bound,
+    allocate_on_demand,
+    allocation_problem,
+    column_costs,
+)
+from planning.groups import Group, WorkClass
+from planning.templates.library import build_library
+from planning.templates.search import MultisetSpace
+from planning.templates.sets import TemplateSet, usage_matrix
+from planning.templates.synthetic import shape_tables
+
+SHAPES = ["1xL4", "2xL4", "1xL40S", "2xL40S", "1xA10G", "1xH100"]
+MODELS = [("a", 16, 30.0, 900.0, 60.0), ("b", 24, 60.0, 1500.0, 90.0), ("c", 12, 14.0, 600.0, 40.0)]
+
+
+@dataclass(frozen=True)
+class _Offer:
+    region: str
+    shape: str
+    price_per_hour: float
+    available: int
+
+
+def _space(model: tuple[str, int, float, float, float], phase: str, shapes: list[str], nmax: int,
+           rho: float = 12.0, rng: np.random.Generator | None = None) -> MultisetSpace:
+    _name, layers, weight, slo_p, slo_d = model
+    tables, mem = shape_tables(shapes, layers, weight, slo_p if phase == "prefill" else slo_d, 4)
+    if rng is not None:  # perturb per shape so instances differ (tables stay non-increasing in j)
+        tables = tables * rng.uniform(0.7, 1.3, size=(len(shapes), 1, 1))
+    return MultisetSpace(tuple(shapes), mem, tables, weight, layers, nmax=nmax, rho=rho)
+
+
+def _instance(seed: int) -> tuple[list[PricedGroup], list[_Offer]]:
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(3, len(SHAPES) + 1))
+    shapes = sorted(rng.choice(SHAPES, size=k, replace=False).tolist())
+    nmax = int(rng.integers(2, 5))
+    priced = []
+    for m in rng.choice(len(MODELS), size=int(rng.integers(1, 3)), replace=False).tolist():
+        for phase in ("prefill", "decode"):
+            sp = _space(MODELS[m], phase, shapes, nmax, rng=rng)
+            best = float(sp.throughput(sp.all_multisets()).max())
+            demand = float(best * rng.uniform(0.2, 3.0))
+            g = Group(MODELS[m][0], phase, 100.0, (WorkClass(f"{MODELS[m][0]}/{phase}", demand, 1000.0, 100.0),))
+            priced.append(PricedGroup(g, sp, demand, _max_throughput_bound(sp), {}))
+    offers = []
+    tight = bool(rng.integers(0, 2))
+    for r in ("r1", "r2"):
+        for s in shapes:
+            if rng.uniform() < 0.15:
+                continue  # not sold here
+            gpu_price = {"L4": 0.8, "L40S": 1.9, "A10G": 1.0, "H100": 7.5}[s.split("x")[1]]
+            count = int(s.split("x")[0])
+            offers.append(_Offer(r, s, round(count * gpu_price * rng.uniform(0.8, 1.3), 3),
+                                 int(rng.integers(1, 5) if tight else 50)))
+    return priced, offers
+
+
+def _library_sets(priced: list[PricedGroup]) -> list[TemplateSet]:
+    """The oracle: every template of each group from the materialised library (build_library)."""
+    sets = []
+    for pg in priced:
+        sp = pg.space
+        frame = build_library(list(sp.shapes), sp.mem_gb, sp.tables, sp.weight_gb, sp.layers, sp.nmax, sp.rho)
+        usage = usage_matrix(frame, list(sp.shapes))
+        sets.append(TemplateSet(pg.group, sp.shapes, tuple(frame["template_id"].to_list()), usage,
+                                frame["throughput"].to_numpy().reshape(-1, 1), tuple(frame["stages_json"].to_list()),
+                                tuple("roofline" for _ in range(frame.height))))
+    return sets
+
+
+# ---------------------------------------------------------------------------------------------- the search
+@pytest.mark.parametrize("seed", range(6))
+def test_upper_bound_is_admissible_and_throughput_matches_the_library(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    model = MODELS[seed % len(MODELS)]
+    sp = _space(model, ("prefill", "decode")[seed % 2], SHAPES, nmax=4, rng=rng)
+    if seed >= 4:  # arbitrary non-monotone tables exercise the general path and the max-based F bound
+        sp = MultisetSpace(sp.shapes, sp.mem_gb, sp.tables * rng.uniform(0.2, 1.0, size=sp.tables.shape),
+                           sp.weight_gb, sp.layers, nmax=3)
+    P = sp.all_multisets()
+    T = sp.throughput(P)
+    ub = sp.upper_bound(P)
+    assert np.all(ub >= T * (1 - 1e-9))
+    lib = build_library(list(sp.shapes), sp.mem_gb, sp.tables, sp.weight_gb, sp.layers, sp.nmax, sp.rho)
+    assert lib.height == int((T > 0).sum())
+    assert np.allclose(np.sort(T[T > 0]), np.sort(lib["throughput"].to_numpy()))
+    frame = sp.frame(P)  # the on-demand rows are library rows
+    assert frame["template_id"].to_list() == lib["template_id"].to_list()
+    assert np.allclose(frame["throughput"].to_numpy(), lib["throughput"].to_numpy())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_search_returns_every_multiset_below_the_threshold(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    sp = _space(MODELS[seed % len(MODELS)], ("prefill", "decode")[seed % 2], SHAPES, nmax=4, rng=rng)
+    P = sp.all_multisets()
+    T = sp.throughput(P)
+    R = 3
+    w = rng.uniform(0.5, 3.0, size=(R, sp.K)) * np.array([int(s.split("x")[0]) for s in sp.shapes])
+    w[rng.uniform(size=w.shape) < 0.2] = np.inf
+    demand = float(np.quantile(T[T > 0], rng.uniform(0.3, 0.95)))
+    pos = T > 0
+    y_d = float(np.median(column_costs(sp, P[pos], w).min(axis=1) / np.minimum(T[pos], demand)))
+    y_n = float(rng.uniform(0, 1))
+    rc = column_costs(sp, P, w) - y_d * np.minimum(T, demand)[:, None] - y_n
+    rc[T <= 0] = np.inf
+    best = rc.min(axis=1)
+    for theta in (float(np.quantile(best[np.isfinite(best)], q)) for q in (0.01, 0.1, 0.5)):
+        for per_region in (True, False):
+            found, lb = sp.search(w, y_d, y_n, demand, theta, per_region=per_region)
+            got = set(sp.codes(found).tolist())
+            want = set(sp.codes(P[best <= theta]).tolist())
+            assert want <= got, "the search missed a multiset with reduced cost below the threshold"
+            assert np.all(lb <= theta)
+
+
+# ---------------------------------------------------------------------------------------------- allocation
+@pytest.mark.parametrize("seed", range(24))
+def test_on_demand_equals_library_ilp(seed: int) -> None:
+    priced, offers = _instance(seed)
+    sets = _library_sets(priced)
+    groups = [pg.group for pg in priced]
+    full = solve_allocation(allocation_problem(groups, sets, None, offers, 0.1, mip_rel_gap=1e-9))
+    plan = allocate_on_demand(priced, offers, 0.1, mip_rel_gap=1e-9)
+    if full.status == "infeasible":
+        assert plan is None or not plan.alloc.has_plan
+        return
+    assert full.status == "optimal"
+    assert plan is not None and plan.certified
+    assert plan.alloc.total_per_hour == pytest.approx(full.total_per_hour, rel=1e-6, abs=1e-6)
+    assert plan.pricing.z_lp <= plan.pricing.z_lb + 1e-6 <= float(full.total_per_hour or 0.0) + 2e-6
+    evaluated = sum(len(pg.space.cache) for pg in priced)
+    assert evaluated <= sum(len(s) for s in sets) + sum(pg.space.all_multisets().shape[0] for pg in priced)
+
+
+def _solve_both(name: str) -> tuple[object, object]:
+    import planning.api as api
+
+    sc = api.load_preset_scenario(name)
+    lib = api.solve(replace(sc, options=replace(sc.options, templates="library")), with_baselines=False)
+    ond = api.solve(replace(sc, options=replace(sc.options, templates="on-demand")), with_baselines=False)
+    return lib, ond
+
+
+def test_coral_core_on_demand_equals_library() -> None:
+    lib, ond = _solve_both("coral-core")
+    assert lib.status == ond.status == "optimal"  # type: ignore[attr-defined]
+    assert ond.cost_per_hour == pytest.approx(lib.cost_per_hour, rel=1e-3)  # type: ignore[attr-defined]
+    assert ond.stats["reduction_certified"] == 1.0  # type: ignore[attr-defined]
+    assert ond.stats["templates_total"] < lib.stats["templates_total"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_coral_extended_on_demand_equals_library() -> None:
+    lib, ond = _solve_both("coral-extended")
+    assert lib.status == ond.status == "optimal"  # type: ignore[attr-defined]
+    assert ond.cost_per_hour == pytest.approx(lib.cost_per_hour, rel=1e-3)  # type: ignore[attr-defined]
+
+
+def test_catalog_wide_preset_loads_with_on_demand_templates() -> None:
+    import planning.api as api
+
+    sc = api.load_preset_scenario("catalog-wide")
+    assert sc.options.templates == "on-demand"
+    assert len(sc.models) == 12 and len(sc.regions) == 11
+
+
+def test_what_if_reuses_exact_placements() -> None:
+    import planning.api as api
+    from planning.scenario import Scenario
+
+    from .conftest import TINY
+
+    base = Scenario.from_dict({**TINY, "regions": ["aws:us-east-2", "aws:us-east-1"],
+                               "options": {**TINY["options"], "templates": "on-demand"}})
+    first = api.solve(base, with_baselines=False)
+    cheaper = api.solve(replace(base, price_scale=0.7), with_baselines=False)  # only prices change
+    assert first.status == cheaper.status == "optimal"
+    assert cheaper.cost_per_hour == pytest.approx(0.7 * first.cost_per_hour, rel=1e-3)
+    assert first.stats["templates_placed_now"] > 0
+    assert cheaper.stats["templates_placed_now"] < first.stats["templates_placed_now"]
+    library = api.solve(replace(base, options=replace(base.options, templates="library")), with_baselines=False)
+    assert library.cost_per_hour == pytest.approx(first.cost_per_hour, rel=1e-3)

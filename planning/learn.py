@@ -61,13 +61,15 @@ DEMYSTIFYING_PRICE = {"t1": 4.0, "t2": 2.0, "t3": 2.0}
 DEMYSTIFYING_REQUESTS = {"w1": 80.0, "w2": 20.0}
 
 
-def _demystifying_problem(budget_per_hour: float) -> AllocationProblem:
+def demystifying_problem(**options: Any) -> AllocationProblem:
+    """Demystifying App. C as an allocation problem: GPU types t1, t2, t3 at 4/2/2 $/h, two of each, the TP-2
+    configuration of two t2, workloads w1 (80 requests) and w2 (20); ``options`` are AllocationProblem fields
+    (objective, budget_per_hour, builder, solver, …)."""
     templates = [TemplateOption(t, "llama3-70b", {f"1x{t}": 1}, DEMYSTIFYING_THROUGHPUT[t]) for t in DEMYSTIFYING_PRICE]
     templates.append(TemplateOption("tp2(t2)", "llama3-70b", {"1xt2": 2}, DEMYSTIFYING_THROUGHPUT["tp2(t2)"]))
     offers = [Offer("vast", f"1x{t}", p, 2) for t, p in DEMYSTIFYING_PRICE.items()]
     classes = [WorkloadClass(w, "llama3-70b", n) for w, n in DEMYSTIFYING_REQUESTS.items()]
-    return AllocationProblem(tuple(templates), tuple(offers), tuple(classes), objective="served",
-                             budget_per_hour=budget_per_hour)
+    return AllocationProblem(tuple(templates), tuple(offers), tuple(classes), **options)
 
 
 def demystifying_worked_example(budget_per_hour: float = 8.0) -> Lesson:
@@ -90,7 +92,7 @@ def demystifying_worked_example(budget_per_hour: float = 8.0) -> Lesson:
         "t1 + TP-2(t2), paper's routing": makespan_seconds(
             {"t1": 1, "tp2(t2)": 1}, thr, req, {"t1": {"w1": 0.15, "w2": 1.0}, "tp2(t2)": {"w1": 0.85}}),
     }
-    res = solve_allocation(_demystifying_problem(budget_per_hour))
+    res = solve_allocation(demystifying_problem(objective="served", budget_per_hour=budget_per_hour))
     optimum = makespan_from_alpha(res.alpha) if res.alpha else math.inf
     chosen = ", ".join(f"{n}×{t}" for (t, _r), n in sorted(res.counts.items()))
     rows = [{"plan": name, "makespan_s": round(v, 2)} for name, v in comp.items()]
@@ -111,7 +113,9 @@ def demystifying_worked_example(budget_per_hour: float = 8.0) -> Lesson:
 
 
 # --- Coral Fig. 2 ---------------------------------------------------------------------------------------------
-def _contention_problem(a_nodes: int, b_nodes: int) -> AllocationProblem:
+def contention_problem(a_nodes: int = 2, b_nodes: int = 3, **options: Any) -> AllocationProblem:
+    """Coral Fig. 2 (designed numbers): M1 fits on one A (not one B); M2 needs two A or three B; mixed
+    pipelines exist for both. ``options`` are AllocationProblem fields."""
     t = [
         TemplateOption("M1:A", "M1", {"1xA": 1}, {"M1": 8.0}),
         TemplateOption("M1:BB", "M1", {"1xB": 2}, {"M1": 5.0}),
@@ -123,7 +127,7 @@ def _contention_problem(a_nodes: int, b_nodes: int) -> AllocationProblem:
     ]
     offers = (Offer("cloud:r", "1xA", 4.0, a_nodes), Offer("cloud:r", "1xB", 1.5, b_nodes))
     classes = (WorkloadClass("M1", "M1", 10.0), WorkloadClass("M2", "M2", 9.0))
-    return AllocationProblem(tuple(t), offers, classes)
+    return AllocationProblem(tuple(t), offers, classes, **options)
 
 
 def coral_contention(a_nodes: int = 2, b_nodes: int = 3) -> Lesson:
@@ -137,7 +141,7 @@ def coral_contention(a_nodes: int = 2, b_nodes: int = 3) -> Lesson:
     for name, value in (("a_nodes", a_nodes), ("b_nodes", b_nodes)):
         if not isinstance(value, int) or not 0 <= value <= 20:
             raise PlanningError(name, f"must be a whole number of nodes in 0…20, got {value!r}.", "e.g. 2.")
-    problem = _contention_problem(a_nodes, b_nodes)
+    problem = contention_problem(a_nodes, b_nodes)
     rows: list[dict[str, Any]] = []
     ours: dict[str, float] = {}
     for order in (("M1", "M2"), ("M2", "M1")):

@@ -8,31 +8,30 @@ import pytest
 
 from planning.allocate import (
     AllocationProblem,
-    Offer,
-    TemplateOption,
-    WorkloadClass,
     makespan_from_alpha,
     makespan_seconds,
     solve_allocation,
 )
 from planning.baselines import run_baseline
+from planning.learn import (
+    DEMYSTIFYING_REQUESTS,
+    DEMYSTIFYING_THROUGHPUT,
+    contention_problem,
+    demystifying_problem,
+)
 
 # --- Demystifying App. C: GPU types t1, t2, t3 at 4/2/2 $/h, two of each; 80 and 20 requests. -------------
-PER_GPU = {"t1": {"w1": 1.0, "w2": 1.2}, "t2": {"w1": 0.9, "w2": 0.9}, "t3": {"w1": 0.3, "w2": 0.5}}
-TP2_T2 = {"w1": 2.4, "w2": 1.5}  # the TP-2 configuration of two t2 (App. C, Case 2)
-REQUESTS = {"w1": 80.0, "w2": 20.0}
+# The problem is the Learn page's (planning.learn), so the page and these golden tests pose the same numbers.
+PER_GPU = {t: v for t, v in DEMYSTIFYING_THROUGHPUT.items() if t != "tp2(t2)"}
+REQUESTS = DEMYSTIFYING_REQUESTS
 
 
 def _throughputs() -> dict[str, dict[str, float]]:
-    return {**PER_GPU, "tp2(t2)": TP2_T2}
+    return dict(DEMYSTIFYING_THROUGHPUT)
 
 
 def _demystifying_problem(**options: object) -> AllocationProblem:
-    templates = [TemplateOption(t, "llama3-70b", {f"1x{t}": 1}, thr) for t, thr in PER_GPU.items()]
-    templates.append(TemplateOption("tp2(t2)", "llama3-70b", {"1xt2": 2}, TP2_T2))
-    offers = [Offer("vast", f"1x{t}", price, 2) for t, price in (("t1", 4.0), ("t2", 2.0), ("t3", 2.0))]
-    classes = [WorkloadClass(w, "llama3-70b", f) for w, f in REQUESTS.items()]
-    return AllocationProblem(tuple(templates), tuple(offers), tuple(classes), **options)  # type: ignore[arg-type]
+    return demystifying_problem(**options)
 
 
 def test_demystifying_case1_compositions() -> None:
@@ -82,18 +81,7 @@ def test_demystifying_optimum_matches_closed_form() -> None:
 # --- Coral Fig. 2 (designed numbers): 2 GPU-A nodes, 3 GPU-B nodes, two models contend. --------------------
 def coral_fig2_problem(**options: object) -> AllocationProblem:
     """M1 fits on one A (not on one B); M2 needs two A or three B; mixed pipelines exist for both."""
-    t = [
-        TemplateOption("M1:A", "M1", {"1xA": 1}, {"M1": 8.0}),
-        TemplateOption("M1:BB", "M1", {"1xB": 2}, {"M1": 5.0}),
-        TemplateOption("M1:AB", "M1", {"1xA": 1, "1xB": 1}, {"M1": 10.0}),
-        TemplateOption("M2:AA", "M2", {"1xA": 2}, {"M2": 14.0}),
-        TemplateOption("M2:BBB", "M2", {"1xB": 3}, {"M2": 7.0}),
-        TemplateOption("M2:AB", "M2", {"1xA": 1, "1xB": 1}, {"M2": 8.0}),
-        TemplateOption("M2:ABB", "M2", {"1xA": 1, "1xB": 2}, {"M2": 11.0}),
-    ]
-    offers = (Offer("cloud:r", "1xA", 4.0, 2), Offer("cloud:r", "1xB", 1.5, 3))
-    classes = (WorkloadClass("M1", "M1", 10.0), WorkloadClass("M2", "M2", 9.0))
-    return AllocationProblem(tuple(t), offers, classes, **options)  # type: ignore[arg-type]
+    return contention_problem(2, 3, **options)
 
 
 def test_coral_fig2_greedy_fails_in_either_order() -> None:

@@ -288,3 +288,15 @@ def catalog_frames() -> dict[str, pd.DataFrame]:
         "availability": pd.DataFrame([a.__dict__ for a in c.availability.values()]),
     }
     return frames
+
+
+def timeline(scenario: Scenario, demand: Sequence[Any], *, availability: Any = None, options: Any = None,
+             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
+    """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
+
+    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
+    """
+    from planning.timeline import run_timeline
+
+    return run_timeline(scenario, demand, availability=availability, options=options, context=engine_context(),
+                        progress=progress, cancel=cancel)

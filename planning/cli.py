@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "planning.jobs.commands",
     "planning.allocate.commands",
     "planning.commands",
+    "planning.timeline.commands",
 )
 
 

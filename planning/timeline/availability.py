@@ -109,7 +109,7 @@ def load_series(path: str | Path, n_epochs: int, epoch_hours: float, start_hour:
         hours = ts.to_list()
     else:
         first = ts.min()
-        hours = [(t - first).total_seconds() / 3600 for t in ts.to_list()]  # type: ignore[operator]
+        hours = [(t - first).total_seconds() / 3600 for t in ts.to_list()]
     rows = list(zip(hours, frame["region"].to_list(), frame["shape"].to_list(), frame["nodes"].to_list(),
                     frame["pricing"].to_list() if "pricing" in frame.columns else ["on_demand"] * frame.height,
                     strict=True))
@@ -121,8 +121,7 @@ def load_series(path: str | Path, n_epochs: int, epoch_hours: float, start_hour:
         for h, region, shape, nodes, price in rows:
             if h > t + 1e-9:
                 break
-            key = (region + SPOT_SUFFIX if price == "spot" else region, shape)
-            current[key] = int(nodes)
+            current[(region + SPOT_SUFFIX if price == "spot" else region, shape)] = int(nodes)
         epochs.append(current)
     return AvailabilitySeries(tuple(epochs), source=p.name)
 

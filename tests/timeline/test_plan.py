@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_one_epoch_penalty_weighted_starts_monotone_in_k(small: Scenario) -> Non
         from planning.timeline.plan import _penalty
 
         starts.append(_penalty(prep, step.counts, start.counts, price, 1.0))
-    assert all(b <= a + 1e-6 for a, b in zip(starts, starts[1:], strict=False)), starts
+    assert all(b <= a + 1e-6 for a, b in itertools.pairwise(starts)), starts
 
 
 def _scarce(small: Scenario, nodes: dict[str, int]) -> Scenario:

@@ -3,8 +3,8 @@
 Run: ``python benchmarks/bench_timeline.py [--preset coral-core] [--days 1] [--repeats 3] [--baselines homo homo-ilp]``.
 The first run builds (or loads) the template libraries; the timed repeats then re-plan every epoch on them.
 Prints, per repeat, wall and CPU seconds of the epoch loop and the medians, plus the day's saving vs the static
-peak plan and the churn. Demand: each model gets the Azure code or conversation day (alternating), scaled so its
-peak equals the preset's rate.
+peak plan and the churn. Demand: each model gets the daily shape of the Azure code or conversation day (alternating), at the
+preset's request sizes, scaled so its peak equals the preset's rate.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planning import api  # noqa: E402
-from planning.timeline import TimelineOptions, load_demand  # noqa: E402
-from planning.timeline.demand import DemandSeries  # noqa: E402
+from planning import api
+from planning.timeline import TimelineOptions, load_demand
+from planning.timeline.demand import DemandSeries
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "demand"
 
@@ -30,7 +30,9 @@ def day_demand(scenario: api.Scenario, days: int) -> list[DemandSeries]:
     out = []
     for i, m in enumerate(scenario.models):
         s = load_demand(m.id, DATA / ("azure_code_day.csv" if i % 2 == 0 else "azure_conv_day.csv"), 1.0)
-        s = s.scaled(m.demand.rate_rps / s.peak_rate)
+        # the sample's daily shape at the preset's peak rate and request sizes (so the preset's libraries apply)
+        s = replace(s.scaled(m.demand.rate_rps / s.peak_rate), input_len=(m.demand.input_len,) * len(s),
+                    output_len=(m.demand.output_len,) * len(s))
         if days > 1:
             s = replace(s, rate_rps=s.rate_rps * days, input_len=s.input_len * days, output_len=s.output_len * days,
                         labels=())

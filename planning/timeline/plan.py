@@ -281,7 +281,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
             if line.kind == "provisioning":
                 cost_by_model[line.model] = cost_by_model.get(line.model, 0.0) + line.cost_per_hour
         served = {f"{s.model}/{s.phase}": s.fraction for s in res.service}
-        if res.status not in ("optimal", "feasible"):
+        if not solved.has_plan:
             served = {k: 0.0 for k in served}
         goodput = {s.model: s.served * (1 if s.phase == "decode" else 0) for s in res.service if s.phase == "decode"}
         for s in res.service:
@@ -315,7 +315,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         epochs.append(EpochResult(
             index=e, start=demand[0].start_hour + e * epoch_h, label=f"{demand[0].start_hour + e * epoch_h:g}h",
             status=res.status, objective=solved.objective, alpha=solved.alpha if solved.objective == "served" else 1.0,
-            cost_per_hour=res.cost_per_hour if res.status in ("optimal", "feasible") else 0.0,
+            cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0,
             provisioning_per_hour=res.provisioning_per_hour, penalty_per_hour=res.penalty_per_hour,
             cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
             goodput_tok_s=goodput,

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from planning import api
-from planning.scenario import AvailabilityOverride, Objective
 from planning.solve import solve_reduced as engine_solve_reduced
 from planning.timeline import diurnal
 from planning.timeline import engine as tl
@@ -26,22 +25,16 @@ def core() -> dict[str, Any]:
     return {"prep": prep, "series": series, "scn": replace(design, current=tl.current_of(first.counts))}
 
 
-@pytest.mark.parametrize("objective", ["cost"])  # "served" on a scarce coral-core hit the 60 s MIP limit here
-def test_epoch_solve_matches_the_engine_on_a_reducible_preset(core: dict[str, Any], objective: str) -> None:
+def test_epoch_solve_matches_the_engine_on_a_reducible_preset(core: dict[str, Any]) -> None:
+    """Cost objective with running instances and K > 0 (a served comparison on a scarce coral-core hit the
+    60 s MIP time limit on the shared test machine, so it is not part of the default suite)."""
     prep, scn = core["prep"], core["scn"]
     assert scn.options.K > 0 and scn.current
     assert sum(len(ts) for ts in prep.sets) >= 1500  # the LP reduction applies
-    if objective == "served":  # scarcer than the demand: half the catalog counts, twice the demand
-        offers = tl.offers_for(prep, scn)
-        scn = replace(scn, objective=Objective("served"), availability_overrides=tuple(
-            AvailabilityOverride(o.region, o.shape, o.available // 2) for o in offers))
     groups = epoch_groups(prep.groups, core["series"], 1)
-    if objective == "served":
-        groups = [replace(g, classes=tuple(replace(c, rate=4 * c.rate) for c in g.classes)) for g in groups]
     offers = tl.offers_for(prep, scn)
     mine, _, _ = tl.solve_reduced(scn, groups, prep.sets, offers, None, {}, {})
     theirs, _, _ = engine_solve_reduced(scn, groups, list(prep.sets), offers, None, {}, {})
-    assert mine.has_plan == theirs.has_plan
-    assert mine.has_plan
+    assert mine.has_plan and theirs.has_plan
     assert mine.total_per_hour == pytest.approx(theirs.total_per_hour, rel=2e-3)
-    assert (mine.alpha or 1.0) == pytest.approx(theirs.alpha or 1.0, rel=1e-6)
+    assert mine.penalty_per_hour == pytest.approx(theirs.penalty_per_hour, rel=1e-2, abs=1e-6)

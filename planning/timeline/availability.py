@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
+from planning.catalog.schema import Catalog
 from planning.errors import PlanningError
 from planning.scenario import AvailabilityOverride, OfferSpec, Scenario
 
@@ -67,7 +68,6 @@ class AvailabilitySeries:
 
     epochs: tuple[Mapping[tuple[str, str], int], ...]
     source: str = ""
-    totals: tuple[Mapping[str, int], ...] = field(default=())  # GPUs available per GPU type per epoch (for charts)
 
     def at(self, e: int) -> Mapping[tuple[str, str], int]:
         if not self.epochs:
@@ -126,16 +126,14 @@ def load_series(path: str | Path, n_epochs: int, epoch_hours: float, start_hour:
     return AvailabilitySeries(tuple(epochs), source=p.name)
 
 
-def spot_offers(scenario: Scenario, spot: SpotOptions) -> tuple[OfferSpec, ...]:
+def spot_offers(scenario: Scenario, spot: SpotOptions, catalog: Catalog) -> tuple[OfferSpec, ...]:
     """Spot offers (risk-adjusted price p_s / (1 − q·τ)) for every (region, shape) the scenario buys on demand
     that has a catalog spot price; availability = on-demand count × ``spot.availability_scale``."""
     if not spot.enabled:
         return ()
-    from planning.api import engine_context
     from planning.catalog.availability import cheapest_configs
     from planning.offers import resolve_offers
 
-    catalog = engine_context().catalog
     on_demand = resolve_offers(replace(scenario, offers=tuple(o for o in scenario.offers if not is_spot(o.region))),
                                catalog)
     spot_rows = cheapest_configs(catalog, "spot")

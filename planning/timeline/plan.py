@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from planning.errors import PlanningError
 from planning.groups import Group
-from planning.scenario import Demand, Options, Scenario, SizeBucket
+from planning.scenario import Demand, Scenario, SizeBucket
 from planning.solve import Cancelled, CancelToken, EngineContext, ProgressFn
 from planning.timeline import engine
 from planning.timeline.availability import (
@@ -236,7 +236,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     K = scenario.options.K if opts.K is None else float(opts.K)
     base = replace(scenario, options=replace(scenario.options, K=K), current=())
     if opts.spot.enabled:
-        base = replace(base, offers=base.offers + spot_offers(base, opts.spot))
+        base = replace(base, offers=base.offers + spot_offers(base, opts.spot, context.catalog))
     design = design_scenario(base, series)
 
     def check() -> None:
@@ -369,7 +369,3 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
                  "total_seconds": time.perf_counter() - t_start},
         notes=tuple(notes))
 
-
-def with_K(scenario: Scenario, K: float) -> Scenario:
-    """``scenario`` with initialization penalty factor ``K``."""
-    return replace(scenario, options=Options(**{**scenario.options.__dict__, "K": float(K)}))

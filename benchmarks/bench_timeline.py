@@ -54,7 +54,7 @@ def main() -> int:
     args = ap.parse_args()
     scenario = api.load_preset_scenario(args.preset)
     demand = day_demand(scenario, args.days, args.hours or 24 * args.days)
-    print(f"# {platform.platform()}, python {platform.python_version()}; {args.preset}, {args.days} day(s) × 24 "
+    print(f"# {platform.platform()}, python {platform.python_version()}; {args.preset}, {len(demand[0])} "
           f"hourly epochs, baselines {args.baselines}")
     t0 = time.perf_counter()
     first = api.timeline(scenario, demand, options=TimelineOptions(baselines=tuple(args.baselines)))

@@ -64,3 +64,16 @@ def test_series_before_first_row_and_on_demand(tmp_path: Path) -> None:
     assert s.at(0) == {}  # before the first row: the scenario's own count
     assert s.at(1) == {("aws:us-east-2", "1xL4"): 7}
     assert s.at(2) == {("aws:us-east-2", "1xL4"): 3}
+
+
+def test_cli_spot_with_the_shipped_spot_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _scenario_file(tmp_path)
+    assert main(["timeline", str(f), "--demand", f"llama-3-8b={DATA / 'azure_conv_day.csv'}",
+                 "--availability", str(DATA / "availability_spot_day.csv"), "--spot", "--no-baselines", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["spot"]["enabled"] and out["spot"]["uptime"] == pytest.approx(1 - 0.05 * 0.25)
+    by_hour = {e["start"]: e for e in out["epochs"]}
+    # hours 3-4 of the slice have no spot L40S/L4 in us-east-2: the plan still serves all demand (on demand)
+    for h in (3.0, 4.0):
+        assert min(by_hour[h]["served_fraction"].values()) == pytest.approx(1.0)
+    assert any(e["spot_share"] > 0 for e in out["epochs"])  # spot is used when it is there

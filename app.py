@@ -75,4 +75,4 @@ links[2].page_link("pages/3_Plan.py", label="Read the plan", icon=":material/ins
 links[3].page_link("pages/4_What-if.py", label="Try what-ifs", icon=":material/alt_route:")
 links[4].page_link("pages/5_Jobs.py", label="Jobs", icon=":material/schedule:")
 links[5].page_link("pages/6_Catalog.py", label="GPU catalog", icon=":material/menu_book:")
-links[6].page_link("pages/7_Learn.py", label="Learn", icon=":material/school:")
+links[6].page_link("pages/8_Learn.py", label="Learn", icon=":material/school:")

@@ -499,3 +499,50 @@ def load_trace(path: str | Path) -> Any:
     from planning.traces import read_trace
 
     return read_trace(path)
+
+
+def timeline(scenario: Scenario, demand: Sequence[Any], *, availability: Any = None, options: Any = None,
+             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
+    """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
+
+    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
+    """
+    from planning.timeline import run_timeline
+
+    return run_timeline(scenario, demand, availability=availability, options=options, context=engine_context(),
+                        progress=progress, cancel=cancel)
+
+
+def timeline_samples() -> dict[str, Path]:
+    """The shipped day-long demand samples by name (``data/demand``), for the Timeline page's pickers."""
+    from planning.timeline.jobs import shipped_samples
+
+    return shipped_samples()
+
+
+def timeline_availability_samples() -> dict[str, Path]:
+    """The shipped availability series by name (``data/demand``)."""
+    from planning.timeline.jobs import shipped_availability
+
+    return shipped_availability()
+
+
+def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """A JSON-able timeline job request (see ``planning.timeline.jobs.timeline_request``)."""
+    from planning.timeline.jobs import timeline_request as _request
+
+    return _request(scenario, demand, **options)
+
+
+def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+    """The background job function of a timeline request (runs :func:`timeline`)."""
+    from planning.timeline.jobs import timeline_job as _job
+
+    return _job(request, progress, cancel)  # type: ignore[arg-type]  # _Progress: message has a default there
+
+
+def timeline_result(data: Mapping[str, Any]) -> Any:
+    """A ``TimelineResult`` from its ``to_dict()`` form (a finished job's result)."""
+    from planning.timeline.result import TimelineResult
+
+    return TimelineResult.from_dict(dict(data))

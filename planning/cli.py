@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "planning.export.commands",
     "planning.simulate.commands",
     "planning.melange_import",
+    "planning.timeline.commands",
 )
 
 

@@ -14,7 +14,7 @@ from planning.scenario import Objective, Scenario, atomic_write_text
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
     p = sub.add_parser("solve", help="plan a scenario: templates, allocation ILP, baselines")
-    _scenario_args(p)
+    scenario_args(p)
     p.add_argument("--objective", choices=("cost", "served"), help="override the scenario's objective")
     p.add_argument("--budget", type=float, metavar="USD", help="$/h budget (implies --objective served)")
     fmt = p.add_mutually_exclusive_group()
@@ -27,13 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.set_defaults(func=_solve)
 
     p = sub.add_parser("templates", help="build (or load cached) serving-template libraries of a scenario")
-    _scenario_args(p)
+    scenario_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=20, help="rows to print per (model, phase) in text mode")
     p.set_defaults(func=_templates)
 
     p = sub.add_parser("validate", help="check a scenario file and print what is wrong and how to fix it")
-    _scenario_args(p)
+    scenario_args(p)
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("presets", help="list the shipped preset scenarios")
@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.set_defaults(func=_presets)
 
 
-def _scenario_args(p: argparse.ArgumentParser) -> None:
+def scenario_args(p: argparse.ArgumentParser) -> None:
+    """The SCENARIO / --preset / --variant arguments every scenario command takes."""
     p.add_argument("scenario", nargs="?", type=Path, help="scenario YAML/JSON file")
     p.add_argument("--preset", help="use a shipped preset instead of a file (see `planning presets`)")
     p.add_argument("--variant", action="append", default=[], metavar="KIND=VALUE",

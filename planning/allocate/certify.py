@@ -120,7 +120,10 @@ def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: 
     running = {c.template_id for c in resolved.scenario.current if c.count > 0}
     blocks = []
     for ts in sets:
-        keep = np.array([ts.key(i) in running for i in range(len(ts))], dtype=bool) if running else None
+        keep = None
+        if running:  # O(running) through the set's row index, not a Python scan over ~10⁶ template ids
+            keep = np.zeros(len(ts), dtype=bool)
+            keep[[ts.row_of[k] for k in running if k in ts.row_of]] = True
         blocks.append(ColumnBlock(ts.group.id, ts.shapes, ts.usage, ts.throughput[:, 0], keep))
     demand = {g.id: g.demand for g in groups}
     objective = resolved.scenario.objective

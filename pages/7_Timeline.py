@@ -1,0 +1,118 @@
+"""Timeline page: re-plan a day (or a week) epoch by epoch; cost, GPUs, served fraction, churn, the month's bill."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from planning import api
+from planning.errors import PlanningError
+from planning.viz import timeline as tviz
+from ui import state, widgets
+from ui.jobs import engine_fingerprint
+
+widgets.page("Timeline", "Demand swings over the day: re-plan every epoch (Coral's start-up penalty keeps churn down) "
+             "and compare with one plan sized for the peak and with homogeneous clusters.")
+
+scenario = state.current_scenario()
+st.session_state.setdefault("timeline_job", None)
+samples = list(api.timeline_samples())
+sources = ["constant (scenario demand)", *[f"sample: {s}" for s in samples], "diurnal curve", "upload"]
+
+st.subheader(f"Demand over time for **{scenario.name}**")
+demand: dict[str, dict[str, object]] = {}
+errors: list[PlanningError] = []
+with st.form("timeline_form"):
+    for i, m in enumerate(scenario.models):
+        cols = st.columns([2, 3])
+        default = min(1 + (i % max(len(samples), 1)), len(sources) - 1) if samples else 0
+        choice = cols[0].selectbox(f"{m.id}", sources, index=default, key=f"tl_src_{m.id}")
+        if choice.startswith("sample: "):
+            demand[m.id] = {"sample": choice.removeprefix("sample: ")}
+        elif choice == "diurnal curve":
+            text = cols[1].text_input(f"24 hourly values for {m.id} (peak = its scenario rate)",
+                                      "3,3,3,2,2,1,1,1,1,1,2,3,5,6,7,8,9,10,10,9,7,6,5,4", key=f"tl_curve_{m.id}")
+            try:
+                values = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
+            except ValueError:
+                errors.append(PlanningError(f"{m.id} curve", f"{text!r} is not a list of numbers.",
+                                            "write numbers separated by commas."))
+                values = []
+            demand[m.id] = {"diurnal": values, "peak_rps": m.demand.rate_rps, "input_len": m.demand.input_len,
+                            "output_len": m.demand.output_len}
+        elif choice == "upload":
+            up = cols[1].file_uploader(f"Trace or epoch table for {m.id}", type=["csv", "jsonl"], key=f"tl_up_{m.id}")
+            if up is not None:
+                demand[m.id] = {"text": up.getvalue().decode("utf-8", errors="replace"), "name": up.name}
+        else:
+            demand[m.id] = {"diurnal": [1.0], "peak_rps": m.demand.rate_rps, "input_len": m.demand.input_len,
+                            "output_len": m.demand.output_len}
+    c1, c2, c3, c4 = st.columns(4)
+    epoch = c1.selectbox("Epoch", ["1h", "30m", "2h", "4h"], key="tl_epoch")
+    rate_scale = c2.number_input("Rate scale ×", min_value=0.0, value=1.0, step=0.5, key="tl_scale")
+    K = c3.number_input("K (start-up penalty)", min_value=0.0, value=float(scenario.options.K), step=0.05, key="tl_K")
+    avail_choice = c4.selectbox("Availability", ["constant (scenario)", *api.timeline_availability_samples()], key="tl_avail")
+    s1, s2, s3 = st.columns(3)
+    use_spot = s1.checkbox("Offer spot nodes", key="tl_spot")
+    q = s2.number_input("Preemptions per node-hour", min_value=0.0, value=0.05, step=0.01, key="tl_q")
+    tau = s3.number_input("Restart time (h)", min_value=0.0, value=0.25, step=0.05, key="tl_tau")
+    run = st.form_submit_button("Plan the day", type="primary")
+
+if run:
+    if errors:
+        widgets.show_error(errors[0])
+    else:
+        try:
+            request = api.timeline_request(
+                scenario, demand, epoch=epoch, rate_scale=rate_scale, K=K,
+                spot={"enabled": True, "preemption_per_hour": q, "restart_hours": tau} if use_spot else None,
+                availability=None if avail_choice.startswith("constant") else avail_choice,
+                engine=engine_fingerprint())
+            st.session_state["timeline_job"] = state.runner().submit("timeline", request, api.timeline_job,
+                                                                     owner=st.session_state["owner"])
+        except PlanningError as exc:
+            widgets.show_error(exc)
+
+job_id = st.session_state["timeline_job"]
+record = state.find_job(job_id)
+if record is None:
+    st.info("Choose a demand source per model and press **Plan the day**. The shipped samples follow the Azure LLM "
+            "inference traces' daily shape (see data/demand/README.md).")
+    st.stop()
+if not record.is_terminal:
+    widgets.live_jobs({"timeline": record.id}, key="timeline")
+    st.stop()
+if record.status != "done" or record.result_json is None:
+    widgets.show_job_outcome(record)
+    st.stop()
+
+result = api.timeline_result(json.loads(record.result_json))
+summary = result.summary_frame()
+static = summary[summary["method"] == "static peak"]
+k1, k2, k3, k4 = st.columns(4)
+k1.metric("Adaptive plan, month (730 h)", f"${result.month(result.total_cost):,.0f}")
+if not static.empty and result.static_peak_total_cost > 0:
+    k2.metric("Static peak plan, month", f"${result.month(result.static_peak_total_cost):,.0f}",
+              delta=f"{1 - result.total_cost / result.static_peak_total_cost:.1%} saved by re-planning", delta_color="off")
+k3.metric("Node starts / stops", f"{result.nodes_started} / {result.nodes_stopped}")
+k4.metric("Worst served fraction", f"{result.min_served_fraction:.1%}")
+for note in result.notes:
+    st.warning(note)
+
+st.plotly_chart(tviz.comparison_figure(result), width="stretch", key="tl_compare")
+st.dataframe(summary, hide_index=True, width="stretch",
+             column_config={"min_served_fraction": st.column_config.NumberColumn(format="percent"),
+                            "total_cost": st.column_config.NumberColumn("horizon $", format="%.2f"),
+                            "month_cost": st.column_config.NumberColumn("month $", format="%.0f")})
+left, right = st.columns(2)
+left.plotly_chart(tviz.cost_by_model_figure(result), width="stretch", key="tl_cost")
+right.plotly_chart(tviz.gpus_figure(result), width="stretch", key="tl_gpus")
+left.plotly_chart(tviz.served_figure(result), width="stretch", key="tl_served")
+right.plotly_chart(tviz.churn_figure(result), width="stretch", key="tl_churn")
+st.plotly_chart(tviz.goodput_figure(result), width="stretch", key="tl_goodput")
+with st.expander("Per epoch and model"):
+    st.dataframe(result.epochs_frame(), hide_index=True, width="stretch")
+st.caption(f"Demand: {'; '.join(f'{m}: {s}' for m, s in result.demand_sources.items())}. "
+           f"Availability: {result.availability_source}. Timings: "
+           + ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items()) + ".")

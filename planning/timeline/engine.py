@@ -1,0 +1,131 @@
+"""The timeline's one adapter to the engine: build template sets once, then solve many epochs on them.
+
+Each epoch goes through the same allocation path as :func:`planning.api.solve` (``allocate.certify``: the LP
+reduction with its optimality certificate, then the allocation ILP with Coral's initialization penalty
+``I ≥ (ν − ν′)·p·K`` against ``scenario.current``), but on template sets built once: only the classes' rates
+(demand) and the offers' availability change between epochs, and neither enters a library's cache key, so no
+library is rebuilt or re-read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from planning.allocate.certify import allocation_problem, solve_certified
+from planning.assemble import _locate, build_plan_result
+from planning.context import CancelToken, EngineContext, ProgressFn
+from planning.groups import Group
+from planning.resolve import ResolvedScenario, resolve_scenario
+from planning.result import PlanResult
+from planning.scenario import CurrentInstance, Objective, Scenario
+from planning.templates.sets import TemplateSet, build_template_sets
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """A scenario resolved once: groups (class ids fixed), offered shapes, template sets, homogeneous masks."""
+
+    scenario: Scenario
+    ctx: EngineContext
+    groups: tuple[Group, ...]
+    sets: tuple[TemplateSet, ...]
+    homo_masks: tuple[np.ndarray, ...]
+
+    def nodes_of(self, key: str) -> dict[str, int]:
+        """Node counts per shape of one template (allocation id ``"model/phase:template"``)."""
+        ts, row = _locate(self.sets, key)
+        return ts.usage_dict(row)
+
+
+@dataclass(frozen=True)
+class EpochSolve:
+    """One epoch's allocation: the PlanResult plus instance counts keyed like ``scenario.current``."""
+
+    result: PlanResult
+    counts: Mapping[tuple[str, str], int]
+    objective: str
+    alpha: float
+    seconds: float
+    has_plan: bool = True
+
+
+def prepare(scenario: Scenario, ctx: EngineContext, progress: ProgressFn | None = None,
+            cancel: CancelToken | None = None) -> Prepared:
+    """Resolve ``scenario`` and build (or load from the cache) its template libraries once."""
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    sets = build_template_sets(ctx, resolved, progress, cancel)
+    masks = tuple(np.asarray(ts.single_shape, dtype=bool) for ts in sets)
+    return Prepared(scenario, ctx, tuple(resolved.groups), tuple(sets), masks)
+
+
+def resolved_for(prep: Prepared, scenario: Scenario, groups: Sequence[Group]) -> ResolvedScenario:
+    """The epoch's resolved scenario: its offers (availability overrides applied) and ``groups``' rates."""
+    return replace(resolve_scenario(scenario, prep.ctx.catalog), groups=tuple(groups))
+
+
+def offers_for(prep: Prepared, scenario: Scenario) -> list[Any]:
+    """The epoch's purchasable offers (availability overrides applied)."""
+    from planning.offers import resolve_offers
+
+    return resolve_offers(scenario, prep.ctx.catalog)
+
+
+def solve_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, goodput_fallback: bool = True) -> EpochSolve:
+    """Allocate one epoch: cheapest plan for ``groups``' rates; when none exists and ``goodput_fallback``, the
+    largest uniform served fraction α (Coral Sec. 6.4) and the cheapest plan serving it.
+
+    ``scenario`` carries the epoch's availability (overrides/offers), ``current`` (previous allocation) and K.
+    """
+    t0 = time.perf_counter()
+    resolved = resolved_for(prep, scenario, groups)
+    allocation = solve_certified(resolved, list(prep.sets))
+    alloc = allocation.result
+    objective = scenario.objective.kind
+    if not alloc.has_plan and goodput_fallback and objective == "cost":
+        scenario = replace(scenario, objective=Objective(kind="served"))
+        objective = "served"
+        resolved = replace(resolved, scenario=scenario)
+        allocation = solve_certified(resolved, list(prep.sets))
+        alloc = allocation.result
+    result = build_plan_result(resolved, prep.sets, alloc, [], timings=allocation.timings, provenance={},
+                               stats=allocation.stats)
+    counts = {(str(t), str(r)): int(n) for (t, r), n in alloc.counts.items() if n > 0}
+    alpha = float(alloc.alpha) if alloc.alpha is not None else (1.0 if alloc.has_plan else 0.0)
+    return EpochSolve(result, counts, objective, alpha, time.perf_counter() - t0, bool(alloc.has_plan))
+
+
+def homogeneous_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], name: str) -> Any:
+    """A homogeneous baseline (``"homo"``: Coral's greedy; ``"homo-ilp"``) on the single-shape templates only;
+    ``scenario.current`` holds that baseline's own previous instances."""
+    from planning.baselines import run_baseline
+
+    resolved = resolved_for(prep, scenario, groups)
+    problem = allocation_problem(resolved, list(prep.sets), groups=groups, masks=list(prep.homo_masks))
+    return run_baseline(name, problem)
+
+
+def current_of(counts: Mapping[tuple[str, str], int]) -> tuple[CurrentInstance, ...]:
+    """Allocation counts as the scenario's ``current`` (running instances for the next epoch's penalty)."""
+    return tuple(CurrentInstance(template_id=t, region=r, count=int(n)) for (t, r), n in sorted(counts.items()) if n > 0)
+
+
+def capacity(prep: Prepared, counts: Mapping[tuple[str, str], int], groups: Sequence[Group]) -> dict[str, float]:
+    """Rate each group's instances serve when carrying the group's class mix (Σ count / Σ_q share_q / T_q)."""
+    out = {g.id: 0.0 for g in groups}
+    by_id = {g.id: g for g in groups}
+    for (key, _region), n in counts.items():
+        ts, row = _locate(prep.sets, key)
+        g = by_id.get(ts.group.id)
+        if g is None or g.demand <= 0:
+            continue
+        thr = ts.throughput[row]
+        inv = sum((c.rate / g.demand) / thr[j] if thr[j] > 0 else (np.inf if c.rate > 0 else 0.0)
+                  for j, c in enumerate(g.classes))
+        if np.isfinite(inv) and inv > 0:
+            out[g.id] += n / inv
+    return out

@@ -1,0 +1,101 @@
+"""Timeline as a background job: a plain-JSON request (the job cache key) → ``TimelineResult.to_dict()``.
+
+The request holds everything the result depends on: the scenario, per model a demand source (a shipped
+sample, an uploaded file's text, or a diurnal curve), the epoch length, options, an optional availability CSV
+text, and the engine fingerprint.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from planning.errors import PlanningError
+from planning.scenario import Scenario
+
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
+RESULT_VERSION = 1
+
+
+class _Progress(Protocol):
+    def __call__(self, fraction: float, message: str = "") -> None: ...
+
+
+def shipped_samples() -> dict[str, Path]:
+    """The shipped day-long demand tables (``data/demand/*_day.csv``) by file stem."""
+    return {p.stem: p for p in sorted(SAMPLES_DIR.glob("*_day.csv")) if not p.stem.startswith("availability")}
+
+
+def shipped_availability() -> dict[str, Path]:
+    """The shipped availability series (``data/demand/availability_*.csv``) by file stem."""
+    return {p.stem: p for p in sorted(SAMPLES_DIR.glob("availability_*.csv"))}
+
+
+def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, epoch: str = "1h",
+                     rate_scale: float = 1.0, K: float | None = None, spot: dict[str, Any] | None = None,
+                     availability: str | None = None, baselines: tuple[str, ...] = ("homo", "homo-ilp"),
+                     engine: str = "") -> dict[str, Any]:
+    """The job request. ``demand[model]`` is ``{"sample": stem}``, ``{"text": csv, "name": file}`` or
+    ``{"diurnal": [24 values], "peak_rps": r, "input_len": i, "output_len": o}``; ``availability`` a CSV text
+    or a shipped stem."""
+    return {"scenario": scenario.to_dict(), "demand": demand, "epoch": epoch, "rate_scale": float(rate_scale),
+            "K": K, "spot": spot or {}, "availability": availability, "baselines": list(baselines),
+            "engine": f"{engine}/t{RESULT_VERSION}"}
+
+
+def demand_series(request: dict[str, Any]) -> list[Any]:
+    """The request's demand sources as DemandSeries.
+
+    Raises
+    ------
+    PlanningError
+        Unknown samples or invalid content, naming the model.
+    """
+    from planning.timeline.demand import diurnal, load_demand, parse_demand_text, parse_duration_hours
+
+    hours = parse_duration_hours(request.get("epoch", "1h"))
+    out = []
+    samples = shipped_samples()
+    for model, spec in request["demand"].items():
+        if "sample" in spec:
+            if spec["sample"] not in samples:
+                raise PlanningError(f"demand.{model}", f"unknown sample {spec['sample']!r}.",
+                                    f"use one of {', '.join(samples)}.")
+            out.append(load_demand(model, samples[spec["sample"]], hours))
+        elif "text" in spec:
+            out.append(parse_demand_text(model, str(spec["text"]), hours, name=str(spec.get("name", "upload"))))
+        elif "diurnal" in spec:
+            out.append(diurnal(model, spec["diurnal"], float(spec["peak_rps"]), float(spec["input_len"]),
+                               float(spec["output_len"]), hours))
+        else:
+            raise PlanningError(f"demand.{model}", "has no sample, text or diurnal curve.", "pick a demand source.")
+    return out
+
+
+def timeline_job(request: dict[str, Any], progress: _Progress, cancel: Any) -> dict[str, Any]:
+    """Run :func:`planning.api.timeline` for a request (see :func:`timeline_request`)."""
+    from planning import api
+    from planning.timeline import SpotOptions, TimelineOptions, load_series
+
+    scenario = Scenario.from_dict(request["scenario"])
+    demand = demand_series(request)
+    n = max(len(d) for d in demand)
+    availability = None
+    src = request.get("availability")
+    if src:
+        shipped = shipped_availability()
+        if src in shipped:
+            availability = load_series(shipped[src], n, demand[0].epoch_hours, demand[0].start_hour)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "availability.csv"
+                path.write_text(str(src), encoding="utf-8")
+                availability = load_series(path, n, demand[0].epoch_hours, demand[0].start_hour)
+    spot = request.get("spot") or {}
+    options = TimelineOptions(K=request.get("K"), rate_scale=float(request.get("rate_scale", 1.0)),
+                              baselines=tuple(request.get("baselines", ())), spot=SpotOptions(**spot))
+    result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
+                          cancel=cancel)  # Cancelled propagates: the job runner records it as cancelled
+    out: dict[str, Any] = result.to_dict()
+    return out

@@ -1,0 +1,370 @@
+"""Epoch re-planning over a horizon (Coral Sec. 4.3, 5.1, 6.4) and its comparison with static and homogeneous plans.
+
+Sets: epochs e = 0..E−1 of length h hours; groups g = (model, phase) with classes q; templates τ; regions r.
+Parameters per epoch: class rates λ_q(e) (from the demand series), availability A_r(c, e) (series or the
+scenario's), prices p_r(c) (spot offers at the risk-adjusted price), K (initialization penalty factor).
+Per epoch e the allocation ILP of :mod:`planning.allocate` is solved with the running instances ν′ = ν(e−1):
+
+    min Σ_{τ,r} ν_r(τ)·p_r(τ) + I_r(τ)   s.t.  I_r(τ) ≥ (ν_r(τ) − ν′_r(τ))·p_r(τ)·K,  I ≥ 0,
+        Σ_τ U_c(τ)·ν_r(τ) ≤ A_r(c, e),   demand of every class served,  ν ∈ ℤ≥0
+
+and, when it is infeasible, the max-served objective (largest uniform fraction α of every class, then the
+cheapest plan serving α; Coral Sec. 6.4's uniform scale-down). Epoch cost = (provisioning + penalty) × h:
+with K = start-up time / adjustment interval, K·p·h is the start-up time paid for each new instance.
+
+Comparisons over the same epochs: (a) the adaptive plan above; (b) one static plan sized for the peak (per
+class the maximum rate over the horizon, availability the minimum over epochs), held all horizon, paying
+its start-up once; (c) homogeneous baselines (Coral's Homo greedy, Homo-ILP) re-planned per epoch with their
+own previous instances as ν′ (their start-up cost is charged with the same K·p rule).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
+from planning.errors import PlanningError
+from planning.groups import Group
+from planning.scenario import Demand, Scenario, SizeBucket
+from planning.timeline import engine
+from planning.timeline.availability import (
+    AvailabilitySeries,
+    SpotOptions,
+    is_spot,
+    spot_offers,
+    with_availability,
+)
+from planning.timeline.demand import DemandSeries, align, at
+from planning.timeline.result import EpochResult, MethodEpoch, TimelineResult
+
+MAX_CLASSES = 16
+BASELINES = ("homo", "homo-ilp")
+BASELINE_LABELS = {"homo": "Homo (re-planned)", "homo-ilp": "Homo-ILP (re-planned)"}
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    """How to re-plan: epoch length comes from the demand series; ``K`` None keeps the scenario's."""
+
+    K: float | None = None
+    rate_scale: float = 1.0
+    goodput_fallback: bool = True
+    baselines: tuple[str, ...] = BASELINES
+    static_peak: bool = True
+    spot: SpotOptions = field(default_factory=SpotOptions)
+
+    def __post_init__(self) -> None:
+        if self.K is not None and not (math.isfinite(self.K) and self.K >= 0):
+            raise PlanningError("K", f"must be a finite number ≥ 0, got {self.K!r}.", "Coral uses K = 0.1.")
+        if not (math.isfinite(self.rate_scale) and self.rate_scale >= 0):
+            raise PlanningError("rate_scale", f"must be ≥ 0, got {self.rate_scale!r}.", "e.g. --rate-scale 2.")
+        for b in self.baselines:
+            if b not in BASELINES:
+                raise PlanningError("baselines", f"unknown baseline {b!r}.", f"use {', '.join(BASELINES)}.")
+
+
+# ------------------------------------------------------------------------------------------------ demand → groups
+def _limit_buckets(s: DemandSeries) -> DemandSeries:
+    """At most MAX_CLASSES buckets: the smallest (by horizon rate) are merged into one (rate-weighted sizes)."""
+    if len(s.buckets) <= MAX_CLASSES:
+        return s
+    import numpy as np
+
+    rates = np.asarray(s.bucket_rates)
+    total = rates.sum(axis=0)
+    order = np.argsort(-total, kind="stable")
+    keep, rest = order[: MAX_CLASSES - 1], order[MAX_CLASSES - 1:]
+    w = total[rest]
+    merged = (float(np.average([s.buckets[i][0] for i in rest], weights=w + 1e-12)),
+              float(np.average([s.buckets[i][1] for i in rest], weights=w + 1e-12)))
+    buckets = (*tuple(s.buckets[i] for i in keep), merged)
+    mat = np.concatenate([rates[:, keep], rates[:, rest].sum(axis=1, keepdims=True)], axis=1)
+    return replace(s, buckets=buckets, bucket_rates=tuple(tuple(float(x) for x in row) for row in mat))
+
+
+def design_scenario(scenario: Scenario, series: Mapping[str, DemandSeries]) -> Scenario:
+    """The scenario the libraries are built for: each series' model gets its horizon-mean request size (or its
+    fixed histogram buckets at horizon-mean rates); models without a series keep their demand."""
+    models = []
+    for m in scenario.models:
+        s = series.get(m.id)
+        if s is None:
+            models.append(m)
+            continue
+        mean_rate = sum(s.rate_rps) / len(s)
+        if s.buckets:
+            n = len(s)
+            rates = [sum(row[k] for row in s.bucket_rates) / n for k in range(len(s.buckets))]
+            hist = tuple(SizeBucket(input_len=b[0], output_len=b[1], rate_rps=max(r, 1e-9))
+                         for b, r in zip(s.buckets, rates, strict=True))
+            total = sum(b.rate_rps for b in hist)
+            demand = Demand(rate_rps=total, input_len=sum(b.rate_rps * b.input_len for b in hist) / total,
+                            output_len=sum(b.rate_rps * b.output_len for b in hist) / total, histogram=hist)
+        else:
+            inp, out = s.design_sizes()
+            demand = Demand(rate_rps=max(mean_rate, 1e-9), input_len=inp, output_len=out)
+        models.append(replace(m, demand=demand))
+    unknown = sorted(set(series) - {m.id for m in scenario.models})
+    if unknown:
+        raise PlanningError("--demand", f"{unknown[0]!r} is not a model of scenario {scenario.name!r}.",
+                            f"use one of {', '.join(m.id for m in scenario.models)}.")
+    return replace(scenario, models=tuple(models), current=scenario.current)
+
+
+def _phase_rate(phase: str, rps: float, inp: float, out: float) -> float:
+    return rps * inp if phase == "prefill" else rps * out if phase == "decode" else rps
+
+
+def epoch_groups(design: Sequence[Group], series: Mapping[str, DemandSeries], e: int) -> list[Group]:
+    """The design groups (same class ids and order) with epoch ``e``'s rates."""
+    out = []
+    for g in design:
+        s = series.get(g.model)
+        if s is None:
+            out.append(g)
+            continue
+        i = at(s, e)
+        if s.buckets:
+            index = {(round(b[0], 6), round(b[1], 6)): k for k, b in enumerate(s.buckets)}
+            classes = []
+            for c in g.classes:
+                k = index.get((round(c.input_len, 6), round(c.output_len, 6)))
+                rps = s.bucket_rates[i][k] if k is not None else 0.0
+                classes.append(replace(c, rate=_phase_rate(g.phase, rps, c.input_len, c.output_len)))
+            out.append(replace(g, classes=tuple(classes)))
+        else:
+            c = g.classes[0]
+            out.append(replace(g, classes=(replace(c, rate=_phase_rate(g.phase, s.rate_rps[i], s.input_len[i],
+                                                                        s.output_len[i])),)))
+    return out
+
+
+def _peak_groups(per_epoch: Sequence[Sequence[Group]]) -> list[Group]:
+    first = per_epoch[0]
+    out = []
+    for gi, g in enumerate(first):
+        classes = tuple(replace(c, rate=max(groups[gi].classes[ci].rate for groups in per_epoch))
+                        for ci, c in enumerate(g.classes))
+        out.append(replace(g, classes=classes))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ accounting
+def _churn(prep: engine.Prepared, new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int],
+           cache: dict[str, int]) -> tuple[int, int]:
+    """Nodes started and stopped between two allocations (instance level: a new instance starts its nodes)."""
+    def nodes(key: str) -> int:
+        if key not in cache:
+            cache[key] = sum(prep.nodes_of(key).values())
+        return cache[key]
+
+    started = sum(max(0, n - old.get(k, 0)) * nodes(k[0]) for k, n in new.items())
+    stopped = sum(max(0, n - new.get(k, 0)) * nodes(k[0]) for k, n in old.items())
+    return started, stopped
+
+
+def _penalty(prep: engine.Prepared, new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int],
+             price: Mapping[tuple[str, str], float], K: float) -> float:
+    """Coral's initialization penalty Σ K·p_r(τ)·max(0, ν − ν′) per hour."""
+    total = 0.0
+    for (key, region), n in new.items():
+        extra = n - old.get((key, region), 0)
+        if extra > 0:
+            total += K * extra * sum(price.get((region, s), 0.0) * c for s, c in prep.nodes_of(key).items())
+    return total
+
+
+def _gpu_totals(offers: Sequence[object]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for o in offers:
+        gpu, count, avail = o.gpu, o.gpu_count, o.available  # type: ignore[attr-defined]
+        out[gpu] = out.get(gpu, 0) + int(count) * int(avail)
+    return dict(sorted(out.items()))
+
+
+def _by_model(values: Mapping[str, float], models: Sequence[str], how: str = "min") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for gid, v in values.items():
+        m = gid.split("/", 1)[0]
+        if m not in models:
+            continue
+        out[m] = (min(out[m], v) if how == "min" else out[m] + v) if m in out else v
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the loop
+def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
+                 options: TimelineOptions | None = None, context: EngineContext,
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> TimelineResult:
+    """Plan every epoch of the horizon and compare with a static peak plan and homogeneous baselines.
+
+    Parameters
+    ----------
+    scenario:
+        Models, SLOs, regions, shapes, prices, options (K, solver). Models without a demand series keep their
+        scenario demand in every epoch.
+    demand:
+        One series per model (same epoch length); the horizon is the longest series.
+    availability:
+        Node counts per epoch (None: the scenario's counts throughout).
+    options:
+        K override, rate scale, goodput fallback, baselines, static plan, spot.
+    context:
+        Engine context (catalog, perf model, template cache).
+    progress, cancel:
+        ``progress(fraction, message)``; ``cancel.is_set()`` checked between epochs → ``Cancelled``.
+
+    Returns
+    -------
+    TimelineResult
+
+    Raises
+    ------
+    PlanningError
+        Bad inputs (unknown model, mismatched epochs), naming the field and the fix.
+    Cancelled
+        When ``cancel`` is set.
+    """
+    opts = options or TimelineOptions()
+    t_start = time.perf_counter()
+    n_epochs = align(demand)
+    series = {s.model: _limit_buckets(s.scaled(opts.rate_scale) if opts.rate_scale != 1 else s) for s in demand}
+    epoch_h = demand[0].epoch_hours
+    K = scenario.options.K if opts.K is None else float(opts.K)
+    base = replace(scenario, options=replace(scenario.options, K=K), current=())
+    if opts.spot.enabled:
+        base = replace(base, offers=base.offers + spot_offers(base, opts.spot, context.catalog))
+    design = design_scenario(base, series)
+
+    def check() -> None:
+        check_cancel(cancel, "timeline")
+
+    if progress:
+        progress(0.01, "serving templates (built once for every epoch)")
+    t0 = time.perf_counter()
+    prep = engine.prepare(design, context, (lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None, cancel)
+    t_templates = time.perf_counter() - t0
+    base_offers = engine.offers_for(prep, design)
+    known = [(o.region, o.shape) for o in base_offers]
+    default_avail = {(o.region, o.shape): o.available for o in base_offers}
+    price = {(o.region, o.shape): o.price_per_hour for o in base_offers}
+    models = tuple(m.id for m in scenario.models)
+
+    per_epoch_groups = [epoch_groups(prep.groups, series, e) for e in range(n_epochs)]
+    avail_at = [dict(availability.at(e)) if availability is not None else {} for e in range(n_epochs)]
+    unknown_keys = sorted({k for a in avail_at for k in a} - set(known))
+    notes: list[str] = []
+    if unknown_keys:
+        notes.append(f"availability rows for {len(unknown_keys)} (region, shape) pairs the scenario does not buy were "
+                     f"ignored, e.g. {unknown_keys[0][1]} in {unknown_keys[0][0]}.")
+
+    epochs: list[EpochResult] = []
+    prev: dict[tuple[str, str], int] = {}
+    base_prev: dict[str, dict[tuple[str, str], int]] = {b: {} for b in opts.baselines}
+    node_cache: dict[str, int] = {}
+    t_epochs = time.perf_counter()
+    for e in range(n_epochs):
+        check()
+        groups = per_epoch_groups[e]
+        scn = with_availability(design, avail_at[e], known)
+        offers = engine.offers_for(prep, scn)
+        solved = engine.solve_epoch(prep, replace(scn, current=engine.current_of(prev)), groups,
+                                    goodput_fallback=opts.goodput_fallback)
+        res = solved.result
+        started, stopped = _churn(prep, solved.counts, prev, node_cache)
+        cost_by_model: dict[str, float] = {}
+        for line in res.cost_lines:
+            if line.kind == "provisioning":
+                cost_by_model[line.model] = cost_by_model.get(line.model, 0.0) + line.cost_per_hour
+        served = {f"{s.model}/{s.phase}": s.fraction for s in res.service}
+        if not solved.has_plan:
+            served = {k: 0.0 for k in served}
+        goodput = {s.model: s.served * (1 if s.phase == "decode" else 0) for s in res.service if s.phase == "decode"}
+        for s in res.service:
+            if s.phase == "aggregated":
+                sd = series.get(s.model)
+                goodput[s.model] = s.served * (sd.output_len[at(sd, e)] if sd else scenario.model(s.model).demand.output_len)
+        spot_share, expected = 0.0, {}
+        if opts.spot.enabled:
+            spot_cost = sum(i.cost_per_hour for i in res.instances if is_spot(i.region))
+            spot_share = spot_cost / res.provisioning_per_hour if res.provisioning_per_hour > 0 else 0.0
+            per_group: dict[str, float] = {}
+            for s in res.service:
+                gid = f"{s.model}/{s.phase}"
+                tot = sum(i.load * i.throughput for i in res.instances if f"{i.model}/{i.phase}" == gid)
+                sp = sum(i.load * i.throughput for i in res.instances if f"{i.model}/{i.phase}" == gid and is_spot(i.region))
+                share = sp / tot if tot > 0 else 0.0
+                per_group[gid] = served.get(gid, 1.0) * (1 - opts.spot.preemption_per_hour * opts.spot.restart_hours * share)
+            expected = _by_model(per_group, models)
+        methods: dict[str, MethodEpoch] = {}
+        for b in opts.baselines:
+            check()
+            bscn = replace(scn, current=engine.current_of(base_prev[b]))
+            br = engine.homogeneous_epoch(prep, bscn, groups, b)
+            counts = {(str(t), str(r)): int(n) for (t, r), n in br.counts.items() if n > 0}
+            b_start, b_stop = _churn(prep, counts, base_prev[b], node_cache)
+            pen = _penalty(prep, counts, base_prev[b], price, K)
+            methods[BASELINE_LABELS[b]] = MethodEpoch(
+                cost_per_hour=float(br.cost_per_hour) + pen, served_fraction=_by_model(dict(br.served_fraction), models),
+                feasible=bool(br.feasible), nodes_started=b_start, nodes_stopped=b_stop, gpus=dict(br.gpus_used))
+            base_prev[b] = counts
+        epochs.append(EpochResult(
+            index=e, start=demand[0].start_hour + e * epoch_h, label=f"{demand[0].start_hour + e * epoch_h:g}h",
+            status=res.status, objective=solved.objective, alpha=solved.alpha if solved.objective == "served" else 1.0,
+            cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0,
+            provisioning_per_hour=res.provisioning_per_hour, penalty_per_hour=res.penalty_per_hour,
+            cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
+            goodput_tok_s=goodput,
+            demand_rps={m: (series[m].rate_rps[at(series[m], e)] if m in series else scenario.model(m).demand.rate_rps)
+                        for m in models},
+            gpus=res.gpus_by_type(), gpus_available=_gpu_totals(offers), nodes_started=started, nodes_stopped=stopped,
+            instances=sum(i.count for i in res.instances), spot_share=spot_share, expected_served_fraction=expected,
+            seconds=solved.seconds, methods=methods))
+        prev = dict(solved.counts)
+        if progress:
+            progress(0.3 + 0.6 * (e + 1) / n_epochs, f"epoch {e + 1}/{n_epochs}")
+    t_epochs = time.perf_counter() - t_epochs
+
+    static_cost, static_ok = 0.0, False
+    t_static = time.perf_counter()
+    if opts.static_peak:
+        check()
+        peak = _peak_groups(per_epoch_groups)
+        low = {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}
+        sscn = with_availability(design, low, known)
+        st = engine.solve_epoch(prep, sscn, peak, goodput_fallback=True)
+        static_ok = st.objective == "cost" and st.result.status in ("optimal", "feasible")
+        static_cost = st.result.provisioning_per_hour
+        initial = st.result.penalty_per_hour
+        for e, ep in enumerate(epochs):
+            cap = engine.capacity(prep, st.counts, per_epoch_groups[e])
+            frac = {g.id: (1.0 if g.demand <= 0 else min(1.0, cap[g.id] / g.demand)) for g in per_epoch_groups[e]}
+            m = MethodEpoch(cost_per_hour=static_cost + (initial if e == 0 else 0.0),
+                            served_fraction=_by_model(frac, models), feasible=all(v >= 1 - 1e-6 for v in frac.values()),
+                            nodes_started=_churn(prep, st.counts, {}, node_cache)[0] if e == 0 else 0, nodes_stopped=0,
+                            gpus=st.result.gpus_by_type())
+            epochs[e] = replace(ep, methods={"static peak": m, **ep.methods})
+        if not static_ok:
+            notes.append(f"no static plan serves the peak of every model within the scarcest epoch's availability; "
+                         f"the static plan serves {st.alpha:.1%} of the peak.")
+    t_static = time.perf_counter() - t_static
+    short = [ep.index for ep in epochs if ep.objective == "served"]
+    if short:
+        notes.append(f"{len(short)} epochs could not meet all demand and were planned for the largest uniform served "
+                     f"fraction (goodput mode), e.g. epoch {short[0]}.")
+    if progress:
+        progress(1.0, "done")
+    return TimelineResult(
+        scenario_name=scenario.name, epoch_hours=epoch_h, K=K, models=models, epochs=tuple(epochs),
+        static_peak_cost_per_hour=static_cost, static_peak_feasible=static_ok,
+        demand_sources={s.model: s.source for s in demand},
+        availability_source=availability.source if availability is not None else "scenario (constant)",
+        spot={"enabled": opts.spot.enabled, "preemption_per_hour": opts.spot.preemption_per_hour,
+              "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
+        timings={"templates_seconds": t_templates, "epochs_seconds": t_epochs, "static_seconds": t_static,
+                 "total_seconds": time.perf_counter() - t_start},
+        notes=tuple(notes))
+

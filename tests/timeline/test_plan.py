@@ -1,0 +1,184 @@
+"""Epoch re-planning: constant demand, K = 0 vs independent solves, K vs churn, goodput under scarcity, totals."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planning import api
+from planning.scenario import AvailabilityOverride, Demand, Objective, Scenario
+from planning.timeline import (
+    AvailabilitySeries,
+    SpotOptions,
+    TimelineOptions,
+    diurnal,
+    load_demand,
+    parse_epoch_table,
+    run_timeline,
+)
+from planning.timeline import engine as tl_engine
+from planning.timeline.plan import design_scenario, epoch_groups
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "demand"
+NO_BASELINES = TimelineOptions(baselines=(), static_peak=False)
+
+
+def _series(scenario: Scenario, shape: list[float]) -> list:
+    """One epoch per value of ``shape`` (the day split evenly), peak = the scenario's rate."""
+    return [diurnal(m.id, shape, m.demand.rate_rps, m.demand.input_len, m.demand.output_len,
+                    epoch_hours=24 / len(shape)) for m in scenario.models]
+
+
+def _run(scenario: Scenario, demand: list, **kw) -> object:
+    return run_timeline(scenario, demand, context=api.engine_context(), **kw)
+
+
+def test_constant_demand_same_plan_zero_churn(small: Scenario) -> None:
+    res = _run(small, _series(small, [1.0] * 4))
+    first = res.epochs[0]
+    assert first.nodes_started > 0
+    for e in res.epochs[1:]:
+        assert e.nodes_started == 0 and e.nodes_stopped == 0
+        assert e.gpus == first.gpus
+        assert e.provisioning_per_hour == pytest.approx(first.provisioning_per_hour)
+        assert e.penalty_per_hour == pytest.approx(0.0)
+    # a constant day costs the static plan's cost per hour, start-up paid once
+    assert res.total_cost == pytest.approx(res.static_peak_total_cost, rel=1e-6)
+
+
+def test_k_zero_each_epoch_equals_an_independent_solve(small: Scenario) -> None:
+    shape = [1.0, 0.5, 0.8]
+    demand = _series(small, shape)
+    res = _run(small, demand, options=replace(NO_BASELINES, K=0.0))
+    for e, ep in enumerate(res.epochs):
+        models = tuple(replace(m, demand=Demand(m.demand.rate_rps * shape[e] / max(shape), m.demand.input_len,
+                                                m.demand.output_len)) for m in small.models)
+        alone = api.solve(replace(small, models=models, options=replace(small.options, K=0.0)), with_baselines=False)
+        assert alone.status == "optimal"
+        assert ep.cost_per_hour == pytest.approx(alone.cost_per_hour, rel=1e-6)
+
+
+def test_raising_k_never_increases_churn(small: Scenario) -> None:
+    shape = [1.0, 0.4, 0.9, 0.3, 1.0, 0.6]
+    demand = _series(small, shape)
+    totals = []
+    for K in (0.0, 0.1, 1.0, 5.0):
+        res = _run(small, demand, options=replace(NO_BASELINES, K=K))
+        totals.append(sum(e.nodes_started for e in res.epochs[1:]))
+    assert totals == sorted(totals, reverse=True), totals
+
+
+def test_one_epoch_penalty_weighted_starts_monotone_in_k(small: Scenario) -> None:
+    """From the same running allocation, a larger K never buys more (price-weighted) new instances."""
+    demand = _series(small, [0.3, 1.0])
+    series = {s.model: s for s in demand}
+    design = design_scenario(small, series)
+    prep = tl_engine.prepare(design, api.engine_context())
+    g0, g1 = epoch_groups(prep.groups, series, 0), epoch_groups(prep.groups, series, 1)
+    start = tl_engine.solve_epoch(prep, design, g0)
+    starts = []
+    for K in (0.0, 0.05, 0.2, 1.0, 10.0):
+        scn = replace(design, options=replace(design.options, K=K), current=tl_engine.current_of(start.counts))
+        step = tl_engine.solve_epoch(prep, scn, g1)
+        price = {(o.region, o.shape): o.price_per_hour for o in tl_engine.offers_for(prep, scn)}
+        from planning.timeline.plan import _penalty
+
+        starts.append(_penalty(prep, step.counts, start.counts, price, 1.0))
+    assert all(b <= a + 1e-6 for a, b in itertools.pairwise(starts)), starts
+
+
+def _scarce(small: Scenario, nodes: dict[str, int]) -> Scenario:
+    return replace(small, availability_overrides=tuple(
+        AvailabilityOverride(region="aws:us-east-2", shape=s, nodes=n) for s, n in nodes.items()))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_goodput_mode_uniform_and_largest_feasible(small: Scenario, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    nodes = {s: int(rng.integers(1, 4)) for s in ("1xL40S", "2xL40S", "1xL4", "2xL4")}
+    scale = float(rng.uniform(15, 40))  # far more demand than the nodes can serve
+    scarce = _scarce(small, nodes).with_demand_scaled(scale)
+    avail = AvailabilitySeries(({("aws:us-east-2", s): n for s, n in nodes.items()},))
+    res = _run(scarce, _series(scarce, [1.0]), availability=avail, options=NO_BASELINES)
+    ep = res.epochs[0]
+    assert ep.objective == "served"
+    alpha = ep.alpha
+    assert 0 < alpha < 1
+    # every model is served at least α and the worst exactly α (uniform scale-down)
+    assert min(ep.served_fraction.values()) == pytest.approx(alpha, rel=1e-4)
+    assert all(f >= alpha * (1 - 1e-6) for f in ep.served_fraction.values())
+
+    def feasible(a: float) -> bool:
+        r = api.solve(replace(scarce.with_demand_scaled(a), objective=Objective("cost")), with_baselines=False)
+        return r.status in ("optimal", "feasible")
+
+    lo, hi = 0.0, 1.0
+    for _ in range(14):  # bisection against the cost ILP
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+    assert alpha == pytest.approx(lo, abs=2e-3)
+
+
+@pytest.mark.parametrize("names", [("azure_code_day.csv", "azure_conv_day.csv"),
+                                   ("azure_conv_day.csv", "azure_code_day.csv")])
+def test_adaptive_never_costs_more_than_static_peak_on_shipped_samples(small: Scenario, names: tuple[str, str]) -> None:
+    demand = [load_demand(m.id, DATA / n, 1.0) for m, n in zip(small.models, names, strict=True)]
+    res = _run(small, demand, options=TimelineOptions(baselines=("homo",)))
+    assert res.static_peak_feasible
+    assert all(min(e.served_fraction.values()) == pytest.approx(1.0) for e in res.epochs)
+    assert res.total_cost <= res.static_peak_total_cost + 1e-6
+    assert res.to_dict()["baselines_total_cost"]["Homo (re-planned)"] > 0
+
+
+def test_availability_series_changes_the_plan(small: Scenario) -> None:
+    demand = _series(small, [1.0, 1.0])
+    avail = AvailabilitySeries(({}, {("aws:us-east-2", "1xL4"): 0, ("aws:us-east-2", "2xL4"): 0}))
+    res = _run(small, demand, availability=avail, options=NO_BASELINES)
+    assert "L4" in res.epochs[0].gpus
+    assert "L4" not in res.epochs[1].gpus
+    assert res.epochs[1].gpus_available.get("L4", 0) == 0 < res.epochs[0].gpus_available["L4"]
+    assert res.epochs[1].objective == "cost" and min(res.epochs[1].served_fraction.values()) == pytest.approx(1.0)
+    assert res.epochs[1].nodes_started > 0 and res.epochs[1].nodes_stopped > 0  # L4 instances replaced
+
+
+def test_libraries_are_built_once_per_timeline(small: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = tl_engine.build_template_sets
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tl_engine, "build_template_sets", counting)
+    _run(small, _series(small, [1.0, 0.3, 0.7, 0.2]), options=TimelineOptions(baselines=("homo",)))
+    assert len(calls) == 1
+
+
+def test_spot_offers_are_priced_for_preemption(small: Scenario) -> None:
+    spot = SpotOptions(enabled=True, preemption_per_hour=0.2, restart_hours=0.5)
+    res = _run(small, _series(small, [1.0]), options=replace(NO_BASELINES, spot=spot))
+    ep = res.epochs[0]
+    plain = _run(small, _series(small, [1.0]), options=NO_BASELINES).epochs[0]
+    assert ep.cost_per_hour <= plain.cost_per_hour + 1e-6  # more offers never cost more
+    assert ep.spot_share > 0  # spot at ~1/3 of on-demand stays cheaper after the risk adjustment (÷ 0.9)
+    for m, f in ep.served_fraction.items():  # expected service loses q·τ of what runs on spot
+        assert 1 - 0.1 - 1e-9 <= ep.expected_served_fraction[m] < f
+    with pytest.raises(Exception, match="q·τ"):
+        SpotOptions(enabled=True, preemption_per_hour=4, restart_hours=0.5)
+
+
+def test_result_round_trip_and_contract_keys(small: Scenario) -> None:
+    res = _run(small, [parse_epoch_table("llama-3-8b", "epoch_start,rate_rps,input_len,output_len\n0,4,1155,211\n"
+                                         "1,1,1155,211\n", 1.0)], options=TimelineOptions(baselines=("homo",)))
+    d = res.to_dict()
+    for key in ("epochs", "total_cost", "static_peak_total_cost", "baselines_total_cost"):
+        assert key in d
+    for key in ("start", "cost_per_hour", "served_fraction", "nodes_started", "nodes_stopped"):
+        assert key in d["epochs"][0]
+    back = type(res).from_dict(d)
+    assert back.total_cost == pytest.approx(res.total_cost)
+    assert set(back.summary_frame()["method"]) == {"adaptive (mixed templates)", "static peak", "Homo (re-planned)"}

@@ -27,7 +27,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.result import PlanResult
-from planning.scenario import Objective, Scenario
+from planning.scenario import BOUNDS, Objective, Scenario
 
 UNBOUNDED_SLO_MS = 1e7
 EXPLAIN_SECONDS = 10.0  # time limit of the extra cost solve that prices 100 % under a binding budget
@@ -66,7 +66,9 @@ def _memory_sentence(ctx: Any, spec: ModelSpec, group: Group, shapes: Sequence[s
     weights = spec.weight_bytes() / 1e9
     mems = {s: ctx.catalog.gpus[parse_shape(s)[1]].memory_gb * parse_shape(s)[0] for s in shapes}
     widest = max(shapes, key=lambda s: mems[s])
-    loose = replace(scenario, options=replace(opts, nmax=max(opts.max_stages, opts.nmax), rho=1e6))
+    # the loosest search the validator admits: every node may join, memory cap at its bound (1000 × weights)
+    loose = replace(scenario, options=replace(opts, nmax=min(max(opts.max_stages, opts.nmax), int(BOUNDS["nmax"][0])),
+                                              rho=BOUNDS["rho"][0]))
     fit = _holdable(ctx, spec, shapes, phase, UNBOUNDED_SLO_MS, sizes, loose)
     if fit is None:
         fix = (f"add shapes with more memory than {widest} ({mems[widest]:.0f} GB) or raise options.max_stages "

@@ -546,3 +546,41 @@ def timeline_result(data: Mapping[str, Any]) -> Any:
     from planning.timeline.result import TimelineResult
 
     return TimelineResult.from_dict(dict(data))
+
+
+def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]]:
+    """How far to trust a plan's capacity and cost: each instance's throughput band and the plan's cost range.
+
+    The band of an instance is the largest validation-derived throughput error (p90 of the published
+    measurements of the same GPU class and dtype, ``PerfModel.kind_bands``) among its GPU types. If real
+    throughput is lower by b, serving the same demand needs ~1/(1−b) the nodes; higher by b, ~1/(1+b).
+
+    Returns
+    -------
+    (frame, totals)
+        frame: model, phase, region, gpus, capacity, unit, band, capacity_low, capacity_high per instance;
+        totals: ``cost_per_hour``, ``cost_low``, ``cost_high`` and the cost-weighted ``band``.
+    """
+    ctx = engine_context()
+    rows = []
+    weighted = 0.0
+    total = 0.0
+    for inst in result.instances:
+        spec = ctx.catalog.models.get(inst.model)
+        dtype = getattr(spec, "dtype", "bf16") if spec is not None else "bf16"
+        bands = [ctx.perf.kind_bands(g, dtype)["throughput"] for g in inst.gpus if g in ctx.catalog.gpus]
+        band = max(bands) if bands else float("nan")
+        capacity = inst.throughput * inst.count
+        rows.append({"model": inst.model, "phase": inst.phase, "region": inst.region,
+                     "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(inst.gpus.items())), "capacity": capacity,
+                     "unit": inst.throughput_unit, "band": band, "capacity_low": capacity * (1 - band),
+                     "capacity_high": capacity * (1 + band)})
+        if band == band:  # not NaN
+            weighted += band * inst.cost_per_hour
+            total += inst.cost_per_hour
+    mean_band = weighted / total if total > 0 else 0.0
+    cost = result.comparable_cost
+    totals = {"cost_per_hour": cost, "band": mean_band, "cost_low": cost / (1 + mean_band),
+              "cost_high": cost / (1 - mean_band) if mean_band < 1 else float("inf")}
+    return pd.DataFrame(rows, columns=["model", "phase", "region", "gpus", "capacity", "unit", "band", "capacity_low",
+                                       "capacity_high"]), totals

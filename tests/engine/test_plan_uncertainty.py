@@ -1,0 +1,20 @@
+"""Plan uncertainty: instance bands come from the validation-derived bands, and the cost range brackets the cost."""
+
+from __future__ import annotations
+
+import math
+
+from planning import api
+
+
+def test_bands_and_cost_range_of_a_plan() -> None:
+    result = api.solve(api.load_preset_scenario("coral-core"))
+    frame, totals = api.plan_uncertainty(result)
+    assert len(frame) == len(result.instances)
+    perf = api.engine_context().perf
+    for inst, row in zip(result.instances, frame.itertuples(), strict=True):
+        expected = max(perf.kind_bands(g)["throughput"] for g in inst.gpus)
+        assert math.isclose(row.band, expected)
+        assert row.capacity_low < row.capacity < row.capacity_high
+    assert 0 < totals["band"] < 1
+    assert totals["cost_low"] < totals["cost_per_hour"] == result.comparable_cost < totals["cost_high"]

@@ -11,9 +11,10 @@ def test_bands_and_cost_range_of_a_plan() -> None:
     result = api.solve(api.load_preset_scenario("coral-core"))
     frame, totals = api.plan_uncertainty(result)
     assert len(frame) == len(result.instances)
-    perf = api.engine_context().perf
+    ctx = api.engine_context()
     for inst, row in zip(result.instances, frame.itertuples(), strict=True):
-        expected = max(perf.kind_bands(g)["throughput"] for g in inst.gpus)
+        dtype = ctx.catalog.models[inst.model].dtype
+        expected = max(ctx.perf.kind_bands(g, dtype)["throughput"] for g in inst.gpus)
         assert math.isclose(row.band, expected)
         assert row.capacity_low < row.capacity < row.capacity_high
     assert 0 < totals["band"] < 1

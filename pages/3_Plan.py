@@ -7,7 +7,7 @@ from dataclasses import asdict
 import streamlit as st
 
 from planning import api, viz
-from ui import state, widgets
+from ui import simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -56,6 +56,9 @@ st.header("Served vs demanded")
 widgets.explain("served_figure", "Throughput the plan provides for each model and phase against the demand. With the "
                 "cost objective every bar reaches its demand; with max-served it may stop short.")
 st.plotly_chart(viz.served_figure(result.service_frame(), normalize=True), width="stretch", key="service")
+
+st.header("Check with simulation")
+simulation.simulation_panel(result, record.id)
 
 st.header("Instances")
 widgets.explain("instances", "An instance is one running copy of a serving template: a pipeline of nodes, "

@@ -8,7 +8,7 @@ import streamlit as st
 from planning import api, viz
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from ui import state, widgets
+from ui import simulation, state, widgets
 from ui.jobs import sweep_job, sweep_request
 
 widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
@@ -84,6 +84,8 @@ if len(results) > 0:
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
+    st.subheader("Does each variant keep its latency promise?")
+    simulation.variants_attainment(results)
 
 if base_result is not None and len(results) > 1:
     st.subheader("Plan-to-plan diff")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.conftest import app, planned, texts
+from tests.app.conftest import app, planned, texts, wait_for_job
 
 
 def test_plan_without_a_job_points_home() -> None:
@@ -18,12 +18,13 @@ def test_plan_page_draws_every_section(planning_home: Path) -> None:
     assert not at.exception
     assert [m.label for m in at.metric][:1] == ["Cost per hour"]
     headers = [h.value for h in at.header]
-    assert headers == ["Cost breakdown", "GPUs used vs available", "Served vs demanded", "Instances", "Baselines",
+    assert headers == ["Cost breakdown", "GPUs used vs available", "Served vs demanded", "Check with simulation",
+                       "Instances", "Baselines",
                        "Export"]
     charts = at.get("plotly_chart")
     assert len(charts) >= 6  # treemap, bars, capacity, service, pipeline, baselines
     assert len(at.dataframe) >= 2  # instances and baselines tables
-    assert at.selectbox[0].label == "Pipeline layout of"
+    assert "Pipeline layout of" in [s.label for s in at.selectbox]
 
 
 def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -> None:
@@ -62,3 +63,22 @@ def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -
     labels = [b.label for b in at.get("download_button")]
     assert {"Report (printable HTML)", "Report (Markdown)", "Deployment files (SkyPilot + Kubernetes, zip)",
             "Plan JSON"} <= set(labels)
+
+
+def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path) -> None:
+    """Issue 10: "Check with simulation" runs api.simulate + headroom as a job; KPIs and CDFs vs SLO appear."""
+    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    next(b for b in at.button if b.label == "Check with simulation").click()
+    at.run()
+    sim_job = dict(at.session_state["sim_jobs"])[plan_job]
+    assert wait_for_job(planning_home, sim_job) == "done"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    attainment = float(metrics["SLO attainment"].rstrip("%")) / 100
+    assert 0.0 <= attainment <= 1.0
+    assert metrics["Headroom"].startswith("×") and float(metrics["Headroom"][1:].split()[0]) > 0
+    assert "tok/s" in metrics["Goodput"]
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("TTFT distribution vs SLO" in t for t in titles) and any("TPOT distribution vs SLO" in t for t in titles)
+    assert "Simulated" in texts(at) and "requests over" in texts(at)

@@ -35,6 +35,17 @@ def _accept(new: Scenario, origin: str = "edited") -> None:
     st.rerun()
 
 
+def _renamed(old: Scenario, name: str, description: str) -> tuple[str, str]:
+    """Keep a preset's name and description only while the scenario is the preset: an edit the user did not name
+    becomes "<name> (edited)" so a download or report never passes an edited scenario off as the preset."""
+    origin = str(st.session_state["scenario_origin"] or "")
+    if origin.startswith(("preset:", "saved:")) and name == old.name:
+        name = f"{old.name} (edited)"
+        if description == old.description:
+            description = f"Edited from {origin.replace(':', ' ')}. {old.description}".strip()
+    return name, description
+
+
 flash = st.session_state.pop("flash", None)
 if flash:
     st.success(flash[0])
@@ -90,6 +101,11 @@ except PlanningError as exc:  # e.g. every region removed: say so, show an empty
 shape_ids = sorted(set(frames["configs"]["shape"].astype(str)) | set(scenario.shapes))
 
 with st.form("scenario_form"):
+    c1, c2 = st.columns([1, 2])
+    new_name = c1.text_input("Name", value=scenario.name,
+                             help="Names the plan, the report and downloaded files. An edited preset is renamed "
+                                  "\"… (edited)\" unless you name it.")
+    new_description = c2.text_input("Description", value=scenario.description)
     st.subheader("Models, SLOs and demand")
     widgets.explain("models_table", "One row per model. TTFT (prefill_ms) bounds the time to the first token, TPOT "
                     "(decode_ms) the time per output token; demand is requests/s with mean prompt and output tokens.")
@@ -98,11 +114,11 @@ with st.form("scenario_form"):
         key="models_editor",
         column_config={
             "id": st.column_config.SelectboxColumn("model", options=model_ids, required=True),
-            "prefill_ms": st.column_config.NumberColumn("TTFT / prefill SLO (ms)", min_value=0.0),
-            "decode_ms": st.column_config.NumberColumn("TPOT / decode SLO (ms)", min_value=0.0),
-            "rate_rps": st.column_config.NumberColumn("requests/s", min_value=0.0),
-            "input_len": st.column_config.NumberColumn("prompt tokens", min_value=1.0),
-            "output_len": st.column_config.NumberColumn("output tokens", min_value=1.0),
+            "prefill_ms": st.column_config.NumberColumn("TTFT / prefill SLO (ms)"),
+            "decode_ms": st.column_config.NumberColumn("TPOT / decode SLO (ms)"),
+            "rate_rps": st.column_config.NumberColumn("requests/s"),
+            "input_len": st.column_config.NumberColumn("prompt tokens"),
+            "output_len": st.column_config.NumberColumn("output tokens"),
         })
     st.subheader("Where")
     c1, c2, c3 = st.columns(3)
@@ -134,7 +150,12 @@ if apply:
                     objective={"kind": objective, "budget_per_hour": budget or None})
         data["options"] = {**data["options"], "nmax": nmax, "rho": rho, "K": k_penalty, "time_limit_s": time_limit,
                            "solver": solver}
-        _accept(Scenario.from_dict(data))
+        data["name"], data["description"] = new_name.strip() or scenario.name, new_description
+        if Scenario.from_dict(data).to_dict() == scenario.to_dict():
+            st.info("Nothing changed.")
+        else:
+            data["name"], data["description"] = _renamed(scenario, data["name"], data["description"])
+            _accept(Scenario.from_dict(data))
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -167,7 +188,9 @@ with st.form("offers_form"):
 if save_offers:
     try:
         changed = tables.apply_offer_edits(scenario, shown, pd.DataFrame(edited_offers))
-        _accept(replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale)))
+        new = replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale))
+        name, description = _renamed(scenario, scenario.name, scenario.description)
+        _accept(replace(new, name=name, description=description))
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -198,7 +221,8 @@ if add_custom:
         api.check_custom_model(config, custom_id)  # raises PlanningError naming the missing key
         request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
         others = tuple(m for m in scenario.models if m.id != custom_id)
-        _accept(replace(scenario, models=(*others, request)))
+        name, description = _renamed(scenario, scenario.name, scenario.description)
+        _accept(replace(scenario, models=(*others, request), name=name, description=description))
     except PlanningError as exc:
         widgets.show_error(exc)
 

@@ -7,7 +7,8 @@ from dataclasses import asdict
 import streamlit as st
 
 from planning import api, viz
-from ui import simulation, state, widgets
+from planning.scenario import Scenario
+from ui import markets, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -81,6 +82,9 @@ widgets.explain("baselines_figure", "The same demand served by one GPU type only
                 "Savings = how much cheaper the mixed plan is.")
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
 st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
+
+st.header("Compare clouds and regions")
+markets.markets_section(Scenario.from_dict(result.scenario), record.id)
 
 st.header("Export")
 name = state.slug(str(result.scenario.get("name", "plan")))

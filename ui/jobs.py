@@ -89,3 +89,17 @@ def simulate_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken
         cancel.check()
     progress(1.0, "done")
     return {"sim": sim.to_dict(), "headroom": head}
+
+
+def markets_request(scenario: Scenario) -> dict[str, Any]:
+    """The job request for planning the same demand per cloud, per region and mixed, on-demand and spot."""
+    return {"scenario": scenario.to_dict(), "engine": engine_fingerprint()}
+
+
+def markets_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``planning.api.compare_markets`` → ``{"rows": [...]}`` (one plan per market; can take a while)."""
+    scenario = Scenario.from_dict(request["scenario"])
+    progress(0.05, "planning the same demand in every cloud and region, on-demand and spot")
+    frame = api.compare_markets(scenario)
+    cancel.check()
+    return {"rows": _records(frame)}

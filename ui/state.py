@@ -33,7 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "sweep_jobs": {},  # sweep label -> job id
     "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")
     "whatif_sim_jobs": {},  # variant label -> simulation job id
-    "shared_jobs": {},  # plan job id -> GPU-sharing job id
+    "shared_jobs": {},
+    "market_jobs": {},  # plan job id -> market-comparison job id  # plan job id -> GPU-sharing job id
 }
 
 

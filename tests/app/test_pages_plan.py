@@ -20,7 +20,7 @@ def test_plan_page_draws_every_section(planning_home: Path) -> None:
     headers = [h.value for h in at.header]
     assert headers == ["Cost breakdown", "GPUs used vs available", "Served vs demanded", "Check with simulation",
                        "Instances", "Baselines",
-                       "Export"]
+                       "Compare clouds and regions", "Export"]
     charts = at.get("plotly_chart")
     assert len(charts) >= 6  # treemap, bars, capacity, service, pipeline, baselines
     assert len(at.dataframe) >= 2  # instances and baselines tables
@@ -82,3 +82,20 @@ def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path)
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("TTFT distribution vs SLO" in t for t in titles) and any("TPOT distribution vs SLO" in t for t in titles)
     assert "Simulated" in texts(at) and "requests over" in texts(at)
+
+
+def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_home: Path) -> None:
+    """Issue 12 finance: the same demand per market, on-demand next to spot, monthly cost, spot cheaper."""
+    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    next(b for b in at.button if b.label == "Compare clouds and regions").click()
+    at.run()
+    job = dict(at.session_state["market_jobs"])[plan_job]
+    assert wait_for_job(planning_home, job) == "done"
+    at.run()
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "spot $/h" in df.value)
+    assert table["where"].iloc[0] == "all regions (mixed optimum)"
+    row = table.iloc[0]
+    assert row["spot $/h"] < row["on-demand $/h"]  # the tiny scenario's region sells spot below on-demand
+    assert abs(row["on-demand $/month"] - 730 * row["on-demand $/h"]) < 730 * 0.006
+    assert "reclaimed at short notice" in texts(at)

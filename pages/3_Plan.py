@@ -8,7 +8,7 @@ import streamlit as st
 
 from planning import api, viz
 from planning.scenario import Scenario
-from ui import markets, simulation, state, widgets
+from ui import markets, sharing, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -82,6 +82,10 @@ widgets.explain("baselines_figure", "The same demand served by one GPU type only
                 "Savings = how much cheaper the mixed plan is.")
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
 st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
+
+if len(result.scenario.get("models", [])) >= 3:  # sharing pays off with many (mostly low-traffic) models
+    st.header("Share GPUs between low-traffic models")
+    sharing.sharing_section(result, record.id)
 
 st.header("Compare clouds and regions")
 markets.markets_section(Scenario.from_dict(result.scenario), record.id)

@@ -103,3 +103,18 @@ def markets_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken)
     frame = api.compare_markets(scenario)
     cancel.check()
     return {"rows": _records(frame)}
+
+
+def sharing_request(scenario: Scenario, method: str, threshold_rps: float) -> dict[str, Any]:
+    """The job request for planning with GPU sharing (``method`` kvpr|exact, models below ``threshold_rps`` share)."""
+    data = scenario.to_dict()
+    data["options"] = {**data["options"], "sharing": method, "sharing_threshold_rps": float(threshold_rps)}
+    return {"scenario": data, "method": method, "engine": engine_fingerprint()}
+
+
+def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``planning.api.solve_shared`` → ``SharingResult.to_dict()``."""
+    scenario = Scenario.from_dict(request["scenario"])
+    result = api.solve_shared(scenario, method=request["method"], progress=progress, cancel=cancel)
+    out: dict[str, Any] = result.to_dict()
+    return out

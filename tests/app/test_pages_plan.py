@@ -99,3 +99,28 @@ def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_hom
     assert row["spot $/h"] < row["on-demand $/h"]  # the tiny scenario's region sells spot below on-demand
     assert abs(row["on-demand $/month"] - 730 * row["on-demand $/h"]) < 730 * 0.006
     assert "reclaimed at short notice" in texts(at)
+
+
+def test_sharing_section_for_many_models(planning_home: Path) -> None:
+    """Issue 14 UI: a many-model preset gets the sharing section; the job's shared nodes, memory and cost appear,
+    and the shared figure adds the shared GPUs and the dedicated part exactly."""
+    at, plan_job = planned(planning_home, choice="preset:long-tail", page="pages/3_Plan.py")
+    assert "Share GPUs between low-traffic models" in [h.value for h in at.header]
+    next(b for b in at.button if b.label == "Plan with sharing").click()
+    at.run()
+    job = dict(at.session_state["shared_jobs"])[plan_job]
+    assert wait_for_job(planning_home, job) == "done"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    dedicated = float(metrics["Dedicated plan (this page)"][1:-2].replace(",", ""))
+    shared = float(metrics["With shared GPUs"][1:-2].replace(",", ""))
+    change = float(metrics["Difference"].rstrip("%")) / 100
+    assert abs((shared - dedicated) / dedicated - change) < 0.001 + 0.01 / dedicated
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("weights vs KV pool" in s for s in specs) and any("Dedicated plan vs shared plan" in s for s in specs)
+
+
+def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    assert "Share GPUs between low-traffic models" not in [h.value for h in at.header]

@@ -26,7 +26,7 @@ if result is None:
     st.stop()
 
 widgets.kpis(result)
-timing_text = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+timing_text = ", ".join(f"{k.removesuffix('_seconds').replace('_', ' ')} {v:,.1f} s" for k, v in result.timings.items())
 st.caption(f"Objective: {result.objective}. Status {result.status}"
            + (f", MIP gap {result.mip_gap:.3%}" if result.mip_gap is not None else "")
            + (f". Timings: {timing_text}." if timing_text else "."))
@@ -65,7 +65,15 @@ st.header("Instances")
 widgets.explain("instances", "An instance is one running copy of a serving template: a pipeline of nodes, "
                 "possibly of different GPU types. Pick one to see its layout.")
 frame = result.instances_frame()
-st.dataframe(frame, hide_index=True, width="stretch")
+st.dataframe(frame, hide_index=True, width="stretch", column_config={
+    "template_id": st.column_config.TextColumn("template"), "count": st.column_config.NumberColumn("copies"),
+    "throughput_unit": st.column_config.TextColumn("unit"),
+    "throughput": st.column_config.NumberColumn("throughput", format="%,.0f"),
+    "utilisation": st.column_config.NumberColumn("utilisation", format="percent"),
+    "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+    "single_shape": st.column_config.CheckboxColumn("one node type"),
+    "n_stages": st.column_config.NumberColumn("stages"), "provenance": st.column_config.TextColumn("perf numbers"),
+})
 if result.instances:
     labels = [f"{i.model} · {i.phase} · {i.template_id} · {i.region} (×{i.count})" for i in result.instances]
     pick = st.selectbox("Pipeline layout of", range(len(labels)), format_func=lambda k: labels[k])
@@ -81,7 +89,17 @@ st.header("Baselines")
 widgets.explain("baselines_figure", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
                 "Savings = how much cheaper the mixed plan is.")
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
-st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
+st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole homogeneous replicas of its cheapest "
+           "GPU type. **Homo-ILP**: the same joint ILP as the plan, restricted to one GPU type per template. "
+           "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
+           "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
+st.dataframe(result.baselines_frame(), hide_index=True, width="stretch", column_config={
+    "name": st.column_config.TextColumn("plan"),
+    "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+    "served_fraction": st.column_config.NumberColumn("served", format="percent"),
+    "feasible": st.column_config.CheckboxColumn("meets demand"),
+    "savings_pct": st.column_config.NumberColumn("plan saves %", format="%.1f"),
+})
 
 if len(result.scenario.get("models", [])) >= 3:  # sharing pays off with many (mostly low-traffic) models
     st.header("Share GPUs between low-traffic models")

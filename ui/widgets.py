@@ -14,7 +14,6 @@ from ui.state import POLL_SECONDS, find_job, init_state, runner
 
 HOURS_PER_MONTH = 730  # 8760 h / 12, the convention cloud price pages use
 HOURS_PER_YEAR = 8760
-PROVENANCE_COLOURS = {"measured": "green", "calibrated": "blue", "roofline": "orange"}
 
 
 def page(title: str, intro: str) -> None:
@@ -140,12 +139,37 @@ def kpis(result: PlanResult) -> None:
         st.warning("\n".join(f"- {line}" for line in unique))
 
 
+def uncertainty_band(source: str) -> float | None:
+    """The widest ±N % in a provenance text ("calibrated (±40% prefill, ±65% decode)" → 65.0); None if none."""
+    import re
+
+    bands = [float(x) for x in re.findall(r"±\s*(\d+(?:\.\d+)?)\s*%", str(source))]
+    return max(bands) if bands else None
+
+
+def badge_colour(source: str) -> str:
+    """Colour by how uncertain the number is (band width), not by its method's name: a ±57 % calibrated figure
+    must not look more trustworthy than a ±13 % roofline one. Measured with no band is green."""
+    band = uncertainty_band(source)
+    if band is None:
+        return "green" if str(source).lower().startswith("measured") else "gray"
+    if band <= 15:
+        return "green"
+    if band <= 30:
+        return "blue"
+    if band <= 50:
+        return "orange"
+    return "red"
+
+
 def provenance_badges(provenance: Mapping[str, str]) -> None:
-    """Where performance numbers came from (measured / calibrated / roofline), one badge per source."""
+    """Where performance numbers came from (measured / calibrated / roofline) and how uncertain they are: one badge
+    per source, coloured by the width of its error band (green ≤ ±15 %, blue ≤ ±30 %, orange ≤ ±50 %, red above)."""
     if not provenance:
         return
     cols = st.columns(min(4, len(provenance)))
     for i, (what, source) in enumerate(sorted(provenance.items())):
-        colour = PROVENANCE_COLOURS.get(str(source).split()[0].lower(), "gray")
+        band = uncertainty_band(source)
+        icon = ":material/warning:" if band is not None and band > 30 else ":material/speed:"
         with cols[i % len(cols)]:
-            st.badge(f"{what}: {source}", color=colour)  # type: ignore[arg-type]
+            st.badge(f"{what}: {source}", color=badge_colour(source), icon=icon)  # type: ignore[arg-type]

@@ -51,7 +51,11 @@ right.plotly_chart(viz.cost_bars(result.breakdown_frame()), width="stretch", key
 st.header("GPUs used vs available")
 widgets.explain("gpu_usage_figure", "Nodes rented per region and configuration against what the region can supply "
                 "(the cap). A bar at its cap means scarcity shaped the plan.")
-st.plotly_chart(viz.gpu_usage_figure(result.capacity_frame()), width="stretch", key="capacity")
+capacity = result.capacity_frame()
+used_only = capacity[capacity["used"] > 0] if "used" in capacity else capacity
+show_all = st.toggle(f"Show all {len(capacity)} offered configurations (not only the {len(used_only)} the plan uses)",
+                     value=False, key="capacity_all") if len(used_only) < len(capacity) else True
+st.plotly_chart(viz.gpu_usage_figure(capacity if show_all else used_only), width="stretch", key="capacity")
 
 st.header("Served vs demanded")
 widgets.explain("served_figure", "Throughput the plan provides for each model and phase against the demand. With the "

@@ -128,19 +128,33 @@ with st.form("scenario_form"):
     st.subheader("Objective and options")
     c1, c2, c3, c4 = st.columns(4)
     objective = c1.radio("Objective", ["cost", "served"], index=["cost", "served"].index(scenario.objective.kind),
+                         help="Min cost: the cheapest plan serving all demand. Max served: as much demand as the "
+                              "budget and the available GPUs allow.",
                          format_func={"cost": "min cost (serve all)", "served": "max served"}.__getitem__)
     budget = c2.number_input("Budget $/h (0 = none)", min_value=0.0,
                              value=float(scenario.objective.budget_per_hour or 0.0), step=10.0)
     mode = c3.selectbox("Mode", ["disaggregated", "aggregated"],
-                        index=["disaggregated", "aggregated"].index(scenario.mode))
-    pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing))
+                        index=["disaggregated", "aggregated"].index(scenario.mode),
+                        help="Disaggregated: prefill and decode on separate instances, planned separately. "
+                             "Aggregated: one instance does both (vLLM's default).")
+    pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing),
+                           help="Spot is cheaper, but the cloud can reclaim spot nodes at short notice.")
     o = scenario.options
     c1, c2, c3, c4, c5 = st.columns(5)
-    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax))
-    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0)
-    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05)
-    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0)
-    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver))
+    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax),
+                           help="Nmax: the most nodes one serving template (one model replica's pipeline) may span. "
+                                "Larger allows more mixed pipelines but builds many more templates.")
+    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0,
+                          help="ρ: a template's GPUs may hold at most ρ × the model's weight size in memory, which "
+                               "prunes oversized templates (Coral's memory-redundancy bound).")
+    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05,
+                                help="K: the optimizer charges K × the hourly price of every newly started node so "
+                                     "plans do not churn; it is not billed and no comparison includes it.")
+    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0,
+                                 help="Wall-clock limit of the allocation ILP; past it the best plan found so far is "
+                                      "returned with its MIP gap.")
+    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver),
+                          help="The MILP solver: HiGHS (default, faster) or CBC.")
     apply = st.form_submit_button("Apply", type="primary")
 if apply:
     data: dict[str, Any] = scenario.to_dict()

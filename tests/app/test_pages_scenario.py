@@ -130,3 +130,13 @@ def test_a_negative_rate_is_refused_not_clamped(planning_home: Path) -> None:
     source = (Path(__file__).resolve().parents[2] / "pages" / "1_Scenario.py").read_text(encoding="utf-8")
     editor = source[source.index("edited_models = st.data_editor"):source.index('st.subheader("Where")')]
     assert "min_value" not in editor  # a min_value would make the browser clamp −5 to 5 before validation
+
+
+def test_every_option_has_help_text() -> None:
+    """Issue 12: Nmax, ρ, K and the other options explain themselves in one line."""
+    at = app("pages/1_Scenario.py")
+    widgets = [*at.number_input, *at.selectbox, *at.radio]
+    options = {w.label: w.help for w in widgets if w.label.split()[0] in
+               {"Nmax", "ρ", "K", "Time", "Solver", "Mode", "Pricing", "Objective"}}
+    assert len(options) == 8
+    assert all(h and len(h) > 20 for h in options.values()), options

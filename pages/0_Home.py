@@ -71,7 +71,7 @@ with st.expander("Quick estimate: what would serving one model cost per month?",
         est_model = c1.selectbox("Model", model_ids, index=model_ids.index("llama-3-8b") if "llama-3-8b" in model_ids
                                  else 0)
         est_rate = c2.number_input("Traffic (requests/s)", min_value=0.0, value=5.0, step=1.0)
-        est_slo = c3.selectbox("Latency target", list(estimates.SLO_PRESETS),
+        est_slo = c3.selectbox("Latency target", list(estimates.SLO_PRESETS), index=1,
                                format_func=lambda k: estimates.SLO_PRESETS[k]["label"],
                                help="TTFT = time to the first token, TPOT = time per output token.")
         c1, c2, c3, c4 = st.columns(4)
@@ -119,7 +119,7 @@ else:
     widgets.show_job_outcome(record)
 
 st.divider()
-links = st.columns(7)
+links = [*st.columns(4), *st.columns(4)]  # two rows: labels stay whole on a laptop screen
 links[0].page_link("pages/1_Scenario.py", label="Edit the scenario", icon=":material/edit:")
 links[1].page_link("pages/2_Templates.py", label="Explore templates", icon=":material/extension:")
 links[2].page_link("pages/3_Plan.py", label="Read the plan", icon=":material/insights:")

@@ -12,6 +12,7 @@ from planning.scenario import Scenario
 
 # Latency targets a non-specialist can pick (TTFT = prefill_ms, TPOT = decode_ms).
 SLO_PRESETS: dict[str, dict[str, Any]] = {
+    # the form opens on "standard" (the second entry)
     "interactive": {"label": "interactive chat (TTFT 500 ms, TPOT 30 ms)", "prefill_ms": 500.0, "decode_ms": 30.0},
     "standard": {"label": "standard (TTFT 1 s, TPOT 50 ms)", "prefill_ms": 1000.0, "decode_ms": 50.0},
     "relaxed": {"label": "relaxed / batch-like (TTFT 5 s, TPOT 150 ms)", "prefill_ms": 5000.0, "decode_ms": 150.0},

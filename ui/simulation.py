@@ -27,7 +27,7 @@ def simulation_panel(result: PlanResult, plan_job_id: str) -> None:
                     "latency promise, and how much more demand would it take before it stops?")
     sim_jobs: dict[str, str] = st.session_state["sim_jobs"]
     with st.form("simulate_form", border=False):
-        cols = st.columns([2, 2, 1], vertical_alignment="bottom")
+        cols = st.columns([2, 2, 2], vertical_alignment="bottom")
         duration = cols[0].selectbox("Simulated time", DURATIONS, index=1, format_func=lambda s: f"{s:g} s",
                                      help="Length of the arrival window; longer runs give steadier p99s but take "
                                           "longer.")

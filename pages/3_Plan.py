@@ -97,7 +97,10 @@ st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole hom
            "GPU type. **Homo-ILP**: the same joint ILP as the plan, restricted to one GPU type per template. "
            "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
            "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
-st.dataframe(result.baselines_frame(), hide_index=True, width="stretch", column_config={
+baselines = result.baselines_frame()
+baselines.insert(2, "cost_per_month", baselines["cost_per_hour"].where(baselines["feasible"]) * widgets.HOURS_PER_MONTH)
+st.dataframe(baselines, hide_index=True, width="stretch", column_config={
+    "cost_per_month": st.column_config.NumberColumn("$/month", format="$%,.0f"),
     "name": st.column_config.TextColumn("plan"),
     "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
     "served_fraction": st.column_config.NumberColumn("served", format="percent"),

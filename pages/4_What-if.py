@@ -80,9 +80,12 @@ if len(results) > 0:
     widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
                     "A baseline that cannot meet all demand is marked as falling short.")
     frame = api.comparison_frame(results)
+    frame["cost_per_month"] = frame["cost_per_hour"] * widgets.HOURS_PER_MONTH  # finance reads months
     st.plotly_chart(viz.whatif_figure(api.chart_frame(frame)), width="stretch", key="variants_chart")
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
+                                "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+                                "cost_per_month": st.column_config.NumberColumn("$/month", format="$%,.0f"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
     st.subheader("Does each variant keep its latency promise?")
     simulation.variants_attainment(results)

@@ -122,3 +122,18 @@ def test_quick_estimate_reaches_a_monthly_cost_in_one_submit(planning_home: Path
     assert hourly > 0 and abs(monthly - 730 * hourly) <= 730 * 0.005 + 0.5  # $/h is shown rounded to cents
     assert "per month" in texts(at) and "per year" in texts(at)
     assert at.selectbox[0].value == "current"  # the picker shows the estimate as the working scenario
+
+
+def test_a_spot_estimate_says_spot_next_to_its_cost(planning_home: Path) -> None:
+    """Issue 12 finance: the spot label is visible wherever a plan uses spot prices."""
+    at = app()
+    next(m for m in at.multiselect if m.label == "Clouds").set_value(["aws"])
+    next(r for r in at.radio if r.label == "Pricing").set_value("spot")
+    next(b for b in at.button if b.label == "Estimate monthly cost").click()
+    at.run()
+    assert wait_for_job(planning_home, at.session_state["solve_job"]) == "done"
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"].pricing == "spot"
+    assert "Spot prices: nodes can be reclaimed at short notice" in texts(at)
+    assert "spot prices" in next(m for m in at.metric if m.label == "Cost per hour").help

@@ -35,6 +35,17 @@ def _accept(new: Scenario, origin: str = "edited") -> None:
     st.rerun()
 
 
+def _renamed(old: Scenario, name: str, description: str) -> tuple[str, str]:
+    """Keep a preset's name and description only while the scenario is the preset: an edit the user did not name
+    becomes "<name> (edited)" so a download or report never passes an edited scenario off as the preset."""
+    origin = str(st.session_state["scenario_origin"] or "")
+    if origin.startswith(("preset:", "saved:")) and name == old.name:
+        name = f"{old.name} (edited)"
+        if description == old.description:
+            description = f"Edited from {origin.replace(':', ' ')}. {old.description}".strip()
+    return name, description
+
+
 flash = st.session_state.pop("flash", None)
 if flash:
     st.success(flash[0])
@@ -90,6 +101,11 @@ except PlanningError as exc:  # e.g. every region removed: say so, show an empty
 shape_ids = sorted(set(frames["configs"]["shape"].astype(str)) | set(scenario.shapes))
 
 with st.form("scenario_form"):
+    c1, c2 = st.columns([1, 2])
+    new_name = c1.text_input("Name", value=scenario.name,
+                             help="Names the plan, the report and downloaded files. An edited preset is renamed "
+                                  "\"… (edited)\" unless you name it.")
+    new_description = c2.text_input("Description", value=scenario.description)
     st.subheader("Models, SLOs and demand")
     widgets.explain("models_table", "One row per model. TTFT (prefill_ms) bounds the time to the first token, TPOT "
                     "(decode_ms) the time per output token; demand is requests/s with mean prompt and output tokens.")
@@ -98,11 +114,11 @@ with st.form("scenario_form"):
         key="models_editor",
         column_config={
             "id": st.column_config.SelectboxColumn("model", options=model_ids, required=True),
-            "prefill_ms": st.column_config.NumberColumn("TTFT / prefill SLO (ms)", min_value=0.0),
-            "decode_ms": st.column_config.NumberColumn("TPOT / decode SLO (ms)", min_value=0.0),
-            "rate_rps": st.column_config.NumberColumn("requests/s", min_value=0.0),
-            "input_len": st.column_config.NumberColumn("prompt tokens", min_value=1.0),
-            "output_len": st.column_config.NumberColumn("output tokens", min_value=1.0),
+            "prefill_ms": st.column_config.NumberColumn("TTFT / prefill SLO (ms)"),
+            "decode_ms": st.column_config.NumberColumn("TPOT / decode SLO (ms)"),
+            "rate_rps": st.column_config.NumberColumn("requests/s"),
+            "input_len": st.column_config.NumberColumn("prompt tokens"),
+            "output_len": st.column_config.NumberColumn("output tokens"),
         })
     st.subheader("Where")
     c1, c2, c3 = st.columns(3)
@@ -112,19 +128,33 @@ with st.form("scenario_form"):
     st.subheader("Objective and options")
     c1, c2, c3, c4 = st.columns(4)
     objective = c1.radio("Objective", ["cost", "served"], index=["cost", "served"].index(scenario.objective.kind),
+                         help="Min cost: the cheapest plan serving all demand. Max served: as much demand as the "
+                              "budget and the available GPUs allow.",
                          format_func={"cost": "min cost (serve all)", "served": "max served"}.__getitem__)
     budget = c2.number_input("Budget $/h (0 = none)", min_value=0.0,
                              value=float(scenario.objective.budget_per_hour or 0.0), step=10.0)
     mode = c3.selectbox("Mode", ["disaggregated", "aggregated"],
-                        index=["disaggregated", "aggregated"].index(scenario.mode))
-    pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing))
+                        index=["disaggregated", "aggregated"].index(scenario.mode),
+                        help="Disaggregated: prefill and decode on separate instances, planned separately. "
+                             "Aggregated: one instance does both (vLLM's default).")
+    pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing),
+                           help="Spot is cheaper, but the cloud can reclaim spot nodes at short notice.")
     o = scenario.options
     c1, c2, c3, c4, c5 = st.columns(5)
-    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax))
-    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0)
-    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05)
-    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0)
-    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver))
+    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax),
+                           help="Nmax: the most nodes one serving template (one model replica's pipeline) may span. "
+                                "Larger allows more mixed pipelines but builds many more templates.")
+    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0,
+                          help="ρ: a template's GPUs may hold at most ρ × the model's weight size in memory, which "
+                               "prunes oversized templates (Coral's memory-redundancy bound).")
+    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05,
+                                help="K: the optimizer charges K × the hourly price of every newly started node so "
+                                     "plans do not churn; it is not billed and no comparison includes it.")
+    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0,
+                                 help="Wall-clock limit of the allocation ILP; past it the best plan found so far is "
+                                      "returned with its MIP gap.")
+    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver),
+                          help="The MILP solver: HiGHS (default, faster) or CBC.")
     apply = st.form_submit_button("Apply", type="primary")
 if apply:
     data: dict[str, Any] = scenario.to_dict()
@@ -134,7 +164,12 @@ if apply:
                     objective={"kind": objective, "budget_per_hour": budget or None})
         data["options"] = {**data["options"], "nmax": nmax, "rho": rho, "K": k_penalty, "time_limit_s": time_limit,
                            "solver": solver}
-        _accept(Scenario.from_dict(data))
+        data["name"], data["description"] = new_name.strip() or scenario.name, new_description
+        if Scenario.from_dict(data).to_dict() == scenario.to_dict():
+            st.info("Nothing changed.")
+        else:
+            data["name"], data["description"] = _renamed(scenario, data["name"], data["description"])
+            _accept(Scenario.from_dict(data))
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -167,7 +202,9 @@ with st.form("offers_form"):
 if save_offers:
     try:
         changed = tables.apply_offer_edits(scenario, shown, pd.DataFrame(edited_offers))
-        _accept(replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale)))
+        new = replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale))
+        name, description = _renamed(scenario, scenario.name, scenario.description)
+        _accept(replace(new, name=name, description=description))
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -198,9 +235,10 @@ if add_custom:
         api.check_custom_model(config, custom_id)  # raises PlanningError naming the missing key
         request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
         others = tuple(m for m in scenario.models if m.id != custom_id)
-        _accept(replace(scenario, models=(*others, request)))
+        name, description = _renamed(scenario, scenario.name, scenario.description)
+        _accept(replace(scenario, models=(*others, request), name=name, description=description))
     except PlanningError as exc:
         widgets.show_error(exc)
 
 st.divider()
-st.page_link("app.py", label="Plan this scenario on Home", icon=":material/home:")
+st.page_link("pages/0_Home.py", label="Plan this scenario on Home", icon=":material/home:")

@@ -58,7 +58,14 @@ st.caption("Shown per model and phase: every single-shape template, the throughp
            "best by throughput per dollar; the allocation ILP considers all of them.")
 widgets.explain("template_scatter", "Each point is a template: throughput against hourly cost. Points up and to "
                 "the left are the good deals; colour tells one-GPU-type from mixed templates.")
-st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
+# Prompt tokens/s (prefill) and output tokens/s (decode) are different quantities: one chart per phase.
+phase_list = sorted(shown["phase"].unique()) if not shown.empty else []
+if len(phase_list) <= 1:
+    st.plotly_chart(viz.template_scatter(shown), width="stretch", key="scatter")
+else:
+    for col, phase in zip(st.columns(len(phase_list)), phase_list, strict=True):
+        col.plotly_chart(viz.template_scatter(shown[shown["phase"] == phase], title=f"{phase} templates"),
+                         width="stretch", key=f"scatter-{phase}")
 
 if not shown.empty:
     rows: dict[str, dict[str, Any]] = {f"{r['model']} · {r['phase']} · {r['template_id']}": {str(k): v for k, v in r.items()}
@@ -66,8 +73,11 @@ if not shown.empty:
     pick = st.selectbox("Pipeline layout of", list(rows))
     row = rows[pick]
     stages = [asdict(stage) for stage in api.template_stages(str(row.get("stages_json") or ""))]
+    for stage in stages:  # the library keeps the template's throughput, not each node's: no "0 tok/s" boxes
+        stage["nodes"] = [{**node, "throughput": node["throughput"] or None} for node in stage["nodes"]]
     widgets.explain("pipeline_figure", "Stages run left to right; each box is a node coloured by GPU type with the layer "
                     "range it holds. Boxes stacked in one stage are data-parallel replicas.")
-    st.plotly_chart(viz.pipeline_figure(stages, title=pick, phase=str(row["phase"])), width="stretch", key="template_pipeline")
+    st.plotly_chart(viz.pipeline_figure(stages, title=f"{pick} · {row['throughput']:,.0f} {row['unit']}",
+                                        phase=str(row["phase"])), width="stretch", key="template_pipeline")
     st.caption(f"{row['throughput']:,.0f} {row['unit']} for ${row['cost_per_hour']:,.2f}/h in {row['region']}.")
     st.dataframe(shown.drop(columns=["stages_json"], errors="ignore"), hide_index=True, width="stretch")

@@ -7,14 +7,15 @@ from dataclasses import asdict
 import streamlit as st
 
 from planning import api, viz
-from ui import state, widgets
+from planning.scenario import Scenario
+from ui import markets, sharing, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
 record = state.current_solve_job()
 if record is None:
     st.info("No plan yet. Pick a scenario on Home and press **Plan it**.")
-    st.page_link("app.py", label="Home", icon=":material/home:")
+    st.page_link("pages/0_Home.py", label="Home", icon=":material/home:")
     st.stop()
 if not record.is_terminal:
     widgets.live_jobs({"Planning": record.id}, key="plan")
@@ -25,7 +26,7 @@ if result is None:
     st.stop()
 
 widgets.kpis(result)
-timing_text = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
+timing_text = ", ".join(f"{k.removesuffix('_seconds').replace('_', ' ')} {v:,.1f} s" for k, v in result.timings.items())
 st.caption(f"Objective: {result.objective}. Status {result.status}"
            + (f", MIP gap {result.mip_gap:.3%}" if result.mip_gap is not None else "")
            + (f". Timings: {timing_text}." if timing_text else "."))
@@ -50,18 +51,33 @@ right.plotly_chart(viz.cost_bars(result.breakdown_frame()), width="stretch", key
 st.header("GPUs used vs available")
 widgets.explain("gpu_usage_figure", "Nodes rented per region and configuration against what the region can supply "
                 "(the cap). A bar at its cap means scarcity shaped the plan.")
-st.plotly_chart(viz.gpu_usage_figure(result.capacity_frame()), width="stretch", key="capacity")
+capacity = result.capacity_frame()
+used_only = capacity[capacity["used"] > 0] if "used" in capacity else capacity
+show_all = st.toggle(f"Show all {len(capacity)} offered configurations (not only the {len(used_only)} the plan uses)",
+                     value=False, key="capacity_all") if len(used_only) < len(capacity) else True
+st.plotly_chart(viz.gpu_usage_figure(capacity if show_all else used_only), width="stretch", key="capacity")
 
 st.header("Served vs demanded")
 widgets.explain("served_figure", "Throughput the plan provides for each model and phase against the demand. With the "
                 "cost objective every bar reaches its demand; with max-served it may stop short.")
 st.plotly_chart(viz.served_figure(result.service_frame(), normalize=True), width="stretch", key="service")
 
+st.header("Check with simulation")
+simulation.simulation_panel(result, record.id)
+
 st.header("Instances")
 widgets.explain("instances", "An instance is one running copy of a serving template: a pipeline of nodes, "
                 "possibly of different GPU types. Pick one to see its layout.")
 frame = result.instances_frame()
-st.dataframe(frame, hide_index=True, width="stretch")
+st.dataframe(frame, hide_index=True, width="stretch", column_config={
+    "template_id": st.column_config.TextColumn("template"), "count": st.column_config.NumberColumn("copies"),
+    "throughput_unit": st.column_config.TextColumn("unit"),
+    "throughput": st.column_config.NumberColumn("throughput", format="%,.0f"),
+    "utilisation": st.column_config.NumberColumn("utilisation", format="percent"),
+    "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+    "single_shape": st.column_config.CheckboxColumn("one node type"),
+    "n_stages": st.column_config.NumberColumn("stages"), "provenance": st.column_config.TextColumn("perf numbers"),
+})
 if result.instances:
     labels = [f"{i.model} · {i.phase} · {i.template_id} · {i.region} (×{i.count})" for i in result.instances]
     pick = st.selectbox("Pipeline layout of", range(len(labels)), format_func=lambda k: labels[k])
@@ -77,7 +93,27 @@ st.header("Baselines")
 widgets.explain("baselines_figure", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
                 "Savings = how much cheaper the mixed plan is.")
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
-st.dataframe(result.baselines_frame(), hide_index=True, width="stretch")
+st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole homogeneous replicas of its cheapest "
+           "GPU type. **Homo-ILP**: the same joint ILP as the plan, restricted to one GPU type per template. "
+           "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
+           "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
+baselines = result.baselines_frame()
+baselines.insert(2, "cost_per_month", baselines["cost_per_hour"].where(baselines["feasible"]) * widgets.HOURS_PER_MONTH)
+st.dataframe(baselines, hide_index=True, width="stretch", column_config={
+    "cost_per_month": st.column_config.NumberColumn("$/month", format="$%,.0f"),
+    "name": st.column_config.TextColumn("plan"),
+    "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+    "served_fraction": st.column_config.NumberColumn("served", format="percent"),
+    "feasible": st.column_config.CheckboxColumn("meets demand"),
+    "savings_pct": st.column_config.NumberColumn("plan saves %", format="%.1f"),
+})
+
+if len(result.scenario.get("models", [])) >= 3:  # sharing pays off with many (mostly low-traffic) models
+    st.header("Share GPUs between low-traffic models")
+    sharing.sharing_section(result, record.id)
+
+st.header("Compare clouds and regions")
+markets.markets_section(Scenario.from_dict(result.scenario), record.id)
 
 st.header("Export")
 name = state.slug(str(result.scenario.get("name", "plan")))

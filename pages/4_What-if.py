@@ -8,7 +8,7 @@ import streamlit as st
 from planning import api, viz
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from ui import state, widgets
+from ui import simulation, state, widgets
 from ui.jobs import sweep_job, sweep_request
 
 widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
@@ -80,10 +80,15 @@ if len(results) > 0:
     widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
                     "A baseline that cannot meet all demand is marked as falling short.")
     frame = api.comparison_frame(results)
+    frame["cost_per_month"] = frame["cost_per_hour"] * widgets.HOURS_PER_MONTH  # finance reads months
     st.plotly_chart(viz.whatif_figure(api.chart_frame(frame)), width="stretch", key="variants_chart")
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"served_fraction": st.column_config.NumberColumn(format="percent"),
+                                "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
+                                "cost_per_month": st.column_config.NumberColumn("$/month", format="$%,.0f"),
                                 "savings_pct": st.column_config.NumberColumn("savings %", format="%.1f")})
+    st.subheader("Does each variant keep its latency promise?")
+    simulation.variants_attainment(results)
 
 if base_result is not None and len(results) > 1:
     st.subheader("Plan-to-plan diff")

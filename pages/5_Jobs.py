@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from planning.jobs import JobRecord
 from ui import state, widgets
 
 widgets.page("Jobs", "Plans, template libraries and sweeps run in the background and are kept on disk, so a reload "
@@ -19,26 +23,72 @@ if not records:
     st.stop()
 
 
-def _when(ts: float | None) -> str:
-    return dt.datetime.fromtimestamp(ts).strftime("%H:%M:%S") if ts else ""
+def _age(ts: float | None) -> str:
+    """'12 s ago', '4 min ago', '2 h ago', or the date."""
+    if not ts:
+        return ""
+    seconds = max(0.0, dt.datetime.now().timestamp() - ts)
+    if seconds < 60:
+        return f"{seconds:.0f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 86400:
+        return f"{seconds / 3600:.0f} h ago"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
-frame = pd.DataFrame([{
-    "id": r.id, "kind": r.kind, "status": r.status, "progress": r.progress, "message": r.message,
-    "created": _when(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
-    "error": r.error or "",
-} for r in records])
+KIND_LABELS = {"solve": "plan", "library": "template library", "sweep": "sweep", "simulate": "simulation",
+               "markets": "cloud/region comparison", "sharing": "GPU-sharing plan"}
+
+
+def _scenario_of(record: JobRecord) -> dict[str, Any]:
+    """The scenario a job was asked about (a simulation carries it inside its plan)."""
+    request = record.request or {}
+    if isinstance(request.get("scenario"), dict):
+        return dict(request["scenario"])
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        return dict(json.loads(request["plan"]).get("scenario") or {})
+    return {}
+
+
+def _cost(record: JobRecord) -> float | None:
+    """A finished plan's cost per hour (provisioning, as everywhere else in the workbench)."""
+    if record.kind != "solve" or record.status != "done":
+        return None
+    full = state.find_job(record.id)
+    result = state.result_of(full) if full is not None else None
+    return None if result is None or not result.has_plan else round(result.comparable_cost, 2)
+
+
+rows = []
+for r in records:
+    scenario = _scenario_of(r)
+    objective = scenario.get("objective", {}) if isinstance(scenario.get("objective"), dict) else {}
+    cost = _cost(r)
+    rows.append({
+        "scenario": str(scenario.get("name", "")), "what": KIND_LABELS.get(r.kind, r.kind),
+        "objective": {"cost": "min cost", "served": "max served"}.get(str(objective.get("kind", "")), ""),
+        "status": r.status, "progress": r.progress, "cost $/h": cost,
+        "cost $/month": None if cost is None else round(cost * widgets.HOURS_PER_MONTH),
+        "age": _age(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
+        "message": r.message or "", "error": r.error or "", "id": r.id,
+    })
+frame = pd.DataFrame(rows)
 st.dataframe(frame, hide_index=True, width="stretch",
-             column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0)})
+             column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0),
+                            "cost $/h": st.column_config.NumberColumn(format="$%.2f"),
+                            "cost $/month": st.column_config.NumberColumn(format="$%,.0f"),
+                            "seconds": st.column_config.NumberColumn("run time (s)", format="%.1f")})
 
-active = {f"{r.kind} {r.id}": r.id for r in records if not r.is_terminal}
+active = {f"{KIND_LABELS.get(r.kind, r.kind)} {r.id}": r.id for r in records if not r.is_terminal}
 if active:
     widgets.live_jobs(active, key="jobs")
 
 plans = [r.id for r in records if r.kind == "solve" and r.status == "done"]
 if plans:
+    names = {r.id: f"{_scenario_of(r).get('name', '?')} · {_age(r.created)} · {r.id}" for r in records}
     with st.form("open_plan"):
-        pick = st.selectbox("Open a finished plan", plans)
+        pick = st.selectbox("Open a finished plan", plans, format_func=names.__getitem__)
         if st.form_submit_button("Open on the Plan page"):
             st.session_state["solve_job"] = pick
             st.query_params["job"] = pick

@@ -584,3 +584,26 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
               "cost_high": cost / (1 - mean_band) if mean_band < 1 else float("inf")}
     return pd.DataFrame(rows, columns=["model", "phase", "region", "gpus", "capacity", "unit", "band", "capacity_low",
                                        "capacity_high"]), totals
+def sim_result_from_dict(data: Mapping[str, Any]) -> Any:
+    """Rebuild a ``planning.simulate.SimResult`` from its ``to_dict()`` (a background job's stored result).
+
+    Raises
+    ------
+    PlanningError: the dict is not a simulation result.
+    """
+    from planning.simulate.metrics import InstanceSim, ModelSim, Percentiles, SimResult
+
+    try:
+        def pct(d: Mapping[str, Any]) -> Percentiles:
+            return Percentiles(*(float("nan") if d.get(k) is None else float(d[k]) for k in ("p50", "p90", "p99", "mean")))
+
+        models = tuple(ModelSim(**{**m, **{k: pct(m[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_prefill_ms",
+                                                                    "queue_decode_ms")},
+                                   "ttft_cdf_ms": tuple(m.get("ttft_cdf_ms") or ()),
+                                   "tpot_cdf_ms": tuple(m.get("tpot_cdf_ms") or ())}) for m in data["models"])
+        instances = tuple(InstanceSim(**i) for i in data["instances"])
+        rest = {k: v for k, v in data.items() if k not in ("models", "instances")}
+        rest["notes"] = tuple(rest.get("notes") or ())
+        return SimResult(models=models, instances=instances, **rest)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanningError("simulation", f"stored result cannot be read ({exc}).", "run the simulation again.") from exc

@@ -268,8 +268,10 @@ class PlanResult:
         name = self.scenario.get("name", "scenario") if self.scenario else "scenario"
         lines = [f"# Serving plan — {name}", "",
                  f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else ""),
-                 f"- **Cost:** ${self.cost_per_hour:,.2f}/h (provisioning ${self.provisioning_per_hour:,.2f}/h, "
-                 f"initialization penalty ${self.penalty_per_hour:,.2f}/h)",
+                 f"- **Cost:** ${self.comparable_cost:,.2f}/h (${self.comparable_cost * 730:,.0f} per month, "
+                 f"${self.comparable_cost * 8760:,.0f} per year) for the rented nodes; the optimizer's "
+                 f"initialization penalty (${self.penalty_per_hour:,.2f}/h, not billed) is left out of every "
+                 "comparison",
                  f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
         best = self.best_baseline()
         saving = self.savings_vs(best) if best is not None else None
@@ -287,22 +289,58 @@ class PlanResult:
         lines += ["", "## GPUs used vs available", "", _md_table(self.capacity_frame())]
         lines += ["", "## Baselines", "", _md_table(self.baselines_frame())]
         if self.timings:
-            lines += ["", "## Timings (s)", ""] + [f"- {k}: {v:.3f}" for k, v in self.timings.items()]
+            lines += ["", "## Timings", ""] + [f"- {k.removesuffix('_seconds').replace('_', ' ')}: {v:,.2f} s"
+                                               for k, v in self.timings.items()]
         if self.provenance:
             lines += ["", "## Provenance of performance numbers", ""] + [f"- {k}: {v}" for k, v in self.provenance.items()]
         return "\n".join(lines) + "\n"
 
 
+# Human column names for the Markdown report (raw names stay in the CSV/JSON exports).
+_MD_LABELS = {
+    "template_id": "template", "count": "copies", "gpus": "GPUs", "throughput": "throughput",
+    "throughput_unit": "unit", "utilisation": "utilisation", "cost_per_hour": "$/h", "single_shape": "one node type",
+    "n_stages": "stages", "provenance": "perf numbers", "demanded": "demanded", "served": "served",
+    "fraction": "served %", "served_fraction": "served %", "savings_pct": "plan saves", "price_per_hour": "$/h per node",
+    "feasible": "meets demand", "kind": "kind", "shape": "node config", "gpu": "GPU", "name": "plan",
+}
+_MD_PERCENT = {"utilisation", "fraction", "served_fraction"}
+
+
+def _md_cell(column: str, v: Any) -> str:
+    """One table cell: no float noise, no scientific notation, no ``nan`` (an em dash instead)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        x = float(v)
+        if column in _MD_PERCENT:
+            return f"{x:.1%}"
+        if column == "savings_pct":
+            return f"{x:.1f} %"
+        if column in ("cost_per_hour", "price_per_hour"):
+            return f"${x:,.2f}"
+        if isinstance(v, int) or x.is_integer():
+            return f"{x:,.0f}"
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+    return str(v).replace("|", "/")
+
+
 def _md_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_none_"
-    header = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    header = "| " + " | ".join(_MD_LABELS.get(str(c), str(c).replace("_", " ")) for c in df.columns) + " |"
     sep = "| " + " | ".join("---" for _ in df.columns) + " |"
-
-    def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:,.4g}"
-        return str(v).replace("|", "/")
-
-    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    columns = [str(c) for c in df.columns]
+    body = []
+    for row in df.itertuples(index=False):
+        values = dict(zip(columns, row, strict=True))
+        cells = []
+        for c in columns:
+            value = values[c]
+            if c == "cost_per_hour" and values.get("feasible") is False:
+                value = None  # a baseline that cannot meet the demand has no comparable cost
+            cells.append(_md_cell(c, value))
+        body.append("| " + " | ".join(cells) + " |")
     return "\n".join([header, sep, *body])

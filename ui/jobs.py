@@ -62,3 +62,59 @@ def _records(frame: Any) -> list[dict[str, Any]]:
     text = frame.to_json(orient="records", default_handler=str)
     rows: list[dict[str, Any]] = json.loads(text)
     return rows
+
+
+def simulate_request(result_json: str, duration_s: float, seed: int, headroom: bool) -> dict[str, Any]:
+    """The job request for simulating a finished plan (the plan JSON carries its scenario)."""
+    return {"plan": result_json, "duration_s": float(duration_s), "seed": int(seed), "headroom": bool(headroom),
+            "engine": engine_fingerprint()}
+
+
+def simulate_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``planning.api.simulate`` on a plan at its planned rates, then (optionally) ``simulate_headroom``.
+
+    Returns ``{"sim": SimResult.to_dict(), "headroom": HeadroomResult.to_dict() | None}``.
+    """
+    from planning.result import PlanResult
+
+    plan = PlanResult.from_json(request["plan"])
+    duration, seed = float(request["duration_s"]), int(request["seed"])
+    progress(0.05, f"simulating {duration:g} s of requests at the planned rates")
+    sim = api.simulate(plan, duration_s=duration, seed=seed)
+    cancel.check()
+    head = None
+    if request.get("headroom"):
+        progress(0.4, "searching the highest demand scale that still meets 99 % of SLOs")
+        head = api.simulate_headroom(plan, duration_s=duration, seed=seed).to_dict()
+        cancel.check()
+    progress(1.0, "done")
+    return {"sim": sim.to_dict(), "headroom": head}
+
+
+def markets_request(scenario: Scenario) -> dict[str, Any]:
+    """The job request for planning the same demand per cloud, per region and mixed, on-demand and spot."""
+    return {"scenario": scenario.to_dict(), "engine": engine_fingerprint()}
+
+
+def markets_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``planning.api.compare_markets`` → ``{"rows": [...]}`` (one plan per market; can take a while)."""
+    scenario = Scenario.from_dict(request["scenario"])
+    progress(0.05, "planning the same demand in every cloud and region, on-demand and spot")
+    frame = api.compare_markets(scenario)
+    cancel.check()
+    return {"rows": _records(frame)}
+
+
+def sharing_request(scenario: Scenario, method: str, threshold_rps: float) -> dict[str, Any]:
+    """The job request for planning with GPU sharing (``method`` kvpr|exact, models below ``threshold_rps`` share)."""
+    data = scenario.to_dict()
+    data["options"] = {**data["options"], "sharing": method, "sharing_threshold_rps": float(threshold_rps)}
+    return {"scenario": data, "method": method, "engine": engine_fingerprint()}
+
+
+def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``planning.api.solve_shared`` → ``SharingResult.to_dict()``."""
+    scenario = Scenario.from_dict(request["scenario"])
+    result = api.solve_shared(scenario, method=request["method"], progress=progress, cancel=cancel)
+    out: dict[str, Any] = result.to_dict()
+    return out

@@ -31,6 +31,10 @@ DEFAULTS: dict[str, Any] = {
     "library_job": None,  # job id of the template-library build
     "whatif_jobs": {},  # variant label -> job id
     "sweep_jobs": {},  # sweep label -> job id
+    "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")
+    "whatif_sim_jobs": {},  # variant label -> simulation job id
+    "shared_jobs": {},
+    "market_jobs": {},  # plan job id -> market-comparison job id  # plan job id -> GPU-sharing job id
 }
 
 
@@ -180,3 +184,20 @@ def result_of(record: JobRecord) -> PlanResult | None:
     if record.status != "done" or record.result_json is None:
         return None
     return plan_result(record.id, record.result_json)
+
+
+def submit_simulation(result: PlanResult, duration_s: float = 120.0, seed: int = 0, headroom: bool = True) -> str:
+    """Simulate a finished plan request by request in the background (identical requests reuse the stored run)."""
+    from ui.jobs import simulate_job, simulate_request
+
+    return runner().submit("simulate", simulate_request(result.to_json(), duration_s, seed, headroom), simulate_job,
+                           owner=st.session_state["owner"])
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def sim_result(job_id: str, result_json: str) -> tuple[Any, dict[str, Any] | None]:
+    """A finished simulation job's (SimResult, headroom dict or None), keyed by job id."""
+    import json
+
+    data = json.loads(result_json)
+    return api.sim_result_from_dict(data["sim"]), data.get("headroom")

@@ -12,7 +12,8 @@ from planning.jobs import JobRecord
 from planning.result import PlanResult
 from ui.state import POLL_SECONDS, find_job, init_state, runner
 
-PROVENANCE_COLOURS = {"measured": "green", "calibrated": "blue", "roofline": "orange"}
+HOURS_PER_MONTH = 730  # 8760 h / 12, the convention cloud price pages use
+HOURS_PER_YEAR = 8760
 
 
 def page(title: str, intro: str) -> None:
@@ -97,30 +98,38 @@ def kpis(result: PlanResult) -> None:
     The savings label says "homogeneous" only when the cheapest baseline is one (memP mixes GPU types).
     """
     best = result.best_baseline()
-    cols = st.columns(4)
+    spot = str(result.scenario.get("pricing", "on_demand")) == "spot"
+    price_kind = "spot" if spot else "on-demand"
+    cols = st.columns(5)
     cols[0].metric("Cost per hour", f"${result.comparable_cost:,.2f}",
-                   help=f"What the rented nodes cost: ${result.comparable_cost * 730:,.0f} per month (730 h), "
-                        f"${result.comparable_cost * 8760:,.0f} per year. Baselines and savings use the same figure.")
+                   help=f"What the rented nodes cost per hour at {price_kind} prices. Baselines and savings use the "
+                        "same figure.")
+    cols[1].metric("Cost per month", f"${result.comparable_cost * HOURS_PER_MONTH:,.0f}",
+                   help=f"Cost per hour × {HOURS_PER_MONTH} h; per year (× {HOURS_PER_YEAR} h): "
+                        f"${result.comparable_cost * HOURS_PER_YEAR:,.0f}.")
     label = "Savings vs best homogeneous" if best is None or best.homogeneous else "Savings vs best baseline"
     saving = result.savings_vs(best) if best is not None else None
     if best is not None and saving is not None:
-        cols[1].metric(label, f"{saving / 100:.1%}", help=f"Best baseline: {best.name} at ${best.cost_per_hour:,.2f}/h.")
+        cols[2].metric(label, f"{saving / 100:.1%}", help=f"Best baseline: {best.name} at ${best.cost_per_hour:,.2f}/h "
+                       f"(${best.cost_per_hour * HOURS_PER_MONTH:,.0f}/month).")
     elif best is not None:
-        cols[1].metric(label, "not comparable",
+        cols[2].metric(label, "not comparable",
                        help=f"The plan and {best.name} serve different fractions of the demand.")
     else:
-        cols[1].metric(label, "—", help="No baseline meets all demand with the available GPUs.")
-    cols[2].metric("Served fraction", f"{result.served_fraction:.1%}")
+        cols[2].metric(label, "—", help="No baseline meets all demand with the available GPUs.")
+    cols[3].metric("Served fraction", f"{result.served_fraction:.1%}")
     gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else ""
-    cols[3].metric("Solver status", f"{result.status}{gap}")
+    cols[4].metric("Solver status", f"{result.status}{gap}")
+    if spot:
+        st.badge("Spot prices: nodes can be reclaimed at short notice", icon=":material/bolt:", color="orange")
     gpus = result.gpus_by_type()
     gpu_text = ", ".join(f"{n}× {g}" for g, n in gpus.items()) or "none"
     st.markdown(f"**GPUs by type:** {gpu_text}  \n**Regions used:** {', '.join(result.regions_used()) or 'none'}")
-    month = result.comparable_cost * 730
+    month = result.comparable_cost * HOURS_PER_MONTH
     penalty = (f" The optimizer also charged a start-up allowance of ${result.penalty_per_hour:,.2f}/h (initialization "
                "penalty: K × the hourly price of each newly started node, so plans do not churn); it is not part of "
                "the bill and no comparison includes it.") if result.penalty_per_hour > 0 else ""
-    st.caption(f"≈ ${month:,.0f} per month, ${result.comparable_cost * 8760:,.0f} per year.{penalty}")
+    st.caption(f"≈ ${month:,.0f} per month, ${result.comparable_cost * HOURS_PER_YEAR:,.0f} per year.{penalty}")
     if result.message:
         st.info(result.message)
     unique = list(dict.fromkeys(result.diagnostics))  # one box, no repeated lines
@@ -130,12 +139,37 @@ def kpis(result: PlanResult) -> None:
         st.warning("\n".join(f"- {line}" for line in unique))
 
 
+def uncertainty_band(source: str) -> float | None:
+    """The widest ±N % in a provenance text ("calibrated (±40% prefill, ±65% decode)" → 65.0); None if none."""
+    import re
+
+    bands = [float(x) for x in re.findall(r"±\s*(\d+(?:\.\d+)?)\s*%", str(source))]
+    return max(bands) if bands else None
+
+
+def badge_colour(source: str) -> str:
+    """Colour by how uncertain the number is (band width), not by its method's name: a ±57 % calibrated figure
+    must not look more trustworthy than a ±13 % roofline one. Measured with no band is green."""
+    band = uncertainty_band(source)
+    if band is None:
+        return "green" if str(source).lower().startswith("measured") else "gray"
+    if band <= 15:
+        return "green"
+    if band <= 30:
+        return "blue"
+    if band <= 50:
+        return "orange"
+    return "red"
+
+
 def provenance_badges(provenance: Mapping[str, str]) -> None:
-    """Where performance numbers came from (measured / calibrated / roofline), one badge per source."""
+    """Where performance numbers came from (measured / calibrated / roofline) and how uncertain they are: one badge
+    per source, coloured by the width of its error band (green ≤ ±15 %, blue ≤ ±30 %, orange ≤ ±50 %, red above)."""
     if not provenance:
         return
     cols = st.columns(min(4, len(provenance)))
     for i, (what, source) in enumerate(sorted(provenance.items())):
-        colour = PROVENANCE_COLOURS.get(str(source).split()[0].lower(), "gray")
+        band = uncertainty_band(source)
+        icon = ":material/warning:" if band is not None and band > 30 else ":material/speed:"
         with cols[i % len(cols)]:
-            st.badge(f"{what}: {source}", color=colour)  # type: ignore[arg-type]
+            st.badge(f"{what}: {source}", color=badge_colour(source), icon=icon)  # type: ignore[arg-type]

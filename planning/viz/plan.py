@@ -100,6 +100,8 @@ def gpu_usage_figure(df: pd.DataFrame, title: str = "Nodes used vs available") -
         yaxis={"title": "nodes", "rangemode": "tozero"},
         legend={"title": {"text": "GPU"}},
     )
+    if len(data) > 8:  # many (region, config) pairs: slanted labels and room for them
+        fig.update_layout(height=460, margin={"b": 140}, xaxis={"tickangle": -45})
     return fig
 
 

@@ -16,19 +16,33 @@ SWEEP_COLUMNS = ("x", "method", "cost_per_hour")
 _METHOD_PALETTE = ("#1B1B1B", "#7F7F7F", "#1F77B4", "#FF7F0E", "#9467BD", "#8C564B", "#E377C2", "#17BECF")
 
 
+_EXTRA_PALETTE = ("#BCBD22", "#AEC7E8", "#FFBB78", "#98DF8A", "#FF9896", "#C5B0D5", "#C49C94", "#F7B6D2",
+                  "#DBDB8D", "#9EDAE5", "#393B79", "#637939", "#8C6D31", "#843C39", "#7B4173")
+
+
 def _method_colors(methods: list[str]) -> dict[str, str]:
     """The first method (the plan) is near-black; a method named after a GPU or shape ("homogeneous L40S",
-    "4xL4") takes that GPU's colour; anything else a neutral palette colour."""
+    "4xL4") takes that GPU's colour; anything else a neutral palette colour. No two methods share a colour:
+    a colour already taken (a second method on the same GPU, a palette colour equal to a GPU's) moves on to the
+    next free one."""
     colors: dict[str, str] = {}
-    for i, method in enumerate(methods):
+    gpu_of: dict[str, str] = {}
+    for method in methods:
         words = method.replace(":", " ").split()  # "single:L40S" and "homogeneous L40S" both name L40S
-        gpu = gpu_of_shape(words[-1]) if words else ""
+        gpu_of[method] = gpu_of_shape(words[-1]) if words else ""
+    reserved = {GPU_COLORS[g].upper() for g in gpu_of.values() if g in GPU_COLORS}
+    used: set[str] = set()
+    spare = [c for c in (*_METHOD_PALETTE[1:], *_EXTRA_PALETTE) if c.upper() not in reserved]
+    for i, method in enumerate(methods):
+        gpu = gpu_of[method]
         if i == 0:
-            colors[method] = _METHOD_PALETTE[0]
-        elif gpu in GPU_COLORS:
-            colors[method] = GPU_COLORS[gpu]
+            colour = _METHOD_PALETTE[0]
+        elif gpu in GPU_COLORS and GPU_COLORS[gpu].upper() not in used:
+            colour = GPU_COLORS[gpu]
         else:
-            colors[method] = _METHOD_PALETTE[1 + (i - 1) % (len(_METHOD_PALETTE) - 1)]
+            colour = next((c for c in spare if c.upper() not in used), f"hsl({(47 * i) % 360}, 55%, 45%)")
+        colors[method] = colour
+        used.add(colour.upper())
     return colors
 
 

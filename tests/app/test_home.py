@@ -43,3 +43,17 @@ def test_config_filters_narrow_the_table() -> None:
     assert len(configs) > 0
     assert set(configs["shape"].str.split("x").str[1]) == {"L40S"}
     assert configs["region_key"].str.startswith("aws:").all()
+
+
+def test_navigation_first_entry_reads_home_with_font_free_icons() -> None:
+    """Issue 12: the sidebar's first entry is "Home" (not "app"); every icon is a Material icon (no emoji font)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    tree = ast.parse((root / "app.py").read_text(encoding="utf-8"))
+    pages = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "Page"]
+    kwargs = [{k.arg: ast.literal_eval(k.value) for k in p.keywords} for p in pages]
+    paths = [ast.literal_eval(p.args[0]) for p in pages]
+    assert kwargs[0]["title"] == "Home" and kwargs[0].get("default") is True
+    assert all(kw["icon"].startswith(":material/") for kw in kwargs)
+    assert sorted(paths) == sorted(f"pages/{p.name}" for p in (root / "pages").glob("*.py"))  # none left out

@@ -16,7 +16,7 @@ def _plan(home: Path, choice: str = "saved:tiny"):  # type: ignore[no-untyped-de
         save_tiny(home)
     at = app()
     at.selectbox[0].set_value(choice)
-    at.button[0].click()  # "Plan it" (the form's submit button)
+    next(b for b in at.button if b.label == "Plan it").click()
     at.run()
     job_id = at.session_state["solve_job"]
     assert job_id and at.query_params["job"] in (job_id, [job_id])
@@ -37,7 +37,8 @@ def test_home_renders_with_presets_and_links() -> None:
 def _assert_kpis(at) -> None:  # type: ignore[no-untyped-def]
     assert not at.exception
     labels = [m.label for m in at.metric]
-    assert labels[:4] == ["Cost per hour", "Savings vs best homogeneous", "Served fraction", "Solver status"]
+    assert labels[:5] == ["Cost per hour", "Cost per month", "Savings vs best homogeneous", "Served fraction",
+                          "Solver status"]
     assert at.metric[0].value.startswith("$")
     assert "GPUs by type" in texts(at) and "Regions used" in texts(at)
 
@@ -48,7 +49,7 @@ def test_plan_it_runs_in_background_and_shows_kpis(planning_home: Path) -> None:
     _assert_kpis(at)
     cost = at.metric[0].value
     assert float(cost[1:].replace(",", "")) > 0  # the tiny scenario is always plannable
-    assert at.metric[3].value.startswith(("optimal", "feasible"))
+    assert at.metric[4].value.startswith(("optimal", "feasible"))
 
 
 @pytest.mark.slow
@@ -76,3 +77,63 @@ def test_identical_request_reuses_the_job(planning_home: Path) -> None:
     at.button[0].click()
     at.run()
     assert at.session_state["solve_job"] == job_id
+
+
+def test_picking_a_scenario_loads_it_so_edit_opens_the_same_one(planning_home: Path) -> None:
+    """Issue 12 §5: the picker and the working scenario never disagree ("Edit the scenario" opens the pick)."""
+    save_tiny(planning_home)
+    at = app()
+    at.selectbox[0].set_value("saved:tiny")
+    at.run()
+    assert at.session_state["scenario"].name == "tiny"
+    at.switch_page("pages/1_Scenario.py")
+    at.run()
+    assert "Working on **tiny**" in texts(at)
+
+
+def test_home_flags_a_plan_of_an_older_scenario(planning_home: Path) -> None:
+    """Issue 12 §5: after the scenario changed, Home does not pass the old plan off as the current one."""
+    at, _job_id, status = _plan(planning_home)
+    assert status == "done"
+    assert "has changed since" not in texts(at)
+    at.selectbox[0].set_value(f"preset:{PRESET}")  # the working scenario changes, the plan does not
+    at.run()
+    assert "Plan for tiny" in [s.value for s in at.subheader]
+    assert "has changed since" in texts(at)
+
+
+def test_quick_estimate_reaches_a_monthly_cost_in_one_submit(planning_home: Path) -> None:
+    """Issue 12 finance: model, traffic, SLO preset, clouds → a plan with its monthly cost on Home."""
+    at = app()
+    next(m for m in at.multiselect if m.label == "Clouds").set_value(["aws"])
+    next(n for n in at.number_input if n.label == "Traffic (requests/s)").set_value(2.0)
+    next(b for b in at.button if b.label == "Estimate monthly cost").click()
+    at.run()
+    assert not at.exception
+    job_id = at.session_state["solve_job"]
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception
+    scenario = at.session_state["scenario"]
+    assert scenario.name.startswith("llama-3-8b at 2 req/s on aws")
+    assert all(r.startswith("aws:") for r in scenario.regions)
+    hourly = float(at.metric[0].value[1:].replace(",", ""))
+    monthly = float(at.metric[1].value[1:].replace(",", ""))
+    assert hourly > 0 and abs(monthly - 730 * hourly) <= 730 * 0.005 + 0.5  # $/h is shown rounded to cents
+    assert "per month" in texts(at) and "per year" in texts(at)
+    assert at.selectbox[0].value == "current"  # the picker shows the estimate as the working scenario
+
+
+def test_a_spot_estimate_says_spot_next_to_its_cost(planning_home: Path) -> None:
+    """Issue 12 finance: the spot label is visible wherever a plan uses spot prices."""
+    at = app()
+    next(m for m in at.multiselect if m.label == "Clouds").set_value(["aws"])
+    next(r for r in at.radio if r.label == "Pricing").set_value("spot")
+    next(b for b in at.button if b.label == "Estimate monthly cost").click()
+    at.run()
+    assert wait_for_job(planning_home, at.session_state["solve_job"]) == "done"
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"].pricing == "spot"
+    assert "Spot prices: nodes can be reclaimed at short notice" in texts(at)
+    assert "spot prices" in next(m for m in at.metric if m.label == "Cost per hour").help

@@ -18,6 +18,11 @@ def test_jobs_page_lists_and_opens_a_plan(planning_home: Path) -> None:
     assert not at.exception
     table = at.dataframe[0].value
     assert job_id in set(table["id"]) and set(table["status"]) == {"done"}
+    row = table.set_index("id").loc[job_id]
+    # issue 12: scenario name, objective, cost and age, not only ids
+    assert row["scenario"] == "tiny" and row["objective"] == "min cost" and row["what"] == "plan"
+    assert row["cost $/h"] > 0 and abs(row["cost $/month"] - 730 * row["cost $/h"]) <= 1
+    assert row["age"].endswith("ago")
     next(b for b in at.button if b.label == "Open on the Plan page").click()
     at.run()
     assert not at.exception

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.conftest import app, planned, texts
+from tests.app.conftest import app, planned, texts, wait_for_job
 
 
 def test_plan_without_a_job_points_home() -> None:
@@ -18,12 +18,13 @@ def test_plan_page_draws_every_section(planning_home: Path) -> None:
     assert not at.exception
     assert [m.label for m in at.metric][:1] == ["Cost per hour"]
     headers = [h.value for h in at.header]
-    assert headers == ["Cost breakdown", "GPUs used vs available", "Served vs demanded", "Instances", "Baselines",
-                       "Export"]
+    assert headers == ["Cost breakdown", "GPUs used vs available", "Served vs demanded", "Check with simulation",
+                       "Instances", "Baselines",
+                       "Compare clouds and regions", "Export"]
     charts = at.get("plotly_chart")
     assert len(charts) >= 6  # treemap, bars, capacity, service, pipeline, baselines
     assert len(at.dataframe) >= 2  # instances and baselines tables
-    assert at.selectbox[0].label == "Pipeline layout of"
+    assert "Pipeline layout of" in [s.label for s in at.selectbox]
 
 
 def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -> None:
@@ -62,3 +63,64 @@ def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -
     labels = [b.label for b in at.get("download_button")]
     assert {"Report (printable HTML)", "Report (Markdown)", "Deployment files (SkyPilot + Kubernetes, zip)",
             "Plan JSON"} <= set(labels)
+
+
+def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path) -> None:
+    """Issue 10: "Check with simulation" runs api.simulate + headroom as a job; KPIs and CDFs vs SLO appear."""
+    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    next(b for b in at.button if b.label == "Check with simulation").click()
+    at.run()
+    sim_job = dict(at.session_state["sim_jobs"])[plan_job]
+    assert wait_for_job(planning_home, sim_job) == "done"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    attainment = float(metrics["SLO attainment"].rstrip("%")) / 100
+    assert 0.0 <= attainment <= 1.0
+    assert metrics["Headroom"].startswith("×") and float(metrics["Headroom"][1:].split()[0]) > 0
+    assert "tok/s" in metrics["Goodput"]
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("TTFT distribution vs SLO" in t for t in titles) and any("TPOT distribution vs SLO" in t for t in titles)
+    assert "Simulated" in texts(at) and "requests over" in texts(at)
+
+
+def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_home: Path) -> None:
+    """Issue 12 finance: the same demand per market, on-demand next to spot, monthly cost, spot cheaper."""
+    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    next(b for b in at.button if b.label == "Compare clouds and regions").click()
+    at.run()
+    job = dict(at.session_state["market_jobs"])[plan_job]
+    assert wait_for_job(planning_home, job) == "done"
+    at.run()
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "spot $/h" in df.value)
+    assert table["where"].iloc[0] == "all regions (mixed optimum)"
+    row = table.iloc[0]
+    assert row["spot $/h"] < row["on-demand $/h"]  # the tiny scenario's region sells spot below on-demand
+    assert abs(row["on-demand $/month"] - 730 * row["on-demand $/h"]) < 730 * 0.006
+    assert "reclaimed at short notice" in texts(at)
+
+
+def test_sharing_section_for_many_models(planning_home: Path) -> None:
+    """Issue 14 UI: a many-model preset gets the sharing section; the job's shared nodes, memory and cost appear,
+    and the shared figure adds the shared GPUs and the dedicated part exactly."""
+    at, plan_job = planned(planning_home, choice="preset:long-tail", page="pages/3_Plan.py")
+    assert "Share GPUs between low-traffic models" in [h.value for h in at.header]
+    next(b for b in at.button if b.label == "Plan with sharing").click()
+    at.run()
+    job = dict(at.session_state["shared_jobs"])[plan_job]
+    assert wait_for_job(planning_home, job) == "done"
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    dedicated = float(metrics["Dedicated plan (this page)"][1:-2].replace(",", ""))
+    shared = float(metrics["With shared GPUs"][1:-2].replace(",", ""))
+    change = float(metrics["Difference"].rstrip("%")) / 100
+    assert abs((shared - dedicated) / dedicated - change) < 0.001 + 0.01 / dedicated
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("weights vs KV pool" in s for s in specs) and any("Dedicated plan vs shared plan" in s for s in specs)
+
+
+def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    assert "Share GPUs between low-traffic models" not in [h.value for h in at.header]

@@ -89,3 +89,54 @@ def test_two_sessions_do_not_share_unsaved_edits(planning_home: Path) -> None:
     second.run()
     assert first.session_state["scenario"].options.nmax == 3
     assert second.session_state["scenario"].options.nmax != 3
+
+
+def test_an_edited_saved_scenario_is_renamed_and_downloads_under_its_new_name(planning_home: Path) -> None:
+    """Issue 12 §5: a downloaded YAML of an edited preset/saved scenario never keeps the original's name."""
+    at = _on_tiny(planning_home)
+    next(n for n in at.number_input if n.label.startswith("Nmax")).set_value(4)
+    next(b for b in at.button if b.label == "Apply").click()
+    at.run()
+    edited = at.session_state["scenario"]
+    assert edited.name == "tiny (edited)" and "Edited from saved tiny" in edited.description
+    download = next(b for b in at.get("download_button") if b.label == "Download YAML")
+    assert "tiny-edited.yaml" in str(download.proto.url) or "tiny (edited)" in edited.to_yaml()
+    # a name the user types is kept as typed
+    next(t for t in at.text_input if t.label == "Name").set_value("my own")
+    next(b for b in at.button if b.label == "Apply").click()
+    at.run()
+    assert at.session_state["scenario"].name == "my own"
+
+
+def test_a_negative_rate_is_refused_not_clamped(planning_home: Path) -> None:
+    """Issue 12 §5: −5 typed in a rate cell is an error naming the field (the editor no longer clamps it)."""
+    import pandas as pd
+
+    from planning.errors import PlanningError
+    from planning.scenario import Scenario
+    from ui import tables
+
+    at = _on_tiny(planning_home)
+    scenario = at.session_state["scenario"]
+    frame = tables.models_frame(scenario)
+    frame.loc[0, "rate_rps"] = -5.0
+    data = {**scenario.to_dict(), "models": tables.models_from_frame(scenario, pd.DataFrame(frame))}
+    try:
+        Scenario.from_dict(data)
+    except PlanningError as exc:
+        assert "rate_rps" in exc.field and "≥ 0" in exc.problem
+    else:
+        raise AssertionError("a negative rate was accepted")
+    source = (Path(__file__).resolve().parents[2] / "pages" / "1_Scenario.py").read_text(encoding="utf-8")
+    editor = source[source.index("edited_models = st.data_editor"):source.index('st.subheader("Where")')]
+    assert "min_value" not in editor  # a min_value would make the browser clamp −5 to 5 before validation
+
+
+def test_every_option_has_help_text() -> None:
+    """Issue 12: Nmax, ρ, K and the other options explain themselves in one line."""
+    at = app("pages/1_Scenario.py")
+    widgets = [*at.number_input, *at.selectbox, *at.radio]
+    options = {w.label: w.help for w in widgets if w.label.split()[0] in
+               {"Nmax", "ρ", "K", "Time", "Solver", "Mode", "Pricing", "Objective"}}
+    assert len(options) == 8
+    assert all(h and len(h) > 20 for h in options.values()), options

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.app.conftest import app, save_tiny, texts, wait_for_job
@@ -28,7 +29,13 @@ def test_build_library_then_explore(planning_home: Path) -> None:
     at.run()
     assert not at.exception
     assert any("templates" in s.value for s in at.subheader)
-    assert len(at.get("plotly_chart")) == 2  # scatter + pipeline of the selected template
+    charts = [json.dumps(json.loads(c.proto.spec), ensure_ascii=False) for c in at.get("plotly_chart")]
+    # issue 12: prompt and output tokens/s never share an axis (one scatter per phase) + the pipeline
+    assert len(charts) == 3
+    assert "decode templates" in charts[0] and "prefill templates" in charts[1]
+    # issue 12: the diagram never labels a node "0 tok/s"; its title carries the template's real throughput
+    assert " 0 tok/s" not in charts[2] and ">0 tok/s" not in charts[2]
+    assert "tok/s" in json.loads(charts[2])["layout"]["title"]["text"]
     pick = next(s for s in at.selectbox if s.label == "Pipeline layout of")
     assert len(pick.options) >= 1
     # filter to one phase: the count shown follows

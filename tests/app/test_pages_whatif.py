@@ -59,3 +59,29 @@ def test_sweep_runs_in_background(planning_home: Path) -> None:
     at.run()
     assert not at.exception
     assert f"Sweep {label}" in texts(at)
+
+
+def test_variants_are_simulated_and_never_show_a_negative_saving(planning_home: Path) -> None:
+    """Issue 10: attainment per variant; issue 12: no variant row shows the optimal plan losing to a baseline
+    that serves the same demand."""
+    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    next(b for b in at.button if b.label == "Run variant").click()
+    at.run()
+    (label, job_id), = dict(at.session_state["whatif_jobs"]).items()
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    frame = at.dataframe[0].value
+    savings = frame[(frame["method"] != "Plan (mixed)") & frame["savings_pct"].notna()]
+    assert len(savings) >= 1 and (savings["savings_pct"] >= -1e-9).all()
+    next(b for b in at.button if b.label == "Simulate each variant").click()
+    at.run()
+    sims = dict(at.session_state["whatif_sim_jobs"])
+    assert set(sims) == {"base", label}
+    for sim_job in sims.values():
+        assert wait_for_job(planning_home, sim_job) == "done"
+    at.run()
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "SLO attainment" in df.value)
+    assert list(table["variant"]) == ["base", label]
+    assert all(0 <= float(v.rstrip("%")) <= 100 for v in table["SLO attainment"])
+    assert any("attainment per variant" in c.proto.spec for c in at.get("plotly_chart"))

@@ -1,0 +1,102 @@
+"""Real browser, the three audiences of issue 12: finance estimate → report, clouds/regions on-demand vs spot,
+simulation check, an infeasible what-if, the Learn page's examples, and a screenshot of every page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_browser import ARTIFACTS, PLAN_TIMEOUT_MS, _settled, browser, server
+
+__all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
+
+pytestmark = pytest.mark.e2e
+JOB_TIMEOUT_MS = 300_000
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"e2e_{name}.png"), full_page=True)
+
+
+def _nav(page: Any, title: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text=title).first.click()
+    _settled(page)
+
+
+def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, browser: Any, tmp_path: Path) -> None:
+    page = browser.new_page()
+    page.goto(server)
+    _settled(page)
+    # the sidebar's first entry reads "Home"
+    assert page.get_by_test_id("stSidebarNav").get_by_role("link").first.inner_text().strip().endswith("Home")
+    _shot(page, "home")
+
+    # finance: quick estimate (defaults: llama-3-8b, 5 req/s, standard SLO, first cloud, on-demand)
+    page.get_by_role("button", name="Estimate monthly cost").click()
+    page.get_by_test_id("stMetric").filter(has_text="Cost per month").wait_for(timeout=PLAN_TIMEOUT_MS)
+    _settled(page)
+    monthly = page.get_by_test_id("stMetric").filter(has_text="Cost per month").inner_text()
+    assert "$" in monthly
+    heading = page.get_by_role("heading", name="Plan for").first.inner_text()
+    assert "llama-3-8b at 5 req/s on" in heading
+
+    # second click: the full plan, with the report
+    page.get_by_role("link", name="Read the full plan").click()
+    page.get_by_role("heading", name="Cost breakdown").wait_for(timeout=60_000)
+    _settled(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Report (Markdown)").click()
+    report = Path(info.value.path()).read_text(encoding="utf-8")
+    assert report.startswith("# Serving plan — llama-3-8b at 5 req/s on")
+    assert "Quick estimate: llama-3-8b, 5 requests/s" in report  # the assumptions travel with the report
+    assert "TTFT 1 s, TPOT 50 ms" in report and "per month" in report
+
+    # compare clouds and regions: on-demand and spot side by side
+    page.get_by_role("button", name="Compare clouds and regions").click()
+    page.locator(".js-plotly-plot").filter(has_text="on-demand vs spot").first.wait_for(timeout=JOB_TIMEOUT_MS)
+    _settled(page)
+    assert page.get_by_text("reclaimed at short notice").count() >= 1
+
+    # check with simulation
+    page.get_by_role("button", name="Check with simulation").click()
+    page.get_by_test_id("stMetric").filter(has_text="SLO attainment").wait_for(timeout=JOB_TIMEOUT_MS)
+    _settled(page)
+    assert page.locator(".js-plotly-plot").filter(has_text="TTFT distribution vs SLO").count() == 1
+    assert page.get_by_test_id("stMetric").filter(has_text="Headroom").count() == 1
+    _shot(page, "plan")
+
+    # a what-if that cannot serve the demand: the diff says so instead of showing a cheaper plan
+    _nav(page, "What-if")
+    page.get_by_test_id("stSelectbox").filter(has_text="Change").click()
+    page.get_by_role("option", name="Budget ($/h, max served)").click()
+    _settled(page)
+    budget = page.get_by_label("Budget ($/h)")
+    budget.fill("0.5")
+    budget.press("Tab")
+    page.get_by_role("button", name="Run variant").click()
+    page.get_by_text("has no plan that serves the same demand").wait_for(timeout=JOB_TIMEOUT_MS)
+    _settled(page)
+    _shot(page, "whatif")
+
+    # the other pages render without an exception
+    for title in ("Scenario", "Templates", "Jobs", "Catalog"):
+        _nav(page, title)
+        assert page.get_by_test_id("stException").count() == 0, title
+        _shot(page, title.lower())
+    jobs = page.get_by_test_id("stDataFrame").first
+    jobs.wait_for(timeout=30_000)
+
+    # teaching: the Learn page's examples, each with the paper's numbers and the engine's
+    _nav(page, "Learn")
+    page.get_by_text("The paper").first.wait_for(timeout=120_000)
+    _settled(page, timeout=120_000)
+    assert page.get_by_test_id("stException").count() == 0
+    for tab in ("Request size (Mélange)", "SLOs (Mélange)"):
+        page.get_by_role("tab", name=tab).click()
+        _settled(page, timeout=120_000)
+        assert page.get_by_test_id("stException").count() == 0, tab
+    _shot(page, "learn")
+    page.close()

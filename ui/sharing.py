@@ -1,0 +1,81 @@
+"""Plan page section "Share GPUs between low-traffic models": api.solve_shared as a background job."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import Scenario
+from planning.viz import sharing as vshare
+from ui import state, widgets
+from ui.jobs import sharing_job, sharing_request
+
+METHODS = {"kvpr": "KVPR heuristic (fast, Prism-style KV-pressure packing)",
+           "exact": "exact packing (optimal, slower on many models)"}
+
+
+def sharing_section(result: PlanResult, plan_job_id: str) -> None:
+    """Method and threshold → background job → shared nodes → models, memory bars, dedicated vs shared cost."""
+    scenario = Scenario.from_dict(result.scenario)
+    widgets.explain("sharing", "With many models, most get little traffic and a dedicated GPU each sits idle. "
+                    "Models below the threshold can share GPUs: each keeps its weights resident and gets a slice of "
+                    "the KV cache. The popular models keep dedicated instances.")
+    rates = sorted(m.demand.rate_rps for m in scenario.models)
+    jobs: dict[str, str] = st.session_state["shared_jobs"]
+    with st.form("sharing_form", border=False):
+        cols = st.columns([2, 2, 1], vertical_alignment="bottom")
+        method = cols[0].radio("Method", list(METHODS), format_func=METHODS.__getitem__,
+                               help="KVPR packs by KV-cache pressure greedily; exact solves the packing ILP.")
+        default = float(scenario.options.sharing_threshold_rps or 1.0)
+        threshold = cols[1].slider("Share models below (requests/s)", min_value=0.0,
+                                   max_value=max(1.0, float(rates[-1]) if rates else 1.0), value=default, step=0.1,
+                                   help="Models whose mean rate is below this share GPUs; the rest stay dedicated.")
+        run = cols[2].form_submit_button("Plan with sharing", icon=":material/join_inner:")
+    below = sum(r < threshold for r in rates)
+    st.caption(f"{below} of {len(rates)} models are below {threshold:g} requests/s.")
+    if run:
+        try:
+            jobs[plan_job_id] = state.runner().submit("sharing", sharing_request(scenario, str(method), threshold),
+                                                      sharing_job, owner=st.session_state["owner"])
+        except PlanningError as exc:
+            widgets.show_error(exc)
+    record = state.find_job(jobs.get(plan_job_id))
+    if record is None:
+        return
+    if not record.is_terminal:
+        widgets.live_jobs({"Planning with shared GPUs": record.id}, key="sharing")
+        return
+    if record.status != "done" or record.result is None:
+        widgets.show_job_outcome(record)
+        return
+    out = record.result
+    info = out["sharing"]
+    nodes = out.get("shared_nodes", [])
+    dedicated_part = float(out.get("provisioning_per_hour", info["dedicated_cost_per_hour"]) or 0.0) \
+        if info["dedicated_models"] else 0.0
+    shared_total = float(info["shared_cost_per_hour"]) + dedicated_part
+    plan_gpus = sum(result.gpus_by_type().values())
+    kcols = st.columns(3)
+    kcols[0].metric("Dedicated plan (this page)", f"${result.comparable_cost:,.2f}/h",
+                   help=f"${result.comparable_cost * 730:,.0f} per month; every model on its own instances.")
+    kcols[1].metric("With shared GPUs", f"${shared_total:,.2f}/h",
+                   help=f"${shared_total * 730:,.0f} per month: shared GPUs ${float(info['shared_cost_per_hour']):,.2f}"
+                        f"/h + dedicated instances of the popular models ${dedicated_part:,.2f}/h.")
+    change = (shared_total - result.comparable_cost) / result.comparable_cost if result.comparable_cost else 0.0
+    kcols[2].metric("Difference", f"{change:+.1%}", help="Negative: sharing is cheaper than the dedicated plan.")
+    if shared_total > result.comparable_cost + 1e-9:
+        st.info("Sharing costs more than the dedicated plan here: the shared GPUs' KV pools do not fit the low-rate "
+                "models' traffic more cheaply than the templates the planner already found. Try another threshold or "
+                "the exact method.")
+    st.caption(f"{len(info['shared_models'])} models on {len(nodes)} shared GPUs ({info['method']}, status "
+               f"{info['shared_status']}); {len(info['dedicated_models'])} models dedicated.")
+    for line in info.get("notes", []):
+        st.caption(line)
+    st.plotly_chart(vshare.sharing_cost_figure({"cost_per_hour": result.comparable_cost, "gpus": plan_gpus},
+                                               {"cost_per_hour": shared_total, "gpus": int(out.get("n_gpus", 0)),
+                                                "shared_cost_per_hour": float(info["shared_cost_per_hour"])}),
+                    width="stretch", key="sharing_cost")
+    left, right = st.columns(2)
+    left.plotly_chart(vshare.shared_nodes_figure(nodes), width="stretch", key="sharing_nodes")
+    right.plotly_chart(vshare.shared_memory_figure(nodes), width="stretch", key="sharing_memory")

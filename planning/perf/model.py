@@ -217,7 +217,7 @@ class PerfModel:
             for tp in self.tp_options(model, count):
                 best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
                                                             ttft_ms, net, stages))
-            return best
+            return best * s.aggregated_max_load
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
         batches = self._grid(phase, wl)

@@ -226,7 +226,7 @@ class PerfModel:
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
                   for tp in self.tp_options(model, count)]
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
-                                 kv_in_flight=phase == "decode",
+                                 kv_extra=0.0 if phase == "decode" else 1.0,
                                  load_cap=s.prefill_max_load if phase == "prefill" else 1.0)
 
     # ----------------------------------------------------------------- estimate

@@ -3,7 +3,9 @@
 T̂[S-1, j-1] = max over (tp split, batch) of dp * tokens(batch) / t_stage(j, batch), subject to
 t_stage = j layers + step overhead + activation send (S > 1) <= (slo / S) / headroom and memory(j, batch) <= capacity,
 times ``load_cap`` (the share of that rate an instance may be planned at, for queueing). Decode pipelines keep S
-micro-batches in flight, so every node of an S-stage decode pipeline holds the KV cache of S x batch sequences.
+micro-batches in flight, so every node of an S-stage decode pipeline holds the KV cache of S x batch sequences; a
+prefill node holds its layers' KV of the batch it runs, of the (up to S - 1) batches downstream of it, and of the
+batch whose KV the decode instance is still pulling: S + 1 batches.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from planning.perf.curves import Curves
 
 
 def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
-                      max_stages: int, kv_in_flight: bool = False, load_cap: float = 1.0) -> np.ndarray:
+                      max_stages: int, kv_extra: float | None = None, load_cap: float = 1.0) -> np.ndarray:
     """The table (max_stages, layers) from the curves of every usable tp split (see module docstring).
 
-    ``kv_in_flight``: the KV cache of S micro-batches is resident on each node of an S-stage pipeline (decode).
+    ``kv_extra``: None = one batch of KV per node; else each node of an S-stage pipeline holds S + kv_extra
+    batches of KV (decode 0, prefill 1: see the module docstring).
     ``load_cap``: multiplies every entry (usable share of the service rate, see docs/perf-model.md Sec. 3c).
     """
     stages = np.arange(1, max_stages + 1, dtype=float)
@@ -32,7 +35,7 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
     for c in curves:
         run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
         kv = nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]  # (L, B)
-        copies = stages if kv_in_flight else np.ones_like(stages)  # (S,)
+        copies = stages + kv_extra if kv_extra is not None else np.ones_like(stages)  # (S,)
         mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + copies[:, None, None] * kv[None, :, :]
         fits = mem <= c.capacity  # (S, L, B)
         send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)

@@ -81,6 +81,11 @@ GLOBAL_VALUES = {
     "network_latency_ms": (0.1, "prior: one TCP/IP hop inside a region, incl. serialization"),
     "prefill_headroom": (2.0, "model choice: a request waits for the running batch, so wait + run ~ 2x batch time"),
     "decode_headroom": (1.0, "model choice: continuous batching admits at the next step; the step is the latency"),
+    "prefill_max_load": (0.75, "model choice: prefill instances are planned at <= 75% of their batch rate so that "
+                         "the queue drains (measured with the simulator, docs/perf-model.md Sec. 3c)"),
+    "aggregated_max_load": (0.75, "model choice: aggregated instances are planned at <= 75% of their SLO-bound "
+                            "rate so that the running batch stays below the TPOT-bound batch (simulator, "
+                            "docs/perf-model.md Sec. 3c)"),
     "band_roofline": (0.40, "model choice: roofline-only GPUs (no measurement), wider than any fitted GPU's band"),
     "band_measured": (0.05, "model choice: run-to-run spread of measured profiles"),
 }

@@ -40,6 +40,8 @@ GLOBAL_PARAMS: tuple[str, ...] = (
     "network_latency_ms",  # one pipeline hop: latency of sending activations to the next node
     "prefill_headroom",  # queueing headroom h: prefill batch time must fit in (slo/S)/h
     "decode_headroom",  # decode step time must fit in (slo/S)/h
+    "prefill_max_load",  # utilisation cap: a prefill instance is planned at <= this share of its batch rate
+    "aggregated_max_load",  # utilisation cap of aggregated (continuous batching + chunked prefill) instances
     "band_roofline",  # uncertainty band for GPUs without any measurement (roofline-only)
     "band_measured",  # uncertainty band on numbers interpolated from imported measured profiles
 )
@@ -81,6 +83,8 @@ class GlobalSettings:
     network_latency_ms: float
     prefill_headroom: float
     decode_headroom: float
+    prefill_max_load: float
+    aggregated_max_load: float
     band_roofline: float
     band_measured: float
 

@@ -102,7 +102,11 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
     kv_full = batches * kv_tokens * kv_tok
     kv_slide = batches * min(kv_tokens, arch.window or kv_tokens) * kv_tok
     reserve = reserve_bytes(dev, settings)
-    act = workspace_bytes(arch, settings, tp, act_tokens)
+    # The engine reserves its activation workspace for a full step when it starts (vLLM profiles a forward pass of
+    # max_num_batched_tokens); a prefill engine batches whole prompts up to that budget, so its workspace is the
+    # budget's whatever the planned batch. Decode steps carry one token per sequence.
+    act = workspace_bytes(arch, settings, tp, np.full(batches.shape, float(settings.max_batched_tokens))
+                          if phase == "prefill" else act_tokens)
     return Curves(
         batches=batches, tokens=np.asarray(tokens, dtype=float), t_full=t_full, t_slide=t_slide,
         step_s=dev.cal.step_ms * 1e-3, transfer_s=np.asarray(transfer, dtype=float),

@@ -217,7 +217,7 @@ class PerfModel:
             for tp in self.tp_options(model, count):
                 best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
                                                             ttft_ms, net, stages))
-            return best
+            return best * s.aggregated_max_load
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
         batches = self._grid(phase, wl)
@@ -225,7 +225,9 @@ class PerfModel:
         budget = (slo_ms * 1e-3 / np.arange(1, max_stages + 1, dtype=float)) / headroom  # (S,)
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
                   for tp in self.tp_options(model, count)]
-        return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages)
+        return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
+                                 kv_extra=0.0 if phase == "decode" else 1.0,
+                                 load_cap=s.prefill_max_load if phase == "prefill" else 1.0)
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

@@ -137,7 +137,7 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
     mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
     t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= token budget, the stage's memory (j layers of
-    weights and of B sequences' KV cache + workspace + reserve) fits, and the pipeline TTFT
+    weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve) fits, and the pipeline TTFT
     S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``.
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
@@ -161,18 +161,22 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B)
     run_chunk = nf[:, None] * c_full[None, :] + ns[:, None] * c_slide[None, :] + step
     kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
-    kv_full = b * ctx * kv_tok
-    kv_slide = b * min(ctx, float(arch.window or ctx)) * kv_tok
+    # Planning sizes a sequence's KV at its full length (input + output), as the decode tables do: an engine
+    # that admits a request must be able to keep it to its last token without preemption. Each node of an
+    # S-stage pipeline holds the KV of S micro-batches in flight.
+    held = inp + out
+    kv_full = b * held * kv_tok
+    kv_slide = b * min(held, float(arch.window or held)) * kv_tok
     fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
-    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + nf[:, None] * kv_full[None, :]
-           + ns[:, None] * kv_slide[None, :] + fixed)
-    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, :]  # (L, B)
+    kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + stages[:, None, None] * kv
+    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, None, :]  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
     t = run[None, :, :] + send[:, None, :]  # (S, L, B)
     ttft = stages[:, None, None] * steps[None, None, :] * (run_chunk[None, :, :] + send[:, None, :])
-    ok = ok_lb[None, :, :] & (t <= tpot_budget[:, None, None])
+    ok = ok_lb & (t <= tpot_budget[:, None, None])
     if ttft_slo_ms is not None:
         ok &= ttft * 1e3 <= ttft_slo_ms
     return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)

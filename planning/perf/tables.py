@@ -1,7 +1,11 @@
 """Coral's T̂_j(g) stage tables of one node shape (vectorized over layers, stages and batches) and their cache.
 
 T̂[S-1, j-1] = max over (tp split, batch) of dp * tokens(batch) / t_stage(j, batch), subject to
-t_stage = j layers + step overhead + activation send (S > 1) <= (slo / S) / headroom and memory(j, batch) <= capacity.
+t_stage = j layers + step overhead + activation send (S > 1) <= (slo / S) / headroom and memory(j, batch) <= capacity,
+times ``load_cap`` (the share of that rate an instance may be planned at, for queueing). Decode pipelines keep S
+micro-batches in flight, so every node of an S-stage decode pipeline holds the KV cache of S x batch sequences; a
+prefill node holds its layers' KV of the batch it runs, of the (up to S - 1) batches downstream of it, and of the
+batch whose KV the decode instance is still pulling: S + 1 batches.
 """
 
 from __future__ import annotations
@@ -16,8 +20,13 @@ from planning.perf.curves import Curves
 
 
 def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
-                      max_stages: int) -> np.ndarray:
-    """The table (max_stages, layers) from the curves of every usable tp split (see module docstring)."""
+                      max_stages: int, kv_extra: float | None = None, load_cap: float = 1.0) -> np.ndarray:
+    """The table (max_stages, layers) from the curves of every usable tp split (see module docstring).
+
+    ``kv_extra``: None = one batch of KV per node; else each node of an S-stage pipeline holds S + kv_extra
+    batches of KV (decode 0, prefill 1: see the module docstring).
+    ``load_cap``: multiplies every entry (usable share of the service rate, see docs/perf-model.md Sec. 3c).
+    """
     stages = np.arange(1, max_stages + 1, dtype=float)
     j = np.arange(1, layers + 1, dtype=float)
     nf = full_in_window  # (L,)
@@ -25,13 +34,14 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
     best = np.zeros((max_stages, layers))
     for c in curves:
         run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
-        mem = (j[:, None] * c.w_layer + nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]
-               + c.mem_fixed[None, :])
-        fits = mem <= c.capacity  # (L, B)
+        kv = nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]  # (L, B)
+        copies = stages + kv_extra if kv_extra is not None else np.ones_like(stages)  # (S,)
+        mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + copies[:, None, None] * kv[None, :, :]
+        fits = mem <= c.capacity  # (S, L, B)
         send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)
         t = run[None, :, :] + send[:, None, :]  # (S, L, B)
-        ok = (t <= budget[:, None, None]) & fits[None, :, :]
-        thr = np.where(ok, c.tokens[None, None, :] / t, 0.0).max(axis=2) * c.dp
+        ok = (t <= budget[:, None, None]) & fits
+        thr = np.where(ok, c.tokens[None, None, :] / t, 0.0).max(axis=2) * c.dp * load_cap
         best = np.maximum(best, thr)
     return best
 

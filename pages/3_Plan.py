@@ -40,6 +40,19 @@ if stats.get("templates_total"):
             line += ", and the plan is certified optimal over all of them"
     st.caption(line + ".")
 widgets.provenance_badges(result.provenance)
+if result.instances:
+    bands, band_totals = api.plan_uncertainty(result)
+    st.caption(
+        f"**How far to trust the capacity:** throughputs carry ±{band_totals['band']:.0%} (cost-weighted p90 error of "
+        "the performance model against published measurements of the same GPU class and dtype, docs/perf-model.md). "
+        f"If real throughput is that much lower, serving the same demand costs up to "
+        f"${band_totals['cost_high']:,.2f}/h; if higher, as little as ${band_totals['cost_low']:,.2f}/h.")
+    with st.expander("Capacity per instance with its uncertainty band"):
+        st.dataframe(bands, hide_index=True, width="stretch",
+                     column_config={"band": st.column_config.NumberColumn("± band", format="percent"),
+                                    "capacity": st.column_config.NumberColumn(format="%.0f"),
+                                    "capacity_low": st.column_config.NumberColumn("low", format="%.0f"),
+                                    "capacity_high": st.column_config.NumberColumn("high", format="%.0f")})
 
 st.header("Cost breakdown")
 widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "

@@ -124,3 +124,13 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
 def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:
     at, _ = planned(planning_home, page="pages/3_Plan.py")
     assert "Share GPUs between low-traffic models" not in [h.value for h in at.header]
+
+
+def test_plan_page_shows_capacity_and_cost_with_their_band(planning_home: Path) -> None:
+    """Issue 9 §5: the plan's capacity and cost carry the validation-derived uncertainty band."""
+    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    assert not at.exception
+    shown = texts(at)
+    assert "How far to trust the capacity" in shown and "costs up to $" in shown
+    band_table = next(df.value for df in at.dataframe if "capacity_high" in df.value)
+    assert (band_table["capacity_low"] < band_table["capacity_high"]).all()

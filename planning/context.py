@@ -34,6 +34,7 @@ class Cancelled(Exception):
 
     def __init__(self, reason: CancelReason = "cancelled", detail: str = "") -> None:
         self.reason: CancelReason = reason
+        self.detail = detail  # the step that noticed, e.g. "library build: llama-3-8b/prefill"
         text = "cancelled by the user" if reason == "cancelled" else "stopped at the time limit"
         super().__init__(f"{text}: {detail}" if detail else text)
 

@@ -112,7 +112,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     except Cancelled as exc:
         if exc.reason != "time limit" or not deadline.timed_out():
             raise  # the caller's cancel: the job runner records it as cancelled
-        return time_limit_result(scenario, limit, where.step, time.perf_counter() - start)
+        step = exc.detail if ": " in exc.detail else where.step  # the most precise of the two
+        return time_limit_result(scenario, limit, step, time.perf_counter() - start)
     timings.update(allocation.timings)
     check_cancel(cancel)
     baselines: list[BaselineSummary] = []

@@ -34,6 +34,7 @@ class Cancelled(Exception):
 
     def __init__(self, reason: CancelReason = "cancelled", detail: str = "") -> None:
         self.reason: CancelReason = reason
+        self.detail = detail  # the step that noticed, e.g. "library build: llama-3-8b/prefill"
         text = "cancelled by the user" if reason == "cancelled" else "stopped at the time limit"
         super().__init__(f"{text}: {detail}" if detail else text)
 
@@ -92,6 +93,59 @@ class CancelFlag:
         """
         if self.is_set():
             raise Cancelled(self.reason)
+
+
+class Deadline(CancelFlag):
+    """The one deadline of a whole solve, joined with the caller's token.
+
+    ``is_set()`` once the caller's token is set (reason: the caller's) or ``seconds`` have passed (reason
+    ``"time limit"``). :meth:`timed_out` tells the two apart: only the deadline turns into a ``time_limit``
+    result; a caller's cancel still raises :class:`Cancelled`.
+
+    Parameters
+    ----------
+    seconds:
+        The limit from now (``options.time_limit_s``).
+    inner:
+        The caller's token, or None.
+    """
+
+    def __init__(self, seconds: float, inner: CancelToken | None = None) -> None:
+        super().__init__(deadline_s=seconds)
+        self.limit_s = float(seconds)
+        self.inner = inner
+
+    def requested(self) -> bool:
+        return super().requested() or (self.inner is not None and self.inner.is_set())
+
+    @property
+    def reason(self) -> CancelReason:
+        if self.inner is not None and self.inner.is_set():
+            return self.inner.reason if isinstance(self.inner, CancelFlag) else "cancelled"
+        return "time limit" if self.expired() and not super().requested() else "cancelled"
+
+    def remaining_s(self) -> float | None:
+        own = super().remaining_s()
+        other = self.inner.remaining_s() if isinstance(self.inner, CancelFlag) else None
+        return own if other is None else other if own is None else min(own, other)
+
+    def timed_out(self) -> bool:
+        """True when this solve's own deadline (not the caller) stopped the work."""
+        return self.expired() and not self.requested()
+
+
+def timed_out(cancel: CancelToken | None) -> bool:
+    """True when ``cancel`` is a :class:`Deadline` whose own time limit (not the caller) is what stopped the work."""
+    return isinstance(cancel, Deadline) and cancel.timed_out()
+
+
+def time_left(cancel: CancelToken | None, limit_s: float, floor_s: float = 0.05) -> float:
+    """``limit_s`` capped by the time left on ``cancel``'s deadline (a :class:`CancelFlag`), at least ``floor_s``.
+
+    The time limit to give one solver call inside a deadline-bound solve.
+    """
+    left = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
+    return float(limit_s) if left is None else max(floor_s, min(float(limit_s), left))
 
 
 def check_cancel(cancel: CancelToken | None, detail: str = "") -> None:

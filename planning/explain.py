@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
+from planning.context import CancelToken, check_cancel, time_left
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.result import PlanResult
 from planning.scenario import BOUNDS, Objective, Scenario
@@ -138,7 +139,8 @@ def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, 
     return None
 
 
-def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float) -> list[str]:
+def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float,
+                        cancel: CancelToken | None = None) -> list[str]:
     """What serving 100 % would take when a budget keeps α < 1: the cost optimum without the budget (certified
     like every cost solve, within EXPLAIN_SECONDS), or — when even that is infeasible — the cost problem's own
     diagnostics (capacity short per region/shape, unservable groups)."""
@@ -148,10 +150,11 @@ def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float) -> li
     budget = scenario.objective.budget_per_hour
     if budget is None:
         return []
-    limit = min(scenario.options.time_limit_s, EXPLAIN_SECONDS)
+    check_cancel(cancel, "diagnostics: budget")
+    limit = time_left(cancel, min(scenario.options.time_limit_s, EXPLAIN_SECONDS))
     free = replace(scenario, objective=Objective(kind="cost", budget_per_hour=None),
                    options=replace(scenario.options, time_limit_s=limit))
-    alloc = solve_certified(replace(resolved, scenario=free), sets).result
+    alloc = solve_certified(replace(resolved, scenario=free), sets, cancel=cancel).result
     what = "nothing" if served <= 1e-9 else f"{served:.1%} of every group's demand"
     if not alloc.has_plan:
         if alloc.status == "infeasible":
@@ -167,7 +170,7 @@ def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float) -> li
             f"${need:,.2f}/h. Fix: raise objective.budget_per_hour to ≥ {math.ceil(need * 100) / 100:,.2f}."]
 
 
-def _capacity_explanation(resolved: Any, sets: Sequence[Any]) -> list[str]:
+def _capacity_explanation(resolved: Any, sets: Sequence[Any], cancel: CancelToken | None = None) -> list[str]:
     """Why a served plan (no budget) stays below 100 %: the allocation diagnostics of the cost problem
     (capacity short per region/shape, unservable groups); skipped above EXPLAIN_MAX_TEMPLATES templates."""
     from planning.allocate.certify import allocation_problem
@@ -175,11 +178,14 @@ def _capacity_explanation(resolved: Any, sets: Sequence[Any]) -> list[str]:
 
     if sum(len(ts) for ts in sets) > EXPLAIN_MAX_TEMPLATES:
         return []
+    check_cancel(cancel, "diagnostics: capacity")
     problem = allocation_problem(resolved, sets, objective="cost")
+    problem = replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s))
     return diagnose_infeasible(problem)[1]
 
 
-def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[Any]) -> PlanResult:
+def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[Any],
+                   cancel: CancelToken | None = None) -> PlanResult:
     """``result`` with SLO/memory causes for groups no template serves and the budget that would serve 100 %.
 
     Parameters
@@ -189,16 +195,24 @@ def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[A
     ctx, resolved, sets:
         What the solve used: the engine context, the resolved scenario (specs, groups, offers, shapes) and the
         template sets.
+    cancel:
+        Checked per group and before each extra solve, which gets the time left on its deadline.
 
     Returns
     -------
     A PlanResult whose diagnostics name the binding family and its fix; a served plan that serves nothing
     within its budget gets status ``infeasible``.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set (the pipeline then keeps ``result`` without these explanations).
     """
     scenario, specs, groups, shapes = resolved.scenario, resolved.specs, resolved.groups, resolved.shapes
     diagnostics = list(result.diagnostics)
     explained: dict[str, str] = {}
     for group in groups:
+        check_cancel(cancel, "diagnostics")
         demanded = [j for j, c in enumerate(group.classes) if c.rate > 0]
         if not demanded:
             continue
@@ -235,7 +249,7 @@ def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[A
     status, message, baselines = result.status, result.message, result.baselines
     if scenario.objective.kind == "served" and scenario.objective.budget_per_hour is not None \
             and result.served_fraction < 1 - 1e-6 and not explained:
-        texts = _budget_explanation(resolved, sets, result.served_fraction)
+        texts = _budget_explanation(resolved, sets, result.served_fraction, cancel)
         diagnostics[:0] = texts
         if texts and result.served_fraction <= 1e-9:
             status = "infeasible"
@@ -243,7 +257,7 @@ def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[A
             baselines = tuple(replace(b, savings_pct=None) for b in baselines)
     if scenario.objective.kind == "served" and scenario.objective.budget_per_hour is None \
             and result.served_fraction < 1 - 1e-6 and not explained:
-        diagnostics.extend(_capacity_explanation(resolved, sets))
+        diagnostics.extend(_capacity_explanation(resolved, sets, cancel))
     if scenario.objective.kind == "served" and result.served_fraction <= 1e-9 and status != "infeasible" \
             and any(g.demand > 0 for g in groups):
         status = "infeasible"  # α = 0: nothing is served, whatever the optimality of that α

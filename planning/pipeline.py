@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from planning.allocate.certify import Allocation, baseline_problem, solve_certified
@@ -29,7 +30,9 @@ from planning.allocate.problem import AllocationProblem
 from planning.assemble import build_plan_result
 from planning.catalog.schema import shape_gpu
 from planning.context import (
+    Cancelled,
     CancelToken,
+    Deadline,
     EngineContext,
     ProgressFn,
     check_cancel,
@@ -78,6 +81,10 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     ctx = context or default_context()
     timings: dict[str, float] = {}
     clock = time.perf_counter()
+    start = clock
+    limit = scenario.options.time_limit_s
+    deadline = Deadline(limit, cancel)  # ONE deadline for every step (see docs/allocation.md, "Time limits")
+    where = _Where(progress)
 
     def lap(name: str) -> None:
         nonlocal clock
@@ -85,51 +92,135 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         timings[name] = now - clock
         clock = now
 
-    start = clock
     resolved = resolve_scenario(scenario, ctx.catalog)
     lap("resolve_seconds")
-    check_cancel(cancel)
-    if progress:
-        progress(0.02, "library build: serving templates")
-    allocation = on_demand_allocation(ctx, resolved, progress, cancel)  # None: the case needs the library path
-    sets: list[TemplateSet]
-    if allocation is not None and allocation.sets is not None:
-        sets = allocation.sets
-        lap("allocation_seconds")
-    else:
-        sets = build_template_sets(ctx, resolved, sub_progress(progress, 0.02, 0.80), cancel)
-        lap("templates_seconds")
-        check_cancel(cancel)
-        allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
-                                     progress=sub_progress(progress, 0.80, 0.90), cancel=cancel)
-        lap("allocation_seconds")
+    try:
+        check_cancel(deadline)
+        where.report(0.02, "library build: serving templates")
+        allocation = on_demand_allocation(ctx, resolved, where.report, deadline)  # None: needs the library path
+        sets: list[TemplateSet]
+        if allocation is not None and allocation.sets is not None:
+            sets = allocation.sets
+            lap("allocation_seconds")
+        else:
+            sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
+            lap("templates_seconds")
+            check_cancel(deadline)
+            allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
+                                         progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline)
+            lap("allocation_seconds")
+    except Cancelled as exc:
+        if exc.reason != "time limit" or not deadline.timed_out():
+            raise  # the caller's cancel: the job runner records it as cancelled
+        step = exc.detail if ": " in exc.detail else where.step  # the most precise of the two
+        return time_limit_result(scenario, limit, step, time.perf_counter() - start)
     timings.update(allocation.timings)
     check_cancel(cancel)
     baselines: list[BaselineSummary] = []
+    skipped: list[str] = []
     if with_baselines:
-        if progress:
-            progress(0.90, "baselines: single-GPU-type and memory-proportional plans")
-        baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), cancel)
+        where.report(0.90, "baselines: single-GPU-type and memory-proportional plans")
+        baselines, skipped = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline)
     lap("baselines_seconds")
-    if progress:
-        progress(0.98, "diagnostics: assembling the plan")
+    where.report(0.98, "diagnostics: assembling the plan")
     timings["total_seconds"] = time.perf_counter() - start
     result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
                                provenance=perf_provenance(ctx, sets), stats=allocation.stats)
-    result = explain_result(result, ctx, resolved, sets)  # SLO / memory / budget / capacity causes with fixes
+    notes: list[str] = []
+    if skipped:
+        notes.append(f"Time limit {limit:g} s reached during the baselines: skipped {', '.join(skipped)}. "
+                     "Fix: raise options.time_limit_s to compare against them.")
+    try:
+        result = explain_result(result, ctx, resolved, sets, deadline)  # SLO / memory / budget / capacity causes
+    except Cancelled as exc:
+        if exc.reason != "time limit" or not deadline.timed_out():
+            raise
+        notes.append(f"Time limit {limit:g} s reached during the diagnostics: causes and fixes were not computed. "
+                     "Fix: raise options.time_limit_s.")
+    if result.status == "time_limit" and not allocation.result.has_plan:
+        result = replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
+                         f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
+                         "options.mip_rel_gap.")
+    if notes:
+        result = replace(result, diagnostics=(*result.diagnostics, *notes))
+    timings["total_seconds"] = time.perf_counter() - start
+    result = replace(result, timings={**result.timings, "total_seconds": timings["total_seconds"]})
     if progress:
         progress(1.0, "done")
     return result
 
 
+class _Where:
+    """Forwards progress and remembers the current step's message (what a time limit stopped)."""
+
+    def __init__(self, progress: ProgressFn | None) -> None:
+        self.progress = progress
+        self.step = "resolving the scenario"
+
+    def report(self, fraction: float, message: str) -> None:
+        self.step = message
+        if self.progress is not None:
+            self.progress(fraction, message)
+
+
+def time_limit_result(scenario: Scenario, limit_s: float, step: str, elapsed_s: float) -> PlanResult:
+    """The PlanResult of a solve whose deadline passed before any plan: status ``time_limit``, no instances, and
+    a message naming the step that was not finished and the fix.
+
+    Parameters
+    ----------
+    scenario:
+        The scenario being planned.
+    limit_s:
+        ``options.time_limit_s``.
+    step:
+        The last progress message (e.g. ``"library build: qwen3-32b/prefill (1,200 of 9,000 templates)"``).
+    elapsed_s:
+        Wall time of the solve so far.
+
+    Returns
+    -------
+    PlanResult
+    """
+    name, _, detail = step.partition(": ")
+    if name == "library build":
+        group = detail.split(" (")[0]
+        what = f"building the serving-template library for {group}" if "/" in group else \
+            "building the serving-template library"
+        fix = (f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, reuse a template cache, or use "
+               "options.templates: on-demand")
+    elif name in ("reduction", "ILP"):
+        what = f"in the allocation ({name}: {detail})" if detail else "in the allocation"
+        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, or loosen options.mip_rel_gap"
+    else:
+        what = f"at step {step!r}"
+        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s"
+    message = f"time limit {limit_s:g} s reached while {what}" if name == "library build" else \
+        f"time limit {limit_s:g} s reached {what}"
+    return PlanResult(status="time_limit", objective=scenario.objective.kind, cost_per_hour=0.0,
+                      provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
+                      timings={"total_seconds": elapsed_s}, scenario=scenario.to_dict(),
+                      message=f"{message}; no plan. Fix: {fix}.",
+                      diagnostics=(f"{message}; no plan was found before it.",))
+
+
+def _more(limit_s: float, elapsed_s: float) -> str:
+    """A limit worth trying: a few times what was spent (the unfinished step's share is unknown)."""
+    return f"{max(2 * limit_s, 4 * elapsed_s, limit_s + 10):.0f}"
+
+
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
-                  cancel: CancelToken | None = None) -> list[BaselineSummary]:
+                  cancel: CancelToken | None = None) -> tuple[list[BaselineSummary], list[str]]:
     """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`).
+
+    Returns
+    -------
+    The baselines that finished, and the names of those the solve's :class:`Deadline` skipped.
 
     Raises
     ------
     Cancelled
-        When ``cancel`` is set between baselines.
+        When the caller's ``cancel`` is set.
     """
     from planning.baselines import run_all_baselines
 
@@ -138,12 +229,16 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
     request_rate = {g.id: resolved.scenario.model(g.model).demand.rate_rps for g in groups}
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
     out = []
-    for b in run_all_baselines(problem, model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
-        check_cancel(cancel, "baselines")
+    skipped = []
+    for b in run_all_baselines(problem, cancel=cancel, model_size=model_size, gpu_memory_gb=gpu_memory,
+                               request_rate=request_rate):
+        if b.details.get("skipped"):
+            skipped.append(b.name)
+            continue
         out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
                                    served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
-    return out
+    return out, skipped
 
 
 def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str, str]:

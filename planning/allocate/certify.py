@@ -31,7 +31,7 @@ from planning.allocate.problem import (
 )
 from planning.allocate.reduce import ColumnBlock, Reduction, lp_reduction
 from planning.allocate.solve import solve_allocation
-from planning.context import CancelToken, ProgressFn, check_cancel
+from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
 from planning.groups import Group
 from planning.resolve import ResolvedScenario
@@ -133,12 +133,29 @@ def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: 
     return red, blocks
 
 
+def _solve(problem: AllocationProblem, cancel: CancelToken | None) -> AllocationResult:
+    """One ILP within the time left on ``cancel``'s deadline (and never more than ``options.time_limit_s``)."""
+    check_cancel(cancel, "allocation ILP")
+    return solve_allocation(replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s)))
+
+
+def _uncertified(alloc: AllocationResult, z_lp: float, served: bool) -> AllocationResult:
+    """The best plan found when the deadline stops the certificate loop: status ``time_limit`` and the gap to
+    the LP bound over all templates (an upper bound on the distance to the optimum)."""
+    value = -(alloc.alpha or 0.0) if served else float(alloc.total_per_hour or 0.0)
+    gap = abs(value - z_lp) / max(abs(value), 1e-12)
+    return replace(alloc, status="time_limit", gap=max(gap, alloc.gap or 0.0),
+                   messages=(*alloc.messages, "time limit reached before the LP-reduction certificate: best plan "
+                             f"found so far, within {gap:.2%} of the LP bound over all templates"))
+
+
 def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
-          dump_model: str | None, progress: ProgressFn | None) -> tuple[AllocationResult, AllocationProblem, None]:
+          dump_model: str | None, progress: ProgressFn | None,
+          cancel: CancelToken | None = None) -> tuple[AllocationResult, AllocationProblem, None]:
     problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, objective=objective)
     if progress:
         progress(0.0, f"ILP: {len(problem.templates):,} templates")
-    return solve_allocation(problem), problem, None
+    return _solve(problem, cancel), problem, None
 
 
 def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
@@ -154,9 +171,12 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     red, blocks = _reduction(resolved, sets, groups, served)
     timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
     if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
-        return _full(resolved, sets, groups, objective, dump_model, progress)
+        return _full(resolved, sets, groups, objective, dump_model, progress, cancel)
     threshold = max(REDUCE_START_FRACTION * abs(red.z_lp), 1e-9)
+    best: tuple[AllocationResult, AllocationProblem, list[np.ndarray]] | None = None
     for attempt in range(MAX_ATTEMPTS):
+        if best is not None and cancel is not None and cancel.is_set() and timed_out(cancel):
+            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
         check_cancel(cancel, "allocation")
         masks = red.select(threshold, blocks)
         problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, masks=masks,
@@ -164,7 +184,12 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         if progress:
             progress(0.1 + 0.15 * attempt, f"ILP: {len(problem.templates):,} templates after the LP reduction"
                      + (f" (attempt {attempt + 1})" if attempt else ""))
-        alloc = solve_allocation(problem)
+        try:
+            alloc = _solve(problem, cancel)
+        except Cancelled:
+            if best is None or not timed_out(cancel):
+                raise
+            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
         bound = red.z_lp + red.min_excluded()
         cost = alloc.total_per_hour
         value = -(alloc.alpha or 0.0) if served else (cost if cost is not None else np.inf)
@@ -175,8 +200,18 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
             return alloc, problem, masks
         if not np.isfinite(bound):  # every template was already in the ILP
             return alloc, problem, masks
+        if alloc.has_plan and (best is None or value < (-(best[0].alpha or 0.0) if served
+                                                          else float(best[0].total_per_hour or np.inf))):
+            best = (alloc, problem, masks)
+        if best is not None and alloc.status == "time_limit":  # the ILP itself ran out of time: stop here
+            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
         threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
-    return _full(resolved, sets, groups, objective, dump_model, progress)
+    try:
+        return _full(resolved, sets, groups, objective, dump_model, progress, cancel)
+    except Cancelled:
+        if best is None or not timed_out(cancel):
+            raise
+        return _uncertified(best[0], red.z_lp, served), best[1], best[2]
 
 
 def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,
@@ -208,7 +243,7 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
     objective = resolved.scenario.objective.kind
     groups = resolved.groups
     if not _reducible(resolved, sets):
-        alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress)
+        alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel)
     elif objective == "cost":
         alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
                                               progress, cancel)

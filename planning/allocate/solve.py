@@ -38,6 +38,11 @@ class _Runner:
         self.solve_seconds = 0.0
         self.stats: dict[str, int] = {}
         self._matrix: Any = None
+        self._deadline = time.monotonic() + problem.time_limit_s  # one limit for all phases of this solve
+
+    def left(self) -> float:
+        """Seconds left of the problem's time limit for the next phase (at least 0.05 s)."""
+        return max(0.05, self._deadline - time.monotonic())
 
     def describe(self) -> None:
         """Fill the model-size stats with the joint matrix model (built, not solved)."""
@@ -62,7 +67,7 @@ class _Runner:
                     "constraints": m.n_rows,
                     "nonzeros": int(m.matrix.nnz),
                 }
-            raw = solve_matrix(self._matrix, phase, p.time_limit_s, p.mip_rel_gap, alpha_lower, start, dump_path=dump_path)
+            raw = solve_matrix(self._matrix, phase, self.left(), p.mip_rel_gap, alpha_lower, start, dump_path=dump_path)
         else:
             from planning.allocate.formulation import build_pulp, solve_pulp
 
@@ -74,7 +79,7 @@ class _Runner:
                 "constraints": m.prob.numConstraints(),
                 "nonzeros": m.nonzeros,
             }
-            raw = solve_pulp(m, p.solver, phase, p.time_limit_s, p.mip_rel_gap, alpha_lower, dump_path)
+            raw = solve_pulp(m, p.solver, phase, self.left(), p.mip_rel_gap, alpha_lower, dump_path)
         self.solve_seconds += raw.phase.seconds
         return raw
 
@@ -200,7 +205,7 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     values = np.zeros(col.n)
     values[-1] = 1.0
     primal = bound = 0.0
-    budget_left = problem.time_limit_s
+    budget_left = runner.left()
     for g in range(len(inst.groups)):
         if not np.any((inst.class_group == g) & (inst.class_rate > 0)):
             continue

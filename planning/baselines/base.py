@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planning.allocate.problem import AllocationProblem, AllocationResult
+from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
 from planning.catalog.schema import parse_shape
+from planning.context import Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
 
 _FULL = 1 - 1e-9
@@ -48,7 +49,8 @@ def gpus_of(nodes: Mapping[tuple[str, str], int]) -> dict[str, int]:
     return out
 
 
-def from_allocation(name: str, problem: AllocationProblem, note_ok: str) -> BaselineResult:
+def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
+                    cancel: CancelToken | None = None) -> BaselineResult:
     """Run the joint ILP on ``problem``; when all demand cannot be met, report the best uniform fraction.
 
     Parameters
@@ -59,20 +61,31 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str) -> Base
         The (restricted) allocation problem; its objective is overridden.
     note_ok:
         Note when all demand is met.
+    cancel:
+        Checked before each ILP; each ILP gets the time left on its deadline (:func:`planning.context.time_left`).
 
     Returns
     -------
     ``BaselineResult`` with the cost-optimal plan, or the max-served plan and an honest note.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set (or its deadline passes) before an ILP.
     """
     from planning.allocate.solve import solve_allocation
 
-    res = solve_allocation(replace(problem, objective="cost"), diagnose=False)
+    def bounded(objective: Objective) -> AllocationProblem:
+        check_cancel(cancel, f"baseline {name}")
+        return replace(problem, objective=objective, time_limit_s=time_left(cancel, problem.time_limit_s))
+
+    res = solve_allocation(bounded("cost"), diagnose=False)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
         note = note_ok if res.status == "optimal" else f"{note_ok} (solver status {res.status}, gap {res.gap})"
         return _wrap(name, res, True, note)
     if res.status == "error":
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"solver error: {res.messages}")
-    served = solve_allocation(replace(problem, objective="served"), diagnose=False)
+    served = solve_allocation(bounded("served"), diagnose=False)
     if not served.has_plan:
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0
@@ -151,14 +164,49 @@ def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> Basel
     return reg[name](problem, **options)
 
 
-def run_all_baselines(problem: AllocationProblem, **options: Any) -> list[BaselineResult]:
-    """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them."""
-    out = []
-    for name in baseline_names(problem):
+def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
+    """The placeholder of a baseline the solve's deadline left no time for (``details["skipped"]`` is True)."""
+    return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False,
+                          "skipped: the solve's time limit was reached before this baseline finished",
+                          details={"skipped": True})
+
+
+def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None,
+                      **options: Any) -> list[BaselineResult]:
+    """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them.
+
+    Parameters
+    ----------
+    problem:
+        The allocation problem.
+    cancel:
+        Passed to every strategy. When its own deadline (a :class:`planning.context.Deadline`) stops a
+        baseline, that one and the rest come back as :func:`skipped` placeholders.
+    options:
+        Strategy options (see :func:`run_baseline`).
+
+    Returns
+    -------
+    One ``BaselineResult`` per name of ``baseline_names``, in that order.
+
+    Raises
+    ------
+    Cancelled
+        When the caller cancels.
+    """
+    out: list[BaselineResult] = []
+    names = baseline_names(problem)
+    for i, name in enumerate(names):
         opts = {}
         if name == "homo" and "order" in options:
             opts["order"] = options["order"]
         if name == "memp":
             opts = {k: v for k, v in options.items() if k in ("model_size", "gpu_memory_gb", "request_rate")}
-        out.append(run_baseline(name, problem, **opts))
+        try:
+            out.append(run_baseline(name, problem, cancel=cancel, **opts))
+        except Cancelled:
+            if not timed_out(cancel):
+                raise
+            out.extend(skipped(n, problem) for n in names[i:])
+            break
     return out

@@ -18,10 +18,12 @@ from dataclasses import replace
 
 from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
+from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
 
 
-def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) -> BaselineResult:
+def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
+                cancel: CancelToken | None = None) -> BaselineResult:
     """Coral's Homo: per group in turn, the most cost-efficient homogeneous replicas first.
 
     Parameters
@@ -30,6 +32,8 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) 
         The allocation problem.
     order:
         Group order (default: order of first appearance in ``problem.classes``).
+    cancel:
+        Checked per group and every 1,000 templates.
 
     Returns
     -------
@@ -39,6 +43,8 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) 
     ------
     PlanningError
         If ``order`` names unknown groups or misses some.
+    Cancelled
+        When ``cancel`` is set.
     """
     t0 = time.perf_counter()
     groups = list(problem.groups())
@@ -55,12 +61,15 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) 
     cost = 0.0
     notes: list[str] = []
     for g in groups:
+        check_cancel(cancel, "baseline homo")
         rates = {q.id: q.rate for q in problem.classes if q.group == g and q.rate > 0}
         if not rates:
             served[g] = 1.0
             continue
         cands = []
-        for t in problem.templates:
+        for i, t in enumerate(problem.templates):
+            if i % 1000 == 999:
+                check_cancel(cancel, "baseline homo")
             if t.group != g or not t.single_shape:
                 continue
             if any(t.throughput.get(q, 0.0) <= 0 for q in rates):
@@ -109,13 +118,15 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None) 
     )
 
 
-def homo_ilp(problem: AllocationProblem) -> BaselineResult:
+def homo_ilp(problem: AllocationProblem, cancel: CancelToken | None = None) -> BaselineResult:
     """The joint allocation ILP restricted to homogeneous templates (heterogeneity only across replicas).
 
     Parameters
     ----------
     problem:
         The allocation problem.
+    cancel:
+        Checked before each ILP, which gets the time left on its deadline.
 
     Returns
     -------
@@ -125,4 +136,4 @@ def homo_ilp(problem: AllocationProblem) -> BaselineResult:
     ids = {t.id for t in templates}
     current = {k: v for k, v in problem.current.items() if k[0] in ids}
     restricted = replace(problem, templates=templates, current=current, budget_per_hour=None, dump_model=None)
-    return from_allocation("homo-ilp", restricted, f"joint ILP over {len(templates)} homogeneous templates; all demand met")
+    return from_allocation("homo-ilp", restricted, f"joint ILP over {len(templates)} homogeneous templates; all demand met", cancel)

@@ -21,6 +21,7 @@ unit of memory; the note says which proxy was used. Unassigned pool nodes are no
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -28,6 +29,7 @@ from dataclasses import replace
 from planning.allocate.problem import AllocationProblem, Offer
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
 from planning.catalog.schema import parse_shape
+from planning.context import CancelToken, check_cancel
 
 
 def memp(
@@ -35,6 +37,7 @@ def memp(
     model_size: Mapping[str, float] | None = None,
     gpu_memory_gb: Mapping[str, float] | None = None,
     request_rate: Mapping[str, float] | None = None,
+    cancel: CancelToken | None = None,
 ) -> BaselineResult:
     """Memory-proportional split of the pool, then per-group cheapest plan inside its share.
 
@@ -48,10 +51,17 @@ def memp(
         GPU id -> memory in GB.
     request_rate:
         Group -> request rate; default the sum of its class rates.
+    cancel:
+        Checked per group and per offer; each group's ILP gets the time left on its deadline.
 
     Returns
     -------
     ``BaselineResult`` named ``memp`` with the shares in ``details["share_nodes"]``.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set.
     """
     t0 = time.perf_counter()
     groups = list(problem.groups())
@@ -86,11 +96,13 @@ def memp(
         for o in pool:
             if o.shape not in usable[g]:  # a node no template of this model can use is no share at all
                 continue
+            check_cancel(cancel, "baseline memp")
             k = (o.region, o.shape)
-            while left[k] > 0 and got + node_mem[k] / 2 <= target[g]:
-                left[k] -= 1
-                got += node_mem[k]
-                share[g][k] = share[g].get(k, 0) + 1
+            take = _nodes_to_take(left[k], got, node_mem[k], target[g])
+            if take > 0:
+                left[k] -= take
+                got += take * node_mem[k]
+                share[g][k] = share[g].get(k, 0) + take
     cost = 0.0
     penalty = 0.0
     served: dict[str, float] = {}
@@ -98,6 +110,7 @@ def memp(
     nodes: dict[tuple[str, str], int] = {}
     notes: list[str] = []
     for g in groups:
+        check_cancel(cancel, "baseline memp")
         if rates[g] <= 0 and not any(q.rate > 0 for q in problem.classes if q.group == g):
             served[g] = 1.0
             continue
@@ -113,7 +126,7 @@ def memp(
             budget_per_hour=None,
             dump_model=None,
         )
-        res = from_allocation("memp", sub, "")
+        res = from_allocation("memp", sub, "", cancel)
         cost += res.cost_per_hour
         penalty += res.penalty_per_hour
         served[g] = res.served_fraction.get(g, 0.0)
@@ -138,3 +151,17 @@ def memp(
         seconds=time.perf_counter() - t0,
         details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
     )
+
+
+def _nodes_to_take(left: float, got: float, node: float, target: float) -> int:
+    """How many nodes of ``node`` memory to take one by one while ``got + node/2 ≤ target`` (at most ``left``),
+    in closed form: an availability of 10¹⁸ nodes must not mean 10¹⁸ loop turns."""
+    if left <= 0 or node <= 0 or got + node / 2 > target:
+        return 0
+    take = min(int(left), math.floor((target - got - node / 2) / node) + 1)
+    for _ in range(2):  # float rounding of the division (bounded: at 10¹⁸ nodes a +1 may not change the sum)
+        if take > 1 and got + (take - 1) * node + node / 2 > target:
+            take -= 1
+        elif take < left and got + take * node + node / 2 <= target:
+            take += 1
+    return max(1, take)

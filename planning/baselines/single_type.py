@@ -6,9 +6,10 @@ from dataclasses import replace
 
 from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import BaselineResult, from_allocation
+from planning.context import CancelToken
 
 
-def single_type(problem: AllocationProblem, gpu: str) -> BaselineResult:
+def single_type(problem: AllocationProblem, gpu: str, cancel: CancelToken | None = None) -> BaselineResult:
     """Cheapest plan using only templates whose GPUs are all of type ``gpu`` (Mélange Sec. 6.1 baselines).
 
     Parameters
@@ -17,6 +18,8 @@ def single_type(problem: AllocationProblem, gpu: str) -> BaselineResult:
         The allocation problem.
     gpu:
         GPU id, e.g. ``"L4"``.
+    cancel:
+        Checked before the ILP, which gets the time left on its deadline.
 
     Returns
     -------
@@ -31,4 +34,4 @@ def single_type(problem: AllocationProblem, gpu: str) -> BaselineResult:
             f"single:{gpu}", 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False,
             f"no template uses only {gpu}; cannot serve any demand",
         )
-    return from_allocation(f"single:{gpu}", restricted, f"{len(templates)} templates on {gpu} only; all demand met")
+    return from_allocation(f"single:{gpu}", restricted, f"{len(templates)} templates on {gpu} only; all demand met", cancel)

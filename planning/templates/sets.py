@@ -301,7 +301,7 @@ def build_template_sets(ctx: EngineContext, resolved: ResolvedScenario, progress
         return sets
     n = len(groups)
     for gi, group in enumerate(groups):
-        check_cancel(cancel, "library build")
+        check_cancel(cancel, f"library build: {group.id}")
 
         def sub(f: float, msg: str, gi: int = gi) -> None:
             if progress is not None:

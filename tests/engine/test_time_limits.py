@@ -1,0 +1,157 @@
+"""One deadline for the whole solve (issue 8 §2): expiry in each step gives a result, never None or a traceback.
+
+Expiry is forced by wrapping one step so that it first sleeps past the deadline (the time left on the solve's
+``Deadline`` token); the real step then stops at its next cancel check. Every test asserts the status, the
+message and that the wall time stays within the limit + 2 s.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import planning.api as api
+import planning.baselines.base as baseline_base
+import planning.pipeline as pipeline
+from planning.context import CancelFlag, Cancelled, Deadline, time_left, timed_out
+from planning.scenario import Scenario
+
+LIMIT = 1.5
+
+
+def _sleep_past(cancel: Any) -> None:
+    left = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
+    assert left is not None, "every step must get the solve's deadline token"
+    time.sleep(left + 0.02)
+
+
+def _scenario(tiny: dict[str, Any], limit: float = LIMIT) -> Scenario:
+    tiny["options"]["time_limit_s"] = limit
+    return Scenario.from_dict(tiny)
+
+
+def _timed_solve(scenario: Scenario, **kw: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = api.solve(scenario, **kw)
+    return result, time.perf_counter() - t0
+
+
+def test_expiry_in_the_library_build_names_the_group_and_the_fix(tiny: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    real = pipeline.build_template_sets
+
+    def slow(ctx: Any, resolved: Any, progress: Any, cancel: Any) -> Any:
+        _sleep_past(cancel)
+        return real(ctx, resolved, progress, cancel)
+
+    monkeypatch.setattr(pipeline, "build_template_sets", slow)
+    result, wall = _timed_solve(_scenario(tiny))
+    assert result is not None and result.status == "time_limit"
+    assert not result.instances and result.mip_gap is None
+    assert result.message.startswith(f"time limit {LIMIT:g} s reached while building the serving-template "
+                                     "library for llama-3-8b/prefill; no plan. Fix: raise options.time_limit_s to ≥ ")
+    assert "options.templates: on-demand" in result.message
+    assert wall <= LIMIT + 2
+
+
+def test_expiry_in_the_ilp_without_a_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """coral-core with demand ×30 and a 1 s limit (measured before: 50 s, no plan, no message)."""
+    scenario = api.load_preset_scenario("coral-core").with_demand_scaled(30)
+    from dataclasses import replace
+
+    scenario = replace(scenario, options=replace(scenario.options, time_limit_s=1.0))
+    result, wall = _timed_solve(scenario)
+    assert result.status == "time_limit"
+    assert result.message.startswith("time limit 1 s reached ")
+    assert "Fix: raise options.time_limit_s to ≥ " in result.message
+    assert wall <= 1.0 + 2
+
+
+def test_ilp_gets_the_remaining_time_not_the_full_limit(tiny: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import planning.allocate.certify as certify
+
+    seen: list[float] = []
+    real = certify.solve_allocation
+
+    def spy(problem: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(problem.time_limit_s)
+        return real(problem, *a, **kw)
+
+    monkeypatch.setattr(certify, "solve_allocation", spy)
+    real_build = pipeline.build_template_sets
+
+    def slow(ctx: Any, resolved: Any, progress: Any, cancel: Any) -> Any:
+        sets = real_build(ctx, resolved, progress, cancel)
+        time.sleep(0.5)
+        return sets
+
+    monkeypatch.setattr(pipeline, "build_template_sets", slow)
+    result, _wall = _timed_solve(_scenario(tiny, limit=30.0))
+    assert result.status == "optimal"
+    assert seen and max(seen) <= 30.0 - 0.5
+
+
+def test_expiry_in_the_baselines_keeps_the_plan_and_the_finished_baselines(
+        tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    real = baseline_base.run_baseline
+
+    def second_is_slow(name: str, problem: Any, **options: Any) -> Any:
+        if name == "homo-ilp":
+            _sleep_past(options["cancel"])
+        return real(name, problem, **options)
+
+    monkeypatch.setattr(baseline_base, "run_baseline", second_is_slow)
+    result, wall = _timed_solve(_scenario(tiny, limit=3.0))
+    assert result.status == "optimal" and result.instances
+    assert [b.name for b in result.baselines] == ["homo"]
+    note = next(d for d in result.diagnostics if "during the baselines" in d)
+    assert "skipped homo-ilp, single:" in note and note.endswith("memp. Fix: raise options.time_limit_s to "
+                                                                 "compare against them.")
+    assert wall <= 3.0 + 2
+
+
+def test_expiry_in_the_diagnostics_keeps_the_plan(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    real = pipeline.explain_result
+
+    def slow(result: Any, ctx: Any, resolved: Any, sets: Any, cancel: Any = None) -> Any:
+        _sleep_past(cancel)
+        return real(result, ctx, resolved, sets, cancel)
+
+    monkeypatch.setattr(pipeline, "explain_result", slow)
+    result, wall = _timed_solve(_scenario(tiny, limit=3.0), with_baselines=False)
+    assert result.status == "optimal" and result.instances
+    assert any(d.startswith("Time limit 3 s reached during the diagnostics") for d in result.diagnostics)
+    assert wall <= 3.0 + 2
+
+
+def test_a_user_cancel_still_raises_even_with_a_time_limit(tiny: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = CancelFlag()
+    real = pipeline.build_template_sets
+
+    def cancel_then_build(ctx: Any, resolved: Any, progress: Any, cancel: Any) -> Any:
+        flag.cancel()
+        return real(ctx, resolved, progress, cancel)
+
+    monkeypatch.setattr(pipeline, "build_template_sets", cancel_then_build)
+    with pytest.raises(Cancelled) as info:
+        api.solve(_scenario(tiny), cancel=flag)
+    assert info.value.reason == "cancelled"
+
+
+def test_deadline_token_tells_the_caller_from_the_clock() -> None:
+    outer = CancelFlag()
+    d = Deadline(0.05, outer)
+    assert not d.is_set() and not timed_out(d)
+    assert 0 < (d.remaining_s() or 0) <= 0.05
+    assert time_left(d, 10.0) <= 0.05 and time_left(None, 10.0) == 10.0
+    time.sleep(0.06)
+    assert d.is_set() and d.reason == "time limit" and timed_out(d)
+    assert time_left(d, 10.0) == 0.05  # the floor: a solver call never gets 0 s
+    outer.cancel()
+    assert d.is_set() and d.reason == "cancelled" and not timed_out(d)
+    # a caller's token with its own (shorter) deadline bounds the remaining time too
+    assert (Deadline(100.0, CancelFlag(deadline_s=1.0)).remaining_s() or 0) <= 1.0

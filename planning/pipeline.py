@@ -141,6 +141,10 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         result = replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
                          f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
                          "options.mip_rel_gap.")
+    elif result.status == "time_limit" and result.instances and not result.message:
+        gap = f" (gap {result.mip_gap:.2%} to the best bound)" if result.mip_gap is not None else ""
+        result = replace(result, message=f"time limit {limit:g} s reached before the plan was proven optimal: this is "
+                         f"the best plan found{gap}. Fix: raise options.time_limit_s for a certified optimum.")
     if notes:
         result = replace(result, diagnostics=(*result.diagnostics, *notes))
     timings["total_seconds"] = time.perf_counter() - start

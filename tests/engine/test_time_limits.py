@@ -163,3 +163,19 @@ def test_deadline_token_tells_the_caller_from_the_clock() -> None:
     assert d.is_set() and d.reason == "cancelled" and not timed_out(d)
     # a caller's token with its own (shorter) deadline bounds the remaining time too
     assert (Deadline(100.0, CancelFlag(deadline_s=1.0)).remaining_s() or 0) <= 1.0
+
+
+def test_on_demand_engine_holds_the_limit_with_warm_placements() -> None:
+    """Templates on demand, coral-core ×30, 1 s: with the exact placements already cached the pricing is fast and
+    the per-group cover ILPs (10 s each, no deadline) took 21.7 s before they were given the time left."""
+    from dataclasses import replace
+
+    base = api.load_preset_scenario("coral-core")
+    base = replace(base, options=replace(base.options, templates="on-demand"))
+    api.solve(base, with_baselines=False)  # warms the placement cache the search reuses
+    scaled = base.with_demand_scaled(30)
+    scaled = replace(scaled, options=replace(scaled.options, time_limit_s=1.0))
+    result, wall = _timed_solve(scaled)
+    assert wall <= 1.0 + SLACK
+    assert result.status == "time_limit"
+    assert result.message.startswith("time limit 1 s reached ")

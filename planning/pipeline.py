@@ -96,7 +96,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     lap("resolve_seconds")
     try:
         check_cancel(deadline)
-        where.report(0.02, "library build: serving templates")
+        where.report(0.02, "pricing: serving templates on demand" if scenario.options.templates == "on-demand"
+                     else "library build: serving templates")
         allocation = on_demand_allocation(ctx, resolved, where.report, deadline)  # None: needs the library path
         sets: list[TemplateSet]
         if allocation is not None and allocation.sets is not None:

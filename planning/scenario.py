@@ -485,7 +485,9 @@ class Options:
     workers: int = 0  # processes for library builds; 0 = one per CPU core
     sharing: str = "off"  # off | kvpr | exact: pack low-rate models onto shared GPUs (planning.sharing)
     sharing_threshold_rps: float | None = 1.0  # models below this mean rate are shared; None = all models
-    templates: str = "library"  # "library": enumerate and place every template; "on-demand": priced search
+    # "on-demand" (default): a priced search over node multisets, certified over all templates without listing them;
+    # "library": enumerate and place every template (the oracle, and what the Templates explorer pages through)
+    templates: str = "on-demand"
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")

@@ -555,7 +555,7 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
         priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}))
     timings["tables_seconds"] = time.perf_counter() - t0
     if progress:
-        progress(0.1, "pricing templates on demand (LP column generation)")
+        progress(0.1, "pricing: LP column generation over node multisets (templates on demand)")
     plan = allocate_on_demand(priced, offers, opts.K, solver=opts.solver, time_limit_s=opts.time_limit_s,
                               mip_rel_gap=opts.mip_rel_gap,
                               provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
@@ -563,7 +563,7 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
     if plan is None:
         return None
     if progress:
-        progress(0.9, "on-demand allocation done")
+        progress(0.9, "pricing: certified allocation found")
     stats["pricing_rounds"] = float(plan.pricing.rounds)
     stats["lp_columns"] = float(plan.pricing.columns)
     stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))

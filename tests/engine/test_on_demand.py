@@ -179,7 +179,8 @@ def test_catalog_wide_preset_loads_with_on_demand_templates() -> None:
     assert len(sc.models) == 12 and len(sc.regions) == 11
 
 
-def test_what_if_reuses_exact_placements() -> None:
+def test_what_if_reuses_exact_placements(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planning.allocate.pricing as pricing
     import planning.api as api
     from planning.scenario import Scenario
 
@@ -187,6 +188,7 @@ def test_what_if_reuses_exact_placements() -> None:
 
     base = Scenario.from_dict({**TINY, "regions": ["aws:us-east-2", "aws:us-east-1"],
                                "options": {**TINY["options"], "templates": "on-demand"}})
+    monkeypatch.setattr(pricing, "_SPACES", type(pricing._SPACES)())  # no placements cached by earlier tests
     first = api.solve(base, with_baselines=False)
     cheaper = api.solve(replace(base, price_scale=0.7), with_baselines=False)  # only prices change
     assert first.status == cheaper.status == "optimal"

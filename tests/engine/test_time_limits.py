@@ -31,7 +31,9 @@ def _sleep_past(cancel: Any) -> None:
 
 
 def _scenario(tiny: dict[str, Any], limit: float = LIMIT) -> Scenario:
+    """The library engine: these tests wrap its steps (build_template_sets, the certified ILP)."""
     tiny["options"]["time_limit_s"] = limit
+    tiny["options"]["templates"] = "library"
     return Scenario.from_dict(tiny)
 
 

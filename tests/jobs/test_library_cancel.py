@@ -20,7 +20,7 @@ TINY: dict[str, Any] = {
     "shapes": ["1xL4", "1xL40S", "1xA10G"],
     "models": [{"id": "llama-3-8b", "slo": {"prefill_ms": 1500, "decode_ms": 80},
                 "demand": {"rate_rps": 2, "input_len": 1024, "output_len": 128}}],
-    "options": {"nmax": 3, "rho": 12, "K": 0.1, "time_limit_s": 30, "workers": 1},
+    "options": {"nmax": 3, "rho": 12, "K": 0.1, "time_limit_s": 30, "workers": 1, "templates": "library"},
 }
 
 
@@ -121,3 +121,16 @@ def test_a_throttled_step_message_still_reaches_the_store(tmp_path: Path) -> Non
     finally:
         release.set()
         runner.shutdown()
+
+
+def test_progress_names_each_step_of_an_on_demand_solve(fresh_cache: Path) -> None:
+    """The default engine (templates on demand) reports pricing, then baselines and diagnostics, and builds no
+    library."""
+    messages: list[str] = []
+    scenario = Scenario.from_dict({**TINY, "options": {**TINY["options"], "templates": "on-demand"}})
+    result = api.solve(scenario, progress=lambda f, m: messages.append(m))
+    assert result.status == "optimal"
+    steps = [m.split(":")[0] for m in messages]
+    assert "library build" not in steps, sorted(set(steps))
+    assert steps.index("pricing") < steps.index("baselines") < steps.index("diagnostics")
+    assert not list(fresh_cache.glob("*.parquet"))

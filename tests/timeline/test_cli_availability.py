@@ -77,3 +77,50 @@ def test_cli_spot_with_the_shipped_spot_series(tmp_path: Path, capsys: pytest.Ca
     for h in (3.0, 4.0):
         assert min(by_hour[h]["served_fraction"].values()) == pytest.approx(1.0)
     assert any(e["spot_share"] > 0 for e in out["epochs"])  # spot is used when it is there
+
+
+def _azure_trace(path: Path, per_hour: tuple[int, ...]) -> Path:
+    """An Azure LLM inference trace (TIMESTAMP,ContextTokens,GeneratedTokens) with per_hour[h] requests in hour h."""
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2023, 11, 16, 18, 0, 0)
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for h, n in enumerate(per_hour):
+        for i in range(n):
+            t = t0 + timedelta(hours=h, seconds=(i + 0.5) * 3600 / n)
+            rows.append(f"{t:%Y-%m-%d %H:%M:%S}.{t.microsecond:06d}0,1000,200")
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_cli_azure_trace_rate_scale_and_month_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An Azure-format trace as FILE: epochs from its timestamps, rate = requests per epoch / 3600 × --rate-scale,
+    month = day total × 730 / horizon hours, saving vs the static plan from the two totals."""
+    trace = _azure_trace(tmp_path / "azure.csv", (360, 180))
+    code = main(["timeline", str(_scenario_file(tmp_path)), "--demand", f"llama-3-8b={trace}", "--rate-scale", "2",
+                 "--no-baselines", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    # hour 0: 360 requests / 3600 s × 2; hour 1 is cut short by the trace's end (first arrival 5 s, last 7190 s),
+    # so its rate is over the covered 7185 − 3600 s
+    assert [e["demand_rps"]["llama-3-8b"] for e in out["epochs"]] == pytest.approx(
+        [2 * 360 / 3600, 2 * 180 / (7185 - 3600)], rel=1e-6)
+    assert out["horizon_hours"] == 2
+    assert out["total_cost"] == pytest.approx(sum(e["cost_per_hour"] * out["epoch_hours"] for e in out["epochs"]))
+    assert out["total_cost_month"] == pytest.approx(out["total_cost"] * 730 / 2)
+    assert out["saving_vs_static_pct"] == pytest.approx(
+        100 * (1 - out["total_cost"] / out["static_peak_total_cost"]), abs=1e-6)
+    assert out["epochs"][1]["cost_per_hour"] <= out["epochs"][0]["cost_per_hour"] + 1e-9  # half the demand
+    for e in out["epochs"]:  # tokens/s of requests served within SLO: served rate × output tokens
+        assert e["goodput_tok_s"]["llama-3-8b"] == pytest.approx(
+            e["demand_rps"]["llama-3-8b"] * e["served_fraction"]["llama-3-8b"] * 200, rel=1e-6)
+
+
+def test_cli_preset_with_a_shipped_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["timeline", "--preset", "coral-core", "--demand", f"phi-4={DATA / 'azure_conv_day.csv'}",
+                 "--epoch", "12h", "--no-baselines", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"] == "coral-core" and len(out["epochs"]) == 2
+    assert set(out["epochs"][0]["served_fraction"]) == {"phi-4", "gpt-oss-20b", "qwen3-32b"}
+    assert out["total_cost"] <= out["static_peak_total_cost"] + 1e-6

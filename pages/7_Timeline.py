@@ -92,9 +92,10 @@ summary = result.summary_frame()
 static = summary[summary["method"] == "static peak"]
 k1, k2, k3, k4 = st.columns(4)
 k1.metric("Adaptive plan, month (730 h)", f"${result.month(result.total_cost):,.0f}")
-if not static.empty and result.static_peak_total_cost > 0:
+saving = result.saving_vs_static_pct
+if not static.empty and saving is not None:
     k2.metric("Static peak plan, month", f"${result.month(result.static_peak_total_cost):,.0f}",
-              delta=f"{1 - result.total_cost / result.static_peak_total_cost:.1%} saved by re-planning", delta_color="off")
+              delta=f"{saving:.1f} % saved by re-planning", delta_color="off")
 k3.metric("Node starts / stops", f"{result.nodes_started} / {result.nodes_stopped}")
 k4.metric("Worst served fraction", f"{result.min_served_fraction:.1%}")
 for note in result.notes:

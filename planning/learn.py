@@ -36,6 +36,7 @@ from planning.allocate import (
 )
 from planning.baselines import run_baseline
 from planning.errors import PlanningError
+from planning.result import savings_pct
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "learn"
 
@@ -196,6 +197,11 @@ def _bucket(tokens: int) -> int:
                         "use requests of at most 2000 input and output tokens.")
 
 
+def _rounded(pct: float | None) -> float:
+    """A saving rounded for a lesson's table; NaN where the costs are not comparable."""
+    return math.nan if pct is None else round(pct, 1)
+
+
 def melange_request_size(rate_rps: float = 4.0, input_len: int = 1000, output_len: int = 250) -> Lesson:
     """Mélange Sec. 4.2 and 4.4 on its public Llama-2-7B profile: tokens per dollar by request size, and the
     cheapest A10G-only, A100-only and mixed allocation for ``rate_rps`` requests of one size.
@@ -241,8 +247,8 @@ def melange_request_size(rate_rps: float = 4.0, input_len: int = 1000, output_le
               "A10G-only $/h": round(small_only, 2), "A100-only $/h": round(big_only, 2),
               "mixed $/h": round(mix_cost, 2), "mixed A10G": counts.get("A10G", 0),
               "mixed A100": counts.get("A100", 0),
-              "mix saving vs A100-only (%)": round(100 * (1 - mix_cost / big_only), 1),
-              "mix saving vs A10G-only (%)": round(100 * (1 - mix_cost / small_only), 1)},
+              "mix saving vs A100-only (%)": _rounded(savings_pct(mix_cost, big_only)),
+              "mix saving vs A10G-only (%)": _rounded(savings_pct(mix_cost, small_only))},
         rows=rows,
         notes=("Profile: Mélange's public Feb-2024 Llama-2-7B throughput table (vLLM 0.2.7), restated in "
                "data/learn/ with its source; the paper's figures were measured on its own runs, so the ratios "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +111,23 @@ def test_rooms_import_only_downstream() -> None:
     assert not _rooms_imported("templates") & ({"allocate", "baselines"} | ORCHESTRATION)
     assert not _rooms_imported("allocate") & ORCHESTRATION
     assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)
+
+
+_SAVING_SHAPES = re.compile(r"1 - [\w.]*(cost|price|only)[\w.]* / |100(\.0)? \* \(1 - |\([\w.]+ - [\w.]*cost[\w.]*\) / ")
+
+
+def test_one_savings_formula() -> None:
+    """Savings are computed by ``result.savings_pct`` only: a second copy of the formula drifts (issue 7 §3)."""
+    hits = []
+    for folder in ("planning", "ui", "pages"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _SAVING_SHAPES.search(line) and not (path.name == "result.py" and path.parent.name == "planning"):
+                    hits.append(f"{path.relative_to(ROOT)}:{no}: {line.strip()}")
+    assert not hits, "use planning.result.savings_pct:\n" + "\n".join(hits)
+
+
+def test_savings_formula_check_catches_a_copy() -> None:
+    assert _SAVING_SHAPES.search("saving = 1 - plan.total_cost / base")
+    assert _SAVING_SHAPES.search("pct = 100 * (1 - a / b)")
+    assert _SAVING_SHAPES.search("change = (shared - result.comparable_cost) / result.comparable_cost")

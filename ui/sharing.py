@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from planning.errors import PlanningError
-from planning.result import PlanResult
+from planning.result import PlanResult, savings_pct
 from planning.scenario import Scenario
 from planning.viz import sharing as vshare
 from ui import state, widgets
@@ -62,8 +62,9 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
     kcols[1].metric("With shared GPUs", f"${shared_total:,.2f}/h",
                    help=f"${shared_total * 730:,.0f} per month: shared GPUs ${float(info['shared_cost_per_hour']):,.2f}"
                         f"/h + dedicated instances of the popular models ${dedicated_part:,.2f}/h.")
-    change = (shared_total - result.comparable_cost) / result.comparable_cost if result.comparable_cost else 0.0
-    kcols[2].metric("Difference", f"{change:+.1%}", help="Negative: sharing is cheaper than the dedicated plan.")
+    saving = savings_pct(shared_total, result.comparable_cost)
+    kcols[2].metric("Difference", "n/a" if saving is None else f"{-saving:+.1f} %",
+                    help="Negative: sharing is cheaper than the dedicated plan.")
     if shared_total > result.comparable_cost + 1e-9:
         st.info("Sharing costs more than the dedicated plan here: the shared GPUs' KV pools do not fit the low-rate "
                 "models' traffic more cheaply than the templates the planner already found. Try another threshold or "

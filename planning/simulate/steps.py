@@ -25,7 +25,6 @@ reserve (same terms as ``PerfModel``); a request of ``L`` tokens takes ``f·L + 
 
 from __future__ import annotations
 
-import inspect
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
+from planning.perf.curves import Curves
 from planning.perf.model import PerfModel, Workload
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
@@ -48,15 +48,13 @@ PREFILL_Q_GRID: tuple[float, ...] = (1, 8, 16, 32, 64, 128, 192, 256, 384, 512, 
                                      4096, 6144, 8192, 12288, 16384, 32768, 65536, 131072)
 PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024,
                                      2048, 4096)
-# PerfModel._curves lost its trailing ``shape`` argument in perf model v2; accept both.
-_CURVES_TAKE_SHAPE = "shape" in inspect.signature(PerfModel._curves).parameters
 
 
 def engine_defaults(perf: PerfModel) -> tuple[int, int]:
-    """(tokens per step, sequences per engine copy): the perf model's engine settings where it has them
-    (``max_batched_tokens``, ``max_num_seqs``), else vLLM's serving defaults 2048 and 1024."""
+    """(tokens per step, sequences per engine copy): the perf model's engine settings ``max_batched_tokens`` and
+    ``max_num_seqs`` (vLLM's serving defaults unless calibrated)."""
     s = perf.calibration.settings
-    return int(getattr(s, "max_batched_tokens", 2048)), int(getattr(s, "max_num_seqs", 1024))
+    return int(s.max_batched_tokens), int(s.max_num_seqs)
 
 
 @dataclass(frozen=True)
@@ -171,16 +169,14 @@ class InstanceModel:
             return [1] * spec.layers
         return [0 if k == "sliding" else 1 for k in kinds]
 
-    def _curves(self, shape: str, tp: int, phase: str, wl: Workload, batches: np.ndarray) -> Any:
+    def _curves(self, shape: str, tp: int, phase: str, wl: Workload, batches: np.ndarray) -> Curves:
         """The PerfModel's per-batch curves of one copy (its own private helper: the one source of times)."""
         _count, gpu_id = parse_shape(shape)
         gpu = self.perf.gpu(gpu_id)
         dev = self.perf.device(gpu_id)
         prec = resolve_precision(self.spec, self.dtype, gpu)
         net = self.perf.network_gbps(shape)[0]
-        curves: Any = self.perf._curves  # the signature differs between perf model versions (see above)
-        args = (self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net)
-        return curves(*args, shape) if _CURVES_TAKE_SHAPE else curves(*args)
+        return self.perf._curves(self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net)
 
     def _kv_bytes_per_token(self, shape: str, tp: int) -> float:
         """KV bytes per token per layer per GPU as the perf model counts them (its KV dtype included)."""

@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from planning.result import savings_pct
+
 HOURS_PER_MONTH = 730.0  # 365 × 24 / 12: the average month finance bills
 
 
@@ -103,6 +105,11 @@ class TimelineResult:
     def baselines_total_cost(self) -> dict[str, float]:
         return {n: self.method_total(n) for n in self.baseline_names}
 
+    @property
+    def saving_vs_static_pct(self) -> float | None:
+        """Percent the adaptive plan saves against the static peak plan over the horizon (``result.savings_pct``)."""
+        return savings_pct(self.total_cost, self.static_peak_total_cost)
+
     def month(self, total: float) -> float:
         """A horizon total scaled to an average month (730 h)."""
         return total * HOURS_PER_MONTH / self.horizon_hours if self.horizon_hours > 0 else 0.0
@@ -138,8 +145,7 @@ class TimelineResult:
             "static_peak_total_cost_month": self.month(self.static_peak_total_cost),
             "baselines_total_cost": self.baselines_total_cost,
             "baselines_total_cost_month": {k: self.month(v) for k, v in self.baselines_total_cost.items()},
-            "saving_vs_static_pct": (100 * (1 - self.total_cost / self.static_peak_total_cost)
-                                     if self.static_peak_total_cost > 0 else None),
+            "saving_vs_static_pct": self.saving_vs_static_pct,
             "nodes_started": self.nodes_started,
             "nodes_stopped": self.nodes_stopped,
             "min_served_fraction": self.min_served_fraction,
@@ -229,8 +235,9 @@ class TimelineResult:
                  f"adaptive total ${self.total_cost:,.2f} (month ${self.month(self.total_cost):,.0f}); "
                  f"static peak ${self.static_peak_total_cost:,.2f} (month ${self.month(self.static_peak_total_cost):,.0f})"
                  + ("" if self.static_peak_feasible else " [static plan cannot serve the peak]")]
-        if self.static_peak_total_cost > 0:
-            lines.append(f"saving vs static peak plan: {1 - self.total_cost / self.static_peak_total_cost:.1%}; "
+        saving = self.saving_vs_static_pct
+        if saving is not None:
+            lines.append(f"saving vs static peak plan: {saving:.1f} %; "
                          f"churn: {self.nodes_started} node starts, {self.nodes_stopped} stops; "
                          f"worst served fraction {self.min_served_fraction:.1%}")
         lines.append("")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -227,12 +226,7 @@ if add_custom:
     try:
         if config_file is None:
             raise PlanningError("config.json", "no file uploaded.", "choose the model's config.json file.")
-        try:
-            config = json.loads(config_file.getvalue().decode("utf-8", errors="replace"))
-        except json.JSONDecodeError as exc:
-            raise PlanningError("config.json", f"is not valid JSON ({exc.msg} at line {exc.lineno}).",
-                                "upload the model's config.json as published on Hugging Face.") from None
-        api.check_custom_model(config, custom_id)  # raises PlanningError naming the missing key
+        config = api.read_model_config(config_file.getvalue(), custom_id)  # names the bad key or the syntax error
         request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
         others = tuple(m for m in scenario.models if m.id != custom_id)
         name, description = _renamed(scenario, scenario.name, scenario.description)

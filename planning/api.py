@@ -13,12 +13,13 @@ import pandas as pd
 
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 from planning.export import ExportFile
 from planning.learn import Lesson
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
+from planning.safeio import Limits, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.templates.sets import build_template_sets, template_costs
 from planning.templates.stages import stages_from_json
@@ -55,15 +56,19 @@ __all__ = [
     "diff_lines",
     "engine_context",
     "fingerprint",
+    "is_plan_json",
     "list_presets",
+    "load_plan",
     "load_preset_scenario",
     "load_scenario",
     "make_variant",
     "offers_frame",
     "parse_scenario_text",
     "parse_variant",
+    "plan_from_json",
     "planning_home",
     "preset_summaries",
+    "read_model_config",
     "result_json",
     "result_summary",
     "save_scenario",
@@ -112,6 +117,44 @@ def load_preset_scenario(name: str) -> Scenario:
     from planning.catalog.presets import load_preset
 
     return Scenario.from_dict(load_preset(name))
+
+
+PLAN_LIMITS = Limits(max_bytes=64 * 1024 * 1024, max_nodes=5_000_000)
+
+
+def plan_from_json(text: str, *, origin: str = "plan") -> PlanResult:
+    """A saved plan (``planning solve --json``) from untrusted text: bounded parsing, then the result's schema.
+
+    Raises
+    ------
+    PlanningError
+        Not JSON, too large or too deep, or not a plan; the message names ``origin`` and the fix.
+    """
+    data = load_json(text, field="plan", origin=origin, limits=PLAN_LIMITS)
+    fix = "write a plan with `planning solve SCENARIO --json --out plan.json`."
+    if not (isinstance(data, dict) and "instances" in data and "status" in data):
+        raise PlanningError("plan", f"{origin} is JSON but not a plan (no 'instances' and 'status').", fix)
+    try:
+        return PlanResult.from_dict(data)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise PlanningError("plan", f"{origin} looks like a plan but does not parse "
+                                    f"({type(exc).__name__}: {quote(str(exc), 120, bare=True)}).", fix) from None
+
+
+def is_plan_json(path: str | Path) -> bool:
+    """Whether a file looks like a saved plan (a ``.json`` whose text names ``instances`` and ``status``)."""
+    p = Path(path)
+    if p.suffix.lower() != ".json" or not p.is_file():
+        return False
+    text = read_text(p, field="plan", max_bytes=PLAN_LIMITS.max_bytes, what="plan JSON")
+    return '"instances"' in text and '"status"' in text
+
+
+def load_plan(path: str | Path) -> PlanResult:
+    """A saved plan file, read and parsed within :data:`PLAN_LIMITS` (see :func:`plan_from_json`)."""
+    p = Path(path)
+    text = read_text(p, field="plan", max_bytes=PLAN_LIMITS.max_bytes, what="plan JSON")
+    return plan_from_json(text, origin=p.name)
 
 
 def preset_summaries() -> list[dict[str, Any]]:
@@ -354,6 +397,27 @@ def check_custom_model(config: Mapping[str, Any], model_id: str) -> None:
     from planning.catalog.models import model_from_hf_config
 
     model_from_hf_config(dict(config), model_id)
+
+
+def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json") -> dict[str, Any]:
+    """An uploaded Hugging Face ``config.json``: bounded JSON parsing (size, depth, values), a JSON object,
+    and :func:`check_custom_model`.
+
+    Raises
+    ------
+    PlanningError
+        Not UTF-8, not JSON, too large or deep, not an object, or a key the perf model needs is missing.
+    """
+    fix = "upload the model's config.json as published on Hugging Face."
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanningError(origin, f"is not UTF-8 text (byte {exc.start}).", fix) from None
+    data = load_json(text, field=origin, origin=origin)
+    if not isinstance(data, dict):
+        raise PlanningError(origin, f"holds a JSON {type(data).__name__}, not an object.", fix)
+    check_custom_model(data, model_id)
+    return data
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:

@@ -11,8 +11,6 @@ from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import atomic_write_text
 
-MAX_PLAN_BYTES = 64 * 1024 * 1024
-
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
     p = sub.add_parser("export", help="write deployable files for a plan (SkyPilot task YAML, Kubernetes manifests)")
@@ -33,15 +31,8 @@ def _plan_from_args(args: argparse.Namespace) -> PlanResult:
     path: Path = args.source
     if not path.is_file():
         raise PlanningError("source", f"{path} is not a file.", "check the path.")
-    if path.stat().st_size > MAX_PLAN_BYTES:
-        raise PlanningError("source", f"{path.name} is larger than {MAX_PLAN_BYTES // 2**20} MiB.", "give a plan JSON.")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if path.suffix.lower() == ".json" and '"instances"' in text and '"status"' in text:
-        try:
-            return PlanResult.from_json(text)
-        except (ValueError, TypeError, KeyError, RecursionError) as exc:
-            raise PlanningError("source", f"{path.name} is not a plan JSON ({type(exc).__name__}).",
-                                "write one with `planning solve … --json --out plan.json`.") from None
+    if api.is_plan_json(path):
+        return api.load_plan(path)
     return api.solve(api.load_scenario(path))
 
 

@@ -4,16 +4,17 @@ single node closed-loop like a serving benchmark."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.errors import PlanningError
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
 from planning.simulate.run import ROUTERS
 
-MAX_PLAN_BYTES = 50_000_000
+if TYPE_CHECKING:
+    from planning.result import PlanResult
+    from planning.scenario import Scenario
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,27 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load_plan_or_scenario(path: Path) -> Any:
-    """A PlanResult when the file is a plan (has ``instances`` and ``status``), else a Scenario."""
-    from planning.api import load_scenario
-    from planning.result import PlanResult
+def _load_plan_or_scenario(path: Path) -> PlanResult | Scenario:
+    """A PlanResult when the file is a saved plan (a JSON with ``instances`` and ``status``), else a Scenario."""
+    from planning import api
 
     if not path.is_file():
         raise PlanningError("source", f"file {str(path)!r} does not exist.", "give a PLAN.json or scenario path.")
-    if path.stat().st_size > MAX_PLAN_BYTES:
-        raise PlanningError("source", f"{path.name} is larger than 50 MB.", "give a plan or scenario file.")
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise PlanningError("source", f"{path.name} is not valid JSON (line {exc.lineno}).", "fix the file.") from None
-        if isinstance(data, dict) and "instances" in data and "status" in data:
-            try:
-                return PlanResult.from_dict(data)
-            except (TypeError, KeyError, ValueError) as exc:
-                raise PlanningError("source", f"{path.name} looks like a plan but does not parse: {exc}.",
-                                    "write it with `planning solve --json --out PLAN.json`.") from None
-    return load_scenario(path)
+    return api.load_plan(path) if api.is_plan_json(path) else api.load_scenario(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.preset and args.source:
         raise PlanningError("source", "both a file and --preset were given.", "give one of them.")
     if args.preset:
-        target: Any = api.load_preset_scenario(args.preset)
+        target: PlanResult | Scenario = api.load_preset_scenario(args.preset)
     elif args.source:
         target = _load_plan_or_scenario(Path(args.source))
     else:

@@ -465,6 +465,15 @@ def cli_cases(folder: Path, rng: random.Random, n_random: int = 24) -> list[list
         ["jobs", "--store", str(folder / "jobs2.sqlite"), "show", "nope"],
         ["jobs", "--store", blocker + "/jobs.sqlite", "list"],
         ["catalog", "nonsense"],
+        # saved plans and uploads read by simulate / export / import-melange / timeline
+        ["simulate", write("plan-deep.json", "[" * 200_000 + "]" * 200_000)],
+        ["simulate", write("plan-fake.json", json.dumps({"instances": [{"model": 1}], "status": "optimal"}))],
+        ["simulate", write("plan-types.json", json.dumps({"instances": "x", "status": None}))],
+        ["export", write("plan-deep2.json", '{"instances": ' + "[" * 100_000 + "]" * 100_000 + ', "status": 1}')],
+        ["export", write("plan-dupe.json", '{"instances": [], "instances": [], "status": "optimal"}')],
+        ["import-melange", write("melange-deep.json", "[" * 100_000 + "]" * 100_000)],
+        ["timeline", "--preset", "coral-core", "--demand", "phi-4=" + write("trace-deep.jsonl", "[" * 100_000 + "\n")],
+        ["timeline", "--preset", "coral-core", "--demand", "phi-4=" + write("curve.csv", "hour,rate\n0,nan\n")],
     ]
     for i in range(n_random):
         name = rng.choice(sorted(texts))

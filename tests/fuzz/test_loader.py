@@ -271,3 +271,37 @@ def test_the_shared_shape_parser_refuses_unicode_digits(shape: str) -> None:
     with pytest.raises(PlanningError, match="not a node shape"):
         parse_shape(shape)
     assert parse_shape("2xL4") == (2, "L4")
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    (b"[" * 100_000, "deeper than"),
+    (b"\xff{}", "not UTF-8"),
+    (b"[1, 2]", "not an object"),
+    (b'{"num_hidden_layers": 1, "num_hidden_layers": 2}', "twice"),
+    (b"{" + b'"a": 1, ' * 10 + b"}", "not valid JSON"),
+    (b'{"hidden_size": 4096}', "num_hidden_layers"),
+])
+def test_uploaded_model_config_is_bounded_and_named(raw: bytes, says: str) -> None:
+    """The Scenario page's config.json upload: every hostile file is a PlanningError naming config.json."""
+    from planning import api
+
+    with pytest.raises(PlanningError) as err:
+        api.read_model_config(raw, "my-model")
+    assert says in str(err.value)
+
+
+def test_saved_plans_round_trip_and_hostile_ones_are_named(tmp_path: Path) -> None:
+    from planning import api
+
+    plan = api.solve(api.load_preset_scenario("melange-arena"))
+    path = tmp_path / "plan.json"
+    path.write_text(api.result_json(plan), encoding="utf-8")
+    assert api.is_plan_json(path)
+    assert api.load_plan(path).cost_per_hour == pytest.approx(plan.cost_per_hour)
+    for name, text, says in [("deep.json", '{"instances": ' + "[" * 5000 + "]" * 5000 + ', "status": "x"}', "deeper"),
+                             ("fake.json", '{"instances": [{"model": 1}], "status": "optimal"}', "does not parse"),
+                             ("other.json", '{"name": "x"}', "not a plan")]:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(PlanningError) as err:
+            api.load_plan(tmp_path / name)
+        assert name in str(err.value) and says in str(err.value)

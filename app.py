@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import state
+
 PAGES = [
     st.Page("pages/0_Home.py", title="Home", icon=":material/home:", default=True),
     st.Page("pages/1_Scenario.py", title="Scenario", icon=":material/edit:"),
@@ -16,4 +18,8 @@ PAGES = [
     st.Page("pages/8_Learn.py", title="Learn", icon=":material/school:"),
 ]
 
-st.navigation(PAGES).run()
+# Worker processes are spawned, and a spawned child re-runs the main module (this script) as "__mp_main__" before
+# it takes work: it must neither start more workers nor render the app.
+if __name__ != "__mp_main__":
+    state.runner()  # the job runner's worker process starts (and imports the engine) while the user picks a scenario
+    st.navigation(PAGES).run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import re
 import uuid
 from pathlib import Path
@@ -59,7 +60,9 @@ def scenarios_dir() -> Path:
 
 @st.cache_resource(max_entries=4)
 def _runner(store_path: str) -> JobRunner:
-    return default_runner(store_path)
+    # Jobs run in worker processes (not threads of the server, where a solve competes with page reruns for the
+    # GIL); PLANNING_JOB_PROCESSES=0 keeps them in threads (in-process AppTests, debugging).
+    return default_runner(store_path, processes=os.environ.get("PLANNING_JOB_PROCESSES", "1") != "0")
 
 
 def runner() -> JobRunner:

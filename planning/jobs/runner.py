@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
+import pickle
 import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +138,64 @@ def _short_traceback(exc: BaseException) -> str:
     return "\n".join(text[-_TRACEBACK_LINES:])
 
 
+# --- worker processes -------------------------------------------------------------------------------------------
+# A job function run in a worker process reports back through the job store, as any other process does: progress
+# rows, the cancel flag (polled by its JobToken) and the outcome tuple returned to the parent thread below.
+_CHILD_STORES: dict[str, JobStore] = {}
+
+Outcome = tuple[str, Any, str]  # ("done", result, "") | ("cancelled", reason, text) | ("error", field, text)
+#                                 | ("crash", text, short traceback)
+
+
+def warm_worker(modules: tuple[str, ...] = ("planning.api",)) -> None:
+    """Initializer of a job worker process: import the engine and load the catalog and perf model once, so the
+    first job a worker takes does not pay ~2 s of imports (spawned workers start from a bare interpreter)."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+    with contextlib.suppress(Exception):  # a broken catalog is reported by the job that needs it, not here
+        from planning.api import engine_context
+
+        engine_context()
+
+
+def _ping() -> int:
+    return os.getpid()
+
+
+def run_in_child(store_path: str, job_id: str, request: dict[str, Any], fn: JobFn, poll_interval: float,
+                 progress_interval: float) -> Outcome:
+    """Run one job function in this (worker) process; the parent records the outcome."""
+    store = _CHILD_STORES.get(store_path)
+    if store is None:
+        store = _CHILD_STORES[store_path] = JobStore(store_path)
+    token = JobToken(job_id, store, poll_interval)
+    progress = _Progress(store, job_id, progress_interval)
+    try:
+        result = fn(request, progress, token)
+    except Cancelled as exc:
+        progress.flush()
+        return ("cancelled", exc.reason, str(exc))
+    except PlanningError as exc:
+        progress.flush()
+        return ("error", exc.field, str(exc))
+    except Exception as exc:
+        progress.flush()
+        return ("crash", f"{type(exc).__name__}: {exc}", _short_traceback(exc))
+    progress.flush()
+    return ("done", result, "")
+
+
+def _picklable(fn: JobFn) -> bool:
+    """Module-level functions travel to a worker process by name; closures and lambdas run in a thread."""
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
 class JobRunner:
     """Runs job functions in worker threads and records everything in a :class:`JobStore`.
 
@@ -154,6 +215,13 @@ class JobRunner:
         Seconds between heartbeats for this runner's active jobs.
     cancel_poll_interval:
         Seconds a :class:`JobToken` caches the store's cancel flag.
+    processes:
+        ``True`` runs each job whose function is a module-level function in a long-lived worker process
+        (``spawn``; one per ``max_workers``), so a solve does not compete for the GIL with the caller (the
+        Streamlit server renders pages in the same process). Progress and cancel go through the store; a
+        worker that dies fails its job with a message and is replaced. Closures still run in a thread.
+    warm_modules:
+        Modules each worker process imports when it starts (``processes=True``).
     """
 
     def __init__(
@@ -164,6 +232,8 @@ class JobRunner:
         progress_interval: float = 0.2,
         heartbeat_interval: float = 5.0,
         cancel_poll_interval: float = 0.2,
+        processes: bool = False,
+        warm_modules: tuple[str, ...] = ("planning.api",),
     ) -> None:
         if max_workers < 1:
             raise PlanningError("max_workers", f"must be at least 1, got {max_workers}.", "Use 1 or more.")
@@ -178,6 +248,12 @@ class JobRunner:
         self._futures: dict[str, Future[None]] = {}
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self.processes = processes
+        self._warm_modules = warm_modules
+        self._procs: ProcessPoolExecutor | None = None
+        if processes:
+            self._procs = self._new_pool()
+            self._procs.submit(_ping)  # start one worker now: its warm-up overlaps the user's first clicks
 
     # -- public API ---------------------------------------------------------------------------------
     def submit(
@@ -316,6 +392,10 @@ class JobRunner:
                 self.cancel(job_id)
         self._stop.set()
         self._executor.shutdown(wait=wait, cancel_futures=cancel)
+        with self._lock:
+            procs, self._procs = self._procs, None
+        if procs is not None:
+            procs.shutdown(wait=wait, cancel_futures=True)
 
     # -- worker side --------------------------------------------------------------------------------
     def _run(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
@@ -336,6 +416,9 @@ class JobRunner:
             return
         if not self.store.mark_running(job_id):
             return  # cancelled while queued (possibly from another process)
+        if self.processes and _picklable(fn):
+            self._run_in_process(job_id, request, fn)
+            return
         progress = _Progress(self.store, job_id, self.progress_interval)
         try:
             result = fn(request, progress, token)
@@ -355,6 +438,9 @@ class JobRunner:
             self.store.finish_failed(job_id, f"{type(exc).__name__}: {exc}", detail=_short_traceback(exc))
             return
         progress.flush()
+        self._finish(job_id, result)
+
+    def _finish(self, job_id: str, result: Any) -> None:
         if not isinstance(result, dict):
             self.store.finish_failed(
                 job_id,
@@ -370,6 +456,38 @@ class JobRunner:
                 f"result is not plain JSON ({exc}).",
                 detail="Convert objects with .to_dict() and NaN/inf to null before returning.",
             )
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.max_workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=warm_worker, initargs=(self._warm_modules,))
+
+    def _run_in_process(self, job_id: str, request: dict[str, Any], fn: JobFn) -> None:
+        with self._lock:
+            if self._procs is None:
+                self._procs = self._new_pool()
+            procs = self._procs
+        try:
+            kind, value, text = procs.submit(run_in_child, str(self.store.path), job_id, request, fn,
+                                             self.cancel_poll_interval, self.progress_interval).result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._procs is procs:
+                    self._procs = None  # the next job starts a fresh pool
+            self.store.finish_failed(job_id, "the worker process running this job died (out of memory or killed).",
+                                     detail="Run it again; if it repeats, plan a smaller scenario or raise the "
+                                            "machine's memory.")
+            return
+        if kind == "done":
+            self._finish(job_id, value)
+        elif kind == "cancelled":
+            if value == "time limit":
+                self.store.finish_failed(job_id, text, field="time_limit")
+            else:
+                self.store.finish_cancelled(job_id)
+        elif kind == "error":
+            self.store.finish_failed(job_id, text, field=value)
+        else:
+            self.store.finish_failed(job_id, str(value), detail=text)
 
     def _ensure_heartbeat(self) -> None:
         with self._lock:
@@ -393,15 +511,16 @@ _DEFAULT_RUNNERS: dict[Path, JobRunner] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2) -> JobRunner:
+def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2, *,
+                   processes: bool = False) -> JobRunner:
     """One shared runner per store path in this process (e.g. for all Streamlit sessions).
 
     Parameters
     ----------
     path:
         Store path; ``None`` means :func:`planning.jobs.store.default_store_path`.
-    max_workers:
-        Used only when the runner for this path is created.
+    max_workers, processes:
+        Used only when the runner for this path is created (see :class:`JobRunner`).
 
     Returns
     -------
@@ -411,6 +530,6 @@ def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int 
     with _DEFAULT_LOCK:
         runner = _DEFAULT_RUNNERS.get(resolved)
         if runner is None or runner._stop.is_set():
-            runner = JobRunner(JobStore(resolved), max_workers=max_workers)
+            runner = JobRunner(JobStore(resolved), max_workers=max_workers, processes=processes)
             _DEFAULT_RUNNERS[resolved] = runner
         return runner

@@ -22,6 +22,9 @@ def planning_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     """Each test gets its own job store and saved-scenario folder; caches never leak between tests."""
     home = tmp_path / "planning-home"
     monkeypatch.setenv("PLANNING_HOME", str(home))
+    # jobs in threads: a worker-process pool per test's store would cost a spawn and warm-up each; the process
+    # path is tested in tests/jobs/test_process_jobs.py and by the real browser (tests/e2e)
+    monkeypatch.setenv("PLANNING_JOB_PROCESSES", "0")
     st.cache_data.clear()
     if os.environ.get("PLANNING_FAKE_ENGINE") == "1":  # opt-in stand-ins while the engine is being built
         from tests.app import fake_engine

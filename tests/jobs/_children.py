@@ -41,3 +41,23 @@ def serve_one_job(path: str, job_ids: Any) -> None:
     job_ids.put(job_id)
     runner.wait(job_id, timeout=20)
     runner.shutdown()
+
+
+def pid_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """Report the process that ran the job."""
+    import os
+
+    progress(0.5, "half way")
+    return {"pid": os.getpid()}
+
+
+def failing_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    from planning.errors import PlanningError
+
+    if request.get("how") == "planning":
+        raise PlanningError("models[0].slo", "is impossible.", "relax it.")
+    if request.get("how") == "die":
+        import os
+
+        os._exit(7)  # the worker process dies mid-job (as when the kernel kills it for memory)
+    raise ZeroDivisionError("a bug")

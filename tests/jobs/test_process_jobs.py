@@ -1,0 +1,90 @@
+"""Jobs in worker processes (issue 11 §4): the workbench's solves do not share the server's GIL.
+
+The outcome, progress and cancel contract is the thread runner's (tests/jobs/test_jobs.py): what changes is where
+the function runs. A worker that dies fails its job with a message and the next job gets a fresh worker.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planning.jobs import JobRunner, JobStore
+from tests.jobs._children import failing_job, looping_job, pid_job
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[JobRunner]:
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.02,
+                  cancel_poll_interval=0.02, processes=True, warm_modules=("planning.jobs",))
+    yield r
+    r.shutdown(wait=True, cancel=True)
+
+
+def test_a_module_level_job_runs_in_another_process_and_a_closure_in_a_thread(runner: JobRunner) -> None:
+    job = runner.submit("pid", {"n": 1}, pid_job)
+    record = runner.wait(job, timeout=60)
+    assert record.status == "done" and record.result is not None
+    assert record.result["pid"] != os.getpid()
+    assert record.message == "half way"  # written by the worker process through the store
+
+    def closure(request: dict[str, Any], progress: Any, token: Any) -> dict[str, Any]:
+        return {"pid": os.getpid()}
+
+    local = runner.wait(runner.submit("pid", {"n": 2}, closure), timeout=60)
+    assert local.result == {"pid": os.getpid()}
+
+
+def test_cancel_reaches_the_worker_process_through_the_store(runner: JobRunner) -> None:
+    job = runner.submit("loop", {"n": 1}, looping_job)
+    deadline = time.monotonic() + 60
+    while runner.get(job).status != "running" or runner.get(job).progress <= 0:
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.02)
+    asked = time.monotonic()
+    runner.cancel(job)
+    record = runner.wait(job, timeout=30)
+    assert record.status == "cancelled"
+    assert time.monotonic() - asked < 5  # looping_job would run ~10 s more if the flag did not reach it
+
+
+@pytest.mark.parametrize(("how", "field", "says"), [
+    ("planning", "models[0].slo", "is impossible"),
+    ("bug", None, "ZeroDivisionError: a bug"),
+])
+def test_errors_in_the_worker_are_recorded_as_in_a_thread(runner: JobRunner, how: str, field: str | None,
+                                                          says: str) -> None:
+    record = runner.wait(runner.submit("fail", {"how": how}, failing_job), timeout=60)
+    assert record.status == "failed" and says in (record.error or "")
+    if field:
+        assert record.error_field == field
+    else:
+        assert "ZeroDivisionError" in (record.error_detail or "")  # the worker's traceback is kept
+
+
+def test_a_dead_worker_fails_its_job_and_the_next_job_gets_a_new_one(runner: JobRunner) -> None:
+    record = runner.wait(runner.submit("fail", {"how": "die"}, failing_job), timeout=60)
+    assert record.status == "failed" and "worker process" in (record.error or "")
+    after = runner.wait(runner.submit("pid", {"n": 3}, pid_job), timeout=60)
+    assert after.status == "done"
+
+
+def test_a_solve_in_a_worker_process_equals_the_in_process_solve(tmp_path: Path) -> None:
+    from planning import api
+    from ui.jobs import solve_job, solve_request
+
+    scenario = api.load_preset_scenario("melange-arena")
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, processes=True)
+    try:
+        record = r.wait(r.submit("solve", solve_request(scenario), solve_job), timeout=300)
+    finally:
+        r.shutdown(wait=True)
+    assert record.status == "done" and record.result is not None
+    here = api.solve(scenario)
+    assert record.result["cost_per_hour"] == pytest.approx(here.cost_per_hour, rel=1e-9)
+    assert record.result["status"] == here.status

@@ -1,4 +1,4 @@
-"""CLI sub-commands of the planning engine: solve, templates, validate, presets."""
+"""CLI sub-commands of the planning engine: solve, templates, sweep, validate, presets."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from planning import api
 from planning.errors import PlanningError
+from planning.parallel import BACKENDS, set_default_backend
 from planning.scenario import Objective, Scenario, atomic_write_text
 
 
@@ -32,6 +33,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--limit", type=int, default=20, help="rows to print per (model, phase) in text mode")
     p.set_defaults(func=_templates)
 
+    p = sub.add_parser("sweep", help="cost of the plan and of every baseline as demand or SLOs scale",
+                       description="Solve the scenario at each multiplier (demand × x or SLOs × x) and print the "
+                                   "cost of the mixed plan and of each baseline. --backend ray solves the points as "
+                                   "Ray tasks (PLANNING_RAY_ADDRESS for an existing cluster).")
+    scenario_args(p)
+    p.add_argument("--kind", choices=("demand", "slo"), default="demand", help="what the multipliers scale")
+    p.add_argument("--values", required=True, metavar="X,X,…", help="multipliers, e.g. 0.5,1,2")
+    p.add_argument("--workers", type=int, default=0, help="Ray tasks at a time on a local instance (0: one per core)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--out", type=Path, help="also write the output to this file (atomically)")
+    p.set_defaults(func=_sweep)
+
     p = sub.add_parser("validate", help="check a scenario file and print what is wrong and how to fix it")
     scenario_args(p)
     p.set_defaults(func=_validate)
@@ -48,10 +61,15 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", action="append", default=[], metavar="KIND=VALUE",
                    help="a what-if change, repeatable: demand=2[@MODEL], drop-gpu=L40S, drop-region=REGION, "
                         "price=-20, availability=0.5, slo=0.8, budget=100")
+    p.add_argument("--backend", choices=BACKENDS, help="where library builds and sweep points run: the embedded "
+                   "process pool (default) or Ray (pip install 'planning[ray]'; PLANNING_RAY_ADDRESS for a cluster)")
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """The scenario named by a FILE argument or ``--preset`` (exactly one), with any ``--variant`` applied."""
+    """The scenario named by a FILE argument or ``--preset`` (exactly one), with any ``--variant`` applied;
+    ``--backend`` becomes the process's default backend."""
+    if getattr(args, "backend", None):
+        set_default_backend(args.backend)
     if args.preset and args.scenario:
         raise PlanningError("scenario", "both a file and --preset were given.", "give one of them.")
     if args.preset:
@@ -102,6 +120,35 @@ def _templates(args: argparse.Namespace) -> int:
         top = sub.sort_values("tokens_per_dollar", ascending=False).head(args.limit)
         print(f"\n{model} / {phase}: {n} templates (top {len(top)} by throughput per $)")
         print(top[["template_id", "n_gpus", "throughput", "unit", "cost_per_hour", "region"]].to_string(index=False))
+    return 0
+
+
+def _parse_values(text: str) -> list[float]:
+    values = []
+    for part in text.split(","):
+        try:
+            x = float(part)
+        except ValueError:
+            raise PlanningError("--values", f"{part.strip()[:40]!r} is not a number.", "write e.g. 0.5,1,2.") from None
+        if not (0 < x < 1e6):
+            raise PlanningError("--values", f"{x:g} is not a positive multiplier below 1e6.", "write e.g. 0.5,1,2.")
+        values.append(x)
+    if len(values) > 200:
+        raise PlanningError("--values", f"{len(values)} points.", "sweep at most 200 points.")
+    return values
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    scenario = scenario_from_args(args)
+    if args.workers < 0:
+        raise PlanningError("--workers", f"must be ≥ 0, got {args.workers}.", "give 0 (one per core) or more.")
+    frame = api.sweep(scenario, args.kind, _parse_values(args.values), workers=args.workers)
+    if args.json:
+        _emit(frame.to_json(orient="records", indent=2), args.out)
+    else:
+        table = frame.pivot_table(index="x", columns="method", values="cost_per_hour", aggfunc="first", sort=True)
+        _emit(f"{scenario.name}: $/h by {args.kind} multiplier (blank: infeasible)\n"
+              + table.to_string(float_format=lambda v: f"{v:,.2f}", na_rep=""), args.out)
     return 0
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +32,7 @@ import polars as pl
 
 from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
+from planning.parallel import resolve_backend, run_tasks
 from planning.templates.cache import ALGORITHM_VERSION, LibraryCache, library_key
 from planning.templates.chunks import ChunkResult, solve_chunk_general, solve_chunk_monotone
 from planning.templates.enumeration import is_monotone, multisets_by_pattern
@@ -107,6 +107,7 @@ def build_library(
     workers: int = 1,
     cache: LibraryCache | None = None,
     key: str | None = None,
+    backend: str | None = None,
 ) -> pl.DataFrame:
     """Serving Template library of one (model, phase, SLO).
 
@@ -133,6 +134,9 @@ def build_library(
         > 1 solves chunks in a process pool; the output is identical to the serial run.
     cache, key:
         With a cache, the library is loaded if present (key defaults to ``library_key`` of the inputs).
+    backend:
+        Where the chunks run when ``workers`` > 1: ``"process"`` (the embedded pool) or ``"ray"``
+        (``planning.parallel``); same output either way.
 
     Returns
     -------
@@ -187,28 +191,23 @@ def build_library(
             if progress:
                 progress(done, total)
     else:
-        pool = shared_pool(workers)
         # ~16 batches per worker: one pickle of the tables per batch (not per 128-row chunk), and still small
         # enough for progress and for cancel to take effect within a few seconds.
         n_batches = min(len(tasks), workers * 16)
-        bounds = np.linspace(0, len(tasks), n_batches + 1).astype(int)
-        futs: dict[Future[list[ChunkResult]], tuple[int, int]] = {
-            pool.submit(solve_batch, (tab, L, monotone, tasks[a:b])): (int(a), int(b))
-            for a, b in itertools.pairwise(bounds) if b > a
-        }
-        pending = set(futs)
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for f in finished:
-                a, b = futs[f]
-                results[a:b] = f.result()
-                done += sum(t[1].shape[0] for t in tasks[a:b])
-                if progress:
-                    progress(done, total)
-            if cancel is not None and cancel.is_set():
-                for f in pending:
-                    f.cancel()
-                check_cancel(cancel, "library build")
+        bounds = [(int(a), int(b)) for a, b in itertools.pairwise(np.linspace(0, len(tasks), n_batches + 1).astype(int))
+                  if b > a]
+
+        def landed(i: int, batch: list[ChunkResult]) -> None:
+            nonlocal done
+            a, b = bounds[i]
+            results[a:b] = batch
+            done += sum(t[1].shape[0] for t in tasks[a:b])
+            if progress:
+                progress(done, total)
+
+        run_tasks(solve_batch, [(tab, L, monotone, tasks[a:b]) for a, b in bounds], backend=backend,
+                  workers=workers, cancel=cancel, on_result=landed, what="library build",
+                  pool=None if resolve_backend(backend) == "ray" else shared_pool(workers))
     df = assemble(shapes, mem, tasks, results)
     if cache is not None and key is not None:
         cache.store(key, df)

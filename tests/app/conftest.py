@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,10 +25,6 @@ def planning_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     # path is tested in tests/jobs/test_process_jobs.py and by the real browser (tests/e2e)
     monkeypatch.setenv("PLANNING_JOB_PROCESSES", "0")
     st.cache_data.clear()
-    if os.environ.get("PLANNING_FAKE_ENGINE") == "1":  # opt-in stand-ins while the engine is being built
-        from tests.app import fake_engine
-
-        fake_engine.install(monkeypatch)
     yield home
     st.cache_data.clear()
 

@@ -64,10 +64,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "PLANNING_HOME": str(tmp_path_factory.mktemp("planning-home"))}
     _SERVER_HOME["path"] = env["PLANNING_HOME"]
-    launcher = ["-m", "streamlit", "run"]
-    if os.environ.get("PLANNING_FAKE_ENGINE") == "1":  # opt-in stand-in engine (see tests/app/fake_engine.py)
-        launcher = [str(ROOT / "tests" / "e2e" / "fake_server.py")]
-    cmd = [sys.executable, *launcher, "app.py", "--server.port", str(port), "--server.address",
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
            "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     log = (tmp_path_factory.mktemp("logs") / "streamlit.log").open("w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

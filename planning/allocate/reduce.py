@@ -3,10 +3,13 @@
 Sets: groups g (one demand class each), templates τ of g (columnar blocks), regions r, shapes k.
 Parameters: usage U[τ, k]; throughput T[τ]; price p[r, k]; availability A[r, k]; demand D[g]; penalty K.
 Columns: pairs (τ, r) where every shape τ uses is offered in r; LP cost c[τ, r] = (1 + K)·Σ_k U[τ, k]·p[r, k]
-(the initialization penalty I = K·p·ν at the optimum when nothing runs yet; for templates that do run,
-ν′ > 0, the LP uses the smaller cost p·ν, still a relaxation, and those templates are always kept).
+(the initialization penalty I = K·p·ν at the optimum when nothing runs yet). A pair that runs now (ν′ > 0) has
+a second column at cost Σ_k U[τ, k]·p[r, k] with upper bound ν′ (keeping a running instance pays no start-up):
+the ILP's ν·p + K·p·max(0, ν − ν′) is the cheapest split of ν between the two, so the LP stays a relaxation,
+and running templates are always kept in the ILP. (Charging running pairs (1 + K)·p, as before 2026-11, made the
+LP bound exceed the true optimum — tests/engine/test_reduction.py has the seeded cases.)
 
-LP (relaxation, ν ≥ 0 continuous, no column upper bounds):
+LP (relaxation, ν ≥ 0 continuous, no upper bounds but the running columns' ν′):
     min Σ c ν + M Σ_g s_g
     availability[r, k]:  Σ_τ U[τ, k] ν[τ, r] ≤ A[r, k]            (dual y_a ≤ 0)
     demand[g]:           Σ_{τ∈g, r} T'[τ] ν[τ, r] + s_g ≥ D[g]    (dual y_d ≥ 0), T' = min(T, D[g])
@@ -18,7 +21,8 @@ most of the integrality gap of small demands, which one whole instance over-serv
 Reduced cost rc[τ, r] = c[τ, r] − Σ_k U[τ, k]·y_a[r, k] − T'[τ]·y_d[g] − y_n[g] ≥ 0 for every column at
 the LP optimum (column generation prices all columns until none is negative).
 
-Fixing: for any integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·ν (weak duality with y feasible), so a plan
+Fixing: for any integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·ν over the unbounded columns (weak duality with y
+feasible; a bounded running column at its bound ν′ has rc ≤ 0 and rc·(ν − ν′) ≥ 0), so a plan
 that uses a column j costs at least z_LP + rc_j. Solving the ILP over the columns with rc ≤ δ and finding a
 plan of cost z ≤ z_LP + min_{excluded} rc proves it optimal over all columns; otherwise δ is raised to
 z − z_LP and the ILP re-solved over the (then sufficient) larger set. The slack s (cost M) keeps the LP
@@ -48,6 +52,7 @@ class ColumnBlock:
     usage: np.ndarray
     throughput: np.ndarray
     keep_always: np.ndarray | None = None  # rows that must stay (running instances)
+    running: tuple[tuple[int, str, int], ...] = ()  # (row, region, count) of the instances running now (ν′ > 0)
 
 
 @dataclass
@@ -63,13 +68,24 @@ class Reduction:
     columns_total: int
     keep: list[np.ndarray] = field(default_factory=list)
     threshold: float = 0.0
+    # for the Lagrangian bound (cost objective only): per group min_r rc, min_r W = c − U·y_a (the column's cost at
+    # the availability duals), T' = min(T, D); the duals; Σ y_a·A; running columns (row, ν′, W, rc)
+    rc_min: list[np.ndarray] = field(default_factory=list)
+    w_min: list[np.ndarray] = field(default_factory=list)
+    t_eff: list[np.ndarray] = field(default_factory=list)
+    y_dem: np.ndarray | None = None
+    y_card: np.ndarray | None = None
+    y_avail_value: float = 0.0
+    running: list[list[tuple[int, float, float, float]]] = field(default_factory=list)
 
-    def select(self, threshold: float, blocks: Sequence[ColumnBlock]) -> list[np.ndarray]:
-        """Rows (templates) with some pair of reduced cost ≤ threshold, plus rows that must stay."""
-        self.threshold = threshold
+    def select(self, threshold: float | Sequence[float], blocks: Sequence[ColumnBlock]) -> list[np.ndarray]:
+        """Rows (templates) with some pair of reduced cost ≤ threshold (one for all groups, or one per group),
+        plus rows that must stay."""
+        per_group = [float(threshold)] * len(blocks) if isinstance(threshold, (int, float)) else list(threshold)
+        self.threshold = max(per_group, default=0.0)
         self.keep = []
-        for b, rc in zip(blocks, self.reduced_costs, strict=True):
-            mask = (rc <= threshold + 1e-9).any(axis=1) if rc.size else np.zeros(len(b.throughput), dtype=bool)
+        for b, rc, th in zip(blocks, self.reduced_costs, per_group, strict=True):
+            mask = (rc <= th + 1e-9).any(axis=1) if rc.size else np.zeros(len(b.throughput), dtype=bool)
             if b.keep_always is not None:
                 mask |= b.keep_always
             self.keep.append(np.asarray(mask, dtype=bool))
@@ -116,8 +132,8 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     import scipy.sparse as sp
 
     t0 = time.perf_counter()
-    blocks = [ColumnBlock(b.group, b.shapes, b.usage, np.minimum(b.throughput, demand.get(b.group, 0.0)), b.keep_always)
-              if demand.get(b.group, 0.0) > 0 else b for b in blocks]
+    blocks = [ColumnBlock(b.group, b.shapes, b.usage, np.minimum(b.throughput, demand.get(b.group, 0.0)), b.keep_always,
+                          b.running) if demand.get(b.group, 0.0) > 0 else b for b in blocks]
     R, K_shapes = prices.shape
     offered = ~np.isnan(prices)
     # per block: map local shapes to global columns of prices
@@ -201,6 +217,25 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     for gi, picks in enumerate(chosen):
         add_columns(gi, sorted(picks))
 
+    # running instances: a column at cost p·U (no start-up) bounded by the running count ν′; beyond ν′ the
+    # ordinary column at (1 + K)·p·U applies (the ILP's ν·p + K·p·max(0, ν − ν′), split at its optimum)
+    region_of = {r: i for i, r in enumerate(regions)}
+    kept_cols: list[tuple[int, int, int, float]] = []  # (group, row, region, ν′)
+    for gi, (b, (idx, cost)) in enumerate(zip(blocks, local, strict=True)):
+        for i, region, nu in b.running:
+            ri = region_of.get(region)
+            if ri is None or nu <= 0 or not np.isfinite(cost[i, ri]) or b.throughput[i] <= 0:
+                continue
+            nz = np.flatnonzero(b.usage[i] > 0)
+            rows_k = [*(ri * K_shapes + idx[nz]).tolist(), n_avail + gi, n_avail + n_groups + gi]
+            vals_k = [*b.usage[i, nz].astype(float).tolist(), float(b.throughput[i]), 1.0]
+            if has_budget:
+                rows_k.append(n_rows - 1)
+                vals_k.append(float(cost[i, ri]) / (1.0 + K))
+            h.addCol(0.0 if served else float(cost[i, ri]) / (1.0 + K), 0.0, float(nu), len(rows_k),
+                     np.array(rows_k, dtype=np.int32), np.array(vals_k))
+            kept_cols.append((gi, int(i), ri, float(nu)))
+
     rounds = 0
     reduced: list[np.ndarray] = []
     while True:
@@ -236,8 +271,132 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         slack = values[:n_groups]
         z = float(h.getInfo().objective_function_value) - big_m * float(slack.sum())
         feasible = bool((slack <= 1e-7 * max(1.0, max(demand.values(), default=1.0))).all()) and rounds < MAX_ROUNDS
+    rc_min: list[np.ndarray] = []
+    w_min: list[np.ndarray] = []
+    running: list[list[tuple[int, float, float, float]]] = [[] for _ in blocks]
+    if not served:
+        for gi, (b, rc) in enumerate(zip(blocks, reduced, strict=True)):
+            # W = rc + T'·y_d + y_n (rc before clipping: exact up to the LP's tolerance)
+            rmin = rc.min(axis=1) if rc.size else np.zeros(0)
+            rc_min.append(rmin)
+            w_min.append(np.where(np.isfinite(rc), rc + (b.throughput * y_dem[gi])[:, None] + y_card[gi],
+                                  np.inf).min(axis=1) if rc.size else np.zeros(0))
+        for gi, i, ri, nu_f in kept_cols:
+            idx, cost = local[gi]
+            w = float(cost[i, ri]) / (1.0 + K) - float(usage_f[gi][i] @ y_avail[ri, idx])
+            running[gi].append((i, nu_f, w, w - float(blocks[gi].throughput[i]) * float(y_dem[gi]) - float(y_card[gi])))
     for rc in reduced:
         np.maximum(rc, 0.0, out=rc, where=np.isfinite(rc))
     total = sum(int(np.isfinite(rc).sum()) for rc in reduced)
     return Reduction(z_lp=z, regions=tuple(regions), reduced_costs=reduced, feasible_lp=feasible, rounds=rounds,
-                     lp_seconds=time.perf_counter() - t0, columns_total=total)
+                     lp_seconds=time.perf_counter() - t0, columns_total=total, rc_min=rc_min, w_min=w_min,
+                     t_eff=[b.throughput for b in blocks], y_dem=y_dem, y_card=y_card,
+                     y_avail_value=float((y_avail * available).sum()), running=running)
+
+
+# ------------------------------------------------------------------------------------------ Lagrangian bound
+COVER_SEED = 64  # rows per group (best W per throughput) for the first integer cover (its value U)
+
+
+def cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: float = 10.0,
+              ub: np.ndarray | None = None) -> tuple[float, float]:
+    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, 0 ≤ x ≤ ub, x ∈ ℤ (one group, availability relaxed): (value, dual bound).
+
+    ``ub`` None: ⌈D / min(T, D)⌉ (more copies never help). Stopped by the time limit, the dual bound is still valid.
+    """
+    import math
+
+    import highspy
+
+    n = cost.size
+    if n == 0:
+        return math.inf, math.inf
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
+    h.setOptionValue("mip_rel_gap", 1e-9)
+    t = np.minimum(T, demand)
+    cap = np.ceil(demand / np.maximum(t, 1e-12))
+    h.addVars(n, np.zeros(n), cap if ub is None else np.minimum(cap, ub))
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost.astype(float))
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
+    h.addRow(float(demand), highspy.kHighsInf, n, np.arange(n, dtype=np.int32), t.astype(float))
+    h.run()
+    info = h.getInfo()
+    value = float(info.objective_function_value) if info.primal_solution_status == 2 else math.inf
+    bound = float(info.mip_dual_bound)
+    return value, min(bound, value)
+
+
+def _cover_with_running(w: np.ndarray, t: np.ndarray, rows: np.ndarray, running: Sequence[tuple[int, float, float, float]],
+                        demand: float, time_limit_s: float) -> tuple[float, float]:
+    """The cover ILP over ``rows`` (cost w, unbounded) and the running columns (cost W, at most ν′ each)."""
+    cost = np.concatenate([w[rows], [x[2] for x in running]])
+    thr = np.concatenate([t[rows], [float(t[x[0]]) for x in running]])
+    ub = np.concatenate([np.full(rows.size, np.inf), [x[1] for x in running]])
+    return cover_ilp(cost, thr, demand, time_limit_s, ub)
+
+
+@dataclass(frozen=True)
+class LagrangianBound:
+    """z_LB = Σ_g L_g + Σ y_a·A ≥ z_LP, with L_g ≤ the cheapest integer cover of D_g at the prices W."""
+
+    z_lag: float  # Σ_g L_g + Σ y_a·A (−inf when some group has no integer cover)
+    z_lp: float
+    group_bounds: np.ndarray
+    corrections: np.ndarray  # per group Σ_running min(rc, 0)·ν′ ≤ 0
+    seconds: float
+
+    @property
+    def z_lb(self) -> float:
+        """The better of the two lower bounds on the integer optimum."""
+        return max(self.z_lag, self.z_lp)
+
+    def thresholds(self, red: Reduction, demand: Sequence[float], target: float) -> list[float]:
+        """Per group θ_g: a plan using a column of reduced cost rc > θ_g costs more than ``target``.
+
+        A plan using column j of group g costs ≥ z_LB − L_g + (its group's cover at prices W) and that cover
+        costs ≥ W_j + y_d·(D − T'_j) + Σ_running min(rc, 0)·ν′ = rc_j + y_d·D + y_n + corr_g (every unbounded
+        column has rc ≥ 0); so rc_j > target − z_LB + L_g − y_d·D − y_n − corr_g rules j out. Plain reduced-cost
+        fixing (rc_j > target − z_LP) rules it out too; the smaller threshold applies.
+        """
+        assert red.y_dem is not None and red.y_card is not None
+        plain = target - red.z_lp
+        if not np.isfinite(self.z_lag):
+            return [plain] * len(demand)
+        return [min(plain, target - self.z_lag + float(self.group_bounds[g]) - float(red.y_dem[g]) * d
+                    - float(red.y_card[g]) - float(self.corrections[g])) if d > 0 else plain
+                for g, d in enumerate(demand)]
+
+
+def lagrangian_bound(red: Reduction, demand: Sequence[float], time_limit_s: float = 2.0) -> LagrangianBound:
+    """Per-group integer cover bounds at the LP's availability duals (cost objective; ``red`` from lp_reduction).
+
+    Per group: U = the cover ILP over the ``COVER_SEED`` best rows and the running columns; every column a cover
+    of cost ≤ U may use has rc ≤ U − y_d·D − y_n − corr (as in ``thresholds``); L_g = the cover ILP's dual bound
+    over those rows (plus the running columns, bounded by ν′). Demand-free groups have L_g = 0.
+    """
+    t0 = time.perf_counter()
+    assert red.y_dem is not None and red.y_card is not None
+    G = len(red.w_min)
+    L = np.zeros(G)
+    corr = np.zeros(G)
+    for g in range(G):
+        D = float(demand[g])
+        run = red.running[g]
+        corr[g] = sum(min(rc, 0.0) * n for _i, n, _w, rc in run)
+        if D <= 0:
+            continue
+        w, t, rcm = red.w_min[g], red.t_eff[g], red.rc_min[g]
+        ok = np.flatnonzero(np.isfinite(w) & (t > 0))
+        seed = ok[np.argsort(w[ok] / t[ok], kind="stable")[:COVER_SEED]]
+        upper, _ = _cover_with_running(w, t, seed, run, D, time_limit_s)
+        if not np.isfinite(upper):
+            L[g] = -np.inf  # no integer cover at all: leave the bound to the LP
+            continue
+        theta = upper - float(red.y_dem[g]) * D - float(red.y_card[g]) - corr[g]
+        rows = ok[rcm[ok] <= theta * (1 + 1e-9) + 1e-9]
+        _value, bound = _cover_with_running(w, t, rows, run, D, time_limit_s)
+        L[g] = min(bound, upper)
+    z_lag = float(L.sum()) + red.y_avail_value if np.isfinite(L).all() else -np.inf
+    return LagrangianBound(z_lag, red.z_lp, L, corr, time.perf_counter() - t0)

@@ -152,8 +152,9 @@ class MultisetSpace:
         jj = np.arange(1, L + 1, dtype=float)
         jt = tab * jj  # (K, depth, L)
         a = np.empty((tab.shape[0], tab.shape[1], self.grid.size))
-        for g, T in enumerate(self.grid.tolist()):
-            a[:, :, g] = np.minimum(jj, jt / T).max(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a model no shape can hold: v = 0, grid 0
+            for g, T in enumerate(self.grid.tolist()):
+                a[:, :, g] = np.minimum(jj, jt / T).max(axis=2)
         self.cover = a
 
     def upper_bound(self, P: np.ndarray) -> np.ndarray:

@@ -3,13 +3,16 @@ certificate holds, that plan comes back with status ``time_limit`` and its gap t
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
 import planning.allocate.certify as certify
 import planning.api as api
+from planning.allocate.reduce import LagrangianBound
 from planning.context import Deadline
 from planning.resolve import resolve_scenario
 from planning.templates.sets import build_template_sets
@@ -23,6 +26,9 @@ def test_deadline_between_attempts_returns_the_best_plan_with_its_gap(monkeypatc
     assert certify._reducible(resolved, sets)
     full = certify.solve_certified(resolved, sets)  # no deadline: the certified optimum
     monkeypatch.setattr(certify, "REDUCE_START_FRACTION", 0.0)  # first ILP over the LP's support only
+    # and plain reduced-cost fixing (no Lagrangian bound, which certifies coral-core at the first attempt)
+    monkeypatch.setattr(certify, "lagrangian_bound", lambda red, demand, limit: LagrangianBound(
+        -math.inf, red.z_lp, np.full(len(demand), -np.inf), np.zeros(len(demand)), 0.0))
     real = certify._solve
     calls: list[float] = []
 

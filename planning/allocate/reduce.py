@@ -251,7 +251,8 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         added = 0
         for gi, (b, (idx, cost)) in enumerate(zip(blocks, local, strict=True)):
             # served: column cost 0; a binding budget row (dual y_b ≤ 0) charges −y_b per $ of the pair
-            lp_cost = np.where(np.isfinite(cost), cost * (-y_budget), np.inf) if served else cost
+            lp_cost = (np.where(np.isfinite(cost), np.nan_to_num(cost, posinf=0.0) * (-y_budget), np.inf) if served
+                       else cost)
             rc = lp_cost - usage_f[gi] @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
             rc[b.throughput <= 0, :] = np.inf
             reduced.append(rc)

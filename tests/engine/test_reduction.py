@@ -167,3 +167,4 @@ def test_lagrangian_fixing_certifies_the_full_ilp_optimum(seed: int, K: float, r
             break
         target = sub.total_per_hour if sub.has_plan else lag.z_lb + 4 * (target - lag.z_lb)
     assert sub.total_per_hour == pytest.approx(full.total_per_hour, rel=1e-7, abs=1e-7)
+

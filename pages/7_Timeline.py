@@ -23,16 +23,20 @@ sources = ["constant (scenario demand)", *[f"sample: {s}" for s in samples], "di
 st.subheader(f"Demand over time for **{scenario.name}**")
 demand: dict[str, dict[str, object]] = {}
 errors: list[PlanningError] = []
+# the source pickers sit outside the form: picking "diurnal curve" or "upload" shows its input at once
+choices: dict[str, str] = {}
+for i, m in enumerate(scenario.models):
+    default = min(1 + (i % max(len(samples), 1)), len(sources) - 1) if samples else 0
+    choices[m.id] = st.selectbox(f"Demand source for {m.id}", sources, index=default, key=f"tl_src_{m.id}")
 with st.form("timeline_form"):
-    for i, m in enumerate(scenario.models):
-        cols = st.columns([2, 3])
-        default = min(1 + (i % max(len(samples), 1)), len(sources) - 1) if samples else 0
-        choice = cols[0].selectbox(f"{m.id}", sources, index=default, key=f"tl_src_{m.id}")
+    for m in scenario.models:
+        choice = choices[m.id]
         if choice.startswith("sample: "):
             demand[m.id] = {"sample": choice.removeprefix("sample: ")}
         elif choice == "diurnal curve":
-            text = cols[1].text_input(f"24 hourly values for {m.id} (peak = its scenario rate)",
-                                      "3,3,3,2,2,1,1,1,1,1,2,3,5,6,7,8,9,10,10,9,7,6,5,4", key=f"tl_curve_{m.id}")
+            text = st.text_input(f"{m.id}: 24 hourly values (the largest becomes its scenario rate, "
+                                 f"{m.demand.rate_rps:g} req/s)",
+                                 "3,3,3,2,2,1,1,1,1,1,2,3,5,6,7,8,9,10,10,9,7,6,5,4", key=f"tl_curve_{m.id}")
             try:
                 values = [float(v) for v in text.replace(";", ",").split(",") if v.strip()]
             except ValueError:
@@ -42,8 +46,13 @@ with st.form("timeline_form"):
             demand[m.id] = {"diurnal": values, "peak_rps": m.demand.rate_rps, "input_len": m.demand.input_len,
                             "output_len": m.demand.output_len}
         elif choice == "upload":
-            up = cols[1].file_uploader(f"Trace or epoch table for {m.id}", type=["csv", "jsonl"], key=f"tl_up_{m.id}")
-            if up is not None:
+            up = st.file_uploader(f"{m.id}: Azure-format trace (TIMESTAMP,ContextTokens,GeneratedTokens), Mooncake "
+                                  "JSONL or epoch table (epoch_start,rate_rps,input_len,output_len)",
+                                  type=["csv", "jsonl"], key=f"tl_up_{m.id}")
+            if up is None:
+                errors.append(PlanningError(f"{m.id} upload", "no file was chosen.",
+                                            "drop a trace or epoch table here, or pick another demand source."))
+            else:
                 demand[m.id] = {"text": up.getvalue().decode("utf-8", errors="replace"), "name": up.name}
         else:
             demand[m.id] = {"diurnal": [1.0], "peak_rps": m.demand.rate_rps, "input_len": m.demand.input_len,

@@ -182,3 +182,43 @@ def test_result_round_trip_and_contract_keys(small: Scenario) -> None:
     back = type(res).from_dict(d)
     assert back.total_cost == pytest.approx(res.total_cost)
     assert set(back.summary_frame()["method"]) == {"adaptive (mixed templates)", "static peak", "Homo (re-planned)"}
+
+
+def test_histogram_demand_each_epoch_equals_an_independent_histogram_solve(small: Scenario) -> None:
+    """A trace aggregated into per-epoch request-size histograms (Mélange's buckets, fixed for the whole trace):
+    with K = 0 every epoch's plan costs what an independent solve of that epoch's histogram costs, and serves
+    every class in full — the bucket rates reach the right classes epoch by epoch."""
+    from planning.scenario import SizeBucket
+    from planning.timeline.demand import from_trace
+    from planning.traces import Trace
+
+    rng = np.random.default_rng(11)
+    # three hourly epochs with different rates and mixes of short chats and long documents: 2, 6, 4 req/s
+    parts, inp, out = [], [], []
+    for e, (n, long_share) in enumerate([(7200, 0.1), (21600, 0.5), (14400, 0.9)]):
+        parts.append(np.sort(rng.uniform(3600 * e, 3600 * (e + 1), n)))
+        k = parts[-1].size
+        is_long = rng.uniform(size=k) < long_share
+        inp.append(np.where(is_long, rng.integers(3000, 4000, k), rng.integers(100, 300, k)))
+        out.append(np.where(is_long, rng.integers(150, 250, k), rng.integers(20, 60, k)))
+    arrivals = np.concatenate(parts)
+    trace = Trace(arrivals - arrivals[0], np.concatenate(inp), np.concatenate(out), "synthetic mixes")
+    series = from_trace("llama-3-8b", trace, 1.0, histogram=True)
+    assert len(series) == 3 and len(series.buckets) >= 2
+    one = replace(small, models=(small.model("llama-3-8b"),))
+    res = _run(one, [series], options=replace(NO_BASELINES, K=0.0))
+    assert [ep.objective for ep in res.epochs] == ["cost"] * 3
+    costs = []
+    for e, ep in enumerate(res.epochs):
+        assert ep.served_fraction["llama-3-8b"] == pytest.approx(1.0, abs=1e-6)
+        hist = tuple(SizeBucket(input_len=b[0], output_len=b[1], rate_rps=r)
+                     for b, r in zip(series.buckets, series.bucket_rates[e], strict=True) if r > 0)
+        total = sum(b.rate_rps for b in hist)
+        demand = Demand(rate_rps=total, input_len=sum(b.rate_rps * b.input_len for b in hist) / total,
+                        output_len=sum(b.rate_rps * b.output_len for b in hist) / total, histogram=hist)
+        model = replace(one.models[0], demand=demand)
+        alone = api.solve(replace(one, models=(model,), options=replace(one.options, K=0.0)), with_baselines=False)
+        assert alone.status == "optimal"
+        assert ep.cost_per_hour == pytest.approx(alone.cost_per_hour, rel=1e-6)
+        costs.append(ep.cost_per_hour)
+    assert len(set(round(c, 6) for c in costs)) > 1  # the mixes really differ: the plans are not all the same

@@ -36,6 +36,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from planning.allocate.reduce import cover_ilp
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
 from planning.context import check_cancel, time_left, timed_out
 from planning.templates.search import MultisetSpace, SearchStats
@@ -316,30 +317,6 @@ def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float
     return out
 
 
-def _cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: float = 10.0) -> tuple[float, float]:
-    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, x ∈ ℤ≥0 (one group, availability relaxed): (value, dual bound)."""
-    import highspy
-
-    n = cost.size
-    if n == 0:
-        return math.inf, math.inf
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit_s))
-    h.setOptionValue("mip_rel_gap", 1e-9)
-    t = np.minimum(T, demand)
-    ub = np.ceil(demand / np.maximum(t, 1e-12))
-    h.addVars(n, np.zeros(n), ub)
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost.astype(float))
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
-    h.addRow(float(demand), highspy.kHighsInf, n, np.arange(n, dtype=np.int32), t.astype(float))
-    h.run()
-    info = h.getInfo()
-    value = float(info.objective_function_value) if info.primal_solution_status == 2 else math.inf
-    bound = float(info.mip_dual_bound)
-    return value, min(bound, value)
-
-
 def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
                  per_region: bool = True, cancel: Any = None) -> np.ndarray:
     """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
@@ -357,7 +334,7 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
         P0, T0 = seeds[gi]
         cost0 = column_costs(pg.space, P0, pr.w).min(axis=1)
         ok = np.isfinite(cost0) & (T0 > 0)
-        upper, _ = _cover_ilp(cost0[ok], T0[ok], pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
+        upper, _ = cover_ilp(cost0[ok], T0[ok], pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
         check_cancel(cancel, "on-demand allocation: group bounds")
         theta = upper - y_d * pg.demand - y_n
         P, _codes, _reg, _rc = price(pg, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region, cancel)
@@ -366,7 +343,7 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
             P = P[first]
         T = pg.space.throughput(P)
         cost = column_costs(pg.space, P, pr.w).min(axis=1)
-        _value, bound = _cover_ilp(cost, T, pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
+        _value, bound = cover_ilp(cost, T, pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
         out[gi] = min(bound, upper)
     return out
 

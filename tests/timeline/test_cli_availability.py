@@ -124,3 +124,28 @@ def test_cli_preset_with_a_shipped_sample(capsys: pytest.CaptureFixture[str]) ->
     assert out["scenario"] == "coral-core" and len(out["epochs"]) == 2
     assert set(out["epochs"][0]["served_fraction"]) == {"phi-4", "gpt-oss-20b", "qwen3-32b"}
     assert out["total_cost"] <= out["static_peak_total_cost"] + 1e-6
+
+
+def test_cli_mooncake_jsonl_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Mooncake JSONL trace (timestamp in ms, input_length, output_length) as FILE: hourly epochs from its
+    timestamps, rate and mean sizes per epoch."""
+    lines = []
+    for i in range(540):  # 360 requests in hour 0 (inputs 800), 180 in hour 1 (inputs 1600)
+        hour = 0 if i < 360 else 1
+        t_ms = 1000 * (hour * 3600 + 5 + (i if hour == 0 else i - 360) * (3590 / (360 if hour == 0 else 180)))
+        lines.append(json.dumps({"timestamp": int(t_ms), "input_length": 800 * (hour + 1), "output_length": 100,
+                                 "hash_ids": [i]}))
+    trace = tmp_path / "mooncake.jsonl"
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(["timeline", str(_scenario_file(tmp_path)), "--demand", f"llama-3-8b={trace}", "--no-baselines",
+                 "--json"])
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["epochs"]) == 2
+    rates = [e["demand_rps"]["llama-3-8b"] for e in out["epochs"]]
+    assert rates[0] == pytest.approx(360 / 3600, rel=1e-6)
+    stamps = [json.loads(line)["timestamp"] / 1000 for line in lines]
+    covered = max(stamps) - min(stamps)  # the last epoch is cut short at the trace's end (as for Azure traces)
+    assert rates[1] == pytest.approx(180 / (covered - 3600), rel=1e-6)
+    assert all(e["served_fraction"]["llama-3-8b"] == pytest.approx(1.0) for e in out["epochs"])
+    assert "mooncake.jsonl" in out["demand_sources"]["llama-3-8b"]

@@ -40,11 +40,18 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     lines: list[CostLine] = []
     load: dict[tuple[str, str], float] = {}
     class_col = {c.id: j for g in groups for j, c in enumerate(g.classes)}
+    multi = {c.id: (g, c) for g in groups if len(g.classes) > 1 for c in g.classes}
+    class_rps: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for (cid, tid, region), rate in alloc.assignment.items():
         ts, row = _locate(sets, tid)
         t = float(ts.throughput[row, class_col[cid]])
         if t > 0:
             load[(tid, region)] = load.get((tid, region), 0.0) + rate / t
+        if cid in multi and rate > 0:  # requests/s of this class on these instances (rates are in the group's unit)
+            mg, wc = multi[cid]
+            per_request = wc.input_len if mg.phase == "prefill" else wc.output_len if mg.phase == "decode" else 1.0
+            class_rps.setdefault((tid, region), []).append((float(wc.input_len), float(wc.output_len),
+                                                            rate / max(per_request, 1e-12)))
     for (tid, region), n in sorted(alloc.counts.items()):
         if n <= 0:
             continue
@@ -56,7 +63,8 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
             model=group.model, phase=group.phase, template_id=ts.ids[row], region=region, count=int(n), usage=usage,
             gpus=ts.gpus(row), throughput=float(ts.throughput[row].max()), throughput_unit=group.unit,
             load=min(float(n), load.get((tid, region), 0.0)), cost_per_hour=price * n,
-            single_shape=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row]))
+            single_shape=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row],
+            class_rps=tuple(sorted(class_rps.get((tid, region), ())))))
         for s, c in usage.items():
             lines.append(CostLine(group.model, group.phase, region, s, c * int(n),
                                   offer_by_key[(region, s)].price_per_hour * c * int(n)))

@@ -72,6 +72,9 @@ class InstancePlan:
     single_shape: bool  # one node shape (Coral's homogeneous replica)
     stages: tuple[StagePlan, ...] = ()
     provenance: str = "roofline"
+    # histogram plans: the request classes these instances were assigned, as (input_len, output_len, req/s over
+    # all ``count`` instances); empty for a single-class demand. The simulator's router follows it.
+    class_rps: tuple[tuple[float, float, float], ...] = ()
 
     @property
     def utilisation(self) -> float:
@@ -85,6 +88,7 @@ class InstancePlan:
         if "homogeneous" in data:  # results stored before the field was named for what it means
             data["single_shape"] = data.pop("homogeneous")
         data["stages"] = tuple(StagePlan.from_dict(s) for s in data.get("stages", ()))
+        data["class_rps"] = tuple((float(a), float(b), float(c)) for a, b, c in data.get("class_rps", ()))
         return cls(**data)
 
 

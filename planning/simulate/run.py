@@ -39,6 +39,7 @@ class SimConfig:
     rate_scale: float = 1.0
     seed: int = 0
     router: str = "proportional"
+    router_classes: bool = True  # follow the plan's class assignment (histogram plans); False: scalar weights only
     trace: Trace | None = None
     chunk_tokens: int | None = None
     max_seqs: int | None = None
@@ -125,6 +126,7 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
 def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes], list[tuple[Engine, InstancePlan]]]:
     models = [m.id for m in topo.scenario.models]
     by_group: dict[tuple[str, str], list[tuple[Engine, float]]] = {}
+    plans: dict[tuple[str, str], list[InstancePlan]] = {}  # the plan of each engine of by_group, same order
     engines: list[tuple[Engine, InstancePlan]] = []
     for item in topo.instances:
         p = item.plan
@@ -136,18 +138,35 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
             else:
                 eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated", topo.chunk_tokens)
             by_group.setdefault((p.model, p.phase), []).append((eng, p.throughput))
+            plans.setdefault((p.model, p.phase), []).append(p)
             engines.append((eng, p))
     routes = []
     for m in models:
         first = by_group.get((m, "aggregated")) or by_group.get((m, "prefill"))
         dec = by_group.get((m, "decode"))
 
-        def router(group: list[tuple[Engine, float]] | None) -> Router | None:
-            return Router([e for e, _ in group], [w for _, w in group], cfg.router) if group else None
+        def router(group: list[tuple[Engine, float]] | None, key: tuple[str, str]) -> Router | None:
+            if not group:
+                return None
+            return Router([e for e, _ in group], [w for _, w in group], cfg.router,
+                          class_weights(plans[key]) if cfg.router_classes else None)
 
-        routes.append(ModelRoutes(router(first), router(dec) if first and not by_group.get((m, "aggregated"))
-                                  else None))
+        phase = "aggregated" if by_group.get((m, "aggregated")) else "prefill"
+        routes.append(ModelRoutes(router(first, (m, phase)), router(dec, (m, "decode"))
+                                  if first and not by_group.get((m, "aggregated")) else None))
     return routes, engines
+
+
+def class_weights(plans: Sequence[InstancePlan]) -> dict[tuple[float, float], list[float]] | None:
+    """Per request class (input_len, output_len), the req/s the plan assigned to each engine (one per instance
+    copy, in ``plans`` order); None when the plan has no class assignment (single-class demand)."""
+    if not any(p.class_rps for p in plans):
+        return None
+    out: dict[tuple[float, float], list[float]] = {}
+    for j, p in enumerate(plans):
+        for inp, outp, rps in p.class_rps:
+            out.setdefault((inp, outp), [0.0] * len(plans))[j] += rps / max(p.count, 1)
+    return out
 
 
 def _arrivals(topo: Topology, cfg: SimConfig, rate_scale: float) -> list[OpenArrivals]:

@@ -7,15 +7,15 @@ import streamlit as st
 from ui import state
 
 PAGES = [
-    st.Page("pages/0_Home.py", title="Home", icon=":material/home:", default=True),
-    st.Page("pages/1_Scenario.py", title="Scenario", icon=":material/edit:"),
-    st.Page("pages/2_Templates.py", title="Templates", icon=":material/extension:"),
-    st.Page("pages/3_Plan.py", title="Plan", icon=":material/insights:"),
-    st.Page("pages/4_What-if.py", title="What-if", icon=":material/alt_route:"),
-    st.Page("pages/5_Jobs.py", title="Jobs", icon=":material/schedule:"),
-    st.Page("pages/6_Catalog.py", title="Catalog", icon=":material/menu_book:"),
-    st.Page("pages/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
-    st.Page("pages/8_Learn.py", title="Learn", icon=":material/school:"),
+    st.Page("views/0_Home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("views/1_Scenario.py", title="Scenario", icon=":material/edit:"),
+    st.Page("views/2_Templates.py", title="Templates", icon=":material/extension:"),
+    st.Page("views/3_Plan.py", title="Plan", icon=":material/insights:"),
+    st.Page("views/4_What-if.py", title="What-if", icon=":material/alt_route:"),
+    st.Page("views/5_Jobs.py", title="Jobs", icon=":material/schedule:"),
+    st.Page("views/6_Catalog.py", title="Catalog", icon=":material/menu_book:"),
+    st.Page("views/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
+    st.Page("views/8_Learn.py", title="Learn", icon=":material/school:"),
 ]
 
 # Worker processes are spawned, and a spawned child re-runs the main module (this script) as "__mp_main__" before

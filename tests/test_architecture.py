@@ -26,13 +26,13 @@ def test_planning_never_imports_streamlit() -> None:
 
 
 def test_ui_never_imports_solver_libraries() -> None:
-    ui_files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+    ui_files = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
     offenders = [p for p in ui_files if p.exists() and _imports(p) & {"pulp", "highspy", "scipy"}]
     assert offenders == []
 
 
 def test_runtime_code_never_reads_shared_reference() -> None:
-    runtime = [*(ROOT / "planning").rglob("*.py"), ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+    runtime = [*(ROOT / "planning").rglob("*.py"), ROOT / "app.py", *(ROOT / "views").glob("*.py"),
                *(ROOT / "ui").glob("*.py")]
     offenders = [p for p in runtime if p.exists() and "shared/reference" in p.read_text(encoding="utf-8")]
     assert offenders == []
@@ -58,7 +58,7 @@ def _planning_modules(path: Path) -> set[str]:
 
 def test_interfaces_import_only_the_public_face() -> None:
     """Pages and ui/ call the engine through planning.api/viz/result/scenario/errors/jobs, never its rooms."""
-    ui_files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+    ui_files = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
     offenders = {
         str(p.relative_to(ROOT)): sorted(bad)
         for p in ui_files
@@ -77,7 +77,7 @@ def test_public_face_check_catches_a_deep_import(tmp_path: Path) -> None:
 
 
 def test_engine_never_imports_the_interfaces() -> None:
-    offenders = [p for p in (ROOT / "planning").rglob("*.py") if _imports(p) & {"ui", "pages", "app"}]
+    offenders = [p for p in (ROOT / "planning").rglob("*.py") if _imports(p) & {"ui", "views", "app"}]
     assert offenders == []
 
 
@@ -119,7 +119,7 @@ _SAVING_SHAPES = re.compile(r"1 - [\w.]*(cost|price|only)[\w.]* / |100(\.0)? \* 
 def test_one_savings_formula() -> None:
     """Savings are computed by ``result.savings_pct`` only: a second copy of the formula drifts (issue 7 §3)."""
     hits = []
-    for folder in ("planning", "ui", "pages"):
+    for folder in ("planning", "ui", "views"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if _SAVING_SHAPES.search(line) and not (path.name == "result.py" and path.parent.name == "planning"):

@@ -1,1 +1,1 @@
-"""Streamlit helpers shared by app.py and pages/: session state, job wiring, small widgets."""
+"""Streamlit helpers shared by app.py and views/: session state, job wiring, small widgets."""

@@ -1,4 +1,4 @@
-"""Catalog page (pages/6_Catalog.py, the catalog browser) renders every tab's table without exceptions (Streamlit AppTest)."""
+"""Catalog page (views/6_Catalog.py, the catalog browser) renders every tab's table without exceptions (Streamlit AppTest)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from planning.catalog.load import load_catalog
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-CATALOG_PAGE = "pages/6_Catalog.py"  # app.py became the workbench Home; the browser moved here
+CATALOG_PAGE = "views/6_Catalog.py"  # app.py became the workbench Home; the browser moved here
 
 
 def _catalog_page() -> AppTest:
@@ -56,4 +56,4 @@ def test_navigation_first_entry_reads_home_with_font_free_icons() -> None:
     paths = [ast.literal_eval(p.args[0]) for p in pages]
     assert kwargs[0]["title"] == "Home" and kwargs[0].get("default") is True
     assert all(kw["icon"].startswith(":material/") for kw in kwargs)
-    assert sorted(paths) == sorted(f"pages/{p.name}" for p in (root / "pages").glob("*.py"))  # none left out
+    assert sorted(paths) == sorted(f"views/{p.name}" for p in (root / "views").glob("*.py"))  # none left out

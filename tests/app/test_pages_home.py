@@ -86,7 +86,7 @@ def test_picking_a_scenario_loads_it_so_edit_opens_the_same_one(planning_home: P
     at.selectbox[0].set_value("saved:tiny")
     at.run()
     assert at.session_state["scenario"].name == "tiny"
-    at.switch_page("pages/1_Scenario.py")
+    at.switch_page("views/1_Scenario.py")
     at.run()
     assert "Working on **tiny**" in texts(at)
 

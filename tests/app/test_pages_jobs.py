@@ -8,13 +8,13 @@ from tests.app.conftest import app, planned, texts
 
 
 def test_jobs_page_empty() -> None:
-    at = app("pages/5_Jobs.py")
+    at = app("views/5_Jobs.py")
     assert not at.exception
     assert "No jobs yet." in texts(at)
 
 
 def test_jobs_page_lists_and_opens_a_plan(planning_home: Path) -> None:
-    at, job_id = planned(planning_home, page="pages/5_Jobs.py")
+    at, job_id = planned(planning_home, page="views/5_Jobs.py")
     assert not at.exception
     table = at.dataframe[0].value
     assert job_id in set(table["id"]) and set(table["status"]) == {"done"}

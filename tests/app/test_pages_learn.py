@@ -6,7 +6,7 @@ from tests.app.conftest import app, texts
 
 
 def test_learn_page_renders_and_recomputes() -> None:
-    at = app("pages/8_Learn.py")
+    at = app("views/8_Learn.py")
     assert not at.exception
     shown = texts(at)
     assert "Source: Coral" in shown or any("Coral" in t for t in at.caption.values)

@@ -8,13 +8,13 @@ from tests.app.conftest import app, planned, texts, wait_for_job
 
 
 def test_plan_without_a_job_points_home() -> None:
-    at = app("pages/3_Plan.py")
+    at = app("views/3_Plan.py")
     assert not at.exception
     assert "No plan yet" in texts(at)
 
 
 def test_plan_page_draws_every_section(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="views/3_Plan.py")
     assert not at.exception
     assert [m.label for m in at.metric][:1] == ["Cost per hour"]
     headers = [h.value for h in at.header]
@@ -37,7 +37,7 @@ def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -
     store.finish_failed(new_id, "models[0].slo.decode_ms: must be > 0, got -1. Fix: use a value > 0.")
     store.close()
     at.query_params["job"] = new_id
-    at.switch_page("pages/3_Plan.py")
+    at.switch_page("views/3_Plan.py")
     at.run()
     assert not at.exception
     assert "must be > 0" in texts(at)
@@ -45,7 +45,7 @@ def test_failed_job_shows_its_error_and_page_stays_usable(planning_home: Path) -
 
 def test_optimal_plan_never_shows_a_negative_saving(planning_home: Path) -> None:
     """Issue 12: the plan and the baselines count the same components, so an optimal plan never 'loses'."""
-    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="views/3_Plan.py")
     assert not at.exception
     saving = next(m for m in at.metric if m.label.startswith("Savings vs best"))
     assert not str(saving.value).startswith("-")
@@ -59,7 +59,7 @@ def test_optimal_plan_never_shows_a_negative_saving(planning_home: Path) -> None
 
 
 def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="views/3_Plan.py")
     labels = [b.label for b in at.get("download_button")]
     assert {"Report (printable HTML)", "Report (Markdown)", "Deployment files (SkyPilot + Kubernetes, zip)",
             "Plan JSON"} <= set(labels)
@@ -67,7 +67,7 @@ def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -
 
 def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path) -> None:
     """Issue 10: "Check with simulation" runs api.simulate + headroom as a job; KPIs and CDFs vs SLO appear."""
-    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    at, plan_job = planned(planning_home, page="views/3_Plan.py")
     next(b for b in at.button if b.label == "Check with simulation").click()
     at.run()
     sim_job = dict(at.session_state["sim_jobs"])[plan_job]
@@ -86,7 +86,7 @@ def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path)
 
 def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_home: Path) -> None:
     """Issue 12 finance: the same demand per market, on-demand next to spot, monthly cost, spot cheaper."""
-    at, plan_job = planned(planning_home, page="pages/3_Plan.py")
+    at, plan_job = planned(planning_home, page="views/3_Plan.py")
     next(b for b in at.button if b.label == "Compare clouds and regions").click()
     at.run()
     job = dict(at.session_state["market_jobs"])[plan_job]
@@ -104,7 +104,7 @@ def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_hom
 def test_sharing_section_for_many_models(planning_home: Path) -> None:
     """Issue 14 UI: a many-model preset gets the sharing section; the job's shared nodes, memory and cost appear,
     and the shared figure adds the shared GPUs and the dedicated part exactly."""
-    at, plan_job = planned(planning_home, choice="preset:long-tail", page="pages/3_Plan.py")
+    at, plan_job = planned(planning_home, choice="preset:long-tail", page="views/3_Plan.py")
     assert "Share GPUs between low-traffic models" in [h.value for h in at.header]
     next(b for b in at.button if b.label == "Plan with sharing").click()
     at.run()
@@ -122,13 +122,13 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
 
 
 def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="views/3_Plan.py")
     assert "Share GPUs between low-traffic models" not in [h.value for h in at.header]
 
 
 def test_plan_page_shows_capacity_and_cost_with_their_band(planning_home: Path) -> None:
     """Issue 9 §5: the plan's capacity and cost carry the validation-derived uncertainty band."""
-    at, _ = planned(planning_home, page="pages/3_Plan.py")
+    at, _ = planned(planning_home, page="views/3_Plan.py")
     assert not at.exception
     shown = texts(at)
     assert "How far to trust the capacity" in shown and "costs up to $" in shown

@@ -9,7 +9,7 @@ from tests.app.conftest import app, save_tiny, texts
 
 def _on_tiny(home: Path):  # type: ignore[no-untyped-def]
     save_tiny(home)
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     load = next(s for s in at.selectbox if s.label == "Preset or saved scenario")
     load.set_value("saved:tiny")
     next(b for b in at.button if b.label == "Load").click()
@@ -18,7 +18,7 @@ def _on_tiny(home: Path):  # type: ignore[no-untyped-def]
 
 
 def test_scenario_page_renders_tables() -> None:
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     assert not at.exception
     subheaders = [s.value for s in at.subheader]
     for name in ("Models, SLOs and demand", "Where", "Objective and options", "Prices and availability",
@@ -65,7 +65,7 @@ def test_invalid_saved_file_shows_the_parse_error(planning_home: Path) -> None:
     folder = planning_home / "scenarios"
     folder.mkdir(parents=True)
     (folder / "broken.yaml").write_text("name: x\nmodels: [\n", encoding="utf-8")
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     next(s for s in at.selectbox if s.label == "Preset or saved scenario").set_value("saved:broken")
     next(b for b in at.button if b.label == "Load").click()
     at.run()
@@ -74,7 +74,7 @@ def test_invalid_saved_file_shows_the_parse_error(planning_home: Path) -> None:
 
 
 def test_custom_model_without_file_says_what_to_do() -> None:
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     next(b for b in at.button if b.label == "Add model").click()
     at.run()
     assert "config.json" in "\n".join(str(e.value) for e in at.error)
@@ -127,14 +127,14 @@ def test_a_negative_rate_is_refused_not_clamped(planning_home: Path) -> None:
         assert "rate_rps" in exc.field and "≥ 0" in exc.problem
     else:
         raise AssertionError("a negative rate was accepted")
-    source = (Path(__file__).resolve().parents[2] / "pages" / "1_Scenario.py").read_text(encoding="utf-8")
+    source = (Path(__file__).resolve().parents[2] / "views" / "1_Scenario.py").read_text(encoding="utf-8")
     editor = source[source.index("edited_models = st.data_editor"):source.index('st.subheader("Where")')]
     assert "min_value" not in editor  # a min_value would make the browser clamp −5 to 5 before validation
 
 
 def test_every_option_has_help_text() -> None:
     """Issue 12: Nmax, ρ, K and the other options explain themselves in one line."""
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     widgets = [*at.number_input, *at.selectbox, *at.radio]
     options = {w.label: w.help for w in widgets if w.label.split()[0] in
                {"Nmax", "ρ", "K", "Time", "Solver", "Mode", "Pricing", "Objective"}}

@@ -9,18 +9,18 @@ from tests.app.conftest import app, save_tiny, texts, wait_for_job
 
 
 def test_templates_page_asks_for_a_build() -> None:
-    at = app("pages/2_Templates.py")
+    at = app("views/2_Templates.py")
     assert not at.exception
     assert "Build the template library" in texts(at)
 
 
 def test_build_library_then_explore(planning_home: Path) -> None:
     save_tiny(planning_home)
-    at = app("pages/1_Scenario.py")
+    at = app("views/1_Scenario.py")
     next(s for s in at.selectbox if s.label == "Preset or saved scenario").set_value("saved:tiny")
     next(b for b in at.button if b.label == "Load").click()
     at.run()
-    at.switch_page("pages/2_Templates.py")
+    at.switch_page("views/2_Templates.py")
     at.run()
     next(b for b in at.button if b.label == "Build the template library").click()
     at.run()

@@ -14,7 +14,7 @@ from tests.app.conftest import app, planned, texts, wait_for_job
 
 
 def test_timeline_page_plans_a_day_in_the_background(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/7_Timeline.py")  # the working scenario is "tiny"
+    at, _ = planned(planning_home, page="views/7_Timeline.py")  # the working scenario is "tiny"
     assert not at.exception
     assert "Plan the day" in [b.label for b in at.button]
     at.selectbox(key="tl_src_llama-3-8b").set_value("sample: azure_conv_day")
@@ -33,13 +33,13 @@ def test_timeline_page_plans_a_day_in_the_background(planning_home: Path) -> Non
 
 
 def test_timeline_page_without_a_job_explains(planning_home: Path) -> None:
-    at = app("pages/7_Timeline.py")
+    at = app("views/7_Timeline.py")
     assert not at.exception
     assert "Plan the day" in texts(at)
 
 
 def _run_timeline(planning_home: Path, setup: Callable[[AppTest], None]) -> AppTest:
-    at, _ = planned(planning_home, page="pages/7_Timeline.py")  # the working scenario is "tiny" (2 req/s)
+    at, _ = planned(planning_home, page="views/7_Timeline.py")  # the working scenario is "tiny" (2 req/s)
     setup(at)
     next(b for b in at.button if b.label == "Plan the day").click()
     at.run()

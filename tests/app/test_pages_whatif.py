@@ -8,13 +8,13 @@ from tests.app.conftest import app, planned, texts, wait_for_job
 
 
 def test_whatif_without_plan_offers_to_plan() -> None:
-    at = app("pages/4_What-if.py")
+    at = app("views/4_What-if.py")
     assert not at.exception
     assert "No plan of" in texts(at)
 
 
 def test_demand_variant_compared_with_base(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
     assert not at.exception
     next(b for b in at.button if b.label == "Run variant").click()  # default: demand ×2, all models
     at.run()
@@ -31,7 +31,7 @@ def test_demand_variant_compared_with_base(planning_home: Path) -> None:
 
 
 def test_bad_sweep_factors_show_a_message(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
     next(t for t in at.text_input if t.label == "Factors k").set_value("1, two")
     next(b for b in at.button if b.label == "Run sweep").click()
     at.run()
@@ -40,7 +40,7 @@ def test_bad_sweep_factors_show_a_message(planning_home: Path) -> None:
 
 
 def test_removing_the_only_region_is_refused(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
     at.selectbox(key="whatif_kind").set_value("remove_region")
     at.run()
     next(b for b in at.button if b.label == "Run variant").click()
@@ -50,7 +50,7 @@ def test_removing_the_only_region_is_refused(planning_home: Path) -> None:
 
 
 def test_sweep_runs_in_background(planning_home: Path) -> None:
-    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
     next(t for t in at.text_input if t.label == "Factors k").set_value("1, 2")
     next(b for b in at.button if b.label == "Run sweep").click()
     at.run()
@@ -64,7 +64,7 @@ def test_sweep_runs_in_background(planning_home: Path) -> None:
 def test_variants_are_simulated_and_never_show_a_negative_saving(planning_home: Path) -> None:
     """Issue 10: attainment per variant; issue 12: no variant row shows the optimal plan losing to a baseline
     that serves the same demand."""
-    at, _ = planned(planning_home, page="pages/4_What-if.py")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
     next(b for b in at.button if b.label == "Run variant").click()
     at.run()
     (label, job_id), = dict(at.session_state["whatif_jobs"]).items()

@@ -162,6 +162,21 @@ def test_plan_read_and_whatif_in_a_real_browser(server: str, browser: Any) -> No
     page.close()
 
 
+def test_a_direct_link_opens_the_page_inside_the_apps_navigation(server: str, browser: Any) -> None:
+    """A shared link to /Timeline on a fresh session runs app.py's navigation (icons, no stray "app" entry):
+    with the page scripts in a folder named pages/, Streamlit served them directly and bypassed app.py."""
+    page = browser.new_page()
+    page.goto(server.rstrip("/") + "/Timeline")
+    page.get_by_role("heading", name="Timeline").first.wait_for(timeout=60_000)
+    _settled(page)
+    nav = page.get_by_test_id("stSidebarNav")
+    links = [t.strip() for t in nav.get_by_role("link").all_inner_texts()]
+    names = [t.splitlines()[-1].strip() for t in links]
+    assert "app" not in names and names[0] == "Home" and "Timeline" in names, links
+    assert "timeline" in nav.inner_text()  # the Material icon's ligature: app.py's st.Page list is in charge
+    page.close()
+
+
 @pytest.mark.benchmark  # a timing, not a check: a cold 1M-template build in the browser (`make bench`)
 def test_plan_time_coral_extended(server: str, browser: Any) -> None:
     page = browser.new_page()

@@ -15,7 +15,7 @@ widgets.page("Plan", "What to rent where, how each model replica is pipelined, a
 record = state.current_solve_job()
 if record is None:
     st.info("No plan yet. Pick a scenario on Home and press **Plan it**.")
-    st.page_link("pages/0_Home.py", label="Home", icon=":material/home:")
+    st.page_link("views/0_Home.py", label="Home", icon=":material/home:")
     st.stop()
 if not record.is_terminal:
     widgets.live_jobs({"Planning": record.id}, key="plan")

@@ -92,4 +92,4 @@ if plans:
         if st.form_submit_button("Open on the Plan page"):
             st.session_state["solve_job"] = pick
             st.query_params["job"] = pick
-            st.switch_page("pages/3_Plan.py")
+            st.switch_page("views/3_Plan.py")

@@ -235,4 +235,4 @@ if add_custom:
         widgets.show_error(exc)
 
 st.divider()
-st.page_link("pages/0_Home.py", label="Plan this scenario on Home", icon=":material/home:")
+st.page_link("views/0_Home.py", label="Plan this scenario on Home", icon=":material/home:")

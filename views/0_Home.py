@@ -113,18 +113,18 @@ elif record.status == "done":
         elapsed = record.elapsed
         if elapsed is not None:
             st.caption(f"Job {record.id} finished in {elapsed:.1f} s.")
-        st.page_link("pages/3_Plan.py", label="Read the full plan, compare clouds and download the report",
+        st.page_link("views/3_Plan.py", label="Read the full plan, compare clouds and download the report",
                      icon=":material/insights:")
 else:
     widgets.show_job_outcome(record)
 
 st.divider()
 links = [*st.columns(4), *st.columns(4)]  # two rows: labels stay whole on a laptop screen
-links[0].page_link("pages/1_Scenario.py", label="Edit the scenario", icon=":material/edit:")
-links[1].page_link("pages/2_Templates.py", label="Explore templates", icon=":material/extension:")
-links[2].page_link("pages/3_Plan.py", label="Read the plan", icon=":material/insights:")
-links[3].page_link("pages/4_What-if.py", label="Try what-ifs", icon=":material/alt_route:")
-links[4].page_link("pages/5_Jobs.py", label="Jobs", icon=":material/schedule:")
-links[5].page_link("pages/6_Catalog.py", label="GPU catalog", icon=":material/menu_book:")
-links[6].page_link("pages/7_Timeline.py", label="Plan over a day", icon=":material/timeline:")
-links[7].page_link("pages/8_Learn.py", label="Learn", icon=":material/school:")
+links[0].page_link("views/1_Scenario.py", label="Edit the scenario", icon=":material/edit:")
+links[1].page_link("views/2_Templates.py", label="Explore templates", icon=":material/extension:")
+links[2].page_link("views/3_Plan.py", label="Read the plan", icon=":material/insights:")
+links[3].page_link("views/4_What-if.py", label="Try what-ifs", icon=":material/alt_route:")
+links[4].page_link("views/5_Jobs.py", label="Jobs", icon=":material/schedule:")
+links[5].page_link("views/6_Catalog.py", label="GPU catalog", icon=":material/menu_book:")
+links[6].page_link("views/7_Timeline.py", label="Plan over a day", icon=":material/timeline:")
+links[7].page_link("views/8_Learn.py", label="Learn", icon=":material/school:")

@@ -72,6 +72,7 @@ __all__ = [
     "result_json",
     "result_summary",
     "save_scenario",
+    "simulate_shared",
     "solve",
     "solve_shared",
     "sweep",
@@ -515,6 +516,20 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     from planning.sharing import solve_shared as _solve_shared
 
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
+
+
+def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
+                    admission: str = "moore-hodgson", kv: str = "paged", evict_after_s: float | None = None,
+                    rate_scale: float = 1.0) -> Any:
+    """Simulate the shared nodes of a :func:`solve_shared` result request by request (Prism Sec. 6: co-located
+    models time-share each GPU; ``admission`` ``"moore-hodgson"`` or ``"fcfs"``; ``kv`` ``"paged"`` or
+    ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
+    for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
+    """
+    from planning.sharing.simulate import simulate_sharing
+
+    return simulate_sharing(result, scenario, context=engine_context(), duration_s=duration_s, seed=seed,
+                            admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
 
 
 # --- simulation (planning.simulate): check a plan's SLO promise request by request -------------------------------

@@ -1,12 +1,13 @@
 """Sharing benchmark: KVPR vs exact min-max KVPR, Moore–Hodgson vs FCFS, and dedicated vs shared on long-tail.
 
-Run: ``python3 benchmarks/bench_sharing.py [--runs 3] [--time-limit 60]``.
+Run: ``python3 benchmarks/bench_sharing.py [--runs 3] [--time-limit 60] [--simulate 3600]``.
 
 Prints (1) Alg. 1 against the exact min-max-KVPR placement on 200 seeded instances (the App. A.1 bound factor
 and how often they tie), (2) late requests of Moore–Hodgson vs FCFS on seeded queues, (3) on the ``long-tail``
 preset: the dedicated plan (allocation ILP, every model its own instances), the shared plan with the KVPR pool
 and with the exact packing MILP — cost, GPUs, solve time (median of ``--runs``) — and the same on an H100-only
-variant (Prism's setting: identical H100 GPUs).
+variant (Prism's setting: identical H100 GPUs); with ``--simulate S``, each shared plan's shared nodes simulated
+request by request for S seconds (seeds 0–2, Moore–Hodgson and FCFS).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def admission(n: int) -> None:
     print(f"Moore–Hodgson vs FCFS, {n} queues of 40 requests: late {mh / total:.1%} vs {ff / total:.1%}")
 
 
+SIMULATE_S = 0.0
+
+
 def timed(fn, runs: int):  # type: ignore[no-untyped-def]
     times, out = [], None
     for _ in range(runs):
@@ -84,6 +88,14 @@ def plans(name: str, s: Scenario, runs: int) -> None:
         if res.n_gpus and ded.status in ("optimal", "feasible"):
             print(f"      saving vs dedicated: {n_ded / res.n_gpus:.2f}x fewer GPUs, "
                   f"{ded.cost_per_hour / res.cost_per_hour:.2f}x lower cost")
+        if SIMULATE_S and res.shared_nodes:  # request-level check of the shared part, 3 seeds
+            for adm in ("moore-hodgson", "fcfs"):
+                sims = [api.simulate_shared(res, s, duration_s=SIMULATE_S, seed=k, admission=adm) for k in range(3)]
+                worst = [min(sim.models, key=lambda m: m.attainment) for sim in sims]
+                print(f"      simulated {SIMULATE_S:.0f} s, {adm:13s}: shared requests within SLO "
+                      + " / ".join(f"{sim.attainment:.2%}" for sim in sims) + "; worst model "
+                      + " / ".join(f"{w.model} {w.attainment:.1%}" for w in worst)
+                      + f"; GPU busy max {max(max(sim.node_busy) for sim in sims):.2f}")
 
 
 def many(s: Scenario, runs: int) -> None:
@@ -103,7 +115,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--h100-only", action="store_true", help="only the H100-only variant")
+    ap.add_argument("--simulate", type=float, default=0.0, help="seconds of arrivals to simulate each shared plan")
     args = ap.parse_args()
+    global SIMULATE_S
+    SIMULATE_S = args.simulate
     t0 = time.perf_counter()
     s = api.load_preset_scenario("long-tail")
     api.validate(s)

@@ -58,6 +58,9 @@ MAX_TEXT = 200
 MAX_DESCRIPTION = 20_000
 MAX_ITEMS = 10_000
 """Longest list (offers, templates, overrides) in a scenario."""
+MAX_MODELS = 256
+"""Most models in one scenario (long-tail hosting: Perplexity serves 46, the Prism study 58, the sharing
+benchmark 104); each model multiplies the planner's work, so this stays far below MAX_ITEMS."""
 _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _SHAPE_TEXT = re.compile(r"[1-9][0-9]{0,3}x[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -578,7 +581,7 @@ class Scenario:
         _reject_unknown(d, "", cls)
         name = _text(d.get("name"), "name") or "scenario"
         models = tuple(ModelRequest.from_dict(m, f"models[{i}]")
-                       for i, m in enumerate(_list(d.get("models"), "models", max_items=64)))
+                       for i, m in enumerate(_list(d.get("models"), "models", max_items=MAX_MODELS)))
         if not models:
             raise PlanningError("models", "is empty.", "add at least one model, e.g. - {id: llama-3-8b, slo: {...}, demand: {...}}.")
         ids = [m.id for m in models]

@@ -73,3 +73,16 @@ options: {sharing: off, sharing_threshold_rps: null}
     assert s.options.sharing == "off" and s.options.sharing_threshold_rps is None
     with pytest.raises(PlanningError, match=r"options\.sharing"):
         parse_scenario_text(text.replace("sharing: off", "sharing: greedy"))
+
+
+def test_a_long_tail_of_models_fits_and_the_cap_names_the_field(small: dict[str, Any]) -> None:
+    """Scenarios hold long tails (the Prism study hosts 58 models; the sharing benchmark 104): up to MAX_MODELS
+    validate; one more is refused with the field and the fix, not a traceback."""
+    from planning.scenario import MAX_MODELS
+
+    base = small["models"][0]
+    many = {**small, "models": [{**base, "id": f"ft-{k:03d}", "base": "llama-3-8b"} for k in range(MAX_MODELS)]}
+    assert len(Scenario.from_dict(many).models) == MAX_MODELS
+    many["models"].append({**base, "id": "one-too-many", "base": "llama-3-8b"})
+    with pytest.raises(PlanningError, match=rf"models.*more than the {MAX_MODELS}"):
+        Scenario.from_dict(many)

@@ -47,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "perf model's engine setting, else 2048)")
     p.add_argument("--max-seqs", type=int, default=None,
                    help="largest decode batch per engine copy (default: the perf model's setting, else 1024)")
+    p.add_argument("--sharing", choices=("kvpr", "exact"), default=None,
+                   help="plan a scenario with GPU sharing for its low-rate models first, then simulate the shared "
+                        "GPUs request by request and the dedicated plan as usual")
+    p.add_argument("--admission", choices=("moore-hodgson", "fcfs"), default="moore-hodgson",
+                   help="with --sharing: admission order on a shared GPU (default moore-hodgson, Prism Alg. 2)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -89,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         raise PlanningError("source", "nothing to simulate.", "give PLAN.json, a scenario file, --preset NAME, or "
                                                                "--model/--gpu for a benchmark.")
     trace = api.load_trace(args.trace) if args.trace else None
+    if args.sharing:
+        return _run_shared(args, target)
     result = api.simulate(target, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
                           router=args.router, trace=trace, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
     room = api.simulate_headroom(target, duration_s=args.duration, seed=args.seed, router=args.router, trace=trace,
@@ -100,6 +107,46 @@ def run(args: argparse.Namespace) -> int:
         print_json(_finite(payload))
     else:
         print(format_result(result, room))
+    return 0
+
+
+def _run_shared(args: argparse.Namespace, target: PlanResult | Scenario) -> int:
+    """``--sharing``: plan with shared GPUs, simulate the shared nodes and the dedicated plan."""
+    from planning import api
+    from planning.cli import print_json
+    from planning.scenario import Scenario
+
+    if not isinstance(target, Scenario):
+        raise PlanningError("--sharing", "needs a scenario, not a saved plan.", "give a scenario file or --preset.")
+    if args.trace or args.headroom:
+        raise PlanningError("--sharing", "does not take --trace or --headroom (shared GPUs run Poisson or on/off "
+                            "bursts at each model's rate).", "drop --trace/--headroom.")
+    plan = api.solve_shared(target, method=args.sharing)
+    if plan.status == "infeasible":
+        raise PlanningError("--sharing", "the shared plan is infeasible: " + " ".join(plan.notes),
+                            "raise availability or lower the sharing threshold.")
+    shared = api.simulate_shared(plan, target, duration_s=args.duration, seed=args.seed, admission=args.admission,
+                                 rate_scale=args.rate_scale)
+    dedicated = (api.simulate(plan.dedicated, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
+                              router=args.router, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
+                 if plan.dedicated is not None and plan.dedicated.instances else None)
+    if args.json:
+        print_json(_finite({"sharing": args.sharing, "cost_per_hour": plan.cost_per_hour, "gpus": plan.n_gpus,
+                            "shared": shared.to_dict(),
+                            "dedicated": dedicated.to_dict() if dedicated is not None else None}))
+        return 0
+    lines = [f"Shared plan ({args.sharing}): ${plan.cost_per_hour:,.2f}/h on {plan.n_gpus} GPUs "
+             f"({len(plan.shared_nodes)} shared GPUs for {len(plan.shared_models)} models)",
+             f"Shared GPUs ({args.admission} admission, {shared.duration_s:g} s, seed {shared.seed}): "
+             f"{shared.requests:,} requests, {shared.attainment:.2%} within SLO, worst model "
+             f"{shared.min_attainment:.2%}", "",
+             f"{'model':<20} {'GPU':>5} {'node':>4} {'reqs':>6} {'attain':>7} {'TTFT p50/p99 ms':>16} {'TPOT p99 ms':>11}"]
+    for m in sorted(shared.models, key=lambda m: (m.attainment, m.model)):
+        lines.append(f"{m.model:<20} {m.gpu:>5} {m.node:>4} {m.requests:>6,} {m.attainment:>7.2%} "
+                     f"{m.ttft_ms_p50:>7.0f}/{m.ttft_ms_p99:>7.0f} {m.tpot_ms_p99:>11.1f}")
+    if dedicated is not None:
+        lines += ["", "Dedicated plan of the popular models:", format_result(dedicated)]
+    print("\n".join(lines))
     return 0
 
 

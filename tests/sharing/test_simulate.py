@@ -125,3 +125,25 @@ def test_long_tail_shared_plan_end_to_end() -> None:
     assert len(sim.node_busy) == len(res.shared_nodes) and max(sim.node_busy) < 1.0
     assert 0.0 < sim.attainment <= 1.0 and sim.requests > 0
     assert sim.to_dict()["requests"] == sum(m.requests for m in sim.models)
+
+
+def test_cli_simulate_with_sharing(small: dict, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[type-arg, no-untyped-def]
+    """`planning simulate SCENARIO --sharing kvpr`: the shared GPUs simulated request by request next to the
+    dedicated plan; JSON has both parts; a saved plan or a trace is refused with the fix."""
+    import json
+
+    from planning.cli import main
+    from planning.scenario import Scenario, save_scenario
+
+    path = save_scenario(Scenario.from_dict(small), tmp_path / "small.yaml")
+    assert main(["simulate", str(path), "--sharing", "kvpr", "--duration", "120", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    shared = {m["model"] for m in out["shared"]["models"]}
+    assert shared and "llama-3-8b" not in shared  # the popular model stays dedicated
+    assert out["dedicated"] is not None and {m["model"] for m in out["dedicated"]["models"]} == {"llama-3-8b"}
+    assert 0.0 <= out["shared"]["attainment"] <= 1.0 and out["gpus"] >= 1
+    assert main(["simulate", str(path), "--sharing", "kvpr", "--duration", "60"]) == 0
+    text = capsys.readouterr().out
+    assert "Shared plan (kvpr)" in text and "Dedicated plan of the popular models" in text
+    assert main(["simulate", str(path), "--sharing", "kvpr", "--headroom"]) == 2
+    assert "--sharing" in capsys.readouterr().err

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import planning
 from planning import api
+from planning.errors import PlanningError
 from planning.jobs import JobToken, ProgressFn
 from planning.scenario import Scenario
 
@@ -113,8 +115,30 @@ def sharing_request(scenario: Scenario, method: str, threshold_rps: float) -> di
 
 
 def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
-    """``planning.api.solve_shared`` → ``SharingResult.to_dict()``."""
+    """``planning.api.solve_shared`` → ``SharingResult.to_dict()``, plus ``simulated``: the shared GPUs simulated
+    request by request (``api.simulate_shared``, 600 s of arrivals, seed 0; NaN → None) or ``simulated_error``."""
     scenario = Scenario.from_dict(request["scenario"])
     result = api.solve_shared(scenario, method=request["method"], progress=progress, cancel=cancel)
     out: dict[str, Any] = result.to_dict()
+    if result.shared_nodes:
+        cancel.check()
+        progress(0.95, "simulating the shared GPUs request by request")
+        try:
+            sim = api.simulate_shared(result, scenario, duration_s=SHARED_SIM_S, seed=0)
+            out["simulated"] = _no_nan(sim.to_dict())
+        except PlanningError as exc:
+            out["simulated_error"] = str(exc)
     return out
+
+
+SHARED_SIM_S = 600.0
+
+
+def _no_nan(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _no_nan(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_no_nan(v) for v in obj]
+    return obj

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from planning.errors import PlanningError
@@ -80,3 +82,33 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
     left, right = st.columns(2)
     left.plotly_chart(vshare.shared_nodes_figure(nodes), width="stretch", key="sharing_nodes")
     right.plotly_chart(vshare.shared_memory_figure(nodes), width="stretch", key="sharing_memory")
+    _simulated(out)
+
+
+def _simulated(out: dict[str, Any]) -> None:
+    """The shared GPUs simulated request by request (the job's ``simulated``): KPIs and the per-model table."""
+    if "simulated_error" in out:
+        st.warning(f"The shared GPUs could not be simulated: {out['simulated_error']}")
+    sim = out.get("simulated")
+    if not sim:
+        return
+    st.markdown("**Simulated request by request** (the shared GPUs only; the dedicated part is checked by "
+                "*Check with simulation* above)")
+    widgets.explain("shared_simulation", "Each shared GPU runs its models' requests in turn: one prompt, or one step "
+                    "of every model that is generating. New prompts are taken in Moore–Hodgson order (Prism): as many "
+                    "as possible meet their time-to-first-token target. A model waits when its share of the KV cache "
+                    "is full.")
+    c = st.columns(3)
+    c[0].metric("Requests within SLO", f"{sim['attainment']:.2%}",
+                help=f"{sim['requests']:,} requests in {sim['duration_s']:g} s of Poisson/bursty arrivals (seed "
+                     f"{sim['seed']}); a request counts when its TTFT and TPOT both meet the model's targets.")
+    c[1].metric("Worst model", f"{sim['min_attainment']:.2%}")
+    c[2].metric("Busiest shared GPU", f"{max(sim['node_busy'], default=0.0):.0%} busy")
+    rows = sorted(sim["models"], key=lambda m: (m["attainment"], m["model"]))
+    st.dataframe([{"model": m["model"], "GPU": m["gpu"], "shared GPU #": m["node"], "requests": m["requests"],
+                   "within SLO": m["attainment"], "TTFT p99 (ms)": m["ttft_ms_p99"],
+                   "TPOT p99 (ms)": m["tpot_ms_p99"]} for m in rows],
+                 hide_index=True, width="stretch",
+                 column_config={"within SLO": st.column_config.NumberColumn(format="percent"),
+                                "TTFT p99 (ms)": st.column_config.NumberColumn(format="%.0f"),
+                                "TPOT p99 (ms)": st.column_config.NumberColumn(format="%.1f")})

@@ -119,6 +119,12 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
     assert abs((shared - dedicated) / dedicated - change) < 0.001 + 0.01 / dedicated
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("weights vs KV pool" in s for s in specs) and any("Dedicated plan vs shared plan" in s for s in specs)
+    # the shared GPUs simulated request by request: KPIs and one row per shared model, worst first
+    within = metrics["Requests within SLO"]
+    assert within.endswith("%") and 0.0 <= float(within.rstrip("%")) <= 100.0
+    table = next(d.value for d in at.dataframe if "within SLO" in d.value.columns)
+    assert len(table) >= 10 and list(table["within SLO"]) == sorted(table["within SLO"])
+    assert "Moore–Hodgson" in texts(at)
 
 
 def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:

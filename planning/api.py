@@ -57,6 +57,7 @@ __all__ = [
     "engine_context",
     "fingerprint",
     "is_plan_json",
+    "json_safe",
     "list_presets",
     "load_plan",
     "load_preset_scenario",
@@ -516,6 +517,13 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     from planning.sharing import solve_shared as _solve_shared
 
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
+
+
+def json_safe(obj: Any) -> Any:
+    """A result dict as standard JSON: NaN and ±inf become None (``planning.safeio.json_safe``)."""
+    from planning.safeio import json_safe as _json_safe
+
+    return _json_safe(obj)
 
 
 def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,

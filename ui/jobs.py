@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import planning
@@ -125,20 +124,10 @@ def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken)
         progress(0.95, "simulating the shared GPUs request by request")
         try:
             sim = api.simulate_shared(result, scenario, duration_s=SHARED_SIM_S, seed=0)
-            out["simulated"] = _no_nan(sim.to_dict())
+            out["simulated"] = api.json_safe(sim.to_dict())
         except PlanningError as exc:
             out["simulated_error"] = str(exc)
     return out
 
 
 SHARED_SIM_S = 600.0
-
-
-def _no_nan(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _no_nan(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_no_nan(v) for v in obj]
-    return obj

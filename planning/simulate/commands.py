@@ -4,11 +4,11 @@ single node closed-loop like a serving benchmark."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from planning.errors import PlanningError
+from planning.safeio import json_safe
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
 from planning.simulate.run import ROUTERS
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         payload = result.to_dict()
         if room is not None:
             payload["headroom"] = room.to_dict()
-        print_json(_finite(payload))
+        print_json(json_safe(payload))
     else:
         print(format_result(result, room))
     return 0
@@ -131,7 +131,7 @@ def _run_shared(args: argparse.Namespace, target: PlanResult | Scenario) -> int:
                               router=args.router, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
                  if plan.dedicated is not None and plan.dedicated.instances else None)
     if args.json:
-        print_json(_finite({"sharing": args.sharing, "cost_per_hour": plan.cost_per_hour, "gpus": plan.n_gpus,
+        print_json(json_safe({"sharing": args.sharing, "cost_per_hour": plan.cost_per_hour, "gpus": plan.n_gpus,
                             "shared": shared.to_dict(),
                             "dedicated": dedicated.to_dict() if dedicated is not None else None}))
         return 0
@@ -148,17 +148,6 @@ def _run_shared(args: argparse.Namespace, target: PlanResult | Scenario) -> int:
         lines += ["", "Dedicated plan of the popular models:", format_result(dedicated)]
     print("\n".join(lines))
     return 0
-
-
-def _finite(obj: Any) -> Any:
-    """NaN → None so the JSON is standard."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def format_result(r: SimResult, room: HeadroomResult | None = None) -> str:

@@ -28,7 +28,8 @@ from planning.catalog.schema import ModelSpec, parse_shape
 from planning.context import CancelToken, check_cancel, time_left
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.result import PlanResult
-from planning.scenario import BOUNDS, Objective, Scenario
+from planning.scenario import Objective, Scenario
+from planning.scenario_fields import BOUNDS
 
 UNBOUNDED_SLO_MS = 1e7
 EXPLAIN_SECONDS = 10.0  # time limit of the extra cost solve that prices 100 % under a binding budget

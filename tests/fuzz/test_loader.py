@@ -13,7 +13,8 @@ import yaml
 from planning.catalog.presets import load_preset
 from planning.errors import PlanningError, UnknownIdError, quote
 from planning.safeio import Limits, load_data, load_json, load_yaml, read_text
-from planning.scenario import BOUNDS, Scenario, load_scenario, parse_scenario_text
+from planning.scenario import Scenario, load_scenario, parse_scenario_text
+from planning.scenario_fields import BOUNDS
 from tests.fuzz.mutators import ALIAS_BOMB
 
 BASE: dict[str, Any] = load_preset("coral-core")

@@ -11,6 +11,14 @@ from typing import Any
 
 import pandas as pd
 
+from planning.api_simulate import (
+    load_trace,
+    sim_result_from_dict,
+    simulate,
+    simulate_benchmark,
+    simulate_headroom,
+    simulate_shared,
+)
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
 from planning.errors import PlanningError, quote
@@ -19,7 +27,7 @@ from planning.learn import Lesson
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
-from planning.safeio import Limits, load_json, read_text
+from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.templates.sets import build_template_sets, template_costs
 from planning.templates.stages import stages_from_json
@@ -62,6 +70,7 @@ __all__ = [
     "load_plan",
     "load_preset_scenario",
     "load_scenario",
+    "load_trace",
     "make_variant",
     "offers_frame",
     "parse_scenario_text",
@@ -73,6 +82,10 @@ __all__ = [
     "result_json",
     "result_summary",
     "save_scenario",
+    "sim_result_from_dict",
+    "simulate",
+    "simulate_benchmark",
+    "simulate_headroom",
     "simulate_shared",
     "solve",
     "solve_shared",
@@ -519,102 +532,6 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
 
 
-def json_safe(obj: Any) -> Any:
-    """A result dict as standard JSON: NaN and ±inf become None (``planning.safeio.json_safe``)."""
-    from planning.safeio import json_safe as _json_safe
-
-    return _json_safe(obj)
-
-
-def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
-                    admission: str = "moore-hodgson", kv: str = "paged", evict_after_s: float | None = None,
-                    rate_scale: float = 1.0) -> Any:
-    """Simulate the shared nodes of a :func:`solve_shared` result request by request (Prism Sec. 6: co-located
-    models time-share each GPU; ``admission`` ``"moore-hodgson"`` or ``"fcfs"``; ``kv`` ``"paged"`` or
-    ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
-    for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
-    """
-    from planning.sharing.simulate import simulate_sharing
-
-    return simulate_sharing(result, scenario, context=engine_context(), duration_s=duration_s, seed=seed,
-                            admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
-
-
-# --- simulation (planning.simulate): check a plan's SLO promise request by request -------------------------------
-def _sim_topology(target: Any, config: Any) -> Any:
-    from planning.simulate import build_topology
-
-    if isinstance(target, Scenario):
-        scenario, plan = target, solve(target)
-    else:
-        plan = target
-        if not plan.scenario:
-            raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
-        scenario = Scenario.from_dict(plan.scenario)
-    return build_topology(plan, scenario, engine_context().perf, config)
-
-
-def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
-             router: str = "proportional", trace: Any = None, chunk_tokens: int | None = None,
-             max_seqs: int | None = None) -> Any:
-    """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
-
-    Parameters
-    ----------
-    target: a PlanResult (with its scenario) or a Scenario.
-    duration_s: arrival window in seconds. rate_scale: multiplies every model's rate. seed: random seed.
-    router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
-    trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
-    chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
-        model's engine settings).
-
-    Returns
-    -------
-    ``planning.simulate.SimResult``.
-
-    Raises
-    ------
-    PlanningError: bad options, an empty plan, or an instance the simulator cannot model.
-    """
-    from planning.simulate import SimConfig, simulate_topology
-
-    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
-                    chunk_tokens=chunk_tokens, max_seqs=max_seqs)
-    return simulate_topology(_sim_topology(target, cfg), cfg)
-
-
-def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
-                      router: str = "proportional", trace: Any = None, target_attainment: float = 0.99,
-                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
-    """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
-
-    Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
-    """
-    from planning.simulate import SimConfig, headroom
-
-    cfg = SimConfig(duration_s=duration_s, seed=seed, router=router, trace=trace, chunk_tokens=chunk_tokens,
-                    max_seqs=max_seqs)
-    return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
-
-
-def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-                       input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
-    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
-    from planning.simulate import benchmark
-
-    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
-                     concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
-                     perf=engine_context().perf)
-
-
-def load_trace(path: str | Path) -> Any:
-    """Read a request trace (Azure CSV, Mooncake JSONL/CSV, plain CSV) for :func:`simulate`."""
-    from planning.traces import read_trace
-
-    return read_trace(path)
-
-
 def timeline(scenario: Scenario, demand: Sequence[Any], *, availability: Any = None, options: Any = None,
              progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
     """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
@@ -698,26 +615,3 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
               "cost_high": cost / (1 - mean_band) if mean_band < 1 else float("inf")}
     return pd.DataFrame(rows, columns=["model", "phase", "region", "gpus", "capacity", "unit", "band", "capacity_low",
                                        "capacity_high"]), totals
-def sim_result_from_dict(data: Mapping[str, Any]) -> Any:
-    """Rebuild a ``planning.simulate.SimResult`` from its ``to_dict()`` (a background job's stored result).
-
-    Raises
-    ------
-    PlanningError: the dict is not a simulation result.
-    """
-    from planning.simulate.metrics import InstanceSim, ModelSim, Percentiles, SimResult
-
-    try:
-        def pct(d: Mapping[str, Any]) -> Percentiles:
-            return Percentiles(*(float("nan") if d.get(k) is None else float(d[k]) for k in ("p50", "p90", "p99", "mean")))
-
-        models = tuple(ModelSim(**{**m, **{k: pct(m[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_prefill_ms",
-                                                                    "queue_decode_ms")},
-                                   "ttft_cdf_ms": tuple(m.get("ttft_cdf_ms") or ()),
-                                   "tpot_cdf_ms": tuple(m.get("tpot_cdf_ms") or ())}) for m in data["models"])
-        instances = tuple(InstanceSim(**i) for i in data["instances"])
-        rest = {k: v for k, v in data.items() if k not in ("models", "instances")}
-        rest["notes"] = tuple(rest.get("notes") or ())
-        return SimResult(models=models, instances=instances, **rest)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanningError("simulation", f"stored result cannot be read ({exc}).", "run the simulation again.") from exc

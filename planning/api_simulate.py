@@ -1,0 +1,134 @@
+"""Public entry points of request-level simulation (re-exported by :mod:`planning.api`, which the CLI, the pages
+and notebooks use): simulate a plan or scenario, find its headroom, run a closed-loop benchmark, simulate shared
+GPUs, read a trace, and rebuild a stored result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import Scenario
+
+
+def _engine_context() -> Any:
+    from planning.api import engine_context  # the process-wide context lives in api (no import cycle at load)
+
+    return engine_context()
+
+
+def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
+                    admission: str = "moore-hodgson", kv: str = "paged", evict_after_s: float | None = None,
+                    rate_scale: float = 1.0) -> Any:
+    """Simulate the shared nodes of a :func:`solve_shared` result request by request (Prism Sec. 6: co-located
+    models time-share each GPU; ``admission`` ``"moore-hodgson"`` or ``"fcfs"``; ``kv`` ``"paged"`` or
+    ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
+    for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
+    """
+    from planning.sharing.simulate import simulate_sharing
+
+    return simulate_sharing(result, scenario, context=_engine_context(), duration_s=duration_s, seed=seed,
+                            admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
+
+
+def _sim_topology(target: Any, config: Any) -> Any:
+    from planning.simulate import build_topology
+
+    if isinstance(target, Scenario):
+        from planning.api import solve
+
+        scenario, plan = target, solve(target)
+    else:
+        plan = target
+        if not plan.scenario:
+            raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
+        scenario = Scenario.from_dict(plan.scenario)
+    return build_topology(plan, scenario, _engine_context().perf, config)
+
+
+def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
+             router: str = "proportional", trace: Any = None, chunk_tokens: int | None = None,
+             max_seqs: int | None = None) -> Any:
+    """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
+
+    Parameters
+    ----------
+    target: a PlanResult (with its scenario) or a Scenario.
+    duration_s: arrival window in seconds. rate_scale: multiplies every model's rate. seed: random seed.
+    router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
+    trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
+    chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
+        model's engine settings).
+
+    Returns
+    -------
+    ``planning.simulate.SimResult``.
+
+    Raises
+    ------
+    PlanningError: bad options, an empty plan, or an instance the simulator cannot model.
+    """
+    from planning.simulate import SimConfig, simulate_topology
+
+    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
+                    chunk_tokens=chunk_tokens, max_seqs=max_seqs)
+    return simulate_topology(_sim_topology(target, cfg), cfg)
+
+
+def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
+                      router: str = "proportional", trace: Any = None, target_attainment: float = 0.99,
+                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+    """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
+
+    Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
+    """
+    from planning.simulate import SimConfig, headroom
+
+    cfg = SimConfig(duration_s=duration_s, seed=seed, router=router, trace=trace, chunk_tokens=chunk_tokens,
+                    max_seqs=max_seqs)
+    return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
+
+
+def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
+                       input_len: int, output_len: int, concurrency: int, requests: int | None = None,
+                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
+    from planning.simulate import benchmark
+
+    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
+                     concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
+                     perf=_engine_context().perf)
+
+
+def load_trace(path: str | Path) -> Any:
+    """Read a request trace (Azure CSV, Mooncake JSONL/CSV, plain CSV) for :func:`simulate`."""
+    from planning.traces import read_trace
+
+    return read_trace(path)
+
+
+def sim_result_from_dict(data: Mapping[str, Any]) -> Any:
+    """Rebuild a ``planning.simulate.SimResult`` from its ``to_dict()`` (a background job's stored result).
+
+    Raises
+    ------
+    PlanningError: the dict is not a simulation result.
+    """
+    from planning.simulate.metrics import InstanceSim, ModelSim, Percentiles, SimResult
+
+    try:
+        def pct(d: Mapping[str, Any]) -> Percentiles:
+            return Percentiles(*(float("nan") if d.get(k) is None else float(d[k]) for k in ("p50", "p90", "p99", "mean")))
+
+        models = tuple(ModelSim(**{**m, **{k: pct(m[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_prefill_ms",
+                                                                    "queue_decode_ms")},
+                                   "ttft_cdf_ms": tuple(m.get("ttft_cdf_ms") or ()),
+                                   "tpot_cdf_ms": tuple(m.get("tpot_cdf_ms") or ())}) for m in data["models"])
+        instances = tuple(InstanceSim(**i) for i in data["instances"])
+        rest = {k: v for k, v in data.items() if k not in ("models", "instances")}
+        rest["notes"] = tuple(rest.get("notes") or ())
+        return SimResult(models=models, instances=instances, **rest)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanningError("simulation", f"stored result cannot be read ({exc}).", "run the simulation again.") from exc

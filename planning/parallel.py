@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
@@ -172,9 +171,7 @@ def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cance
             if cancel is not None and cancel.is_set():
                 break
     finally:
-        if pending:
-            for ref in pending:
-                ray.cancel(ref, force=False)
-            time.sleep(0)  # let the cancels go out before the caller raises
+        for ref in pending:
+            ray.cancel(ref, force=False)
     check_cancel(cancel, what)
     return results

@@ -218,7 +218,6 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
             return int(adm.admitted[0])
         return min(cands, key=lambda i: (arr[i][0] + models[arr[i][1]].profile.ttft_s, i))
 
-    heap: list[float] = []  # times a blocked GPU should look again (model activations)
     while pending or any(waiting) or any(m.running for m in models):
         admit_arrivals(t)
         running = any(m.running for m in models)
@@ -248,7 +247,7 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
             i = choose(cands, t)
             waiting[arr[i][1]].remove(i)
             m = models[arr[i][1]]
-            hold = m.need if kv == "reserve" else max(1.0, round(m.profile.input_len)) + 1
+            hold = m.need  # KV tokens taken at admission (reserve: the whole sequence; paged: the prompt + 1)
             m.used += hold
             m.seqs += 1
             t += m.prefill_s
@@ -265,23 +264,22 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
             last_was_prefill = True
             continue
         # idle: until the next arrival or the next model activation
-        nxt = [arr[pending[0]][0]] if pending else []
-        nxt += [m.ready_at for m in models if m.ready_at > t]
-        heap = [x for x in nxt if x > t]
-        if not heap:
+        wake = [x for x in ([arr[pending[0]][0]] if pending else []) + [m.ready_at for m in models] if x > t]
+        if not wake:
             break  # nothing can ever run (cannot happen: every waiting model has a slot once its runs finish)
-        t = min(heap)
+        t = min(wake)
         last_was_prefill = False
     out: list[SharedModelSim] = []
     for mi, m in enumerate(models):
         idx = [i for i in range(n) if arr[i][1] == mi]
         ttft = np.array([first[i] - arr[i][0] for i in idx])
-        tpot = np.array([(done[i] - first[i]) / (out_tokens[i] - 1) for i in idx if out_tokens[i] > 1])
+        multi = np.array([out_tokens[i] > 1 for i in idx], dtype=bool)
+        per_token = np.array([(done[i] - first[i]) / (out_tokens[i] - 1) if out_tokens[i] > 1 else 0.0 for i in idx])
+        tpot = per_token[multi] if idx else np.zeros(0)  # requests with one output token have no TPOT
         ok_ttft = ttft <= m.profile.ttft_s + 1e-9
         ok = ok_ttft.copy()
         if m.profile.tpot_s is not None:
-            tp = np.array([(done[i] - first[i]) / (out_tokens[i] - 1) if out_tokens[i] > 1 else 0.0 for i in idx])
-            ok &= tp <= m.profile.tpot_s + 1e-9
+            ok &= per_token <= m.profile.tpot_s + 1e-9
 
         def pct(a: np.ndarray, q: float) -> float:
             return float(np.percentile(a, q) * 1e3) if a.size else math.nan

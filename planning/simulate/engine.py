@@ -346,6 +346,9 @@ class DecodeEngine(Engine):
         self.sim.finished(t, r)
 
 
+NEAREST_CACHE = 65_536  # request sizes whose nearest class a router remembers
+
+
 class Router:
     """Spreads one model's requests over its instances: smooth weighted round-robin or least-loaded.
 
@@ -378,7 +381,9 @@ class Router:
                 li, lo = math.log(max(inp, 1)), math.log(max(out, 1))
                 k = min(range(len(self.keys)), key=lambda i: abs(self._log_keys[i][0] - li) + abs(self._log_keys[i][1] - lo))
                 exact = self.by_class[self.keys[k]]
-            hit = self._nearest[(inp, out)] = exact
+            if len(self._nearest) < NEAREST_CACHE:  # a trace can hold millions of distinct sizes
+                self._nearest[(inp, out)] = exact
+            hit = exact
         return hit
 
     def pick(self, inp: int = 0, out: int = 0) -> Engine:

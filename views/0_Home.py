@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from planning.errors import PlanningError
+from planning.jobs import JobRecord
 from ui import estimates, state, widgets
 
 widgets.page(
@@ -49,16 +50,21 @@ if choice != default and choice != CURRENT:
         widgets.show_error(exc)
 plan_it = right.button("Plan it", type="primary", width="stretch", icon=":material/play_arrow:")
 
+
+def _started(job_id: str) -> JobRecord | None:
+    """Remember a submitted solve in the session and the URL (a reload or a second tab finds it); its record."""
+    st.session_state["solve_job"] = job_id
+    st.query_params["job"] = job_id
+    return state.find_job(job_id)
+
+
 if plan_it:
     try:
-        scenario = state.current_scenario()
-        job_id = state.submit_solve(scenario)
+        job_id = state.submit_solve(state.current_scenario())
     except PlanningError as exc:
         widgets.show_error(exc)
     else:
-        st.session_state["solve_job"] = job_id
-        st.query_params["job"] = job_id
-        record = state.find_job(job_id)
+        record = _started(job_id)
 
 # --- quick estimate: model, traffic, SLO preset, clouds → monthly cost ----------------------------------------
 with st.expander("Quick estimate: what would serving one model cost per month?", icon=":material/payments:",
@@ -91,9 +97,7 @@ with st.expander("Quick estimate: what would serving one model cost per month?",
         except PlanningError as exc:
             widgets.show_error(exc)
         else:
-            st.session_state["solve_job"] = job_id
-            st.query_params["job"] = job_id
-            record = state.find_job(job_id)
+            record = _started(job_id)
 
 if record is None:
     st.info("Choose a scenario and press **Plan it**, or fill in the quick estimate. Planning runs in the background; "

@@ -60,7 +60,7 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
     router: ``"proportional"`` (to instance capacity) or ``"least-loaded"``.
     trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
     chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
-        model's engine settings).
+        model's engine settings, and each aggregated instance's step budget sized to its TPOT SLO).
 
     Returns
     -------

@@ -43,8 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, help="benchmark mode: concurrent clients")
     p.add_argument("--requests", type=int, default=None, help="benchmark mode: requests (default 10 × concurrency)")
     p.add_argument("--chunk-tokens", type=int, default=None,
-                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default: the "
-                        "perf model's engine setting, else 2048)")
+                   help="tokens per engine step with chunked prefill (vLLM max_num_batched_tokens; default: a "
+                        "plan's aggregated instances take the largest step that meets the TPOT SLO, capped by the "
+                        "perf model's engine setting; benchmark mode takes that setting, else 2048)")
     p.add_argument("--max-seqs", type=int, default=None,
                    help="largest decode batch per engine copy (default: the perf model's setting, else 1024)")
     p.add_argument("--sharing", choices=("kvpr", "exact"), default=None,

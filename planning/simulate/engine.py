@@ -55,6 +55,39 @@ class Requests:
         return len(self.arrival) - 1
 
 
+def through_stages(t: float, times: Sequence[tuple[float, float]], stage_free: list[float],
+                   stage_busy: list[float]) -> float:
+    """A step entering a tandem of stages at ``t`` (per stage: busy seconds, send to the next): each stage serves
+    steps FIFO, so the step starts on a stage when it arrives there and the stage is free. Updates the stages'
+    free times and busy totals; returns when the step leaves the last stage."""
+    ready = t
+    for s, (busy, send) in enumerate(times):
+        start = max(ready, stage_free[s])
+        finish = start + busy
+        stage_free[s] = finish
+        stage_busy[s] += busy
+        ready = finish + send
+    return ready
+
+
+def take_chunk(queue: deque[list[int]], room: int) -> tuple[list[tuple[int, bool]], int]:
+    """Prompt tokens FIFO from ``queue`` (items ``[request, tokens left]``) up to ``room``: the step's chunk as
+    ``(request, prompt completes)`` pairs and its token count; completed prompts leave the queue."""
+    chunk: list[tuple[int, bool]] = []
+    tokens = 0
+    for item in queue:
+        if room <= 0:
+            break
+        take = min(room, item[1])
+        item[1] -= take
+        room -= take
+        tokens += take
+        chunk.append((item[0], item[1] == 0))
+    while queue and queue[0][1] == 0:
+        queue.popleft()
+    return chunk, tokens
+
+
 class Engine:
     """Common bookkeeping: KV reservations with their time integral, busy time, identity."""
 
@@ -109,6 +142,31 @@ class Engine:
     def load(self) -> float:
         raise NotImplementedError
 
+    def _admit_next(self, t: float) -> int | None:
+        """The head of the waiting queue, its whole KV footprint reserved; None while it does not fit. A request
+        larger than the empty cache can never run: it leaves the queue through ``_cannot_fit``."""
+        req = self.sim.req
+        while self.waiting:
+            r = self.waiting[0]
+            if self.reserve(t, req.inp[r] + req.out[r]):
+                return self.waiting.popleft()
+            if self.kv_full != 0.0:
+                return None
+            self.waiting.popleft()
+            self._cannot_fit(t, r)
+        return None
+
+    def _cannot_fit(self, t: float, r: int) -> None:
+        self.sim.drop(t, r)
+
+    def _finish(self, t: float, r: int) -> None:
+        """Request ``r`` produced its last token: record it, free its KV."""
+        req = self.sim.req
+        req.t_done[r] = t
+        self.served += 1
+        self.release(t, req.inp[r] + req.out[r])
+        self.sim.finished(t, r)
+
 
 class PrefillEngine(Engine):
     """Disaggregated prefill instance: FIFO batches of whole prompts through a tandem of pipeline stages."""
@@ -156,13 +214,7 @@ class PrefillEngine(Engine):
         for r in batch:
             req.t_start[r] = t
         times = self.im.prefill_stage_s(len(batch), tokens)
-        ready = t
-        for s, (busy, send) in enumerate(times):
-            start = max(ready, self.stage_free[s])
-            finish = start + busy
-            self.stage_free[s] = finish
-            self.stage_busy[s] += busy
-            ready = finish + send
+        through_stages(t, times, self.stage_free, self.stage_busy)
         self.busy_s += times[0][0]
         self.served += len(batch)
         self.tokens_out += len(batch)
@@ -212,20 +264,15 @@ class DecodeEngine(Engine):
         self.waiting.append(r)
         self.admit(t)
 
+    def _cannot_fit(self, t: float, r: int) -> None:
+        origin = self.origin.pop(r, None)
+        if origin is not None:
+            origin.kv_released(t, r)
+        self.sim.drop(t, r)
+
     def admit(self, t: float) -> None:
         req = self.sim.req
-        while self.waiting:
-            r = self.waiting[0]
-            if not self.reserve(t, req.inp[r] + req.out[r]):
-                if self.kv_full == 0.0:
-                    self.waiting.popleft()
-                    origin = self.origin.pop(r, None)
-                    if origin is not None:
-                        origin.kv_released(t, r)
-                    self.sim.drop(t, r)
-                    continue
-                return
-            self.waiting.popleft()
+        while (r := self._admit_next(t)) is not None:
             if self.aggregated:
                 req.t_start[r] = t
                 self.prefill_q.append([r, max(1, req.inp[r])])
@@ -267,18 +314,7 @@ class DecodeEngine(Engine):
         if self.prefill_q:
             room = self.chunk - self.b
             if room > 0:
-                chunk: list[tuple[int, bool]] = []
-                tokens = 0
-                for item in self.prefill_q:
-                    if room <= 0:
-                        break
-                    take = min(room, item[1])
-                    item[1] -= take
-                    room -= take
-                    tokens += take
-                    chunk.append((item[0], item[1] == 0))
-                while self.prefill_q and self.prefill_q[0][1] == 0:
-                    self.prefill_q.popleft()
+                chunk, tokens = take_chunk(self.prefill_q, room)
                 dt = im.mixed_s(len(chunk), tokens, self.b, self.ctx_sum / self.b if self.b else 0.0)
                 self.mixed = chunk
                 self._begin(t, dt, 1)
@@ -338,12 +374,6 @@ class DecodeEngine(Engine):
         self.ctx_sum += req.inp[r] + 1
         heapq.heappush(self.running, (self.steps + req.out[r] - 1, r))
 
-    def _finish(self, t: float, r: int) -> None:
-        req = self.sim.req
-        req.t_done[r] = t
-        self.served += 1
-        self.release(t, req.inp[r] + req.out[r])
-        self.sim.finished(t, r)
 
 
 NEAREST_CACHE = 65_536  # request sizes whose nearest class a router remembers
@@ -449,11 +479,7 @@ class Sim:
             self.drop(t, r)
             return
         engine = routes.first.pick(self.req.inp[r], self.req.out[r])
-        if isinstance(engine, PrefillEngine):
-            engine.enqueue(t, r)
-        else:
-            assert isinstance(engine, DecodeEngine)
-            engine.enqueue(t, r)
+        engine.enqueue(t, r)  # type: ignore[attr-defined]  # prefill, decode or pipelined aggregated engine
 
     def drop(self, t: float, r: int) -> None:
         self.req.dropped[r] = True

@@ -14,9 +14,10 @@ from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.model import PerfModel
 from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
-from planning.scenario import ModelRequest, Scenario
+from planning.scenario import Scenario
 from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
+from planning.simulate.pipelined import PipelinedEngine
 from planning.simulate.steps import InstanceModel, engine_defaults
 from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
 from planning.traces import Trace, read_trace
@@ -32,7 +33,9 @@ class SimConfig:
     ``duration_s`` is the arrival window (every request that arrives in it is run to completion);
     ``chunk_tokens`` the per-step token budget of aggregated engines (vLLM ``max_num_batched_tokens``);
     ``max_seqs`` the largest decode batch of one engine copy (vLLM ``max_num_seqs``); None = the perf model's
-    engine settings (see ``steps.engine_defaults``).
+    engine settings (see ``steps.engine_defaults``), and with ``chunk_tokens`` None each aggregated instance
+    steps with the budget its TPOT SLO allows (``InstanceModel.step_token_budget``, at most the engine setting):
+    the step the planner's aggregated tables assume, and what a deployment sets as ``max_num_batched_tokens``.
     """
 
     duration_s: float = 600.0
@@ -81,12 +84,11 @@ def _with_defaults(cfg: SimConfig, perf: PerfModel) -> SimConfig:
     return replace(cfg, chunk_tokens=cfg.chunk_tokens or chunk, max_seqs=cfg.max_seqs or seqs)
 
 
-def _spec(perf: PerfModel, req: ModelRequest) -> ModelSpec:
-    if req.custom_config is not None:
-        from planning.catalog import model_from_hf_config
+def _specs(perf: PerfModel, scenario: Scenario) -> dict[str, ModelSpec]:
+    """Every model's architecture as the planner resolves it: catalog ids, custom configs and variants (``base``)."""
+    from planning.resolve import resolve_models
 
-        return model_from_hf_config(dict(req.custom_config), req.id)
-    return perf.model(req.id)
+    return resolve_models(scenario, perf.catalog)
 
 
 def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config: SimConfig | None = None) -> Topology:
@@ -96,6 +98,7 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     ------
     PlanningError: the plan has no instances, or one cannot be simulated (no placement, does not fit).
     """
+    fixed_chunk = config is not None and config.chunk_tokens is not None
     cfg = _with_defaults(config or SimConfig(), perf)
     if not plan.instances:
         raise PlanningError("plan", f"has no instances (status {plan.status}).", "simulate a feasible plan.")
@@ -105,9 +108,10 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     for m, f in topo.served.items():
         if f < 1.0 - 1e-9:
             topo.notes.append(f"{m}: the plan serves {f:.1%} of its demand; arrivals run at that share.")
+    specs = _specs(perf, scenario)
     for inst in plan.instances:
         req = scenario.model(inst.model)
-        spec = _spec(perf, req)
+        spec = specs[inst.model]
         d = req.demand
         if inst.phase == "prefill":
             slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
@@ -119,6 +123,8 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
         budget = 0
         if inst.phase == "prefill":
             budget = im.prefill_token_budget(float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS), d.input_len)
+        elif inst.phase == "aggregated":
+            budget = topo.chunk_tokens if fixed_chunk else im.step_token_budget(slo, topo.chunk_tokens)
         topo.instances.append(_Instance(inst, im, budget))
     return topo
 
@@ -135,8 +141,11 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
             eng: Engine
             if p.phase == "prefill":
                 eng = PrefillEngine(sim, item.model, name, item.token_budget)
+            elif p.phase == "aggregated" and item.model.n_stages > 1:
+                eng = PipelinedEngine(sim, item.model, name, item.token_budget)
             else:
-                eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated", topo.chunk_tokens)
+                eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated",
+                                   item.token_budget or topo.chunk_tokens)
             by_group.setdefault((p.model, p.phase), []).append((eng, p.throughput))
             plans.setdefault((p.model, p.phase), []).append(p)
             engines.append((eng, p))
@@ -229,6 +238,8 @@ def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePl
     insts = []
     for eng, plan in engines:
         eng._kv_change(horizon, 0.0, 0.0)
+        if isinstance(eng, PipelinedEngine):
+            eng.close(horizon)
         if isinstance(eng, PrefillEngine):
             busy = max(eng.stage_busy) if eng.stage_busy else 0.0
         else:

@@ -259,6 +259,11 @@ class InstanceModel:
         m = np.maximum(1.0, np.ceil(b / s_count))
         u = np.minimum(float(s_count), np.maximum(b, 1.0))
         table = np.zeros((len(b), len(CONTEXT_GRID)))
+        # Row i of the per-stage tables is a micro-batch of i sequences: b = i·S gives m = i.
+        n_micro = math.ceil(self.max_batch / s_count) + 1 if s_count > 1 else 0
+        idx = np.minimum(np.arange(n_micro) * s_count, self.max_batch)
+        stage_tau = [np.zeros((n_micro, len(CONTEXT_GRID))) for _ in range(s_count if s_count > 1 else 0)]
+        stage_send = [np.zeros_like(x) for x in stage_tau]
         uniq: dict[tuple[Any, ...], np.ndarray] = {}
         for ci, ctx in enumerate(CONTEXT_GRID):
             wl = Workload(float(ctx), 0.0)
@@ -281,32 +286,52 @@ class InstanceModel:
                         send = np.maximum(send, t_send[1])
                 total += tau + send
                 worst = np.maximum(worst, tau)
+                if s_count > 1:  # per stage, by micro-batch size m (the mixed cycle composes micro-batches)
+                    stage_tau[si][:, ci] = tau[idx]
+                    stage_send[si][:, ci] = send[idx]
             table[:, ci] = np.maximum(total, u * worst)
         self.decode_rows: list[list[float]] = table.tolist()
+        self.stage_decode_rows = [x.tolist() for x in stage_tau]
+        self.stage_decode_send = [x.tolist() for x in stage_send]
 
     def decode_cycle_s(self, b: int, mean_ctx: float) -> float:
         """Seconds for one decode cycle of ``b`` running sequences at mean context ``mean_ctx`` tokens."""
         return _interp_row(CONTEXT_GRID, self.decode_rows[b], mean_ctx)
 
     def _build_prefill(self) -> None:
-        """Per stage, table τ_s[k][q] (seconds) and send_s[k][q] for k prompts of q tokens."""
+        """Per stage, table τ_s[k][q] (seconds) and send_s[k][q] for k prompts of q tokens.
+
+        ``prefill_tau`` gives each data-parallel copy of a stage whole prompts (``ceil(k · share)``): a batch of
+        one prompt runs on one copy. ``fluid_tau`` splits the prompt tokens over the copies by share (fractional
+        batches): the pipelined aggregated engine's view, where the copies of a stage take turns with the prompts
+        of successive steps, so over a few steps each does its share of the prompt work (Coral's weighted
+        round-robin over a stage's nodes).
+        """
+        self.prefill_tau, self.prefill_send = self._prefill_tables(fluid=False)
+        if self.n_stages > 1 and any(len(cs) > 1 for cs in self.stage_copies):
+            self.fluid_tau, self.fluid_send = self._prefill_tables(fluid=True)
+        else:
+            self.fluid_tau, self.fluid_send = self.prefill_tau, self.prefill_send
+
+    def _prefill_tables(self, fluid: bool) -> tuple[list[list[list[float]]], list[list[list[float]]]]:
         k = np.array(PREFILL_K_GRID, dtype=float)
-        self.prefill_tau: list[list[list[float]]] = []
-        self.prefill_send: list[list[list[float]]] = []
+        taus: list[list[list[float]]] = []
+        sends: list[list[list[float]]] = []
         for si, cs in enumerate(self.stage_copies):
             tau = np.zeros((len(k), len(PREFILL_Q_GRID)))
             send = np.zeros_like(tau)
             for qi, q in enumerate(PREFILL_Q_GRID):
                 wl = Workload(float(q), 0.0)
                 for c in cs:
-                    batches = np.maximum(1.0, np.ceil(k * c.share))
+                    batches = k * c.share if fluid else np.maximum(1.0, np.ceil(k * c.share))
                     cur = self._curves(c.shape, c.tp, "prefill", wl, batches)
                     t = c.n_full * cur.t_full + c.n_slide * cur.t_slide + cur.step_s
                     tau[:, qi] = np.maximum(tau[:, qi], t)
                     if si < self.n_stages - 1:
                         send[:, qi] = np.maximum(send[:, qi], np.asarray(cur.transfer_s) * np.ones_like(batches))
-            self.prefill_tau.append(tau.T.tolist())  # [q][k]
-            self.prefill_send.append(send.T.tolist())
+            taus.append(tau.T.tolist())  # [q][k]
+            sends.append(send.T.tolist())
+        return taus, sends
 
     def prefill_stage_s(self, k: int, tokens: float) -> list[tuple[float, float]]:
         """(busy, send-to-next) seconds per stage for a prefill step of ``k`` prompts holding ``tokens`` tokens."""
@@ -327,6 +352,60 @@ class InstanceModel:
             return self.prefill_s(k, tokens)
         attention = max(0.0, self.decode_cycle_s(b, mean_ctx) - self.decode_cycle_s(b, 1.0))
         return self.prefill_s(k, tokens + b) + attention
+
+    def stage_step_s(self, m: int, k: int, tokens: float, mean_ctx: float) -> list[tuple[float, float]]:
+        """(busy, send-to-next) seconds per stage for one micro-batch step of a pipelined aggregated engine.
+
+        ``m`` decodes at mean context ``mean_ctx``, plus ``k`` prompt chunks of ``tokens`` tokens in all. Without
+        prompts a stage runs its decode step of ``m`` sequences; with them one fused pass of ``tokens + m`` tokens
+        plus the decodes' attention over their context (``mixed_s``'s rule, stage by stage).
+        """
+        if self.n_stages == 1:
+            raise PlanningError("stage_step_s", "needs a pipeline of two or more stages.", "use mixed_s.")
+        mi = min(m, len(self.stage_decode_rows[0]) - 1)
+        out = []
+        for s in range(self.n_stages):
+            rows, sends = self.stage_decode_rows[s][mi], self.stage_decode_send[s][mi]
+            dec = _interp_row(CONTEXT_GRID, rows, mean_ctx) if m else 0.0
+            send = _interp_row(CONTEXT_GRID, sends, mean_ctx) if m else 0.0
+            if k:
+                q = max(1.0, (tokens + m) / k)
+                busy = _interp2(PREFILL_Q_GRID, PREFILL_K_GRID, self.fluid_tau[s], q, float(k))
+                if m:
+                    busy += max(0.0, dec - _interp_row(CONTEXT_GRID, rows, 1.0))
+                send = max(send, _interp2(PREFILL_Q_GRID, PREFILL_K_GRID, self.fluid_send[s], q, float(k)))
+            else:
+                busy = dec
+            out.append((busy, send))
+        return out
+
+    def step_token_budget(self, tpot_ms: float, cap: int) -> int:
+        """Tokens per step (per micro-batch) of an aggregated engine sized to the TPOT SLO, at most ``cap``.
+
+        Sarathi-Serve's rule, and the step the planner's aggregated tables assume: a step on each stage takes at
+        most ``TPOT / S / decode_headroom``, so the prompt work rides along with the decodes in small chunks
+        instead of stalling them with one large chunk (a chunk past the GPU's compute knee costs its full FLOPs,
+        one below it little more than the weight reads). The largest budget (in steps of 16 tokens, ≥ 64) whose
+        one-chunk step fits; ``cap`` when every budget up to it fits.
+        """
+        limit = tpot_ms * 1e-3 / self.n_stages / self.perf.calibration.settings.decode_headroom
+        taus = self.fluid_tau if self.n_stages > 1 else self.prefill_tau
+
+        def step(tokens: float) -> float:
+            return max(_interp2(PREFILL_Q_GRID, PREFILL_K_GRID, tau, tokens, 1.0) for tau in taus)
+
+        lo, hi = 64, max(64, int(cap))
+        if step(hi) <= limit:
+            return hi
+        if step(lo) > limit:
+            return lo
+        while hi - lo > 16:  # step time grows with tokens: bisect
+            mid = (lo + hi) // 2
+            if step(mid) <= limit:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def prefill_token_budget(self, slo_ms: float, mean_input: float) -> int:
         """Largest batch (tokens) whose pipeline latency stays within ``slo / prefill_headroom`` (≥ one prompt)."""

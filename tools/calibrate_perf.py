@@ -80,7 +80,13 @@ GLOBAL_VALUES = {
     "network_gbps": (25.0, "prior: default node network when the config publishes none (25 Gbit/s class NIC)"),
     "network_latency_ms": (0.1, "prior: one TCP/IP hop inside a region, incl. serialization"),
     "prefill_headroom": (2.0, "model choice: a request waits for the running batch, so wait + run ~ 2x batch time"),
-    "decode_headroom": (1.0, "model choice: continuous batching admits at the next step; the step is the latency"),
+    "decode_headroom": (1.0, "model choice: continuous batching admits at the next step; the step is the latency "
+                        "(the KV hand-off and the wait for the next step are budgeted separately, docs/perf-model.md "
+                        "Sec. 3c)"),
+    "aggregated_headroom": (1.25, "model choice: an aggregated step carries a varying prompt chunk; its mean at the "
+                            "planned batch is kept at TPOT/S/1.25 so that a request's mean TPOT stays within the SLO "
+                            "(smallest of 1.0-1.3 with the aggregated presets at >= 98 % in the simulator, "
+                            "docs/perf-model.md Sec. 3c)"),
     "prefill_max_load": (0.75, "model choice: prefill instances are planned at <= 75% of their batch rate so that "
                          "the queue drains (measured with the simulator, docs/perf-model.md Sec. 3c)"),
     "aggregated_max_load": (0.75, "model choice: aggregated instances are planned at <= 75% of their SLO-bound "

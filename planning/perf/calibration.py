@@ -39,7 +39,8 @@ GLOBAL_PARAMS: tuple[str, ...] = (
     "network_gbps",  # node network bandwidth (Gbit/s) when the config does not publish one
     "network_latency_ms",  # one pipeline hop: latency of sending activations to the next node
     "prefill_headroom",  # queueing headroom h: prefill batch time must fit in (slo/S)/h
-    "decode_headroom",  # decode step time must fit in (slo/S)/h
+    "decode_headroom",  # disaggregated decode cycle must fit in (hand-off budget of the TPOT)/h
+    "aggregated_headroom",  # aggregated (chunked prefill) step must fit in (TPOT/S)/h
     "prefill_max_load",  # utilisation cap: a prefill instance is planned at <= this share of its batch rate
     "aggregated_max_load",  # utilisation cap of aggregated (continuous batching + chunked prefill) instances
     "band_roofline",  # uncertainty band for GPUs without any measurement (roofline-only)
@@ -83,6 +84,7 @@ class GlobalSettings:
     network_latency_ms: float
     prefill_headroom: float
     decode_headroom: float
+    aggregated_headroom: float
     prefill_max_load: float
     aggregated_max_load: float
     band_roofline: float

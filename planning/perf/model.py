@@ -16,7 +16,7 @@ import numpy as np
 from planning.catalog.schema import GPU, ModelSpec, Provenance, parse_shape
 from planning.errors import PlanningError, UnknownIdError
 from planning.perf.bands import BandTable, load_bands
-from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
+from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import Device, LayerArch, Precision, resolve_precision, valid_tp
@@ -35,6 +35,31 @@ PHASES: tuple[str, ...] = ("prefill", "decode")
 _GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
+
+
+def handoff_s(arch: LayerArch, prec: Precision, net_gbps: float, input_len: float, settings: GlobalSettings) -> float:
+    """Seconds to send one request's whole KV cache (``input_len`` tokens, all layers and KV heads) to a
+    disaggregated decode instance over ``net_gbps``: the network latency plus bytes / bandwidth."""
+    n_full = float(arch.full_in_window[-1])
+    window = float(arch.window) if arch.window else math.inf
+    tokens = n_full * input_len + (arch.layers - n_full) * min(input_len, window)
+    nbytes = tokens * arch.kv_bytes_per_token(1, prec.kv_bytes)
+    return settings.network_latency_ms * 1e-3 + nbytes / (net_gbps * 1e9 / 8.0)
+
+
+def decode_cycle_budget_s(tpot_ms: float, output_len: float, handoff: float, headroom: float) -> float:
+    """Longest decode cycle (all stages) that keeps a disaggregated request's mean TPOT within ``tpot_ms``.
+
+    TPOT counts from the first token (made by the prefill instance) to the last, over ``O - 1`` gaps. The
+    decode side spends the KV hand-off, on average one cycle waiting for the next step boundary (one step
+    behind at worst, half on average; the full cycle is budgeted) and ``O - 1`` cycles:
+    ``t_KV + O·C <= (O - 1)·TPOT``, so ``C <= ((O - 1)·TPOT - t_KV) / O``, then divided by ``headroom``.
+    With ``O <= 1`` there is no gap to protect and the cycle is ``TPOT / headroom``. Never negative.
+    """
+    tpot_s = tpot_ms * 1e-3
+    if output_len <= 1.0:
+        return tpot_s / headroom
+    return max(((output_len - 1.0) * tpot_s - handoff) / output_len, 0.0) / headroom
 
 
 def _load_catalog() -> Catalog:
@@ -212,7 +237,7 @@ class PerfModel:
         s = self.calibration.settings
         if phase == "aggregated":
             stages = np.arange(1, max_stages + 1, dtype=float)
-            tpot_budget = (slo_ms * 1e-3 / stages) / s.decode_headroom
+            tpot_budget = (slo_ms * 1e-3 / stages) / s.aggregated_headroom
             best = np.zeros((max_stages, arch.layers))
             for tp in self.tp_options(model, count):
                 best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
@@ -221,8 +246,12 @@ class PerfModel:
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
         batches = self._grid(phase, wl)
-        headroom = s.prefill_headroom if phase == "prefill" else s.decode_headroom
-        budget = (slo_ms * 1e-3 / np.arange(1, max_stages + 1, dtype=float)) / headroom  # (S,)
+        if phase == "prefill":
+            cycle_s = slo_ms * 1e-3 / s.prefill_headroom
+        else:
+            cycle_s = decode_cycle_budget_s(slo_ms, wl.output_len, handoff_s(arch, prec, net, wl.input_len, s),
+                                            s.decode_headroom)
+        budget = cycle_s / np.arange(1, max_stages + 1, dtype=float)  # (S,)
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
                   for tp in self.tp_options(model, count)]
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,

@@ -36,7 +36,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.curves import Curves
-from planning.perf.model import PerfModel, Workload
+from planning.perf.model import PerfModel, Workload, decode_cycle_budget_s, handoff_s
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
 
@@ -120,8 +120,7 @@ class InstanceModel:
         kinds = self._layer_kinds(spec)
         wl = Workload(max(1.0, mean_input), max(0.0, mean_output))
         budget_phase = "prefill" if phase == "prefill" else "decode"
-        headroom = settings.prefill_headroom if budget_phase == "prefill" else settings.decode_headroom
-        budget_s = slo_ms * 1e-3 / self.n_stages / headroom
+        budget_s = self._cycle_budget_s(perf, spec, stages, phase, slo_ms, wl, dtype) / self.n_stages
         self.stage_copies: list[list[Copy]] = []
         nets: list[float] = []
         for st in stages:
@@ -161,6 +160,23 @@ class InstanceModel:
         self._build_prefill()
 
     # ------------------------------------------------------------------ setup
+    @staticmethod
+    def _cycle_budget_s(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
+                        wl: Workload, dtype: str | None) -> float:
+        """The planner's time budget of one batch through all stages (``PerfModel._compute_table``'s rule)."""
+        settings = perf.calibration.settings
+        if phase == "prefill":
+            return slo_ms * 1e-3 / settings.prefill_headroom
+        if phase == "aggregated":
+            return slo_ms * 1e-3 / settings.aggregated_headroom
+        shape = stages[0].nodes[0].shape if stages[0].nodes else ""
+        if not shape:
+            return slo_ms * 1e-3 / settings.decode_headroom
+        _count, gpu_id = parse_shape(shape)
+        prec = resolve_precision(spec, dtype, perf.gpu(gpu_id))
+        t_kv = handoff_s(LayerArch.from_spec(spec), prec, perf.network_gbps(shape)[0], wl.input_len, settings)
+        return decode_cycle_budget_s(slo_ms, wl.output_len, t_kv, settings.decode_headroom)
+
     @staticmethod
     def _layer_kinds(spec: ModelSpec) -> list[int]:
         """1 for a full-attention layer, 0 for a sliding-window one, in layer order."""
@@ -383,12 +399,12 @@ class InstanceModel:
         """Tokens per step (per micro-batch) of an aggregated engine sized to the TPOT SLO, at most ``cap``.
 
         Sarathi-Serve's rule, and the step the planner's aggregated tables assume: a step on each stage takes at
-        most ``TPOT / S / decode_headroom``, so the prompt work rides along with the decodes in small chunks
+        most ``TPOT / S / aggregated_headroom``, so the prompt work rides along with the decodes in small chunks
         instead of stalling them with one large chunk (a chunk past the GPU's compute knee costs its full FLOPs,
         one below it little more than the weight reads). The largest budget (in steps of 16 tokens, ≥ 64) whose
         one-chunk step fits; ``cap`` when every budget up to it fits.
         """
-        limit = tpot_ms * 1e-3 / self.n_stages / self.perf.calibration.settings.decode_headroom
+        limit = tpot_ms * 1e-3 / self.n_stages / self.perf.calibration.settings.aggregated_headroom
         taus = self.fluid_tau if self.n_stages > 1 else self.prefill_tau
 
         def step(tokens: float) -> float:

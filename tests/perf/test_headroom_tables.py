@@ -46,9 +46,14 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
     net = pm.network_gbps(shape)[0]
     batches = pm._grid("decode", WL)
     layers = spec.layers  # qwen3-32b: all layers full attention
+    # KV hand-off of one 755-token prompt, written out: all layers' K and V in BF16 over the node network
+    t_kv = (pm.calibration.settings.network_latency_ms * 1e-3
+            + layers * WL.input_len * 2 * spec.num_kv_heads * spec.head_dim * 2 / (net * 1e9 / 8))
+    cycle = ((WL.output_len - 1) * slo_ms * 1e-3 - t_kv) / WL.output_len / pm.calibration.settings.decode_headroom
+    assert cycle < slo_ms * 1e-3  # the hand-off tightens the budget
     differs = False
     for s in range(1, max_stages + 1):
-        budget = slo_ms * 1e-3 / s / pm.calibration.settings.decode_headroom
+        budget = cycle / s
         for j in (1, layers // 4, layers // 2, layers):
             best = one_copy = 0.0
             for tp in pm.tp_options(spec, count):
@@ -77,3 +82,31 @@ def test_prefill_reserves_the_engine_step_workspace(pm: PerfModel) -> None:
     small = _with_settings(pm, max_batched_tokens=1024)._curves(spec, dev, prec, 1, 1, "prefill", WL,
                                                                  np.array([1.0]), 25.0)
     assert small.mem_fixed[0] < c.mem_fixed[0]
+
+
+def test_decode_cycle_budget_keeps_the_mean_tpot_with_the_handoff() -> None:
+    """t_KV + O·C = (O − 1)·TPOT at the budget; no output gap means no hand-off term; never negative."""
+    from planning.perf.model import decode_cycle_budget_s
+
+    c = decode_cycle_budget_s(30.0, 28.0, 0.012, 1.0)
+    assert 0.012 + 28 * c == pytest.approx(27 * 0.030)
+    assert decode_cycle_budget_s(30.0, 28.0, 0.0, 1.0) < 0.030  # the wait for the next step costs one cycle
+    assert decode_cycle_budget_s(30.0, 1.0, 0.5, 1.0) == pytest.approx(0.030)
+    assert decode_cycle_budget_s(30.0, 2.0, 5.0, 1.0) == 0.0
+    assert decode_cycle_budget_s(30.0, 28.0, 0.0, 1.5) == pytest.approx(decode_cycle_budget_s(30.0, 28.0, 0.0, 1.0) / 1.5)
+    longer = [decode_cycle_budget_s(30.0, o, 0.01, 1.0) for o in (4, 16, 64, 256, 1024)]
+    assert longer == sorted(longer) and longer[-1] < 0.030  # long outputs spread the hand-off thin
+
+
+def test_aggregated_table_uses_its_own_headroom(pm: PerfModel) -> None:
+    """The aggregated tables follow aggregated_headroom and ignore decode_headroom (a larger h: no more rate)."""
+    spec = pm.model("llama-3-8b")
+    wl = Workload(1155, 300)
+    base = pm.stage_table(spec, "1xL40S", "aggregated", 60, wl, max_stages=2)
+    assert base.max() > 0
+    same = _with_settings(pm, decode_headroom=3.0).stage_table(spec, "1xL40S", "aggregated", 60, wl, max_stages=2)
+    np.testing.assert_array_equal(same, base)
+    h = pm.calibration.settings.aggregated_headroom
+    tighter = _with_settings(pm, aggregated_headroom=h * 1.5).stage_table(spec, "1xL40S", "aggregated", 60, wl,
+                                                                          max_stages=2)
+    assert np.all(tighter <= base + 1e-9) and float(tighter.sum()) < float(base.sum())

@@ -76,8 +76,10 @@ def test_aggregated_table_is_monotone_and_matches_serving(pm: PerfModel) -> None
     wl = Workload(1000, 200)
     table = pm.stage_table(spec, "1xH100", "aggregated", 50.0, wl, max_stages=3, ttft_ms=2000)
     assert np.all(np.diff(table, axis=1) <= 1e-9)
-    sp = pm.serving("llama-3-8b", "H100", input_len=1000, output_len=200, tpot_ms=50, ttft_ms=2000)
-    # The planner's table is the serving rate times the aggregated load cap (the TPOT bound binds here, not memory).
+    h = pm.calibration.settings.aggregated_headroom
+    sp = pm.serving("llama-3-8b", "H100", input_len=1000, output_len=200, tpot_ms=50 / h, ttft_ms=2000)
+    # The planner's table is the serving rate at TPOT / aggregated_headroom times the aggregated load cap (the
+    # TPOT bound binds here, not memory).
     cap = pm.calibration.settings.aggregated_max_load
     assert sp is not None and sp.limited_by == "tpot"
     assert table[0, -1] == pytest.approx(cap * sp.max_requests_per_s, rel=1e-6)
@@ -131,7 +133,8 @@ def test_aggregated_templates_use_the_serving_throughput(pm: PerfModel) -> None:
         row = frame[frame["template_id"] == f"1x1x{gpu_id}"].iloc[0]
         expected, memory_bound = [], False
         for c in classes:
-            sp = pm.serving(req.id, gpu_id, input_len=c.input_len, output_len=c.output_len, tpot_ms=tpot,
+            sp = pm.serving(req.id, gpu_id, input_len=c.input_len, output_len=c.output_len,
+                            tpot_ms=tpot / pm.calibration.settings.aggregated_headroom,
                             ttft_ms=DEFAULT_PREFILL_BUDGET_MS)
             expected.append(sp.max_requests_per_s if sp is not None else 0.0)
             memory_bound |= sp is not None and sp.limited_by == "memory"

@@ -77,7 +77,7 @@ def test_micro_batches_overlap_like_the_decode_cycle(pm: PerfModel) -> None:
 
 def test_step_budget_meets_the_per_stage_share_of_the_slo(pm: PerfModel) -> None:
     im = _im(pm, MIXED)
-    limit = 0.060 / 2 / pm.calibration.settings.decode_headroom
+    limit = 0.060 / 2 / pm.calibration.settings.aggregated_headroom
     budget = im.step_token_budget(60, 2048)
     assert 64 < budget < 2048
     worst = max(b for b, _s in im.stage_step_s(0, 1, budget, 0.0))

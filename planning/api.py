@@ -466,6 +466,9 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
     """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"``.
 
     Serve commands use each catalog model's Hugging Face repository (custom models: ``/models/<id>``).
+    Aggregated instances carry ``--max-num-batched-tokens``: the chunk whose step keeps the TPOT SLO, which the
+    planner's tables and the simulator assume (``planning.simulate.engine_token_budgets``; left to the engine's
+    default when the plan carries no scenario or a placement the step model cannot size).
     """
     from planning.catalog import load_catalog
     from planning.export import kubernetes_manifests, skypilot_tasks
@@ -473,11 +476,19 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
     if fmt not in ("skypilot", "kubernetes", "all"):
         raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
     repos = {m.id: m.hf_repo for m in load_catalog().models.values() if m.hf_repo}
+    budgets: dict[int, int] = {}
+    if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):
+        from planning.simulate import engine_token_budgets
+
+        try:
+            budgets = engine_token_budgets(result, Scenario.from_dict(result.scenario), engine_context().perf)
+        except PlanningError:  # a placement the step model cannot size: the files keep the engine's default
+            budgets = {}
     files: list[ExportFile] = []
     if fmt in ("skypilot", "all"):
-        files += skypilot_tasks(result, repos)
+        files += skypilot_tasks(result, repos, budgets)
     if fmt in ("kubernetes", "all"):
-        files += kubernetes_manifests(result, repos)
+        files += kubernetes_manifests(result, repos, step_tokens=budgets)
     return files
 
 

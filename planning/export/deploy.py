@@ -63,7 +63,7 @@ def _split_region(region: str) -> tuple[str, str]:
     return cloud, name
 
 
-def _layout_comment(inst: InstancePlan) -> list[str]:
+def _layout_comment(inst: InstancePlan, step_tokens: int | None = None) -> list[str]:
     lines = [f"planning export — {inst.model} ({inst.phase}), template {inst.template_id}, region {inst.region}",
              f"{inst.count} instance(s); planned throughput {inst.throughput:,.1f} {inst.throughput_unit} each; "
              f"${inst.cost_per_hour:,.2f}/h for all {inst.count} at planning prices",
@@ -72,6 +72,9 @@ def _layout_comment(inst: InstancePlan) -> list[str]:
         nodes = ", ".join(n.shape for n in stage.nodes)
         lines.append(f"  stage {k}: {stage.layers} layers [{stage.layer_start}, {stage.layer_end}) on {nodes}"
                      + (f" ({len(stage.nodes)} data-parallel nodes)" if len(stage.nodes) > 1 else ""))
+    if step_tokens:
+        lines.append(f"per-step token budget {step_tokens} (--max-num-batched-tokens): the largest chunk whose step "
+                     "keeps the TPOT SLO (planner and simulator assume it)")
     return lines
 
 
@@ -85,10 +88,13 @@ def _tp_and_shapes(inst: InstancePlan) -> tuple[list[str], int]:
     return shapes, tp
 
 
-def _serve_command(model_ref: str, tp: int, pp: int, partition: Sequence[int], phase: str) -> str:
+def _serve_command(model_ref: str, tp: int, pp: int, partition: Sequence[int], phase: str,
+                   step_tokens: int | None = None) -> str:
     parts = [f"vllm serve {model_ref}", f"--tensor-parallel-size {tp}", "--port 8000"]
     if pp > 1:
         parts += [f"--pipeline-parallel-size {pp}", "--distributed-executor-backend ray"]
+    if step_tokens:
+        parts.append(f"--max-num-batched-tokens {int(step_tokens)}")
     if phase in ("prefill", "decode"):
         role = "kv_producer" if phase == "prefill" else "kv_consumer"
         parts.append("--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"" + role + "\"}'")
@@ -115,7 +121,8 @@ def _is_simple(inst: InstancePlan) -> bool:
     return len(set(shapes)) == 1 and all(len(s.nodes) == 1 for s in inst.stages)
 
 
-def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None) -> list[ExportFile]:
+def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
+                   step_tokens: Mapping[int, int] | None = None) -> list[ExportFile]:
     """One SkyPilot task YAML per plan instance (per distinct node shape for mixed pipelines).
 
     Parameters
@@ -125,6 +132,9 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
     hf_repos:
         Model id → Hugging Face repository used in the serve command (catalog models default to their
         ``hf_repo``; others to ``/models/<id>``).
+    step_tokens:
+        Instance index → per-step token budget, written as ``--max-num-batched-tokens`` (aggregated instances:
+        the TPOT SLO's chunk, ``planning.simulate.engine_token_budgets``); absent: the engine's default.
 
     Returns
     -------
@@ -132,6 +142,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
         ``kind="skypilot"``; ``deployable`` is ``"one-command"`` for single-shape pipelines, else ``"manual"``.
     """
     repos = dict(hf_repos or {})
+    budgets = dict(step_tokens or {})
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         cloud, region = _split_region(inst.region)
@@ -140,7 +151,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
             continue
         partition = [s.layers for s in inst.stages]
         base = _slug(f"{inst.model}-{inst.phase}-{idx}")
-        header = _layout_comment(inst)
+        header = _layout_comment(inst, budgets.get(idx))
         if _is_simple(inst):
             gpu = inst.stages[0].nodes[0].gpu
             pp = len(inst.stages)
@@ -152,7 +163,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
                 "envs": _envs(inst),
                 "setup": "pip install vllm",
             }
-            command = _serve_command(_model_ref(inst.model, repos), tp, pp, partition, inst.phase)
+            command = _serve_command(_model_ref(inst.model, repos), tp, pp, partition, inst.phase, budgets.get(idx))
             if pp == 1:
                 task["service"] = {"readiness_probe": "/v1/models", "replicas": inst.count}
                 task["run"] = command + "\n"
@@ -190,7 +201,8 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
                     f"  1. sky launch -c {base}-{_slug(distinct[0])} (the head), note its IP;",
                     "  2. launch the other shapes' tasks with RAY_HEAD_ADDRESS=<head-ip>:6379;",
                     "  3. on the head run: " + _serve_command(_model_ref(inst.model, repos), count,
-                                                              len(inst.stages), partition, inst.phase)
+                                                              len(inst.stages), partition, inst.phase,
+                                                              budgets.get(idx))
                     .replace(" \\\n  ", " ").replace("\\\n", " "),
                     "  vLLM places stages in Ray placement-group order; stages with several data-parallel nodes",
                     "  need one pipeline per node and a router in front (the plan's throughput assumes that)."]
@@ -208,14 +220,17 @@ def _pod_spec(gpu: str, gpu_count: int, cmd: str, envs: Mapping[str, str]) -> di
 
 
 def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
-                         namespace: str = "llm-serving") -> list[ExportFile]:
+                         namespace: str = "llm-serving",
+                         step_tokens: Mapping[int, int] | None = None) -> list[ExportFile]:
     """Kubernetes manifests: a ``Deployment`` per single-node instance, a LeaderWorkerSet per single-shape pipeline.
 
     Mixed-shape pipelines get one ``LeaderWorkerSet`` whose leader runs on the first stage's shape and whose
     workers run on the second shape when the pipeline has exactly two node shapes with one node per stage;
-    anything else is written as per-shape StatefulSets marked ``deployable: manual``.
+    anything else is written as per-shape StatefulSets marked ``deployable: manual``. ``step_tokens`` as in
+    :func:`skypilot_tasks`.
     """
     repos = dict(hf_repos or {})
+    budgets = dict(step_tokens or {})
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         shapes, tp = _tp_and_shapes(inst)
@@ -224,14 +239,15 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
         base = _slug(f"{inst.model}-{inst.phase}-{idx}")
         labels = {"app.kubernetes.io/name": base, "planning/model": _slug(inst.model), "planning/phase": inst.phase}
         partition = [s.layers for s in inst.stages]
-        command = _serve_command(_model_ref(inst.model, repos), tp, len(inst.stages), partition, inst.phase)
+        command = _serve_command(_model_ref(inst.model, repos), tp, len(inst.stages), partition, inst.phase,
+                                 budgets.get(idx))
 
         envs = _envs(inst)
 
         def pod_spec(gpu: str, gpu_count: int, cmd: str, envs: dict[str, str] = envs) -> dict[str, object]:
             return _pod_spec(gpu, gpu_count, cmd, envs)
 
-        header = _comment(_layout_comment(inst))
+        header = _comment(_layout_comment(inst, budgets.get(idx)))
         first = inst.stages[0].nodes[0]
         if _is_simple(inst) and len(inst.stages) == 1:
             doc: dict[str, object] = {

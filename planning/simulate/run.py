@@ -14,7 +14,7 @@ from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.model import PerfModel
 from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
-from planning.scenario import Scenario
+from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
@@ -111,22 +111,56 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     specs = _specs(perf, scenario)
     for inst in plan.instances:
         req = scenario.model(inst.model)
-        spec = specs[inst.model]
-        d = req.demand
-        if inst.phase == "prefill":
-            slo = float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
-        else:
-            slo = float(req.slo.decode_ms or req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
-        im = InstanceModel(perf, spec, inst.stages, inst.phase, slo, d.input_len, d.output_len,
-                           max_seqs_per_copy=topo.max_seqs,
-                           max_step_tokens=topo.chunk_tokens if inst.phase != "prefill" else 16384)
+        im = _instance_model(perf, specs[inst.model], req, inst, topo.max_seqs, topo.chunk_tokens)
         budget = 0
         if inst.phase == "prefill":
-            budget = im.prefill_token_budget(float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS), d.input_len)
+            budget = im.prefill_token_budget(_slo_ms(req, "prefill"), req.demand.input_len)
         elif inst.phase == "aggregated":
-            budget = topo.chunk_tokens if fixed_chunk else im.step_token_budget(slo, topo.chunk_tokens)
+            budget = topo.chunk_tokens if fixed_chunk else im.step_token_budget(_slo_ms(req, inst.phase),
+                                                                                topo.chunk_tokens)
         topo.instances.append(_Instance(inst, im, budget))
     return topo
+
+
+def _slo_ms(req: ModelRequest, phase: str) -> float:
+    """The latency target an instance of ``phase`` is planned against: TTFT for prefill, else TPOT."""
+    if phase == "prefill":
+        return float(req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
+    return float(req.slo.decode_ms or req.slo.prefill_ms or DEFAULT_PREFILL_SLO_MS)
+
+
+def _instance_model(perf: PerfModel, spec: ModelSpec, req: ModelRequest, inst: InstancePlan, max_seqs: int,
+                    chunk_tokens: int) -> InstanceModel:
+    d = req.demand
+    return InstanceModel(perf, spec, inst.stages, inst.phase, _slo_ms(req, inst.phase), d.input_len, d.output_len,
+                         max_seqs_per_copy=max_seqs,
+                         max_step_tokens=chunk_tokens if inst.phase != "prefill" else 16384)
+
+
+def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) -> dict[int, int]:
+    """Instance index → per-step token budget of each aggregated instance of ``plan``.
+
+    The largest chunk whose step keeps the TPOT SLO on every stage (``InstanceModel.step_token_budget``, capped at
+    the engine setting): what ``build_topology`` gives the simulator's engines and what a deployment sets as vLLM's
+    ``--max-num-batched-tokens``. Instances without a placement are left out.
+
+    Raises
+    ------
+    PlanningError: an instance's model is not in ``scenario`` or its placement cannot hold its layers.
+    """
+    if not any(inst.phase == "aggregated" and inst.stages for inst in plan.instances):
+        return {}
+    cfg = _with_defaults(SimConfig(), perf)
+    chunk, seqs = int(cfg.chunk_tokens or 2048), int(cfg.max_seqs or 1024)
+    specs = _specs(perf, scenario)
+    out: dict[int, int] = {}
+    for idx, inst in enumerate(plan.instances):
+        if inst.phase != "aggregated" or not inst.stages:
+            continue
+        req = scenario.model(inst.model)
+        im = _instance_model(perf, specs[inst.model], req, inst, seqs, chunk)
+        out[idx] = im.step_token_budget(_slo_ms(req, inst.phase), chunk)
+    return out
 
 
 def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes], list[tuple[Engine, InstancePlan]]]:

@@ -114,3 +114,32 @@ def test_cli_export_from_a_solved_preset(tmp_path, capsys) -> None:  # type: ign
     (tmp_path / "file").write_text("x")
     assert main(["export", str(plan_path), "--out", str(tmp_path / "file")]) == 2
     assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None:
+    """--max-num-batched-tokens of an aggregated instance is the TPOT SLO's chunk (build_topology's budget), in
+    the serve command and the layout comment of every file; disaggregated instances keep the engine default."""
+    import re
+
+    from planning import api
+    from planning.simulate import build_topology, engine_token_budgets
+
+    scenario = api.load_preset_scenario("long-tail")
+    plan = api.solve(scenario)
+    topo = build_topology(plan, scenario, api.engine_context().perf)
+    budgets = engine_token_budgets(plan, scenario, api.engine_context().perf)
+    assert budgets == {i: item.token_budget for i, item in enumerate(topo.instances)}
+    assert all(64 <= b <= 8192 for b in budgets.values()) and len(set(budgets.values())) > 1
+    for kind in ("skypilot", "kubernetes"):
+        files = api.export_plan(plan, kind)
+        for idx, inst in enumerate(plan.instances):
+            base = re.sub(r"[^a-z0-9-]+", "-", f"{inst.model}-{inst.phase}-{idx}".lower())
+            mine = [f.text for f in files if f.name.startswith((base + ".", base + "-"))]  # "-<shape>": mixed
+            assert mine
+            for text in mine:
+                assert f"--max-num-batched-tokens {budgets[idx]}" in text
+                assert f"per-step token budget {budgets[idx]}" in text
+    disaggregated = api.export_plan(api.solve(api.load_preset_scenario("coral-core")), "all")
+    assert not any("--max-num-batched-tokens" in f.text for f in disaggregated)
+    for f in skypilot_tasks(PLAN, REPOS, {0: 512}):
+        _validate_with_skypilot(yaml.safe_load(f.text))

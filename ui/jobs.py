@@ -115,18 +115,32 @@ def sharing_request(scenario: Scenario, method: str, threshold_rps: float) -> di
 
 def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """``planning.api.solve_shared`` → ``SharingResult.to_dict()``, plus ``simulated``: the shared GPUs simulated
-    request by request (``api.simulate_shared``, 600 s of arrivals, seed 0; NaN → None) or ``simulated_error``."""
+    request by request (``api.simulate_shared``, 600 s of arrivals, seed 0; NaN → None) or ``simulated_error``,
+    and ``simulated_dedicated``: the dedicated plan of the popular models (``api.simulate``, same window and
+    seed; per-model rows without the latency CDFs) or ``simulated_dedicated_error``."""
     scenario = Scenario.from_dict(request["scenario"])
     result = api.solve_shared(scenario, method=request["method"], progress=progress, cancel=cancel)
     out: dict[str, Any] = result.to_dict()
     if result.shared_nodes:
         cancel.check()
-        progress(0.95, "simulating the shared GPUs request by request")
+        progress(0.9, "simulating the shared GPUs request by request")
         try:
             sim = api.simulate_shared(result, scenario, duration_s=SHARED_SIM_S, seed=0)
             out["simulated"] = api.json_safe(sim.to_dict())
         except PlanningError as exc:
             out["simulated_error"] = str(exc)
+    if result.shared_nodes and result.dedicated is not None and result.dedicated.instances:
+        cancel.check()
+        progress(0.95, "simulating the dedicated models request by request")
+        try:
+            ded = api.simulate(result.dedicated, duration_s=SHARED_SIM_S, seed=0)
+            out["simulated_dedicated"] = {
+                "attainment": ded.attainment, "requests": ded.requests,
+                "models": [{"model": m.model, "requests": m.requests, "attainment": m.attainment,
+                            "ttft_ms_p99": m.ttft_ms.p99, "tpot_ms_p99": m.tpot_ms.p99} for m in ded.models]}
+            out["simulated_dedicated"] = api.json_safe(out["simulated_dedicated"])
+        except PlanningError as exc:
+            out["simulated_dedicated_error"] = str(exc)
     return out
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from planning import api
 from tests.app.conftest import app, planned, texts, wait_for_job
 
 
@@ -125,6 +128,14 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
     table = next(d.value for d in at.dataframe if "within SLO" in d.value.columns)
     assert len(table) >= 10 and list(table["within SLO"]) == sorted(table["within SLO"])
     assert "Moore–Hodgson" in texts(at)
+    # the popular models' dedicated instances of the shared plan are simulated too, and the headline counts both
+    popular = set(table[table["GPU"] == "dedicated"]["model"])
+    assert popular == {"llama-3-8b", "gpt-oss-20b", "qwen3-32b"}
+    preset = {m.id for m in api.load_preset_scenario("long-tail").models}
+    assert len(table) == len(preset) and set(table["model"]) == preset  # every model once, shared or dedicated
+    weighted = float((table["within SLO"] * table["requests"]).sum() / table["requests"].sum())
+    assert float(within.rstrip("%")) / 100 == pytest.approx(weighted, abs=5e-5)
+    assert metrics["On shared GPUs"].endswith("%")
 
 
 def test_sharing_section_hidden_for_one_model(planning_home: Path) -> None:

@@ -96,6 +96,23 @@ def plans(name: str, s: Scenario, runs: int) -> None:
                       + " / ".join(f"{sim.attainment:.2%}" for sim in sims) + "; worst model "
                       + " / ".join(f"{w.model} {w.attainment:.1%}" for w in worst)
                       + f"; GPU busy max {max(max(sim.node_busy) for sim in sims):.2f}")
+                if adm == "moore-hodgson":
+                    dedicated_part(res, sims)
+
+
+def dedicated_part(res, shared_sims) -> None:  # type: ignore[no-untyped-def]
+    """The popular models' dedicated instances of a shared plan, simulated with the same window and seeds, and
+    the whole plan's attainment (request-weighted over both parts)."""
+    if res.dedicated is None or not res.dedicated.instances:
+        return
+    sims = [api.simulate(res.dedicated, duration_s=SIMULATE_S, seed=k) for k in range(3)]
+    whole = [(sh.attainment * sh.requests + d.attainment * d.requests) / (sh.requests + d.requests)
+             for sh, d in zip(shared_sims, sims, strict=True)]
+    worst = [min(d.models, key=lambda m: m.attainment) for d in sims]
+    print("      dedicated part (" + ", ".join(m.model for m in sims[0].models) + "): within SLO "
+          + " / ".join(f"{d.attainment:.2%}" for d in sims) + "; worst "
+          + " / ".join(f"{w.model} {w.attainment:.1%}" for w in worst)
+          + "; whole plan " + " / ".join(f"{w:.2%}" for w in whole))
 
 
 def many(s: Scenario, runs: int) -> None:

@@ -1,12 +1,17 @@
 """The shared plan: low-rate models packed onto shared GPUs, popular models on dedicated templates, one budget.
 
-Steps (sequential, documented in docs/sharing.md):
+Steps (documented in docs/sharing.md):
 1. Split the scenario's models: mean rate below ``options.sharing_threshold_rps`` (all when None) → shared;
    models that fit on no single-GPU node type with their KV pool also stay dedicated.
 2. Profile each shared model (``planning.sharing.profiles``) on every single-GPU node type the scenario offers.
 3. Pack them: ``kvpr`` (Prism Alg. 1 sized per node type) or ``exact`` (the packing MILP), within availability.
 4. Solve the popular models with the existing allocation ILP (``planning.api.solve`` on a scenario holding only
-   them) after subtracting the shared nodes from availability and their cost from a served-objective budget.
+   them) with the whole availability and the budget left after the shared nodes. When the two parts' nodes fit
+   the availability together, the pair is the joint optimum of the split (each part is optimal on its own and
+   neither took anything from the other): status ``optimal`` when both parts are. Otherwise the parts compete
+   for nodes: the popular models are re-solved on what the shared nodes leave, and (cost objective) the other
+   order is tried too, shared nodes packed on what the popular models' free optimum leaves; the cheaper pair is
+   kept, status ``feasible``, and a note gives the lower bound (the two free optima added).
 5. Report one cost and one GPU count covering both parts, and each shared node's models and memory split.
 """
 
@@ -243,11 +248,35 @@ def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Seq
     return tuple(nodes)
 
 
-def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[SharedNode]) -> Scenario:
-    """The scenario for the popular models: shared nodes subtracted from availability."""
+def _node_usage(nodes: Sequence[SharedNode]) -> dict[tuple[str, str], int]:
     used: dict[tuple[str, str], int] = {}
     for n in nodes:
         used[(n.region, n.shape)] = used.get((n.region, n.shape), 0) + 1
+    return used
+
+
+def _plan_usage(plan: PlanResult) -> dict[tuple[str, str], int]:
+    used: dict[tuple[str, str], int] = {}
+    for inst in plan.instances:
+        for shape, k in inst.usage.items():
+            used[(inst.region, shape)] = used.get((inst.region, shape), 0) + int(k) * int(inst.count)
+    return used
+
+
+def _fits_together(offers: Sequence[Any], *usages: Mapping[tuple[str, str], int]) -> bool:
+    """Whether the summed node counts stay within every (region, shape)'s availability."""
+    avail = {(o.region, o.shape): int(o.available) for o in offers}
+    total: dict[tuple[str, str], int] = {}
+    for used in usages:
+        for key, k in used.items():
+            total[key] = total.get(key, 0) + k
+    return all(k <= avail.get(key, 0) for key, k in total.items())
+
+
+def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[SharedNode] | Mapping[tuple[str, str], int]
+               ) -> Scenario:
+    """``scenario`` with the given shared nodes (or node counts per (region, shape)) subtracted from availability."""
+    used = dict(nodes) if isinstance(nodes, Mapping) else _node_usage(nodes)
     overrides = [a for a in scenario.availability_overrides if (a.region, a.shape) not in used]
     by_key = {(o.region, o.shape): o for o in offers}
     overrides += [AvailabilityOverride(r, s, max(0, by_key[(r, s)].available - k)) for (r, s), k in sorted(used.items())]
@@ -315,10 +344,10 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
                              tuple(shared_ids), tuple(dedicated_ids), timings,
                              (*notes, "the shared models cannot be packed within availability."))
     dedicated: PlanResult | None = None
+    coupled = False
     if dedicated_ids:
         offers, _ = _resolve(scenario, ctx.catalog)
-        sub = _remaining(scenario, offers, nodes)
-        sub = replace(sub, models=tuple(m for m in scenario.models if m.id in dedicated_ids))
+        sub = replace(scenario, models=tuple(m for m in scenario.models if m.id in dedicated_ids))
         budget = scenario.objective.budget_per_hour
         if budget is not None:
             left = budget - packing.cost_per_hour
@@ -332,14 +361,50 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
                          "the dedicated models (sequential: shared part first).")
         t2 = time.perf_counter()
         step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
-        if solve_dedicated is not None:
-            dedicated = solve_dedicated(sub)
-        else:
-            dedicated = api.solve(sub, cancel=cancel, progress=(lambda f, m: progress(0.5 + 0.5 * f, m))
-                                  if progress is not None else None)
+
+        def solve_part(part: Scenario, lo: float) -> PlanResult:
+            if solve_dedicated is not None:
+                return solve_dedicated(part)
+            return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
+                             if progress is not None else None)
+
+        free = solve_part(sub, 0.5)  # the popular models' optimum with every node available
+        dedicated = free
+        packing_free = packing  # the shared part's packing with every node available
+        if free.instances and not _fits_together(offers, _node_usage(nodes), _plan_usage(free)):
+            coupled = True
+            step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
+            dedicated = solve_part(_remaining(sub, offers, nodes), 0.7)
+            alternative = None
+            if scenario.objective.kind == "cost" and budget is None:
+                # the other order: popular models first (their free optimum), shared nodes packed on the rest
+                rest = _remaining(scenario, offers, _plan_usage(free))
+                try:
+                    alt, alt_profiles, alt_types = pack(rest, ctx, shared_ids, method)
+                except PlanningError:
+                    alt = None
+                if alt is not None and alt.feasible and free.status in ("optimal", "feasible"):
+                    alternative = (alt, _shared_nodes(alt, alt_profiles, alt_types))
+            first = (packing.cost_per_hour + dedicated.cost_per_hour
+                     if dedicated.status in ("optimal", "feasible") else math.inf)
+            if alternative is not None and alternative[0].cost_per_hour + free.cost_per_hour < first - 1e-9:
+                packing, nodes = alternative
+                dedicated = free
+                notes.append("the parts compete for nodes: the popular models were planned first and the shared "
+                             "nodes packed on what they leave (cheaper than the other order).")
+            else:
+                notes.append("the parts compete for nodes: the shared nodes were packed first and the popular "
+                             "models planned on what they leave.")
+            if free.status == "optimal" and packing_free.status == "optimal" and scenario.objective.kind == "cost":
+                bound = packing_free.cost_per_hour + free.cost_per_hour
+                notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
+                total = packing.cost_per_hour + dedicated.cost_per_hour
+                coupled = not (packing.status == "optimal" and dedicated.status == "optimal"
+                               and total <= bound * (1 + 1e-9) + 1e-9)  # the bound is met: optimal after all
         timings["dedicated_seconds"] = time.perf_counter() - t2
     ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
-    status = ("optimal" if packing.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
+    status = ("optimal" if packing.status == "optimal" and not coupled
+              and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok_dedicated else (dedicated.status if dedicated is not None else "infeasible")
     low = sorted((m.attainment_estimate, m.model) for n in nodes for m in n.models if m.attainment_estimate < 0.99)
     if low:

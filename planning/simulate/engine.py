@@ -169,7 +169,12 @@ class Engine:
 
 
 class PrefillEngine(Engine):
-    """Disaggregated prefill instance: FIFO batches of whole prompts through a tandem of pipeline stages."""
+    """Disaggregated prefill instance: FIFO batches of whole prompts through a tandem of pipeline stages.
+
+    At most ``S`` batches are in flight (vLLM's virtual engines: a pipeline of S stages schedules a new batch
+    when one of its S slots has finished), so a slow later stage makes the next batches wait and grow instead of
+    piling small batches into the pipeline.
+    """
 
     def __init__(self, sim: Sim, im: InstanceModel, name: str, token_budget: int) -> None:
         super().__init__(sim, im, name, "prefill")
@@ -178,6 +183,7 @@ class PrefillEngine(Engine):
         self.stage_busy = [0.0] * im.n_stages
         self.wake_pending = False
         self.queued_tokens = 0
+        self.in_flight = 0
 
     def load(self) -> float:
         return self.queued_tokens + (self.budget if self.wake_pending else 0)
@@ -188,7 +194,7 @@ class PrefillEngine(Engine):
         self.try_start(t)
 
     def try_start(self, t: float) -> None:
-        if self.wake_pending or not self.waiting:
+        if self.wake_pending or not self.waiting or self.in_flight >= self.im.n_stages:
             return
         req = self.sim.req
         batch: list[int] = []
@@ -220,8 +226,14 @@ class PrefillEngine(Engine):
         self.tokens_out += len(batch)
         self.peak_batch = max(self.peak_batch, len(batch))
         self.wake_pending = True
+        self.in_flight += 1
         self.sim.push(self.stage_free[0], WAKE, self, None)
         self.sim.push(self.stage_free[-1], PREFILL_DONE, self, batch)
+
+    def batch_done(self, t: float) -> None:
+        """A batch left the last stage: its virtual-engine slot is free."""
+        self.in_flight -= 1
+        self.try_start(t)
 
     def on_wake(self, t: float, _payload: object) -> None:
         self.wake_pending = False
@@ -492,6 +504,7 @@ class Sim:
 
     def _prefill_done(self, t: float, engine: PrefillEngine, batch: list[int]) -> None:
         req = self.req
+        engine.batch_done(t)
         for r in batch:
             req.t_first[r] = t
             routes = self.routes[req.model[r]]

@@ -256,7 +256,8 @@ class PerfModel:
                   for tp in self.tp_options(model, count)]
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
                                  kv_extra=0.0 if phase == "decode" else 1.0,
-                                 load_cap=s.prefill_max_load if phase == "prefill" else 1.0)
+                                 load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
+                                 kv_sigmas=s.decode_kv_sigmas if phase == "decode" else 0.0)
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

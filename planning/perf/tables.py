@@ -5,7 +5,8 @@ t_stage = j layers + step overhead + activation send (S > 1) <= (slo / S) / head
 times ``load_cap`` (the share of that rate an instance may be planned at, for queueing). Decode pipelines keep S
 micro-batches in flight, so every node of an S-stage decode pipeline holds the KV cache of S x batch sequences; a
 prefill node holds its layers' KV of the batch it runs, of the (up to S - 1) batches downstream of it, and of the
-batch whose KV the decode instance is still pulling: S + 1 batches.
+batch whose KV the decode instance is still pulling: S + 1 batches. A decode node also keeps room for
+``kv_sigmas · sqrt(S · batch)`` more sequences (the running count fluctuates around its mean).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from planning.perf.curves import Curves
 
 
 def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
-                      max_stages: int, kv_extra: float | None = None, load_cap: float = 1.0) -> np.ndarray:
+                      max_stages: int, kv_extra: float | None = None, load_cap: float = 1.0,
+                      kv_sigmas: float = 0.0) -> np.ndarray:
     """The table (max_stages, layers) from the curves of every usable tp split (see module docstring).
 
     ``kv_extra``: None = one batch of KV per node; else each node of an S-stage pipeline holds S + kv_extra
     batches of KV (decode 0, prefill 1: see the module docstring).
     ``load_cap``: multiplies every entry (usable share of the service rate, see docs/perf-model.md Sec. 3c).
+    ``kv_sigmas``: KV room for ``kv_sigmas · sqrt(S · batch)`` sequences beyond the ``S · batch`` planned (the
+    running count fluctuates like a Poisson count around its mean: square-root staffing of the KV slots).
     """
     stages = np.arange(1, max_stages + 1, dtype=float)
     j = np.arange(1, layers + 1, dtype=float)
@@ -36,7 +40,11 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
         run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
         kv = nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]  # (L, B)
         copies = stages + kv_extra if kv_extra is not None else np.ones_like(stages)  # (S,)
-        mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + copies[:, None, None] * kv[None, :, :]
+        held = copies[:, None] * np.ones_like(c.tokens)[None, :]  # (S, B) batches of KV a node holds
+        if kv_sigmas > 0:
+            seqs = np.maximum(c.tokens, 1.0)  # decode: sequences per batch
+            held = held + kv_sigmas * np.sqrt(stages[:, None] * seqs[None, :]) / seqs[None, :]
+        mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + held[:, None, :] * kv[None, :, :]
         fits = mem <= c.capacity  # (S, L, B)
         send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)
         t = run[None, :, :] + send[:, None, :]  # (S, L, B)

@@ -36,7 +36,8 @@ def test_prefill_table_is_the_load_cap_share_of_the_batch_rate(pm: PerfModel) ->
 
 @pytest.mark.parametrize("shape", ["2xL40S", "1xL40S", "1xH100"])
 def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, shape: str) -> None:
-    """Each entry equals a plain loop over (tp, batch) with memory j·w + S·KV(batch) + fixed <= capacity."""
+    """Each entry equals a plain loop over (tp, batch) with memory j·w + (S + σ·√(S·batch)/batch)·KV(batch) + fixed
+    <= capacity (S micro-batches of KV plus room for σ·√(S·batch) more sequences)."""
     spec = pm.model("qwen3-32b")
     slo_ms, max_stages = 100.0, 4
     table = pm.stage_table(spec, shape, "decode", slo_ms, WL, max_stages=max_stages)
@@ -51,6 +52,8 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
             + layers * WL.input_len * 2 * spec.num_kv_heads * spec.head_dim * 2 / (net * 1e9 / 8))
     cycle = ((WL.output_len - 1) * slo_ms * 1e-3 - t_kv) / WL.output_len / pm.calibration.settings.decode_headroom
     assert cycle < slo_ms * 1e-3  # the hand-off tightens the budget
+    sigmas = pm.calibration.settings.decode_kv_sigmas
+    assert sigmas > 0  # the square-root KV room is on (Sec. 3c)
     differs = False
     for s in range(1, max_stages + 1):
         budget = cycle / s
@@ -61,7 +64,8 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
                 for i in range(len(batches)):
                     t = j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0)
                     base = j * c.w_layer + c.mem_fixed[i]
-                    if t <= budget and base + s * j * c.kv_full[i] <= c.capacity:
+                    held = s + sigmas * np.sqrt(s * batches[i]) / batches[i]  # batches of KV, with the √ room
+                    if t <= budget and base + held * j * c.kv_full[i] <= c.capacity:
                         best = max(best, c.dp * c.tokens[i] / t)
                     if t <= budget and base + j * c.kv_full[i] <= c.capacity:
                         one_copy = max(one_copy, c.dp * c.tokens[i] / t)
@@ -110,3 +114,15 @@ def test_aggregated_table_uses_its_own_headroom(pm: PerfModel) -> None:
     tighter = _with_settings(pm, aggregated_headroom=h * 1.5).stage_table(spec, "1xL40S", "aggregated", 60, wl,
                                                                           max_stages=2)
     assert np.all(tighter <= base + 1e-9) and float(tighter.sum()) < float(base.sum())
+
+
+def test_decode_kv_room_binds_only_where_memory_does(pm: PerfModel) -> None:
+    """The √ KV room lowers KV-bound decode entries and leaves TPOT-bound ones alone; σ = 0 gives the old rule."""
+    spec = pm.model("qwen3-32b")
+    room = pm.stage_table(spec, "1xA100-80G", "decode", 100, WL, max_stages=2)
+    none = _with_settings(pm, decode_kv_sigmas=0.0).stage_table(spec, "1xA100-80G", "decode", 100, WL, max_stages=2)
+    assert np.all(room <= none + 1e-9) and float(room.sum()) < float(none.sum())  # 32B on 80 GB: KV binds
+    tight = pm.stage_table(spec, "1xH100", "decode", 20, WL, max_stages=1)  # a 20 ms TPOT binds before memory
+    loose = _with_settings(pm, decode_kv_sigmas=0.0).stage_table(spec, "1xH100", "decode", 20, WL, max_stages=1)
+    assert tight.max() > 0
+    np.testing.assert_array_equal(tight[:, : spec.layers // 4], loose[:, : spec.layers // 4])

@@ -13,14 +13,32 @@ from planning.simulate import SimConfig, build_topology, simulate_topology
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["coral-core", "melange-arena"])
-def test_preset_plan_attains_99_percent_under_poisson_arrivals(preset: str) -> None:
+@pytest.mark.parametrize(("preset", "duration_s"), [("coral-core", 600), ("melange-arena", 600),
+                                                    ("coral-extended", 300), ("catalog-wide", 120)])
+def test_preset_plan_attains_99_percent_under_poisson_arrivals(preset: str, duration_s: float) -> None:
     scenario = api.load_preset_scenario(preset)
     plan = api.solve(scenario)
     assert plan.status == "optimal"
     topo = build_topology(plan, scenario, api.engine_context().perf)
-    res = simulate_topology(topo, SimConfig(duration_s=600, seed=0))
+    res = simulate_topology(topo, SimConfig(duration_s=duration_s, seed=0))
     assert res.requests > 1000 and res.finish_events == res.requests
     assert res.attainment >= 0.99, (res.attainment, res.bottlenecks())
     for m in res.models:  # no model left far behind (coral-core's phi-4 prefill TTFT tail: 98.5 % at seed 0)
         assert m.attainment >= 0.98, (m.model, m.attainment, m.ttft_ms.p99, m.tpot_ms.p99, res.bottlenecks())
+
+
+
+@pytest.mark.slow
+def test_long_tail_shared_plan_attains_99_percent_in_both_parts() -> None:
+    """Issue 14's check: the KVPR shared plan of long-tail needs fewer GPUs than the dedicated plan, and both of
+    its parts (shared GPUs, the popular models' dedicated instances) meet their SLOs in simulation."""
+    scenario = api.load_preset_scenario("long-tail")
+    shared = api.solve_shared(scenario, method="kvpr")
+    dedicated = api.solve(scenario, with_baselines=False)
+    assert shared.status in ("optimal", "feasible") and dedicated.status == "optimal"
+    assert shared.n_gpus < sum(dedicated.gpus_by_type().values())
+    on_shared = api.simulate_shared(shared, scenario, duration_s=600, seed=0)
+    assert shared.dedicated is not None
+    popular = api.simulate(shared.dedicated, duration_s=300, seed=0)
+    assert on_shared.attainment >= 0.99 and popular.attainment >= 0.99, (on_shared.attainment, popular.attainment)
+    assert {m.model for m in popular.models} == {"llama-3-8b", "gpt-oss-20b", "qwen3-32b"}

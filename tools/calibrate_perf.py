@@ -89,10 +89,11 @@ GLOBAL_VALUES = {
                             "docs/perf-model.md Sec. 3c)"),
     "prefill_max_load": (0.75, "model choice: prefill instances are planned at <= 75% of their batch rate so that "
                          "the queue drains (measured with the simulator, docs/perf-model.md Sec. 3c)"),
-    "decode_kv_sigmas": (1.0, "model choice: a decode node keeps KV room for sqrt(S x batch) sequences beyond the "
-                         "S x batch planned (running sequences fluctuate like a Poisson count; admission waits "
-                         "otherwise hold the prefill's KV). 1 is the smallest of 0-3 with every disaggregated preset "
-                         ">= 99 % in the simulator (docs/perf-model.md Sec. 3c)"),
+    "kv_sigmas": (1.0, "model choice: a decode or aggregated node keeps KV room for sqrt(S x batch) sequences "
+                  "beyond the S x batch planned (running sequences fluctuate like a Poisson count; admission waits "
+                  "otherwise queue requests and, disaggregated, hold the prefill's KV). 1 is the smallest of 0-3 "
+                  "with every preset but demystifying seed 2 at >= 99 % in the simulator (docs/perf-model.md "
+                  "Sec. 3c)"),
     "aggregated_max_load": (0.75, "model choice: aggregated instances are planned at <= 75% of their SLO-bound "
                             "rate so that the running batch stays below the TPOT-bound batch (simulator, "
                             "docs/perf-model.md Sec. 3c)"),

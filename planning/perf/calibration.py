@@ -42,7 +42,7 @@ GLOBAL_PARAMS: tuple[str, ...] = (
     "decode_headroom",  # disaggregated decode cycle must fit in (hand-off budget of the TPOT)/h
     "aggregated_headroom",  # aggregated (chunked prefill) step must fit in (TPOT/S)/h
     "prefill_max_load",  # utilisation cap: a prefill instance is planned at <= this share of its batch rate
-    "decode_kv_sigmas",  # decode KV room for this many sqrt(sequences) beyond the planned ones (Erlang C)
+    "kv_sigmas",  # decode/aggregated KV room for this many sqrt(sequences) beyond the planned ones (Erlang C)
     "aggregated_max_load",  # utilisation cap of aggregated (continuous batching + chunked prefill) instances
     "band_roofline",  # uncertainty band for GPUs without any measurement (roofline-only)
     "band_measured",  # uncertainty band on numbers interpolated from imported measured profiles
@@ -87,7 +87,7 @@ class GlobalSettings:
     decode_headroom: float
     aggregated_headroom: float
     prefill_max_load: float
-    decode_kv_sigmas: float
+    kv_sigmas: float
     aggregated_max_load: float
     band_roofline: float
     band_measured: float

@@ -241,7 +241,7 @@ class PerfModel:
             best = np.zeros((max_stages, arch.layers))
             for tp in self.tp_options(model, count):
                 best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
-                                                            ttft_ms, net, stages))
+                                                            ttft_ms, net, stages, s.kv_sigmas))
             return best * s.aggregated_max_load
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
@@ -257,7 +257,7 @@ class PerfModel:
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
                                  kv_extra=0.0 if phase == "decode" else 1.0,
                                  load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
-                                 kv_sigmas=s.decode_kv_sigmas if phase == "decode" else 0.0)
+                                 kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

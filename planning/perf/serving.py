@@ -131,14 +131,15 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
 
 def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                         wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
-                        stages: np.ndarray) -> np.ndarray:
+                        stages: np.ndarray, kv_sigmas: float = 0.0) -> np.ndarray:
     """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
 
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
     mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
     t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= token budget, the stage's memory (j layers of
     weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve) fits, and the pipeline TTFT
-    S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``.
+    S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
+    ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
@@ -169,7 +170,8 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     kv_slide = b * min(held, float(arch.window or held)) * kv_tok
     fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
-    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + stages[:, None, None] * kv
+    held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
     ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, None, :]  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)

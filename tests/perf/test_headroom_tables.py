@@ -52,7 +52,7 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
             + layers * WL.input_len * 2 * spec.num_kv_heads * spec.head_dim * 2 / (net * 1e9 / 8))
     cycle = ((WL.output_len - 1) * slo_ms * 1e-3 - t_kv) / WL.output_len / pm.calibration.settings.decode_headroom
     assert cycle < slo_ms * 1e-3  # the hand-off tightens the budget
-    sigmas = pm.calibration.settings.decode_kv_sigmas
+    sigmas = pm.calibration.settings.kv_sigmas
     assert sigmas > 0  # the square-root KV room is on (Sec. 3c)
     differs = False
     for s in range(1, max_stages + 1):
@@ -120,9 +120,20 @@ def test_decode_kv_room_binds_only_where_memory_does(pm: PerfModel) -> None:
     """The √ KV room lowers KV-bound decode entries and leaves TPOT-bound ones alone; σ = 0 gives the old rule."""
     spec = pm.model("qwen3-32b")
     room = pm.stage_table(spec, "1xA100-80G", "decode", 100, WL, max_stages=2)
-    none = _with_settings(pm, decode_kv_sigmas=0.0).stage_table(spec, "1xA100-80G", "decode", 100, WL, max_stages=2)
+    none = _with_settings(pm, kv_sigmas=0.0).stage_table(spec, "1xA100-80G", "decode", 100, WL, max_stages=2)
     assert np.all(room <= none + 1e-9) and float(room.sum()) < float(none.sum())  # 32B on 80 GB: KV binds
     tight = pm.stage_table(spec, "1xH100", "decode", 20, WL, max_stages=1)  # a 20 ms TPOT binds before memory
-    loose = _with_settings(pm, decode_kv_sigmas=0.0).stage_table(spec, "1xH100", "decode", 20, WL, max_stages=1)
+    loose = _with_settings(pm, kv_sigmas=0.0).stage_table(spec, "1xH100", "decode", 20, WL, max_stages=1)
     assert tight.max() > 0
     np.testing.assert_array_equal(tight[:, : spec.layers // 4], loose[:, : spec.layers // 4])
+
+
+def test_aggregated_tables_keep_the_same_kv_room(pm: PerfModel) -> None:
+    """The aggregated tables use the same σ·√(S·B) KV room: a KV-bound aggregated entry (llama-3-8b on an RTX 4090,
+    2,455-token prompts) plans less with it, and σ = 0 restores the old rule."""
+    spec = pm.model("llama-3-8b")
+    wl = Workload(2455, 300)
+    room = pm.stage_table(spec, "1xRTX4090", "aggregated", 120, wl, max_stages=2)
+    none = _with_settings(pm, kv_sigmas=0.0).stage_table(spec, "1xRTX4090", "aggregated", 120, wl, max_stages=2)
+    assert pm.calibration.settings.kv_sigmas > 0 and none.max() > 0
+    assert np.all(room <= none + 1e-9) and float(room.sum()) < float(none.sum())

@@ -83,10 +83,6 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _served_same(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-6
-
-
 def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
     from planning.catalog import load_catalog
     from planning.catalog.schema import shape_key
@@ -174,8 +170,8 @@ def build_report(result: PlanResult) -> Report:
         headline.append(result.message)
     comparison_rows = []
     for b in result.baselines:
-        same = _served_same(b.served_fraction, result.served_fraction) and ok and b.feasible
-        saving = (1 - provisioning / b.cost_per_hour) if same and b.cost_per_hour > 0 else None
+        pct = result.savings_vs(b) if ok else None  # one formula and one "same demand" rule (result.savings_pct)
+        saving = pct / 100.0 if pct is not None else None
         comparison_rows.append((b.name, money(b.cost_per_hour), money(b.cost_per_hour * HOURS_PER_MONTH),
                                 share(b.served_fraction),
                                 share(saving) if saving is not None else "not comparable (serves different demand)",

@@ -120,7 +120,8 @@ def test_rooms_import_only_downstream() -> None:
     assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)
 
 
-_SAVING_SHAPES = re.compile(r"1 - [\w.]*(cost|price|only)[\w.]* / |100(\.0)? \* \(1 - |\([\w.]+ - [\w.]*cost[\w.]*\) / ")
+_SAVING_SHAPES = re.compile(r"1(\.0)? - [^/\n]*(cost|price|only|provisioning|\$/h)[^/\n]* / |100(\.0)? \* \(1 - "
+                            r"|\([\w.]+ - [\w.]*cost[\w.]*\) / ")
 
 
 def test_one_savings_formula() -> None:
@@ -138,3 +139,6 @@ def test_savings_formula_check_catches_a_copy() -> None:
     assert _SAVING_SHAPES.search("saving = 1 - plan.total_cost / base")
     assert _SAVING_SHAPES.search("pct = 100 * (1 - a / b)")
     assert _SAVING_SHAPES.search("change = (shared - result.comparable_cost) / result.comparable_cost")
+    assert _SAVING_SHAPES.search("saving = (1 - provisioning / b.cost_per_hour) if same else None")  # report.py once
+    assert _SAVING_SHAPES.search('out["spot saves"] = 1 - out["spot $/h"] / out["on-demand $/h"]')  # ui/markets.py once
+    assert not _SAVING_SHAPES.search("return experts * (1.0 - np.power(1.0 - active / experts, t))")

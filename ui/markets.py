@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from planning.errors import PlanningError
+from planning.result import savings_pct
 from planning.scenario import Scenario
 from ui import state, widgets
 from ui.jobs import markets_job, markets_request
@@ -24,7 +25,8 @@ def side_by_side(rows: pd.DataFrame) -> pd.DataFrame:
         out[f"{pricing} $/h"] = out["where"].map(part["cost_per_hour"])
         out[f"{pricing} $/month"] = out["where"].map(part["cost_per_month"])
     if {"on-demand $/h", "spot $/h"} <= set(out.columns):
-        out["spot saves"] = 1 - out["spot $/h"] / out["on-demand $/h"]
+        out["spot saves"] = [None if (pct := savings_pct(spot, od)) is None else pct / 100.0
+                             for spot, od in zip(out["spot $/h"], out["on-demand $/h"], strict=True)]
     gpus = frame[frame["pricing"] == "on-demand"].set_index("where")["gpus"]
     out["GPUs (on-demand plan)"] = out["where"].map(gpus).fillna("")
     return out

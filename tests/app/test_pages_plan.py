@@ -100,6 +100,7 @@ def test_compare_clouds_and_regions_side_by_side_on_demand_and_spot(planning_hom
     assert table["where"].iloc[0] == "all regions (mixed optimum)"
     row = table.iloc[0]
     assert row["spot $/h"] < row["on-demand $/h"]  # the tiny scenario's region sells spot below on-demand
+    assert row["spot saves"] == pytest.approx((row["on-demand $/h"] - row["spot $/h"]) / row["on-demand $/h"])
     assert abs(row["on-demand $/month"] - 730 * row["on-demand $/h"]) < 730 * 0.006
     assert "reclaimed at short notice" in texts(at)
 

@@ -286,14 +286,20 @@ def slo_changes_the_answer(tpot_ms: float = 100.0, model: str = "llama-2-7b", in
         ours[f"{gpu} tokens per $"] = round(per_dollar)
     best = max(rows, key=lambda r: r["output tokens per $"])
     worst = min(rows, key=lambda r: r["output tokens per $"])
-    ratio = best["output tokens per $"] / max(worst["output tokens per $"], 1)
-    ours["best over worst (×)"] = round(ratio, 2)
+    if worst["output tokens per $"] <= 0:  # the slow GPU cannot make one token within the SLO at any batch
+        ours["best over worst (×)"] = math.inf
+        comparison = (f"At {tpot_ms:g} ms TPOT the {worst['gpu']} cannot meet the SLO at any batch; only the "
+                      f"{best['gpu']} can serve.")
+    else:
+        ratio = best["output tokens per $"] / worst["output tokens per $"]
+        ours["best over worst (×)"] = round(ratio, 2)
+        comparison = (f"At {tpot_ms:g} ms TPOT the {best['gpu']} gives {ratio:.1f}× the output tokens per dollar "
+                      f"of the {worst['gpu']}.")
     return Lesson(
-        key="slo", title="Tighter SLOs move the answer to bigger GPUs",
+        key="slo", title="Tighter SLOs widen the big GPU's lead",
         paper="Mélange, Sec. 4.3 (Fig. 6): A100 2× better below 60 ms TPOT, A10G > 40 % better at 60–160 ms",
-        takeaway=f"At {tpot_ms:g} ms TPOT the {best['gpu']} gives {ratio:.1f}× the output tokens per dollar of the "
-                 f"{worst['gpu']}. A slow GPU can run only small batches within a tight per-token deadline, so its "
-                 "tokens per dollar fall fastest as the SLO tightens.",
+        takeaway=comparison + " A slow GPU can run only small batches within a tight per-token deadline, so its "
+                 "tokens per dollar fall fastest as the SLO tightens, down to none at all.",
         paper_numbers={"A100 advantage below 60 ms (×)": 2.0, "A10G advantage at 60–160 ms (×)": 1.4},
         ours=ours, rows=tuple(rows),
         notes=("Ours come from the performance model at Mélange's prices. Where the model still ranks the A100 first at "

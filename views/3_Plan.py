@@ -57,9 +57,16 @@ if result.instances:
 st.header("Cost breakdown")
 widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "
                 "configuration; its area is the hourly cost. Prefill and decode are planned separately.")
+breakdown = result.breakdown_frame()
+nodes_only = breakdown[breakdown["kind"] == "provisioning"]  # the same total as the KPI and every comparison
 left, right = st.columns(2)
-left.plotly_chart(viz.cost_treemap(result.breakdown_frame()), width="stretch", key="treemap")
-right.plotly_chart(viz.cost_bars(result.breakdown_frame()), width="stretch", key="cost_bars")
+left.plotly_chart(viz.cost_treemap(nodes_only), width="stretch", key="treemap")
+right.plotly_chart(viz.cost_bars(nodes_only), width="stretch", key="cost_bars")
+if result.penalty_per_hour > 0:
+    st.caption(f"The charts add up to the nodes' cost, ${result.provisioning_per_hour:,.2f}/h. The plan "
+               f"also carries an initialization allowance of ${result.penalty_per_hour:,.2f}/h (K × the "
+               "price of newly started nodes), which the optimizer uses against churn; it is not a bill and no "
+               "comparison counts it.")
 
 st.header("GPUs used vs available")
 widgets.explain("gpu_usage_figure", "Nodes rented per region and configuration against what the region can supply "

@@ -152,3 +152,15 @@ def test_plan_page_shows_capacity_and_cost_with_their_band(planning_home: Path) 
     assert "How far to trust the capacity" in shown and "costs up to $" in shown
     band_table = next(df.value for df in at.dataframe if "capacity_high" in df.value)
     assert (band_table["capacity_low"] < band_table["capacity_high"]).all()
+
+
+def test_cost_charts_add_up_to_the_cost_kpi(planning_home: Path) -> None:
+    """Issue 12: the Cost breakdown counts what the KPI and every comparison count (the nodes); the initialization
+    allowance is a caption, not a block of the chart (coral-core plans carry one)."""
+    at, _ = planned(planning_home, choice="preset:coral-core", page="views/3_Plan.py")
+    assert not at.exception
+    kpi = next(m.value for m in at.metric if m.label == "Cost per hour")
+    treemap = next(c.proto.spec for c in at.get("plotly_chart") if "Cost breakdown" in c.proto.spec)
+    assert kpi.split("/")[0] in treemap  # "$26.00" in "Cost breakdown — $26.00"
+    assert "init penalty" not in treemap
+    assert "initialization allowance" in texts(at)

@@ -54,6 +54,10 @@ def test_slo_tightening_hurts_the_small_gpu_most() -> None:
         shares.append(ours["A10G tokens per $"] / ours["A100-80G tokens per $"])
     assert all(a <= b + 1e-9 for a, b in itertools.pairwise(shares))
     assert shares[-1] > 2 * shares[0]
+    # too tight for the A10G at any batch: said in words, not as a ratio against a floor of 1 token per dollar
+    tight = learn.slo_changes_the_answer(20.0)
+    assert tight.ours["A10G tokens per $"] == 0 and tight.ours["best over worst (×)"] == float("inf")
+    assert "cannot meet the SLO" in tight.takeaway and "×" not in tight.takeaway.split(".")[0]
 
 
 def test_api_lesson_dispatch() -> None:

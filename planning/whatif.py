@@ -242,7 +242,7 @@ def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: st
 # comparing variants' plans
 
 
-COMPARISON_COLUMNS = ["variant", "method", "cost_per_hour", "served_fraction", "status", "savings_pct"]
+COMPARISON_COLUMNS = ["variant", "method", "cost_per_hour", "served_fraction", "status", "savings_pct", "prices"]
 
 
 def comparison_frame(results: Mapping[str, PlanResult]) -> pd.DataFrame:
@@ -250,12 +250,16 @@ def comparison_frame(results: Mapping[str, PlanResult]) -> pd.DataFrame:
     (``PlanResult.savings_vs``: None when the two do not serve the same demand)."""
     rows = []
     for name, result in results.items():
+        # a spot figure never sits unlabelled next to on-demand ones
+        prices = "spot" if str((result.scenario or {}).get("pricing", "on_demand")) == "spot" else "on-demand"
         rows.append({"variant": name, "method": "Plan (mixed)", "cost_per_hour": result.comparable_cost,
-                     "served_fraction": result.served_fraction, "status": result.status, "savings_pct": None})
+                     "served_fraction": result.served_fraction, "status": result.status, "savings_pct": None,
+                     "prices": prices})
         for b in result.baselines:
             rows.append({"variant": name, "method": b.name, "cost_per_hour": b.cost_per_hour,
                          "served_fraction": b.served_fraction,
-                         "status": "meets demand" if b.feasible else "falls short", "savings_pct": result.savings_vs(b)})
+                         "status": "meets demand" if b.feasible else "falls short", "savings_pct": result.savings_vs(b),
+                         "prices": prices})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

@@ -68,6 +68,7 @@ for r in records:
     rows.append({
         "scenario": str(scenario.get("name", "")), "what": KIND_LABELS.get(r.kind, r.kind),
         "objective": {"cost": "min cost", "served": "max served"}.get(str(objective.get("kind", "")), ""),
+        "prices": "spot" if scenario.get("pricing") == "spot" else "on-demand",
         "status": r.status, "progress": r.progress, "cost $/h": cost,
         "cost $/month": None if cost is None else round(cost * widgets.HOURS_PER_MONTH),
         "age": _age(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -101,3 +102,6 @@ def test_savings_only_between_plans_serving_the_same_demand() -> None:
     assert saving[("base", "single:L4")] == pytest.approx(25.0)
     assert saving[("base", "memp")] == pytest.approx(100 * 10 / 70)
     assert saving.isna()[("budget", "single:L4")] and saving.isna()[("base", "single:T4")]
+    assert set(frame["prices"]) == {"on-demand"}
+    spot = replace(served_all, scenario={**(served_all.scenario or {}), "pricing": "spot"})
+    assert set(api.comparison_frame({"spot": spot})["prices"]) == {"spot"}  # labelled on every row

@@ -98,6 +98,10 @@ def _solve(args: argparse.Namespace) -> int:
         shared = api.solve_shared(scenario, method=args.sharing)
         _emit(shared.to_json() if args.json else shared.summary(), args.out)
         return 0 if shared.status in ("optimal", "feasible") else 1
+    if args.dump_model:  # before the solve: HiGHS crashes the process on a path it cannot write
+        from planning.allocate.problem import check_dump_path
+
+        check_dump_path(args.dump_model, "--dump-model")
     result = api.solve(scenario, dump_model=args.dump_model)
     if args.json:
         _emit(api.result_json(result), args.out)
@@ -105,7 +109,7 @@ def _solve(args: argparse.Namespace) -> int:
         _emit(result.to_markdown(), args.out)
     else:
         _emit(api.result_summary(result), args.out)
-    return 0 if result.status in ("optimal", "feasible") else 1
+    return 0 if result.status in ("optimal", "feasible") or result.instances else 1  # a time-limited plan is a plan
 
 
 def _templates(args: argparse.Namespace) -> int:

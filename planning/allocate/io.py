@@ -12,7 +12,7 @@ from planning.allocate.problem import (
     TemplateOption,
     WorkloadClass,
 )
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 
 
 def problem_to_dict(problem: AllocationProblem) -> dict[str, Any]:
@@ -46,11 +46,16 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
             TemplateOption(t["id"], t["group"], t["usage"], t["throughput"], t.get("single_shape", t.get("homogeneous")), tuple(t.get("gpu_types", ())))
             for t in data["templates"]
         )
-        offers = tuple(Offer(o["region"], o["shape"], float(o["price_per_hour"]), int(o["available"])) for o in data["offers"])
+        offers = tuple(Offer(o["region"], o["shape"], float(o["price_per_hour"]), o["available"]) for o in data["offers"])
         classes = tuple(WorkloadClass(q["id"], q["group"], float(q["rate"])) for q in data["classes"])
         current = {(c["template"], c["region"]): int(c["count"]) for c in data.get("current", [])}
     except KeyError as exc:
         raise PlanningError(str(exc.args[0]), "missing key in the allocation problem.", "See docs/allocation.md for the fields.") from exc
+    except PlanningError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:  # a number that is not one, or beyond a float
+        raise PlanningError("allocation problem", f"a count, price or rate is not a usable number ({quote(exc)}).",
+                            "give plain numbers: counts as whole numbers, rates and prices as decimals.") from exc
     options = {k: v for k, v in data.items() if k not in ("templates", "offers", "classes", "current")}
     return AllocationProblem(templates, offers, classes, current, **options)
 

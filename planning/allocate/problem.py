@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from planning.catalog.schema import parse_shape
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 
 Objective = Literal["cost", "served"]
 SolverName = Literal["highs", "cbc"]
@@ -62,6 +63,29 @@ class TemplateOption:
         return out
 
 
+MAX_NODES = 1_000_000  # nodes of one (region, shape): beyond any cloud's stock, and exact in a float
+MAX_RATE = 1e12  # demand of one class in its unit (tokens/s or req/s)
+
+
+def check_dump_path(path: str | Path, field: str = "dump_model") -> None:
+    """Refuse a model-dump path HiGHS cannot write (it crashes the process on a bad one) before any solving.
+
+    Raises
+    ------
+    PlanningError: a suffix other than ``.lp``/``.mps``, a missing parent folder, a parent that is a file, or a
+        path that is a folder.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in (".lp", ".mps"):
+        raise PlanningError(field, f"{quote(str(path))} does not end in .lp or .mps.", "name the file model.lp or model.mps.")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise PlanningError(field, f"folder {quote(str(parent))} does not exist or is not a folder.",
+                            "create the folder first, or write the model somewhere else.")
+    if p.is_dir():
+        raise PlanningError(field, f"{quote(str(path))} is a folder.", "give a file name such as model.lp.")
+
+
 @dataclass(frozen=True)
 class Offer:
     """A purchasable node shape in one region: price per node-hour and how many nodes can be held."""
@@ -74,8 +98,14 @@ class Offer:
     def __post_init__(self) -> None:
         if not math.isfinite(self.price_per_hour) or self.price_per_hour < 0:
             raise PlanningError(f"offers[{self.region} {self.shape}].price_per_hour", f"price {self.price_per_hour} is not >= 0.", "Give the hourly node price in USD.")
-        if int(self.available) != self.available or self.available < 0:
-            raise PlanningError(f"offers[{self.region} {self.shape}].available", f"availability {self.available} is not an integer >= 0.", "Give a whole number of nodes.")
+        try:
+            avail = float(self.available)
+        except (TypeError, ValueError, OverflowError):
+            avail = math.inf
+        if not math.isfinite(avail) or avail > MAX_NODES or avail < 0 or int(avail) != avail:
+            raise PlanningError(f"offers[{self.region} {self.shape}].available",
+                                f"availability {quote(self.available)} is not a whole number of nodes in [0, {MAX_NODES:,}].",
+                                "Give a whole number of nodes (no region sells more than a million).")
         object.__setattr__(self, "available", int(self.available))
 
 
@@ -88,8 +118,9 @@ class WorkloadClass:
     rate: float
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.rate) or self.rate < 0:
-            raise PlanningError(f"classes[{self.id}].rate", f"rate {self.rate} is not a finite number >= 0.", "Give the demanded rate (e.g. tokens/s).")
+        if not math.isfinite(self.rate) or self.rate < 0 or self.rate > MAX_RATE:
+            raise PlanningError(f"classes[{self.id}].rate", f"rate {quote(self.rate)} is not a number in [0, {MAX_RATE:g}].",
+                                "Give the demanded rate (e.g. tokens/s).")
 
 
 @dataclass(frozen=True)
@@ -156,6 +187,8 @@ class AllocationProblem:
             raise PlanningError("builder", f"unknown builder {self.builder!r}.", 'Use "auto", "pulp" or "matrix".')
         if self.builder == "matrix" and self.solver != "highs":
             raise PlanningError("builder", "the matrix builder passes the model to HiGHS only.", 'Use builder="pulp" with solver="cbc".')
+        if self.dump_model:
+            check_dump_path(self.dump_model)
         if self.budget_per_hour is not None and not (self.budget_per_hour >= 0):
             raise PlanningError("budget_per_hour", f"budget {self.budget_per_hour} is not >= 0.", "Give USD per hour or leave it unset.")
         if not (self.time_limit_s > 0):

@@ -21,7 +21,7 @@ from planning.catalog.schema import (
     Region,
     SLOPreset,
 )
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 from planning.safeio import load_yaml, read_text
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -47,10 +47,20 @@ FILES = {
 # --------------------------------------------------------------------------------------------------------------
 # Cell parsers: each returns the value or raises ValueError with the reason and the expected form.
 # --------------------------------------------------------------------------------------------------------------
+MAX_ID = 100  # characters of an id or key: longer is a broken file, not a name
+
+
 def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError("is empty; give a value")
     return raw.strip()
+
+
+def _ident(raw: str) -> str:
+    value = _text(raw)
+    if len(value) > MAX_ID:
+        raise ValueError(f"is {len(value):,} characters long ({quote(value)}); keep an id under {MAX_ID}")
+    return value
 
 
 def _opt_text(raw: str) -> str:
@@ -60,10 +70,10 @@ def _opt_text(raw: str) -> str:
 def _number(raw: str, *, minimum: float = 0.0, strict: bool = False) -> float:
     try:
         value = float(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a number; write a decimal number such as 1.5") from None
+    except (ValueError, OverflowError):
+        raise ValueError(f"{quote(raw)} is not a number; write a decimal number such as 1.5") from None
     if not math.isfinite(value):
-        raise ValueError(f"{raw!r} is not finite; write a finite number")
+        raise ValueError(f"{quote(raw)} is not finite; write a finite number")
     if value < minimum or (strict and value == minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
         raise ValueError(f"{value:g} is out of range; it must be {bound}")
@@ -90,7 +100,7 @@ def _int_range(lo: int, hi: int) -> Callable[[str], int]:
         try:
             value = int(raw.strip())
         except ValueError:
-            raise ValueError(f"{raw!r} is not an integer; write a whole number {lo}..{hi}") from None
+            raise ValueError(f"{quote(raw)} is not an integer; write a whole number {lo}..{hi}") from None
         if not lo <= value <= hi:
             raise ValueError(f"{value} is not in {lo}..{hi}; use a value in that range")
         return value
@@ -138,7 +148,7 @@ _TABLES: dict[str, _Table] = {
     "gpus": _Table(
         GPU,
         {
-            "id": _text,
+            "id": _ident,
             "memory_gb": _positive,
             "hbm_bw_gbps": _positive,
             "bf16_tflops": _positive,
@@ -154,7 +164,7 @@ _TABLES: dict[str, _Table] = {
     "regions": _Table(
         Region,
         {
-            "key": _text,
+            "key": _ident,
             "cloud": _text,
             "region": _text,
             "display_name": _text,
@@ -166,7 +176,7 @@ _TABLES: dict[str, _Table] = {
     "configs": _Table(
         NodeConfig,
         {
-            "id": _text,
+            "id": _ident,
             "cloud": _text,
             "region": _text,
             "instance_type": _text,
@@ -187,7 +197,7 @@ _TABLES: dict[str, _Table] = {
     "slo_presets": _Table(
         SLOPreset,
         {
-            "id": _text,
+            "id": _ident,
             "model_id": _optional(_text),
             "prefill_ms": _optional(_positive),
             "decode_ms": _positive,
@@ -324,10 +334,16 @@ def read_models(path: Path) -> dict[str, ModelSpec]:
 
 def _check_published(spec: ModelSpec, published: Mapping[str, Any], where: str) -> None:
     for name, computed in (("total", spec.params_total), ("active", spec.params_active)):
-        value = published.get(name)
-        if value is None:
+        raw = published.get(name)
+        if raw is None:
             continue
-        value = float(value)
+        try:
+            value = float(raw) if not isinstance(raw, bool) else math.nan
+        except (TypeError, ValueError, OverflowError):
+            value = math.nan
+        if not (0 < value < 1e15):
+            raise PlanningError(f"{where}.published_params.{name}", f"{quote(raw)} is not a parameter count.",
+                                "write the count as a number, e.g. 8.03e9, or leave it out.")
         if abs(computed - value) > PARAMS_TOLERANCE * value:
             raise PlanningError(
                 f"{where}.published_params.{name}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import socket
 import sqlite3
@@ -176,17 +177,13 @@ class JobRecord:
 
     @property
     def request(self) -> dict[str, Any]:
-        """The job's request as a dict."""
-        value: dict[str, Any] = json.loads(self.request_json)
-        return value
+        """The job's request as a dict (empty when the stored text is not a JSON object: a damaged row)."""
+        return _json_object(self.request_json) or {}
 
     @property
     def result(self) -> dict[str, Any] | None:
-        """The job's result dict, or ``None`` when not done (or not loaded in a listing)."""
-        if self.result_json is None:
-            return None
-        value: dict[str, Any] = json.loads(self.result_json)
-        return value
+        """The job's result dict, or ``None`` when not done, not loaded in a listing, or damaged."""
+        return _json_object(self.result_json)
 
     @property
     def finished_ok(self) -> bool:
@@ -217,14 +214,33 @@ class JobRecord:
         return data
 
 
+def _json_object(text: Any) -> dict[str, Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _number(value: Any) -> float | None:
+    """A stored number, or None when a damaged row holds something else (text, NaN, a blob)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
 def _row_to_record(row: sqlite3.Row) -> JobRecord:
+    """A row as a record; numbers a damaged row holds as text read as missing (the listing still works)."""
     return JobRecord(
         id=row["id"],
         kind=row["kind"],
         request_key=row["request_key"],
         request_json=row["request_json"],
         status=row["status"],
-        progress=float(row["progress"]),
+        progress=min(max(_number(row["progress"]) or 0.0, 0.0), 1.0),
         message=row["message"],
         result_json=row["result_json"],
         error=row["error"],
@@ -234,10 +250,10 @@ def _row_to_record(row: sqlite3.Row) -> JobRecord:
         owner=row["owner"],
         host=row["host"],
         pid=row["pid"],
-        heartbeat=row["heartbeat"],
-        created=row["created"],
-        started=row["started"],
-        finished=row["finished"],
+        heartbeat=_number(row["heartbeat"]),
+        created=_number(row["created"]) or 0.0,
+        started=_number(row["started"]),
+        finished=_number(row["finished"]),
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from planning.catalog.schema import GPU, ModelSpec, Provenance, parse_shape
-from planning.errors import PlanningError, UnknownIdError
+from planning.errors import PlanningError, UnknownIdError, quote
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
@@ -33,6 +33,8 @@ PHASES: tuple[str, ...] = ("prefill", "decode")
 
 # Batch sizes tried (requests per step): powers of two and the half-steps between them.
 _GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
+MAX_TOKENS = 16_777_216  # tokens of one request: beyond every model's context window
+MAX_BATCH = 1_000_000  # requests in one estimated batch
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 
@@ -334,6 +336,11 @@ class PerfModel:
         spec, gpu, tp = self._resolve(model_id, gpu_id, count, tp)
         if batch is not None and batch < 1:
             raise PlanningError("batch", f"{batch} requests.", "use batch >= 1.")
+        for name, value, top in (("batch", batch if batch is not None else 1, MAX_BATCH),
+                                 ("input_len", input_len, MAX_TOKENS), ("output_len", output_len or 0, MAX_TOKENS)):
+            if not (0 <= value <= top):  # before any float(): a 400-digit integer overflows it
+                raise PlanningError(name, f"{quote(value)} is outside [0, {top:,}].",
+                                    f"use {name} of at most {top:,}.")
         output_len = 0 if output_len is None else output_len
         wl = Workload(float(input_len), float(output_len))
         prec = resolve_precision(spec, dtype, gpu)

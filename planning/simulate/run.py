@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 from planning.perf.model import PerfModel
 from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
@@ -24,6 +24,14 @@ from planning.traces import Trace, read_trace
 
 ROUTERS = ("proportional", "least-loaded")
 DEFAULT_PREFILL_SLO_MS = 10_000.0  # aggregated mode without a TTFT target (the planner's default budget)
+
+
+MAX_DURATION_S = 7 * 86400.0  # arrival window: a week
+MAX_RATE_SCALE = 1000.0
+MAX_TOKENS = 16_777_216  # tokens of one request
+MAX_CONCURRENCY = 65_536  # closed-loop clients
+MAX_BENCH_REQUESTS = 1_000_000  # requests of one closed-loop run
+MAX_ARRIVALS = 20_000_000  # requests of one open-loop run (memory: a few hundred bytes each)
 
 
 @dataclass(frozen=True)
@@ -48,11 +56,12 @@ class SimConfig:
     max_seqs: int | None = None
 
     def __post_init__(self) -> None:
-        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
-            raise PlanningError("duration_s", f"{self.duration_s} is not a positive number of seconds.",
-                                "use e.g. --duration 600.")
-        if not (self.rate_scale > 0 and math.isfinite(self.rate_scale)):
-            raise PlanningError("rate_scale", f"{self.rate_scale} is not a positive factor.", "use e.g. --rate-scale 1.")
+        if not (0 < self.duration_s <= MAX_DURATION_S):
+            raise PlanningError("duration_s", f"{quote(self.duration_s)} is not a number of seconds in "
+                                f"(0, {MAX_DURATION_S:,.0f}] (a week).", "use e.g. --duration 600.")
+        if not (0 < self.rate_scale <= MAX_RATE_SCALE):
+            raise PlanningError("rate_scale", f"{quote(self.rate_scale)} is not a factor in (0, {MAX_RATE_SCALE:g}].",
+                                "use e.g. --rate-scale 1.")
         if self.router not in ROUTERS:
             raise PlanningError("router", f"unknown router {self.router!r}.", f"use one of {', '.join(ROUTERS)}.")
         if (self.chunk_tokens is not None and self.chunk_tokens < 1) or (self.max_seqs is not None and self.max_seqs < 1):
@@ -213,6 +222,11 @@ def class_weights(plans: Sequence[InstancePlan]) -> dict[tuple[float, float], li
 
 
 def _arrivals(topo: Topology, cfg: SimConfig, rate_scale: float) -> list[OpenArrivals]:
+    expected = sum(req.demand.rate_rps * rate_scale * topo.served.get(req.id, 1.0) for req in topo.scenario.models)
+    if expected * cfg.duration_s > MAX_ARRIVALS:
+        raise PlanningError("duration_s", f"{expected:,.1f} req/s for {cfg.duration_s:,.0f} s is about "
+                            f"{expected * cfg.duration_s:,.0f} requests, more than one run simulates "
+                            f"({MAX_ARRIVALS:,}).", "shorten --duration or lower --rate-scale.")
     seeds = np.random.SeedSequence(cfg.seed).spawn(len(topo.scenario.models))
     out = []
     for req, ss in zip(topo.scenario.models, seeds, strict=True):
@@ -369,10 +383,11 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     ------
     PlanningError / UnknownIdError: bad ids, sizes, or a model that does not fit the node.
     """
-    for name, v in (("input_len", input_len), ("output_len", output_len), ("concurrency", concurrency),
-                    ("count", count)):
-        if v < 1:
-            raise PlanningError(name, f"{v} is not >= 1.", f"use {name} >= 1.")
+    for name, v, top in (("input_len", input_len, MAX_TOKENS), ("output_len", output_len, MAX_TOKENS),
+                         ("concurrency", concurrency, MAX_CONCURRENCY), ("count", count, 64),
+                         ("requests", requests if requests is not None else 1, MAX_BENCH_REQUESTS)):
+        if not (1 <= v <= top):
+            raise PlanningError(name, f"{quote(v)} is not in [1, {top:,}].", f"use {name} between 1 and {top:,}.")
     perf = perf or PerfModel()
     spec = perf.model(model)
     perf.gpu(gpu)

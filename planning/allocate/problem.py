@@ -63,7 +63,7 @@ class TemplateOption:
         return out
 
 
-MAX_NODES = 1_000_000  # nodes of one (region, shape): beyond any cloud's stock, and exact in a float
+MAX_NODES = 10**15  # nodes of one (region, shape): "unlimited" (availability_scale 10^6) fits, exact in a float
 MAX_RATE = 1e12  # demand of one class in its unit (tokens/s or req/s)
 
 
@@ -105,7 +105,7 @@ class Offer:
         if not math.isfinite(avail) or avail > MAX_NODES or avail < 0 or int(avail) != avail:
             raise PlanningError(f"offers[{self.region} {self.shape}].available",
                                 f"availability {quote(self.available)} is not a whole number of nodes in [0, {MAX_NODES:,}].",
-                                "Give a whole number of nodes (no region sells more than a million).")
+                                "Give a whole number of nodes.")
         object.__setattr__(self, "available", int(self.available))
 
 

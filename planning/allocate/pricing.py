@@ -38,7 +38,7 @@ import numpy as np
 
 from planning.allocate.reduce import cover_ilp
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
-from planning.context import check_cancel, time_left, timed_out
+from planning.context import ProgressFn, check_cancel, time_left, timed_out
 from planning.templates.search import MultisetSpace, SearchStats
 
 BIG_M_FACTOR = 1e4
@@ -49,9 +49,6 @@ MAX_ROUNDS = 300
 START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
 TOL = 1e-7
 COVER_ILP_LIMIT_S = 10.0  # per cover ILP of the group bounds; stopped early it still gives a valid bound
-
-ProgressFn = Callable[[float, str], None]
-
 
 def supported(scenario: Any, groups: Sequence[Any]) -> bool:
     """Whether the on-demand engine handles this scenario (else the library path runs)."""
@@ -513,7 +510,7 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
                     shapes: Sequence[str], offers: Sequence[Any], timings: dict[str, float],
                     stats: dict[str, float], progress: ProgressFn | None = None,
                     cancel: Any = None) -> tuple[list[Any], Any, list[np.ndarray] | None] | None:
-    """Plan a cost scenario with templates generated on demand (the hook of ``planning.solve``).
+    """Plan a cost scenario with templates generated on demand (the hook of ``planning.pipeline.solve``).
 
     Returns
     -------

@@ -42,12 +42,15 @@ try:
         a_nodes = a.slider("GPU-A nodes available", 0, 6, 2, key="learn_a")
         b_nodes = b.slider("GPU-B nodes available", 0, 8, 3, key="learn_b")
         _show(api.lesson("coral-contention", a_nodes=a_nodes, b_nodes=b_nodes))
+        st.subheader("Mixed replicas fill the gaps between throughput steps")
+        nmax = st.slider("Most nodes per replica (N_max)", 1, 6, 4, key="learn_nmax")
+        _show(api.lesson("coral-spectrum", nmax=nmax))
     with tabs[1]:
         st.subheader("Small requests favour cheap GPUs; the mix wins")
         rate = st.slider("Request rate (req/s) of 1000-in / 250-out requests", 0.5, 20.0, 4.0, 0.5, key="learn_rate")
         _show(api.lesson("melange", rate_rps=rate))
     with tabs[2]:
-        st.subheader("Tighten TPOT and watch the GPU choice move")
+        st.subheader("Tighten TPOT and watch the big GPU's lead widen")
         tpot = st.slider("TPOT SLO (ms)", 20, 200, 100, 10, key="learn_tpot")
         _show(api.lesson("slo", tpot_ms=float(tpot)))
     with tabs[3]:

@@ -64,3 +64,19 @@ def test_api_lesson_dispatch() -> None:
     assert api.lesson("coral-contention", a_nodes=2, b_nodes=3).key == "coral-contention"
     with pytest.raises(PlanningError, match="lesson"):
         api.lesson("nope")
+
+
+def test_coral_spectrum_mixed_replicas_fill_the_gaps() -> None:
+    """Coral Fig. 1(b): allowing mixed replicas gives more throughput steps, smaller gaps and less
+    over-provisioning than one GPU type per replica, at every N_max; more nodes per replica, finer steps."""
+    over = []
+    for nmax in (2, 4, 6):
+        lesson = api.lesson("coral-spectrum", nmax=nmax)
+        one, mixed = lesson.rows
+        assert mixed["distinct throughputs"] > one["distinct throughputs"]
+        assert mixed["largest gap (%)"] <= one["largest gap (%)"]
+        assert mixed["mean over-provisioning (%)"] < one["mean over-provisioning (%)"]
+        over.append(mixed["mean over-provisioning (%)"])
+    assert over == sorted(over, reverse=True)
+    with pytest.raises(PlanningError, match="nmax"):
+        api.lesson("coral-spectrum", nmax=9)

@@ -21,8 +21,12 @@ def _show(lesson: api.Lesson) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("The paper")
-        st.dataframe(pd.DataFrame({"figure": list(lesson.paper_numbers), "value": list(lesson.paper_numbers.values())}),
-                     hide_index=True, width="stretch")
+        if lesson.paper_numbers:
+            st.dataframe(pd.DataFrame({"figure": list(lesson.paper_numbers),
+                                       "value": list(lesson.paper_numbers.values())}),
+                         hide_index=True, width="stretch")
+        else:
+            st.caption("The paper shows this as a figure without numbers; the engine's are on the right.")
     with right:
         st.markdown("The engine")
         st.dataframe(pd.DataFrame({"figure": list(lesson.ours), "value": list(lesson.ours.values())}),

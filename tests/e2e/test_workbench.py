@@ -88,13 +88,21 @@ def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, br
         _shot(page, title.lower())
     jobs = page.get_by_test_id("stDataFrame").first
     jobs.wait_for(timeout=30_000)
+    _nav(page, "Timeline")
+    _settled(page)
+    assert page.get_by_test_id("stException").count() == 0, "Timeline"
+    _shot(page, "timeline")
 
     # teaching: the Learn page's examples, each with the paper's numbers and the engine's
     _nav(page, "Learn")
     page.get_by_text("The paper").first.wait_for(timeout=120_000)
     _settled(page, timeout=120_000)
     assert page.get_by_test_id("stException").count() == 0
-    for tab in ("Request size (Mélange)", "SLOs (Mélange)"):
+    spectrum = page.get_by_text("Mixed replicas fill the gaps between throughput steps").first
+    spectrum.wait_for(timeout=120_000)
+    spectrum.scroll_into_view_if_needed()
+    _shot(page, "learn_coral")
+    for tab in ("Request size (Mélange)", "SLOs (Mélange)", "Budget & routing (Demystifying)"):
         page.get_by_role("tab", name=tab).click()
         _settled(page, timeout=120_000)
         assert page.get_by_test_id("stException").count() == 0, tab

@@ -16,10 +16,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from planning.errors import PlanningError
-from planning.result import PlanResult
+from planning.result import HOURS_PER_MONTH, PlanResult
 from planning.scenario import Scenario
-
-HOURS_PER_MONTH = 730.0
 
 
 @dataclass(frozen=True)

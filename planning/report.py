@@ -18,9 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planning.result import PlanResult
+from planning.result import HOURS_PER_MONTH, PlanResult
 
-HOURS_PER_MONTH = 730.0  # 8,760 h / 12: the convention cloud price calculators use
 HOURS_PER_YEAR = 8760.0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "cancelled", "error")
+HOURS_PER_MONTH = 730.0  # 8,760 h / 12: the month cloud price calculators and finance bill
 SAME_DEMAND_TOL = 1e-4  # served fractions closer than this count as serving the same demand
 
 

@@ -9,10 +9,9 @@ import streamlit as st
 from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
-from planning.result import PlanResult
+from planning.result import HOURS_PER_MONTH, PlanResult
 from ui.state import POLL_SECONDS, find_job, init_state, runner
 
-HOURS_PER_MONTH = 730  # 8760 h / 12, the convention cloud price pages use
 HOURS_PER_YEAR = 8760
 
 
@@ -105,7 +104,7 @@ def kpis(result: PlanResult) -> None:
                    help=f"What the rented nodes cost per hour at {price_kind} prices. Baselines and savings use the "
                         "same figure.")
     cols[1].metric("Cost per month", f"${result.comparable_cost * HOURS_PER_MONTH:,.0f}",
-                   help=f"Cost per hour × {HOURS_PER_MONTH} h; per year (× {HOURS_PER_YEAR} h): "
+                   help=f"Cost per hour × {HOURS_PER_MONTH:g} h; per year (× {HOURS_PER_YEAR} h): "
                         f"${result.comparable_cost * HOURS_PER_YEAR:,.0f}.")
     label = "Savings vs best homogeneous" if best is None or best.homogeneous else "Savings vs best baseline"
     saving = result.savings_vs(best) if best is not None else None

@@ -10,9 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from planning.result import savings_pct
-
-HOURS_PER_MONTH = 730.0  # 365 × 24 / 12: the average month finance bills
+from planning.result import HOURS_PER_MONTH, savings_pct
 
 
 @dataclass(frozen=True)

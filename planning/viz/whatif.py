@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from planning.result import HOURS_PER_MONTH
 from planning.viz._common import empty_figure, is_empty, require_columns
 from planning.viz.colors import GPU_COLORS, gpu_of_shape
 
@@ -188,14 +189,16 @@ def sweep_figure(
                 },
                 marker={"size": 8 if is_plan else 6},
                 connectgaps=False,
-                hovertemplate=f"{method}<br>{x_title} %{{x}}<br>$%{{y:,.2f}}/h<extra></extra>",
+                customdata=part["cost_per_hour"] * HOURS_PER_MONTH,
+                hovertemplate=(f"{method}<br>{x_title} %{{x}}<br>$%{{y:,.2f}}/h, "
+                               "$%{customdata:,.0f} per month<extra></extra>"),
             )
         )
     fig.update_layout(
         title=title,
         template="plotly_white",
         xaxis={"title": x_title},
-        yaxis={"title": "USD per hour", "rangemode": "tozero"},
+        yaxis={"title": f"USD per hour (× {HOURS_PER_MONTH:g} h = per month)", "rangemode": "tozero"},
         legend={"title": {"text": "method"}},
     )
     return fig

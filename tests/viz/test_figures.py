@@ -295,6 +295,9 @@ def test_sweep_figure_draws_one_line_per_method_plan_thick() -> None:
     assert fig.data[0].line.width > fig.data[1].line.width
     assert fig.layout.xaxis.title.text == "demand ×"
     assert _is_empty_figure(sweep_figure(df.iloc[0:0], "x"))
+    # finance reads months: every point carries its monthly cost (× 730 h) in the hover, the axis says how
+    assert list(fig.data[0].customdata) == pytest.approx([10.0 * x * 730 for x in (1, 2, 3)])
+    assert "per month" in fig.data[0].hovertemplate and "per month" in fig.layout.yaxis.title.text
 
 
 # -- text ---------------------------------------------------------------------------------------------

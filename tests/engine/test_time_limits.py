@@ -181,3 +181,30 @@ def test_on_demand_engine_holds_the_limit_with_warm_placements() -> None:
     assert wall <= 1.0 + SLACK
     assert result.status == "time_limit"
     assert result.message.startswith("time limit 1 s reached ")
+
+
+def test_no_joint_solve_is_started_once_the_group_attempt_used_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS given a few ms still sets up and presolves a large joint model (19.8 s past a 0.05 s limit on
+    coral-core x1000): when the group-by-group attempt has used the limit, the solve stops with time_limit."""
+    import planning.allocate.matrix_model as mm
+    import planning.allocate.solve as allocate_solve
+    from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass
+
+    problem = AllocationProblem(
+        templates=(TemplateOption("a:1", "a", {"1xH100": 1}, {"a": 10.0}),
+                   TemplateOption("b:1", "b", {"1xH100": 1}, {"b": 10.0})),
+        offers=(Offer("r", "1xH100", 4.0, 3),), classes=(WorkloadClass("a", "a", 15.0), WorkloadClass("b", "b", 15.0)),
+        time_limit_s=0.3, builder="matrix")
+
+    def slow_groups(inst: Any, problem: Any, runner: Any) -> None:
+        time.sleep(0.35)  # the groups do not fit together (4 nodes for 3): no plan from this step
+        return None
+
+    def no_joint(*_args: Any, **_kw: Any) -> Any:
+        raise AssertionError("the joint model was started after the time limit")
+
+    monkeypatch.setattr(allocate_solve, "_decomposed", slow_groups)
+    monkeypatch.setattr(mm, "solve_matrix", no_joint)
+    t0 = time.perf_counter()
+    result = allocate_solve.solve_allocation(problem)
+    assert result.status == "time_limit" and time.perf_counter() - t0 < 1.0

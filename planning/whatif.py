@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from planning.errors import PlanningError
+from planning.errors import PlanningError, quote
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
@@ -106,7 +106,7 @@ def label(variant: Variant) -> str:
             return f"SLOs ×{factor:g}"
         case Budget(per_hour):
             return f"budget ${per_hour:,.0f}/h"
-    raise PlanningError("variant", f"{variant!r} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
+    raise PlanningError("variant", f"{quote(variant)} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
 
 
 def apply_variant(scenario: Scenario, variant: Variant) -> Scenario:
@@ -122,7 +122,7 @@ def apply_variant(scenario: Scenario, variant: Variant) -> Scenario:
         case DemandScale(factor, model):
             _positive(factor, "demand")
             if model is not None and model not in {m.id for m in scenario.models}:
-                raise PlanningError("demand", f"{model!r} is not a model of this scenario.",
+                raise PlanningError("demand", f"{quote(model)} is not a model of this scenario.",
                                     f"use one of {', '.join(m.id for m in scenario.models)}.")
             return scenario.with_demand_scaled(factor, model)
         case DropGpu(gpu):
@@ -133,7 +133,7 @@ def apply_variant(scenario: Scenario, variant: Variant) -> Scenario:
             regions = tuple(r for r in scenario.regions if r != region)
             offers = tuple(o for o in scenario.offers if o.region != region)
             if not regions and not offers:
-                raise PlanningError("drop-region", f"{region!r} is the only region of this scenario.",
+                raise PlanningError("drop-region", f"{quote(region)} is the only region of this scenario.",
                                     "add another region on the Scenario page (or in the file) first.")
             return replace(scenario, regions=regions, offers=offers)
         case PriceChange(pct):
@@ -153,7 +153,7 @@ def apply_variant(scenario: Scenario, variant: Variant) -> Scenario:
                 raise PlanningError("budget", f"must be > 0 $/h, got {per_hour:g}.", "give a positive hourly budget.")
             objective = replace(scenario.objective, kind="served", budget_per_hour=float(per_hour))
             return replace(scenario, objective=objective)
-    raise PlanningError("variant", f"{variant!r} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
+    raise PlanningError("variant", f"{quote(variant)} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
 
 
 def apply_variants(scenario: Scenario, variants: Sequence[Variant]) -> Scenario:
@@ -181,7 +181,7 @@ def _number(text: str, field: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise PlanningError(field, f"{text!r} is not a number.", f"write e.g. {field}=2.") from None
+        raise PlanningError(field, f"{quote(text)} is not a number.", f"write e.g. {field}=2.") from None
 
 
 _ALIASES = {"remove-gpu": "drop-gpu", "remove-region": "drop-region", "prices": "price"}
@@ -200,7 +200,7 @@ def parse_variant(text: str) -> Variant:
     kind, value = kind.strip().lower().replace("_", "-"), value.strip()
     kind = _ALIASES.get(kind, kind)
     if not sep or not value:
-        raise PlanningError("variant", f"{text!r} is not of the form kind=value.",
+        raise PlanningError("variant", f"{quote(text)} is not of the form kind=value.",
                             "write e.g. demand=2, drop-gpu=L40S, price=-20, budget=100.")
     if kind == "demand":
         factor, _, model = value.partition("@")
@@ -217,7 +217,7 @@ def parse_variant(text: str) -> Variant:
         return SloScale(_number(value, "slo"))
     if kind == "budget":
         return Budget(_number(value.lstrip("$"), "budget"))
-    raise PlanningError("variant", f"{kind!r} is not a what-if kind.", f"use one of {', '.join(_TEXT_KINDS)}.")
+    raise PlanningError("variant", f"{quote(kind)} is not a what-if kind.", f"use one of {', '.join(_TEXT_KINDS)}.")
 
 
 def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: str = "", region: str = "",
@@ -234,7 +234,7 @@ def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: st
         "prices": PriceChange(pct), "availability": AvailabilityScale(k), "slo": SloScale(k), "budget": Budget(budget),
     }
     if kind not in specs:
-        raise PlanningError("kind", f"{kind!r} is not a what-if kind.", f"use one of {', '.join(KINDS)}.")
+        raise PlanningError("kind", f"{quote(kind)} is not a what-if kind.", f"use one of {', '.join(KINDS)}.")
     return specs[kind]
 
 

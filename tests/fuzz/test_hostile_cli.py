@@ -82,3 +82,10 @@ def test_a_catalog_override_with_a_bad_parameter_count(tmp_path: Path, total: st
     assert main(["catalog", "models", "--overrides", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "published_params.total" in err and len(err) < 600
+
+
+def test_a_huge_variant_value_is_quoted_clipped(capsys: pytest.CaptureFixture[str]) -> None:
+    """A 100,000-character --variant value came back whole in the error message."""
+    assert main(["solve", "--preset", "coral-core", "--variant", "demand=" + "x" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert "demand" in err and len(err) < 600

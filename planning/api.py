@@ -197,7 +197,12 @@ def validate(scenario: Scenario) -> list[str]:
     ctx = engine_context()
     resolved = resolve_scenario(scenario, ctx.catalog)
     # explicit templates are checked exactly as solve builds them (class ids, groups); libraries are not built
-    build_template_sets(ctx, replace(resolved, scenario=replace(scenario, generate_templates=False)))
+    explicit = replace(resolved, scenario=replace(scenario, generate_templates=False))
+    sets = build_template_sets(ctx, explicit)
+    if not scenario.generate_templates:  # the allocation model is fully known: duplicate ids, running instances
+        from planning.allocate.certify import allocation_problem
+
+        allocation_problem(explicit, sets)
     offers = resolved.offers
     warnings = []
     hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})

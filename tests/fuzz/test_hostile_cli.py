@@ -89,3 +89,24 @@ def test_a_huge_variant_value_is_quoted_clipped(capsys: pytest.CaptureFixture[st
     assert main(["solve", "--preset", "coral-core", "--variant", "demand=" + "x" * 100_000]) == 2
     err = capsys.readouterr().err
     assert "demand" in err and len(err) < 600
+
+
+def test_validate_refuses_what_solve_refuses_on_explicit_templates(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate` said valid (exit 0) for a duplicated explicit template id and for running instances of an
+    unknown template, both of which `solve` refuses (exit 2)."""
+    import yaml
+
+    from planning.melange_import import import_melange
+
+    example = Path(__file__).resolve().parents[1] / "data" / "melange" / "example.json"
+    base = import_melange(example).to_dict()
+    dup = {**base, "explicit_templates": base["explicit_templates"] + base["explicit_templates"][:1]}
+    running = {**base, "current": [{"template_id": "nope", "region": base["offers"][0]["region"], "count": 1}]}
+    for data, field in ((dup, "duplicate id"), (running, "current[0].template_id")):
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(data))
+        assert main(["validate", str(path)]) == 2
+        assert field in capsys.readouterr().err
+    path.write_text(yaml.safe_dump(base))
+    assert main(["validate", str(path)]) == 0

@@ -536,6 +536,13 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
                               cancel=cancel, timings=timings)
     if plan is None:
         return None
+    budget = scenario.objective.budget_per_hour
+    total = plan.alloc.total_per_hour  # provisioning + penalty: what the budget bounds (AllocationProblem)
+    if budget is not None and total is not None and total > budget * (1 + 1e-9):
+        # The cheapest plan that serves all demand is over the budget, so no plan within it serves all demand:
+        # the library path reports the infeasibility with its diagnostics (the budget that would serve 100 %).
+        # Within the budget, the cost optimum is also the budget-capped optimum.
+        return None
     if progress:
         progress(0.9, "pricing: certified allocation found")
     stats["pricing_rounds"] = float(plan.pricing.rounds)

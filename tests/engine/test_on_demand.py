@@ -164,6 +164,24 @@ def test_coral_core_on_demand_equals_library() -> None:
     assert ond.stats["templates_total"] < lib.stats["templates_total"]  # type: ignore[attr-defined]
 
 
+def test_a_budget_cap_on_the_cost_objective_gives_the_librarys_answer(tiny: dict[str, object]) -> None:
+    """The on-demand engine ignored objective.budget_per_hour under the cost objective (coral-core with a 10 $/h
+    cap came back 'optimal' at 28.60 $/h); it must refuse what the library path refuses and keep what it keeps."""
+    import planning.api as api
+    from planning.scenario import Objective, Scenario
+
+    base = Scenario.from_dict(tiny)
+    optimum = api.solve(base, with_baselines=False).cost_per_hour  # provisioning + penalty, what a budget bounds
+    for budget in (0.5 * optimum, 0.999 * optimum, 1.001 * optimum):
+        sc = replace(base, objective=Objective("cost", budget))
+        results = [api.solve(replace(sc, options=replace(sc.options, templates=t)), with_baselines=False)
+                   for t in ("library", "on-demand")]
+        assert results[0].status == results[1].status, budget
+        assert results[0].cost_per_hour == pytest.approx(results[1].cost_per_hour, rel=1e-3)
+        assert all(r.cost_per_hour <= budget + 1e-6 for r in results if r.has_plan)
+        assert results[1].has_plan == (budget > optimum)
+
+
 @pytest.mark.slow
 def test_coral_extended_on_demand_equals_library() -> None:
     lib, ond = _solve_both("coral-extended")

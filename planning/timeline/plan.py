@@ -257,6 +257,11 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     avail_at = [dict(availability.at(e)) if availability is not None else {} for e in range(n_epochs)]
     unknown_keys = sorted({k for a in avail_at for k in a} - set(known))
     notes: list[str] = []
+    merged = [f"{s.model} ({len(s.buckets)} buckets)" for s in demand if len(s.buckets) > MAX_CLASSES]
+    if merged:  # an approximation the user should see: the smallest buckets share one request size
+        notes.append(f"{', '.join(merged)}: the {MAX_CLASSES - 1} buckets with the most traffic are planned as "
+                     f"given and the rest are merged into one class (rate-weighted sizes), so the histogram plan is "
+                     f"approximate; give at most {MAX_CLASSES} buckets for an exact one.")
     if unknown_keys:
         notes.append(f"availability rows for {len(unknown_keys)} (region, shape) pairs the scenario does not buy were "
                      f"ignored, e.g. {unknown_keys[0][1]} in {unknown_keys[0][0]}.")

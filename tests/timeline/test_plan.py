@@ -222,3 +222,20 @@ def test_histogram_demand_each_epoch_equals_an_independent_histogram_solve(small
         assert ep.cost_per_hour == pytest.approx(alone.cost_per_hour, rel=1e-6)
         costs.append(ep.cost_per_hour)
     assert len(set(round(c, 6) for c in costs)) > 1  # the mixes really differ: the plans are not all the same
+
+
+def test_a_histogram_with_more_than_16_buckets_is_said_to_be_approximate(small: Scenario) -> None:
+    """The timeline plans at most 16 request classes per model; merging the rest was silent (issue 8 audit)."""
+    from planning.timeline.demand import from_trace
+    from planning.timeline.plan import MAX_CLASSES
+    from planning.traces import Trace
+
+    rng = np.random.default_rng(5)
+    n = 7200
+    arrivals = np.sort(rng.uniform(0, 7200, n))
+    trace = Trace(arrivals, rng.integers(50, 8000, n), rng.integers(10, 1500, n), "wide sizes")
+    series = from_trace("llama-3-8b", trace, 1.0, histogram=True)
+    assert len(series.buckets) > MAX_CLASSES
+    one = replace(small, models=(small.model("llama-3-8b"),))
+    res = _run(one, [series], options=replace(NO_BASELINES, K=0.0))
+    assert any("merged into one class" in note and f"{len(series.buckets)} buckets" in note for note in res.notes)

@@ -216,12 +216,12 @@ def coral_throughput_spectrum(build_templates: Callable[[Any], Any], nmax: int =
         levels = levels[levels <= hi + 0.5]
         gaps = np.diff(levels) / levels[:-1] if len(levels) > 1 else np.zeros(1)
         over = (levels[np.searchsorted(levels, demands - 0.5)] - demands) / demands
-        rows.append({"replicas": label, "templates": len(part), "distinct throughputs": len(levels),
-                     "largest gap (%)": round(100 * float(gaps.max()), 1),
-                     "mean over-provisioning (%)": round(100 * float(np.clip(over, 0, None).mean()), 1)})
-        ours[f"{label}: distinct throughputs"] = float(len(levels))
-        ours[f"{label}: largest gap (%)"] = round(100 * float(gaps.max()), 1)
-        ours[f"{label}: mean over-provisioning (%)"] = round(100 * float(np.clip(over, 0, None).mean()), 1)
+        row: dict[str, Any] = {"replicas": label, "templates": len(part), "distinct throughputs": len(levels),
+                               "largest gap (%)": round(100 * float(gaps.max()), 1),
+                               "mean over-provisioning (%)": round(100 * float(np.clip(over, 0, None).mean()), 1)}
+        rows.append(row)
+        ours.update({f"{label}: {k}": float(row[k]) for k in ("distinct throughputs", "largest gap (%)",
+                                                               "mean over-provisioning (%)")})
     return Lesson(
         key="coral-spectrum", title="Mixed replicas fill the gaps between throughput steps",
         paper="Coral, Sec. 2.2 and Fig. 1(b): normalized throughput CDF of GPT-OSS 120B decode plans",

@@ -64,6 +64,18 @@ def decode_cycle_budget_s(tpot_ms: float, output_len: float, handoff: float, hea
     return max(((output_len - 1.0) * tpot_s - handoff) / output_len, 0.0) / headroom
 
 
+def cycle_budget_s(settings: GlobalSettings, phase: str, slo_ms: float, output_len: float = 0.0,
+                   handoff: float = 0.0) -> float:
+    """The time budget of one batch through all S stages (a stage gets ``/ S``), the planner's rule per phase:
+    prefill ``TTFT / prefill_headroom``; aggregated ``TPOT / aggregated_headroom``; disaggregated decode
+    :func:`decode_cycle_budget_s` with the KV hand-off ``handoff`` (seconds, :func:`handoff_s`)."""
+    if phase == "prefill":
+        return slo_ms * 1e-3 / settings.prefill_headroom
+    if phase == "aggregated":
+        return slo_ms * 1e-3 / settings.aggregated_headroom
+    return decode_cycle_budget_s(slo_ms, output_len, handoff, settings.decode_headroom)
+
+
 def _load_catalog() -> Catalog:
     """The shipped catalog (imported lazily: the catalog area reads data files)."""
     from planning.catalog import load_catalog
@@ -239,7 +251,7 @@ class PerfModel:
         s = self.calibration.settings
         if phase == "aggregated":
             stages = np.arange(1, max_stages + 1, dtype=float)
-            tpot_budget = (slo_ms * 1e-3 / stages) / s.aggregated_headroom
+            tpot_budget = cycle_budget_s(s, phase, slo_ms) / stages
             best = np.zeros((max_stages, arch.layers))
             for tp in self.tp_options(model, count):
                 best = np.maximum(best, serving_stage_table(arch, dev, prec, s, tp, count // tp, wl, tpot_budget,
@@ -248,12 +260,8 @@ class PerfModel:
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
         batches = self._grid(phase, wl)
-        if phase == "prefill":
-            cycle_s = slo_ms * 1e-3 / s.prefill_headroom
-        else:
-            cycle_s = decode_cycle_budget_s(slo_ms, wl.output_len, handoff_s(arch, prec, net, wl.input_len, s),
-                                            s.decode_headroom)
-        budget = cycle_s / np.arange(1, max_stages + 1, dtype=float)  # (S,)
+        handoff = handoff_s(arch, prec, net, wl.input_len, s) if phase == "decode" else 0.0
+        budget = cycle_budget_s(s, phase, slo_ms, wl.output_len, handoff) / np.arange(1, max_stages + 1, dtype=float)
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
                   for tp in self.tp_options(model, count)]
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,

@@ -12,7 +12,7 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
-from planning.perf.model import PerfModel
+from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
@@ -28,7 +28,6 @@ DEFAULT_PREFILL_SLO_MS = 10_000.0  # aggregated mode without a TTFT target (the 
 
 MAX_DURATION_S = 7 * 86400.0  # arrival window: a week
 MAX_RATE_SCALE = 1000.0
-MAX_TOKENS = 16_777_216  # tokens of one request
 MAX_CONCURRENCY = 65_536  # closed-loop clients
 MAX_BENCH_REQUESTS = 1_000_000  # requests of one closed-loop run
 MAX_ARRIVALS = 20_000_000  # requests of one open-loop run (memory: a few hundred bytes each)

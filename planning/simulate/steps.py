@@ -36,7 +36,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.curves import Curves
-from planning.perf.model import PerfModel, Workload, decode_cycle_budget_s, handoff_s
+from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
 
@@ -163,19 +163,16 @@ class InstanceModel:
     @staticmethod
     def _cycle_budget_s(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
                         wl: Workload, dtype: str | None) -> float:
-        """The planner's time budget of one batch through all stages (``PerfModel._compute_table``'s rule)."""
+        """The planner's time budget of one batch through all stages (``perf.model.cycle_budget_s``), with the
+        decode hand-off over the first node's network, as the planner's table of that node counts it."""
         settings = perf.calibration.settings
-        if phase == "prefill":
-            return slo_ms * 1e-3 / settings.prefill_headroom
-        if phase == "aggregated":
-            return slo_ms * 1e-3 / settings.aggregated_headroom
-        shape = stages[0].nodes[0].shape if stages[0].nodes else ""
-        if not shape:
-            return slo_ms * 1e-3 / settings.decode_headroom
-        _count, gpu_id = parse_shape(shape)
-        prec = resolve_precision(spec, dtype, perf.gpu(gpu_id))
-        t_kv = handoff_s(LayerArch.from_spec(spec), prec, perf.network_gbps(shape)[0], wl.input_len, settings)
-        return decode_cycle_budget_s(slo_ms, wl.output_len, t_kv, settings.decode_headroom)
+        t_kv = 0.0
+        if phase == "decode" and stages[0].nodes:
+            shape = stages[0].nodes[0].shape
+            _count, gpu_id = parse_shape(shape)
+            prec = resolve_precision(spec, dtype, perf.gpu(gpu_id))
+            t_kv = handoff_s(LayerArch.from_spec(spec), prec, perf.network_gbps(shape)[0], wl.input_len, settings)
+        return cycle_budget_s(settings, phase, slo_ms, wl.output_len, t_kv)
 
     @staticmethod
     def _layer_kinds(spec: ModelSpec) -> list[int]:
@@ -243,11 +240,8 @@ class InstanceModel:
         self._kv_single: float | None = None
         if all(y == 0.0 for _x, y in self._kv_pairs):
             self._kv_single = max(x for x, _y in self._kv_pairs)
-        # Whole-model KV bytes per token for the prefill -> decode hand-off (all layers, all KV heads).
-        kinds = self._layer_kinds(self.spec)
-        kvt1 = self._kv_bytes_per_token(self.stage_copies[0][0].shape, 1)
-        self.kv_full_bytes = sum(kinds) * kvt1
-        self.kv_slide_bytes = (len(kinds) - sum(kinds)) * kvt1
+        # KV precision of the prefill -> decode hand-off (all layers, all KV heads: ``perf.model.handoff_s``)
+        self._handoff_prec = resolve_precision(self.spec, self.dtype, self.perf.gpu(self.stage_copies[0][0].gpu))
 
     def kv_units(self, tokens: float) -> tuple[float, float]:
         """(full-layer tokens, window-capped tokens) a sequence of ``tokens`` occupies."""
@@ -264,9 +258,9 @@ class InstanceModel:
         return self.kv_fraction(full, slide) <= 1.0
 
     def kv_transfer_s(self, tokens: float, net_gbps: float) -> float:
-        """Seconds to send one request's whole KV cache of ``tokens`` tokens over ``net_gbps``."""
-        nbytes = self.kv_full_bytes * tokens + self.kv_slide_bytes * min(tokens, self.kv_window)
-        return self.net_latency_s + nbytes / (net_gbps * 1e9 / 8.0)
+        """Seconds to send one request's whole KV cache of ``tokens`` tokens over ``net_gbps`` (the planner's
+        ``perf.model.handoff_s``)."""
+        return handoff_s(self.arch, self._handoff_prec, net_gbps, tokens, self.perf.calibration.settings)
 
     def _build_decode(self) -> None:
         """Table C[b][c]: seconds per decode cycle of b sequences at mean context CONTEXT_GRID[c]."""

@@ -92,7 +92,7 @@ def _midpoints(n: int, edges: Sequence[float] | None, field: str) -> list[float]
 
 def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", decode_slo_ms: float = 120.0,
                         name: str = "melange-import", source: str = "Mélange solver input",
-                        gpu_map: Mapping[str, str] | None = None) -> dict[str, Any]:
+                        gpu_map: Mapping[str, str] | None = None, normalize: bool = False) -> dict[str, Any]:
     """The scenario (as a dict for ``Scenario.from_dict``) posing a Mélange solver input exactly.
 
     Parameters
@@ -110,6 +110,10 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         Scenario name and provenance text.
     gpu_map:
         Extra GPU-name -> catalog-id mappings (on top of Mélange's usual names).
+    normalize:
+        Scale the fractions to sum to 1. By default they are used as given, as Mélange's solver does (bucket
+        rate = fraction × total rate): fractions summing to 1.25 (Mélange's own toy example) demand 1.25 × the
+        total rate, and the scenario's description says so (:func:`fraction_note`).
 
     Returns
     -------
@@ -132,6 +136,8 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
     if total <= 0:
         raise PlanningError("workload_distribution", "sums to 0.", "give each bucket its fraction of requests.")
     rate = _number(_field(data, "total_request_rate", "", fix), "total_request_rate", positive=True)
+    if normalize:
+        wl = [[v / total for v in row] for row in wl]
     edges = data.get("bucket_edges")
     if edges is not None and not isinstance(edges, list):
         raise PlanningError("bucket_edges", "must be a list of token counts.", "e.g. [0, 25, 100, 250, 500, 1000, 2000].")
@@ -170,6 +176,7 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         offers.append({"region": REGION, "shape": shape, "price_per_hour": price,
                        "available": math.ceil(need) + 1, "source": f"{source} (gpu_info.{gname})"})
     note = "" if data.get("slice_factor") in (None, 1) else f"; slice_factor {data.get('slice_factor')} not needed"
+    note += fraction_note(total, rate, normalize)
     return {
         "name": name,
         "description": (f"Mélange input: {n_in}×{n_out} request-size grid at {rate:g} req/s on "
@@ -185,6 +192,20 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         "options": {"nmax": 1, "K": 0.0},
         "objective": {"kind": "cost", "budget_per_hour": None},
     }
+
+
+FRACTION_TOLERANCE = 1e-3
+"""How far the workload fractions may sum from 1 before the import says so (rounding in Mélange's files)."""
+
+
+def fraction_note(total: float, rate: float, normalized: bool = False) -> str:
+    """What the scenario says when the fractions do not sum to 1 (empty when they do, within rounding)."""
+    if abs(total - 1.0) <= FRACTION_TOLERANCE:
+        return ""
+    if normalized:
+        return f"; fractions summed to {total:.4g} and were scaled to 1"
+    return (f"; fractions sum to {total:.4g}, used as given (Mélange's rule: bucket rate = fraction × total rate),"
+            f" so the histogram totals {rate * total:.4g} req/s, not {rate:g}; import with --normalize to scale them to 1")
 
 
 def read_melange_file(path: str | Path) -> dict[str, Any]:
@@ -213,7 +234,8 @@ def read_melange_file(path: str | Path) -> dict[str, Any]:
 
 
 def import_melange(path: str | Path, *, tputs: str | Path | None = None, rate: float | None = None,
-                   model: str = "llama-2-7b", gpu_map: Mapping[str, str] | None = None) -> Scenario:
+                   model: str = "llama-2-7b", gpu_map: Mapping[str, str] | None = None,
+                   normalize: bool = False) -> Scenario:
     """A validated Scenario from a Mélange input file (see :func:`melange_to_scenario`).
 
     Parameters
@@ -224,13 +246,13 @@ def import_melange(path: str | Path, *, tputs: str | Path | None = None, rate: f
         Optional throughput-table file whose ``gpu_info`` replaces the input's (e.g. a profiling output).
     rate:
         Optional total request rate (req/s) replacing ``total_request_rate``.
-    model, gpu_map:
-        As in :func:`melange_to_scenario`.
+    model, gpu_map, normalize:
+        As in :func:`melange_to_scenario`; ``model`` must be a catalog model id.
 
     Raises
     ------
     PlanningError
-        Bad files or values, naming the key and the fix.
+        Bad files or values, naming the key and the fix; an unknown model or GPU with the closest ids.
     """
     data = read_melange_file(path)
     if tputs is not None:
@@ -239,10 +261,21 @@ def import_melange(path: str | Path, *, tputs: str | Path | None = None, rate: f
     if rate is not None:
         data = {**data, "total_request_rate": rate}
     p = Path(path)
+    _check_model(model)
     _check_gpus(data, gpu_map)
     raw = melange_to_scenario(data, model=model, name=p.stem[:80] or "melange-import",
-                              source=f"Mélange solver input {p.name[:120]}", gpu_map=gpu_map)
+                              source=f"Mélange solver input {p.name[:120]}", gpu_map=gpu_map, normalize=normalize)
     return Scenario.from_dict(raw)
+
+
+def _check_model(model: str) -> None:
+    """The model the profiles belong to is a catalog model (the simulator and perf model need its architecture)."""
+    from planning.catalog import load_catalog
+
+    known = load_catalog().models
+    if str(model) not in known:
+        err = UnknownIdError("--model", str(model), known)
+        raise PlanningError(err.field, err.problem, f"name the catalog model the profiles were measured on; {err.fix}")
 
 
 def _check_gpus(data: Mapping[str, Any], gpu_map: Mapping[str, str] | None) -> None:
@@ -271,6 +304,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--tputs", type=Path, help="throughput file whose gpu_info replaces the input's")
     p.add_argument("--rate", type=float, help="total request rate (req/s) instead of the file's")
     p.add_argument("--model", default="llama-2-7b", help="catalog model id of the profiles (default llama-2-7b)")
+    p.add_argument("--normalize", action="store_true",
+                   help="scale workload_distribution to sum to 1 (default: used as given, as Mélange does)")
     p.add_argument("--gpu", action="append", default=[], metavar="NAME=ID",
                    help="map a GPU name of the file to a catalog GPU id (repeatable)")
     p.add_argument("--out", type=Path, help="write the scenario here (YAML, or JSON for .json) instead of stdout")
@@ -288,7 +323,11 @@ def _import_melange(args: argparse.Namespace) -> int:
         if not sep or not name or not gid:
             raise PlanningError("--gpu", f"{str(item)[:60]!r} is not NAME=ID.", "e.g. --gpu A100-PCIe=A100-80G.")
         gpu_map[name] = gid
-    scenario = import_melange(args.file, tputs=args.tputs, rate=args.rate, model=args.model, gpu_map=gpu_map)
+    scenario = import_melange(args.file, tputs=args.tputs, rate=args.rate, model=args.model, gpu_map=gpu_map,
+                              normalize=args.normalize)
+    _, said, rest = scenario.description.partition("; fractions sum to ")
+    if said:
+        print(f"note: workload_distribution sums to {rest}", file=sys.stderr)
     if args.out is not None:
         save_scenario(scenario, args.out)
         print(f"wrote {args.out}", file=sys.stderr)

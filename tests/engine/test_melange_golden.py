@@ -250,3 +250,29 @@ def test_8x8_grid_with_empty_buckets_through_the_cli_is_exact(tmp_path: Path) ->
     assert _routable(ours, lam, thr)
     assert result["cost_per_hour"] == pytest.approx(float(ours @ prices))
     assert no_cheaper_plan(lam, prices, thr, result["cost_per_hour"]) > 0
+
+
+def test_unknown_model_is_refused_with_the_closest_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import-melange", str(DATA / "example.json"), "--model", "llama-9"]) == 2
+    err = capsys.readouterr().err
+    assert "--model" in err and "llama-9" in err and "did you mean" in err
+
+
+def test_fractions_not_summing_to_one_are_said_or_normalized(capsys: pytest.CaptureFixture[str]) -> None:
+    """Mélange's toy sums to 1.25: used as given (Mélange's rule) the demand is 1.25 × the rate, and the import
+    says so on stderr and in the description; --normalize scales the histogram to the stated rate."""
+    data = json.loads((DATA / "toy.json").read_text())
+    assert main(["import-melange", str(DATA / "toy.json")]) == 0
+    out = capsys.readouterr()
+    from planning.scenario import Scenario
+
+    as_given = Scenario.from_dict(yaml.safe_load(out.out))
+    assert "sums to 1.25" in out.err and "--normalize" in out.err
+    assert "sum to 1.25" in as_given.description
+    total = data["total_request_rate"]
+    assert sum(b.rate_rps for b in as_given.models[0].demand.histogram) == pytest.approx(1.25 * total)
+    scaled = import_melange(DATA / "toy.json", normalize=True)
+    assert sum(b.rate_rps for b in scaled.models[0].demand.histogram) == pytest.approx(total)
+    assert "scaled to 1" in scaled.description
+    assert main(["import-melange", str(DATA / "example.json")]) == 0
+    assert capsys.readouterr().err == ""  # a file summing to 1 gets no note

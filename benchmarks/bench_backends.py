@@ -8,6 +8,9 @@ Each case runs in a fresh subprocess with an empty PLANNING_HOME (cold caches):
   one after another; Ray runs them as tasks on a local instance with 1 and 2 CPUs (Ray's start-up is timed apart).
 * **library** — the scenario's template libraries (``templates: library``): the process pool with 1 and 2
   workers, Ray with 1 and 2 CPUs.
+* **pricing** — one plan with templates on demand (``api.solve`` without baselines): the pricing searches here,
+  one group after another (process), or as one Ray actor per group (Ray with 1 and 2 CPUs; actor start-up is
+  in the time, the instance start-up is not). The check column is the plan's $/h.
 
 Prints the medians (and every run) as a table: the scaling curve of docs/benchmarks.md.
 """
@@ -40,6 +43,10 @@ if case == "sweep":
     xs = [0.5 + 1.5 * i / max(1, points - 1) for i in range(points)]
     frame = api.sweep(scenario, "demand", xs, backend=backend, workers=cpus)
     out["plan_cost"] = float(frame[frame.method == "Plan (mixed templates)"].cost_per_hour.sum())
+elif case == "pricing":
+    parallel.set_default_backend(backend)
+    opts = replace(scenario.options, templates="on-demand")
+    out["plan_cost"] = float(api.solve(replace(scenario, options=opts), with_baselines=False).cost_per_hour)
 else:
     opts = replace(scenario.options, templates="library", workers=cpus)
     parallel.set_default_backend(backend)
@@ -71,8 +78,8 @@ def main() -> int:
     print(f"{'case':<8} {'backend':<8} {'CPUs':>4} {'median s':>9}  runs (s)   [Ray start-up s]  check")
     for case in args.cases:
         for backend, cpus in (("process", 1), ("process", 2), ("ray", 1), ("ray", 2)):
-            if case == "sweep" and backend == "process" and cpus == 2:
-                continue  # the process backend runs sweep points here, one after another
+            if case in ("sweep", "pricing") and backend == "process" and cpus == 2:
+                continue  # the process backend runs sweep points and pricing searches here, one after another
             runs = [run_case(case, backend, cpus, args.preset, args.points) for _ in range(args.repeats)]
             secs = [r["seconds"] for r in runs]
             start = [r.get("ray_start_s", 0.0) for r in runs]

@@ -36,6 +36,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from planning.allocate.pricers import LocalPricers, PriceCall, Pricers, make_pricers
 from planning.allocate.reduce import cover_ilp
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
 from planning.context import ProgressFn, check_cancel, time_left, timed_out
@@ -269,8 +270,14 @@ def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
-             per_region: bool = True, cancel: Any = None) -> tuple[PricingResult, ColumnLP]:
-    """Column generation until no column of any group prices out (exact over all templates)."""
+             per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None,
+             progress: ProgressFn | None = None) -> tuple[PricingResult, ColumnLP]:
+    """Column generation until no column of any group prices out (exact over all templates).
+
+    ``pricers`` runs each round's searches (default: here, in order; ``RayPricers``: as Ray actors);
+    ``progress(fraction, message)`` hears the round and the LP value after every round.
+    """
+    pricers = pricers if pricers is not None else LocalPricers(groups)
     t0 = time.perf_counter()
     lp = ColumnLP(groups, prices, available, K)
     for gi, pg in enumerate(groups):
@@ -284,15 +291,16 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
         rounds += 1
         z, feasible, w, y_d, y_n = lp.solve()
         added = 0
-        for gi, pg in enumerate(groups):
-            check_cancel(cancel, "pricing search")
-            P, codes, reg, _rc = price(pg, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region,
-                                       cancel)
+        calls = [PriceCall(gi, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
+                 for gi in range(len(groups))]
+        for gi, (P, codes, reg, _rc, T) in enumerate(pricers.price_all(calls, cancel)):
             if P.shape[0]:
-                T = pg.space.throughput(P)
                 added += lp.add(gi, P, codes, T, reg)
                 for c, row in zip(codes.tolist(), P, strict=True):
-                    pg.pool[c] = row
+                    groups[gi].pool[c] = row
+        if progress:
+            progress(min(0.1 + 0.01 * rounds, 0.5), f"pricing: column generation round {rounds}, LP {z:,.2f} $/h, "
+                     f"{len(lp.columns):,} columns")
         if added == 0 or rounds >= MAX_ROUNDS:
             break
     res = PricingResult(z_lp=z, feasible=feasible and rounds < MAX_ROUNDS, rounds=rounds, columns=len(lp.columns),
@@ -301,12 +309,13 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
 
 
 def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float],
-        per_region: bool = True, cancel: Any = None) -> list[np.ndarray]:
+        per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None) -> list[np.ndarray]:
     """Per group the multisets with some pair of reduced cost ≤ θ_g (all of them: a proof round)."""
+    pricers = pricers if pricers is not None else LocalPricers(groups)
+    calls = [PriceCall(gi, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region)
+             for gi in range(len(groups))]
     out = []
-    for gi, pg in enumerate(groups):
-        P, _codes, _reg, _rc = price(pg, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region,
-                                     cancel)
+    for pg, (P, _codes, _reg, _rc, _T) in zip(groups, pricers.price_all(calls, cancel), strict=True):
         if P.shape[0]:
             _, first = np.unique(pg.space.codes(P), return_index=True)
             P = P[np.sort(first)]
@@ -315,7 +324,7 @@ def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float
 
 
 def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
-                 per_region: bool = True, cancel: Any = None) -> np.ndarray:
+                 per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None) -> np.ndarray:
     """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
 
     A column of rc(M, r) can appear in a cover of cost ≤ U only if rc ≤ U − y_d·D − y_n (module docstring), so
@@ -324,21 +333,27 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
     gets at most the time left on ``cancel``'s deadline (a cover ILP stopped early still gives a valid dual bound);
     the deadline itself is checked between the steps.
     """
-    out = np.zeros(len(groups))
-    for gi, pg in enumerate(groups):
+    pricers = pricers if pricers is not None else LocalPricers(groups)
+    uppers = []
+    for gi, pg in enumerate(groups):  # an integer cover from the LP's columns: U_g
         check_cancel(cancel, "on-demand allocation: group bounds")
-        y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
         P0, T0 = seeds[gi]
         cost0 = column_costs(pg.space, P0, pr.w).min(axis=1)
         ok = np.isfinite(cost0) & (T0 > 0)
-        upper, _ = cover_ilp(cost0[ok], T0[ok], pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
+        uppers.append(cover_ilp(cost0[ok], T0[ok], pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))[0])
+    check_cancel(cancel, "on-demand allocation: group bounds")
+    calls = []
+    for gi, pg in enumerate(groups):  # every multiset a cover of cost ≤ U_g may use
+        y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
+        theta = uppers[gi] - y_d * pg.demand - y_n
+        calls.append(PriceCall(gi, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region))
+    out = np.zeros(len(groups))
+    for gi, (pg, (P, _codes, _reg, _rc, T)) in enumerate(zip(groups, pricers.price_all(calls, cancel), strict=True)):
         check_cancel(cancel, "on-demand allocation: group bounds")
-        theta = upper - y_d * pg.demand - y_n
-        P, _codes, _reg, _rc = price(pg, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region, cancel)
+        upper = uppers[gi]
         if P.shape[0]:
             _, first = np.unique(pg.space.codes(P), return_index=True)
-            P = P[first]
-        T = pg.space.throughput(P)
+            P, T = P[first], T[first]
         cost = column_costs(pg.space, P, pr.w).min(axis=1)
         _value, bound = cover_ilp(cost, T, pg.demand, time_left(cancel, COVER_ILP_LIMIT_S))
         out[gi] = min(bound, upper)
@@ -417,7 +432,8 @@ def _check(cancel: Any) -> None:
 def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: float, *, solver: str = "highs",
                        time_limit_s: float = 60.0, mip_rel_gap: float = 1e-3, per_region: bool = True,
                        provenance: Callable[[str], str] | None = None, cancel: Any = None,
-                       timings: dict[str, float] | None = None) -> OnDemandPlan | None:
+                       timings: dict[str, float] | None = None, pricers: Pricers | None = None,
+                       progress: ProgressFn | None = None) -> OnDemandPlan | None:
     """LP over all templates by column generation, then reduced-cost fixing + ILP until certified.
 
     Parameters
@@ -430,6 +446,10 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         As in ``AllocationProblem``.
     per_region:
         Search with one price vector per region (False: their componentwise minimum).
+    pricers:
+        Where the pricing searches run (default: here, one group after another; see ``planning.allocate.pricers``).
+    progress:
+        Hears each column-generation round with its LP value.
 
     Returns
     -------
@@ -442,7 +462,9 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
     shapes = priced[0].space.shapes
     _regions, prices, available = offer_matrices(offers, shapes)
     t1 = time.perf_counter()
-    pr, _lp = solve_lp(priced, prices, available, K, per_region=per_region, cancel=cancel)
+    pricers = pricers if pricers is not None else LocalPricers(priced)
+    pr, _lp = solve_lp(priced, prices, available, K, per_region=per_region, cancel=cancel, pricers=pricers,
+                       progress=progress)
     timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
         return None
@@ -456,7 +478,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         codes = np.array(sorted({c for (g2, c, _r) in _lp.columns if g2 == priced.index(pg)}), dtype=np.int64)
         P0 = np.stack([pg.pool_row(int(c)) for c in codes]) if codes.size else np.zeros((0, pg.space.nmax), np.int64)
         seeds.append((P0, pg.space.throughput(P0)))
-    L = group_bounds(priced, pr, seeds, per_region, cancel)
+    L = group_bounds(priced, pr, seeds, per_region, cancel, pricers)
     finite = np.isfinite(_lp.node_cost)
     y_a_value = float(((_lp.node_cost[finite] - pr.w[finite]) * available[finite]).sum())  # Σ y_a·A (y_a ≤ 0)
     z_lb = max(float(L.sum()) + y_a_value, pr.z_lp)
@@ -478,7 +500,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
         # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
         thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
         thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
-        kept = fix(priced, pr, thetas, per_region, cancel)
+        kept = fix(priced, pr, thetas, per_region, cancel, pricers)
         sets, masks = [], []
         for pg, P, S1 in zip(priced, kept, single, strict=True):
             ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, provenance)
@@ -530,10 +552,14 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
     timings["tables_seconds"] = time.perf_counter() - t0
     if progress:
         progress(0.1, "pricing: LP column generation over node multisets (templates on demand)")
-    plan = allocate_on_demand(priced, offers, opts.K, solver=opts.solver, time_limit_s=opts.time_limit_s,
-                              mip_rel_gap=opts.mip_rel_gap,
-                              provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
-                              cancel=cancel, timings=timings)
+    pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
+    try:
+        plan = allocate_on_demand(priced, offers, opts.K, solver=opts.solver, time_limit_s=opts.time_limit_s,
+                                  mip_rel_gap=opts.mip_rel_gap,
+                                  provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
+                                  cancel=cancel, timings=timings, pricers=pricers, progress=progress)
+    finally:
+        pricers.close()
     if plan is None:
         return None
     budget = scenario.objective.budget_per_hour

@@ -69,6 +69,68 @@ def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> 
     return max(0.0, min(alpha, 1.0))
 
 
+def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> float:
+    """Max uniform fraction servable by fixed counts with the region links: one LP over every class.
+
+    Variables x[q, i] (rate of class q on instance group i = (template, region)), s[ℓ, r], α; maximise α s.t.
+    Σ_i x[q, i] ≥ α λ_q, Σ_q x[q, i] / T_q(i) ≤ ν_i, Σ_{i in r} x[q, i] ≥ λ_q s[ℓ, r] for q ∈ ℓ, Σ_r s[ℓ, r] ≥ α.
+    """
+    from scipy.optimize import linprog
+
+    by_id = {t.id: t for t in problem.templates}
+    classes = [q for q in problem.classes if q.rate > 0]
+    insts = [(by_id[tid], r, n) for (tid, r), n in sorted(nu.items()) if n > 0]
+    regions = sorted({r for _t, r, _n in insts})
+    xs = [(qi, ii) for qi, q in enumerate(classes) for ii, (t, _r, _n) in enumerate(insts)
+          if t.group == q.group and t.throughput.get(q.id, 0.0) > 0]
+    col = {k: j for j, k in enumerate(xs)}
+    links = [[qi for qi, q in enumerate(classes) if q.id in set(link)] for link in problem.links]
+    links = [lk for lk in links if lk]
+    sj = {(li, r): len(xs) + li * len(regions) + ri for li in range(len(links)) for ri, r in enumerate(regions)}
+    n_var = len(xs) + len(links) * len(regions) + 1
+    a_ub, b_ub = [], []
+
+    def row() -> np.ndarray:
+        return np.zeros(n_var)
+
+    for qi, q in enumerate(classes):  # α λ_q − Σ_i x ≤ 0
+        a = row()
+        a[-1] = q.rate
+        for ii in range(len(insts)):
+            if (qi, ii) in col:
+                a[col[(qi, ii)]] = -1.0
+        a_ub.append(a)
+        b_ub.append(0.0)
+    for ii, (t, _r, n) in enumerate(insts):  # Σ_q x / T ≤ n
+        a = row()
+        for qi, q in enumerate(classes):
+            if (qi, ii) in col:
+                a[col[(qi, ii)]] = 1.0 / t.throughput[q.id]
+        a_ub.append(a)
+        b_ub.append(float(n))
+    for li, members in enumerate(links):
+        for qi in members:  # λ_q s[ℓ, r] − Σ_{i in r} x ≤ 0
+            for r in regions:
+                a = row()
+                a[sj[(li, r)]] = classes[qi].rate
+                for ii, (_t, ri, _n) in enumerate(insts):
+                    if ri == r and (qi, ii) in col:
+                        a[col[(qi, ii)]] = -1.0
+                a_ub.append(a)
+                b_ub.append(0.0)
+        a = row()  # α − Σ_r s ≤ 0
+        a[-1] = 1.0
+        for r in regions:
+            a[sj[(li, r)]] = -1.0
+        a_ub.append(a)
+        b_ub.append(0.0)
+    c = row()
+    c[-1] = -1.0
+    bounds = [(0.0, None)] * (n_var - 1) + [(0.0, 1.0)]
+    res = linprog(c, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
+    return max(0.0, min(float(res.x[-1]) if res.status == 0 else 0.0, 1.0))
+
+
 def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> BruteResult:
     """Enumerate all integer counts within availability and return the best plan for the objective.
 
@@ -124,7 +186,9 @@ def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> B
             cost += pr * n + problem.K * pr * max(0, n - problem.current.get(p, 0))
         if problem.budget_per_hour is not None and cost > problem.budget_per_hour + 1e-9:
             continue
-        alpha = _group_alpha(problem, nu)
+        if problem.objective == "cost" and best is not None and cost > best[1] + 1e-9:
+            continue  # cannot beat the best plan: skip its feasibility LP
+        alpha = _linked_alpha(problem, nu) if problem.links else _group_alpha(problem, nu)
         if problem.objective == "cost" and alpha < 1 - 1e-7:
             continue
         key = (-round(alpha, 9) if problem.objective == "served" else 0.0, cost, nu)

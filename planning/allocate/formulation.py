@@ -21,6 +21,10 @@ Constraints
     (L) load           Σ_{q∈Q_g} x_{qτr} / T_q(τ) ≤ ν_{τr}                              ∀ (τ, r), τ ∈ multi-class g
     (P) penalty        I_{τr} ≥ (ν_{τr} − ν′_{τr}) p_r(τ) K                              ∀ (τ, r) with ν′ > 0
     (B) budget         Σ p_r(τ) ν_{τr} + penalty ≤ B                                     (optional)
+    (R) region links   for a link ℓ (classes served in the same regions in the same proportions, e.g. a
+                       model's prefill and decode: the KV cache stays in its region), split s_{ℓr} ≥ 0:
+                       supply_q(r) ≥ λ_q s_{ℓr}  ∀ q ∈ ℓ, r;   Σ_r s_{ℓr} ≥ α                (optional)
+                       supply_q(r) = Σ_{τ∈g} T(τ) ν_{τr} (single-class g) or Σ_τ x_{qτr} (multi-class)
 Objectives
     (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}]   with α = 1 (all demand met).
     (b) served  phase 1: max α (subject to (B) if given); phase 2: min cost with α ≥ α* − ε.
@@ -58,6 +62,16 @@ class PulpModel:
     alpha: Any
     build_seconds: float
     nonzeros: int = 0
+    split: list[Any] | None = None
+
+
+def new_var(prob: Any, name: str, low: float, up: float | None = None, cat: str = "Continuous") -> Any:
+    """A pulp variable of ``prob`` (``add_variable`` on pulp ≥ 3.3, where the constructor is deprecated)."""
+    import pulp
+
+    if hasattr(prob, "add_variable"):
+        return prob.add_variable(name, low, up, cat=cat)
+    return pulp.LpVariable(name, lowBound=low, upBound=up, cat=cat)  # pragma: no cover
 
 
 def variables(prob: Any, inst: Instance, served: bool) -> tuple[list[Any], dict[tuple[int, int], Any], dict[int, Any], Any]:
@@ -65,9 +79,7 @@ def variables(prob: Any, inst: Instance, served: bool) -> tuple[list[Any], dict[
     import pulp
 
     def var(name: str, low: float, up: float | None = None, cat: str = pulp.LpContinuous) -> Any:
-        if hasattr(prob, "add_variable"):  # pulp ≥ 3.3; the constructor is deprecated there
-            return prob.add_variable(name, low, up, cat=cat)
-        return pulp.LpVariable(name, lowBound=low, upBound=up, cat=cat)  # pragma: no cover
+        return new_var(prob, name, low, up, cat)
 
     nu = [var(f"nu_{p}", 0, int(inst.pair_ub[p]), pulp.LpInteger) for p in range(inst.n_pairs)]
     x = {(int(q), int(p)): var(f"x_{q}_{p}", 0) for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)}
@@ -133,6 +145,24 @@ def penalty(m: PulpModel) -> None:
         m.prob += var >= kp * (m.nu[p] - int(inst.pair_current[p])), f"P_{p}"
 
 
+def links(m: PulpModel) -> None:
+    """(R) supply_q(r) ≥ λ_q s_{ℓr} for linked classes; Σ_r s_{ℓr} ≥ α per link."""
+    import pulp
+
+    inst = m.inst
+    lk = inst.links()
+    m.split = [new_var(m.prob, f"s_{int(li)}_{int(r)}", 0) for li, r in zip(lk.split_link, lk.split_region, strict=True)]
+    for i, (q, j, idx, is_x) in enumerate(zip(lk.row_class, lk.row_split, lk.row_pairs, lk.row_is_x, strict=True)):
+        if is_x:
+            supply = pulp.lpSum(m.x[(int(inst.thr_class[t]), int(inst.thr_pair[t]))] for t in idx)
+        else:
+            supply = pulp.lpSum(float(inst.single_thr[p]) * m.nu[int(p)] for p in idx)
+        m.prob += supply - float(inst.class_rate[q]) * m.split[int(j)] >= 0, f"R_{i}"
+    for li in lk.served_links:
+        js = np.nonzero(lk.split_link == li)[0]
+        m.prob += pulp.lpSum(m.split[int(j)] for j in js) - m.alpha >= 0, f"S_{li}"
+
+
 def cost_expression(m: PulpModel) -> Any:
     """Σ p ν + I; where ν′ = 0, I = K p ν is folded into ν's coefficient."""
     import pulp
@@ -182,6 +212,7 @@ def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: 
     demand(m)
     load(m)
     penalty(m)
+    links(m)
     if budget_limit is not None:
         budget(m, budget_limit)
     m.build_seconds = time.perf_counter() - t0
@@ -219,7 +250,7 @@ def solve_pulp(
 
     Returns
     -------
-    ``RawSolution`` with values in the matrix builder's column order (ν, x, I, α).
+    ``RawSolution`` with values in the matrix builder's column order (ν, x, I, s, α).
     """
     import pulp
 
@@ -283,5 +314,6 @@ def _values(m: PulpModel) -> np.ndarray:
     out = [v.value() or 0.0 for v in m.nu]
     out += [m.x[(int(q), int(p))].value() or 0.0 for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)]
     out += [m.pen[p].value() or 0.0 for p in pen_pairs]
+    out += [v.value() or 0.0 for v in (m.split or [])]
     out.append(m.alpha.value() or 0.0)
     return np.asarray(out, dtype=float)

@@ -70,6 +70,7 @@ class Instance:
     pruned_no_demand: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    link_class: list[np.ndarray] = field(default_factory=list)  # per link of the problem: its class indices
 
     @property
     def n_pairs(self) -> int:
@@ -78,20 +79,49 @@ class Instance:
     def pair_key(self, p: int) -> tuple[str, str]:
         return self.templates[int(self.pair_template[p])].id, self.regions[int(self.pair_region[p])]
 
-    def restrict(self, group: int) -> tuple[Instance, np.ndarray, np.ndarray]:
-        """The sub-instance of one group (other groups' demand set to 0).
+    @functools.cached_property
+    def link_layout(self) -> Links:
+        """The region-split columns and constraint (R) rows of the problem's links (see :class:`Links`)."""
+        return _links(self)
+
+    def links(self) -> Links:
+        """:attr:`link_layout` (computed once per instance)."""
+        return self.link_layout
+
+    def components(self) -> list[list[int]]:
+        """Groups joined by links (a model's prefill and decode), each a list; unlinked groups alone."""
+        parent = list(range(len(self.groups)))
+
+        def root(g: int) -> int:
+            while parent[g] != g:
+                parent[g] = parent[parent[g]]
+                g = parent[g]
+            return g
+
+        for qs in self.link_class:
+            gs = [int(self.class_group[q]) for q in qs]
+            for g in gs[1:]:
+                parent[root(g)] = root(gs[0])
+        out: dict[int, list[int]] = {}
+        for g in range(len(self.groups)):
+            out.setdefault(root(g), []).append(g)
+        return list(out.values())
+
+    def restrict(self, group: int | Sequence[int]) -> tuple[Instance, np.ndarray, np.ndarray]:
+        """The sub-instance of one group, or of a set of groups (other groups' demand set to 0).
 
         Returns
         -------
         ``(sub, pairs, triplets)``: the sub-instance and the joint indices of its pairs and of its
         throughput triplets (x columns), in the sub-instance's order.
         """
-        pairs = np.nonzero(self.pair_group == group)[0]
+        keep = [group] if isinstance(group, (int, np.integer)) else sorted(group)
+        pairs = np.nonzero(np.isin(self.pair_group, keep))[0]
         remap = np.full(self.n_pairs, -1, dtype=np.int64)
         remap[pairs] = np.arange(len(pairs))
         use = np.nonzero(remap[self.use_pair] >= 0)[0]
         trip = np.nonzero(remap[self.thr_pair] >= 0)[0] if len(self.thr_pair) else np.zeros(0, dtype=np.int64)
-        rate = np.where(self.class_group == group, self.class_rate, 0.0)
+        rate = np.where(np.isin(self.class_group, keep), self.class_rate, 0.0)
         sub = replace(
             self,
             class_rate=rate,
@@ -111,6 +141,67 @@ class Instance:
             notes=[],
         )
         return sub, pairs, trip
+
+
+@dataclass(frozen=True)
+class Links:
+    """Constraint (R) of linked classes, laid out once for both model builders.
+
+    For link ℓ with demanded classes Q_ℓ, R_ℓ is the set of regions where *every* class of Q_ℓ has a pair that
+    serves it (elsewhere s_{ℓr} = 0 is forced anyway). One split column s_{ℓr} per r ∈ R_ℓ; one row
+    supply_{q,r} − λ_q s_{ℓr} ≥ 0 per (q ∈ Q_ℓ, r ∈ R_ℓ), whose supply is Σ T ν over the single-class group's
+    pairs in r, or Σ x over class q's triplets in r; one row Σ_r s_{ℓr} − α ≥ 0 per link (no columns when R_ℓ
+    is empty: then α ≤ 0, the link cannot be served).
+    """
+
+    split_link: np.ndarray  # per split column: link index
+    split_region: np.ndarray  # per split column: region index
+    row_class: np.ndarray  # per (R) row: class index
+    row_split: np.ndarray  # per (R) row: its split column
+    row_pairs: list[np.ndarray]  # per (R) row: pair indices (single-class) or triplet indices (multi-class)
+    row_is_x: np.ndarray  # per (R) row: True when row_pairs are x triplets
+    served_links: list[int]  # links with a demanded class (one split row each)
+
+    @property
+    def n_split(self) -> int:
+        return len(self.split_link)
+
+
+def _links(inst: Instance) -> Links:
+    sl: list[int] = []
+    sr: list[int] = []
+    rc: list[int] = []
+    rs: list[int] = []
+    rp: list[np.ndarray] = []
+    rx: list[bool] = []
+    served: list[int] = []
+    for li, qs in enumerate(inst.link_class):
+        demanded = [int(q) for q in qs if inst.class_rate[q] > 0]
+        if not demanded:
+            continue
+        served.append(li)
+        supply: dict[int, dict[int, np.ndarray]] = {}
+        for q in demanded:
+            g = int(inst.class_group[q])
+            if inst.single_class[g]:
+                idx = np.nonzero((inst.pair_group == g) & (inst.single_thr > 0))[0]
+                regions = inst.pair_region[idx]
+            else:
+                idx = np.nonzero(inst.thr_class == q)[0]
+                regions = inst.pair_region[inst.thr_pair[idx]]
+            supply[q] = {int(r): idx[regions == r] for r in np.unique(regions)}
+        common = sorted(set.intersection(*(set(v) for v in supply.values())))
+        for r in common:
+            j = len(sl)
+            sl.append(li)
+            sr.append(r)
+            for q in demanded:
+                rc.append(q)
+                rs.append(j)
+                rp.append(supply[q][r])
+                rx.append(not bool(inst.single_class[int(inst.class_group[q])]))
+    return Links(np.array(sl, dtype=np.int64), np.array(sr, dtype=np.int64), np.array(rc, dtype=np.int64),
+                 np.array(rs, dtype=np.int64), rp, np.array(rx, dtype=bool), served)
 
 
 def dominated_mask(
@@ -424,6 +515,7 @@ def build_instance(problem: AllocationProblem) -> Instance:
         pruned_unsold=unsold,
         pruned_dominated=dominated,
         pruned_no_demand=no_demand,
+        link_class=[np.array([cidx[q] for q in link], dtype=np.int64) for link in problem.links],
     )
     inst.seconds = time.perf_counter() - t0
     return inst

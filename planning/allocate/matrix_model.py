@@ -1,9 +1,10 @@
 """Matrix builder: the allocation model as scipy.sparse arrays passed straight to ``highspy.Highs.passModel``.
 
 Same formulation as ``planning.allocate.formulation`` (labels (A) availability, (D) demand, (L) load,
-(P) penalty, (B) budget), vectorised: no per-variable Python objects, so 10^5+ columns build in well under
-a second. Column layout: [ν_p for every pair p | x_{q,p} for every positive throughput of a multi-class
-group | I_p for every pair with ν′_p > 0 (only when K > 0) | α].
+(P) penalty, (B) budget, (R) region links), vectorised: no per-variable Python objects, so 10^5+ columns build
+in well under a second. Column layout: [ν_p for every pair p | x_{q,p} for every positive throughput of a
+multi-class group | I_p for every pair with ν′_p > 0 (only when K > 0) | s_{ℓr} region splits of linked classes
+| α].
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Columns:
     n_x: int
     n_pen: int
     pen_pairs: np.ndarray
+    n_split: int = 0
 
     @property
     def x0(self) -> int:
@@ -56,8 +58,12 @@ class Columns:
         return self.n_pairs + self.n_x
 
     @property
-    def alpha(self) -> int:
+    def s0(self) -> int:
         return self.n_pairs + self.n_x + self.n_pen
+
+    @property
+    def alpha(self) -> int:
+        return self.n_pairs + self.n_x + self.n_pen + self.n_split
 
     @property
     def n(self) -> int:
@@ -65,9 +71,42 @@ class Columns:
 
 
 def columns(inst: Instance) -> Columns:
-    """Lay out the columns: ν, x, I (pairs with running instances, K > 0), α."""
+    """Lay out the columns: ν, x, I (pairs with running instances, K > 0), s (region splits), α."""
     pen = np.nonzero(inst.pair_current > 0)[0] if inst.problem.K > 0 else np.zeros(0, dtype=np.int64)
-    return Columns(inst.n_pairs, len(inst.thr_pair), len(pen), pen)
+    return Columns(inst.n_pairs, len(inst.thr_pair), len(pen), pen, inst.links().n_split)
+
+
+def links(inst: Instance, col: Columns) -> Block:
+    """(R) supply of class q in region r − λ_q s_{ℓr} ≥ 0 for each linked (q, r); Σ_r s_{ℓr} − α ≥ 0 per link."""
+    lk = inst.links()
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    keys: list[Any] = []
+    for i, (q, j, idx, is_x) in enumerate(zip(lk.row_class, lk.row_split, lk.row_pairs, lk.row_is_x, strict=True)):
+        terms = (col.x0 + idx) if is_x else idx
+        coef = np.ones(len(idx)) if is_x else inst.single_thr[idx]
+        rows.append(np.full(len(idx) + 1, i))
+        cols.append(np.append(terms, col.s0 + j))
+        vals.append(np.append(coef, -float(inst.class_rate[q])))
+        keys.append(("link-region", int(q), int(lk.split_region[j])))
+    r = len(lk.row_class)
+    for li in lk.served_links:
+        js = np.nonzero(lk.split_link == li)[0]
+        rows.append(np.full(len(js) + 1, r))
+        cols.append(np.append(col.s0 + js, col.alpha))
+        vals.append(np.append(np.ones(len(js)), -1.0))
+        keys.append(("link", li))
+        r += 1
+    return Block(
+        "links",
+        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
+        np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64),
+        np.concatenate(vals) if vals else np.zeros(0),
+        np.zeros(r),
+        np.full(r, INF),
+        keys,
+    )
 
 
 def availability(inst: Instance, col: Columns) -> Block:
@@ -215,6 +254,8 @@ def build_matrix(inst: Instance, served: bool, budget_limit: float | None) -> Ma
         blocks.append(load(inst, col))
     if col.n_pen:
         blocks.append(penalty(inst, col))
+    if inst.link_class:
+        blocks.append(links(inst, col))
     if budget_limit is not None:
         blocks.append(budget(inst, col, budget_limit))
     offsets: dict[str, int] = {}

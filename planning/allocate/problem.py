@@ -134,6 +134,10 @@ class AllocationProblem:
     ``decompose`` lets the cost objective try the exact group-by-group shortcut first (matrix builder).
     ``start`` is a plan (template id, region) -> instances handed to HiGHS as a MIP start (e.g. the best
     baseline's counts); its templates are exempt from dominance pruning so that it maps exactly.
+    ``links`` are tuples of class ids served *in the same regions in the same proportions* (a model's prefill
+    class and its decode class: a request's KV cache must reach a decode node in its prefill's region). Each
+    link ℓ gets split variables s_{ℓr} ≥ 0 with Σ_r s_{ℓr} ≥ α, and every class q of ℓ must be served in
+    region r at rate ≥ λ_q s_{ℓr} (``formulation``, constraint (R)).
     """
 
     templates: tuple[TemplateOption, ...]
@@ -151,6 +155,7 @@ class AllocationProblem:
     dump_model: str | None = None
     decompose: bool = True
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    links: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "templates", tuple(self.templates))
@@ -168,6 +173,15 @@ class AllocationProblem:
                     raise PlanningError(f"templates[{t.id}].throughput", f"unknown workload class {q!r}.", f"Use one of {sorted(class_group)}.")
                 if class_group[q] != t.group:
                     raise PlanningError(f"templates[{t.id}].throughput[{q}]", f"class {q!r} belongs to group {class_group[q]!r}, not {t.group!r}.", "Give throughputs only for the template's own group.")
+        object.__setattr__(self, "links", tuple(tuple(str(q) for q in link) for link in self.links))
+        linked: set[str] = set()
+        for i, link in enumerate(self.links):
+            for q in link:
+                if q not in class_group:
+                    raise PlanningError(f"links[{i}]", f"unknown workload class {quote(q)}.", "Use class ids from `classes`.")
+                if q in linked:
+                    raise PlanningError(f"links[{i}]", f"class {quote(q)} is in two links.", "Put each class in one link at most.")
+                linked.add(q)
         ids = {t.id for t in self.templates}
         for (tid, region), n in self.start.items():
             if tid not in ids or n < 0:

@@ -205,7 +205,8 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     """Exact shortcut for the cost objective: solve each group alone; if the union of the groups' optimal
     plans fits the shared availability (and budget), it is optimal for the joint problem, because the joint
     optimum is at least the sum of the groups' separate optima (each group's problem is a relaxation of its
-    part). Returns None when the plans do not fit or a group is not solved to optimality.
+    part). Groups joined by region links (a model's prefill and decode) are solved together, as one part.
+    Returns None when the plans do not fit or a part is not solved to optimality.
     """
     from planning.allocate.matrix_model import build_matrix, columns, solve_matrix
 
@@ -215,10 +216,12 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     values[-1] = 1.0
     primal = bound = 0.0
     budget_left = runner.left()
-    for g in range(len(inst.groups)):
-        if not np.any((inst.class_group == g) & (inst.class_rate > 0)):
+    parent_split = {(int(li), int(r)): j for j, (li, r) in enumerate(zip(inst.links().split_link,
+                                                                          inst.links().split_region, strict=True))}
+    for part in inst.components():
+        if not np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0)):
             continue
-        sub, pairs, trip = inst.restrict(g)
+        sub, pairs, trip = inst.restrict(part)
         if sub.n_pairs == 0:
             return None
         m = build_matrix(sub, False, None)
@@ -233,6 +236,9 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         sub_col = m.col
         for j, p in enumerate(sub_col.pen_pairs):
             values[col.i0 + int(np.searchsorted(col.pen_pairs, pairs[p]))] = raw.values[sub_col.i0 + j]
+        sub_links = sub.links()
+        for j, (li, r) in enumerate(zip(sub_links.split_link, sub_links.split_region, strict=True)):
+            values[col.s0 + parent_split[(int(li), int(r))]] = raw.values[sub_col.s0 + j]
         primal += float(raw.phase.objective or 0.0)
         bound += float(raw.phase.bound)
     seconds = time.perf_counter() - t0
@@ -290,7 +296,14 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
             nodes[key] = nodes.get(key, 0) + int(nu[p] * u)
     assignment: dict[tuple[str, str, str], float] = {}
     served_rate = np.zeros(len(inst.class_ids))
-    # single-class groups: demand routed to instances in proportion to their capacity
+    # single-class groups: demand routed to instances in proportion to their capacity; a linked class
+    # (a model's prefill and decode) in proportion within each region, the region getting its split λ s_{ℓr}
+    lk = inst.links()
+    split = values[len(values) - 1 - lk.n_split : len(values) - 1]  # columns [ν | x | I | s | α]
+    region_share: dict[int, dict[int, float]] = {}
+    for j, (li, r) in enumerate(zip(lk.split_link, lk.split_region, strict=True)):
+        for q in inst.link_class[int(li)]:
+            region_share.setdefault(int(q), {})[int(r)] = max(0.0, float(split[j]))
     for g in range(len(inst.groups)):
         if not inst.single_class[g]:
             continue
@@ -300,10 +313,22 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
         rate = float(inst.class_rate[q])
         routed = min(cap, rate)
         served_rate[q] = routed
-        if cap > 0:
+        shares = region_share.get(int(q))
+        if cap <= 0:
+            continue
+        if shares is None:
             for p in pairs:
                 t, r = inst.pair_key(int(p))
                 assignment[(inst.class_ids[q], t, r)] = float(inst.single_thr[p] * nu[p]) * routed / cap
+            continue
+        total_share = sum(shares.values())
+        for region in np.unique(inst.pair_region[pairs]):
+            in_r = pairs[inst.pair_region[pairs] == region]
+            cap_r = float(np.dot(inst.single_thr[in_r], nu[in_r]))
+            want = routed * shares.get(int(region), 0.0) / total_share if total_share > 0 else 0.0
+            for p in in_r:
+                t, r = inst.pair_key(int(p))
+                assignment[(inst.class_ids[q], t, r)] = float(inst.single_thr[p] * nu[p]) * min(want, cap_r) / cap_r
     # multi-class groups: the solver's x, trimmed to the demanded rate
     x0 = n
     xs = values[x0 : x0 + len(inst.thr_pair)]

@@ -55,6 +55,7 @@ try:
                        help="2: the node sizes of the paper's winner (1×L40S and 2×H100 nodes).")
         mixed_pipeline = _mixed_pipeline(float(slo), int(node))
         _show(mixed_pipeline)
+        widgets.explain("mixed_pipeline_figure")
         st.plotly_chart(viz.mixed_pipeline_figure(pd.DataFrame(list(mixed_pipeline.rows))), width="stretch",
                         key="learn_fig1a_chart")
         st.subheader("Two models, few GPUs")

@@ -498,13 +498,14 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
 
 
 def lesson(key: str, **control: Any) -> Lesson:
-    """One teaching example of :mod:`planning.learn` by key (``coral-contention``, ``coral-spectrum``, ``melange``,
-    ``slo``, ``demystifying``) with its "try it" control as keyword arguments."""
+    """One teaching example of :mod:`planning.learn` by key (``coral-contention``, ``coral-spectrum``,
+    ``coral-mixed-pipeline``, ``melange``, ``slo``, ``demystifying``) with its "try it" control as keyword arguments."""
     from planning import learn
 
     functions: dict[str, Callable[..., Lesson]] = {
         "coral-contention": learn.coral_contention,
         "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(build_templates, **c),
+        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(build_templates, **c),
         "melange": learn.melange_request_size,
         "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
     if key not in functions:

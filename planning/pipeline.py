@@ -240,7 +240,9 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
         if b.details.get("skipped"):
             skipped.append(b.name)
             continue
-        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + float(b.penalty_per_hour),
+        # provisioning only, like the plan's comparable_cost: the greedy Homo carries no penalty and the ILP
+        # baselines' K × new-node allowance is not a bill, so adding it made savings the penalty's size
+        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour),
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
                                    served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
     return out, skipped

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from planning import api
+from planning import api, viz
 from planning.errors import PlanningError
 from ui import widgets
 
@@ -37,10 +37,27 @@ def _show(lesson: api.Lesson) -> None:
         st.caption(note)
 
 
+@st.cache_data(max_entries=16, show_spinner="Placing Qwen3-235B on every node multiset…")
+def _mixed_pipeline(slo_ms: float, max_gpus_per_node: int) -> api.Lesson:
+    """Coral Fig. 1(a) builds a template library (cached on disk too); a control moved back is instant."""
+    return api.lesson("coral-mixed-pipeline", slo_ms=slo_ms, max_gpus_per_node=max_gpus_per_node)
+
+
 tabs = st.tabs(["Mixed pipelines & contention (Coral)", "Request size (Mélange)", "SLOs (Mélange)",
                 "Budget & routing (Demystifying)"])
 try:
     with tabs[0]:
+        st.subheader("One model, one pipeline: mixed GPUs vs one GPU type, per dollar")
+        a, b = st.columns(2)
+        slo = a.slider("Prefill SLO (TTFT, ms)", 600, 3600, 1800, 100, key="learn_fig1a_slo",
+                       help="The paper's Fig. 1(a) uses 1800 ms.")
+        node = b.radio("Largest node offered (GPUs)", [2, 4], horizontal=True, key="learn_fig1a_node",
+                       help="2: the node sizes of the paper's winner (1×L40S and 2×H100 nodes).")
+        mixed_pipeline = _mixed_pipeline(float(slo), int(node))
+        _show(mixed_pipeline)
+        widgets.explain("mixed_pipeline_figure")
+        st.plotly_chart(viz.mixed_pipeline_figure(pd.DataFrame(list(mixed_pipeline.rows))), width="stretch",
+                        key="learn_fig1a_chart")
         st.subheader("Two models, few GPUs")
         a, b = st.columns(2)
         a_nodes = a.slider("GPU-A nodes available", 0, 6, 2, key="learn_a")

@@ -260,7 +260,8 @@ def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray
     cost = column_costs(sp, rows, node_cost)
     ps, rs = [], []
     for r in range(cost.shape[1]):
-        ratio = cost[:, r] / np.minimum(T, pg.demand)
+        with np.errstate(divide="ignore"):  # a group with no demand (0 req/s) seeds nothing: every ratio is inf
+            ratio = cost[:, r] / np.minimum(T, pg.demand)
         ok = np.flatnonzero(np.isfinite(ratio))
         top = ok[np.argsort(ratio[ok], kind="stable")[:SEED_PER_REGION]]
         ps.append(top)

@@ -38,6 +38,11 @@ EXPLANATIONS: dict[str, str] = {
         "Each variant of the scenario solved again, with the mixed plan and the single-GPU baselines side "
         "by side. It shows how robust the savings are when demand, prices or availability change."
     ),
+    "mixed_pipeline_figure": (
+        "Prompt tokens per second per dollar-hour of one pipeline for one model: the best setup of each single GPU "
+        "type (coloured by its GPU) and mixed pipelines (black). Past the dashed line, a pipeline does better per "
+        "dollar than any one GPU type can (Coral Fig. 1(a))."
+    ),
     "sweep_figure": (
         "Cost as one input is swept (e.g. demand), for the mixed plan (thick) and each single GPU type "
         "(thin). Where a thin line stops, that GPU alone can no longer meet the targets."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.app.conftest import app, texts
 
 
@@ -18,3 +20,22 @@ def test_learn_page_renders_and_recomputes() -> None:
     assert not at.exception
     after = [df.value for df in at.dataframe]
     assert any(not a.equals(b) for a, b in zip(before, after, strict=False))
+
+
+def test_learn_page_shows_coral_fig1a_and_recomputes_on_the_slo() -> None:
+    at = app("views/8_Learn.py")
+    assert not at.exception
+    assert "One model, one pipeline: mixed GPUs vs one GPU type, per dollar" in [s.value for s in at.subheader]
+    frames = [df.value for df in at.dataframe]
+    setups = next(f for f in frames if "per_dollar" in f)
+    assert {"best H100 only", "best mixed pipeline", "the paper's mix (3×1xL40S + 3×2xH100)"} <= set(setups["setup"])
+    paper = next(f for f in frames if "figure" in f and "paper's mix ÷ best pure H100 (×)" in set(f["figure"]))
+    assert 526.0 in set(paper["value"])
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    chart = next(s for s in specs if s["layout"]["xaxis"]["title"]["text"] == "prompt tok/s per $/h")
+    assert list(chart["data"][0]["y"])[::-1] == list(setups["setup"])  # one bar per setup, the table's order
+    at.slider(key="learn_fig1a_slo").set_value(3600).run()
+    assert not at.exception
+    after = next(df.value for df in at.dataframe if "per_dollar" in df.value)
+    assert not after.equals(setups)
+    assert "Here one GPU type wins" in texts(at)

@@ -108,3 +108,25 @@ def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, br
         assert page.get_by_test_id("stException").count() == 0, tab
     _shot(page, "learn")
     page.close()
+
+
+def test_learn_coral_fig1a_mixed_pipeline(server: str, browser: Any) -> None:
+    """Coral Fig. 1(a) on the Learn page's first tab: the engine's setups beside the paper's numbers, the figure
+    with one bar per setup and the best one-type line, no exception."""
+    page = browser.new_page()
+    page.goto(server)
+    _settled(page)
+    _nav(page, "Learn")
+    heading = page.get_by_text("One model, one pipeline: mixed GPUs vs one GPU type, per dollar").first
+    heading.wait_for(timeout=120_000)
+    _settled(page, timeout=120_000)
+    assert page.get_by_test_id("stException").count() == 0
+    chart = page.get_by_test_id("stPlotlyChart").filter(has_text="best one GPU type").first
+    chart.wait_for(timeout=60_000)
+    assert "best mixed pipeline" in chart.inner_text()
+    assert page.get_by_text("Source: Coral, Sec. 2.2 and Fig. 1(a)").count() == 1
+    heading.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "e2e_learn_fig1a.png"), full_page=False)
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=str(ARTIFACTS / "e2e_learn_fig1a_chart.png"))
+    page.close()

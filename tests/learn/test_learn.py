@@ -80,3 +80,52 @@ def test_coral_spectrum_mixed_replicas_fill_the_gaps() -> None:
     assert over == sorted(over, reverse=True)
     with pytest.raises(PlanningError, match="nmax"):
         api.lesson("coral-spectrum", nmax=9)
+
+
+def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
+    """Coral Fig. 1(a) at the paper's setting: the best mixed pipeline gives more prompt tok/s per $/h than the
+    best pipeline of every single GPU type, and so does the paper's own winner (3×1xL40S + 3×2xH100) against
+    every pure-H100 one; each row's figure is its throughput over its cost."""
+    lesson = api.lesson("coral-mixed-pipeline")
+    rows = {r["setup"]: r for r in lesson.rows}
+    one_type = [r for r in lesson.rows if r["kind"] == "one GPU type"]
+    assert {"best H100 only", "best L40S only"} <= {r["setup"] for r in one_type}
+    best = rows["best mixed pipeline"]
+    assert {"H100", "L40S"} <= {s.split("x", 1)[1] for s in learn._usage(best["template"])}
+    for r in one_type:
+        assert best["per_dollar"] > r["per_dollar"], r
+        assert len({s.split("x", 1)[1] for s in learn._usage(r["template"])}) == 1
+    paper_mix = rows["the paper's mix (3×1xL40S + 3×2xH100)"]
+    assert learn._usage(paper_mix["template"]) == {"1xL40S": 3, "2xH100": 3}
+    assert paper_mix["per_dollar"] > rows["best H100 only"]["per_dollar"]  # the paper's claim, 526 vs 481
+    assert paper_mix["layers"].count("|") >= 1 and len(set(paper_mix["layers"].split(" | "))) > 1  # uneven stages
+    for r in lesson.rows:
+        assert r["per_dollar"] == pytest.approx(r["throughput"] / r["cost_per_hour"], rel=2e-3)
+        assert sum(int(x) for x in r["layers"].split(" | ")) == 94  # Qwen3-235B's layers, all placed
+    assert lesson.ours["best mixed ÷ best one-type (×)"] > 1
+    assert lesson.paper_numbers["paper's mix ÷ best pure H100 (×)"] == 1.09
+
+
+def test_coral_mixed_pipeline_is_computed_not_pinned() -> None:
+    """Move the SLO and the answer moves: with a loose 3600 ms TTFT the cheap L40S alone holds enough layers per
+    stage and one GPU type wins; the takeaway says so instead of repeating the paper."""
+    loose = api.lesson("coral-mixed-pipeline", slo_ms=3600.0)
+    rows = {r["setup"]: r for r in loose.rows}
+    default = {r["setup"]: r for r in api.lesson("coral-mixed-pipeline").rows}
+    assert rows["best L40S only"]["per_dollar"] > default["best L40S only"]["per_dollar"]
+    assert loose.ours["best mixed ÷ best one-type (×)"] < 1
+    assert loose.takeaway.startswith("Here one GPU type wins")
+    with pytest.raises(PlanningError, match="max_gpus_per_node"):
+        api.lesson("coral-mixed-pipeline", max_gpus_per_node=3)
+    with pytest.raises(PlanningError, match="slo_ms"):  # no 1-GPU node set of ≤ 6 nodes holds the model
+        api.lesson("coral-mixed-pipeline", max_gpus_per_node=1)
+
+
+@pytest.mark.slow
+def test_coral_mixed_pipeline_with_eight_gpu_nodes_as_the_note_says() -> None:
+    """The lesson's note: with 8-GPU nodes a 32-GPU pure-H100 pipeline edges out the best mixed one."""
+    lesson = api.lesson("coral-mixed-pipeline", max_gpus_per_node=8)
+    rows = {r["setup"]: r for r in lesson.rows}
+    assert rows["best H100 only"]["gpus"] == 32
+    assert round(rows["best H100 only"]["per_dollar"]) == 2765 and round(rows["best mixed pipeline"]["per_dollar"]) == 2726
+    assert any("2,765 against 2,726" in note for note in lesson.notes)

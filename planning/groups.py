@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planning.scenario import ModelRequest, Scenario
@@ -80,3 +81,17 @@ def plan_groups(scenario: Scenario) -> list[Group]:
                 slo = float(req.slo.decode_ms or 0.0)
             groups.append(Group(req.id, phase, slo, tuple(classes)))
     return groups
+
+
+def region_links(groups: Sequence[Group]) -> tuple[tuple[str, str], ...]:
+    """(prefill class, decode class) of every model planned in both phases, bucket by bucket: served in the same
+    regions in the same proportions (``AllocationProblem.links``), because a request's KV cache goes from its
+    prefill node to a decode node and that transfer is planned inside a region."""
+    by_phase = {(g.model, g.phase): g for g in groups}
+    links: list[tuple[str, str]] = []
+    for (model, phase), pre in by_phase.items():
+        dec = by_phase.get((model, "decode"))
+        if phase != "prefill" or dec is None:
+            continue
+        links.extend((p.id, d.id) for p, d in zip(pre.classes, dec.classes, strict=True))
+    return tuple(links)

@@ -38,7 +38,7 @@ from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, la
 from planning.allocate.solve import solve_allocation
 from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
-from planning.groups import Group
+from planning.groups import Group, region_links
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
@@ -87,6 +87,7 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
     templates = tuple(_template_options(sets, masks))
     classes = tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in (groups or resolved.groups)
                     for c in g.classes)
+    links = region_links(groups or resolved.groups)
     current = {(c.template_id, c.region): c.count for c in scenario.current}
     known = {t.id for t in templates}
     for i, (tid, _region) in enumerate(current):
@@ -101,7 +102,7 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
         objective=cast(Objective, objective or scenario.objective.kind),
         budget_per_hour=scenario.objective.budget_per_hour, solver=cast(SolverName, scenario.options.solver),
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
-        dump_model=str(dump_model) if dump_model else None,
+        dump_model=str(dump_model) if dump_model else None, links=links,
     )
 
 

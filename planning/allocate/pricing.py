@@ -40,6 +40,7 @@ from planning.allocate.pricers import LocalPricers, PriceCall, Pricers, make_pri
 from planning.allocate.reduce import cover_ilp
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
 from planning.context import ProgressFn, check_cancel, time_left, timed_out
+from planning.groups import region_links
 from planning.templates.search import MultisetSpace, SearchStats
 
 BIG_M_FACTOR = 1e4
@@ -398,7 +399,7 @@ def allocation_problem(groups: Sequence[Any], sets: Sequence[Any], masks: Sequen
                      for o in offers),
         classes=tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in groups for c in g.classes),
         current={}, K=K, objective="cost", budget_per_hour=None, solver=cast(Any, solver), time_limit_s=time_limit_s,
-        mip_rel_gap=mip_rel_gap)
+        mip_rel_gap=mip_rel_gap, links=region_links(groups))
 
 
 def offer_matrices(offers: Sequence[Any], shapes: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

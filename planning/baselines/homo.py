@@ -7,6 +7,9 @@ of the group's demand one instance serves when it carries the group's class mix,
 Λ, per USD/h at that region's prices — and takes instances of the best pair until demand is met or its
 availability (what earlier groups left) runs out, then the next pair, and so on. A group that runs out
 is served partially and the note says so. Templates that cannot serve some demanded class are skipped.
+Region links (``problem.links``: a model's prefill and decode in the same regions) are kept greedily: a group
+linked to one served before it fills, in each region, the share of demand that group placed there (scaled to
+the whole demand), from that region's pairs only; both are then served Σ_r min(their regional shares).
 """
 
 from __future__ import annotations
@@ -60,12 +63,25 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
     served: dict[str, float] = {}
     cost = 0.0
     notes: list[str] = []
+    group_of = {q.id: q.group for q in problem.classes}
+    linked_to: dict[str, set[str]] = {}
+    for link in problem.links:
+        gs = {group_of[q] for q in link}
+        for g in gs:
+            linked_to.setdefault(g, set()).update(gs - {g})
+    placed: dict[str, dict[str, float]] = {}  # group -> region -> share of its demand placed there
     for g in groups:
         check_cancel(cancel, "baseline homo")
         rates = {q.id: q.rate for q in problem.classes if q.group == g and q.rate > 0}
         if not rates:
             served[g] = 1.0
             continue
+        before = [h for h in groups[: groups.index(g)] if h in linked_to.get(g, set()) and h in placed]
+        quota: dict[str, float] | None = None  # per region, when an earlier linked group fixed the regions
+        if before:
+            ref = placed[before[0]]
+            total = sum(ref.values())
+            quota = {r: v / max(1.0, total) for r, v in ref.items()}
         cands = []
         for i, t in enumerate(problem.templates):
             if i % 1000 == 999:
@@ -83,11 +99,16 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
                 cands.append((-eff, p, t.id, r, t, share))
         cands.sort(key=lambda c: c[:4])
         need = 1.0
+        region_need = dict(quota) if quota is not None else None
+        here: dict[str, float] = {}
         for _neg, p, _tid, r, t, share in cands:
-            if need <= 1e-12:
-                break
+            left = need if region_need is None else region_need.get(r, 0.0)
+            if left <= 1e-12:
+                if need <= 1e-12:
+                    break
+                continue
             k_avail = min(remaining[(r, s)] // u for s, u in t.usage.items())
-            k_need = math.ceil(need / share - 1e-9)
+            k_need = math.ceil(left / share - 1e-9)
             k = min(k_avail, k_need)
             if k <= 0:
                 continue
@@ -97,7 +118,15 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
                 nodes[(r, s)] = nodes.get((r, s), 0) + k * u
             cost += k * p
             need -= k * share
+            here[r] = here.get(r, 0.0) + k * share
+            if region_need is not None:
+                region_need[r] = region_need.get(r, 0.0) - k * share
+        placed[g] = here
         frac = min(1.0, 1.0 - need)
+        if quota is not None:  # paired with the earlier linked group region by region
+            frac = min(1.0, sum(min(v, here.get(r, 0.0)) for r, v in quota.items()))
+            for h in before:
+                served[h] = min(served[h], frac)
         served[g] = frac
         if frac < _FULL:
             why = "no homogeneous template can serve it" if not cands else "availability ran out"

@@ -109,33 +109,45 @@ def memp(
     counts: dict[tuple[str, str], int] = {}
     nodes: dict[tuple[str, str], int] = {}
     notes: list[str] = []
-    for g in groups:
+    for part in _linked_parts(problem, groups):
         check_cancel(cancel, "baseline memp")
-        if rates[g] <= 0 and not any(q.rate > 0 for q in problem.classes if q.group == g):
-            served[g] = 1.0
+        demanded = [g for g in part if rates[g] > 0 or any(q.rate > 0 for q in problem.classes if q.group == g)]
+        for g in part:
+            if g not in demanded:
+                served[g] = 1.0
+        if not demanded:
             continue
-        offers = tuple(Offer(r, s, o.price_per_hour, share[g].get((r, s), 0)) for o in problem.offers for r, s in [(o.region, o.shape)])
-        templates = tuple(t for t in problem.templates if t.group == g)
+        # a model's prefill and decode (linked: the same regions) plan together on the union of their shares
+        pooled: dict[tuple[str, str], int] = {}
+        for g in part:
+            for k, n in share[g].items():
+                pooled[k] = pooled.get(k, 0) + n
+        offers = tuple(Offer(r, s, o.price_per_hour, pooled.get((r, s), 0)) for o in problem.offers for r, s in [(o.region, o.shape)])
+        templates = tuple(t for t in problem.templates if t.group in part)
         ids = {t.id for t in templates}
+        classes = tuple(q for q in problem.classes if q.group in part)
+        own = {q.id for q in classes}
         sub = replace(
             problem,
             templates=templates,
             offers=offers,
-            classes=tuple(q for q in problem.classes if q.group == g),
+            classes=classes,
             current={k: v for k, v in problem.current.items() if k[0] in ids},
             budget_per_hour=None,
             dump_model=None,
+            links=tuple(lk for lk in problem.links if set(lk) <= own),
         )
         res = from_allocation("memp", sub, "", cancel)
         cost += res.cost_per_hour
         penalty += res.penalty_per_hour
-        served[g] = res.served_fraction.get(g, 0.0)
         for k, v in res.counts.items():
             counts[k] = counts.get(k, 0) + v
         for k, v in res.nodes_used.items():
             nodes[k] = nodes.get(k, 0) + v
-        if served[g] < _FULL:
-            notes.append(f"{g} gets {sum(share[g].values())} nodes ({100 * weight[g] / total_weight:.0f} % of pool memory) and serves {100 * served[g]:.0f} % of demand")
+        for g in demanded:
+            served[g] = res.served_fraction.get(g, 0.0)
+            if served[g] < _FULL:
+                notes.append(f"{g} gets {sum(share[g].values())} nodes ({100 * weight[g] / total_weight:.0f} % of pool memory) and serves {100 * served[g]:.0f} % of demand")
     feasible = all(f >= _FULL for f in served.values())
     note = "memory-proportional shares" + (f" ({'; '.join(proxies)})" if proxies else "") + ("; all demand met" if feasible else "; cannot meet demand: " + "; ".join(notes))
     return BaselineResult(
@@ -151,6 +163,22 @@ def memp(
         seconds=time.perf_counter() - t0,
         details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
     )
+
+
+def _linked_parts(problem: AllocationProblem, groups: list[str]) -> list[list[str]]:
+    """The groups in parts joined by ``problem.links`` (a model's prefill and decode), in ``groups`` order."""
+    group_of = {q.id: q.group for q in problem.classes}
+    part_of = {g: [g] for g in groups}
+    for link in problem.links:
+        gs = sorted({group_of[q] for q in link}, key=groups.index)
+        merged = [g for g in groups if any(g in part_of[h] for h in gs)]
+        for g in merged:
+            part_of[g] = merged
+    seen: list[list[str]] = []
+    for g in groups:
+        if part_of[g] not in seen:
+            seen.append(part_of[g])
+    return seen
 
 
 def _nodes_to_take(left: float, got: float, node: float, target: float) -> int:

@@ -587,7 +587,7 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
     """The background job function of a timeline request (runs :func:`timeline`)."""
     from planning.timeline.jobs import timeline_job as _job
 
-    return _job(request, progress, cancel)  # type: ignore[arg-type]  # _Progress: message has a default there
+    return _job(request, progress, cancel)
 
 
 def timeline_result(data: Mapping[str, Any]) -> Any:

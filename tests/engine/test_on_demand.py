@@ -225,3 +225,30 @@ def test_what_if_reuses_exact_placements(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cheaper.stats["templates_placed_now"] < first.stats["templates_placed_now"]
     library = api.solve(replace(base, options=replace(base.options, templates="library")), with_baselines=False)
     assert library.cost_per_hour == pytest.approx(first.cost_per_hour, rel=1e-3)
+
+
+def test_on_demand_progress_names_its_real_steps(tiny: dict[str, object]) -> None:
+    """The on-demand engine reported "pricing" for most of a long solve; it now names each step through the
+    project's ProgressFn: column generation rounds with the LP bound, the group bounds, fixing, the ILP."""
+    import re
+
+    import planning.api as api
+    from planning.scenario import Scenario
+
+    base = Scenario.from_dict(tiny)
+    scenario = replace(base, options=replace(base.options, templates="on-demand"))
+    calls: list[tuple[float, str]] = []
+    result = api.solve(scenario, with_baselines=False, progress=lambda f, m: calls.append((f, m)))
+    assert result.status == "optimal" and result.stats["reduction_certified"] == 1.0
+    fractions = [f for f, _ in calls]
+    assert fractions == sorted(fractions) and fractions[0] >= 0.0 and fractions[-1] == 1.0
+    messages = [m for _, m in calls]
+    rounds = [m for m in messages if m.startswith("pricing: column generation round ")]
+    assert rounds and re.search(r"LP bound [\d,.]+ \$/h \([\d,]+ columns\)$", rounds[-1]), rounds
+    bound = float(re.search(r"LP bound ([\d,.]+)", rounds[-1]).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert bound <= result.cost_per_hour + 0.01  # an LP bound: never above the plan it certifies
+    first = {m.split(":")[0]: i for i, m in reversed(list(enumerate(messages)))}
+    assert first["pricing"] < first["fixing"] < first["ILP"] < first["diagnostics"], messages
+    on_demand = [f for f, m in calls if m.split(":")[0] in ("pricing", "fixing", "ILP")]
+    assert min(on_demand) >= 0.02 and max(on_demand) <= 0.90  # its share of the solve (pipeline docstring)
+    assert not any(m.startswith(("library build", "reduction")) for m in messages)

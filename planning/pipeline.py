@@ -14,8 +14,9 @@ A plain demand is one class per group. A request-size histogram gives one class 
 placement is optimised for the group's mean request, and its throughput for bucket q is that same placement
 evaluated on the perf tables of bucket q's sizes (min over stages of the stage's summed T̂).
 
-Progress (``progress(fraction, message)``, messages start with the step's name):
-``library build`` 2–80 %, ``reduction``/``ILP`` 80–90 %, ``baselines`` 90–98 %, ``diagnostics`` 98–100 %.
+Progress (``progress(fraction, message)``, messages start with the step's name): on demand ``pricing`` (column
+generation rounds with the LP bound, group bounds), ``fixing`` and ``ILP`` 2–90 %; on the library path
+``library build`` 2–80 %, ``reduction``/``ILP`` 80–90 %; then ``baselines`` 90–98 %, ``diagnostics`` 98–100 %.
 """
 
 from __future__ import annotations

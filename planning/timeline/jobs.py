@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.scenario import Scenario
+
+if TYPE_CHECKING:
+    from planning.timeline.demand import DemandSeries
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
 RESULT_VERSION = 1
@@ -41,7 +44,7 @@ def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, e
             "engine": f"{engine}/t{RESULT_VERSION}"}
 
 
-def demand_series(request: dict[str, Any]) -> list[Any]:
+def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
     """The request's demand sources as DemandSeries.
 
     Raises

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -46,6 +46,10 @@ from planning.whatif import (
 from planning.whatif import (
     label as variant_label,
 )
+
+if TYPE_CHECKING:
+    from planning.sharing.plan import SharingResult
+    from planning.timeline import AvailabilitySeries, DemandSeries, TimelineOptions, TimelineResult
 
 __all__ = [
     "VARIANT_KINDS",
@@ -543,7 +547,7 @@ def export_zip(result: PlanResult, fmt: str = "all") -> bytes:
 
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,
-                 cancel: CancelToken | None = None) -> Any:
+                 cancel: CancelToken | None = None) -> SharingResult:
     """Plan with GPU sharing for the low-rate models (``planning.sharing.solve_shared``): a ``SharingResult``
     whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the popular models."""
     from planning.sharing import solve_shared as _solve_shared
@@ -551,8 +555,9 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
 
 
-def timeline(scenario: Scenario, demand: Sequence[Any], *, availability: Any = None, options: Any = None,
-             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
+def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
+             options: TimelineOptions | None = None, progress: ProgressFn | None = None,
+             cancel: CancelToken | None = None) -> TimelineResult:
     """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
 
     Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
@@ -588,10 +593,10 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
     """The background job function of a timeline request (runs :func:`timeline`)."""
     from planning.timeline.jobs import timeline_job as _job
 
-    return _job(request, progress, cancel)  # type: ignore[arg-type]  # _Progress: message has a default there
+    return _job(request, progress, cancel)
 
 
-def timeline_result(data: Mapping[str, Any]) -> Any:
+def timeline_result(data: Mapping[str, Any]) -> TimelineResult:
     """A ``TimelineResult`` from its ``to_dict()`` form (a finished job's result)."""
     from planning.timeline.result import TimelineResult
 

@@ -6,22 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
+if TYPE_CHECKING:
+    from planning.context import EngineContext
+    from planning.sharing.plan import SharingResult
+    from planning.sharing.simulate import SharedSimResult
+    from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
+    from planning.simulate.run import SimConfig, Topology
+    from planning.traces import Trace
 
-def _engine_context() -> Any:
+
+def _engine_context() -> EngineContext:
     from planning.api import engine_context  # the process-wide context lives in api (no import cycle at load)
 
     return engine_context()
 
 
-def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
+def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
                     admission: str = "moore-hodgson", kv: str = "paged", evict_after_s: float | None = None,
-                    rate_scale: float = 1.0) -> Any:
+                    rate_scale: float = 1.0) -> SharedSimResult:
     """Simulate the shared nodes of a :func:`solve_shared` result request by request (Prism Sec. 6: co-located
     models time-share each GPU; ``admission`` ``"moore-hodgson"`` or ``"fcfs"``; ``kv`` ``"paged"`` or
     ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
@@ -33,7 +41,7 @@ def simulate_shared(result: Any, scenario: Scenario, *, duration_s: float = 600.
                             admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
 
 
-def _sim_topology(target: Any, config: Any) -> Any:
+def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
     from planning.simulate import build_topology
 
     if isinstance(target, Scenario):
@@ -49,8 +57,8 @@ def _sim_topology(target: Any, config: Any) -> Any:
 
 
 def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
-             router: str = "proportional", trace: Any = None, chunk_tokens: int | None = None,
-             max_seqs: int | None = None) -> Any:
+             router: str = "proportional", trace: Trace | None = None, chunk_tokens: int | None = None,
+             max_seqs: int | None = None) -> SimResult:
     """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
 
     Parameters
@@ -78,8 +86,8 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
 
 
 def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.0, seed: int = 0,
-                      router: str = "proportional", trace: Any = None, target_attainment: float = 0.99,
-                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+                      router: str = "proportional", trace: Trace | None = None, target_attainment: float = 0.99,
+                      chunk_tokens: int | None = None, max_seqs: int | None = None) -> HeadroomResult:
     """Highest uniform demand scale at which simulated SLO attainment stays ≥ ``target_attainment``.
 
     Returns ``planning.simulate.HeadroomResult``; raises PlanningError like :func:`simulate`.
@@ -93,7 +101,7 @@ def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.
 
 def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
                        input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> Any:
+                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> BenchmarkResult:
     """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
     from planning.simulate import benchmark
 
@@ -102,14 +110,14 @@ def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None =
                      perf=_engine_context().perf)
 
 
-def load_trace(path: str | Path) -> Any:
+def load_trace(path: str | Path) -> Trace:
     """Read a request trace (Azure CSV, Mooncake JSONL/CSV, plain CSV) for :func:`simulate`."""
     from planning.traces import read_trace
 
     return read_trace(path)
 
 
-def sim_result_from_dict(data: Mapping[str, Any]) -> Any:
+def sim_result_from_dict(data: Mapping[str, Any]) -> SimResult:
     """Rebuild a ``planning.simulate.SimResult`` from its ``to_dict()`` (a background job's stored result).
 
     Raises

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +30,11 @@ from planning.groups import DEFAULT_PREFILL_BUDGET_MS, Group
 from planning.result import PlanResult
 from planning.scenario import Objective, Scenario
 from planning.scenario_fields import BOUNDS
+
+if TYPE_CHECKING:
+    from planning.context import EngineContext
+    from planning.resolve import ResolvedScenario
+    from planning.templates.sets import TemplateSet
 
 UNBOUNDED_SLO_MS = 1e7
 EXPLAIN_SECONDS = 10.0  # time limit of the extra cost solve that prices 100 % under a binding budget
@@ -42,7 +47,8 @@ def _sig3(x: float) -> str:
     return f"{float(format(x, '.3g')):g}"
 
 
-def _holdable(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float, sizes: tuple[float, float],
+def _holdable(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
+              sizes: tuple[float, float],
               scenario: Scenario) -> tuple[str, int] | None:
     """(shape, stages) of the first pipeline of identical nodes that holds the model and meets ``slo_ms``
     within Nmax and ρ, or None."""
@@ -62,7 +68,7 @@ def _holdable(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_
     return None
 
 
-def _memory_sentence(ctx: Any, spec: ModelSpec, group: Group, shapes: Sequence[str], scenario: Scenario,
+def _memory_sentence(ctx: EngineContext, spec: ModelSpec, group: Group, shapes: Sequence[str], scenario: Scenario,
                      sizes: tuple[float, float], phase: str) -> str:
     opts = scenario.options
     weights = spec.weight_bytes() / 1e9
@@ -85,7 +91,7 @@ def _memory_sentence(ctx: Any, spec: ModelSpec, group: Group, shapes: Sequence[s
             f"node offered is {widest} ({mems[widest]:.0f} GB). Fix: {fix}.")
 
 
-def _tightest_slo(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
+def _tightest_slo(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
                   sizes: tuple[float, float], scenario: Scenario) -> tuple[float, str, int] | None:
     """Smallest SLO (ms, ≈ 1 %) at which some template exists, with its shape and stage count."""
     lo, hi = slo_ms, UNBOUNDED_SLO_MS
@@ -104,7 +110,7 @@ def _tightest_slo(ctx: Any, spec: ModelSpec, shapes: Sequence[str], phase: str, 
     return hi, best[0], best[1]
 
 
-def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
+def _slo_or_memory(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
                    sizes: tuple[float, float] | None = None) -> str | None:
     """The sentence for a generated group without any template (None when neither SLO nor memory explains it);
     ``sizes`` checks one request size (a histogram bucket) instead of the group's mean."""
@@ -140,7 +146,7 @@ def _slo_or_memory(ctx: Any, scenario: Scenario, spec: ModelSpec, group: Group, 
     return None
 
 
-def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float,
+def _budget_explanation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], served: float,
                         cancel: CancelToken | None = None) -> list[str]:
     """What serving 100 % would take when a budget keeps α < 1: the cost optimum without the budget (certified
     like every cost solve, within EXPLAIN_SECONDS), or — when even that is infeasible — the cost problem's own
@@ -171,7 +177,8 @@ def _budget_explanation(resolved: Any, sets: Sequence[Any], served: float,
             f"${need:,.2f}/h. Fix: raise objective.budget_per_hour to ≥ {math.ceil(need * 100) / 100:,.2f}."]
 
 
-def _capacity_explanation(resolved: Any, sets: Sequence[Any], cancel: CancelToken | None = None) -> list[str]:
+def _capacity_explanation(resolved: ResolvedScenario, sets: Sequence[TemplateSet],
+                          cancel: CancelToken | None = None) -> list[str]:
     """Why a served plan (no budget) stays below 100 %: the allocation diagnostics of the cost problem
     (capacity short per region/shape, unservable groups); skipped above EXPLAIN_MAX_TEMPLATES templates."""
     from planning.allocate.certify import allocation_problem
@@ -185,7 +192,7 @@ def _capacity_explanation(resolved: Any, sets: Sequence[Any], cancel: CancelToke
     return diagnose_infeasible(problem)[1]
 
 
-def explain_result(result: PlanResult, ctx: Any, resolved: Any, sets: Sequence[Any],
+def explain_result(result: PlanResult, ctx: EngineContext, resolved: ResolvedScenario, sets: Sequence[TemplateSet],
                    cancel: CancelToken | None = None) -> PlanResult:
     """``result`` with SLO/memory causes for groups no template serves and the budget that would serve 100 %.
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any, TypeVar
 
 from planning.context import CancelToken, check_cancel
@@ -94,7 +94,7 @@ def ray_module(num_cpus: int | None = None) -> Any:
 
 def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None = None, workers: int = 1,
               cancel: CancelToken | None = None, on_result: Callable[[int, R], None] | None = None,
-              what: str = "parallel work", pool: Any = None) -> list[R]:
+              what: str = "parallel work", pool: Executor | None = None) -> list[R]:
     """``[fn(item) for item in items]`` on a backend, results in item order.
 
     Parameters

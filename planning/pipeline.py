@@ -14,8 +14,9 @@ A plain demand is one class per group. A request-size histogram gives one class 
 placement is optimised for the group's mean request, and its throughput for bucket q is that same placement
 evaluated on the perf tables of bucket q's sizes (min over stages of the stage's summed T̂).
 
-Progress (``progress(fraction, message)``, messages start with the step's name):
-``library build`` 2–80 %, ``reduction``/``ILP`` 80–90 %, ``baselines`` 90–98 %, ``diagnostics`` 98–100 %.
+Progress (``progress(fraction, message)``, messages start with the step's name): on demand ``pricing`` (column
+generation rounds with the LP bound, group bounds), ``fixing`` and ``ILP`` 2–90 %; on the library path
+``library build`` 2–80 %, ``reduction``/``ILP`` 80–90 %; then ``baselines`` 90–98 %, ``diagnostics`` 98–100 %.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         check_cancel(deadline)
         where.report(0.02, "pricing: serving templates on demand" if scenario.options.templates == "on-demand"
                      else "library build: serving templates")
-        allocation = on_demand_allocation(ctx, resolved, where.report, deadline)  # None: needs the library path
-        sets: list[TemplateSet]
+        allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline)
+        sets: list[TemplateSet]  # None above: the scenario needs the library path
         if allocation is not None and allocation.sets is not None:
             sets = allocation.sets
             lap("allocation_seconds")
@@ -262,19 +263,11 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
                          cancel: CancelToken | None) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
-    (``planning.allocate.pricing``), certified over all templates without enumerating them; None when the
-    scenario needs the library path (served objective, histogram classes, aggregated mode, explicit templates,
-    running instances) or the option is off."""
-    scenario = resolved.scenario
-    if scenario.options.templates != "on-demand":
+    (:func:`planning.allocate.pricing.solve_on_demand`), certified over all templates without enumerating them;
+    None when the scenario needs the library path (served objective, histogram classes, aggregated mode,
+    explicit templates, running instances, a budget below the cost optimum) or the option is off."""
+    if resolved.scenario.options.templates != "on-demand":
         return None
     from planning.allocate.pricing import solve_on_demand
 
-    timings: dict[str, float] = {}
-    stats: dict[str, float] = {}
-    found = solve_on_demand(ctx, scenario, resolved.specs, list(resolved.groups), list(resolved.shapes),
-                            list(resolved.offers), timings, stats, progress, cancel)
-    if found is None:
-        return None
-    sets, alloc, masks = found
-    return Allocation(result=alloc, problem=None, masks=masks, stats=stats, timings=timings, sets=sets)
+    return solve_on_demand(ctx, resolved, progress, cancel)

@@ -5,7 +5,7 @@ The first step of every use case (solve, build_templates, validate); computed on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +60,23 @@ class ResolvedScenario:
     prices: np.ndarray = field(repr=False)
     available: np.ndarray = field(repr=False)
 
+    @classmethod
+    def from_offers(cls, scenario: Scenario, offers: Sequence[ResolvedOffer], specs: Mapping[str, ModelSpec],
+                    groups: Sequence[Group]) -> ResolvedScenario:
+        """The resolved form of given offers, specs and groups: shapes, regions and the price/availability
+        matrices built here, once (:func:`resolve_scenario` resolves them from the catalog first)."""
+        shapes = tuple(sorted({o.shape for o in offers}, key=shape_order))
+        regions = tuple(sorted({o.region for o in offers}))
+        r_index = {r: i for i, r in enumerate(regions)}
+        k_index = {s: k for k, s in enumerate(shapes)}
+        prices = np.full((len(regions), len(shapes)), np.nan)
+        available = np.zeros((len(regions), len(shapes)))
+        for o in offers:
+            prices[r_index[o.region], k_index[o.shape]] = o.price_per_hour
+            available[r_index[o.region], k_index[o.shape]] = o.available
+        return cls(scenario=scenario, offers=tuple(offers), specs=dict(specs), groups=tuple(groups), shapes=shapes,
+                   regions=regions, prices=prices, available=available)
+
     def shape_columns(self, shapes: Sequence[str]) -> np.ndarray:
         """Column of each of ``shapes`` in :attr:`shapes` (−1 for a shape no region sells)."""
         index = {s: k for k, s in enumerate(self.shapes)}
@@ -90,16 +107,5 @@ def resolve_scenario(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
     PlanningError
         Unknown ids or nothing purchasable, naming the field and the fix.
     """
-    offers = tuple(resolve_offers(scenario, catalog))
-    shapes = tuple(sorted({o.shape for o in offers}, key=shape_order))
-    regions = tuple(sorted({o.region for o in offers}))
-    r_index = {r: i for i, r in enumerate(regions)}
-    k_index = {s: k for k, s in enumerate(shapes)}
-    prices = np.full((len(regions), len(shapes)), np.nan)
-    available = np.zeros((len(regions), len(shapes)))
-    for o in offers:
-        prices[r_index[o.region], k_index[o.shape]] = o.price_per_hour
-        available[r_index[o.region], k_index[o.shape]] = o.available
-    return ResolvedScenario(scenario=scenario, offers=offers, specs=resolve_models(scenario, catalog),
-                            groups=tuple(plan_groups(scenario)), shapes=shapes, regions=regions,
-                            prices=prices, available=available)
+    return ResolvedScenario.from_offers(scenario, resolve_offers(scenario, catalog),
+                                        resolve_models(scenario, catalog), plan_groups(scenario))

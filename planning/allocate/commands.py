@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``allocate`` sub-command."""
     p = subparsers.add_parser("allocate", help="solve an explicit allocation problem (JSON, see docs/allocation.md)")
     p.add_argument("file", type=Path)

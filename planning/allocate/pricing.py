@@ -30,18 +30,34 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from planning.allocate.certify import Allocation, allocation_problem, uncertified
 from planning.allocate.pricers import LocalPricers, PriceCall, Pricers, make_pricers
+from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.reduce import cover_ilp
+from planning.allocate.solve import solve_allocation
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
-from planning.context import ProgressFn, check_cancel, time_left, timed_out
-from planning.groups import region_links
+from planning.context import (
+    CancelToken,
+    EngineContext,
+    ProgressFn,
+    check_cancel,
+    sub_progress,
+    time_left,
+    timed_out,
+)
+from planning.groups import Group
+from planning.resolve import ResolvedScenario
 from planning.templates.search import MultisetSpace, SearchStats
+from planning.templates.sets import TemplateSet
+
+if TYPE_CHECKING:
+    from planning.perf import PerfModel
 
 BIG_M_FACTOR = 1e4
 SEED_PER_REGION = 24  # initial columns per group and region (best cost per throughput among single-type templates)
@@ -51,9 +67,13 @@ MAX_ROUNDS = 300
 START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
 TOL = 1e-7
 COVER_ILP_LIMIT_S = 10.0  # per cover ILP of the group bounds; stopped early it still gives a valid bound
+MAX_ATTEMPTS = 6  # fixing + ILP rounds (δ raised each time) before the best plan is returned uncertified
+CG_HALF_ROUNDS = 8  # progress of column generation: rounds / (rounds + 8), as the number of rounds is unknown
 
-def supported(scenario: Any, groups: Sequence[Any]) -> bool:
+
+def supported(resolved: ResolvedScenario) -> bool:
     """Whether the on-demand engine handles this scenario (else the library path runs)."""
+    scenario, groups = resolved.scenario, resolved.groups
     return (scenario.mode == "disaggregated" and scenario.objective.kind == "cost" and scenario.generate_templates
             and not scenario.explicit_templates and not scenario.current
             and all(len(g.classes) == 1 and g.phase in ("prefill", "decode") for g in groups))
@@ -63,7 +83,7 @@ def supported(scenario: Any, groups: Sequence[Any]) -> bool:
 class PricedGroup:
     """One group's search space and the multisets generated for it (padded rows, keyed by code)."""
 
-    group: Any
+    group: Group
     space: MultisetSpace
     demand: float
     t_bar: float
@@ -79,12 +99,12 @@ def node_mem_gb(catalog: Catalog, shape: str) -> float:
     return float(catalog.gpus[gpu].memory_gb * count)
 
 
-_SPACES: OrderedDict[tuple[Any, ...], MultisetSpace] = OrderedDict()
+_SPACES: OrderedDict[tuple[object, ...], MultisetSpace] = OrderedDict()
 _SPACES_LOCK = threading.Lock()
 SPACE_CACHE_SIZE = 256  # (model, phase, SLO, sizes, shapes, caps) spaces kept with their exact placements
 
 
-def build_space(perf: Any, catalog: Catalog, spec: ModelSpec, group: Any, shapes: Sequence[str], nmax: int,
+def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group, shapes: Sequence[str], nmax: int,
                 rho: float, max_stages: int) -> MultisetSpace:
     """The template space of one single-class group (T̂ tables from the perf model).
 
@@ -203,7 +223,8 @@ def column_costs(space: MultisetSpace, P: np.ndarray, w: np.ndarray) -> np.ndarr
 
 
 def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, limit: int | None,
-          per_region: bool = True, cancel: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+          per_region: bool = True, cancel: CancelToken | None = None,
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Columns with exact rc ≤ theta: (rows, codes, regions, rc); at most ``limit`` most negative (None = all).
 
     Candidates are placed exactly in order of their bound; with a limit the scan stops once ``limit`` columns
@@ -272,12 +293,13 @@ def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
-             per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None,
+             per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None, *,
              progress: ProgressFn | None = None) -> tuple[PricingResult, ColumnLP]:
     """Column generation until no column of any group prices out (exact over all templates).
 
-    ``pricers`` runs each round's searches (default: here, in order; ``RayPricers``: as Ray actors);
-    ``progress(fraction, message)`` hears the round and the LP value after every round.
+    ``pricers`` runs each round's searches (default: here, in order; ``RayPricers``: as Ray actors).
+    ``progress`` (:data:`planning.context.ProgressFn`) gets one ``pricing:`` message per round with the LP
+    value; its fraction only grows (the number of rounds is not known in advance).
     """
     pricers = pricers if pricers is not None else LocalPricers(groups)
     t0 = time.perf_counter()
@@ -292,6 +314,10 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
     while True:
         rounds += 1
         z, feasible, w, y_d, y_n = lp.solve()
+        if progress is not None:
+            what = f"LP bound {z:,.2f} $/h" if feasible else "demand not yet covered"
+            progress(rounds / (rounds + CG_HALF_ROUNDS), f"pricing: column generation round {rounds}, {what} "
+                     f"({len(lp.columns):,} columns)")
         added = 0
         calls = [PriceCall(gi, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
                  for gi in range(len(groups))]
@@ -300,9 +326,6 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
                 added += lp.add(gi, P, codes, T, reg)
                 for c, row in zip(codes.tolist(), P, strict=True):
                     groups[gi].pool[c] = row
-        if progress:
-            progress(min(0.1 + 0.01 * rounds, 0.5), f"pricing: column generation round {rounds}, LP {z:,.2f} $/h, "
-                     f"{len(lp.columns):,} columns")
         if added == 0 or rounds >= MAX_ROUNDS:
             break
     res = PricingResult(z_lp=z, feasible=feasible and rounds < MAX_ROUNDS, rounds=rounds, columns=len(lp.columns),
@@ -311,7 +334,7 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
 
 
 def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float],
-        per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None) -> list[np.ndarray]:
+        per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None) -> list[np.ndarray]:
     """Per group the multisets with some pair of reduced cost ≤ θ_g (all of them: a proof round)."""
     pricers = pricers if pricers is not None else LocalPricers(groups)
     calls = [PriceCall(gi, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region)
@@ -326,7 +349,7 @@ def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float
 
 
 def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
-                 per_region: bool = True, cancel: Any = None, pricers: Pricers | None = None) -> np.ndarray:
+                 per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None) -> np.ndarray:
     """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
 
     A column of rc(M, r) can appear in a cover of cost ≤ U only if rc ≤ U − y_d·D − y_n (module docstring), so
@@ -363,9 +386,9 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
 
 
 # ---------------------------------------------------------------------------------------------- orchestration
-def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> Any:
+def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> TemplateSet:
     """A ``TemplateSet`` of the given multisets (library rows, sorted by id); ``provenance(gpu)`` labels rows."""
-    from planning.templates.sets import TemplateSet, usage_matrix
+    from planning.templates.sets import usage_matrix
 
     sp = pg.space
     frame = sp.frame(P)
@@ -380,93 +403,85 @@ def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str
                        tuple(names[int(r)] for r in worst), stage_tables=sp.tables)
 
 
-def allocation_problem(groups: Sequence[Any], sets: Sequence[Any], masks: Sequence[np.ndarray] | None,
-                       offers: Sequence[Any], K: float, solver: str = "highs", time_limit_s: float = 60.0,
-                       mip_rel_gap: float = 1e-3) -> Any:
-    """The cost ``AllocationProblem`` over the masked rows of ``sets`` (all rows when ``masks`` is None)."""
-    from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass
+def ilp_problem(resolved: ResolvedScenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
+                masks: Sequence[np.ndarray], cancel: CancelToken | None = None) -> AllocationProblem:
+    """The cost ILP over the fixed columns: :func:`planning.allocate.certify.allocation_problem` (the one builder
+    of allocation problems), with two deliberate differences.
 
-    templates = []
-    for si, ts in enumerate(sets):
-        m = np.ones(len(ts), dtype=bool) if masks is None else masks[si]
-        for i in np.flatnonzero(m & (ts.throughput[:, 0] > 0)).tolist():
-            templates.append(TemplateOption(id=ts.key(i), group=ts.group.id, usage=ts.usage_dict(i),
-                                            throughput=ts.throughput_dict(i), single_shape=bool(ts.single_shape[i]),
-                                            gpu_types=ts.gpu_types(i)))
-    return AllocationProblem(
-        templates=tuple(templates),
-        offers=tuple(Offer(region=o.region, shape=o.shape, price_per_hour=o.price_per_hour, available=o.available)
-                     for o in offers),
-        classes=tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in groups for c in g.classes),
-        current={}, K=K, objective="cost", budget_per_hour=None, solver=cast(Any, solver), time_limit_s=time_limit_s,
-        mip_rel_gap=mip_rel_gap, links=region_links(groups))
-
-
-def offer_matrices(offers: Sequence[Any], shapes: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Regions, prices[r, k] (NaN where not sold) and availability[r, k] over ``shapes``."""
-    regions = sorted({o.region for o in offers})
-    index = {s: k for k, s in enumerate(shapes)}
-    prices = np.full((len(regions), len(shapes)), np.nan)
-    available = np.zeros((len(regions), len(shapes)))
-    for o in offers:
-        r = regions.index(o.region)
-        prices[r, index[o.shape]] = o.price_per_hour
-        available[r, index[o.shape]] = o.available
-    return regions, prices, available
+    - No budget cap: the engine certifies the *cost* optimum; :func:`solve_on_demand` compares it with
+      ``objective.budget_per_hour`` afterwards (within the budget the cost optimum is the capped optimum; above
+      it no plan within the budget serves all demand, and the library path reports that with its diagnostics).
+      With the cap inside, an over-budget scenario would spend every fixing attempt on infeasible ILPs.
+    - The time limit is what is left of the solve's deadline (``options.time_limit_s`` at most).
+    """
+    problem = allocation_problem(resolved, sets, groups=groups, masks=masks, objective="cost")
+    return replace(problem, budget_per_hour=None, time_limit_s=time_left(cancel, problem.time_limit_s))
 
 
 @dataclass
 class OnDemandPlan:
     """What ``allocate_on_demand`` returns: the ILP result, the sets it used and the certificate."""
 
-    alloc: Any
-    sets: list[Any]
+    alloc: AllocationResult
+    sets: list[TemplateSet]
     masks: list[np.ndarray]
     pricing: PricingResult
     certified: bool
     delta: float
 
 
-def _check(cancel: Any) -> None:
+def _check(cancel: CancelToken | None) -> None:
     check_cancel(cancel, "on-demand allocation")
 
 
-def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: float, *, solver: str = "highs",
-                       time_limit_s: float = 60.0, mip_rel_gap: float = 1e-3, per_region: bool = True,
-                       provenance: Callable[[str], str] | None = None, cancel: Any = None,
-                       timings: dict[str, float] | None = None, pricers: Pricers | None = None,
-                       progress: ProgressFn | None = None) -> OnDemandPlan | None:
+def _report(progress: ProgressFn | None, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)
+
+
+def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *, per_region: bool = True,
+                       provenance: Callable[[str], str] | None = None, progress: ProgressFn | None = None,
+                       cancel: CancelToken | None = None, timings: dict[str, float] | None = None,
+                       pricers: Pricers | None = None) -> OnDemandPlan | None:
     """LP over all templates by column generation, then reduced-cost fixing + ILP until certified.
 
     Parameters
     ----------
     priced:
         One ``PricedGroup`` per (model, phase) group (single class), all over the same shapes.
-    offers:
-        Objects with ``region, shape, price_per_hour, available``.
-    K, solver, time_limit_s, mip_rel_gap:
-        As in ``AllocationProblem``.
+    resolved:
+        The resolved scenario: its price/availability matrices, offers and ``options`` (K, solver,
+        time_limit_s, mip_rel_gap) define the LP and the ILP.
     per_region:
         Search with one price vector per region (False: their componentwise minimum).
+    provenance:
+        ``provenance(gpu)`` labels the generated templates (default: roofline).
+    progress, cancel:
+        The run contract of :mod:`planning.context`; progress covers 0..1 of this call and names each step:
+        ``pricing:`` (column generation rounds with the LP bound, the Lagrangian group bounds), ``fixing:``
+        and ``ILP:`` per attempt.
+    timings:
+        Filled with the seconds of each step.
     pricers:
         Where the pricing searches run (default: here, one group after another; see ``planning.allocate.pricers``).
-    progress:
-        Hears each column-generation round with its LP value.
 
     Returns
     -------
     OnDemandPlan or None
         None when the LP relaxation is infeasible (no plan meets the demand).
-    """
-    from planning.allocate import solve_allocation
 
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set (a deadline that passes after a plan was found returns that plan, uncertified).
+    """
     timings = timings if timings is not None else {}
     shapes = priced[0].space.shapes
-    _regions, prices, available = offer_matrices(offers, shapes)
+    prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
     t1 = time.perf_counter()
     pricers = pricers if pricers is not None else LocalPricers(priced)
-    pr, _lp = solve_lp(priced, prices, available, K, per_region=per_region, cancel=cancel, pricers=pricers,
-                       progress=progress)
+    pr, _lp = solve_lp(priced, prices, available, resolved.scenario.options.K, per_region=per_region,
+                       cancel=cancel, pricers=pricers, progress=sub_progress(progress, 0.0, 0.6))
     timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
         return None
@@ -474,6 +489,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
     single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
               for pg, gp in zip(priced, gpus, strict=True)]
     # Lagrangian bound: cost(ν) ≥ Σ_g (group cost at prices w) + Σ y_a·A ≥ Σ_g L_g + Σ y_a·A =: z_LB ≥ z_LP
+    _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
     t_lb = time.perf_counter()
     seeds = []
     for pg in priced:
@@ -489,14 +505,17 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
     target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
     delta = target - z_lb
     groups = [pg.group for pg in priced]
-    alloc: Any = None
+    alloc: AllocationResult | None = None
     certified = False
-    sets: list[Any] = []
+    sets: list[TemplateSet] = []
     masks: list[np.ndarray] = []
-    best: tuple[Any, list[Any], list[np.ndarray]] | None = None  # the cheapest plan so far, with its sets
-    for _attempt in range(6):
+    best: tuple[AllocationResult, list[TemplateSet], list[np.ndarray]] | None = None  # the cheapest plan so far
+    for attempt in range(MAX_ATTEMPTS):
         if best is not None and timed_out(cancel):
             break  # the deadline passed after a plan was found: return it, uncertified
+        step = 0.7 + 0.3 * attempt / MAX_ATTEMPTS
+        again = f" (attempt {attempt + 1})" if attempt else ""
+        _report(progress, step, f"fixing: templates within {delta:,.4g} $/h of the bound {z_lb:,.2f} $/h{again}")
         t2 = time.perf_counter()
         # a plan using (M, r) of group g costs ≥ z_LB − L_g + W_r(M) + [T < D](y_d(D − T) + y_n) ≥ z_LB − L_g
         # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
@@ -511,68 +530,83 @@ def allocate_on_demand(priced: Sequence[PricedGroup], offers: Sequence[Any], K: 
             sets.append(ts)
         timings["fixing_seconds"] = timings.get("fixing_seconds", 0.0) + time.perf_counter() - t2
         _check(cancel)
+        _report(progress, step + 0.15 / MAX_ATTEMPTS,
+                f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
-        alloc = solve_allocation(allocation_problem(groups, sets, masks, offers, K, solver,
-                                                    time_left(cancel, time_limit_s), mip_rel_gap))
+        alloc = solve_allocation(ilp_problem(resolved, groups, sets, masks, cancel))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         value = alloc.total_per_hour
         if alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target)):
             certified = True
             break
-        if alloc.has_plan and value is not None and (best is None or value < float(best[0].total_per_hour)):
+        if alloc.has_plan and value is not None and (best is None or value < float(best[0].total_per_hour or 0.0)):
             best = (alloc, sets, masks)
         target = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
         delta = target - z_lb
     if not certified and best is not None and timed_out(cancel):
-        from planning.allocate.certify import uncertified
-
         alloc, sets, masks = uncertified(best[0], z_lb, served=False), best[1], best[2]
+    assert alloc is not None  # MAX_ATTEMPTS ≥ 1 and ``best`` is only set after an ILP
     return OnDemandPlan(alloc, sets, masks, pr, certified, delta)
 
 
-def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], groups: Sequence[Any],
-                    shapes: Sequence[str], offers: Sequence[Any], timings: dict[str, float],
-                    stats: dict[str, float], progress: ProgressFn | None = None,
-                    cancel: Any = None) -> tuple[list[Any], Any, list[np.ndarray] | None] | None:
-    """Plan a cost scenario with templates generated on demand (the hook of ``planning.pipeline.solve``).
+def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None) -> Allocation | None:
+    """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
+    runs before the library path).
+
+    Parameters
+    ----------
+    ctx:
+        The perf model (T̂ tables, provenance) and catalog (node memory).
+    resolved:
+        The resolved scenario, as the library path gets it: groups, specs, shapes, offers and their matrices.
+    progress, cancel:
+        The run contract of :mod:`planning.context`; progress covers 0..1 of this call.
 
     Returns
     -------
-    tuple or None
-        ``(template sets, AllocationResult, ILP masks)`` — each set holds the ILP's templates plus every
-        single-GPU-type template (for the baselines) — or None when the scenario is not supported or the LP
-        relaxation is infeasible (then the library path runs and reports diagnostics).
+    Allocation or None
+        The certified allocation with ``sets`` (each set holds the ILP's templates plus every single-GPU-type
+        template, for the baselines) and ``masks`` (the ILP's rows), or None when the scenario is not supported
+        (:func:`supported`), the LP relaxation is infeasible or the cost optimum is over the budget (then the
+        library path runs and reports diagnostics).
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set.
     """
-    if not supported(scenario, groups):
+    if not supported(resolved):
         return None
-    opts = scenario.options
+    opts = resolved.scenario.options
+    timings: dict[str, float] = {}
+    stats: dict[str, float] = {}
+    _report(progress, 0.0, f"pricing: T̂ tables of {len(resolved.groups)} groups")
     t0 = time.perf_counter()
     priced = []
-    for g in groups:
-        sp = build_space(ctx.perf, ctx.catalog, specs[g.model], g, shapes, opts.nmax, opts.rho, opts.max_stages)
+    for g in resolved.groups:
+        sp = build_space(ctx.perf, ctx.catalog, resolved.specs[g.model], g, resolved.shapes, opts.nmax, opts.rho,
+                         opts.max_stages)
         priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}))
     timings["tables_seconds"] = time.perf_counter() - t0
-    if progress:
-        progress(0.1, "pricing: LP column generation over node multisets (templates on demand)")
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
-        plan = allocate_on_demand(priced, offers, opts.K, solver=opts.solver, time_limit_s=opts.time_limit_s,
-                                  mip_rel_gap=opts.mip_rel_gap,
+        plan = allocate_on_demand(priced, resolved,
                                   provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
-                                  cancel=cancel, timings=timings, pricers=pricers, progress=progress)
+                                  progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, timings=timings,
+                                  pricers=pricers)
     finally:
         pricers.close()
     if plan is None:
         return None
-    budget = scenario.objective.budget_per_hour
+    budget = resolved.scenario.objective.budget_per_hour
     total = plan.alloc.total_per_hour  # provisioning + penalty: what the budget bounds (AllocationProblem)
     if budget is not None and total is not None and total > budget * (1 + 1e-9):
         # The cheapest plan that serves all demand is over the budget, so no plan within it serves all demand:
         # the library path reports the infeasibility with its diagnostics (the budget that would serve 100 %).
         # Within the budget, the cost optimum is also the budget-capped optimum.
         return None
-    if progress:
-        progress(0.9, "pricing: certified allocation found")
+    _report(progress, 1.0, "ILP: certified allocation found" if plan.certified else "ILP: best allocation found")
     stats["pricing_rounds"] = float(plan.pricing.rounds)
     stats["lp_columns"] = float(plan.pricing.columns)
     stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
@@ -586,10 +620,11 @@ def solve_on_demand(ctx: Any, scenario: Any, specs: Mapping[str, ModelSpec], gro
     stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
     timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)
     timings["exact_placement_seconds"] = sum(pg.space.stats.seconds_exact for pg in priced)
-    return plan.sets, plan.alloc, plan.masks
+    return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
+                      sets=plan.sets)
 
 
-def _row_codes(space: MultisetSpace, ts: Any) -> list[int]:
+def _row_codes(space: MultisetSpace, ts: TemplateSet) -> list[int]:
     """Multiset code of each row of a TemplateSet built from ``space``."""
     K = space.K
     out = []

@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``planning catalog KIND [--json]`` to the CLI."""
     parser = subparsers.add_parser(
         "catalog", help="show catalog tables (GPUs, node configs, models, regions)"

@@ -73,7 +73,7 @@ def _cancel(args: argparse.Namespace) -> int:
     return 0 if accepted else 1
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``planning jobs list|show|cancel`` to the CLI.
 
     Parameters

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planning.catalog.schema import parse_shape
-from planning.context import check_cancel
+from planning.catalog.schema import Catalog, ModelSpec, parse_shape
+from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Objective, Scenario
@@ -37,6 +37,10 @@ from planning.sharing.profiles import (
     perf_with_specs,
     usable_memory_gb,
 )
+
+if TYPE_CHECKING:
+    from planning.offers import ResolvedOffer
+    from planning.perf import PerfModel
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def split_models(scenario: Scenario, threshold_rps: float | None) -> tuple[list[
     return shared, [m.id for m in scenario.models if m.id not in shared]
 
 
-def _node_types(offers: Sequence[Any], perf: Any) -> list[NodeType]:
+def _node_types(offers: Sequence[ResolvedOffer], perf: PerfModel) -> list[NodeType]:
     types = []
     for o in offers:
         count, gpu = parse_shape(o.shape)
@@ -172,7 +176,7 @@ def _node_types(offers: Sequence[Any], perf: Any) -> list[NodeType]:
     return types
 
 
-def _resolve(scenario: Scenario, catalog: Any) -> tuple[list[Any], dict[str, Any]]:
+def _resolve(scenario: Scenario, catalog: Catalog) -> tuple[list[ResolvedOffer], dict[str, ModelSpec]]:
     """Offers and model specs through the engine's resolve step."""
     from planning.offers import resolve_offers
     from planning.resolve import resolve_models
@@ -180,7 +184,8 @@ def _resolve(scenario: Scenario, catalog: Any) -> tuple[list[Any], dict[str, Any
     return resolve_offers(scenario, catalog), resolve_models(scenario, catalog)
 
 
-def shared_profiles(scenario: Scenario, ctx: Any, model_ids: Sequence[str]) -> tuple[list[ModelProfile], list[NodeType]]:
+def shared_profiles(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str],
+                    ) -> tuple[list[ModelProfile], list[NodeType]]:
     """Profiles of ``model_ids`` on the scenario's single-GPU node types, and those node types."""
     offers, specs = _resolve(scenario, ctx.catalog)
     perf = perf_with_specs(ctx.perf, specs)
@@ -210,7 +215,8 @@ def _gpu_of(t: NodeType) -> str:
     return parse_shape(t.key.split(" ", 1)[1])[1]
 
 
-def pack(scenario: Scenario, ctx: Any, model_ids: Sequence[str], method: str) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
+def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], method: str,
+         ) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
     """Profile and pack ``model_ids`` with ``method`` ("kvpr" or "exact") on the scenario's single-GPU nodes.
 
     Raises
@@ -263,7 +269,7 @@ def _plan_usage(plan: PlanResult) -> dict[tuple[str, str], int]:
     return used
 
 
-def _fits_together(offers: Sequence[Any], *usages: Mapping[tuple[str, str], int]) -> bool:
+def _fits_together(offers: Sequence[ResolvedOffer], *usages: Mapping[tuple[str, str], int]) -> bool:
     """Whether the summed node counts stay within every (region, shape)'s availability."""
     avail = {(o.region, o.shape): int(o.available) for o in offers}
     total: dict[tuple[str, str], int] = {}
@@ -273,7 +279,8 @@ def _fits_together(offers: Sequence[Any], *usages: Mapping[tuple[str, str], int]
     return all(k <= avail.get(key, 0) for key, k in total.items())
 
 
-def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[SharedNode] | Mapping[tuple[str, str], int]
+def _remaining(scenario: Scenario, offers: Sequence[ResolvedOffer],
+               nodes: Sequence[SharedNode] | Mapping[tuple[str, str], int]
                ) -> Scenario:
     """``scenario`` with the given shared nodes (or node counts per (region, shape)) subtracted from availability."""
     used = dict(nodes) if isinstance(nodes, Mapping) else _node_usage(nodes)
@@ -283,9 +290,9 @@ def _remaining(scenario: Scenario, offers: Sequence[Any], nodes: Sequence[Shared
     return replace(scenario, availability_overrides=tuple(overrides))
 
 
-def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any | None = None,
-                 solve_dedicated: Any | None = None, progress: Any | None = None,
-                 cancel: Any | None = None) -> SharingResult:
+def solve_shared(scenario: Scenario, *, method: str | None = None, context: EngineContext | None = None,
+                 solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> SharingResult:
     """Plan ``scenario`` with GPU sharing for its low-rate models (module docstring).
 
     Parameters
@@ -418,7 +425,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Any 
 
 
 def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, method: str = "kvpr",
-                    context: Any | None = None) -> list[dict[str, Any]]:
+                    context: EngineContext | None = None) -> list[dict[str, Any]]:
     """Cost and GPUs of the shared plan as the sharing threshold varies (for a what-if slider).
 
     Parameters

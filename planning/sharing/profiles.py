@@ -23,11 +23,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from planning.catalog.schema import Catalog, ModelSpec
 from planning.errors import PlanningError
 from planning.scenario import ModelRequest
+
+if TYPE_CHECKING:
+    from planning.perf import PerfModel
 
 DEFAULT_TTFT_S = 10.0  # a model without a TTFT SLO: prefill must still finish in 10 s (as planning.groups)
 
@@ -82,14 +85,14 @@ def kv_bytes(spec: ModelSpec, tokens: float, kv_dtype_bytes: float = 2.0) -> flo
     return per_layer_token * (n_full * tokens + n_sliding * min(tokens, window))
 
 
-def usable_memory_gb(perf: Any, gpu: str) -> float:
+def usable_memory_gb(perf: PerfModel, gpu: str) -> float:
     """GPU memory a shared node can give to weights + KV: capacity less the perf model's reserves."""
     mem = float(perf.gpu(gpu).memory_gb)
     s = perf.calibration.settings
     return mem * (1.0 - float(s.mem_reserve_frac)) - float(s.mem_reserve_gb)
 
 
-def perf_with_specs(perf: Any, specs: Mapping[str, ModelSpec]) -> Any:
+def perf_with_specs(perf: PerfModel, specs: Mapping[str, ModelSpec]) -> PerfModel:
     """A PerfModel whose catalog also holds the scenario's custom architectures (by their spec id)."""
     from planning.perf import PerfModel
 
@@ -119,7 +122,7 @@ def pool_requests(mean_concurrency: float, quantile: float | None = None) -> flo
     return max(1.0, float(poisson.ppf(q, max(mean_concurrency, 1e-12))))
 
 
-def model_profile(req: ModelRequest, spec: ModelSpec, perf: Any, gpus: Sequence[str]) -> ModelProfile:
+def model_profile(req: ModelRequest, spec: ModelSpec, perf: PerfModel, gpus: Sequence[str]) -> ModelProfile:
     """The sharing profile of one model on the given single-GPU types (module docstring).
 
     Parameters

@@ -38,13 +38,18 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from planning.errors import PlanningError
 from planning.sharing.admission import QueuedRequest, moore_hodgson
 from planning.sharing.profiles import ModelProfile
+
+if TYPE_CHECKING:
+    from planning.context import EngineContext
+    from planning.scenario import Scenario
+    from planning.sharing.plan import SharingResult
 
 ADMISSIONS = ("moore-hodgson", "fcfs")
 KV_MODES = ("paged", "reserve")
@@ -291,8 +296,9 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
     return out, busy / max(t, duration_s)
 
 
-def simulate_sharing(result: Any, scenario: Any, *, context: Any = None, duration_s: float = 600.0, seed: int = 0,
-                     admission: str = "moore-hodgson", evict_after_s: float | None = None,
+def simulate_sharing(result: SharingResult, scenario: Scenario, *, context: EngineContext | None = None,
+                     duration_s: float = 600.0, seed: int = 0, admission: str = "moore-hodgson",
+                     evict_after_s: float | None = None,
                      rate_scale: float = 1.0, kv: str = "paged") -> SharedSimResult:
     """Simulate every shared node of a ``SharingResult`` (its dedicated part: :func:`planning.api.simulate`).
 

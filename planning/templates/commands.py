@@ -12,7 +12,7 @@ from planning.templates.placement import METHODS, Placement, place
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``place`` to the top-level parser."""
     p = subparsers.add_parser(
         "place",

@@ -24,13 +24,12 @@ Rooms: ``enumeration`` (multisets by pattern), ``chunks`` (the chunk solver), ``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from planning.context import CancelToken, check_cancel
+from planning.context import CancelToken, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.parallel import resolve_backend, run_tasks
 from planning.templates.cache import ALGORITHM_VERSION, LibraryCache, library_key
@@ -53,7 +52,6 @@ __all__ = [
 
 POOL_MIN_TEMPLATES = 20_000  # below this a process pool costs more to start than it saves
 CHUNK_ROWS = 128  # small chunks keep the block curves in cache (measured: 128 ≈ 1.6× faster than 512)
-Progress = Callable[[int, int], None]  # progress(done, total) in templates
 
 
 def _validate(
@@ -102,7 +100,7 @@ def build_library(
     layers: int,
     nmax: int = 6,
     rho: float = 12.0,
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
     cancel: CancelToken | None = None,
     workers: int = 1,
     cache: LibraryCache | None = None,
@@ -127,7 +125,8 @@ def build_library(
     nmax, rho:
         Coral's pruning: at most ``nmax`` nodes, total memory ≤ ``rho`` × weights.
     progress:
-        ``progress(done, total)`` in templates, called after each chunk.
+        The project's progress callback (:data:`planning.context.ProgressFn`): ``progress(done / total,
+        "{done:,} of {total:,} templates")``, before the first chunk and after each one.
     cancel:
         A :class:`planning.context.CancelToken` (e.g. ``threading.Event``); checked between chunks.
     workers:
@@ -181,15 +180,18 @@ def build_library(
     total = sum(t[1].shape[0] for t in tasks)
     results: list[ChunkResult | None] = [None] * len(tasks)
     done = 0
-    if progress:
-        progress(0, total)
+
+    def report() -> None:
+        if progress is not None:
+            progress(done / total if total else 1.0, f"{done:,} of {total:,} templates")
+
+    report()
     if workers <= 1 or total < POOL_MIN_TEMPLATES:
         for i, (pattern, ids) in enumerate(tasks):
             check_cancel(cancel, "library build")
             results[i] = solve_task((pattern, ids, tab, L, monotone))
             done += ids.shape[0]
-            if progress:
-                progress(done, total)
+            report()
     else:
         # ~16 batches per worker: one pickle of the tables per batch (not per 128-row chunk), and still small
         # enough for progress and for cancel to take effect within a few seconds.
@@ -202,8 +204,7 @@ def build_library(
             a, b = bounds[i]
             results[a:b] = batch
             done += sum(t[1].shape[0] for t in tasks[a:b])
-            if progress:
-                progress(done, total)
+            report()
 
         run_tasks(solve_batch, [(tab, L, monotone, tasks[a:b]) for a, b in bounds], backend=backend,
                   workers=workers, cancel=cancel, on_result=landed, what="library build",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from planning.errors import PlanningError
 
@@ -149,7 +150,7 @@ def validate_instance(layers: Any, thr: Any, field_prefix: str = "") -> tuple[in
     return layers, arr
 
 
-def place(layers: int, thr: Any, method: str = "exact", time_limit: float = 60.0) -> Placement:
+def place(layers: int, thr: npt.ArrayLike, method: str = "exact", time_limit: float = 60.0) -> Placement:
     """Throughput-optimal placement of L layers on the nodes of ``thr``.
 
     Parameters

@@ -159,8 +159,7 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
     frame = build_library(
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
         weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
-        progress=(lambda done, total: progress(done / max(total, 1), f"{spec.id}/{phase} ({done:,} of {total:,} templates)"))
-        if progress else None,
+        progress=(lambda fraction, count: progress(fraction, f"{spec.id}/{phase} ({count})")) if progress else None,
         cancel=cancel,
         workers=opts.workers or (os.cpu_count() or 1),
         cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import PlanResult
 from planning.scenario import CurrentInstance, Objective, Scenario
 from planning.templates.sets import TemplateSet, build_template_sets
+
+if TYPE_CHECKING:
+    from planning.baselines.base import BaselineResult
+    from planning.offers import ResolvedOffer
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,7 +72,7 @@ def resolved_for(prep: Prepared, scenario: Scenario, groups: Sequence[Group]) ->
     return replace(resolve_scenario(scenario, prep.ctx.catalog), groups=tuple(groups))
 
 
-def offers_for(prep: Prepared, scenario: Scenario) -> list[Any]:
+def offers_for(prep: Prepared, scenario: Scenario) -> list[ResolvedOffer]:
     """The epoch's purchasable offers (availability overrides applied)."""
     from planning.offers import resolve_offers
 
@@ -99,7 +103,7 @@ def solve_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, 
     return EpochSolve(result, counts, objective, alpha, time.perf_counter() - t0, bool(alloc.has_plan))
 
 
-def homogeneous_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], name: str) -> Any:
+def homogeneous_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], name: str) -> BaselineResult:
     """A homogeneous baseline (``"homo"``: Coral's greedy; ``"homo-ilp"``) on the single-shape templates only;
     ``scenario.current`` holds that baseline's own previous instances."""
     from planning.baselines import run_baseline

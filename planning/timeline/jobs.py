@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.scenario import Scenario
 
+if TYPE_CHECKING:
+    from planning.timeline.demand import DemandSeries
+
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
 RESULT_VERSION = 1
-
-
-class _Progress(Protocol):
-    def __call__(self, fraction: float, message: str = "") -> None: ...
 
 
 def shipped_samples() -> dict[str, Path]:
@@ -44,7 +44,7 @@ def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, e
             "engine": f"{engine}/t{RESULT_VERSION}"}
 
 
-def demand_series(request: dict[str, Any]) -> list[Any]:
+def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
     """The request's demand sources as DemandSeries.
 
     Raises
@@ -73,7 +73,7 @@ def demand_series(request: dict[str, Any]) -> list[Any]:
     return out
 
 
-def timeline_job(request: dict[str, Any], progress: _Progress, cancel: Any) -> dict[str, Any]:
+def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
     """Run :func:`planning.api.timeline` for a request (see :func:`timeline_request`)."""
     from planning import api
     from planning.timeline import SpotOptions, TimelineOptions, load_series

@@ -3,20 +3,23 @@ materialised library + ILP (seeded small instances, coral-core; coral-extended w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from planning.allocate import solve_allocation
+from planning.allocate.certify import allocation_problem
 from planning.allocate.pricing import (
     PricedGroup,
     _max_throughput_bound,
     allocate_on_demand,
-    allocation_problem,
     column_costs,
 )
 from planning.groups import Group, WorkClass
+from planning.offers import ResolvedOffer
+from planning.resolve import ResolvedScenario
+from planning.scenario import Scenario
 from planning.templates.library import build_library
 from planning.templates.search import MultisetSpace
 from planning.templates.sets import TemplateSet, usage_matrix
@@ -24,14 +27,6 @@ from planning.templates.synthetic import shape_tables
 
 SHAPES = ["1xL4", "2xL4", "1xL40S", "2xL40S", "1xA10G", "1xH100"]
 MODELS = [("a", 16, 30.0, 900.0, 60.0), ("b", 24, 60.0, 1500.0, 90.0), ("c", 12, 14.0, 600.0, 40.0)]
-
-
-@dataclass(frozen=True)
-class _Offer:
-    region: str
-    shape: str
-    price_per_hour: float
-    available: int
 
 
 def _space(model: tuple[str, int, float, float, float], phase: str, shapes: list[str], nmax: int,
@@ -43,7 +38,22 @@ def _space(model: tuple[str, int, float, float, float], phase: str, shapes: list
     return MultisetSpace(tuple(shapes), mem, tables, weight, layers, nmax=nmax, rho=rho)
 
 
-def _instance(seed: int) -> tuple[list[PricedGroup], list[_Offer]]:
+def _offer(region: str, shape: str, price_per_hour: float, available: int) -> ResolvedOffer:
+    count, gpu = shape.split("x")
+    return ResolvedOffer(region, shape, gpu, int(count), price_per_hour, available, instance_type="synthetic",
+                         config_id=f"{region}/{shape}", quality="synthetic", source="test", as_of="2025-01-01")
+
+
+def _resolved(priced: list[PricedGroup], offers: list[ResolvedOffer]) -> ResolvedScenario:
+    """A synthetic instance as the engine sees a scenario: K = 0.1, gap 1e-9, the instance's groups and offers."""
+    from .conftest import TINY
+
+    scenario = Scenario.from_dict({**TINY, "options": {**TINY["options"], "K": 0.1, "mip_rel_gap": 1e-9,
+                                                       "time_limit_s": 60}})
+    return ResolvedScenario.from_offers(scenario, offers, {}, [pg.group for pg in priced])
+
+
+def _instance(seed: int) -> tuple[list[PricedGroup], list[ResolvedOffer]]:
     rng = np.random.default_rng(seed)
     k = int(rng.integers(3, len(SHAPES) + 1))
     shapes = sorted(rng.choice(SHAPES, size=k, replace=False).tolist())
@@ -64,7 +74,7 @@ def _instance(seed: int) -> tuple[list[PricedGroup], list[_Offer]]:
                 continue  # not sold here
             gpu_price = {"L4": 0.8, "L40S": 1.9, "A10G": 1.0, "H100": 7.5}[s.split("x")[1]]
             count = int(s.split("x")[0])
-            offers.append(_Offer(r, s, round(count * gpu_price * rng.uniform(0.8, 1.3), 3),
+            offers.append(_offer(r, s, round(count * gpu_price * rng.uniform(0.8, 1.3), 3),
                                  int(rng.integers(1, 5) if tight else 50)))
     return priced, offers
 
@@ -132,10 +142,10 @@ def test_search_returns_every_multiset_below_the_threshold(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(24))
 def test_on_demand_equals_library_ilp(seed: int) -> None:
     priced, offers = _instance(seed)
+    resolved = _resolved(priced, offers)
     sets = _library_sets(priced)
-    groups = [pg.group for pg in priced]
-    full = solve_allocation(allocation_problem(groups, sets, None, offers, 0.1, mip_rel_gap=1e-9))
-    plan = allocate_on_demand(priced, offers, 0.1, mip_rel_gap=1e-9)
+    full = solve_allocation(allocation_problem(resolved, sets))
+    plan = allocate_on_demand(priced, resolved)
     if full.status == "infeasible":
         assert plan is None or not plan.alloc.has_plan
         return
@@ -215,3 +225,30 @@ def test_what_if_reuses_exact_placements(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cheaper.stats["templates_placed_now"] < first.stats["templates_placed_now"]
     library = api.solve(replace(base, options=replace(base.options, templates="library")), with_baselines=False)
     assert library.cost_per_hour == pytest.approx(first.cost_per_hour, rel=1e-3)
+
+
+def test_on_demand_progress_names_its_real_steps(tiny: dict[str, object]) -> None:
+    """The on-demand engine reported "pricing" for most of a long solve; it now names each step through the
+    project's ProgressFn: column generation rounds with the LP bound, the group bounds, fixing, the ILP."""
+    import re
+
+    import planning.api as api
+    from planning.scenario import Scenario
+
+    base = Scenario.from_dict(tiny)
+    scenario = replace(base, options=replace(base.options, templates="on-demand"))
+    calls: list[tuple[float, str]] = []
+    result = api.solve(scenario, with_baselines=False, progress=lambda f, m: calls.append((f, m)))
+    assert result.status == "optimal" and result.stats["reduction_certified"] == 1.0
+    fractions = [f for f, _ in calls]
+    assert fractions == sorted(fractions) and fractions[0] >= 0.0 and fractions[-1] == 1.0
+    messages = [m for _, m in calls]
+    rounds = [m for m in messages if m.startswith("pricing: column generation round ")]
+    assert rounds and re.search(r"LP bound [\d,.]+ \$/h \([\d,]+ columns\)$", rounds[-1]), rounds
+    bound = float(re.search(r"LP bound ([\d,.]+)", rounds[-1]).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert bound <= result.cost_per_hour + 0.01  # an LP bound: never above the plan it certifies
+    first = {m.split(":")[0]: i for i, m in reversed(list(enumerate(messages)))}
+    assert first["pricing"] < first["fixing"] < first["ILP"] < first["diagnostics"], messages
+    on_demand = [f for f, m in calls if m.split(":")[0] in ("pricing", "fixing", "ILP")]
+    assert min(on_demand) >= 0.02 and max(on_demand) <= 0.90  # its share of the solve (pipeline docstring)
+    assert not any(m.startswith(("library build", "reduction")) for m in messages)

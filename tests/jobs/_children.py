@@ -61,3 +61,24 @@ def failing_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) 
 
         os._exit(7)  # the worker process dies mid-job (as when the kernel kills it for memory)
     raise ZeroDivisionError("a bug")
+
+
+def on_demand_solve_held_in_pricing(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """``ui.jobs.solve_job`` — a real solve — whose progress callback holds the engine at its first
+    column-generation round (``pricing: column generation round …``, reported by the on-demand engine) until the
+    job's token sees the cancel the parent wrote to the store (at most 60 s). The engine then has to stop at its own next cancel check:
+    holding only makes the cancel land inside the engine however fast or slow the machine is."""
+    from ui.jobs import solve_job
+
+    held = False
+
+    def hold(fraction: float, message: str) -> None:
+        nonlocal held
+        progress(fraction, message)
+        if not held and message.startswith("pricing: column generation round"):
+            held = True
+            until = time.monotonic() + 60
+            while not token.is_set() and time.monotonic() < until:
+                time.sleep(0.02)
+
+    return solve_job(request, hold, token)

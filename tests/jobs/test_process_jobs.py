@@ -88,3 +88,35 @@ def test_a_solve_in_a_worker_process_equals_the_in_process_solve(tmp_path: Path)
     here = api.solve(scenario)
     assert record.result["cost_per_hour"] == pytest.approx(here.cost_per_hour, rel=1e-9)
     assert record.result["status"] == here.status
+
+
+def test_cancelling_a_real_on_demand_solve_in_a_worker_process_is_recorded_cancelled(tmp_path: Path) -> None:
+    """The Jobs page's Cancel on a default-engine solve (options.templates: on-demand) running in a worker process:
+    the flag travels through the store to the worker's token, the on-demand engine raises Cancelled at its next
+    check, and the job is ``cancelled`` — not ``failed``, and not finished."""
+    from planning.scenario import Scenario
+    from tests.jobs._children import on_demand_solve_held_in_pricing
+    from tests.jobs.test_library_cancel import TINY
+    from ui.jobs import solve_request
+
+    scenario = Scenario.from_dict({**TINY, "options": {**TINY["options"], "templates": "on-demand",
+                                                       "time_limit_s": 300}})
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.0,
+                  cancel_poll_interval=0.02, processes=True)
+    try:
+        job = r.submit("solve", solve_request(scenario), on_demand_solve_held_in_pricing)
+        deadline = time.monotonic() + 120
+        while not r.get(job).message.startswith("pricing: column generation round"):
+            assert r.get(job).status in ("queued", "running"), r.get(job)
+            assert time.monotonic() < deadline, "the solve never reached the on-demand engine's pricing"
+            time.sleep(0.02)
+        r.cancel(job)
+        record = r.wait(job, timeout=60)
+    finally:
+        r.shutdown(wait=True)
+    assert record.status == "cancelled", (record.status, record.error, record.error_detail)
+    assert record.error is None or "cancel" in record.error.lower()
+    assert record.result is None
+    # the last progress written is the first column-generation round's (~0.12): the engine stopped there, before
+    # its group bounds (0.57 of the solve), fixing and the ILP
+    assert record.progress < 0.5, record.progress

@@ -6,6 +6,7 @@ Ray runs as a local instance with two CPUs (``ray.init(num_cpus=2)``), started o
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -65,8 +66,13 @@ def test_library_build_is_identical_serial_pool_and_ray(ray_local: Any, inputs: 
     monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)
     serial = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6)
     calls: list[tuple[int, int]] = []
+
+    def progress(fraction: float, message: str) -> None:  # context.ProgressFn: "1,234 of 5,678 templates"
+        done, total = re.fullmatch(r"([\d,]+) of ([\d,]+) templates", message).groups()  # type: ignore[union-attr]
+        calls.append((int(done.replace(",", "")), int(total.replace(",", ""))))
+
     on_ray = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray",
-                           progress=lambda d, t: calls.append((d, t)))
+                           progress=progress)
     pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="process")
     assert len(serial) > 20
     assert on_ray.equals(serial) and pooled.equals(serial)

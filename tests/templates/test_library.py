@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -112,9 +113,9 @@ def test_cache_hit_and_key(tmp_path: Path, inputs) -> None:  # type: ignore[no-u
     a = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
     files = list(tmp_path.glob("*.parquet"))
     assert len(files) == 1
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[float, str]] = []
     b = build_library(
-        SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, progress=lambda d, t: calls.append((d, t))
+        SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, progress=lambda f, m: calls.append((f, m))
     )
     assert b.equals(a) and calls == []  # loaded, not rebuilt
     k1 = library_key(SHAPES, mem, tables, WEIGHT, L, 3, 6)
@@ -127,9 +128,18 @@ def test_progress_and_cancel(inputs, monkeypatch) -> None:  # type: ignore[no-un
     tables, mem = inputs
     monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)
     calls: list[tuple[int, int]] = []
-    build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, progress=lambda d, t: calls.append((d, t)))
+    fractions: list[float] = []
+
+    def progress(fraction: float, message: str) -> None:  # the project's ProgressFn: "1,234 of 5,678 templates"
+        done, total = re.fullmatch(r"([\d,]+) of ([\d,]+) templates", message).groups()  # type: ignore[union-attr]
+        calls.append((int(done.replace(",", "")), int(total.replace(",", ""))))
+        fractions.append(fraction)
+
+    build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, progress=progress)
     assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] > 0
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert fractions == [d / t for d, t in calls]
     ev = threading.Event()
     ev.set()
     with pytest.raises(Cancelled):

@@ -18,7 +18,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planning.simulate.steps import InstanceModel
 
@@ -461,10 +461,16 @@ class _Weights:
 
 @dataclass
 class ModelRoutes:
-    """The routers of one model: ``first`` takes arrivals (prefill or aggregated), ``decode`` the hand-offs."""
+    """The routers of one model: ``first`` takes arrivals (prefill or aggregated), ``decode`` the hand-offs.
+
+    ``local`` maps a prefill engine to the decode router of its own region: the planner pairs a model's prefill
+    and decode capacity per region (``AllocationProblem.links``), so a request's KV cache goes to a decode node
+    in the region of its prefill; ``decode`` (all regions) is used only where a region has no decode engine.
+    """
 
     first: Router | None
     decode: Router | None
+    local: dict[Engine, Router] = field(default_factory=dict)
 
 
 class Sim:
@@ -512,7 +518,7 @@ class Sim:
                 engine.kv_released(t, r)
                 self.drop(t, r)
                 continue
-            dec = routes.decode.pick(req.inp[r], req.out[r])
+            dec = routes.local.get(engine, routes.decode).pick(req.inp[r], req.out[r])
             assert isinstance(dec, DecodeEngine)
             dec.enqueue(t, r, engine)
 

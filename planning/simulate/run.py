@@ -203,8 +203,21 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
                           class_weights(plans[key]) if cfg.router_classes else None)
 
         phase = "aggregated" if by_group.get((m, "aggregated")) else "prefill"
-        routes.append(ModelRoutes(router(first, (m, phase)), router(dec, (m, "decode"))
-                                  if first and not by_group.get((m, "aggregated")) else None))
+        disaggregated = bool(first) and not by_group.get((m, "aggregated"))
+        local: dict[Engine, Router] = {}
+        if disaggregated and dec:
+            dec_plans = plans[(m, "decode")]
+            by_region: dict[str, list[int]] = {}
+            for k, pl in enumerate(dec_plans):
+                by_region.setdefault(pl.region, []).append(k)
+            regional = {region: Router([dec[k][0] for k in ks], [dec[k][1] for k in ks], cfg.router,
+                                       class_weights([dec_plans[k] for k in ks]) if cfg.router_classes else None)
+                        for region, ks in by_region.items()}
+            for eng, pl in zip((e for e, _ in first or []), plans[(m, phase)], strict=True):
+                if pl.region in regional:
+                    local[eng] = regional[pl.region]
+        routes.append(ModelRoutes(router(first, (m, phase)), router(dec, (m, "decode")) if disaggregated else None,
+                                  local))
     return routes, engines
 
 

@@ -116,3 +116,24 @@ def test_simulation_follows_the_plan_classes(hist_plan: tuple[PlanResult, Scenar
     mix = (6.0 * 39 + 1.5 * 299) / 7.5  # 91 tokens
     assert mean_out(off, "short-only") == pytest.approx(mix, rel=0.25)
     assert mean_out(off, "long-only") == pytest.approx(mix, rel=0.25)
+
+
+def test_decode_stays_in_the_prefill_region() -> None:
+    """The planner pairs prefill and decode per region; the simulator hands a request's KV cache to a decode
+    engine of its prefill's region (issue 12 §4). Two regions, one prefill and one decode instance in each, the
+    decode capacities deliberately unequal (3:1) while the prefills are equal: region-local routing gives each
+    decode instance its region's half of the requests, a global router would give 3:1."""
+    from dataclasses import replace
+
+    from tests.simulate.conftest import small_plan
+
+    plan, scenario = small_plan()
+    pre = next(i for i in plan.instances if i.phase == "prefill")
+    dec = next(i for i in plan.instances if i.phase == "decode" and i.template_id == "1x1xH100")
+    insts = (replace(pre, count=1, region="aws:us-east-2"), replace(pre, count=1, region="aws:us-west-2"),
+             replace(dec, throughput=900, region="aws:us-east-2"), replace(dec, throughput=300, region="aws:us-west-2"))
+    res = simulate_plan(replace(plan, instances=insts), scenario, SimConfig(duration_s=120, seed=3))
+    assert res.finish_events == res.requests
+    by = {(x.phase, x.region): x.requests for x in res.instances}
+    for region in ("aws:us-east-2", "aws:us-west-2"):
+        assert by[("decode", region)] == by[("prefill", region)] > 100

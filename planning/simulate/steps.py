@@ -343,19 +343,21 @@ class InstanceModel:
             sends.append(send.T.tolist())
         return taus, sends
 
-    def prefill_stage_s(self, k: int, tokens: float) -> list[tuple[float, float]]:
+    def prefill_stage_s(self, k: int, tokens: float, fluid: bool | None = None) -> list[tuple[float, float]]:
         """(busy, send-to-next) seconds per stage for a prefill step of ``k`` prompts holding ``tokens`` tokens.
 
         A pipeline (S > 1) keeps up to S batches in flight, so the data-parallel copies of a stage take turns
         with the prompts of successive batches (Coral's weighted round-robin over a stage's nodes): the stage
         does each batch's prompt work at the copies' summed rate (``fluid_tau``), as the planner's stage
         throughput (a sum over the copies) assumes. One stage alone runs whole prompts per copy (``prefill_tau``).
+        ``fluid`` forces one table or the other (None: by the pipeline's depth).
         Before 2026-11-25 pipelines used whole prompts per copy too: a stage of a 2×L40S and a 1×L40S copy ran 4
         prompts as 3 + 1 at 11.9 k tok/s instead of 17.6 k, and catalog-wide's qwen3-32b met 61 % of its SLOs.
         """
         q = max(1.0, tokens / max(k, 1))
         out = []
-        taus, sends = (self.fluid_tau, self.fluid_send) if self.n_stages > 1 else (self.prefill_tau, self.prefill_send)
+        use_fluid = self.n_stages > 1 if fluid is None else fluid
+        taus, sends = (self.fluid_tau, self.fluid_send) if use_fluid else (self.prefill_tau, self.prefill_send)
         for tau, send in zip(taus, sends, strict=True):
             out.append((_interp2(PREFILL_Q_GRID, PREFILL_K_GRID, tau, q, float(k)),
                         _interp2(PREFILL_Q_GRID, PREFILL_K_GRID, send, q, float(k))))

@@ -88,11 +88,14 @@ def test_step_budget_meets_the_per_stage_share_of_the_slo(pm: PerfModel) -> None
 
 
 def test_data_parallel_stage_shares_prompt_work(pm: PerfModel) -> None:
-    """Two L4 copies: the fluid table gives each half the prompt; whole prompts keep one L4 busy for all of it."""
+    """Two L4 copies: the fluid table gives each half the prompt; whole prompts keep one L4 busy for all of it.
+    A prefill step of a pipeline (S > 1) uses the fluid table too (the copies take turns with successive batches)."""
     im = _im(pm, MIXED)
     fluid = im.stage_step_s(0, 1, 2048, 0.0)[0][0]
-    whole = im.prefill_stage_s(1, 2048)[0][0]
+    whole = im.prefill_stage_s(1, 2048, fluid=False)[0][0]
     assert fluid < 0.7 * whole
+    assert im.prefill_stage_s(1, 2048)[0][0] == pytest.approx(im.prefill_stage_s(1, 2048, fluid=True)[0][0])
+    assert im.prefill_stage_s(1, 2048)[0][0] < 0.7 * whole
 
 
 def test_slo_budget_keeps_tpot_near_the_plan(pm: PerfModel) -> None:

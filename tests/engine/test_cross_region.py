@@ -6,6 +6,7 @@ the plan pays the KV egress (AWS inter-region $0.02/GB, data/egress.csv) on its 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 import yaml
 
 from planning.cli import main
-from planning.result import PlanResult
+from planning.result import KvFlow, PlanResult
+from planning.scenario import Scenario
+from planning.simulate.run import SimConfig, simulate_plan
 from planning.transfer import continent, transfer
 
 SCENARIO: dict[str, Any] = {
@@ -81,3 +84,49 @@ def test_transfer_prices_and_delays_by_cloud_and_continent() -> None:
     assert continent("gcp:europe-west4") == "europe" and continent("aws:ap-northeast-2") == "asia"
     assert transfer("aws:us-east-2", "aws:ap-northeast-2").one_way_s > transfer("aws:us-east-2", "gcp:us-central1").one_way_s
     assert continent("paper:melange") != continent("paper:demystifying")
+
+
+# --- the simulator: cross-region shares and the WAN hand-off ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cross_plan() -> tuple[PlanResult, Scenario]:
+    from planning import api
+
+    sc = Scenario.from_dict(SCENARIO)
+    plan = api.solve(sc)
+    assert plan.kv_flows and plan.kv_flows[0].cross_region
+    return plan, sc
+
+
+def test_the_simulator_adds_the_wan_hand_off(cross_plan: tuple[PlanResult, Scenario]) -> None:
+    """Same plan, same arrivals: with the WAN's latency and bandwidth taken out of the flow, every request ends
+    earlier by its WAN hand-off, 25 ms + 134 MB at 5 Gbit/s = 239.7 ms (up to one decode step of alignment)."""
+    plan, sc = cross_plan
+    cfg = SimConfig(duration_s=300, seed=1)
+    wan = simulate_plan(plan, sc, cfg).model("llama-3-8b")
+    instant = replace(plan, kv_flows=tuple(replace(f, one_way_ms=0.0, wan_gbps=1e9) for f in plan.kv_flows))
+    fast = simulate_plan(instant, sc, cfg).model("llama-3-8b")
+    assert wan.requests == fast.requests > 30
+    handoff_ms = 25.0 + KV_BYTES / (5e9 / 8) * 1e3
+    assert wan.e2e_ms.mean - fast.e2e_ms.mean == pytest.approx(handoff_ms, abs=10.0)
+    assert wan.tpot_ms.mean > fast.tpot_ms.mean + 0.5 * handoff_ms / 255  # TPOT counts the hand-off
+    assert wan.ttft_ms.mean == pytest.approx(fast.ttft_ms.mean)  # the first token is made by the prefill
+
+
+def test_the_simulator_splits_a_regions_prefills_by_the_plans_flows() -> None:
+    """One prefill region, decode in two; the plan sends 1/4 of the requests' KV to us-east-2 and 3/4 to
+    us-west-2: the decode engines get those shares (smooth weighted round-robin), whatever their capacities."""
+    from tests.simulate.conftest import small_plan
+
+    plan, scenario = small_plan()
+    pre = next(i for i in plan.instances if i.phase == "prefill")
+    dec = next(i for i in plan.instances if i.phase == "decode" and i.template_id == "1x1xH100")
+    insts = (replace(pre, count=1, region="aws:us-east-2"),
+             replace(dec, throughput=900, region="aws:us-east-2"), replace(dec, throughput=900, region="aws:us-west-2"))
+    flows = (KvFlow("llama-3-8b", "aws:us-east-2", "aws:us-east-2", 0.25),
+             KvFlow("llama-3-8b", "aws:us-east-2", "aws:us-west-2", 0.75, 1.0, 25.0, 0.1, 5.0))
+    res = simulate_plan(replace(plan, instances=insts, kv_flows=flows), scenario, SimConfig(duration_s=120, seed=3))
+    assert res.finish_events == res.requests
+    by = {(x.phase, x.region): x.requests for x in res.instances}
+    assert by[("decode", "aws:us-east-2")] + by[("decode", "aws:us-west-2")] == by[("prefill", "aws:us-east-2")] > 100
+    assert by[("decode", "aws:us-west-2")] == pytest.approx(3 * by[("decode", "aws:us-east-2")], abs=4)

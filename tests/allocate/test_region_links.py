@@ -220,3 +220,16 @@ def test_transfer_served_objective_equals_brute_force(seed: int) -> None:
     res = solve_allocation(problem)
     assert res.alpha == pytest.approx(oracle.alpha, abs=1e-6)
     assert res.total_per_hour == pytest.approx(oracle.cost, rel=1e-5, abs=1e-6)
+
+
+def test_transfers_and_flows_survive_the_json_round_trip() -> None:
+    import json
+
+    from planning.allocate.io import problem_from_dict, problem_to_dict, result_to_dict
+
+    problem = _cross(3.0)
+    again = problem_from_dict(json.loads(json.dumps(problem_to_dict(problem))))
+    assert again.transfers == problem.transfers and again.links == problem.links
+    out = result_to_dict(solve_allocation(again))
+    assert out["transfer_per_hour"] == pytest.approx(3.0)
+    assert out["flows"] == [{"sender": "m/prefill", "src": "c:a", "dst": "c:b", "share": pytest.approx(1.0)}]

@@ -191,10 +191,10 @@ def _links(inst: Instance) -> Links:
     rx: list[bool] = []
     served: list[int] = []
     region_index = {r: i for i, r in enumerate(inst.regions)}
-    prices: dict[tuple[str, int, int], float] = {}
+    prices: dict[str, dict[tuple[int, int], float]] = {}  # sender class -> (src, dst) -> $/h
     for tp in inst.problem.transfers:
         if tp.src in region_index and tp.dst in region_index:
-            prices[(tp.sender, region_index[tp.src], region_index[tp.dst])] = float(tp.usd_per_hour)
+            prices.setdefault(tp.sender, {})[(region_index[tp.src], region_index[tp.dst])] = float(tp.usd_per_hour)
     for li, qs in enumerate(inst.link_class):
         demanded = [int(q) for q in qs if inst.class_rate[q] > 0]
         if not demanded:
@@ -223,8 +223,8 @@ def _links(inst: Instance) -> Links:
             common = sorted(src_ok & dst_ok)
         cols = [(r, r, 0.0) for r in common]
         if src_ok is not None and dst_ok is not None:
-            name = inst.class_ids[sender]
-            cols += [(a, b, c) for (snd, a, b), c in sorted(prices.items()) if snd == name and a in src_ok and b in dst_ok]
+            mine = prices.get(inst.class_ids[sender], {})
+            cols += [(a, b, c) for (a, b), c in sorted(mine.items()) if a in src_ok and b in dst_ok]
         j0 = len(sl)
         for a, b, c in cols:
             sl.append(li)

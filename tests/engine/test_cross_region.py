@@ -130,3 +130,19 @@ def test_the_simulator_splits_a_regions_prefills_by_the_plans_flows() -> None:
     by = {(x.phase, x.region): x.requests for x in res.instances}
     assert by[("decode", "aws:us-east-2")] + by[("decode", "aws:us-west-2")] == by[("prefill", "aws:us-east-2")] > 100
     assert by[("decode", "aws:us-west-2")] == pytest.approx(3 * by[("decode", "aws:us-east-2")], abs=4)
+
+
+def test_the_option_lists_every_ordered_region_pair_only_when_asked() -> None:
+    from planning.allocate.certify import allocation_problem, transfer_prices
+    from planning.api import engine_context
+    from planning.resolve import resolve_scenario
+
+    ctx = engine_context()
+    cross = resolve_scenario(Scenario.from_dict(SCENARIO), ctx.catalog)
+    prices = transfer_prices(cross)
+    assert {(p.sender, p.src, p.dst) for p in prices} == {("llama-3-8b/prefill", "aws:us-east-1", "aws:us-west-2"),
+                                                          ("llama-3-8b/prefill", "aws:us-west-2", "aws:us-east-1")}
+    assert all(p.usd_per_hour == pytest.approx(0.02 * KV_BYTES * 0.2 * 3600 / 1e9) for p in prices)
+    same = resolve_scenario(Scenario.from_dict({**SCENARIO, "options": {"kv_transfer": "same-region"}}), ctx.catalog)
+    assert allocation_problem(same, []).transfers == ()
+    assert allocation_problem(cross, []).transfers == prices

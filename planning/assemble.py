@@ -13,6 +13,7 @@ from planning.result import (
     CostLine,
     GroupService,
     InstancePlan,
+    KvFlow,
     PlanResult,
     savings_pct,
 )
@@ -71,6 +72,12 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     penalty = float(alloc.penalty_per_hour or 0.0)
     if penalty > 0:
         lines.append(CostLine("(all)", "(init penalty)", "(all)", "(all)", 0, penalty, kind="penalty"))
+    flows = kv_flows(resolved, alloc)
+    transfer = float(alloc.transfer_per_hour)
+    for f in flows:
+        if f.cross_region and f.usd_per_hour > 0:
+            lines.append(CostLine(f.model, "(kv transfer)", f"{f.src}->{f.dst}", "(egress)", 0, f.usd_per_hour,
+                                  kind="transfer"))
     used: dict[tuple[str, str], int] = {k: int(v) for k, v in alloc.nodes_used.items()}
     capacity = tuple(CapacityUse(o.region, o.shape, o.gpu, used.get((o.region, o.shape), 0), o.available, o.price_per_hour)
                      for o in offers)
@@ -80,14 +87,17 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     service = tuple(GroupService(g.model, g.phase, g.demand, sum(min(served_rate.get(c.id, 0.0), c.rate) for c in g.classes), g.unit)
                     for g in groups)
     provisioning = float(alloc.cost_per_hour or 0.0)
-    total = provisioning + penalty
+    total = provisioning + penalty + transfer
     diagnostics = [*alloc.messages]  # group diagnostics are already sentences there (allocate/diagnostics.py)
+    diagnostics += [f"cross-region KV: {f.share:.1%} of {f.model} requests prefill in {f.src} and decode in "
+                    f"{f.dst}, ${f.usd_per_hour:,.2f}/h egress, +{f.one_way_ms:.0f} ms one way and "
+                    f"{f.transfer_s * 1e3:,.0f} ms KV hand-off per request over the WAN" for f in flows if f.cross_region]
     counts: dict[str, int] = {}
     for ts in sets:
         counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)
     served_fraction = min((s.fraction for s in service), default=1.0) if alloc.has_plan else 0.0
     adjusted = tuple(
-        replace(b, savings_pct=savings_pct(provisioning, b.cost_per_hour, served_fraction, b.served_fraction)
+        replace(b, savings_pct=savings_pct(provisioning + transfer, b.cost_per_hour, served_fraction, b.served_fraction)
                 if b.feasible and alloc.has_plan else None)
         for b in baselines)
     return PlanResult(
@@ -97,4 +107,40 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         provenance=dict(provenance), stats=dict(stats), diagnostics=tuple(diagnostics), template_counts=counts,
         scenario=scenario.to_dict(),
         message="" if alloc.has_plan else "No plan: see diagnostics for the best achievable fraction per model.",
+        transfer_per_hour=transfer, kv_flows=flows,
     )
+
+
+def kv_flows(resolved: ResolvedScenario, alloc: AllocationResult) -> tuple[KvFlow, ...]:
+    """Per model and (prefill region, decode region), the share of its requests, summed over request-size
+    buckets weighted by requests/s, with the egress bill and the WAN delay of a cross-region flow."""
+    from planning.allocate.certify import kv_links
+    from planning.transfer import transfer
+
+    if not alloc.flows:
+        return ()
+    links = {k.sender: k for k in kv_links(resolved)}
+    model_rps: dict[str, float] = {}
+    for k in links.values():
+        model_rps[k.model] = model_rps.get(k.model, 0.0) + k.requests_per_s
+    acc: dict[tuple[str, str, str], list[float]] = {}  # share, $/h, request-weighted bytes
+    for (sender, src, dst), f in sorted(alloc.flows.items()):
+        found = links.get(sender)
+        if found is None or model_rps[found.model] <= 0:
+            continue
+        k = found
+        weight = k.requests_per_s / model_rps[k.model]
+        row = acc.setdefault((k.model, src, dst), [0.0, 0.0, 0.0])
+        row[0] += f * weight
+        row[2] += f * weight * k.bytes_per_request
+        if src != dst:
+            row[1] += f * transfer(src, dst).usd_per_gb * k.bytes_per_request * k.requests_per_s * 3600 / 1e9
+    out = []
+    for (model, src, dst), (share, usd, wbytes) in acc.items():
+        if src == dst:
+            out.append(KvFlow(model, src, dst, share))
+            continue
+        t = transfer(src, dst)
+        nbytes = wbytes / share if share > 0 else 0.0
+        out.append(KvFlow(model, src, dst, share, usd, t.one_way_s * 1e3, t.seconds(nbytes), t.gbps))
+    return tuple(out)

@@ -69,14 +69,14 @@ def market_scenarios(scenario: Scenario, *, pricings: Sequence[str] = ("on_deman
 
 
 def market_frame(variants: Sequence[MarketVariant], results: Sequence[PlanResult]) -> pd.DataFrame:
-    """One row per market: label, scope, pricing, status, $/h and $/month (provisioning), served, GPUs, regions used."""
+    """One row per market: label, scope, pricing, status, $/h and $/month (provisioning + cross-region KV egress), served, GPUs, regions used."""
     rows = []
     for v, r in zip(variants, results, strict=True):
         ok = r.status in ("optimal", "feasible") and r.served_fraction >= 1 - 1e-9
         rows.append({
             "market": v.label, "scope": v.scope, "pricing": v.pricing.replace("_", "-"), "status": r.status,
-            "cost_per_hour": round(r.provisioning_per_hour, 2) if ok else None,
-            "cost_per_month": round(r.provisioning_per_hour * HOURS_PER_MONTH, 2) if ok else None,
+            "cost_per_hour": round(r.comparable_cost, 2) if ok else None,  # nodes + cross-region KV egress
+            "cost_per_month": round(r.comparable_cost * HOURS_PER_MONTH, 2) if ok else None,
             "served_fraction": round(r.served_fraction, 4),
             "gpus": ", ".join(f"{n}×{g}" for g, n in r.gpus_by_type().items()),
             "regions_used": ", ".join(r.regions_used()),

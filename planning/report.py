@@ -156,6 +156,12 @@ def build_report(result: PlanResult) -> Report:
         f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
         f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
     ]
+    if result.transfer_per_hour > 0:
+        headline.append(
+            f"Cross-region KV transfer: **{money(result.transfer_per_hour)}/h** of egress on top of the nodes (a real "
+            "bill, counted in every comparison): "
+            + "; ".join(f"{share(f.share)} of {f.model} prefill in {f.src}, decode in {f.dst} ({money(f.usd_per_hour)}/h, "
+                        f"+{number(f.transfer_s * 1e3)} ms hand-off)" for f in result.kv_flows if f.cross_region) + ".")
     if result.penalty_per_hour > 0:
         headline.append(
             f"Start-up allowance: {money(result.penalty_per_hour)}/h on top — Coral's initialization penalty (K × the "

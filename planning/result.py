@@ -107,6 +107,27 @@ class CostLine:
 
 
 @dataclass(frozen=True)
+class KvFlow:
+    """A share of one model's requests whose prefill runs in ``src`` and decode in ``dst`` (src == dst: paired
+    in one region). ``usd_per_hour`` is its KV egress bill; ``one_way_ms`` and ``transfer_s`` the WAN latency
+    and one request's KV hand-off time it adds (data/wan.csv; 0 within a region, where the node network applies).
+    """
+
+    model: str
+    src: str
+    dst: str
+    share: float
+    usd_per_hour: float = 0.0
+    one_way_ms: float = 0.0
+    transfer_s: float = 0.0
+    wan_gbps: float = 0.0
+
+    @property
+    def cross_region(self) -> bool:
+        return self.src != self.dst
+
+
+@dataclass(frozen=True)
 class CapacityUse:
     region: str
     shape: str
@@ -173,6 +194,8 @@ class PlanResult:
     stats: Mapping[str, float] = field(default_factory=dict)  # model sizes: templates in the ILP, LP bound, …
     scenario: Mapping[str, Any] = field(default_factory=dict)
     message: str = ""
+    transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region); a real bill
+    kv_flows: tuple[KvFlow, ...] = ()  # per model, how its requests go from prefill region to decode region
 
     # --- serialization ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +216,7 @@ class PlanResult:
         data["service"] = tuple(GroupService(**s) for s in data.get("service", ()))
         data["baselines"] = tuple(BaselineSummary(**b) for b in data.get("baselines", ()))
         data["diagnostics"] = tuple(data.get("diagnostics", ()))
+        data["kv_flows"] = tuple(KvFlow(**f) for f in data.get("kv_flows", ()))
         return cls(**data)
 
     @classmethod
@@ -254,12 +278,13 @@ class PlanResult:
 
     @property
     def comparable_cost(self) -> float:
-        """The cost every comparison uses: provisioning $/h (what the nodes cost).
+        """The cost every comparison uses: provisioning $/h (what the nodes cost) + cross-region KV transfer
+        (egress, a real bill; 0 unless ``options.kv_transfer`` is cross-region).
 
-        Baselines report provisioning only; the initialization penalty (K × price of newly started nodes) is an
+        Baselines report the same two; the initialization penalty (K × price of newly started nodes) is an
         amortised start-up allowance the optimizer uses against churn, shown on its own line, never compared.
         """
-        return self.provisioning_per_hour
+        return self.provisioning_per_hour + self.transfer_per_hour
 
     def savings_vs(self, baseline: BaselineSummary) -> float | None:
         """Percent this plan saves against ``baseline`` (:func:`savings_pct`; None when not comparable)."""
@@ -274,7 +299,9 @@ class PlanResult:
         lines = [f"# Serving plan — {name}", "",
                  f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else ""),
                  f"- **Cost:** ${self.comparable_cost:,.2f}/h (${self.comparable_cost * 730:,.0f} per month, "
-                 f"${self.comparable_cost * 8760:,.0f} per year) for the rented nodes; the optimizer's "
+                 f"${self.comparable_cost * 8760:,.0f} per year) for the rented nodes"
+                 + (f" and ${self.transfer_per_hour:,.2f}/h of cross-region KV transfer" if self.transfer_per_hour > 0 else "")
+                 + "; the optimizer's "
                  f"initialization penalty (${self.penalty_per_hour:,.2f}/h, not billed) is left out of every "
                  "comparison",
                  f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
@@ -291,6 +318,12 @@ class PlanResult:
         lines += ["", "## Instances", "", _md_table(self.instances_frame())]
         lines += ["", "## Served vs demanded", "", _md_table(self.service_frame())]
         lines += ["", "## Cost breakdown", "", _md_table(self.breakdown_frame())]
+        cross = [f for f in self.kv_flows if f.cross_region]
+        if cross:
+            lines += ["", "## Cross-region KV transfers", ""] + [
+                f"- {f.model}: {f.share:.1%} of requests prefill in {f.src}, decode in {f.dst}: "
+                f"${f.usd_per_hour:,.2f}/h egress, +{f.one_way_ms:.0f} ms one way, {f.transfer_s * 1e3:,.0f} ms "
+                "KV hand-off per request" for f in cross]
         lines += ["", "## GPUs used vs available", "", _md_table(self.capacity_frame())]
         lines += ["", "## Baselines", "", _md_table(self.baselines_frame())]
         if self.timings:

@@ -293,6 +293,9 @@ class CurrentInstance:
                    count=_number(d.get("count"), f"{path}.count", minimum=0, integer=True, bound="nodes"))
 
 
+KV_TRANSFER_MODES = ("same-region", "cross-region")
+
+
 @dataclass(frozen=True)
 class Options:
     """Search and solver options (Coral: Nmax = 6 nodes per template, ρ = 12 × model memory, K = 0.1)."""
@@ -310,6 +313,9 @@ class Options:
     # "on-demand" (default): a priced search over node multisets, certified over all templates without listing them;
     # "library": enumerate and place every template (the oracle, and what the Templates explorer pages through)
     templates: str = "on-demand"
+    # "same-region" (default): a model's prefill and decode are paired per region (the KV cache stays there);
+    # "cross-region": a request's decode may run in another region, paying egress for its KV and the WAN delay
+    kv_transfer: str = "same-region"
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")
@@ -338,6 +344,7 @@ class Options:
                                           f"{path}.sharing_threshold_rps", minimum=0, allow_none=True,
                                           bound="rate_rps"),
             templates=_choice(d.get("templates", base.templates), f"{path}.templates", ("library", "on-demand")),
+            kv_transfer=_choice(d.get("kv_transfer", base.kv_transfer), f"{path}.kv_transfer", KV_TRANSFER_MODES),
         )
 
 

@@ -18,7 +18,7 @@ class BruteResult:
     """Best plan found by enumeration (None = no plan meets the objective's requirement)."""
 
     feasible: bool
-    cost: float | None  # provisioning + penalty
+    cost: float | None  # provisioning + penalty + KV transfer
     alpha: float | None
     counts: dict[tuple[str, str], int]
     evaluated: int
@@ -69,11 +69,19 @@ def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> 
     return max(0.0, min(alpha, 1.0))
 
 
-def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> float:
-    """Max uniform fraction servable by fixed counts with the region links: one LP over every class.
+def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int],
+                  transfer_budget: float | None = None) -> tuple[float, float]:
+    """Max uniform fraction servable by fixed counts with the region links, then its cheapest KV transfer.
 
-    Variables x[q, i] (rate of class q on instance group i = (template, region)), s[ℓ, r], α; maximise α s.t.
-    Σ_i x[q, i] ≥ α λ_q, Σ_q x[q, i] / T_q(i) ≤ ν_i, Σ_{i in r} x[q, i] ≥ λ_q s[ℓ, r] for q ∈ ℓ, Σ_r s[ℓ, r] ≥ α.
+    Variables x[q, i] (rate of class q on instance group i = (template, region)), flows f[ℓ, a, b] (the
+    diagonal a = b always, a ≠ b where ``problem.transfers`` lists it), α; maximise α s.t.
+    Σ_i x[q, i] ≥ α λ_q, Σ_q x[q, i] / T_q(i) ≤ ν_i, Σ_{i in r} x[q, i] ≥ λ_q Σ_b f[ℓ, r, b] for the sender
+    (first class) of ℓ, ≥ λ_q Σ_a f[ℓ, a, r] for a receiver, Σ f[ℓ] ≥ α, and Σ c f ≤ ``transfer_budget``.
+    Then, with α fixed at that maximum, minimise Σ c f (a second LP, only when transfers are listed).
+
+    Returns
+    -------
+    ``(α, transfer $/h)``.
     """
     from scipy.optimize import linprog
 
@@ -84,10 +92,22 @@ def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) ->
     xs = [(qi, ii) for qi, q in enumerate(classes) for ii, (t, _r, _n) in enumerate(insts)
           if t.group == q.group and t.throughput.get(q.id, 0.0) > 0]
     col = {k: j for j, k in enumerate(xs)}
-    links = [[qi for qi, q in enumerate(classes) if q.id in set(link)] for link in problem.links]
-    links = [lk for lk in links if lk]
-    sj = {(li, r): len(xs) + li * len(regions) + ri for li in range(len(links)) for ri, r in enumerate(regions)}
-    n_var = len(xs) + len(links) * len(regions) + 1
+    index = {q.id: qi for qi, q in enumerate(classes)}
+    prices = {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in problem.transfers}
+    flows: list[tuple[int, str, str, float]] = []  # (link, src, dst, $/h)
+    links: list[tuple[int, list[int]]] = []  # (sender class index or −1, receiver class indices)
+    for link in problem.links:
+        members = [index[q] for q in link if q in index]
+        if not members:
+            continue
+        li = len(links)
+        sender = index[link[0]] if len(link) > 1 and link[0] in index else -1
+        links.append((sender, [m for m in members if m != sender]))
+        flows.extend((li, r, r, 0.0) for r in regions)
+        if sender >= 0:
+            flows.extend((li, a, b, prices[(link[0], a, b)]) for a in regions for b in regions
+                         if (link[0], a, b) in prices)
+    n_var = len(xs) + len(flows) + 1
     a_ub, b_ub = [], []
 
     def row() -> np.ndarray:
@@ -108,27 +128,41 @@ def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) ->
                 a[col[(qi, ii)]] = 1.0 / t.throughput[q.id]
         a_ub.append(a)
         b_ub.append(float(n))
-    for li, members in enumerate(links):
-        for qi in members:  # λ_q s[ℓ, r] − Σ_{i in r} x ≤ 0
+    for li, (sender, receivers) in enumerate(links):
+        for qi in ([sender] if sender >= 0 else []) + receivers:  # λ_q Σ f (out of / into r) − Σ_{i in r} x ≤ 0
             for r in regions:
                 a = row()
-                a[sj[(li, r)]] = classes[qi].rate
+                for j, (lj, src, dst, _c) in enumerate(flows):
+                    if lj == li and (src if qi == sender else dst) == r:
+                        a[len(xs) + j] = classes[qi].rate
                 for ii, (_t, ri, _n) in enumerate(insts):
                     if ri == r and (qi, ii) in col:
                         a[col[(qi, ii)]] = -1.0
                 a_ub.append(a)
                 b_ub.append(0.0)
-        a = row()  # α − Σ_r s ≤ 0
+        a = row()  # α − Σ f ≤ 0
         a[-1] = 1.0
-        for r in regions:
-            a[sj[(li, r)]] = -1.0
+        for j, (lj, _s, _d, _c) in enumerate(flows):
+            if lj == li:
+                a[len(xs) + j] = -1.0
         a_ub.append(a)
         b_ub.append(0.0)
+    price = row()
+    for j, (_l, _s, _d, usd) in enumerate(flows):
+        price[len(xs) + j] = usd
+    if transfer_budget is not None and flows:  # Σ c f ≤ what the budget leaves
+        a_ub.append(price.copy())
+        b_ub.append(max(0.0, transfer_budget))
     c = row()
     c[-1] = -1.0
     bounds = [(0.0, None)] * (n_var - 1) + [(0.0, 1.0)]
     res = linprog(c, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
-    return max(0.0, min(float(res.x[-1]) if res.status == 0 else 0.0, 1.0))
+    alpha = max(0.0, min(float(res.x[-1]) if res.status == 0 else 0.0, 1.0))
+    if not problem.transfers or alpha <= 0:
+        return alpha, 0.0
+    low = [(0.0, None)] * (n_var - 1) + [(alpha * (1 - 1e-9), 1.0)]
+    res = linprog(price, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=low, method="highs")
+    return alpha, float(res.fun) if res.status == 0 else 0.0
 
 
 def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> BruteResult:
@@ -188,9 +222,15 @@ def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> B
             continue
         if problem.objective == "cost" and best is not None and cost > best[1] + 1e-9:
             continue  # cannot beat the best plan: skip its feasibility LP
-        alpha = _linked_alpha(problem, nu) if problem.links else _group_alpha(problem, nu)
+        transfer = 0.0
+        if problem.links:
+            left = None if problem.budget_per_hour is None else problem.budget_per_hour - cost
+            alpha, transfer = _linked_alpha(problem, nu, left)
+        else:
+            alpha = _group_alpha(problem, nu)
         if problem.objective == "cost" and alpha < 1 - 1e-7:
             continue
+        cost += transfer
         key = (-round(alpha, 9) if problem.objective == "served" else 0.0, cost, nu)
         if best is None or key[:2] < best[:2]:
             best = key

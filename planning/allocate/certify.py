@@ -32,6 +32,7 @@ from planning.allocate.problem import (
     Offer,
     SolverName,
     TemplateOption,
+    TransferPrice,
     WorkloadClass,
 )
 from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
@@ -72,6 +73,51 @@ def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] |
                                  gpu_types=ts.gpu_types(i))
 
 
+@dataclass(frozen=True)
+class KvLink:
+    """One link's KV traffic: its model, sending (prefill) class, bytes per request and requests/s at full rate."""
+
+    model: str
+    sender: str
+    receiver: str
+    bytes_per_request: float
+    requests_per_s: float
+
+
+def kv_links(resolved: ResolvedScenario, groups: Sequence[Group] | None = None) -> tuple[KvLink, ...]:
+    """The KV traffic of every region link: bytes of one request's cache after its prefill (all layers and KV
+    heads at the class's mean input length, ``perf.model.kv_request_bytes``) and requests/s = the prefill
+    class's prompt tok/s / input length."""
+    from planning.perf.model import kv_element_bytes, kv_request_bytes
+    from planning.perf.roofline import LayerArch
+
+    gs = groups or resolved.groups
+    classes = {c.id: (g, c) for g in gs for c in g.classes}
+    out: list[KvLink] = []
+    for sender, *receivers in region_links(gs):
+        g, c = classes[sender]
+        spec = resolved.specs[g.model]
+        nbytes = kv_request_bytes(LayerArch.from_spec(spec), kv_element_bytes(spec), c.input_len)
+        rps = c.rate / c.input_len if c.input_len > 0 else 0.0
+        out.append(KvLink(g.model, sender, receivers[0] if receivers else "", nbytes, rps))
+    return tuple(out)
+
+
+def transfer_prices(resolved: ResolvedScenario, groups: Sequence[Group] | None = None) -> tuple[TransferPrice, ...]:
+    """Every ordered pair of the scenario's regions for every link, at $/h = $/GB(src→dst) × KV bytes per
+    request × requests/s × 3600 / 10⁹ (``planning.transfer``: egress by cloud, data/egress.csv)."""
+    from planning.transfer import transfer
+
+    out: list[TransferPrice] = []
+    for link in kv_links(resolved, groups):
+        for src in resolved.regions:
+            for dst in resolved.regions:
+                if src != dst:
+                    usd = transfer(src, dst).usd_per_gb * link.bytes_per_request * link.requests_per_s * 3600 / 1e9
+                    out.append(TransferPrice(link.sender, src, dst, usd))
+    return tuple(out)
+
+
 def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *,
                        groups: Sequence[Group] | None = None, objective: str | None = None,
                        dump_model: str | None = None, masks: Sequence[np.ndarray] | None = None) -> AllocationProblem:
@@ -88,6 +134,7 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
     classes = tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in (groups or resolved.groups)
                     for c in g.classes)
     links = region_links(groups or resolved.groups)
+    transfers = transfer_prices(resolved, groups) if scenario.options.kv_transfer == "cross-region" else ()
     current = {(c.template_id, c.region): c.count for c in scenario.current}
     known = {t.id for t in templates}
     for i, (tid, _region) in enumerate(current):
@@ -102,7 +149,7 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
         objective=cast(Objective, objective or scenario.objective.kind),
         budget_per_hour=scenario.objective.budget_per_hour, solver=cast(SolverName, scenario.options.solver),
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
-        dump_model=str(dump_model) if dump_model else None, links=links,
+        dump_model=str(dump_model) if dump_model else None, links=links, transfers=transfers,
     )
 
 

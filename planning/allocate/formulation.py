@@ -20,13 +20,17 @@ Constraints
                        multi-class g:   Σ_{(τ,r)} x_{qτr} ≥ α λ_q                        ∀ q ∈ Q_g
     (L) load           Σ_{q∈Q_g} x_{qτr} / T_q(τ) ≤ ν_{τr}                              ∀ (τ, r), τ ∈ multi-class g
     (P) penalty        I_{τr} ≥ (ν_{τr} − ν′_{τr}) p_r(τ) K                              ∀ (τ, r) with ν′ > 0
-    (B) budget         Σ p_r(τ) ν_{τr} + penalty ≤ B                                     (optional)
+    (B) budget         Σ p_r(τ) ν_{τr} + penalty + transfer ≤ B                          (optional)
     (R) region links   for a link ℓ (classes served in the same regions in the same proportions, e.g. a
-                       model's prefill and decode: the KV cache stays in its region), split s_{ℓr} ≥ 0:
-                       supply_q(r) ≥ λ_q s_{ℓr}  ∀ q ∈ ℓ, r;   Σ_r s_{ℓr} ≥ α                (optional)
+                       model's prefill and decode: the KV cache must reach its decode node), flows f_{ℓab} ≥ 0
+                       from the sender's (first class, prefill) region a to the receivers' (decode) region b:
+                       the diagonal f_{ℓrr} = s_{ℓr} always, a ≠ b only where ``transfers`` lists it:
+                       supply_q(r) ≥ λ_q Σ_b f_{ℓrb}  (q the sender),  supply_q(r) ≥ λ_q Σ_a f_{ℓar}  (q a
+                       receiver)  ∀ r;   Σ_{a,b} f_{ℓab} ≥ α                                  (optional)
                        supply_q(r) = Σ_{τ∈g} T(τ) ν_{τr} (single-class g) or Σ_τ x_{qτr} (multi-class)
 Objectives
-    (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}]   with α = 1 (all demand met).
+    (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}] + Σ_{ℓ,a≠b} c_{ℓab} f_{ℓab}   with α = 1 (all demand
+                met); c_{ℓab} $/h of moving link ℓ's full rate of KV caches from a to b. (B) bounds the same sum.
     (b) served  phase 1: max α (subject to (B) if given); phase 2: min cost with α ≥ α* − ε.
     With one class per group (D) is Coral's Σ T(τ) ν ≥ T_m directly: no x, no (L). With several classes (D)+(L)
     are Mélange's load (slices assigned fractionally) and Demystifying's x_{c,w}. Maximising the uniform
@@ -145,26 +149,36 @@ def penalty(m: PulpModel) -> None:
         m.prob += var >= kp * (m.nu[p] - int(inst.pair_current[p])), f"P_{p}"
 
 
+def flow_variables(m: PulpModel) -> None:
+    """f_{ℓab} ≥ 0 per flow column of the links (s_{ℓr} on the diagonal); before the objective, which prices them."""
+    lk = m.inst.links()
+    m.split = [new_var(m.prob, f"s_{int(li)}_{int(a)}" if a == b else f"f_{int(li)}_{int(a)}_{int(b)}", 0)
+               for li, a, b in zip(lk.split_link, lk.split_src, lk.split_dst, strict=True)]
+
+
 def links(m: PulpModel) -> None:
-    """(R) supply_q(r) ≥ λ_q s_{ℓr} for linked classes; Σ_r s_{ℓr} ≥ α per link."""
+    """(R) supply_q(r) ≥ λ_q Σ_b f_{ℓrb} (sender q) or λ_q Σ_a f_{ℓar} (receiver q); Σ f_ℓ ≥ α per link."""
     import pulp
 
     inst = m.inst
     lk = inst.links()
-    m.split = [new_var(m.prob, f"s_{int(li)}_{int(r)}", 0) for li, r in zip(lk.split_link, lk.split_region, strict=True)]
-    for i, (q, j, idx, is_x) in enumerate(zip(lk.row_class, lk.row_split, lk.row_pairs, lk.row_is_x, strict=True)):
+    if m.split is None:
+        flow_variables(m)
+    assert m.split is not None
+    for i, (q, js, idx, is_x) in enumerate(zip(lk.row_class, lk.row_splits, lk.row_pairs, lk.row_is_x, strict=True)):
         if is_x:
             supply = pulp.lpSum(m.x[(int(inst.thr_class[t]), int(inst.thr_pair[t]))] for t in idx)
         else:
             supply = pulp.lpSum(float(inst.single_thr[p]) * m.nu[int(p)] for p in idx)
-        m.prob += supply - float(inst.class_rate[q]) * m.split[int(j)] >= 0, f"R_{i}"
+        flow = pulp.lpSum(m.split[int(j)] for j in js)
+        m.prob += supply - float(inst.class_rate[q]) * flow >= 0, f"R_{i}"
     for li in lk.served_links:
         js = np.nonzero(lk.split_link == li)[0]
         m.prob += pulp.lpSum(m.split[int(j)] for j in js) - m.alpha >= 0, f"S_{li}"
 
 
 def cost_expression(m: PulpModel) -> Any:
-    """Σ p ν + I; where ν′ = 0, I = K p ν is folded into ν's coefficient."""
+    """Σ p ν + I + Σ c f; where ν′ = 0, I = K p ν is folded into ν's coefficient; c prices cross-region flows."""
     import pulp
 
     inst = m.inst
@@ -174,11 +188,13 @@ def cost_expression(m: PulpModel) -> Any:
         factor = 1.0 if p in m.pen else 1.0 + k
         terms.append((m.nu[p], float(inst.pair_price[p]) * factor))
     terms.extend((v, 1.0) for v in m.pen.values())
+    if m.split:
+        terms.extend((v, float(c)) for v, c in zip(m.split, inst.links().split_cost, strict=True) if c > 0)
     return pulp.LpAffineExpression(terms)
 
 
 def budget(m: PulpModel, limit: float) -> None:
-    """(B) provisioning + penalty ≤ B."""
+    """(B) provisioning + penalty + KV transfer ≤ B."""
     m.prob += cost_expression(m) <= limit, "B"
 
 
@@ -207,6 +223,7 @@ def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: 
     prob = pulp.LpProblem("allocation", sense)
     nu, x, pen, alpha = variables(prob, inst, served)
     m = PulpModel(inst, prob, nu, x, pen, alpha, 0.0)
+    flow_variables(m)
     prob += (alpha if phase == "served" else cost_expression(m)), "objective"
     availability(m)
     demand(m)

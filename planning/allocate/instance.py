@@ -145,19 +145,26 @@ class Instance:
 
 @dataclass(frozen=True)
 class Links:
-    """Constraint (R) of linked classes, laid out once for both model builders.
+    """Constraint (R) of linked classes as flows, laid out once for both model builders.
 
-    For link ℓ with demanded classes Q_ℓ, R_ℓ is the set of regions where *every* class of Q_ℓ has a pair that
-    serves it (elsewhere s_{ℓr} = 0 is forced anyway). One split column s_{ℓr} per r ∈ R_ℓ; one row
-    supply_{q,r} − λ_q s_{ℓr} ≥ 0 per (q ∈ Q_ℓ, r ∈ R_ℓ), whose supply is Σ T ν over the single-class group's
-    pairs in r, or Σ x over class q's triplets in r; one row Σ_r s_{ℓr} − α ≥ 0 per link (no columns when R_ℓ
-    is empty: then α ≤ 0, the link cannot be served).
+    Link ℓ's first class sends (a request's prefill), the others receive (its decode). For the demanded
+    classes of ℓ, S_ℓ are the regions where the sender has a pair that serves it and D_ℓ the regions where
+    *every* demanded receiver has one. Flow columns f_{ℓ,a,b} ≥ 0: the diagonal (r, r) for r ∈ S_ℓ ∩ D_ℓ (the
+    split s_{ℓr} of pairing per region) plus each cross-region (a, b) listed in ``problem.transfers`` with
+    a ∈ S_ℓ, b ∈ D_ℓ, at cost c_{ℓab} $/h. Rows: the sender's supply in r − λ_q Σ_b f_{ℓ,r,b} ≥ 0; each
+    receiver's supply in r − λ_q Σ_a f_{ℓ,a,r} ≥ 0 (supply = Σ T ν over the single-class group's pairs in r,
+    or Σ x over class q's triplets in r); Σ f_ℓ − α ≥ 0 per link (no columns: α ≤ 0, the link cannot be
+    served). A link whose sender has no demand pairs its receivers per region (diagonal only). With no
+    transfers this is exactly the per-region pairing, row for row.
     """
 
-    split_link: np.ndarray  # per split column: link index
-    split_region: np.ndarray  # per split column: region index
+    split_link: np.ndarray  # per flow column: link index
+    split_src: np.ndarray  # per flow column: region index of the prefill (sender)
+    split_dst: np.ndarray  # per flow column: region index of the decode (receivers)
+    split_cost: np.ndarray  # per flow column: $/h at the link's full rate (0 on the diagonal)
     row_class: np.ndarray  # per (R) row: class index
-    row_split: np.ndarray  # per (R) row: its split column
+    row_region: np.ndarray  # per (R) row: region index
+    row_splits: list[np.ndarray]  # per (R) row: its flow columns
     row_pairs: list[np.ndarray]  # per (R) row: pair indices (single-class) or triplet indices (multi-class)
     row_is_x: np.ndarray  # per (R) row: True when row_pairs are x triplets
     served_links: list[int]  # links with a demanded class (one split row each)
@@ -166,20 +173,34 @@ class Links:
     def n_split(self) -> int:
         return len(self.split_link)
 
+    @property
+    def split_region(self) -> np.ndarray:
+        """Per flow column: its source region (the region of a paired split)."""
+        return self.split_src
+
 
 def _links(inst: Instance) -> Links:
     sl: list[int] = []
-    sr: list[int] = []
+    ss: list[int] = []
+    sd: list[int] = []
+    sc: list[float] = []
     rc: list[int] = []
-    rs: list[int] = []
+    rg: list[int] = []
+    rs: list[np.ndarray] = []
     rp: list[np.ndarray] = []
     rx: list[bool] = []
     served: list[int] = []
+    region_index = {r: i for i, r in enumerate(inst.regions)}
+    prices: dict[str, dict[tuple[int, int], float]] = {}  # sender class -> (src, dst) -> $/h
+    for tp in inst.problem.transfers:
+        if tp.src in region_index and tp.dst in region_index:
+            prices.setdefault(tp.sender, {})[(region_index[tp.src], region_index[tp.dst])] = float(tp.usd_per_hour)
     for li, qs in enumerate(inst.link_class):
         demanded = [int(q) for q in qs if inst.class_rate[q] > 0]
         if not demanded:
             continue
         served.append(li)
+        sender = int(qs[0]) if len(qs) > 1 and inst.class_rate[qs[0]] > 0 else -1
         supply: dict[int, dict[int, np.ndarray]] = {}
         for q in demanded:
             g = int(inst.class_group[q])
@@ -190,18 +211,41 @@ def _links(inst: Instance) -> Links:
                 idx = np.nonzero(inst.thr_class == q)[0]
                 regions = inst.pair_region[inst.thr_pair[idx]]
             supply[q] = {int(r): idx[regions == r] for r in np.unique(regions)}
-        common = sorted(set.intersection(*(set(v) for v in supply.values())))
-        for r in common:
-            j = len(sl)
+        receivers = [q for q in demanded if q != sender]
+        src_ok = set(supply[sender]) if sender >= 0 else None
+        dst_sets = [set(supply[q]) for q in receivers]
+        dst_ok = set.intersection(*dst_sets) if dst_sets else None
+        if src_ok is None:
+            common = sorted(dst_ok or set())
+        elif dst_ok is None:
+            common = sorted(src_ok)
+        else:
+            common = sorted(src_ok & dst_ok)
+        cols = [(r, r, 0.0) for r in common]
+        if src_ok is not None and dst_ok is not None:
+            mine = prices.get(inst.class_ids[sender], {})
+            cols += [(a, b, c) for (a, b), c in sorted(mine.items()) if a in src_ok and b in dst_ok]
+        j0 = len(sl)
+        for a, b, c in cols:
             sl.append(li)
-            sr.append(r)
+            ss.append(a)
+            sd.append(b)
+            sc.append(c)
+        col_src = np.array([a for a, _b, _c in cols], dtype=np.int64)
+        col_dst = np.array([b for _a, b, _c in cols], dtype=np.int64)
+        for r in sorted(set(col_src.tolist()) | set(col_dst.tolist())):
             for q in demanded:
+                js = np.nonzero(col_src == r)[0] if q == sender else np.nonzero(col_dst == r)[0]
+                if len(js) == 0:
+                    continue
                 rc.append(q)
-                rs.append(j)
-                rp.append(supply[q][r])
+                rg.append(r)
+                rs.append(j0 + js)
+                rp.append(supply[q].get(r, np.zeros(0, dtype=np.int64)))
                 rx.append(not bool(inst.single_class[int(inst.class_group[q])]))
-    return Links(np.array(sl, dtype=np.int64), np.array(sr, dtype=np.int64), np.array(rc, dtype=np.int64),
-                 np.array(rs, dtype=np.int64), rp, np.array(rx, dtype=bool), served)
+    return Links(np.array(sl, dtype=np.int64), np.array(ss, dtype=np.int64), np.array(sd, dtype=np.int64),
+                 np.array(sc, dtype=float), np.array(rc, dtype=np.int64), np.array(rg, dtype=np.int64), rs, rp,
+                 np.array(rx, dtype=bool), served)
 
 
 def dominated_mask(

@@ -10,6 +10,7 @@ from planning.allocate.problem import (
     AllocationResult,
     Offer,
     TemplateOption,
+    TransferPrice,
     WorkloadClass,
 )
 from planning.errors import PlanningError, quote
@@ -26,6 +27,7 @@ def problem_to_dict(problem: AllocationProblem) -> dict[str, Any]:
         "offers": [asdict(o) for o in problem.offers],
         "classes": [asdict(q) for q in problem.classes],
         "current": [{"template": t, "region": r, "count": n} for (t, r), n in problem.current.items()],
+        "transfers": [asdict(tp) for tp in problem.transfers],
     }
     for f in fields(problem):
         if f.name not in out:
@@ -49,6 +51,8 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
         offers = tuple(Offer(o["region"], o["shape"], float(o["price_per_hour"]), o["available"]) for o in data["offers"])
         classes = tuple(WorkloadClass(q["id"], q["group"], float(q["rate"])) for q in data["classes"])
         current = {(c["template"], c["region"]): int(c["count"]) for c in data.get("current", [])}
+        transfers = tuple(TransferPrice(str(tp["sender"]), str(tp["src"]), str(tp["dst"]), float(tp["usd_per_hour"]))
+                          for tp in data.get("transfers", ()))
     except KeyError as exc:
         raise PlanningError(str(exc.args[0]), "missing key in the allocation problem.", "See docs/allocation.md for the fields.") from exc
     except PlanningError:
@@ -56,8 +60,8 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
     except (TypeError, ValueError, OverflowError) as exc:  # a number that is not one, or beyond a float
         raise PlanningError("allocation problem", f"a count, price or rate is not a usable number ({quote(exc)}).",
                             "give plain numbers: counts as whole numbers, rates and prices as decimals.") from exc
-    options = {k: v for k, v in data.items() if k not in ("templates", "offers", "classes", "current")}
-    return AllocationProblem(templates, offers, classes, current, **options)
+    options = {k: v for k, v in data.items() if k not in ("templates", "offers", "classes", "current", "transfers")}
+    return AllocationProblem(templates, offers, classes, current, transfers=transfers, **options)
 
 
 def result_to_dict(result: AllocationResult) -> dict[str, Any]:
@@ -68,6 +72,8 @@ def result_to_dict(result: AllocationResult) -> dict[str, Any]:
         "objective_value": result.objective_value,
         "cost_per_hour": result.cost_per_hour,
         "penalty_per_hour": result.penalty_per_hour,
+        "transfer_per_hour": result.transfer_per_hour,
+        "flows": [{"sender": q, "src": a, "dst": b, "share": f} for (q, a, b), f in result.flows.items()],
         "alpha": result.alpha,
         "gap": result.gap,
         "counts": [{"template": t, "region": r, "count": n} for (t, r), n in result.counts.items()],

@@ -3,8 +3,7 @@
 Same formulation as ``planning.allocate.formulation`` (labels (A) availability, (D) demand, (L) load,
 (P) penalty, (B) budget, (R) region links), vectorised: no per-variable Python objects, so 10^5+ columns build
 in well under a second. Column layout: [ν_p for every pair p | x_{q,p} for every positive throughput of a
-multi-class group | I_p for every pair with ν′_p > 0 (only when K > 0) | s_{ℓr} region splits of linked classes
-| α].
+multi-class group | I_p for every pair with ν′_p > 0 (only when K > 0) | f_{ℓab} flows of linked classes (the split s_{ℓr} = f_{ℓrr}, plus priced cross-region flows) | α].
 """
 
 from __future__ import annotations
@@ -77,19 +76,20 @@ def columns(inst: Instance) -> Columns:
 
 
 def links(inst: Instance, col: Columns) -> Block:
-    """(R) supply of class q in region r − λ_q s_{ℓr} ≥ 0 for each linked (q, r); Σ_r s_{ℓr} − α ≥ 0 per link."""
+    """(R) supply of class q in region r − λ_q Σ f (the link's flows out of r for its sender, into r for a
+    receiver) ≥ 0 for each linked (q, r); Σ f_ℓ − α ≥ 0 per link."""
     lk = inst.links()
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
     keys: list[Any] = []
-    for i, (q, j, idx, is_x) in enumerate(zip(lk.row_class, lk.row_split, lk.row_pairs, lk.row_is_x, strict=True)):
+    for i, (q, r, js, idx, is_x) in enumerate(zip(lk.row_class, lk.row_region, lk.row_splits, lk.row_pairs, lk.row_is_x, strict=True)):
         terms = (col.x0 + idx) if is_x else idx
         coef = np.ones(len(idx)) if is_x else inst.single_thr[idx]
-        rows.append(np.full(len(idx) + 1, i))
-        cols.append(np.append(terms, col.s0 + j))
-        vals.append(np.append(coef, -float(inst.class_rate[q])))
-        keys.append(("link-region", int(q), int(lk.split_region[j])))
+        rows.append(np.full(len(idx) + len(js), i))
+        cols.append(np.append(terms, col.s0 + js))
+        vals.append(np.append(coef, np.full(len(js), -float(inst.class_rate[q]))))
+        keys.append(("link-region", int(q), int(r)))
     r = len(lk.row_class)
     for li in lk.served_links:
         js = np.nonzero(lk.split_link == li)[0]
@@ -191,16 +191,19 @@ def penalty(inst: Instance, col: Columns) -> Block:
 
 
 def cost_vector(inst: Instance, col: Columns) -> np.ndarray:
-    """Objective (a): Σ p ν + I, with I = K p ν folded into ν's cost where ν′ = 0 (lossless, I is tight)."""
+    """Objective (a): Σ p ν + I + Σ c f, with I = K p ν folded into ν's cost where ν′ = 0 (lossless, I is
+    tight) and c the $/h of a cross-region KV flow at its link's full rate (0 on the diagonal)."""
     c = np.zeros(col.n)
     k = inst.problem.K
     c[: col.n_pairs] = inst.pair_price * np.where(inst.pair_current > 0, 1.0, 1.0 + k)
     c[col.i0 : col.i0 + col.n_pen] = 1.0
+    if col.n_split:
+        c[col.s0 : col.s0 + col.n_split] = inst.links().split_cost
     return c
 
 
 def budget(inst: Instance, col: Columns, limit: float) -> Block:
-    """(B) provisioning + penalty ≤ budget."""
+    """(B) provisioning + penalty + KV transfer ≤ budget."""
     c = cost_vector(inst, col)
     nz = np.nonzero(c)[0]
     return Block("budget", np.zeros(len(nz), dtype=np.int64), nz, c[nz], np.array([-INF]), np.array([limit]), ["budget"])

@@ -600,7 +600,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     if plan is None:
         return None
     budget = resolved.scenario.objective.budget_per_hour
-    total = plan.alloc.total_per_hour  # provisioning + penalty: what the budget bounds (AllocationProblem)
+    total = plan.alloc.total_per_hour  # provisioning + penalty + KV transfer: what the budget bounds (AllocationProblem)
     if budget is not None and total is not None and total > budget * (1 + 1e-9):
         # The cheapest plan that serves all demand is over the budget, so no plan within it serves all demand:
         # the library path reports the infeasibility with its diagnostics (the budget that would serve 100 %).

@@ -124,6 +124,30 @@ class WorkloadClass:
 
 
 @dataclass(frozen=True)
+class TransferPrice:
+    """Permission and price to send a link's requests from prefill in ``src`` to decode in ``dst`` (src ≠ dst).
+
+    ``sender`` is the first (sending) class of a link of ``AllocationProblem.links`` (a model's prefill class);
+    ``usd_per_hour`` is the cost of moving *all* of that link's requests (its full rate) across, i.e. the KV
+    bytes per request × requests/s × 3600 × $/GB; a flow carrying a share f of the requests costs f × that.
+    """
+
+    sender: str
+    src: str
+    dst: str
+    usd_per_hour: float
+
+    def __post_init__(self) -> None:
+        where = f"transfers[{self.sender} {self.src}->{self.dst}]"
+        if self.src == self.dst:
+            raise PlanningError(where, "source and destination region are the same.",
+                                "List only cross-region transfers; a region always pairs with itself for free.")
+        if not math.isfinite(self.usd_per_hour) or self.usd_per_hour < 0:
+            raise PlanningError(f"{where}.usd_per_hour", f"price {quote(self.usd_per_hour)} is not a finite number >= 0.",
+                                "Give the USD per hour of moving the link's full rate.")
+
+
+@dataclass(frozen=True)
 class AllocationProblem:
     """Everything the allocation model needs, explicit and solver-agnostic.
 
@@ -137,7 +161,10 @@ class AllocationProblem:
     ``links`` are tuples of class ids served *in the same regions in the same proportions* (a model's prefill
     class and its decode class: a request's KV cache must reach a decode node in its prefill's region). Each
     link ℓ gets split variables s_{ℓr} ≥ 0 with Σ_r s_{ℓr} ≥ α, and every class q of ℓ must be served in
-    region r at rate ≥ λ_q s_{ℓr} (``formulation``, constraint (R)).
+    region r at rate ≥ λ_q s_{ℓr} (``formulation``, constraint (R)). The first class of a link *sends* (a
+    request's prefill), the others *receive* (its decode). ``transfers`` lists the cross-region flows allowed
+    (a link's sender class, source region, destination region, $/h at the link's full rate); each adds a
+    flow column f_{ℓ,src,dst} ≥ 0 priced in the cost objective and the budget. None listed = pairing per region.
     """
 
     templates: tuple[TemplateOption, ...]
@@ -156,6 +183,7 @@ class AllocationProblem:
     decompose: bool = True
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
     links: tuple[tuple[str, ...], ...] = ()
+    transfers: tuple[TransferPrice, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "templates", tuple(self.templates))
@@ -182,6 +210,18 @@ class AllocationProblem:
                 if q in linked:
                     raise PlanningError(f"links[{i}]", f"class {quote(q)} is in two links.", "Put each class in one link at most.")
                 linked.add(q)
+        object.__setattr__(self, "transfers", tuple(self.transfers))
+        senders = {link[0] for link in self.links if len(link) > 1}
+        seen_flows: set[tuple[str, str, str]] = set()
+        for tp in self.transfers:
+            if tp.sender not in senders:
+                raise PlanningError(f"transfers[{tp.sender} {tp.src}->{tp.dst}].sender",
+                                    f"{quote(tp.sender)} is not the first (sending) class of a link of two or more classes.",
+                                    f"Use one of {sorted(senders)}.")
+            key = (tp.sender, tp.src, tp.dst)
+            if key in seen_flows:
+                raise PlanningError(f"transfers[{tp.sender} {tp.src}->{tp.dst}]", "listed twice.", "List each (sender, src, dst) once.")
+            seen_flows.add(key)
         ids = {t.id for t in self.templates}
         for (tid, region), n in self.start.items():
             if tid not in ids or n < 0:
@@ -268,7 +308,10 @@ class AllocationResult:
     ``counts`` maps (template id, region) -> instances ν; ``assignment`` maps (class id, template id, region)
     -> rate served by those instances; ``served`` maps group -> served / demanded (capped at 1 only by the
     model). ``alpha`` is the uniform served fraction (1 for a feasible cost solve). ``cost_per_hour`` is the
-    provisioning cost, ``penalty_per_hour`` the initialisation penalty Σ K p max(0, ν − ν′).
+    provisioning cost, ``penalty_per_hour`` the initialisation penalty Σ K p max(0, ν − ν′),
+    ``transfer_per_hour`` the cross-region KV transfer cost Σ c f. ``flows`` maps (sender class id, src region,
+    dst region) -> f, the share of the link's demand whose prefill runs in src and decode in dst (paired
+    regions included, src == dst; only for links, only f > 0).
     """
 
     status: Status
@@ -289,13 +332,15 @@ class AllocationResult:
     solver: str
     diagnostics: tuple[GroupDiagnostic, ...] = ()
     messages: tuple[str, ...] = ()
+    transfer_per_hour: float = 0.0
+    flows: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
 
     @property
     def total_per_hour(self) -> float | None:
-        """Provisioning + initialisation penalty (the cost objective's value)."""
+        """Provisioning + initialisation penalty + KV transfer (the cost objective's value)."""
         if self.cost_per_hour is None:
             return None
-        return self.cost_per_hour + (self.penalty_per_hour or 0.0)
+        return self.cost_per_hour + (self.penalty_per_hour or 0.0) + self.transfer_per_hour
 
     @property
     def has_plan(self) -> bool:

@@ -182,7 +182,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
     return AllocationResult(
         status=status,
         objective=problem.objective,
-        objective_value=(alpha_star if served_mode else (plan["cost"] + plan["penalty"] if plan else None)),
+        objective_value=(alpha_star if served_mode else (plan["cost"] + plan["penalty"] + plan["transfer"] if plan else None)),
         cost_per_hour=plan["cost"] if plan else None,
         penalty_per_hour=plan["penalty"] if plan else None,
         alpha=(alpha_star if served_mode else (1.0 if plan else None)),
@@ -198,6 +198,8 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         solver=problem.solver,
         diagnostics=diagnostics,
         messages=tuple(messages),
+        transfer_per_hour=plan["transfer"] if plan else 0.0,
+        flows=plan["flows"] if plan else {},
     )
 
 
@@ -216,8 +218,9 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     values[-1] = 1.0
     primal = bound = 0.0
     budget_left = runner.left()
-    parent_split = {(int(li), int(r)): j for j, (li, r) in enumerate(zip(inst.links().split_link,
-                                                                          inst.links().split_region, strict=True))}
+    lk = inst.links()
+    parent_split = {(int(li), int(a), int(b)): j
+                    for j, (li, a, b) in enumerate(zip(lk.split_link, lk.split_src, lk.split_dst, strict=True))}
     for part in inst.components():
         if not np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0)):
             continue
@@ -237,8 +240,8 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         for j, p in enumerate(sub_col.pen_pairs):
             values[col.i0 + int(np.searchsorted(col.pen_pairs, pairs[p]))] = raw.values[sub_col.i0 + j]
         sub_links = sub.links()
-        for j, (li, r) in enumerate(zip(sub_links.split_link, sub_links.split_region, strict=True)):
-            values[col.s0 + parent_split[(int(li), int(r))]] = raw.values[sub_col.s0 + j]
+        for j, (li, a, b) in enumerate(zip(sub_links.split_link, sub_links.split_src, sub_links.split_dst, strict=True)):
+            values[col.s0 + parent_split[(int(li), int(a), int(b))]] = raw.values[sub_col.s0 + j]
         primal += float(raw.phase.objective or 0.0)
         bound += float(raw.phase.bound)
     seconds = time.perf_counter() - t0
@@ -297,13 +300,23 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
     assignment: dict[tuple[str, str, str], float] = {}
     served_rate = np.zeros(len(inst.class_ids))
     # single-class groups: demand routed to instances in proportion to their capacity; a linked class
-    # (a model's prefill and decode) in proportion within each region, the region getting its split λ s_{ℓr}
+    # (a model's prefill and decode) in proportion within each region, the region getting its flows λ Σ f
+    # (out of r for the link's sender, into r for a receiver)
     lk = inst.links()
-    split = values[len(values) - 1 - lk.n_split : len(values) - 1]  # columns [ν | x | I | s | α]
+    split = values[len(values) - 1 - lk.n_split : len(values) - 1]  # columns [ν | x | I | f | α]
     region_share: dict[int, dict[int, float]] = {}
-    for j, (li, r) in enumerate(zip(lk.split_link, lk.split_region, strict=True)):
-        for q in inst.link_class[int(li)]:
-            region_share.setdefault(int(q), {})[int(r)] = max(0.0, float(split[j]))
+    flows: dict[tuple[str, str, str], float] = {}
+    transfer = 0.0
+    for j, (li, a, b) in enumerate(zip(lk.split_link, lk.split_src, lk.split_dst, strict=True)):
+        f = max(0.0, float(split[j]))
+        qs = inst.link_class[int(li)]
+        transfer += float(lk.split_cost[j]) * f
+        if f > 1e-12:
+            flows[(inst.class_ids[int(qs[0])], inst.regions[int(a)], inst.regions[int(b)])] = f
+        for pos, q in enumerate(qs):
+            side = int(a) if pos == 0 else int(b)
+            share = region_share.setdefault(int(q), {})
+            share[side] = share.get(side, 0.0) + f
     for g in range(len(inst.groups)):
         if not inst.single_class[g]:
             continue
@@ -350,7 +363,7 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
         fr = [served_rate[q] / inst.class_rate[q] for q in qs if inst.class_rate[q] > 0]
         served[name] = float(min(fr)) if fr else 1.0
     return {"counts": counts, "cost": cost, "penalty": pen, "assignment": assignment, "served": served,
-            "nodes": nodes, "alpha": alpha}
+            "nodes": nodes, "alpha": alpha, "transfer": transfer, "flows": flows}
 
 
 def with_classes(problem: AllocationProblem, keep_groups: set[str], **changes: Any) -> AllocationProblem:

@@ -23,7 +23,7 @@ class BaselineResult:
     """
 
     name: str
-    cost_per_hour: float
+    cost_per_hour: float  # provisioning + cross-region KV transfer (what the plan's comparable cost counts)
     served_fraction: Mapping[str, float]
     gpus_used: Mapping[str, int]
     nodes_used: Mapping[tuple[str, str], int]
@@ -120,7 +120,7 @@ def _wrap(name: str, res: AllocationResult, feasible: bool, note: str) -> Baseli
     served = dict(res.served)
     return BaselineResult(
         name=name,
-        cost_per_hour=float(res.cost_per_hour or 0.0),
+        cost_per_hour=float(res.cost_per_hour or 0.0) + float(res.transfer_per_hour),  # nodes + KV egress, as the plan
         served_fraction=served,
         gpus_used=gpus_of(res.nodes_used),
         nodes_used=dict(res.nodes_used),

@@ -10,6 +10,8 @@ is served partially and the note says so. Templates that cannot serve some deman
 Region links (``problem.links``: a model's prefill and decode in the same regions) are kept greedily: a group
 linked to one served before it fills, in each region, the share of demand that group placed there (scaled to
 the whole demand), from that region's pairs only; both are then served Σ_r min(their regional shares).
+The greedy never sends KV caches across regions (``problem.transfers`` are ignored: it pairs per region, so it
+has no egress); Homo-ILP and memP solve the allocation model and may use them, paying their egress.
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ def memp(
             budget_per_hour=None,
             dump_model=None,
             links=tuple(lk for lk in problem.links if set(lk) <= own),
+            transfers=tuple(tp for tp in problem.transfers if tp.sender in own),
         )
         res = from_allocation("memp", sub, "", cancel)
         cost += res.cost_per_hour

@@ -19,7 +19,7 @@ from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
-from planning.perf.roofline import Device, LayerArch, Precision, resolve_precision, valid_tp
+from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_table
 from planning.perf.tables import TableCache, best_over_batches
 
@@ -39,13 +39,25 @@ PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and
 DECODE_MAX_BATCH = 4096
 
 
-def handoff_s(arch: LayerArch, prec: Precision, net_gbps: float, input_len: float, settings: GlobalSettings) -> float:
-    """Seconds to send one request's whole KV cache (``input_len`` tokens, all layers and KV heads) to a
-    disaggregated decode instance over ``net_gbps``: the network latency plus bytes / bandwidth."""
+def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
+    """Bytes of one request's whole KV cache after its prefill: ``input_len`` tokens on every full-attention
+    layer (window-capped on sliding-window layers), all KV heads, ``kv_bytes`` per element."""
     n_full = float(arch.full_in_window[-1])
     window = float(arch.window) if arch.window else math.inf
     tokens = n_full * input_len + (arch.layers - n_full) * min(input_len, window)
-    nbytes = tokens * arch.kv_bytes_per_token(1, prec.kv_bytes)
+    return tokens * arch.kv_bytes_per_token(1, kv_bytes)
+
+
+def kv_element_bytes(model: ModelSpec) -> float:
+    """Bytes per cached K/V element of ``model`` at its own dtype (FP8 checkpoints carry an FP8 KV cache, as in
+    ``roofline.resolve_precision``; everything else 16-bit)."""
+    return 1.0 if (model.dtype or "bf16").lower() == "fp8" else KV_BYTES
+
+
+def handoff_s(arch: LayerArch, prec: Precision, net_gbps: float, input_len: float, settings: GlobalSettings) -> float:
+    """Seconds to send one request's whole KV cache (``input_len`` tokens, all layers and KV heads) to a
+    disaggregated decode instance over ``net_gbps``: the network latency plus bytes / bandwidth."""
+    nbytes = kv_request_bytes(arch, prec.kv_bytes, input_len)
     return settings.network_latency_ms * 1e-3 + nbytes / (net_gbps * 1e9 / 8.0)
 
 

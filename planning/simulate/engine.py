@@ -292,8 +292,14 @@ class DecodeEngine(Engine):
             else:
                 req.t_dec_admit[r] = t
                 origin = self.origin.get(r)
-                net = min(self.im.net_gbps, origin.im.net_gbps) if origin is not None else self.im.net_gbps
-                self.sim.push(t + self.im.kv_transfer_s(req.inp[r], net), KV_DONE, self, r)
+                wan = self.sim.wan.get((self.sim.region.get(origin, ""), self.sim.region.get(self, ""))) \
+                    if origin is not None and self.sim.wan else None
+                if wan is not None:  # across regions: WAN one-way latency + KV bytes at the WAN's Gbit/s
+                    handoff = wan[0] + self.im.kv_bytes(req.inp[r]) / (wan[1] * 1e9 / 8.0)
+                else:
+                    net = min(self.im.net_gbps, origin.im.net_gbps) if origin is not None else self.im.net_gbps
+                    handoff = self.im.kv_transfer_s(req.inp[r], net)
+                self.sim.push(t + handoff, KV_DONE, self, r)
 
     def kv_arrived(self, t: float, r: int) -> None:
         origin = self.origin.pop(r, None)
@@ -466,11 +472,15 @@ class ModelRoutes:
     ``local`` maps a prefill engine to the decode router of its own region: the planner pairs a model's prefill
     and decode capacity per region (``AllocationProblem.links``), so a request's KV cache goes to a decode node
     in the region of its prefill; ``decode`` (all regions) is used only where a region has no decode engine.
+    ``spread`` maps a prefill engine whose region sends some requests' KV to other regions (``options.kv_transfer:
+    cross-region``) to the decode routers of the destination regions and the plan's shares, picked by smooth
+    weighted round-robin.
     """
 
     first: Router | None
     decode: Router | None
     local: dict[Engine, Router] = field(default_factory=dict)
+    spread: dict[Engine, tuple[list[Router], _Weights]] = field(default_factory=dict)
 
 
 class Sim:
@@ -486,6 +496,8 @@ class Sim:
         self.now = 0.0
         self.events = 0
         self.finish_events = 0  # conservation check: one per request
+        self.region: dict[object, str] = {}  # engine -> its region
+        self.wan: dict[tuple[str, str], tuple[float, float]] = {}  # (src, dst) -> (one-way s, Gbit/s) across regions
 
     def push(self, t: float, kind: int, target: object, payload: object) -> None:
         self.seq += 1
@@ -518,7 +530,9 @@ class Sim:
                 engine.kv_released(t, r)
                 self.drop(t, r)
                 continue
-            dec = routes.local.get(engine, routes.decode).pick(req.inp[r], req.out[r])
+            spread = routes.spread.get(engine)
+            target = spread[0][spread[1].next()] if spread is not None else routes.local.get(engine, routes.decode)
+            dec = target.pick(req.inp[r], req.out[r])
             assert isinstance(dec, DecodeEngine)
             dec.enqueue(t, r, engine)
 

@@ -13,9 +13,18 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
 from planning.perf.model import MAX_TOKENS, PerfModel
-from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
+from planning.result import InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
-from planning.simulate.engine import DecodeEngine, Engine, ModelRoutes, PrefillEngine, Requests, Router, Sim
+from planning.simulate.engine import (
+    DecodeEngine,
+    Engine,
+    ModelRoutes,
+    PrefillEngine,
+    Requests,
+    Router,
+    Sim,
+    _Weights,
+)
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
 from planning.simulate.steps import InstanceModel, engine_defaults
@@ -84,6 +93,7 @@ class Topology:
     served: dict[str, float] = field(default_factory=dict)  # share of each model's demand the plan serves
     chunk_tokens: int = 2048  # engine limits the instance models were built with
     max_seqs: int = 1024
+    kv_flows: tuple[KvFlow, ...] = ()  # the plan's prefill region -> decode region shares (cross-region KV)
 
 
 def _with_defaults(cfg: SimConfig, perf: PerfModel) -> SimConfig:
@@ -110,7 +120,8 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
     cfg = _with_defaults(config or SimConfig(), perf)
     if not plan.instances:
         raise PlanningError("plan", f"has no instances (status {plan.status}).", "simulate a feasible plan.")
-    topo = Topology(scenario, chunk_tokens=int(cfg.chunk_tokens or 2048), max_seqs=int(cfg.max_seqs or 1024))
+    topo = Topology(scenario, chunk_tokens=int(cfg.chunk_tokens or 2048), max_seqs=int(cfg.max_seqs or 1024),
+                    kv_flows=tuple(plan.kv_flows))
     for g in plan.service:
         topo.served[g.model] = min(topo.served.get(g.model, 1.0), g.fraction)
     for m, f in topo.served.items():
@@ -188,6 +199,7 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
             else:
                 eng = DecodeEngine(sim, item.model, name, p.phase == "aggregated",
                                    item.token_budget or topo.chunk_tokens)
+            sim.region[eng] = p.region
             by_group.setdefault((p.model, p.phase), []).append((eng, p.throughput))
             plans.setdefault((p.model, p.phase), []).append(p)
             engines.append((eng, p))
@@ -205,6 +217,7 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
         phase = "aggregated" if by_group.get((m, "aggregated")) else "prefill"
         disaggregated = bool(first) and not by_group.get((m, "aggregated"))
         local: dict[Engine, Router] = {}
+        spread: dict[Engine, tuple[list[Router], _Weights]] = {}
         if disaggregated and dec:
             dec_plans = plans[(m, "decode")]
             by_region: dict[str, list[int]] = {}
@@ -213,11 +226,23 @@ def _engines(sim: Sim, topo: Topology, cfg: SimConfig) -> tuple[list[ModelRoutes
             regional = {region: Router([dec[k][0] for k in ks], [dec[k][1] for k in ks], cfg.router,
                                        class_weights([dec_plans[k] for k in ks]) if cfg.router_classes else None)
                         for region, ks in by_region.items()}
+            # cross-region KV (options.kv_transfer: cross-region): region r's prefills go to region r' decode
+            # routers in the plan's proportions f(r, r') / Σ_r' f(r, r'), the hand-off over the WAN
+            flows: dict[str, dict[str, float]] = {}
+            for f in topo.kv_flows:
+                if f.model == m and f.share > 0 and f.dst in regional:
+                    flows.setdefault(f.src, {})[f.dst] = f.share
+                    if f.cross_region and f.wan_gbps > 0:
+                        sim.wan[(f.src, f.dst)] = (f.one_way_ms * 1e-3, f.wan_gbps)
             for eng, pl in zip((e for e, _ in first or []), plans[(m, phase)], strict=True):
-                if pl.region in regional:
+                dests = flows.get(pl.region, {})
+                if any(d != pl.region for d in dests):
+                    regions = sorted(dests)
+                    spread[eng] = ([regional[d] for d in regions], _Weights([dests[d] for d in regions]))
+                elif pl.region in regional:
                     local[eng] = regional[pl.region]
         routes.append(ModelRoutes(router(first, (m, phase)), router(dec, (m, "decode")) if disaggregated else None,
-                                  local))
+                                  local, spread))
     return routes, engines
 
 

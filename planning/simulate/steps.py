@@ -36,7 +36,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.curves import Curves
-from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s
+from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s, kv_request_bytes
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
 
@@ -256,6 +256,10 @@ class InstanceModel:
     def kv_fits(self, full: float, slide: float) -> bool:
         """Whether reserved totals (full-layer tokens, window-capped tokens) fit every copy."""
         return self.kv_fraction(full, slide) <= 1.0
+
+    def kv_bytes(self, tokens: float) -> float:
+        """Bytes of one request's whole KV cache of ``tokens`` tokens (``perf.model.kv_request_bytes``)."""
+        return kv_request_bytes(self.arch, self._handoff_prec.kv_bytes, tokens)
 
     def kv_transfer_s(self, tokens: float, net_gbps: float) -> float:
         """Seconds to send one request's whole KV cache of ``tokens`` tokens over ``net_gbps`` (the planner's

@@ -282,7 +282,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         started, stopped = _churn(prep, solved.counts, prev, node_cache)
         cost_by_model: dict[str, float] = {}
         for line in res.cost_lines:
-            if line.kind == "provisioning":
+            if line.kind in ("provisioning", "transfer"):  # nodes + cross-region KV egress, both billed
                 cost_by_model[line.model] = cost_by_model.get(line.model, 0.0) + line.cost_per_hour
         served = {f"{s.model}/{s.phase}": s.fraction for s in res.service}
         if not solved.has_plan:
@@ -321,7 +321,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
             status=res.status, objective=solved.objective, alpha=solved.alpha if solved.objective == "served" else 1.0,
             cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0,
             provisioning_per_hour=res.provisioning_per_hour, penalty_per_hour=res.penalty_per_hour,
-            cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
+            transfer_per_hour=res.transfer_per_hour, cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
             goodput_tok_s=goodput,
             demand_rps={m: (series[m].rate_rps[at(series[m], e)] if m in series else scenario.model(m).demand.rate_rps)
                         for m in models},
@@ -342,7 +342,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         sscn = with_availability(design, low, known)
         st = engine.solve_epoch(prep, sscn, peak, goodput_fallback=True)
         static_ok = st.objective == "cost" and st.result.status in ("optimal", "feasible")
-        static_cost = st.result.provisioning_per_hour
+        static_cost = st.result.comparable_cost  # nodes + cross-region KV egress, as every method counts
         initial = st.result.penalty_per_hour
         for e, ep in enumerate(epochs):
             cap = engine.capacity(prep, st.counts, per_epoch_groups[e])

@@ -56,6 +56,7 @@ class EpochResult:
     expected_served_fraction: Mapping[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     methods: Mapping[str, MethodEpoch] = field(default_factory=dict)
+    transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region), in cost_per_hour
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,20 @@ def columns(inst: Instance) -> Columns:
     return Columns(inst.n_pairs, len(inst.thr_pair), len(pen), pen, inst.links().n_split)
 
 
+def _at_least_zero(label: str, rows: list[np.ndarray], cols: list[np.ndarray], vals: list[np.ndarray],
+                   keys: list[Any]) -> Block:
+    """A family of rows ``Σ vals·cols ≥ 0``, one per key, from per-row triplet arrays (row indices 0, 1, …)."""
+    return Block(
+        label,
+        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
+        np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64),
+        np.concatenate(vals) if vals else np.zeros(0),
+        np.zeros(len(keys)),
+        np.full(len(keys), INF),
+        keys,
+    )
+
+
 def links(inst: Instance, col: Columns) -> Block:
     """(R) supply of class q in region r − λ_q Σ f (the link's flows out of r for its sender, into r for a
     receiver) ≥ 0 for each linked (q, r); Σ f_ℓ − α ≥ 0 per link."""
@@ -98,15 +112,7 @@ def links(inst: Instance, col: Columns) -> Block:
         vals.append(np.append(np.ones(len(js)), -1.0))
         keys.append(("link", li))
         r += 1
-    return Block(
-        "links",
-        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-        np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64),
-        np.concatenate(vals) if vals else np.zeros(0),
-        np.zeros(r),
-        np.full(r, INF),
-        keys,
-    )
+    return _at_least_zero("links", rows, cols, vals, keys)
 
 
 def availability(inst: Instance, col: Columns) -> Block:
@@ -156,15 +162,7 @@ def demand(inst: Instance, col: Columns) -> Block:
         vals.append(np.append(np.ones(len(xs)), -rate))
         keys.append(("class", q))
         r += 1
-    return Block(
-        "demand",
-        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-        np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64),
-        np.concatenate(vals) if vals else np.zeros(0),
-        np.zeros(r),
-        np.full(r, INF),
-        keys,
-    )
+    return _at_least_zero("demand", rows, cols, vals, keys)
 
 
 def load(inst: Instance, col: Columns) -> Block:

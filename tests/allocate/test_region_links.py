@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from planning.allocate import solve_allocation
-from planning.allocate.brute import brute_force
+from planning.allocate.brute import BruteResult, brute_force
 from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, TransferPrice, WorkloadClass
 from planning.allocate.synthetic import random_problem
 from planning.errors import PlanningError
@@ -92,9 +92,9 @@ def test_the_seeded_instances_exercise_the_links() -> None:
     assert changed >= 5
 
 
-@pytest.mark.parametrize("seed", range(16))
-def test_linked_optimum_equals_brute_force(seed: int) -> None:
-    base, problem = _seeded(seed)
+def _agrees_with_brute_force(problem: AllocationProblem) -> BruteResult:
+    """Both builders, with and without the group-by-group shortcut, give brute force's optimum (cost objective,
+    transfers included) or its infeasibility."""
     oracle = brute_force(problem, max_evaluations=400_000)
     for builder, decompose in (("matrix", True), ("matrix", False), ("pulp", False)):
         res = solve_allocation(replace(problem, builder=builder, decompose=decompose, mip_rel_gap=0.0))
@@ -103,6 +103,14 @@ def test_linked_optimum_equals_brute_force(seed: int) -> None:
             continue
         assert res.status == "optimal", (builder, decompose, res.messages)
         assert res.objective_value == pytest.approx(oracle.cost, rel=1e-6, abs=1e-9), (builder, decompose)
+        assert res.total_per_hour == pytest.approx(oracle.cost, rel=1e-6, abs=1e-9)
+    return oracle
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_linked_optimum_equals_brute_force(seed: int) -> None:
+    base, problem = _seeded(seed)
+    oracle = _agrees_with_brute_force(problem)
     unlinked = solve_allocation(replace(base, mip_rel_gap=0.0))
     if oracle.feasible and unlinked.has_plan:
         assert unlinked.objective_value <= oracle.cost + 1e-6  # pairing can only cost more
@@ -197,15 +205,7 @@ def test_the_seeded_transfers_are_used() -> None:
 def test_transfer_optimum_equals_brute_force(seed: int) -> None:
     _base, linked = _seeded(seed)
     problem = _with_transfers(linked, seed)
-    oracle = brute_force(problem, max_evaluations=400_000)
-    for builder, decompose in (("matrix", True), ("matrix", False), ("pulp", False)):
-        res = solve_allocation(replace(problem, builder=builder, decompose=decompose, mip_rel_gap=0.0))
-        if not oracle.feasible:
-            assert res.status == "infeasible", (builder, decompose)
-            continue
-        assert res.status == "optimal", (builder, decompose, res.messages)
-        assert res.objective_value == pytest.approx(oracle.cost, rel=1e-6, abs=1e-9), (builder, decompose)
-        assert res.total_per_hour == pytest.approx(oracle.cost, rel=1e-6, abs=1e-9)
+    oracle = _agrees_with_brute_force(problem)
     paired = solve_allocation(replace(linked, mip_rel_gap=0.0))
     if paired.has_plan:
         assert oracle.feasible and oracle.cost <= paired.objective_value + 1e-6  # transfers can only help

@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -99,13 +100,19 @@ def test_home_and_plan_page_show_no_negative_saving(planning_home: Path, name: s
     _assert_baselines_chart(at)
 
 
-def test_whatif_demand_x2_variant_diff_and_sweep_show_no_negative_saving(planning_home: Path) -> None:
-    """coral-core planned, then the What-if page's default variant (demand ×2, all models) and a demand sweep."""
-    at, _ = planned(planning_home, choice="preset:coral-core", page="views/4_What-if.py")
-    next(b for b in at.button if b.label == "Run variant").click()  # default: demand ×2, all models
+def _run_default_variant(at: Any, planning_home: Path) -> str:
+    """Click the What-if page's "Run variant" (its default change) and wait for the job; the variant's label."""
+    next(b for b in at.button if b.label == "Run variant").click()
     at.run()
     (label, job_id), = dict(at.session_state["whatif_jobs"]).items()
     assert wait_for_job(planning_home, job_id) == "done"
+    return str(label)
+
+
+def test_whatif_demand_x2_variant_diff_and_sweep_show_no_negative_saving(planning_home: Path) -> None:
+    """coral-core planned, then the What-if page's default variant (demand ×2, all models) and a demand sweep."""
+    at, _ = planned(planning_home, choice="preset:coral-core", page="views/4_What-if.py")
+    label = _run_default_variant(at, planning_home)  # default: demand ×2, all models
     next(t for t in at.text_input if t.label == "Factors k").set_value("1, 2")
     next(b for b in at.button if b.label == "Run sweep").click()
     at.run()
@@ -142,10 +149,7 @@ def test_whatif_demand_x2_variant_diff_and_sweep_show_no_negative_saving(plannin
 def test_whatif_on_an_idle_model_shows_no_negative_saving(planning_home: Path) -> None:
     """coral-core with one model at 0 req/s, planned, then varied (demand ×2) on the What-if page."""
     at, _ = _plan_saved(planning_home, "coral-core-idle", page="views/4_What-if.py")
-    next(b for b in at.button if b.label == "Run variant").click()
-    at.run()
-    (_, job_id), = dict(at.session_state["whatif_jobs"]).items()
-    assert wait_for_job(planning_home, job_id) == "done"
+    _run_default_variant(at, planning_home)
     at.run()
     assert not at.exception
     frame = at.dataframe[0].value

@@ -154,6 +154,14 @@ with st.form("scenario_form"):
                                       "returned with its MIP gap.")
     solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver),
                           help="The MILP solver: HiGHS (default, faster) or CBC.")
+    kv_modes = ["same-region", "cross-region"]
+    kv_transfer = st.selectbox(
+        "KV transfer (disaggregated)", kv_modes, index=kv_modes.index(o.kv_transfer),
+        format_func={"same-region": "same region: prefill and decode paired per region",
+                     "cross-region": "cross-region allowed: egress priced, WAN delay added"}.__getitem__,
+        help="KV transfer: a request's KV cache goes from its prefill node to a decode node. Same region (default) "
+             "plans both phases in the same regions; cross-region lets the optimizer send it to another region, "
+             "paying that cloud's egress $/GB and the WAN delay (data/egress.csv, data/wan.csv).")
     apply = st.form_submit_button("Apply", type="primary")
 if apply:
     data: dict[str, Any] = scenario.to_dict()
@@ -162,7 +170,7 @@ if apply:
         data.update(regions=regions, shapes=shapes, exclude_gpus=exclude, mode=mode, pricing=pricing,
                     objective={"kind": objective, "budget_per_hour": budget or None})
         data["options"] = {**data["options"], "nmax": nmax, "rho": rho, "K": k_penalty, "time_limit_s": time_limit,
-                           "solver": solver}
+                           "solver": solver, "kv_transfer": kv_transfer}
         data["name"], data["description"] = new_name.strip() or scenario.name, new_description
         if Scenario.from_dict(data).to_dict() == scenario.to_dict():
             st.info("Nothing changed.")

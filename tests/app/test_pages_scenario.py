@@ -137,6 +137,17 @@ def test_every_option_has_help_text() -> None:
     at = app("views/1_Scenario.py")
     widgets = [*at.number_input, *at.selectbox, *at.radio]
     options = {w.label: w.help for w in widgets if w.label.split()[0] in
-               {"Nmax", "ρ", "K", "Time", "Solver", "Mode", "Pricing", "Objective"}}
-    assert len(options) == 8
+               {"Nmax", "ρ", "K", "Time", "Solver", "Mode", "Pricing", "Objective", "KV"}}
+    assert len(options) == 9
     assert all(h and len(h) > 20 for h in options.values()), options
+
+
+def test_kv_transfer_option_is_applied(planning_home: Path) -> None:
+    """Issue 12 §4: cross-region KV transfer is an explicit choice on the page, validated like every option."""
+    at = _on_tiny(planning_home)
+    assert at.session_state["scenario"].options.kv_transfer == "same-region"
+    next(s for s in at.selectbox if s.label.startswith("KV transfer")).set_value("cross-region")
+    next(b for b in at.button if b.label == "Apply").click()
+    at.run()
+    assert not at.exception
+    assert at.session_state["scenario"].options.kv_transfer == "cross-region"

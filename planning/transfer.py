@@ -12,15 +12,13 @@ error that names the file.
 
 from __future__ import annotations
 
-import csv
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from planning.catalog.load import DATA_DIR, read_table
+from planning.catalog.schema import EgressPrice, WanLink
 from planning.errors import PlanningError, quote
-
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 _CONTINENT_PREFIXES = (
     (("us-", "us", "northamerica-", "eastus", "westus", "centralus", "northcentralus", "southcentralus",
@@ -56,43 +54,13 @@ def continent(region: str) -> str:
     return f"unknown:{region}"
 
 
-def _read(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for i, row in enumerate(rows, start=2):
-        for c in columns:
-            if not (row.get(c) or "").strip():
-                raise PlanningError(f"{path.name}:{i}.{c}", "the cell is empty.", f"fill {c} (see data/README.md).")
-    return rows
-
-
-def _number(path: Path, line: int, column: str, raw: str, *, positive: bool = False) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise PlanningError(f"{path.name}:{line}.{column}", f"{quote(raw)} is not a number {'> 0' if positive else '>= 0'}.",
-                            "write a plain decimal number.")
-    return value
-
-
 @functools.lru_cache(maxsize=4)
-def _tables(data_dir: Path) -> tuple[dict[str, tuple[float, float, str]], dict[str, tuple[float, float, str]]]:
-    egress_path, wan_path = data_dir / "egress.csv", data_dir / "wan.csv"
-    egress: dict[str, tuple[float, float, str]] = {}
-    for i, row in enumerate(_read(egress_path, ("cloud", "inter_region_usd_per_gb", "internet_usd_per_gb", "source", "as_of")), start=2):
-        egress[row["cloud"].strip()] = (_number(egress_path, i, "inter_region_usd_per_gb", row["inter_region_usd_per_gb"]),
-                                        _number(egress_path, i, "internet_usd_per_gb", row["internet_usd_per_gb"]),
-                                        f"{row['source']} ({row['as_of']})")
-    wan: dict[str, tuple[float, float, str]] = {}
-    for i, row in enumerate(_read(wan_path, ("scope", "one_way_ms", "gbps", "source", "as_of")), start=2):
-        wan[row["scope"].strip()] = (_number(wan_path, i, "one_way_ms", row["one_way_ms"]) * 1e-3,
-                                     _number(wan_path, i, "gbps", row["gbps"], positive=True),
-                                     f"{row.get('quality', '')} {row['source']} ({row['as_of']})".strip())
+def _tables(data_dir: Path) -> tuple[dict[str, EgressPrice], dict[str, WanLink]]:
+    egress = read_table(data_dir / "egress.csv", "egress")
+    wan = read_table(data_dir / "wan.csv", "wan")
     for scope in ("same-continent", "other-continent"):
         if scope not in wan:
-            raise PlanningError(wan_path.name, f"no row for scope {quote(scope)}.", "add it (see data/README.md).")
+            raise PlanningError("wan.csv", f"no row for scope {quote(scope)}.", "add it (see data/README.md).")
     return egress, wan
 
 
@@ -109,8 +77,9 @@ def transfer(src: str, dst: str, data_dir: Path | None = None) -> Transfer:
     if src_cloud not in egress:
         raise PlanningError("egress.csv", f"no egress price for cloud {quote(src_cloud)} (region {quote(src)}).",
                             f"add a row for it; known clouds: {', '.join(sorted(egress))}.")
-    inter, internet, price_source = egress[src_cloud]
-    usd = inter if src_cloud == dst_cloud else internet
+    price = egress[src_cloud]
+    usd = price.inter_region_usd_per_gb if src_cloud == dst_cloud else price.internet_usd_per_gb
     scope = "same-continent" if continent(src) == continent(dst) else "other-continent"
-    one_way, gbps, wan_source = wan[scope]
-    return Transfer(src, dst, usd, one_way, gbps, f"egress: {price_source}; WAN ({scope}): {wan_source}")
+    link = wan[scope]
+    return Transfer(src, dst, usd, link.one_way_ms * 1e-3, link.gbps,
+                    f"egress: {price.source} ({price.as_of}); WAN ({scope}): {link.quality} {link.source} ({link.as_of})")

@@ -16,10 +16,12 @@ from planning.catalog.schema import (
     GPU,
     Availability,
     Catalog,
+    EgressPrice,
     ModelSpec,
     NodeConfig,
     Region,
     SLOPreset,
+    WanLink,
 )
 from planning.errors import PlanningError, quote
 from planning.safeio import load_yaml, read_text
@@ -217,6 +219,30 @@ _TABLES: dict[str, _Table] = {
         },
         lambda r: r["config_id"],
     ),
+    # read by planning.transfer (cross-region KV transfer), not layered into the Catalog
+    "egress": _Table(
+        EgressPrice,
+        {
+            "cloud": _ident,
+            "inter_region_usd_per_gb": _non_negative,
+            "internet_usd_per_gb": _non_negative,
+            "source": _text,
+            "as_of": _date,
+        },
+        lambda r: r["cloud"],
+    ),
+    "wan": _Table(
+        WanLink,
+        {
+            "scope": _ident,
+            "one_way_ms": _non_negative,
+            "gbps": _positive,
+            "quality": _choice(QUALITY_FLAGS),
+            "source": _text,
+            "as_of": _date,
+        },
+        lambda r: r["scope"],
+    ),
 }
 
 
@@ -233,7 +259,7 @@ def read_table(path: Path, kind: str) -> dict[str, Any]:
     path:
         CSV file with a header row.
     kind:
-        One of ``gpus``, ``regions``, ``configs``, ``slo_presets``, ``availability``.
+        One of ``gpus``, ``regions``, ``configs``, ``slo_presets``, ``availability``, ``egress``, ``wan``.
 
     Returns
     -------

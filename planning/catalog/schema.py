@@ -198,6 +198,29 @@ class SLOPreset:
 
 
 @dataclass(frozen=True)
+class EgressPrice:
+    """Data-transfer prices of one cloud ($/GB): between its own regions, and out to the internet (another cloud)."""
+
+    cloud: str
+    inter_region_usd_per_gb: float
+    internet_usd_per_gb: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class WanLink:
+    """One scope of inter-region links (``same-continent`` / ``other-continent``): one-way ms, per-transfer Gbit/s."""
+
+    scope: str
+    one_way_ms: float
+    gbps: float
+    quality: str
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
 class Availability:
     """Illustrative (editable) count of nodes of one config available in one region."""
 

@@ -89,23 +89,10 @@ class Instance:
         return self.link_layout
 
     def components(self) -> list[list[int]]:
-        """Groups joined by links (a model's prefill and decode), each a list; unlinked groups alone."""
-        parent = list(range(len(self.groups)))
-
-        def root(g: int) -> int:
-            while parent[g] != g:
-                parent[g] = parent[parent[g]]
-                g = parent[g]
-            return g
-
-        for qs in self.link_class:
-            gs = [int(self.class_group[q]) for q in qs]
-            for g in gs[1:]:
-                parent[root(g)] = root(gs[0])
-        out: dict[int, list[int]] = {}
-        for g in range(len(self.groups)):
-            out.setdefault(root(g), []).append(g)
-        return list(out.values())
+        """Groups joined by links (a model's prefill and decode), each a list of indices; unlinked groups alone
+        (``AllocationProblem.linked_parts``; the instance's groups are the problem's, in the same order)."""
+        index = {g: i for i, g in enumerate(self.groups)}
+        return [[index[g] for g in part] for part in self.problem.linked_parts()]
 
     def restrict(self, group: int | Sequence[int]) -> tuple[Instance, np.ndarray, np.ndarray]:
         """The sub-instance of one group, or of a set of groups (other groups' demand set to 0).

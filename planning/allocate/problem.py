@@ -254,6 +254,23 @@ class AllocationProblem:
         """Groups with demand classes, in order of first appearance in ``classes``."""
         return tuple(dict.fromkeys(q.group for q in self.classes))
 
+    def linked_parts(self) -> list[list[str]]:
+        """The groups in parts joined by ``links`` (a model's prefill and decode; an unlinked group alone), each
+        part and the parts in :meth:`groups` order."""
+        groups = list(self.groups())
+        group_of = {q.id: q.group for q in self.classes}
+        part_of = {g: [g] for g in groups}
+        for link in self.links:
+            joined = {group_of[q] for q in link}
+            merged = [g for g in groups if any(g in part_of[h] for h in joined)]
+            for g in merged:
+                part_of[g] = merged
+        parts: list[list[str]] = []
+        for g in groups:
+            if part_of[g] not in parts:
+                parts.append(part_of[g])
+        return parts
+
 
 def _unique(name: str, ids: list[str]) -> None:
     seen: set[str] = set()

@@ -65,12 +65,7 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
     served: dict[str, float] = {}
     cost = 0.0
     notes: list[str] = []
-    group_of = {q.id: q.group for q in problem.classes}
-    linked_to: dict[str, set[str]] = {}
-    for link in problem.links:
-        gs = {group_of[q] for q in link}
-        for g in gs:
-            linked_to.setdefault(g, set()).update(gs - {g})
+    linked_to = {g: set(part) - {g} for part in problem.linked_parts() for g in part}
     placed: dict[str, dict[str, float]] = {}  # group -> region -> share of its demand placed there
     for g in groups:
         check_cancel(cancel, "baseline homo")

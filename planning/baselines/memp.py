@@ -109,7 +109,7 @@ def memp(
     counts: dict[tuple[str, str], int] = {}
     nodes: dict[tuple[str, str], int] = {}
     notes: list[str] = []
-    for part in _linked_parts(problem, groups):
+    for part in problem.linked_parts():
         check_cancel(cancel, "baseline memp")
         demanded = [g for g in part if rates[g] > 0 or any(q.rate > 0 for q in problem.classes if q.group == g)]
         for g in part:
@@ -164,22 +164,6 @@ def memp(
         seconds=time.perf_counter() - t0,
         details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
     )
-
-
-def _linked_parts(problem: AllocationProblem, groups: list[str]) -> list[list[str]]:
-    """The groups in parts joined by ``problem.links`` (a model's prefill and decode), in ``groups`` order."""
-    group_of = {q.id: q.group for q in problem.classes}
-    part_of = {g: [g] for g in groups}
-    for link in problem.links:
-        gs = sorted({group_of[q] for q in link}, key=groups.index)
-        merged = [g for g in groups if any(g in part_of[h] for h in gs)]
-        for g in merged:
-            part_of[g] = merged
-    seen: list[list[str]] = []
-    for g in groups:
-        if part_of[g] not in seen:
-            seen.append(part_of[g])
-    return seen
 
 
 def _nodes_to_take(left: float, got: float, node: float, target: float) -> int:

@@ -34,6 +34,15 @@ def _grid(max_seqs: int) -> np.ndarray:
     return np.unique(np.concatenate([dense, sparse[sparse <= max_seqs]]))
 
 
+def _token_grid(cap: float) -> np.ndarray:
+    """Step token budgets to search: 64, 80, … (steps of 16, the simulator's resolution) to 1024, then geometric to
+    ``cap`` (and ``cap`` itself)."""
+    cap = max(64.0, float(cap))
+    fine = np.arange(64.0, min(cap, 1024.0) + 1.0, 16.0)
+    coarse = np.round(np.geomspace(1024.0, cap, 48)) if cap > 1024.0 else np.zeros(0)
+    return np.unique(np.concatenate([fine, coarse, [cap]]))
+
+
 def _step_time(arch: LayerArch, dev: Device, prec: Precision, tp: int, n_decode: np.ndarray, context: float,
                prefill_tokens: np.ndarray, prompt_len: float) -> np.ndarray:
     nf = float(arch.full_in_window[-1])
@@ -136,9 +145,10 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
 
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
     mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
-    t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= token budget, the stage's memory (j layers of
-    weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve) fits, and the pipeline TTFT
-    S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
+    t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= T(S, j) (the SLO-sized step token budget: the
+    largest prompt chunk whose step on the j layers fits tpot_budget[S], 64 tokens to the engine setting), the stage's
+    memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve)
+    fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
     ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
@@ -150,17 +160,30 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     t_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, False)
     t_slide = (mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, True)
                if arch.window else t_full)
-    chunk = np.maximum(budget - b, 1.0)
-    c_full = mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, False)
-    c_slide = (mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp, True)
-               if arch.window else c_full)
-    steps = np.ceil(inp / chunk) + 0.5
     j = np.arange(1, arch.layers + 1, dtype=float)
     nf = arch.full_in_window
     ns = j - nf
     step = dev.cal.step_ms * 1e-3
     run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B)
-    run_chunk = nf[:, None] * c_full[None, :] + ns[:, None] * c_slide[None, :] + step
+    # The engine's per-step token budget, as the simulator runs it and a deployment of the plan sets it
+    # (Sarathi-Serve's rule, simulate.steps.InstanceModel.step_token_budget): the largest prompt chunk whose step on
+    # the stage fits the stage's TPOT budget, at least 64 tokens, at most the engine setting. Decodes and prompt
+    # chunks share it, so the mean prompt share must fit beside the decodes and a prompt takes ceil(I / (T - B))
+    # steps. (Assuming the engine setting instead let a plan promise TTFTs that its SLO-sized steps cannot keep.)
+    tgrid = _token_grid(budget)
+    p_full = mixed_layer_time(dev, arch, prec, tp, np.zeros_like(tgrid), ctx, tgrid, inp, False)
+    p_slide = mixed_layer_time(dev, arch, prec, tp, np.zeros_like(tgrid), ctx, tgrid, inp, True) if arch.window else p_full
+    pre = nf[:, None] * p_full[None, :] + ns[:, None] * p_slide[None, :] + step  # (L, T)
+    fits = pre[None, :, :] <= tpot_budget[:, None, None]  # (S, L, T): step time grows with the tokens
+    n_fit = fits.sum(axis=2)
+    tokens = np.where(n_fit > 0, tgrid[np.maximum(n_fit - 1, 0)], tgrid[0])[:, :, None]  # (S, L, 1)
+    chunk = np.maximum(tokens - b[None, None, :], 1.0)  # (S, L, B) prompt tokens per step beside B - 1 decodes
+    c_tok = np.minimum(chunk, inp)
+    c_full = mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0)[None, None, :], ctx, c_tok, inp, False)
+    c_slide = (mixed_layer_time(dev, arch, prec, tp, np.maximum(b - 1.0, 0.0)[None, None, :], ctx, c_tok, inp, True)
+               if arch.window else c_full)
+    steps = np.ceil(inp / chunk) + 0.5
+    run_chunk = nf[None, :, None] * c_full + ns[None, :, None] * c_slide + step  # (S, L, B)
     kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
     # Planning sizes a sequence's KV at its full length (input + output), as the decode tables do: an engine
     # that admits a request must be able to keep it to its last token without preemption. Each node of an
@@ -172,13 +195,13 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
     held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
     mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
-    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share) <= budget)[None, None, :]  # (S, L, B)
+    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
     t = run[None, :, :] + send[:, None, :]  # (S, L, B)
-    ttft = stages[:, None, None] * steps[None, None, :] * (run_chunk[None, :, :] + send[:, None, :])
+    ttft = stages[:, None, None] * steps * (run_chunk + send[:, None, :])
     ok = ok_lb & (t <= tpot_budget[:, None, None])
     if ttft_slo_ms is not None:
-        ok &= ttft * 1e3 <= ttft_slo_ms
+        ok &= ttft * 1e3 * settings.prefill_headroom <= ttft_slo_ms
     return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)

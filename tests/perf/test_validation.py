@@ -67,11 +67,26 @@ def test_shipped_set_meets_the_fidelity_targets(evaluated: tuple[list[Validation
     # Settings someone measured but the model calls infeasible (does not fit) stay rare and are counted, not hidden.
     infeasible = [p.id for p, q in zip(points, pred, strict=True) if q != q]
     assert len(infeasible) <= 0.05 * len(points), infeasible
-    # Per source, on the kinds the targets name.
+    # Per source, on the kinds the targets name. Sources the model is known to miss are listed with the diagnosed
+    # cause (data/validation/README.md, docs/perf-model.md Sec. 7) and must still miss: fixing the model removes
+    # them from the list, and a new source cannot fail silently.
     for source in {points[i].source for i in single + saturation}:
         ix = [i for i in single + saturation if points[i].source == source]
         limit = 0.20 if all(i in saturation for i in ix) else 0.15
-        assert _median_error([points[i] for i in ix], [pred[i] for i in ix]) <= limit + 0.05, source
+        err = _median_error([points[i] for i in ix], [pred[i] for i in ix])
+        if source in KNOWN_MISSES:
+            assert err > limit + 0.05, f"{source} now meets its target ({err:.1%}): drop it from KNOWN_MISSES"
+        else:
+            assert err <= limit + 0.05, (source, err)
+
+
+# Saturation runs of vLLM on 24 GB GPUs with ShareGPT-style length mixes (issue 9, open): the step time under load is
+# predicted within ~20 % on the same GPUs, the saturation throughput is over-predicted ~1.8x (docs/perf-model.md
+# Sec. 7: engine scheduling without chunked prefill, finite bursts of heavy-tailed requests, neither modelled).
+KNOWN_MISSES = {
+    "llm-price-compass": "vLLM (2024) on L4 and 2xA10G, 1,000 ShareGPT prompts at once: measured 0.51-0.55x",
+    "iog-llm-inference-benchmarks": "vLLM 0.8.5 on RTX 4090, 200 ShareGPT prompts at 32 req/s: measured 0.52-0.58x",
+}
 
 
 def test_committed_bands_match_a_recomputation(pm: PerfModel,

@@ -606,9 +606,11 @@ def timeline_result(data: Mapping[str, Any]) -> TimelineResult:
 def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]]:
     """How far to trust a plan's capacity and cost: each instance's throughput band and the plan's cost range.
 
-    The band of an instance is the largest validation-derived throughput error (p90 of the published
-    measurements of the same GPU class and dtype, ``PerfModel.kind_bands``) among its GPU types. If real
-    throughput is lower by b, serving the same demand needs ~1/(1−b) the nodes; higher by b, ~1/(1+b).
+    The band b of an instance is the largest validation-derived throughput error (p90 of |predicted / measured − 1|
+    over the published measurements of the same GPU class and dtype, ``PerfModel.kind_bands``) among its GPU types.
+    It is read as a factor: real capacity within [capacity / (1 + b), capacity · (1 + b)], so serving the same
+    demand costs between cost / (1 + b) and cost · (1 + b). (A band can exceed 1 where the model over-predicts
+    more than 2x, e.g. vLLM saturation on 24 GB PCIe GPUs; ``capacity · (1 − b)`` would then be negative.)
 
     Returns
     -------
@@ -628,7 +630,7 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
         capacity = inst.throughput * inst.count
         rows.append({"model": inst.model, "phase": inst.phase, "region": inst.region,
                      "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(inst.gpus.items())), "capacity": capacity,
-                     "unit": inst.throughput_unit, "band": band, "capacity_low": capacity * (1 - band),
+                     "unit": inst.throughput_unit, "band": band, "capacity_low": capacity / (1 + band),
                      "capacity_high": capacity * (1 + band)})
         if band == band:  # not NaN
             weighted += band * inst.cost_per_hour
@@ -636,6 +638,6 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
     mean_band = weighted / total if total > 0 else 0.0
     cost = result.comparable_cost
     totals = {"cost_per_hour": cost, "band": mean_band, "cost_low": cost / (1 + mean_band),
-              "cost_high": cost / (1 - mean_band) if mean_band < 1 else float("inf")}
+              "cost_high": cost * (1 + mean_band)}
     return pd.DataFrame(rows, columns=["model", "phase", "region", "gpus", "capacity", "unit", "band", "capacity_low",
                                        "capacity_high"]), totals

@@ -49,14 +49,15 @@ def _sig3(x: float) -> str:
 
 def _holdable(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
               sizes: tuple[float, float],
-              scenario: Scenario) -> tuple[str, int] | None:
+              scenario: Scenario, ttft_ms: float | None = None) -> tuple[str, int] | None:
     """(shape, stages) of the first pipeline of identical nodes that holds the model and meets ``slo_ms``
-    within Nmax and ρ, or None."""
+    within Nmax and ρ, or None. ``phase`` "aggregated": ``slo_ms`` is the TPOT and ``ttft_ms`` the TTFT."""
     from planning.perf import Workload
 
     opts = scenario.options
     tables = np.asarray(ctx.perf.stage_tables(spec, list(shapes), phase, slo_ms,
-                                              Workload(input_len=sizes[0], output_len=sizes[1]), opts.max_stages))
+                                              Workload(input_len=sizes[0], output_len=sizes[1]), opts.max_stages,
+                                              ttft_ms=ttft_ms))
     cap = opts.rho * spec.weight_bytes() / 1e9 * (1 + 1e-12)
     layers = spec.layers
     for s in range(1, min(opts.nmax, opts.max_stages) + 1):
@@ -92,17 +93,25 @@ def _memory_sentence(ctx: EngineContext, spec: ModelSpec, group: Group, shapes: 
 
 
 def _tightest_slo(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
-                  sizes: tuple[float, float], scenario: Scenario) -> tuple[float, str, int] | None:
-    """Smallest SLO (ms, ≈ 1 %) at which some template exists, with its shape and stage count."""
+                  sizes: tuple[float, float], scenario: Scenario,
+                  aggregated_tpot_ms: float | None = None) -> tuple[float, str, int] | None:
+    """Smallest SLO (ms, ≈ 1 %) at which some template exists, with its shape and stage count.
+    ``aggregated_tpot_ms``: search the TTFT of the aggregated tables at this TPOT instead of ``phase``'s SLO."""
+
+    def holdable(slo: float) -> tuple[str, int] | None:
+        if aggregated_tpot_ms is not None:
+            return _holdable(ctx, spec, shapes, "aggregated", aggregated_tpot_ms, sizes, scenario, ttft_ms=slo)
+        return _holdable(ctx, spec, shapes, phase, slo, sizes, scenario)
+
     lo, hi = slo_ms, UNBOUNDED_SLO_MS
-    best = _holdable(ctx, spec, shapes, phase, hi, sizes, scenario)
+    best = holdable(hi)
     if best is None:
         return None
     for _ in range(_BISECTION_STEPS):
         if hi <= lo * 1.01:
             break
         mid = math.sqrt(lo * hi)
-        found = _holdable(ctx, spec, shapes, phase, mid, sizes, scenario)
+        found = holdable(mid)
         if found is None:
             lo = mid
         else:
@@ -135,6 +144,11 @@ def _slo_or_memory(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
         if _holdable(ctx, spec, shapes, phase, slo, sizes, scenario) is not None:
             continue
         tight = _tightest_slo(ctx, spec, shapes, phase, slo, sizes, scenario)
+        if group.phase == "aggregated" and phase == "prefill" and tight is not None:
+            # The aggregated tables step with SLO-sized chunks and hold TTFT to SLO / prefill_headroom: the TTFT
+            # that makes a template exist there at the given TPOT, not the separate prefill table's.
+            agg = _tightest_slo(ctx, spec, shapes, phase, slo, sizes, scenario, aggregated_tpot_ms=group.slo_ms)
+            tight = agg if agg is not None else tight
         if tight is None:
             return _memory_sentence(ctx, spec, group, shapes, scenario, sizes, phase)
         ms, shape, stages = tight

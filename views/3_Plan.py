@@ -43,9 +43,9 @@ widgets.provenance_badges(result.provenance)
 if result.instances:
     bands, band_totals = api.plan_uncertainty(result)
     st.caption(
-        f"**How far to trust the capacity:** throughputs carry ±{band_totals['band']:.0%} (cost-weighted p90 error of "
-        "the performance model against published measurements of the same GPU class and dtype, docs/perf-model.md). "
-        f"If real throughput is that much lower, serving the same demand costs up to "
+        f"**How far to trust the capacity:** throughputs carry a factor of {1 + band_totals['band']:.2f} either way "
+        "(cost-weighted p90 error of the performance model against published measurements of the same GPU class and "
+        "dtype, docs/perf-model.md). If real throughput is that much lower, serving the same demand costs up to "
         f"${band_totals['cost_high']:,.2f}/h; if higher, as little as ${band_totals['cost_low']:,.2f}/h.")
     with st.expander("Capacity per instance with its uncertainty band"):
         st.dataframe(bands, hide_index=True, width="stretch",

@@ -34,10 +34,14 @@ def test_roofline_only_band_is_wider_than_every_fitted_band(pm: PerfModel) -> No
     # Bands shown on estimates come from the validation errors of their kind (data/perf_bands.csv); a GPU with no
     # calibration data never gets a band narrower than band_roofline.
     wide = pm.calibration.settings.band_roofline
-    for gpu_id in ("H100", "A100-80G", "L40S"):
+    for gpu_id in ("H100", "A100-80G"):
         est = pm.estimate("llama-3-8b", gpu_id, batch=1, input_len=100)
         assert all("validation" in src for src in est.band_source.values()), gpu_id
         assert max(est.band.values()) <= wide + 0.25
+    # PCIe 16-bit throughput carries the small-GPU vLLM misses (docs/perf-model.md Sec. 7): its band is wide.
+    est = pm.estimate("llama-3-8b", "L40S", batch=1, input_len=100)
+    assert all("validation" in src for src in est.band_source.values())
+    assert est.band["serving"] > wide
     est = pm.estimate("llama-3-8b", "A10G", batch=1, input_len=100)
     assert est.provenance["decode_step_ms"] == "roofline" and est.band["decode_step_ms"] >= wide
 

@@ -143,4 +143,4 @@ def test_every_model_and_gpu_answers(pm: PerfModel) -> None:
                 assert est.prefill_ms > 0 and est.decode_step_ms > 0
                 assert est.fits or est.max_decode_tokens_per_s == 0
                 assert set(est.provenance.values()) <= {"measured", "calibrated", "roofline"}
-                assert all(0 < b < 1 for b in est.band.values())
+                assert all(0 < b < 3 for b in est.band.values())  # a factor 1 + b either way

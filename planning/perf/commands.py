@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tpot", type=float, default=None,
                    help="per-token SLO in ms (max decode tokens/s and the serving operating point)")
     p.add_argument("--profiles", type=Path, default=None, help="measured profile CSV that overrides the model")
+    p.add_argument("--scheduling", choices=["chunked", "prefill-first"], default="chunked",
+                   help="engine step scheduling of the serving block: chunked prefill (vLLM V1, SGLang, TensorRT-LLM; "
+                        "default) or prefill-first (no chunked prefill, e.g. vLLM <= 0.5, TGI 2)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     profiles = load_profiles(args.profiles) if args.profiles else None
     pm = PerfModel(profiles=profiles)
     est = pm.estimate(args.model, args.gpu, args.count, args.tp, args.dtype, batch=args.batch,
-                      input_len=args.input_len, output_len=args.output_len, ttft_ms=args.ttft, tpot_ms=args.tpot)
+                      input_len=args.input_len, output_len=args.output_len, ttft_ms=args.ttft, tpot_ms=args.tpot,
+                      scheduling=args.scheduling)
     if args.json:
         from planning.cli import print_json
 
@@ -49,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
 def format_estimate(e: PerfEstimate) -> str:
     """Human-readable summary with provenance and ± band per number."""
     def num(key: str, value: float, unit: str) -> str:
-        return f"{value:,.1f} {unit}  (±{100 * e.band[key]:.0f} %, {e.provenance[key]})"
+        b = e.band[key]
+        spread = f"±{100 * b:.0f} %" if b < 1 else f"÷/× {1 + b:.1f}"  # a band is a factor 1 + b either way
+        return f"{value:,.1f} {unit}  ({spread}, {e.provenance[key]})"
 
     m = e.memory
     lines = [

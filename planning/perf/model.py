@@ -297,7 +297,7 @@ class PerfModel:
 
     def serving(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
-                concurrency: int | None = None) -> ServingPoint | None:
+                concurrency: int | None = None, scheduling: str = "chunked") -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -307,6 +307,8 @@ class PerfModel:
         input_len, output_len: mean prompt and generated tokens per request.
         ttft_ms, tpot_ms: optional SLOs (None: the unconstrained peak that max-throughput benchmarks report).
         concurrency: evaluate a closed loop of this many clients instead of the open-loop peak.
+        scheduling: ``"chunked"`` (default: chunked prefill) or ``"prefill-first"`` (engines without chunked
+            prefill: prompt steps stall the decodes; see ``serving.serving_point``).
 
         Returns
         -------
@@ -323,11 +325,12 @@ class PerfModel:
             raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
         prec = resolve_precision(spec, dtype, gpu)
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, self.calibration.settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,
-                 ttft_ms: float | None = None, tpot_ms: float | None = None) -> PerfEstimate:
+                 ttft_ms: float | None = None, tpot_ms: float | None = None,
+                 scheduling: str = "chunked") -> PerfEstimate:
         """Whole model on one node of ``count`` x ``gpu_id``: prefill time, decode step, memory, best throughputs.
 
         Parameters
@@ -343,6 +346,7 @@ class PerfModel:
         output_len: generated tokens per request (default 0: decode step at context ``input_len``).
         ttft_ms: prefill latency SLO for the max prefill throughput and the serving point (None: unconstrained).
         tpot_ms: per-token latency SLO for the max decode throughput and the serving point (None: unconstrained).
+        scheduling: the serving point's engine scheduling, ``"chunked"`` (default) or ``"prefill-first"``.
 
         Returns
         -------
@@ -368,7 +372,7 @@ class PerfModel:
         dp = count // tp
         arch = self._layer_arch(spec)
         s = self.calibration.settings
-        serving = serving_point(arch, dev, prec, s, tp, dp, wl, ttft_ms, tpot_ms)
+        serving = serving_point(arch, dev, prec, s, tp, dp, wl, ttft_ms, tpot_ms, scheduling=scheduling)
         if batch is None:
             batch = 1
         shape = f"{count}x{gpu_id}"

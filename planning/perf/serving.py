@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
 from planning.perf.curves import graphed, reserve_bytes, workspace_bytes
 from planning.perf.results import ServingPoint, Workload
@@ -53,9 +54,12 @@ def _step_time(arch: LayerArch, dev: Device, prec: Precision, tp: int, n_decode:
     return np.asarray(t + dev.cal.step_ms * 1e-3, dtype=float)
 
 
+SCHEDULING = ("chunked", "prefill-first")
+
+
 def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                   wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
-                  concurrency: int | None = None) -> ServingPoint | None:
+                  concurrency: int | None = None, scheduling: str = "chunked") -> ServingPoint | None:
     """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
 
     Parameters
@@ -65,11 +69,18 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     wl: mean input/output tokens per request.
     ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak).
     concurrency: closed loop of this many clients over the whole node instead of the open-loop peak.
+    scheduling: ``"chunked"`` (default; prompt chunks ride in the decode steps: vLLM V1, SGLang, TensorRT-LLM) or
+        ``"prefill-first"`` (engines without chunked prefill, e.g. vLLM <= 0.5 and TGI 2 by default: waiting prompts
+        run as a step of their own that stalls every decode). Prefill-first, with B decoding and B/O new prompts
+        per decode step: TPOT = t_dec(B) + (B/O) · t_pre(k)/k (k = max(1, B/O) prompts per prefill step),
+        TTFT = t_dec(B)/2 + t_pre(k); closed loops use the other B - 1 clients' prompts.
 
     Returns
     -------
     The operating point, or None when nothing fits (weights alone exceed memory, or no batch meets the SLOs).
     """
+    if scheduling not in SCHEDULING:
+        raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
     max_seqs = int(settings.max_num_seqs)
@@ -83,11 +94,22 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         b = _grid(max_seqs)
         prefill_share = b * inp / out
     share = np.minimum(prefill_share, np.maximum(budget - b, 0.0))
-    t = _step_time(arch, dev, prec, tp, b, ctx, share, inp)
-    chunk = np.maximum(budget - (b - 1.0 if concurrency is not None else b), 1.0)
-    steps = np.ceil(inp / chunk)
-    t_chunk = _step_time(arch, dev, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp)
-    ttft = (steps + (0.0 if concurrency is not None and concurrency <= dp else 0.5)) * t_chunk
+    if scheduling == "prefill-first":
+        # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
+        t_dec = _step_time(arch, dev, prec, tp, b, ctx, np.zeros_like(b), inp)
+        per_step = prefill_share / inp  # new prompts per decode step (the B/O requests that replace finished ones)
+        k = np.clip(per_step, 1.0, max(1.0, math.floor(max(budget, inp) / inp)))  # prompts per prefill step
+        t_pre = _step_time(arch, dev, prec, tp, np.zeros_like(b), ctx, k * inp, inp)
+        t = t_dec + per_step * t_pre / k
+        alone = concurrency is not None and concurrency <= dp
+        ttft = t_pre + (0.0 if alone else 0.5 * t_dec)
+        share = np.zeros_like(b)  # no prompt tokens share a decode step (token budget check below)
+    else:
+        t = _step_time(arch, dev, prec, tp, b, ctx, share, inp)
+        chunk = np.maximum(budget - (b - 1.0 if concurrency is not None else b), 1.0)
+        steps = np.ceil(inp / chunk)
+        t_chunk = _step_time(arch, dev, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp)
+        ttft = (steps + (0.0 if concurrency is not None and concurrency <= dp else 0.5)) * t_chunk
     # Memory per GPU at this batch.
     kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
     nf = float(arch.full_in_window[-1])
@@ -103,7 +125,8 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
             fit = int((cap - fixed) // kv_seq) if cap > fixed else 0
             if fit < 1:
                 return None
-            inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp)
+            inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp,
+                                  scheduling)
             if inner is None:
                 return None
             wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
@@ -117,7 +140,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
             tpot_slo_ms=tpot_slo_ms, concurrency=int(concurrency))
     checks = {
         "memory": mem <= cap,
-        "token_budget": b + prefill_share <= budget,
+        "token_budget": b + (prefill_share if scheduling == "chunked" else 0.0) <= budget,
         "tpot": t * 1e3 <= (tpot_slo_ms if tpot_slo_ms is not None else math.inf),
         "ttft": ttft * 1e3 <= (ttft_slo_ms if ttft_slo_ms is not None else math.inf),
     }

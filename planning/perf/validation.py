@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,20 @@ def load_validation(directory: Path | None = None) -> list[ValidationPoint]:
     return points
 
 
+def scheduling_of(engine: str, version: str) -> str:
+    """The engine's default step scheduling: ``"prefill-first"`` for vLLM before 0.6 and TGI before 3 (no chunked
+    prefill by default), else ``"chunked"`` (vLLM V1, SGLang, TensorRT-LLM, NIM; and an unstated version)."""
+    m = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
+    if m is None:
+        return "chunked"
+    major, minor = int(m.group(1)), int(m.group(2))
+    if engine == "vllm" and (major, minor) < (0, 6):
+        return "prefill-first"
+    if engine == "tgi" and major < 3:
+        return "prefill-first"
+    return "chunked"
+
+
 def predict(pm: PerfModel, p: ValidationPoint) -> float:
     """The model's number for the quantity of ``p`` (see module docstring); NaN when the model cannot run it."""
     count = p.n_gpus
@@ -150,7 +165,8 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
-    sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc)  # type: ignore[arg-type]
+    sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
+                    scheduling=scheduling_of(p.engine, p.engine_version))
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

@@ -146,3 +146,36 @@ def test_aggregated_templates_use_the_serving_throughput(pm: PerfModel) -> None:
         if not memory_bound:
             assert row["throughput"] == pytest.approx(cap * float(np.mean(expected)), rel=1e-6)
         assert row["throughput"] > 0.5 * cap * float(np.mean(expected))
+
+
+def test_prefill_first_scheduling_stalls_decodes(pm: PerfModel) -> None:
+    """Engines without chunked prefill run prompts as steps of their own: the same decode step as chunked at one
+    client, a longer TPOT and a lower rate once other clients' prompts interleave, and a lower open-loop peak."""
+    kw = dict(input_len=466, output_len=150)
+    one_c = pm.serving("llama-3-8b", "A10G", concurrency=1, **kw)
+    one_p = pm.serving("llama-3-8b", "A10G", concurrency=1, scheduling="prefill-first", **kw)
+    assert one_c is not None and one_p is not None
+    assert one_p.tpot_ms == pytest.approx(one_c.tpot_ms, rel=1e-9)
+    for c in (4, 16, 32):
+        ch = pm.serving("llama-3-8b", "A10G", concurrency=c, **kw)
+        pf = pm.serving("llama-3-8b", "A10G", concurrency=c, scheduling="prefill-first", **kw)
+        assert ch is not None and pf is not None
+        assert pf.tpot_ms > ch.tpot_ms and pf.max_output_tokens_per_s < ch.max_output_tokens_per_s
+        # TPOT = decode step + (B-1)/O prompts per step, each a 466-token prefill
+        dec = pm.serving("llama-3-8b", "A10G", concurrency=1, **kw)
+        assert dec is not None and pf.tpot_ms > dec.tpot_ms + (c - 1) / 150 * 0.8 * one_p.ttft_ms
+    peak_c = pm.serving("llama-3-8b", "A10G", **kw)
+    peak_p = pm.serving("llama-3-8b", "A10G", scheduling="prefill-first", **kw)
+    assert peak_c is not None and peak_p is not None
+    assert peak_p.max_output_tokens_per_s < peak_c.max_output_tokens_per_s
+    with pytest.raises(PlanningError, match="scheduling"):
+        pm.serving("llama-3-8b", "A10G", scheduling="fifo", **kw)
+
+
+def test_cli_scheduling_flag() -> None:
+    base = [sys.executable, "-m", "planning.cli", "perf", "--model", "llama-3-8b", "--gpu", "A10G", "--input-len", "550",
+            "--output-len", "150", "--json"]
+    chunked = json.loads(subprocess.run(base, capture_output=True, text=True, check=True).stdout)
+    first = json.loads(subprocess.run(base + ["--scheduling", "prefill-first"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert first["serving"]["max_output_tokens_per_s"] < chunked["serving"]["max_output_tokens_per_s"]

@@ -120,3 +120,16 @@ def test_loader_names_file_row_and_column(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("id,value\n1,2\n")
     with pytest.raises(PlanningError, match="missing columns"):
         load_validation(tmp_path)
+
+
+def test_engine_versions_map_to_their_default_scheduling() -> None:
+    from planning.perf.validation import scheduling_of
+
+    assert scheduling_of("vllm", "0.4.3 (docker vllm/vllm-openai:v0.4.3)") == "prefill-first"
+    assert scheduling_of("vllm", "0.5.4") == "prefill-first"
+    assert scheduling_of("vllm", "0.6.0") == "chunked"
+    assert scheduling_of("vllm", "0.23.0") == "chunked"
+    assert scheduling_of("tgi", "2.0.4 (max_batch_prefill_tokens 8192)") == "prefill-first"
+    assert scheduling_of("tgi", "3.0.1") == "chunked"
+    assert scheduling_of("trtllm", "0.5") == "chunked"
+    assert scheduling_of("vllm", "unstated") == "chunked"

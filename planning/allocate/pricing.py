@@ -126,8 +126,14 @@ def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group
             return hit
     tables = np.asarray(perf.stage_tables(spec, list(shapes), group.phase, group.slo_ms,
                                           Workload(input_len=c.input_len, output_len=c.output_len), max_stages))
+    correct = None
+    if group.phase == "decode":
+        from planning.templates.sets import common_batch_corrector
+
+        correct = common_batch_corrector(perf, spec, shapes, group.slo_ms, (c.input_len, c.output_len), max_stages,
+                                         tables)
     space = MultisetSpace(tuple(shapes), np.array([node_mem_gb(catalog, s) for s in shapes]), tables,
-                          spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho)
+                          spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho, correct=correct)
     with _SPACES_LOCK:
         _SPACES[key] = space
         while len(_SPACES) > SPACE_CACHE_SIZE:

@@ -21,7 +21,7 @@ from planning.perf.curves import Curves, build_curves, memory_breakdown
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_table
-from planning.perf.tables import TableCache, best_over_batches
+from planning.perf.tables import TableCache, batch_curves, best_over_batches
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -108,6 +108,7 @@ class PerfModel:
         self.profiles = profiles
         self.bands = bands if bands is not None else load_bands()
         self._tables = TableCache(cache_dir, cache_size)
+        self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
@@ -280,6 +281,40 @@ class PerfModel:
                                  kv_extra=0.0 if phase == "decode" else 1.0,
                                  load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
                                  kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
+
+    def decode_batch_curves(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload,
+                            max_stages: int = 6, dtype: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-batch step times behind the decode ``stage_table`` of ``shape``: (seqs, tau), each (S, L, B).
+
+        ``seqs[S-1, j-1, b]`` sequences on one node of the entry's tp split take ``tau`` seconds per step
+        (``inf`` where that batch does not fit or misses the per-stage budget). Cached like the tables.
+        """
+        count, gpu_id = parse_shape(shape)
+        key = TableCache.key(("decode-batch-curves", model, self.gpu(gpu_id), count, float(slo_ms), workload,
+                              max_stages, dtype, self.network_gbps(shape), self._calibration_fingerprint(),
+                              self.profiles.fingerprint() if self.profiles is not None else None))
+        hit = self._batch_curves.get(key)
+        if hit is not None:
+            return hit
+        gpu = self.gpu(gpu_id)
+        dev = self.device(gpu_id)
+        prec = resolve_precision(model, dtype, gpu)
+        net, _known = self.network_gbps(shape)
+        arch = self._layer_arch(model)
+        s = self.calibration.settings
+        batches = self._grid("decode", workload)
+        handoff = handoff_s(arch, prec, net, workload.input_len, s)
+        budget = (cycle_budget_s(s, "decode", slo_ms, workload.output_len, handoff)
+                  / np.arange(1, max_stages + 1, dtype=float))
+        curves = [self._curves(model, dev, prec, tp, count // tp, "decode", workload, batches, net)
+                  for tp in self.tp_options(model, count)]
+        seqs, tau, _dp = batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages,
+                                      kv_extra=0.0, kv_sigmas=s.kv_sigmas)
+        out = (seqs, tau)
+        if len(self._batch_curves) > 256:
+            self._batch_curves.clear()
+        self._batch_curves[key] = out
+        return out
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

@@ -11,6 +11,8 @@ batch whose KV the decode instance is still pulling: S + 1 batches. A decode nod
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import hashlib
 from collections import OrderedDict
 from pathlib import Path
@@ -31,11 +33,44 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
     ``kv_sigmas``: KV room for ``kv_sigmas · sqrt(S · batch)`` sequences beyond the ``S · batch`` planned (the
     running count fluctuates like a Poisson count around its mean: square-root staffing of the KV slots).
     """
+    best = np.zeros((max_stages, layers))
+    for c, thr, _t in _per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra, kv_sigmas):
+        best = np.maximum(best, thr.max(axis=2) * c.dp * load_cap)
+    return best
+
+
+def batch_curves(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
+                 max_stages: int, kv_extra: float | None = None,
+                 kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-batch step times of the tp split each entry of :func:`best_over_batches` picks.
+
+    Returns (seqs, tau) of shape (S, L, B) and ``dp`` (S, L): a node of that entry running ``seqs`` sequences
+    (``dp`` copies of ``tokens`` each) takes ``tau`` seconds per step (``inf`` where the batch does not fit or
+    misses the per-stage budget). A pipeline runs one micro-batch size through all its stages, so its throughput
+    is set by the stages' times at a common batch, not by each stage's own best (see
+    ``planning.templates.sets.common_batch_throughput``).
+    """
+    best = np.zeros((max_stages, layers))
+    seqs = np.zeros((max_stages, layers, len(curves[0].tokens) if curves else 0))
+    tau = np.full_like(seqs, np.inf)
+    dp = np.ones((max_stages, layers))
+    for c, thr, t in _per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra, kv_sigmas):
+        top = thr.max(axis=2) * c.dp
+        better = top > best
+        best = np.where(better, top, best)
+        seqs = np.where(better[:, :, None], (c.tokens * c.dp)[None, None, :], seqs)
+        tau = np.where(better[:, :, None], np.where(thr > 0, t, np.inf), tau)
+        dp = np.where(better, float(c.dp), dp)
+    return seqs, tau, dp
+
+
+def _per_batch(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, max_stages: int,
+               kv_extra: float | None, kv_sigmas: float) -> Iterator[tuple[Curves, np.ndarray, np.ndarray]]:
+    """(curve, per-copy tokens/s where feasible else 0, step seconds), arrays (S, L, B), per tp split."""
     stages = np.arange(1, max_stages + 1, dtype=float)
     j = np.arange(1, layers + 1, dtype=float)
     nf = full_in_window  # (L,)
     ns = j - nf
-    best = np.zeros((max_stages, layers))
     for c in curves:
         run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
         kv = nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]  # (L, B)
@@ -49,9 +84,7 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
         send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)
         t = run[None, :, :] + send[:, None, :]  # (S, L, B)
         ok = (t <= budget[:, None, None]) & fits
-        thr = np.where(ok, c.tokens[None, None, :] / t, 0.0).max(axis=2) * c.dp * load_cap
-        best = np.maximum(best, thr)
-    return best
+        yield c, np.where(ok, c.tokens[None, None, :] / t, 0.0), t
 
 
 class TableCache:

@@ -33,7 +33,7 @@ templates, θ = δ lists every column reduced-cost fixing may need.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +112,10 @@ class MultisetSpace:
     nmax: int = 6
     rho: float = 12.0
     stats: SearchStats = field(default_factory=SearchStats)
+    # stages_json of placed templates -> their throughput when it can be below the separable min over stages (decode
+    # pipelines at a common micro-batch, ``planning.templates.sets.common_batch_throughput``); never above it, so
+    # the bounds below stay valid upper bounds.
+    correct: Callable[[list[str]], np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         tab = np.asarray(self.tables, dtype=float)
@@ -303,12 +307,37 @@ class MultisetSpace:
                     for i, c in enumerate(self.codes(rows).tolist()):
                         self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
                     self.stats.evaluated += chunk.shape[0]
+            if self.correct is not None:
+                self._apply_correction(P[missing])
             self.stats.seconds_exact += time.perf_counter() - t0
         return np.array([self.cache[c][0] for c in codes.tolist()])
 
-    def frame(self, P: np.ndarray) -> pl.DataFrame:
-        """Library rows (``planning.templates.library.SCHEMA``) of the given multisets with throughput > 0."""
-        self.throughput(P)
+    def _template_id(self, row: np.ndarray) -> str:
+        """The library's ``template_id`` of a padded multiset row: ``count x shape`` joined by ``+``, by name."""
+        ks, counts = np.unique(row[row < self.K], return_counts=True)
+        return "+".join(f"{int(c)}x{self.shapes[int(k)]}" for k, c in sorted(zip(ks.tolist(), counts.tolist()),
+                                                                        key=lambda kc: self.shapes[kc[0]]))
+
+    def _apply_correction(self, P: np.ndarray) -> None:
+        """Replace the cached separable throughput of the multisets ``P`` by ``correct``'s (never larger)."""
+        assert self.correct is not None
+        # one stage: nothing to share, the separable value is exact (res[1] is the placement's stage count)
+        deep = np.array([self.cache[c][0] > 0 and int(np.asarray(self.cache[c][1][2][1])) >= 2
+                         for c in self.codes(P).tolist()], dtype=bool)
+        P = P[deep]
+        if P.shape[0] == 0:
+            return
+        frame = self._separable_frame(P)
+        if frame.height == 0:
+            return
+        fixed = dict(zip(frame["template_id"].to_list(), self.correct(frame["stages_json"].to_list()).tolist(),
+                         strict=True))
+        for row, c in zip(P, self.codes(P).tolist(), strict=True):
+            value, rest = self.cache[c]
+            if value > 0:
+                self.cache[c] = (min(value, float(fixed.get(self._template_id(row), value))), rest)
+
+    def _separable_frame(self, P: np.ndarray) -> pl.DataFrame:
         tasks: list[tuple[Block, np.ndarray]] = []
         results: list[tuple[np.ndarray, ...]] = []
         seen: set[int] = set()
@@ -319,7 +348,18 @@ class MultisetSpace:
             pattern, ids, res = self.cache[c][1]
             tasks.append((pattern, ids[None, :]))
             results.append(tuple(np.asarray(r)[None, ...] for r in res))
-        return _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]  # chunk results share the library's layout
+        return _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]
+
+    def frame(self, P: np.ndarray) -> pl.DataFrame:
+        """Library rows (``planning.templates.library.SCHEMA``) of the given multisets with throughput > 0
+        (``throughput`` = the cached value, corrected when ``correct`` is set)."""
+        thr = self.throughput(P)
+        df = self._separable_frame(P)
+        if self.correct is None or df.height == 0:
+            return df
+        by_id = {self._template_id(row): float(v) for row, v in zip(P, thr, strict=True)}
+        return df.with_columns(pl.Series("throughput", [by_id[t] for t in df["template_id"].to_list()],
+                                         dtype=pl.Float64))
 
     def all_multisets(self, shape_mask: Sequence[bool] | None = None) -> np.ndarray:
         """Every multiset within the caps (optionally only over the shapes in ``shape_mask``), padded.

@@ -13,9 +13,10 @@ allocation's LP reduction both price with it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -28,6 +29,9 @@ from planning.resolve import ResolvedScenario
 from planning.result import StagePlan
 from planning.scenario import ExplicitTemplate, Scenario
 from planning.templates.stages import stages_from_json
+
+if TYPE_CHECKING:
+    from planning.perf import PerfModel
 
 _PROV_RANK = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
 
@@ -223,6 +227,138 @@ def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], s
     return out
 
 
+def _explode(stages_json: Sequence[str], shapes: Sequence[str]) -> tuple[np.ndarray, ...]:
+    """Placements as flat arrays: per template its stage count; per stage its template row, depth and layers; per
+    node its stage and shape index."""
+    index = {s: k for k, s in enumerate(shapes)}
+    parsed = pl.DataFrame({"stages": pl.Series([t or "[]" for t in stages_json], dtype=pl.String).str.json_decode(_STAGES_DTYPE)})
+    n_stages = parsed["stages"].list.len().fill_null(0).to_numpy().astype(np.int64)
+    st = (parsed.with_columns(pl.int_range(pl.len()).alias("row"), pl.col("stages").list.len().alias("depth"))
+          .explode("stages").drop_nulls("stages").unnest("stages")
+          .with_columns(pl.int_range(pl.len()).alias("stage")))
+    nodes = st.select("stage", "shapes").explode("shapes").drop_nulls("shapes")
+    node_stage = nodes["stage"].to_numpy().astype(np.int64)
+    node_shape = nodes["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
+    return (n_stages, st["row"].to_numpy().astype(np.int64), st["depth"].to_numpy().astype(np.int64),
+            st["layers"].to_numpy().astype(np.int64), node_stage, node_shape)
+
+
+COMMON_BATCH_CHUNK = 4096  # templates per vectorised block of common_batch_throughput
+
+
+def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
+                            sizes: tuple[float, float], max_stages: int, stages_json: Sequence[str],
+                            tables: np.ndarray, curves: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Decode throughput of each placement when every stage runs the same micro-batch (tokens/s per template).
+
+    The T̂ tables let each stage pick its own best batch, and a template's throughput is min over stages of the
+    summed T̂. A pipeline runs one micro-batch of m sequences through all stages, a stage's nodes taking shares
+    w_i = T̂_i / Σ T̂ of it (weighted round-robin; what the simulator runs), so its rate is
+    max_m m / max_s max_i τ_i(m · w_i), τ_i the node's step time at that batch (inf where it does not fit or
+    misses the per-stage budget). A stage bound by KV at a small batch (2×H100 holding 50 layers of qwen3-32b:
+    181 sequences) then caps a faster stage's batch too (1×A100 with 14 layers: 8,963 tok/s at its own 362,
+    8,627 at 181). Never above the separable value.
+    """
+    from planning.perf import Workload
+
+    n = len(stages_json)
+    out = np.zeros(n)
+    if n == 0:
+        return out
+    seqs, tau = curves if curves is not None else stacked_batch_curves(perf, spec, shapes, slo_ms, sizes, max_stages)
+    bgrid = seqs[0, 0, 0] / max(seqs[0, 0, 0, 0], 1.0)  # per-copy batch grid (1, 2, ...), common to all shapes
+    n_stages, stage_row, stage_depth, stage_layers, node_stage, node_shape = _explode(stages_json, shapes)
+    depth_ok = (stage_depth >= 1) & (stage_depth <= tables.shape[1]) & (stage_layers >= 1) & \
+        (stage_layers <= tables.shape[2])
+    d = np.clip(stage_depth, 1, tables.shape[1]) - 1
+    j = np.clip(stage_layers, 1, tables.shape[2]) - 1
+    nd, nj = d[node_stage], j[node_stage]
+    t_hat = tables[node_shape, nd, nj]
+    stage_sum = np.bincount(node_stage, weights=t_hat, minlength=len(stage_row))
+    w = np.where(stage_sum[node_stage] > 0, t_hat / np.where(stage_sum[node_stage] > 0, stage_sum[node_stage], 1.0), 0.0)
+    node_tau = tau[node_shape, nd, nj]  # (nodes, B)
+    node_dp = seqs[node_shape, nd, nj, 0]  # sequences per copy-batch of 1 = data-parallel copies in the node
+    feasible = np.isfinite(node_tau)
+    node_bmax = np.where(feasible.any(axis=1), bgrid[np.where(feasible, np.arange(bgrid.size), 0).max(axis=1)], 0.0)
+    mmax = float(np.max(seqs)) * max(1, int(np.bincount(node_stage).max()))
+    m_grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, max(mmax, 1.0), 160)),
+                                       *(bgrid * k for k in range(1, 9))]))
+    separable = np.zeros(n)
+    has = n_stages > 0
+    starts = np.concatenate(([0], np.cumsum(n_stages)[:-1]))
+    stage_min = np.minimum.reduceat(np.where(depth_ok, stage_sum, 0.0), starts[has]) if has.any() else np.zeros(0)
+    separable[has] = stage_min
+    # nodes and stages are laid out template by template: process contiguous blocks of templates
+    node_start = np.concatenate(([0], np.cumsum(np.bincount(node_stage, minlength=len(stage_row)))))
+    stage_start = np.concatenate(([0], np.cumsum(n_stages)))
+    for lo in range(0, n, COMMON_BATCH_CHUNK):
+        hi = min(n, lo + COMMON_BATCH_CHUNK)
+        s0, s1 = stage_start[lo], stage_start[hi]
+        if s1 == s0:
+            continue
+        n0, n1 = node_start[s0], node_start[s1]
+        # The largest common micro-batch, where the first node reaches its largest feasible batch: m / τ(m) grows
+        # with m (a decode step's time is affine in the batch), so it is the usual optimum; the grid covers the rest.
+        wn, dpn = w[n0:n1], np.maximum(node_dp[n0:n1], 1.0)
+        with np.errstate(divide="ignore"):
+            cap = np.where(wn > 0, node_bmax[n0:n1] * dpn / np.where(wn > 0, wn, 1.0), np.inf)
+        cap_stage = np.minimum.reduceat(cap, node_start[s0:s1] - n0)
+        rows = np.arange(lo, hi)
+        tmpl_has = n_stages[rows] > 0
+        m_star = np.minimum.reduceat(cap_stage, stage_start[rows[tmpl_has]] - s0)  # (templates,)
+        m_star = np.where(np.isfinite(m_star), m_star, 1.0)
+        tmpl_of_node = np.repeat(np.repeat(np.arange(m_star.size), n_stages[rows[tmpl_has]]),
+                                 np.diff(node_start[s0:s1 + 1]))
+        b = np.concatenate([m_grid[None, :] * wn[:, None], (m_star[tmpl_of_node] * wn)[:, None]], axis=1) / dpn[:, None]
+        b = np.maximum(b, 1.0)
+        idx = np.searchsorted(bgrid, b - 1e-9)  # first grid batch >= b; past the last feasible one: inf
+        over = idx >= bgrid.size
+        hi_i = np.minimum(idx, bgrid.size - 1)
+        lo_i = np.maximum(hi_i - 1, 0)
+        t_hi = np.take_along_axis(node_tau[n0:n1], hi_i, axis=1)
+        t_lo = np.take_along_axis(node_tau[n0:n1], lo_i, axis=1)
+        g_hi, g_lo = bgrid[hi_i], bgrid[lo_i]
+        frac = np.where(g_hi > g_lo, (b - g_lo) / np.where(g_hi > g_lo, g_hi - g_lo, 1.0), 1.0)
+        with np.errstate(invalid="ignore"):
+            t = np.where(np.isfinite(t_hi), t_lo + (t_hi - t_lo) * frac, np.inf)  # step time is ~linear in b
+        t = np.where(over, np.inf, t)
+        t = np.where(w[n0:n1, None] > 0, t, 0.0)  # a node with no share takes no micro-batch
+        st_tau = np.maximum.reduceat(t, node_start[s0:s1] - n0, axis=0)  # (stages, M)
+        st_tau = np.where(depth_ok[s0:s1, None], st_tau, np.inf)
+        pipe = np.maximum.reduceat(st_tau, stage_start[rows[tmpl_has]] - s0, axis=0)  # (templates, M + 1)
+        m_all = np.concatenate([np.broadcast_to(m_grid, (m_star.size, m_grid.size)), m_star[:, None]], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            thr = np.where(np.isfinite(pipe) & (pipe > 0), m_all / pipe, 0.0)
+        out[rows[tmpl_has]] = thr.max(axis=1)
+    return np.minimum(out, separable)
+
+
+def stacked_batch_curves(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
+                         sizes: tuple[float, float], max_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seqs, tau) of every shape, each (K, S, L, B): ``PerfModel.decode_batch_curves`` stacked."""
+    from planning.perf import Workload
+
+    wl = Workload(input_len=sizes[0], output_len=sizes[1])
+    curves = [perf.decode_batch_curves(spec, s, slo_ms, wl, max_stages) for s in shapes]
+    return np.stack([c[0] for c in curves]), np.stack([c[1] for c in curves])
+
+
+def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
+                           sizes: tuple[float, float], max_stages: int,
+                           tables: np.ndarray) -> Callable[[list[str]], np.ndarray]:
+    """``stages_json`` list -> common-batch decode throughput (the on-demand search's ``MultisetSpace.correct``);
+    the curves are stacked once."""
+    stacked: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def correct(stages_json: list[str]) -> np.ndarray:
+        if not stacked:
+            stacked.append(stacked_batch_curves(perf, spec, shapes, slo_ms, sizes, max_stages))
+        return common_batch_throughput(perf, spec, list(shapes), slo_ms, sizes, max_stages, stages_json, tables,
+                                       stacked[0])
+
+    return correct
+
+
 def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
                    progress: ProgressFn | None, cancel: CancelToken | None) -> TemplateSet:
     opts = scenario.options
@@ -240,6 +376,14 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
         class_tables = [_tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
                                 opts.max_stages, ttft) for c in group.classes]
         thr = _per_class(stages_json, class_tables, shapes)
+    if group.phase == "decode" and len(stages_json):
+        # One micro-batch size through all stages (docs/perf-model.md Sec. 3c item 9): scale each template's
+        # rate by its common-batch / separable ratio at the group's mean request size.
+        sep = frame["throughput"].to_numpy()
+        common = common_batch_throughput(ctx.perf, spec, shapes, group.slo_ms, sizes, opts.max_stages, stages_json,
+                                         tables)
+        ratio = np.where(sep > 0, np.minimum(common / np.where(sep > 0, sep, 1.0), 1.0), 1.0)
+        thr = thr * ratio[:, None]
     usage = usage_matrix(frame, shapes)
     return TemplateSet(group, tuple(shapes), tuple(frame["template_id"].to_list()), usage, thr, stages_json,
                        _provenance_column(ctx, shapes, usage), stage_tables=tables)

@@ -37,6 +37,7 @@ MAX_TOKENS = 16_777_216  # tokens of one request: beyond every model's context w
 MAX_BATCH = 1_000_000  # requests in one estimated batch
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
+BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
 
 
 def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
@@ -108,7 +109,7 @@ class PerfModel:
         self.profiles = profiles
         self.bands = bands if bands is not None else load_bands()
         self._tables = TableCache(cache_dir, cache_size)
-        self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
@@ -283,11 +284,13 @@ class PerfModel:
                                  kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
 
     def decode_batch_curves(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload,
-                            max_stages: int = 6, dtype: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Per-batch step times behind the decode ``stage_table`` of ``shape``: (seqs, tau), each (S, L, B).
+                            max_stages: int = 6,
+                            dtype: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-batch step times behind the decode ``stage_table`` of ``shape``: (batches, dp, tau).
 
-        ``seqs[S-1, j-1, b]`` sequences on one node of the entry's tp split take ``tau`` seconds per step
-        (``inf`` where that batch does not fit or misses the per-stage budget). Cached like the tables.
+        ``batches`` (B,) sequences per engine copy; ``dp[S-1, j-1]`` copies in the node for the entry's tp split;
+        ``tau[S-1, j-1, b]`` (float32) seconds per step of the node with ``batches[b]`` sequences per copy
+        (``inf`` where that batch does not fit or misses the per-stage budget). Cached (small LRU).
         """
         count, gpu_id = parse_shape(shape)
         key = TableCache.key(("decode-batch-curves", model, self.gpu(gpu_id), count, float(slo_ms), workload,
@@ -308,11 +311,11 @@ class PerfModel:
                   / np.arange(1, max_stages + 1, dtype=float))
         curves = [self._curves(model, dev, prec, tp, count // tp, "decode", workload, batches, net)
                   for tp in self.tp_options(model, count)]
-        seqs, tau, _dp = batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages,
-                                      kv_extra=0.0, kv_sigmas=s.kv_sigmas)
-        out = (seqs, tau)
-        if len(self._batch_curves) > 256:
-            self._batch_curves.clear()
+        dp, tau = batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages, kv_extra=0.0,
+                               kv_sigmas=s.kv_sigmas)
+        out = (batches, dp, tau)
+        while len(self._batch_curves) >= BATCH_CURVES_CACHE:
+            self._batch_curves.pop(next(iter(self._batch_curves)))
         self._batch_curves[key] = out
         return out
 

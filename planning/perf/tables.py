@@ -41,27 +41,25 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
 
 def batch_curves(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
                  max_stages: int, kv_extra: float | None = None,
-                 kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-batch step times of the tp split each entry of :func:`best_over_batches` picks.
 
-    Returns (seqs, tau) of shape (S, L, B) and ``dp`` (S, L): a node of that entry running ``seqs`` sequences
-    (``dp`` copies of ``tokens`` each) takes ``tau`` seconds per step (``inf`` where the batch does not fit or
-    misses the per-stage budget). A pipeline runs one micro-batch size through all its stages, so its throughput
-    is set by the stages' times at a common batch, not by each stage's own best (see
+    Returns ``dp`` (S, L), the entry's data-parallel copies in the node, and ``tau`` (S, L, B) float32: a node of
+    that entry running ``dp`` copies of ``tokens[b]`` sequences takes ``tau`` seconds per step (``inf`` where the
+    batch does not fit or misses the per-stage budget). A pipeline runs one micro-batch size through all its
+    stages, so its throughput is set by the stages' times at a common batch, not by each stage's own best (see
     ``planning.templates.sets.common_batch_throughput``).
     """
     best = np.zeros((max_stages, layers))
-    seqs = np.zeros((max_stages, layers, len(curves[0].tokens) if curves else 0))
-    tau = np.full_like(seqs, np.inf)
+    tau = np.full((max_stages, layers, len(curves[0].tokens) if curves else 0), np.inf, dtype=np.float32)
     dp = np.ones((max_stages, layers))
     for c, thr, t in _per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra, kv_sigmas):
         top = thr.max(axis=2) * c.dp
         better = top > best
         best = np.where(better, top, best)
-        seqs = np.where(better[:, :, None], (c.tokens * c.dp)[None, None, :], seqs)
-        tau = np.where(better[:, :, None], np.where(thr > 0, t, np.inf), tau)
+        tau = np.where(better[:, :, None], np.where(thr > 0, t, np.inf), tau).astype(np.float32)
         dp = np.where(better, float(c.dp), dp)
-    return seqs, tau, dp
+    return dp, tau
 
 
 def _per_batch(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, max_stages: int,

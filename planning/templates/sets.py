@@ -243,12 +243,13 @@ def _explode(stages_json: Sequence[str], shapes: Sequence[str]) -> tuple[np.ndar
             st["layers"].to_numpy().astype(np.int64), node_stage, node_shape)
 
 
-COMMON_BATCH_CHUNK = 4096  # templates per vectorised block of common_batch_throughput
+COMMON_BATCH_CHUNK = 512  # templates per vectorised block of common_batch_throughput (~(nodes x 200) floats each)
 
 
 def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
                             sizes: tuple[float, float], max_stages: int, stages_json: Sequence[str],
-                            tables: np.ndarray, curves: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                            tables: np.ndarray,
+                            curves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Decode throughput of each placement when every stage runs the same micro-batch (tokens/s per template).
 
     The T̂ tables let each stage pick its own best batch, and a template's throughput is min over stages of the
@@ -265,8 +266,8 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
     out = np.zeros(n)
     if n == 0:
         return out
-    seqs, tau = curves if curves is not None else stacked_batch_curves(perf, spec, shapes, slo_ms, sizes, max_stages)
-    bgrid = seqs[0, 0, 0] / max(seqs[0, 0, 0, 0], 1.0)  # per-copy batch grid (1, 2, ...), common to all shapes
+    bgrid, dp, tau = curves if curves is not None else stacked_batch_curves(perf, spec, shapes, slo_ms, sizes,
+                                                                            max_stages)
     n_stages, stage_row, stage_depth, stage_layers, node_stage, node_shape = _explode(stages_json, shapes)
     depth_ok = (stage_depth >= 1) & (stage_depth <= tables.shape[1]) & (stage_layers >= 1) & \
         (stage_layers <= tables.shape[2])
@@ -277,12 +278,12 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
     stage_sum = np.bincount(node_stage, weights=t_hat, minlength=len(stage_row))
     w = np.where(stage_sum[node_stage] > 0, t_hat / np.where(stage_sum[node_stage] > 0, stage_sum[node_stage], 1.0), 0.0)
     node_tau = tau[node_shape, nd, nj]  # (nodes, B)
-    node_dp = seqs[node_shape, nd, nj, 0]  # sequences per copy-batch of 1 = data-parallel copies in the node
+    node_dp = dp[node_shape, nd, nj]  # data-parallel copies in the node
     feasible = np.isfinite(node_tau)
     node_bmax = np.where(feasible.any(axis=1), bgrid[np.where(feasible, np.arange(bgrid.size), 0).max(axis=1)], 0.0)
-    mmax = float(np.max(seqs)) * max(1, int(np.bincount(node_stage).max()))
-    m_grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, max(mmax, 1.0), 160)),
-                                       *(bgrid * k for k in range(1, 9))]))
+    mmax = float(bgrid[-1]) * float(np.max(dp)) * max(1, int(np.bincount(node_stage).max()))
+    m_grid = np.unique(np.concatenate([np.round(np.geomspace(1.0, max(mmax, 1.0), 96)),
+                                       *(bgrid * k for k in (1, 2, 4, 8))]))
     separable = np.zeros(n)
     has = n_stages > 0
     starts = np.concatenate(([0], np.cumsum(n_stages)[:-1]))
@@ -334,13 +335,14 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
 
 
 def stacked_batch_curves(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
-                         sizes: tuple[float, float], max_stages: int) -> tuple[np.ndarray, np.ndarray]:
-    """(seqs, tau) of every shape, each (K, S, L, B): ``PerfModel.decode_batch_curves`` stacked."""
+                         sizes: tuple[float, float],
+                         max_stages: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(batches (B,), dp (K, S, L), tau (K, S, L, B)) of every shape: ``PerfModel.decode_batch_curves`` stacked."""
     from planning.perf import Workload
 
     wl = Workload(input_len=sizes[0], output_len=sizes[1])
     curves = [perf.decode_batch_curves(spec, s, slo_ms, wl, max_stages) for s in shapes]
-    return np.stack([c[0] for c in curves]), np.stack([c[1] for c in curves])
+    return curves[0][0], np.stack([c[1] for c in curves]), np.stack([c[2] for c in curves])
 
 
 def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
@@ -348,7 +350,7 @@ def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[st
                            tables: np.ndarray) -> Callable[[list[str]], np.ndarray]:
     """``stages_json`` list -> common-batch decode throughput (the on-demand search's ``MultisetSpace.correct``);
     the curves are stacked once."""
-    stacked: list[tuple[np.ndarray, np.ndarray]] = []
+    stacked: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def correct(stages_json: list[str]) -> np.ndarray:
         if not stacked:

@@ -11,10 +11,9 @@ batch whose KV the decode instance is still pulling: S + 1 batches. A decode nod
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np

@@ -315,7 +315,7 @@ class MultisetSpace:
     def _template_id(self, row: np.ndarray) -> str:
         """The library's ``template_id`` of a padded multiset row: ``count x shape`` joined by ``+``, by name."""
         ks, counts = np.unique(row[row < self.K], return_counts=True)
-        return "+".join(f"{int(c)}x{self.shapes[int(k)]}" for k, c in sorted(zip(ks.tolist(), counts.tolist()),
+        return "+".join(f"{int(c)}x{self.shapes[int(k)]}" for k, c in sorted(zip(ks.tolist(), counts.tolist(), strict=True),
                                                                         key=lambda kc: self.shapes[kc[0]]))
 
     def _apply_correction(self, P: np.ndarray) -> None:

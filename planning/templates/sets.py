@@ -260,7 +260,6 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
     181 sequences) then caps a faster stage's batch too (1×A100 with 14 layers: 8,963 tok/s at its own 362,
     8,627 at 181). Never above the separable value.
     """
-    from planning.perf import Workload
 
     n = len(stages_json)
     out = np.zeros(n)

@@ -176,6 +176,6 @@ def test_cli_scheduling_flag() -> None:
     base = [sys.executable, "-m", "planning.cli", "perf", "--model", "llama-3-8b", "--gpu", "A10G", "--input-len", "550",
             "--output-len", "150", "--json"]
     chunked = json.loads(subprocess.run(base, capture_output=True, text=True, check=True).stdout)
-    first = json.loads(subprocess.run(base + ["--scheduling", "prefill-first"], capture_output=True, text=True,
+    first = json.loads(subprocess.run([*base, "--scheduling", "prefill-first"], capture_output=True, text=True,
                                       check=True).stdout)
     assert first["serving"]["max_output_tokens_per_s"] < chunked["serving"]["max_output_tokens_per_s"]

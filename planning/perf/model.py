@@ -256,12 +256,7 @@ class PerfModel:
             raise PlanningError("slo_ms", f"{slo_ms} is not a positive number of ms.", "give the SLO in ms, e.g. 1500.")
         if max_stages < 1:
             raise PlanningError("max_stages", f"{max_stages} < 1.", "use at least 1 stage.")
-        count, gpu_id = parse_shape(shape)
-        gpu = self.gpu(gpu_id)
-        dev = self.device(gpu_id)
-        prec = resolve_precision(model, dtype, gpu)
-        net, _known = self.network_gbps(shape)
-        arch = self._layer_arch(model)
+        count, dev, prec, net, arch = self._node(model, shape, dtype)
         s = self.calibration.settings
         if phase == "aggregated":
             stages = np.arange(1, max_stages + 1, dtype=float)
@@ -273,15 +268,30 @@ class PerfModel:
             return best * s.aggregated_max_load
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
+        budget, curves = self._budget_and_curves(model, shape, phase, slo_ms, wl, max_stages, dtype)
+        return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
+                                 kv_extra=0.0 if phase == "decode" else 1.0,
+                                 load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
+                                 kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
+
+    def _node(self, model: ModelSpec, shape: str, dtype: str | None) -> tuple[int, Device, Precision, float, LayerArch]:
+        """(GPUs, device, precision, network Gbit/s, layer sizes) of one node of ``shape`` serving ``model``."""
+        count, gpu_id = parse_shape(shape)
+        net, _known = self.network_gbps(shape)
+        return (count, self.device(gpu_id), resolve_precision(model, dtype, self.gpu(gpu_id)), net,
+                self._layer_arch(model))
+
+    def _budget_and_curves(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,
+                           max_stages: int, dtype: str | None) -> tuple[np.ndarray, list[Curves]]:
+        """Per-stage time budgets (S,) and the batch curves of every usable tp split of a prefill/decode node."""
+        count, dev, prec, net, arch = self._node(model, shape, dtype)
+        s = self.calibration.settings
         batches = self._grid(phase, wl)
         handoff = handoff_s(arch, prec, net, wl.input_len, s) if phase == "decode" else 0.0
         budget = cycle_budget_s(s, phase, slo_ms, wl.output_len, handoff) / np.arange(1, max_stages + 1, dtype=float)
         curves = [self._curves(model, dev, prec, tp, count // tp, phase, wl, batches, net)
                   for tp in self.tp_options(model, count)]
-        return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
-                                 kv_extra=0.0 if phase == "decode" else 1.0,
-                                 load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
-                                 kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
+        return budget, curves
 
     def decode_batch_curves(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload,
                             max_stages: int = 6,
@@ -299,21 +309,11 @@ class PerfModel:
         hit = self._batch_curves.get(key)
         if hit is not None:
             return hit
-        gpu = self.gpu(gpu_id)
-        dev = self.device(gpu_id)
-        prec = resolve_precision(model, dtype, gpu)
-        net, _known = self.network_gbps(shape)
         arch = self._layer_arch(model)
-        s = self.calibration.settings
-        batches = self._grid("decode", workload)
-        handoff = handoff_s(arch, prec, net, workload.input_len, s)
-        budget = (cycle_budget_s(s, "decode", slo_ms, workload.output_len, handoff)
-                  / np.arange(1, max_stages + 1, dtype=float))
-        curves = [self._curves(model, dev, prec, tp, count // tp, "decode", workload, batches, net)
-                  for tp in self.tp_options(model, count)]
+        budget, curves = self._budget_and_curves(model, shape, "decode", slo_ms, workload, max_stages, dtype)
         dp, tau = batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages, kv_extra=0.0,
-                               kv_sigmas=s.kv_sigmas)
-        out = (batches, dp, tau)
+                               kv_sigmas=self.calibration.settings.kv_sigmas)
+        out = (self._grid("decode", workload), dp, tau)
         while len(self._batch_curves) >= BATCH_CURVES_CACHE:
             self._batch_curves.pop(next(iter(self._batch_curves)))
         self._batch_curves[key] = out

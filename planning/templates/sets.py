@@ -199,18 +199,7 @@ def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], s
     out = np.zeros((n, n_classes))
     if n == 0 or n_classes == 0:
         return out
-    index = {s: k for k, s in enumerate(shapes)}
-    parsed = pl.DataFrame({"stages": pl.Series([t or "[]" for t in stages_json], dtype=pl.String).str.json_decode(_STAGES_DTYPE)})
-    n_stages = parsed["stages"].list.len().fill_null(0).to_numpy().astype(np.int64)
-    st = (parsed.with_columns(pl.int_range(pl.len()).alias("row"), pl.col("stages").list.len().alias("depth"))
-          .explode("stages").drop_nulls("stages").unnest("stages")
-          .with_columns(pl.int_range(pl.len()).alias("stage")))
-    nodes = st.select("stage", "shapes").explode("shapes").drop_nulls("shapes")
-    node_stage = nodes["stage"].to_numpy().astype(np.int64)
-    node_shape = nodes["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
-    stage_row = st["row"].to_numpy().astype(np.int64)
-    stage_depth = st["depth"].to_numpy().astype(np.int64)
-    stage_layers = st["layers"].to_numpy().astype(np.int64)
+    n_stages, stage_row, stage_depth, stage_layers, node_stage, node_shape = _explode(stages_json, shapes)
     tables = np.stack([np.asarray(t, dtype=float) for t in class_tables])  # (C, K, S_max, L)
     deep_ok = stage_depth <= tables.shape[2]
     layer_ok = (stage_layers >= 1) & (stage_layers <= tables.shape[3])

@@ -250,10 +250,20 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
 
 
 def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str, str]:
-    """Where the perf numbers of each GPU type come from (measured, calibrated, roofline) and their bands."""
+    """Where the perf numbers of each GPU type come from (measured, calibrated, roofline) and their bands.
+
+    The bands are the ones every estimate carries (``PerfModel.kind_bands``: the validation set's p90 error for the
+    GPU's class and the models' dtypes, never below the roofline band for a GPU without calibration data), the
+    widest over the scenario's model dtypes; not the kernel-level fit errors, which were narrower than what the
+    plan-level caption said for the same GPUs.
+    """
     provenance = {}
+    dtypes = sorted({getattr(ctx.catalog.models.get(ts.group.model), "dtype", None) or "bf16"
+                     for ts in sets if not ts.explicit}) or ["bf16"]
     for gpu in sorted({shape_gpu(s) for ts in sets if not ts.explicit for s in ts.shapes}):
-        prov, band_p, band_d = gpu_provenance(ctx, gpu)
+        prov, _p, _d = gpu_provenance(ctx, gpu)
+        kinds = [ctx.perf.kind_bands(gpu, d) for d in dtypes]
+        band_p, band_d = max(k["ttft"] for k in kinds), max(k["tpot"] for k in kinds)
         provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"

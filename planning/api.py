@@ -493,11 +493,15 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
             budgets = engine_token_budgets(result, Scenario.from_dict(result.scenario), engine_context().perf)
         except PlanningError:  # a placement the step model cannot size: the files keep the engine's default
             budgets = {}
+    # Disaggregated engines get the limits the planner's tables assume, written explicitly (vLLM's own defaults
+    # on GPUs under 70 GiB, 2048 tokens / 256 sequences, would cap a decode batch the plan counts on).
+    settings = engine_context().perf.calibration.settings
+    limits = (int(settings.max_batched_tokens), int(settings.max_num_seqs))
     files: list[ExportFile] = []
     if fmt in ("skypilot", "all"):
-        files += skypilot_tasks(result, repos, budgets)
+        files += skypilot_tasks(result, repos, budgets, engine_limits=limits)
     if fmt in ("kubernetes", "all"):
-        files += kubernetes_manifests(result, repos, step_tokens=budgets)
+        files += kubernetes_manifests(result, repos, step_tokens=budgets, engine_limits=limits)
     return files
 
 

@@ -63,7 +63,7 @@ def _split_region(region: str) -> tuple[str, str]:
     return cloud, name
 
 
-def _layout_comment(inst: InstancePlan, step_tokens: int | None = None) -> list[str]:
+def _layout_comment(inst: InstancePlan, step_tokens: int | None = None, max_seqs: int | None = None) -> list[str]:
     lines = [f"planning export — {inst.model} ({inst.phase}), template {inst.template_id}, region {inst.region}",
              f"{inst.count} instance(s); planned throughput {inst.throughput:,.1f} {inst.throughput_unit} each; "
              f"${inst.cost_per_hour:,.2f}/h for all {inst.count} at planning prices",
@@ -72,7 +72,11 @@ def _layout_comment(inst: InstancePlan, step_tokens: int | None = None) -> list[
         nodes = ", ".join(n.shape for n in stage.nodes)
         lines.append(f"  stage {k}: {stage.layers} layers [{stage.layer_start}, {stage.layer_end}) on {nodes}"
                      + (f" ({len(stage.nodes)} data-parallel nodes)" if len(stage.nodes) > 1 else ""))
-    if step_tokens:
+    if step_tokens and max_seqs:
+        lines.append(f"per-step token budget {step_tokens} (--max-num-batched-tokens) and at most {max_seqs} "
+                     "sequences (--max-num-seqs): the engine limits the planner's tables assume (vLLM's own defaults "
+                     "are 2048 / 256 on GPUs under 70 GiB)")
+    elif step_tokens:
         lines.append(f"per-step token budget {step_tokens} (--max-num-batched-tokens): the largest chunk whose step "
                      "keeps the TPOT SLO (planner and simulator assume it)")
     return lines
@@ -88,13 +92,28 @@ def _tp_and_shapes(inst: InstancePlan) -> tuple[list[str], int]:
     return shapes, tp
 
 
+def _engine_limits(result: PlanResult, budgets: dict[int, int],
+                   engine_limits: tuple[int, int] | None) -> dict[int, int]:
+    """Fill ``budgets`` for the disaggregated (prefill/decode) instances with the planner's engine limits
+    ``(max_batched_tokens, max_num_seqs)`` and return their ``--max-num-seqs`` by instance index."""
+    seqs: dict[int, int] = {}
+    if engine_limits is None:
+        return seqs
+    for idx, inst in enumerate(result.instances):
+        if inst.phase in ("prefill", "decode") and idx not in budgets:
+            budgets[idx], seqs[idx] = int(engine_limits[0]), int(engine_limits[1])
+    return seqs
+
+
 def _serve_command(model_ref: str, tp: int, pp: int, partition: Sequence[int], phase: str,
-                   step_tokens: int | None = None) -> str:
+                   step_tokens: int | None = None, max_seqs: int | None = None) -> str:
     parts = [f"vllm serve {model_ref}", f"--tensor-parallel-size {tp}", "--port 8000"]
     if pp > 1:
         parts += [f"--pipeline-parallel-size {pp}", "--distributed-executor-backend ray"]
     if step_tokens:
         parts.append(f"--max-num-batched-tokens {int(step_tokens)}")
+    if max_seqs:
+        parts.append(f"--max-num-seqs {int(max_seqs)}")
     if phase in ("prefill", "decode"):
         role = "kv_producer" if phase == "prefill" else "kv_consumer"
         parts.append("--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"" + role + "\"}'")
@@ -122,7 +141,8 @@ def _is_simple(inst: InstancePlan) -> bool:
 
 
 def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
-                   step_tokens: Mapping[int, int] | None = None) -> list[ExportFile]:
+                   step_tokens: Mapping[int, int] | None = None,
+                   engine_limits: tuple[int, int] | None = None) -> list[ExportFile]:
     """One SkyPilot task YAML per plan instance (per distinct node shape for mixed pipelines).
 
     Parameters
@@ -143,6 +163,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
     """
     repos = dict(hf_repos or {})
     budgets = dict(step_tokens or {})
+    seqs = _engine_limits(result, budgets, engine_limits)
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         cloud, region = _split_region(inst.region)
@@ -151,7 +172,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
             continue
         partition = [s.layers for s in inst.stages]
         base = _slug(f"{inst.model}-{inst.phase}-{idx}")
-        header = _layout_comment(inst, budgets.get(idx))
+        header = _layout_comment(inst, budgets.get(idx), seqs.get(idx))
         if _is_simple(inst):
             gpu = inst.stages[0].nodes[0].gpu
             pp = len(inst.stages)
@@ -163,7 +184,8 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
                 "envs": _envs(inst),
                 "setup": "pip install vllm",
             }
-            command = _serve_command(_model_ref(inst.model, repos), tp, pp, partition, inst.phase, budgets.get(idx))
+            command = _serve_command(_model_ref(inst.model, repos), tp, pp, partition, inst.phase, budgets.get(idx),
+                                     seqs.get(idx))
             if pp == 1:
                 task["service"] = {"readiness_probe": "/v1/models", "replicas": inst.count}
                 task["run"] = command + "\n"
@@ -202,7 +224,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
                     "  2. launch the other shapes' tasks with RAY_HEAD_ADDRESS=<head-ip>:6379;",
                     "  3. on the head run: " + _serve_command(_model_ref(inst.model, repos), count,
                                                               len(inst.stages), partition, inst.phase,
-                                                              budgets.get(idx))
+                                                              budgets.get(idx), seqs.get(idx))
                     .replace(" \\\n  ", " ").replace("\\\n", " "),
                     "  vLLM places stages in Ray placement-group order; stages with several data-parallel nodes",
                     "  need one pipeline per node and a router in front (the plan's throughput assumes that)."]
@@ -221,7 +243,8 @@ def _pod_spec(gpu: str, gpu_count: int, cmd: str, envs: Mapping[str, str]) -> di
 
 def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
                          namespace: str = "llm-serving",
-                         step_tokens: Mapping[int, int] | None = None) -> list[ExportFile]:
+                         step_tokens: Mapping[int, int] | None = None,
+                         engine_limits: tuple[int, int] | None = None) -> list[ExportFile]:
     """Kubernetes manifests: a ``Deployment`` per single-node instance, a LeaderWorkerSet per single-shape pipeline.
 
     Mixed-shape pipelines get one ``LeaderWorkerSet`` whose leader runs on the first stage's shape and whose
@@ -231,6 +254,7 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
     """
     repos = dict(hf_repos or {})
     budgets = dict(step_tokens or {})
+    seqs = _engine_limits(result, budgets, engine_limits)
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         shapes, tp = _tp_and_shapes(inst)
@@ -240,14 +264,14 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
         labels = {"app.kubernetes.io/name": base, "planning/model": _slug(inst.model), "planning/phase": inst.phase}
         partition = [s.layers for s in inst.stages]
         command = _serve_command(_model_ref(inst.model, repos), tp, len(inst.stages), partition, inst.phase,
-                                 budgets.get(idx))
+                                 budgets.get(idx), seqs.get(idx))
 
         envs = _envs(inst)
 
         def pod_spec(gpu: str, gpu_count: int, cmd: str, envs: dict[str, str] = envs) -> dict[str, object]:
             return _pod_spec(gpu, gpu_count, cmd, envs)
 
-        header = _comment(_layout_comment(inst, budgets.get(idx)))
+        header = _comment(_layout_comment(inst, budgets.get(idx), seqs.get(idx)))
         first = inst.stages[0].nodes[0]
         if _is_simple(inst) and len(inst.stages) == 1:
             doc: dict[str, object] = {

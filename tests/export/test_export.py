@@ -118,7 +118,8 @@ def test_cli_export_from_a_solved_preset(tmp_path, capsys) -> None:  # type: ign
 
 def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None:
     """--max-num-batched-tokens of an aggregated instance is the TPOT SLO's chunk (build_topology's budget), in
-    the serve command and the layout comment of every file; disaggregated instances keep the engine default."""
+    the serve command and the layout comment of every file; disaggregated instances get the engine limits the
+    planner's tables assume (vLLM's own defaults are lower on GPUs under 70 GiB and would cap planned batches)."""
     import re
 
     from planning import api
@@ -140,6 +141,10 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
                 assert f"--max-num-batched-tokens {budgets[idx]}" in text
                 assert f"per-step token budget {budgets[idx]}" in text
     disaggregated = api.export_plan(api.solve(api.load_preset_scenario("coral-core")), "all")
-    assert not any("--max-num-batched-tokens" in f.text for f in disaggregated)
+    settings = api.engine_context().perf.calibration.settings
+    for f in disaggregated:
+        if f.kind in ("skypilot", "kubernetes") and "vllm serve" in f.text:
+            assert f"--max-num-batched-tokens {int(settings.max_batched_tokens)}" in f.text
+            assert f"--max-num-seqs {int(settings.max_num_seqs)}" in f.text
     for f in skypilot_tasks(PLAN, REPOS, {0: 512}):
         _validate_with_skypilot(yaml.safe_load(f.text))

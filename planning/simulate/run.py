@@ -27,7 +27,7 @@ from planning.simulate.engine import (
 )
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
-from planning.simulate.steps import InstanceModel, engine_defaults
+from planning.simulate.steps import InstanceModel, benchmark_engine_defaults, engine_defaults
 from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
 from planning.traces import Trace, read_trace
 
@@ -428,7 +428,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     perf = perf or PerfModel()
     spec = perf.model(model)
     perf.gpu(gpu)
-    default_chunk, default_seqs = engine_defaults(perf)
+    default_chunk, default_seqs = benchmark_engine_defaults(perf, gpu)
     chunk_tokens = chunk_tokens or default_chunk
     max_seqs = max_seqs or default_seqs
     if tp is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -70,14 +71,16 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
     predicted = []
     for rec in frame.to_dict("records"):
         notes = str(rec["notes"])
-        one_wave = "one wave" in notes
         size = {k: int(str(rec[k])) for k in ("n_gpus", "tp", "input_len", "output_len", "concurrency")}
-        key = (str(rec["model"]), str(rec["gpu"]), str(rec["dtype"]), one_wave, *size.values())
+        # the run's length when the publication states it: one wave of the clients, or N requests per level
+        per_level = re.search(r"(\d+) requests per level", notes)
+        requests = size["concurrency"] if "one wave" in notes else int(per_level.group(1)) if per_level else None
+        key = (str(rec["model"]), str(rec["gpu"]), str(rec["dtype"]), requests, *size.values())
         if key not in runs:
             runs[key] = benchmark(str(rec["model"]), str(rec["gpu"]), count=size["n_gpus"], tp=size["tp"],
                                   dtype=str(rec["dtype"]), input_len=size["input_len"],
                                   output_len=size["output_len"], concurrency=size["concurrency"],
-                                  requests=size["concurrency"] if one_wave else None, perf=perf)
+                                  requests=requests, perf=perf)
         mean_field, median_field = _FIELDS[str(rec["quantity"])]
         field = median_field if "median" in notes.lower() else mean_field
         predicted.append(float(getattr(runs[key], field)))

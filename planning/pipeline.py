@@ -261,10 +261,9 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
     dtypes = sorted({getattr(ctx.catalog.models.get(ts.group.model), "dtype", None) or "bf16"
                      for ts in sets if not ts.explicit}) or ["bf16"]
     for gpu in sorted({shape_gpu(s) for ts in sets if not ts.explicit for s in ts.shapes}):
-        prov, _p, _d = gpu_provenance(ctx, gpu)
         kinds = [ctx.perf.kind_bands(gpu, d) for d in dtypes]
         band_p, band_d = max(k["ttft"] for k in kinds), max(k["tpot"] for k in kinds)
-        provenance[gpu] = f"{prov} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
+        provenance[gpu] = f"{gpu_provenance(ctx, gpu)} (±{band_p:.0%} prefill, ±{band_d:.0%} decode)"
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"
     return provenance

@@ -92,17 +92,16 @@ def _tp_and_shapes(inst: InstancePlan) -> tuple[list[str], int]:
     return shapes, tp
 
 
-def _engine_limits(result: PlanResult, budgets: dict[int, int],
-                   engine_limits: tuple[int, int] | None) -> dict[int, int]:
-    """Fill ``budgets`` for the disaggregated (prefill/decode) instances with the planner's engine limits
-    ``(max_batched_tokens, max_num_seqs)`` and return their ``--max-num-seqs`` by instance index."""
-    seqs: dict[int, int] = {}
-    if engine_limits is None:
-        return seqs
-    for idx, inst in enumerate(result.instances):
-        if inst.phase in ("prefill", "decode") and idx not in budgets:
-            budgets[idx], seqs[idx] = int(engine_limits[0]), int(engine_limits[1])
-    return seqs
+def _engine_limits(result: PlanResult, step_tokens: Mapping[int, int] | None,
+                   engine_limits: tuple[int, int] | None) -> tuple[dict[int, int], dict[int, int]]:
+    """``--max-num-batched-tokens`` and ``--max-num-seqs`` by instance index: ``step_tokens`` as given, and the
+    planner's engine limits ``(max_batched_tokens, max_num_seqs)`` for the disaggregated instances without one."""
+    budgets, seqs = dict(step_tokens or {}), {}
+    if engine_limits is not None:
+        for idx, inst in enumerate(result.instances):
+            if inst.phase in ("prefill", "decode") and idx not in budgets:
+                budgets[idx], seqs[idx] = int(engine_limits[0]), int(engine_limits[1])
+    return budgets, seqs
 
 
 def _serve_command(model_ref: str, tp: int, pp: int, partition: Sequence[int], phase: str,
@@ -162,8 +161,7 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
         ``kind="skypilot"``; ``deployable`` is ``"one-command"`` for single-shape pipelines, else ``"manual"``.
     """
     repos = dict(hf_repos or {})
-    budgets = dict(step_tokens or {})
-    seqs = _engine_limits(result, budgets, engine_limits)
+    budgets, seqs = _engine_limits(result, step_tokens, engine_limits)
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         cloud, region = _split_region(inst.region)
@@ -253,8 +251,7 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
     :func:`skypilot_tasks`.
     """
     repos = dict(hf_repos or {})
-    budgets = dict(step_tokens or {})
-    seqs = _engine_limits(result, budgets, engine_limits)
+    budgets, seqs = _engine_limits(result, step_tokens, engine_limits)
     files: list[ExportFile] = []
     for idx, inst in enumerate(result.instances):
         shapes, tp = _tp_and_shapes(inst)

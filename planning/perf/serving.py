@@ -93,7 +93,6 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     else:
         b = _grid(max_seqs)
         prefill_share = b * inp / out
-    share = np.minimum(prefill_share, np.maximum(budget - b, 0.0))
     if scheduling == "prefill-first":
         # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
         t_dec = _step_time(arch, dev, prec, tp, b, ctx, np.zeros_like(b), inp)
@@ -103,8 +102,8 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         t = t_dec + per_step * t_pre / k
         alone = concurrency is not None and concurrency <= dp
         ttft = t_pre + (0.0 if alone else 0.5 * t_dec)
-        share = np.zeros_like(b)  # no prompt tokens share a decode step (token budget check below)
     else:
+        share = np.minimum(prefill_share, np.maximum(budget - b, 0.0))
         t = _step_time(arch, dev, prec, tp, b, ctx, share, inp)
         chunk = np.maximum(budget - (b - 1.0 if concurrency is not None else b), 1.0)
         steps = np.ceil(inp / chunk)

@@ -33,6 +33,7 @@ templates, θ = δ lists every column reduced-cost fixing may need.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -314,9 +315,8 @@ class MultisetSpace:
 
     def _template_id(self, row: np.ndarray) -> str:
         """The library's ``template_id`` of a padded multiset row: ``count x shape`` joined by ``+``, by name."""
-        ks, counts = np.unique(row[row < self.K], return_counts=True)
-        return "+".join(f"{int(c)}x{self.shapes[int(k)]}" for k, c in sorted(zip(ks.tolist(), counts.tolist(), strict=True),
-                                                                        key=lambda kc: self.shapes[kc[0]]))
+        usage = Counter(self.shapes[int(k)] for k in row[row < self.K])
+        return "+".join(f"{n}x{s}" for s, n in sorted(usage.items()))
 
     def _apply_correction(self, P: np.ndarray) -> None:
         """Replace the cached separable throughput of the multisets ``P`` by ``correct``'s (never larger)."""
@@ -335,7 +335,7 @@ class MultisetSpace:
         for row, c in zip(P, self.codes(P).tolist(), strict=True):
             value, rest = self.cache[c]
             if value > 0:
-                self.cache[c] = (min(value, float(fixed.get(self._template_id(row), value))), rest)
+                self.cache[c] = (min(value, float(fixed[self._template_id(row)])), rest)
 
     def _separable_frame(self, P: np.ndarray) -> pl.DataFrame:
         tasks: list[tuple[Block, np.ndarray]] = []

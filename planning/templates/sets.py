@@ -115,16 +115,16 @@ class TemplateSet:
 # building
 
 
-def gpu_provenance(ctx: EngineContext, gpu: str) -> tuple[str, float, float]:
-    """(provenance, ±prefill band, ±decode band) of the perf numbers for one GPU type."""
-    cal = ctx.perf.gpu_calibration(gpu)
-    return str(cal.provenance), float(cal.band_prefill), float(cal.band_decode)
+def gpu_provenance(ctx: EngineContext, gpu: str) -> str:
+    """Provenance of the perf numbers for one GPU type: measured, calibrated or roofline (their bands:
+    ``PerfModel.kind_bands``)."""
+    return str(ctx.perf.gpu_calibration(gpu).provenance)
 
 
 def _provenance_column(ctx: EngineContext, shapes: Sequence[str], usage: np.ndarray) -> tuple[str, ...]:
     """Weakest provenance among each template's GPU types, vectorized over rows."""
     names = ["measured", "calibrated", "roofline"]
-    rank = np.array([_PROV_RANK.get(gpu_provenance(ctx, shape_gpu(s))[0], 2) for s in shapes])
+    rank = np.array([_PROV_RANK.get(gpu_provenance(ctx, shape_gpu(s)), 2) for s in shapes])
     if usage.size == 0:
         return ()
     worst = np.where(usage > 0, rank[None, :], -1).max(axis=1)

@@ -101,13 +101,14 @@ def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.
 
 def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
                        input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int | None = None, max_seqs: int | None = None) -> BenchmarkResult:
+                       chunk_tokens: int | None = None, max_seqs: int | None = None,
+                       scheduling: str = "chunked") -> BenchmarkResult:
     """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
     from planning.simulate import benchmark
 
     return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
                      concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
-                     perf=_engine_context().perf)
+                     scheduling=scheduling, perf=_engine_context().perf)
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -335,7 +336,8 @@ class PerfModel:
 
     def serving(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
-                concurrency: int | None = None, scheduling: str = "chunked") -> ServingPoint | None:
+                concurrency: int | None = None, scheduling: str = "chunked",
+                engine_limits: tuple[int, int] | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -347,6 +349,8 @@ class PerfModel:
         concurrency: evaluate a closed loop of this many clients instead of the open-loop peak.
         scheduling: ``"chunked"`` (default: chunked prefill) or ``"prefill-first"`` (engines without chunked
             prefill: prompt steps stall the decodes; see ``serving.serving_point``).
+        engine_limits: the engine's ``(max_num_batched_tokens, max_num_seqs)`` (None: the calibrated settings, the
+            limits ``planning export`` configures); ``engine_limits()`` gives an engine's defaults.
 
         Returns
         -------
@@ -362,7 +366,14 @@ class PerfModel:
         if concurrency is not None and concurrency < 1:
             raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
         prec = resolve_precision(spec, dtype, gpu)
-        return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, self.calibration.settings, tp,
+        settings = self.calibration.settings
+        if engine_limits is not None:
+            tokens, seqs = engine_limits
+            if tokens < 1 or seqs < 1:
+                raise PlanningError("engine_limits", f"{engine_limits} has a limit below 1.",
+                                    "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
+            settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
+        return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
                              count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.bands import ANY, QUANTITY_KIND, BandRow, dtype_class, gpu_class
+from planning.perf.engines import engine_limits, scheduling_of
 from planning.perf.model import PerfModel
 
 DEFAULT_VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
@@ -135,20 +135,6 @@ def load_validation(directory: Path | None = None) -> list[ValidationPoint]:
     return points
 
 
-def scheduling_of(engine: str, version: str) -> str:
-    """The engine's default step scheduling: ``"prefill-first"`` for vLLM before 0.6 and TGI before 3 (no chunked
-    prefill by default), else ``"chunked"`` (vLLM V1, SGLang, TensorRT-LLM, NIM; and an unstated version)."""
-    m = re.match(r"\s*v?(\d+)\.(\d+)", version or "")
-    if m is None:
-        return "chunked"
-    major, minor = int(m.group(1)), int(m.group(2))
-    if engine == "vllm" and (major, minor) < (0, 6):
-        return "prefill-first"
-    if engine == "tgi" and major < 3:
-        return "prefill-first"
-    return "chunked"
-
-
 def predict(pm: PerfModel, p: ValidationPoint) -> float:
     """The model's number for the quantity of ``p`` (see module docstring); NaN when the model cannot run it."""
     count = p.n_gpus
@@ -166,7 +152,9 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
-                    scheduling=scheduling_of(p.engine, p.engine_version))
+                    scheduling=scheduling_of(p.engine, p.engine_version),
+                    engine_limits=engine_limits(p.engine, p.engine_version, p.gpu, pm.gpu(p.gpu).memory_gb,
+                                                pm.calibration.settings))
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

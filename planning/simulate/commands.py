@@ -48,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "perf model's engine setting; benchmark mode takes that setting, else 2048)")
     p.add_argument("--max-seqs", type=int, default=None,
                    help="largest decode batch per engine copy (default: the perf model's setting, else 1024)")
+    p.add_argument("--scheduling", choices=("chunked", "prefill-first"), default="chunked",
+                   help="benchmark mode: chunked prefill (default) or whole prompts as steps of their own that "
+                        "stall the decodes (vLLM before 0.6, TGI 2)")
     p.add_argument("--sharing", choices=("kvpr", "exact"), default=None,
                    help="plan a scenario with GPU sharing for its low-rate models first, then simulate the shared "
                         "GPUs request by request and the dedicated plan as usual")
@@ -79,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         bench = api.simulate_benchmark(args.model, args.gpu, count=args.count, tp=args.tp, dtype=args.dtype,
                                        input_len=args.input_len, output_len=args.output_len,
                                        concurrency=args.concurrency, requests=args.requests,
-                                       chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
+                                       chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs,
+                                       scheduling=args.scheduling)
         if args.json:
             print_json(bench.to_dict())
         else:

@@ -245,11 +245,18 @@ class PrefillEngine(Engine):
 
 
 class DecodeEngine(Engine):
-    """Continuous batching with KV admission. ``aggregated``: also prefills prompts in chunks (mixed steps)."""
+    """Continuous batching with KV admission. ``aggregated``: also prefills prompts in chunks (mixed steps).
 
-    def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int) -> None:
+    ``prefill_first`` (aggregated engines without chunked prefill, e.g. vLLM before 0.6, TGI 2): waiting prompts run
+    whole, up to ``chunk_tokens`` of them (at least one), as a step of their own that stalls every decode.
+    """
+
+    def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int,
+                 prefill_first: bool = False) -> None:
         super().__init__(sim, im, name, "aggregated" if aggregated else "decode")
         self.aggregated = aggregated
+        self.prefill_first = prefill_first and aggregated
+        self.pure_prefill = False  # the current step is a prefill-first prompt step (decodes wait)
         self.chunk = chunk_tokens
         self.prefill_q: deque[list[int]] = deque()  # [request, prompt tokens left]
         self.joiners: list[int] = []
@@ -329,6 +336,17 @@ class DecodeEngine(Engine):
             joiners, self.joiners = self.joiners, []
             for r in joiners:
                 self._join(t, r)
+        if self.prefill_q and self.prefill_first:
+            room = 0
+            for _r, left in self.prefill_q:  # whole prompts while they fit the budget, at least one
+                if room and room + left > self.chunk:
+                    break
+                room += left
+            chunk, tokens = take_chunk(self.prefill_q, room)
+            self.mixed = chunk
+            self.pure_prefill = True
+            self._begin(t, im.prefill_s(len(chunk), tokens), 1)
+            return
         if self.prefill_q:
             room = self.chunk - self.b
             if room > 0:
@@ -361,9 +379,11 @@ class DecodeEngine(Engine):
         k = self.m_done
         self.busy_s += k * self.dt
         self.seq_seconds += self.b * k * self.dt
-        self.steps += k
-        self.ctx_sum += self.b * k
-        self.tokens_out += self.b * k
+        if not self.pure_prefill:  # a prefill-first prompt step advances no decode
+            self.steps += k
+            self.ctx_sum += self.b * k
+            self.tokens_out += self.b * k
+        self.pure_prefill = False
         if self.mixed is not None:
             for r, completes in self.mixed:
                 if completes:

@@ -13,6 +13,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
 from planning.perf.model import MAX_TOKENS, PerfModel
+from planning.perf.serving import SCHEDULING
 from planning.result import InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import (
@@ -401,16 +402,19 @@ def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.
 
 def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
               input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-              chunk_tokens: int | None = None, max_seqs: int | None = None,
+              chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
               perf: PerfModel | None = None) -> BenchmarkResult:
-    """Closed loop on one node (aggregated engine, chunked prefill): ``concurrency`` clients, each sending its next
-    request when the previous one finishes, like ``vllm bench serve --max-concurrency``.
+    """Closed loop on one node (aggregated engine): ``concurrency`` clients, each sending its next request when the
+    previous one finishes, like ``vllm bench serve --max-concurrency``.
 
     Parameters
     ----------
     model, gpu: catalog ids. count: GPUs in the node. tp: tensor-parallel degree (default: all GPUs when valid).
     dtype: weight dtype. input_len, output_len: tokens per request. concurrency: clients.
     requests: requests in the run (default max(10 × concurrency, 64)).
+    chunk_tokens, max_seqs: the engine's step token budget and sequence cap (default: vLLM V1's for the GPU).
+    scheduling: ``"chunked"`` (prompt chunks ride in the decode steps) or ``"prefill-first"`` (whole prompts run
+        as steps of their own that stall the decodes: vLLM before 0.6, TGI 2).
 
     Returns
     -------
@@ -425,6 +429,8 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
                          ("requests", requests if requests is not None else 1, MAX_BENCH_REQUESTS)):
         if not (1 <= v <= top):
             raise PlanningError(name, f"{quote(v)} is not in [1, {top:,}].", f"use {name} between 1 and {top:,}.")
+    if scheduling not in SCHEDULING:
+        raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
     perf = perf or PerfModel()
     spec = perf.model(model)
     perf.gpu(gpu)
@@ -452,12 +458,19 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
             sim.arrive(t, req.add(t, input_len, output_len, 0))
 
     sim = Sim([], req, on_finish=next_request)
-    eng = DecodeEngine(sim, im, shape, True, chunk_tokens)
+    eng = DecodeEngine(sim, im, shape, True, chunk_tokens, prefill_first=scheduling == "prefill-first")
     sim.routes = [ModelRoutes(Router([eng], [1.0], "proportional"), None)]
-    for _ in range(min(concurrency, total)):
+    first_wave = min(concurrency, total)
+    # Without chunked prefill, clients that start together stay in lockstep (their prompts batch into one long step
+    # and they finish together); real clients drift apart, so they start spread over one batch-1 request.
+    spread = im.prefill_s(1, input_len) + (output_len - 1) * im.decode_cycle_s(1, float(input_len)) \
+        if scheduling == "prefill-first" else 0.0
+    wave = []
+    for i in range(first_wave):
         issued[0] += 1
-        sim.arrive(0.0, req.add(0.0, input_len, output_len, 0))
-    sim.run(())
+        t0 = spread * i / first_wave
+        wave.append(req.add(t0, input_len, output_len, 0))
+    sim.run(wave)
     arrival = np.array(req.arrival)
     first = np.array(req.t_first)
     done = np.array(req.t_done)

@@ -36,6 +36,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.curves import Curves
+from planning.perf.engines import vllm_v1_limits
 from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s, kv_request_bytes
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
@@ -50,21 +51,16 @@ PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128,
                                      2048, 4096)
 
 
-VLLM_LARGE_GPU_GIB = 70.0  # vLLM's EngineArgs.get_batch_defaults: the larger defaults need >= 70 GiB and not an A100
-
-
 def benchmark_engine_defaults(perf: PerfModel, gpu_id: str) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) a benchmark run of ``vllm serve`` gets on ``gpu_id`` by default.
 
     vLLM V1's OpenAI server (``EngineArgs.get_batch_defaults``): 8,192 / 1,024 on GPUs with at least 70 GiB that are
     not A100s, else 2,048 / 256 (an A100 is excluded because larger steps lowered its throughput, vLLM PR 17885).
     The large tier is the perf model's engine setting (``engine_defaults``), so a calibrated setting carries over.
-    Published closed-loop runs use these defaults; a plan's engines get the planner's limits instead (export).
+    Published closed-loop runs use these defaults (``perf.engines``); a plan's engines get the planner's limits
+    instead (export).
     """
-    gpu = perf.gpu(gpu_id)
-    large = gpu.memory_gb * 1e9 >= VLLM_LARGE_GPU_GIB * 2**30 and not gpu_id.upper().startswith("A100")
-    chunk, seqs = engine_defaults(perf)
-    return (chunk, seqs) if large else (min(chunk, 2048), min(seqs, 256))
+    return vllm_v1_limits(gpu_id, perf.gpu(gpu_id).memory_gb, perf.calibration.settings)
 
 
 def engine_defaults(perf: PerfModel) -> tuple[int, int]:

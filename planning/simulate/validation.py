@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from planning.errors import PlanningError
+from planning.perf.engines import engine_limits, scheduling_of
 from planning.perf.model import PerfModel
 from planning.simulate.metrics import BenchmarkResult
 from planning.simulate.run import benchmark
@@ -75,12 +76,17 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
         # the run's length when the publication states it: one wave of the clients, or N requests per level
         per_level = re.search(r"(\d+) requests per level", notes)
         requests = size["concurrency"] if "one wave" in notes else int(per_level.group(1)) if per_level else None
-        key = (str(rec["model"]), str(rec["gpu"]), str(rec["dtype"]), requests, *size.values())
+        # the engine as the publication ran it: its default scheduling and batch limits for its version
+        engine, version, gpu = str(rec["engine"]), str(rec["engine_version"]), str(rec["gpu"])
+        scheduling = scheduling_of(engine, version)
+        tokens, seqs = engine_limits(engine, version, gpu, perf.gpu(gpu).memory_gb, perf.calibration.settings)
+        key = (str(rec["model"]), gpu, str(rec["dtype"]), requests, scheduling, tokens, seqs, *size.values())
         if key not in runs:
-            runs[key] = benchmark(str(rec["model"]), str(rec["gpu"]), count=size["n_gpus"], tp=size["tp"],
+            runs[key] = benchmark(str(rec["model"]), gpu, count=size["n_gpus"], tp=size["tp"],
                                   dtype=str(rec["dtype"]), input_len=size["input_len"],
                                   output_len=size["output_len"], concurrency=size["concurrency"],
-                                  requests=requests, perf=perf)
+                                  requests=requests, chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling,
+                                  perf=perf)
         mean_field, median_field = _FIELDS[str(rec["quantity"])]
         field = median_field if "median" in notes.lower() else mean_field
         predicted.append(float(getattr(runs[key], field)))

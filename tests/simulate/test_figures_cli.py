@@ -84,6 +84,12 @@ def test_cli_benchmark_equals_api(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli == pytest.approx(ref)
     for key in ("ttft_ms_mean", "itl_ms_mean", "output_tokens_per_s", "ttft_ms_p90", "itl_ms_p90"):
         assert key in cli
+    assert main([*argv, "--scheduling", "prefill-first"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    ref = api.simulate_benchmark("llama-3-8b", "L40S", input_len=512, output_len=64, concurrency=4,
+                                 scheduling="prefill-first").to_dict()
+    first.pop("wall_s"), ref.pop("wall_s")
+    assert first == pytest.approx(ref) and first["itl_ms_mean"] > cli["itl_ms_mean"]
 
 
 def test_cli_plan_file_equals_api(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]

@@ -60,4 +60,24 @@ def test_run_length_comes_from_the_publication(pm: PerfModel) -> None:
     llmperf = errors[errors["source"] == "philschmid-llmperf-a10g"]
     assert len(llmperf) == 10 and llmperf["notes"].str.contains("100 requests per level").all()
     itl = llmperf[llmperf["quantity"] == "itl_ms"]
-    assert (itl["rel_error"].abs() < 0.1).all()  # step time under load: measured 36 / 50 / 59 ms
+    # step time under load (vLLM 0.4.3 run prefill-first at its own limits): measured 36 / 50 / 59 ms
+    assert (itl["rel_error"].abs() < 0.15).all() and itl["rel_error"].abs().median() < 0.1
+    out = llmperf[(llmperf["quantity"] == "output_tokens_per_s") & (llmperf["concurrency"] <= 16)]
+    assert (out["rel_error"].abs() < 0.15).all()
+
+
+def test_prefill_first_engine_stalls_decodes_without_lockstep(pm: PerfModel) -> None:
+    """Without chunked prefill a prompt is a step of its own: decodes wait (longer ITL than chunked at the same
+    limits), whole prompts batch up to the step budget, and staggered clients do not fall into lockstep (the
+    median TTFT is about one prompt's prefill, not the 16 prompts' one long step)."""
+    from planning.simulate.run import benchmark
+
+    kw = dict(input_len=466, output_len=150, concurrency=16, requests=100, chunk_tokens=8192, max_seqs=256, perf=pm)
+    chunked = benchmark("llama-3-8b", "A10G", **kw)  # type: ignore[arg-type]
+    first = benchmark("llama-3-8b", "A10G", scheduling="prefill-first", **kw)  # type: ignore[arg-type]
+    assert first.itl_ms_mean > 1.1 * chunked.itl_ms_mean
+    one = pm.estimate("llama-3-8b", "A10G", batch=1, input_len=466, output_len=150)
+    all16 = pm.estimate("llama-3-8b", "A10G", batch=16, input_len=466, output_len=150)
+    assert first.ttft_ms_p50 < 0.5 * all16.prefill_ms and first.ttft_ms_p50 > 0.8 * one.prefill_ms
+    with pytest.raises(PlanningError, match="scheduling"):
+        benchmark("llama-3-8b", "A10G", scheduling="fifo", **kw)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 from planning import api  # noqa: E402
 from planning.simulate import SimConfig, benchmark, build_topology, headroom, simulate_topology  # noqa: E402
-from planning.simulate.validation import closed_loop_errors, error_summary  # noqa: E402
+from planning.simulate.validation import burst_errors, closed_loop_errors, error_summary  # noqa: E402
 
 
 def speed(hours: float) -> None:
@@ -48,6 +48,15 @@ def validation() -> None:
     print("\nmedian absolute error per source and quantity (target <= 20 %):")
     for row in error_summary(errors).itertuples(index=False):
         print(f"  {row.source:<24} {row.quantity:<20} n={row.points:<3} |e| {row.median_abs_error:6.1%}  "
+              f"signed {row.median_signed_error:+6.1%}")
+    bursts = burst_errors(perf=api.engine_context().perf)
+    print("\nfinite open-loop runs (N prompts at a rate, chat length mix, median of 5 draws; predicted / published - 1):")
+    for row in bursts.itertuples(index=False):
+        print(f"  {row.id:<36} {row.quantity:<20} published {row.value:>10.2f}  simulated {row.predicted:>10.2f}"
+              f"  {row.rel_error:+.1%}")
+    print("\nmedian absolute error per source and quantity:")
+    for row in error_summary(bursts).itertuples(index=False):
+        print(f"  {row.source:<30} {row.quantity:<20} n={row.points:<3} |e| {row.median_abs_error:6.1%}  "
               f"signed {row.median_signed_error:+6.1%}")
 
 

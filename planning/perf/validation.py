@@ -83,13 +83,14 @@ def _int(text: str, path: Path, row: int, col: str, optional: bool = False) -> i
     return value
 
 
-SIMULATOR_FILE = "closed_loop.csv"
-"""Checked by ``planning.simulate`` (latency at a client concurrency is a simulation output), not loaded here."""
+SIMULATOR_FILES = ("closed_loop.csv", "bursts.csv", "length_mixes.csv")
+"""Checked by ``planning.simulate`` (closed loops at a concurrency and finite open-loop runs are simulation
+outputs; the length mixes are their inputs), not loaded here."""
 
 
 def load_validation(directory: Path | None = None) -> list[ValidationPoint]:
-    """Every row of every ``*.csv`` in ``directory`` (default ``data/validation``) except the simulator's
-    closed-loop file, validated.
+    """Every row of every ``*.csv`` in ``directory`` (default ``data/validation``) except the simulator's files
+    (``SIMULATOR_FILES``), validated.
 
     Raises
     ------
@@ -99,7 +100,7 @@ def load_validation(directory: Path | None = None) -> list[ValidationPoint]:
     d = Path(directory) if directory is not None else DEFAULT_VALIDATION_DIR
     points: list[ValidationPoint] = []
     for path in sorted(d.glob("*.csv")):
-        if path.name == SIMULATOR_FILE:  # closed-loop runs are the simulator's predictions to check, not the perf model's
+        if path.name in SIMULATOR_FILES:  # the simulator's runs to check, not the perf model's
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
             raise PlanningError(path.name, f"is larger than {MAX_FILE_BYTES} bytes.", "split the file.")

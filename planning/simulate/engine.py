@@ -20,9 +20,12 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from planning.errors import PlanningError
 from planning.simulate.steps import InstanceModel
 
 WAKE, PREFILL_DONE, KV_DONE = 0, 1, 2
+KV_POLICIES = ("reserve", "grow")
+KV_WATERMARK = 0.01  # grow policy: admission leaves this share of the KV cache free (vLLM's watermark)
 
 
 @dataclass
@@ -124,13 +127,13 @@ class Engine:
         f, s = self.kv_full + full, self.kv_slide + slide
         self._kv_set(t, f, s, self.im.kv_fraction(f, s))
 
-    def reserve(self, t: float, tokens: float) -> bool:
-        """Reserve KV for ``tokens``; False (nothing reserved) when it does not fit."""
+    def reserve(self, t: float, tokens: float, limit: float = 1.0) -> bool:
+        """Reserve KV for ``tokens``; False (nothing reserved) when the fill would pass ``limit``."""
         window = self.im.kv_window
         f = self.kv_full + tokens
         s = self.kv_slide + (tokens if tokens < window else window)
         frac = self.im.kv_fraction(f, s)
-        if frac > 1.0:
+        if frac > limit:
             return False
         self._kv_set(t, f, s, frac)
         return True
@@ -164,8 +167,12 @@ class Engine:
         req = self.sim.req
         req.t_done[r] = t
         self.served += 1
-        self.release(t, req.inp[r] + req.out[r])
+        self.release(t, self._footprint(r))
         self.sim.finished(t, r)
+
+    def _footprint(self, r: int) -> float:
+        """KV tokens request ``r`` holds when it finishes: its whole reservation (prompt + output)."""
+        return float(self.sim.req.inp[r] + self.sim.req.out[r])
 
 
 class PrefillEngine(Engine):
@@ -249,13 +256,27 @@ class DecodeEngine(Engine):
 
     ``prefill_first`` (aggregated engines without chunked prefill, e.g. vLLM before 0.6, TGI 2): waiting prompts run
     whole, up to ``chunk_tokens`` of them (at least one), as a step of their own that stalls every decode.
+    ``kv_policy``: ``"reserve"`` (default) reserves a request's whole KV footprint (prompt + output) at admission;
+    ``"grow"`` (aggregated only) is vLLM's: admit when the prompt's KV fits below a 1 % watermark, grow one token
+    per sequence and step, and when the cache is full preempt the most recently admitted sequence, which frees its
+    KV and later recomputes its prompt and generated tokens as one prompt.
     """
 
     def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int,
-                 prefill_first: bool = False) -> None:
+                 prefill_first: bool = False, kv_policy: str = "reserve") -> None:
         super().__init__(sim, im, name, "aggregated" if aggregated else "decode")
+        if kv_policy not in KV_POLICIES:
+            raise PlanningError("kv_policy", f"unknown KV policy {kv_policy!r}.", f"use one of {list(KV_POLICIES)}.")
         self.aggregated = aggregated
         self.prefill_first = prefill_first and aggregated
+        # "grow" (aggregated engines): admit on the prompt's KV, grow a token per step, preempt the latest admitted
+        # sequence by recomputation when the cache is full (vLLM's policy); "reserve": the whole footprint up front
+        self.grow = kv_policy == "grow" and aggregated
+        self.base: dict[int, int] = {}  # grow: request -> step count at which it had generated nothing
+        self.resident: dict[int, None] = {}  # grow: running requests in admission order (the last is preempted)
+        self.finish_at: dict[int, int] = {}  # grow: request -> its live entry in ``running`` (older ones are stale)
+        self.gen_before: dict[int, int] = {}  # grow: tokens a preempted request had generated
+        self.preemptions = 0
         self.pure_prefill = False  # the current step is a prefill-first prompt step (decodes wait)
         self.chunk = chunk_tokens
         self.prefill_q: deque[list[int]] = deque()  # [request, prompt tokens left]
@@ -289,12 +310,62 @@ class DecodeEngine(Engine):
             origin.kv_released(t, r)
         self.sim.drop(t, r)
 
+    def _admit_next(self, t: float) -> int | None:
+        if self.aggregated and self.b + len(self.prefill_q) + len(self.joiners) >= self.im.max_batch:
+            return None  # max_num_seqs: a finishing sequence makes room
+        if not self.grow:
+            return super()._admit_next(t)
+        req = self.sim.req
+        while self.waiting:
+            r = self.waiting[0]
+            if self.reserve(t, req.inp[r] + self.gen_before.get(r, 0), 1.0 - KV_WATERMARK):
+                return self.waiting.popleft()
+            if self.kv_full != 0.0:
+                return None
+            self.waiting.popleft()
+            self.gen_before.pop(r, None)
+            self._cannot_fit(t, r)
+        return None
+
+    def _footprint(self, r: int) -> float:
+        if not self.grow:
+            return super()._footprint(r)
+        self.resident.pop(r, None)
+        self.base.pop(r, None)
+        self.finish_at.pop(r, None)
+        return float(self.sim.req.inp[r] + self.sim.req.out[r] - 1)  # the last token's KV is never written
+
+    def _grow_steps(self) -> float:
+        """Steps the running batch can grow (a token per sequence each) before the KV cache is full."""
+        return self.im.kv_growth_steps(self.kv_full, self.kv_slide, self.b)
+
+    def _make_room(self, t: float) -> None:
+        """Grow policy, before a step: preempt the latest admitted sequences until the step's tokens fit."""
+        req = self.sim.req
+        while self.b and self._grow_steps() < 1.0:
+            r = next(reversed(self.resident))
+            del self.resident[r]
+            self.finish_at.pop(r, None)
+            gen = self.steps - self.base.pop(r)
+            self.b -= 1
+            self.ctx_sum -= req.inp[r] + gen
+            self.release(t, req.inp[r] + gen - 1)
+            if self.b == 0 and self.kv_full == 0.0:  # it had the cache to itself and still filled it: never fits
+                self._cannot_fit(t, r)
+                break
+            self.preemptions += 1
+            self.gen_before[r] = gen
+            self.waiting.appendleft(r)
+        if self.b == 0:
+            self.ctx_sum = 0.0
+
     def admit(self, t: float) -> None:
         req = self.sim.req
         while (r := self._admit_next(t)) is not None:
             if self.aggregated:
-                req.t_start[r] = t
-                self.prefill_q.append([r, max(1, req.inp[r])])
+                if math.isnan(req.t_start[r]):
+                    req.t_start[r] = t
+                self.prefill_q.append([r, max(1, req.inp[r] + self.gen_before.get(r, 0))])
                 self.poke(t)
             else:
                 req.t_dec_admit[r] = t
@@ -336,6 +407,8 @@ class DecodeEngine(Engine):
             joiners, self.joiners = self.joiners, []
             for r in joiners:
                 self._join(t, r)
+        if self.grow:
+            self._make_room(t)
         if self.prefill_q and self.prefill_first:
             room = 0
             for _r, left in self.prefill_q:  # whole prompts while they fit the budget, at least one
@@ -357,6 +430,9 @@ class DecodeEngine(Engine):
                 return
         if self.b:
             m = self.running[0][0] - self.steps
+            kv_room = self._grow_steps() if self.grow else math.inf
+            if kv_room < m:
+                m = max(1, int(kv_room))
             mid = self.ctx_sum / self.b + (m - 1) / 2.0
             self.mixed = None
             self._begin(t, im.decode_cycle_s(self.b, mid), m)
@@ -383,17 +459,22 @@ class DecodeEngine(Engine):
             self.steps += k
             self.ctx_sum += self.b * k
             self.tokens_out += self.b * k
+            if self.grow and self.b:
+                self._kv_change(t, float(self.b * k), float(self.b * k))
         self.pure_prefill = False
         if self.mixed is not None:
             for r, completes in self.mixed:
                 if completes:
-                    req.t_first[r] = t
+                    if math.isnan(req.t_first[r]):
+                        req.t_first[r] = t
                     self.tokens_out += 1
                     self._join(t, r)
             self.mixed = None
         running = self.running
         while running and running[0][0] <= self.steps:
-            _, r = heapq.heappop(running)
+            step, r = heapq.heappop(running)
+            if self.grow and self.finish_at.get(r) != step:
+                continue  # preempted since: a stale entry
             self.b -= 1
             self.ctx_sum -= req.inp[r] + req.out[r]
             self._finish(t, r)
@@ -404,13 +485,19 @@ class DecodeEngine(Engine):
 
     def _join(self, t: float, r: int) -> None:
         req = self.sim.req
-        if req.out[r] <= 1:  # the first token was the only one
+        gen = self.gen_before.pop(r, 0) + 1  # tokens generated with the one the prompt step just produced
+        if req.out[r] <= gen:  # that was the last one
             self._finish(t, r)
             return
         self.b += 1
         self.peak_batch = max(self.peak_batch, self.b)
-        self.ctx_sum += req.inp[r] + 1
-        heapq.heappush(self.running, (self.steps + req.out[r] - 1, r))
+        self.ctx_sum += req.inp[r] + gen
+        finish = self.steps + req.out[r] - gen
+        heapq.heappush(self.running, (finish, r))
+        if self.grow:
+            self.base[r] = self.steps - gen
+            self.resident[r] = None
+            self.finish_at[r] = finish
 
 
 

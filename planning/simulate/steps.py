@@ -266,6 +266,19 @@ class InstanceModel:
             return self._kv_single * full
         return max(a * full + b * slide for a, b in self._kv_pairs)
 
+    def kv_growth_steps(self, full: float, slide: float, batch: int) -> float:
+        """Steps ``batch`` sequences can each add a token (to both totals) before the fill passes 1 (inf when
+        ``batch`` is 0)."""
+        if batch <= 0:
+            return math.inf
+        pairs = [(self._kv_single, 0.0)] if self._kv_single is not None else self._kv_pairs
+        steps = math.inf
+        for a, b in pairs:
+            rate = (a + b) * batch
+            if rate > 0:
+                steps = min(steps, max(0.0, math.floor((1.0 - a * full - b * slide) / rate + 1e-9)))
+        return steps
+
     def kv_fits(self, full: float, slide: float) -> bool:
         """Whether reserved totals (full-layer tokens, window-capped tokens) fit every copy."""
         return self.kv_fraction(full, slide) <= 1.0

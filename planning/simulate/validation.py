@@ -1,4 +1,5 @@
-"""Simulated vs published closed-loop serving benchmarks (data/validation/closed_loop.csv): error per source."""
+"""Simulated vs published serving benchmarks: closed loops at a concurrency (data/validation/closed_loop.csv) and
+finite open-loop runs of N prompts at a request rate (data/validation/bursts.csv); error per source."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from planning.errors import PlanningError
 from planning.perf.engines import engine_limits, scheduling_of
 from planning.perf.model import PerfModel
 from planning.simulate.metrics import BenchmarkResult
-from planning.simulate.run import benchmark
+from planning.simulate.run import benchmark, replay
 
 CLOSED_LOOP_PATH = Path(__file__).resolve().parents[2] / "data" / "validation" / "closed_loop.csv"
 COLUMNS = ("id", "source", "reference", "engine", "engine_version", "model", "gpu", "n_gpus", "tp", "pp", "dtype",
@@ -111,3 +113,131 @@ def error_summary(errors: pd.DataFrame) -> pd.DataFrame:
                  "median_abs_error": float(errors["rel_error"].abs().median()) if len(errors) else math.nan,
                  "median_signed_error": float(errors["rel_error"].median()) if len(errors) else math.nan})
     return pd.DataFrame(rows)
+
+
+BURSTS_PATH = CLOSED_LOOP_PATH.with_name("bursts.csv")
+LENGTH_MIX_PATH = CLOSED_LOOP_PATH.with_name("length_mixes.csv")
+BURST_COLUMNS = ("id", "source", "reference", "engine", "engine_version", "model", "gpu", "n_gpus", "tp", "dtype",
+                 "prompts", "request_rate", "length_mix", "input_len", "output_len", "quantity", "value", "unit",
+                 "notes")
+BURST_SEEDS = 5  # simulated runs per row (length and arrival draws); the prediction is their median
+_MIX_GRID = np.linspace(0.0, 100.0, 20_001)  # percentiles on which a mix's inverse CDF is tabulated
+
+
+def load_bursts(path: Path | None = None) -> pd.DataFrame:
+    """The published finite open-loop runs (``vllm bench serve`` with N prompts at a request rate), one number per
+    row.
+
+    Raises
+    ------
+    PlanningError: a missing file, a wrong header, or a row with an unknown quantity, a bad size or rate.
+    """
+    p = Path(path) if path is not None else BURSTS_PATH
+    if not p.is_file():
+        raise PlanningError("validation", f"{p} does not exist.", "restore data/validation/bursts.csv.")
+    with p.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != BURST_COLUMNS:
+            raise PlanningError(f"{p.name}.header", f"columns {reader.fieldnames} differ from the schema.",
+                                f"use exactly: {','.join(BURST_COLUMNS)}.")
+        rows = []
+        for i, row in enumerate(reader, start=2):
+            if i > MAX_ROWS:
+                raise PlanningError(p.name, f"has more than {MAX_ROWS} rows.", "split the file.")
+            if row["quantity"] not in _FIELDS:
+                raise PlanningError(f"{p.name}:{i}.quantity", f"unknown quantity {row['quantity']!r}.",
+                                    f"use one of {', '.join(_FIELDS)}.")
+            try:
+                parsed: dict[str, object] = dict(row)
+                for key in ("n_gpus", "tp", "prompts"):
+                    parsed[key] = int(row[key])
+                for key in ("input_len", "output_len", "value"):
+                    parsed[key] = float(row[key])
+                rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
+                prompts = int(row["prompts"])
+            except ValueError:
+                raise PlanningError(f"{p.name}:{i}", "has a non-numeric size, rate or value.",
+                                    "write plain numbers (request_rate may be inf).") from None
+            if not (1 <= prompts <= 100_000) or not rate > 0:
+                raise PlanningError(f"{p.name}:{i}.prompts", "needs 1 to 100,000 prompts at a positive rate.",
+                                    "fix prompts / request_rate.")
+            parsed["request_rate"] = rate
+            rows.append(parsed)
+    return pd.DataFrame(rows, columns=list(BURST_COLUMNS))
+
+
+def load_length_mix(name: str, path: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse CDFs (token counts on ``_MIX_GRID`` percentiles) of a named request-length mix: (input, output).
+
+    Raises
+    ------
+    PlanningError: a missing file, or a mix without increasing input and output percentiles from 0 to 100.
+    """
+    p = Path(path) if path is not None else LENGTH_MIX_PATH
+    if not p.is_file():
+        raise PlanningError("length_mix", f"{p} does not exist.", "restore data/validation/length_mixes.csv.")
+    frame = pd.read_csv(p)
+    sides = []
+    for side in ("input", "output"):
+        g = frame[(frame["mix"] == name) & (frame["side"] == side)].sort_values("percentile")
+        pct, tok = g["percentile"].to_numpy(float), g["tokens"].to_numpy(float)
+        if len(g) < 2 or pct[0] != 0.0 or pct[-1] != 100.0 or (np.diff(pct) <= 0).any() or (np.diff(tok) < 0).any():
+            raise PlanningError(f"length_mix.{name}.{side}", "needs non-decreasing tokens at percentiles 0 to 100.",
+                                f"list {side} percentiles 0..100 for mix {name!r} in {p.name}.")
+        sides.append(np.interp(_MIX_GRID, pct, tok))
+    return sides[0], sides[1]
+
+
+def sample_lengths(inverse_cdf: np.ndarray, mean: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` token counts drawn from a mix's inverse CDF, scaled so the mix has mean ``mean`` (at least 1 each)."""
+    scaled = inverse_cdf * (mean / float(inverse_cdf.mean()))
+    draws = np.interp(rng.uniform(0.0, 100.0, n), _MIX_GRID, scaled)
+    return np.maximum(1, np.rint(draws)).astype(np.int64)
+
+
+def burst_errors(path: Path | None = None, perf: PerfModel | None = None, seeds: int = BURST_SEEDS) -> pd.DataFrame:
+    """Every published finite run next to the simulator's replay of its protocol: the same number of prompts at
+    the same rate (Poisson gaps; all at 0 for ``inf``), lengths drawn from the row's length mix scaled to its
+    means, the engine's default scheduling and limits for its version, vLLM's incremental KV allocation. The
+    prediction is the median over ``seeds`` draws.
+
+    Returns
+    -------
+    The rows with ``predicted`` and ``rel_error`` = predicted / published − 1 columns.
+    """
+    frame = load_bursts(path)
+    perf = perf or PerfModel()
+    mixes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    runs: dict[tuple[object, ...], list[BenchmarkResult]] = {}
+    predicted = []
+    for rec in frame.to_dict("records"):
+        engine, version, gpu = str(rec["engine"]), str(rec["engine_version"]), str(rec["gpu"])
+        scheduling = scheduling_of(engine, version)
+        tokens, seqs = engine_limits(engine, version, gpu, perf.gpu(gpu).memory_gb, perf.calibration.settings)
+        mix = str(rec["length_mix"])
+        if mix not in mixes:
+            mixes[mix] = load_length_mix(mix)
+        n, rate = int(str(rec["prompts"])), float(str(rec["request_rate"]))
+        mean_in, mean_out = float(str(rec["input_len"])), float(str(rec["output_len"]))
+        key = (str(rec["model"]), gpu, int(str(rec["n_gpus"])), int(str(rec["tp"])), str(rec["dtype"]), n, rate, mix,
+               mean_in, mean_out, scheduling, tokens, seqs)
+        if key not in runs:
+            results = []
+            for seed in range(seeds):
+                rng = np.random.default_rng(seed)
+                inp = sample_lengths(mixes[mix][0], mean_in, n, rng)
+                out = sample_lengths(mixes[mix][1], mean_out, n, rng)
+                gaps = rng.exponential(1.0 / rate, n) if math.isfinite(rate) else np.zeros(n)
+                arrival = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+                results.append(replay(str(rec["model"]), gpu, count=int(str(rec["n_gpus"])), tp=int(str(rec["tp"])),
+                                      dtype=str(rec["dtype"]), arrival_s=arrival.tolist(), input_lens=inp.tolist(),
+                                      output_lens=out.tolist(),
+                                      chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling, perf=perf))
+            runs[key] = results
+        mean_field, median_field = _FIELDS[str(rec["quantity"])]
+        field = median_field if "median" in str(rec["notes"]).lower() else mean_field
+        predicted.append(float(np.median([getattr(r, field) for r in runs[key]])))
+    out_frame = frame.copy()
+    out_frame["predicted"] = predicted
+    out_frame["rel_error"] = out_frame["predicted"] / out_frame["value"] - 1.0
+    return out_frame

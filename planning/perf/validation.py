@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,11 +137,22 @@ def load_validation(directory: Path | None = None) -> list[ValidationPoint]:
     return points
 
 
+_IN_FLIGHT = re.compile(r"(\d+(?:\.\d+)?) requests in flight on average")
+
+
+def in_flight(notes: str) -> int | None:
+    """The requests a run actually kept in flight, when its notes state it (Little's law on the run's own
+    published rate and latencies: L = requests/s × (TTFT + output × ITL)); None otherwise. A closed-loop row is
+    evaluated at that occupancy, rounded, instead of its nominal client count."""
+    m = _IN_FLIGHT.search(notes or "")
+    return max(1, round(float(m.group(1)))) if m else None
+
+
 def predict(pm: PerfModel, p: ValidationPoint) -> float:
     """The model's number for the quantity of ``p`` (see module docstring); NaN when the model cannot run it."""
     count = p.n_gpus
     args = dict(model_id=p.model, gpu_id=p.gpu, count=count, tp=p.tp, dtype=p.dtype)
-    conc = p.concurrency
+    conc = in_flight(p.notes) or p.concurrency
     out = max(p.output_len, 1)
     if p.batch is not None or (conc == 1 and p.quantity in ("ttft_ms", "prefill_ms", "tpot_ms", "itl_ms",
                                                             "decode_step_ms")):

@@ -14,6 +14,7 @@ import pandas as pd
 from planning.errors import PlanningError
 from planning.perf.engines import engine_limits, scheduling_of
 from planning.perf.model import PerfModel
+from planning.perf.validation import in_flight
 from planning.simulate.metrics import BenchmarkResult
 from planning.simulate.run import benchmark, replay
 
@@ -75,6 +76,7 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
     for rec in frame.to_dict("records"):
         notes = str(rec["notes"])
         size = {k: int(str(rec[k])) for k in ("n_gpus", "tp", "input_len", "output_len", "concurrency")}
+        size["concurrency"] = in_flight(notes) or size["concurrency"]  # the occupancy the run actually had
         # the run's length when the publication states it: one wave of the clients, or N requests per level
         per_level = re.search(r"(\d+) requests per level", notes)
         requests = size["concurrency"] if "one wave" in notes else int(per_level.group(1)) if per_level else None

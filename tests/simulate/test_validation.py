@@ -62,8 +62,9 @@ def test_run_length_comes_from_the_publication(pm: PerfModel) -> None:
     itl = llmperf[llmperf["quantity"] == "itl_ms"]
     # step time under load (vLLM 0.4.3 run prefill-first at its own limits): measured 36 / 50 / 59 ms
     assert (itl["rel_error"].abs() < 0.15).all() and itl["rel_error"].abs().median() < 0.1
-    out = llmperf[(llmperf["quantity"] == "output_tokens_per_s") & (llmperf["concurrency"] <= 16)]
-    assert (out["rel_error"].abs() < 0.15).all()
+    # throughput up to 32 nominal clients, run at the ~19 requests llmperf kept in flight (row notes)
+    out = llmperf[(llmperf["quantity"] == "output_tokens_per_s") & (llmperf["concurrency"] <= 32)]
+    assert len(out) == 4 and (out["rel_error"].abs() < 0.10).all()
 
 
 def test_prefill_first_engine_stalls_decodes_without_lockstep(pm: PerfModel) -> None:

@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import pandas as pd  # noqa: E402
+
 from planning import api  # noqa: E402
 from planning.simulate import SimConfig, benchmark, build_topology, headroom, simulate_topology  # noqa: E402
 from planning.simulate.validation import burst_errors, closed_loop_errors, error_summary  # noqa: E402
@@ -39,25 +41,23 @@ def speed(hours: float) -> None:
           f"median of 3 {statistics.median(times):.2f} s (goal <= 2 s)")
 
 
-def validation() -> None:
-    errors = closed_loop_errors(perf=api.engine_context().perf)
-    print("\nclosed-loop validation (predicted / published - 1):")
+def _report(title: str, errors: pd.DataFrame, summary_title: str) -> None:
+    print(f"\n{title} (predicted / published - 1):")
     for row in errors.itertuples(index=False):
         print(f"  {row.id:<36} {row.quantity:<20} published {row.value:>10.2f}  simulated {row.predicted:>10.2f}"
               f"  {row.rel_error:+.1%}")
-    print("\nmedian absolute error per source and quantity (target <= 20 %):")
+    print(f"\n{summary_title}:")
     for row in error_summary(errors).itertuples(index=False):
-        print(f"  {row.source:<24} {row.quantity:<20} n={row.points:<3} |e| {row.median_abs_error:6.1%}  "
-              f"signed {row.median_signed_error:+6.1%}")
-    bursts = burst_errors(perf=api.engine_context().perf)
-    print("\nfinite open-loop runs (N prompts at a rate, chat length mix, median of 5 draws; predicted / published - 1):")
-    for row in bursts.itertuples(index=False):
-        print(f"  {row.id:<36} {row.quantity:<20} published {row.value:>10.2f}  simulated {row.predicted:>10.2f}"
-              f"  {row.rel_error:+.1%}")
-    print("\nmedian absolute error per source and quantity:")
-    for row in error_summary(bursts).itertuples(index=False):
         print(f"  {row.source:<30} {row.quantity:<20} n={row.points:<3} |e| {row.median_abs_error:6.1%}  "
               f"signed {row.median_signed_error:+6.1%}")
+
+
+def validation() -> None:
+    perf = api.engine_context().perf
+    _report("closed-loop validation", closed_loop_errors(perf=perf),
+            "median absolute error per source and quantity (target <= 20 %)")
+    _report("finite open-loop runs (N prompts at a rate, chat length mix, median of 5 draws)", burst_errors(perf=perf),
+            "median absolute error per source and quantity")
 
 
 def presets(duration_s: float, with_headroom: bool) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +32,26 @@ _FIELDS = {"ttft_ms": ("ttft_ms_mean", "ttft_ms_p50"), "itl_ms": ("itl_ms_mean",
 MAX_ROWS = 10_000
 
 
+def _checked_rows(path: Path | None, default: Path, columns: tuple[str, ...]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """(file name, line, row) of a validation CSV whose header is exactly ``columns`` and whose quantities are
+    known; raises PlanningError on a missing file, another header, too many rows or an unknown quantity."""
+    p = Path(path) if path is not None else default
+    if not p.is_file():
+        raise PlanningError("validation", f"{p} does not exist.", f"restore data/validation/{default.name}.")
+    with p.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != columns:
+            raise PlanningError(f"{p.name}.header", f"columns {reader.fieldnames} differ from the schema.",
+                                f"use exactly: {','.join(columns)}.")
+        for i, row in enumerate(reader, start=2):
+            if i > MAX_ROWS:
+                raise PlanningError(p.name, f"has more than {MAX_ROWS} rows.", "split the file.")
+            if row["quantity"] not in _FIELDS:
+                raise PlanningError(f"{p.name}:{i}.quantity", f"unknown quantity {row['quantity']!r}.",
+                                    f"use one of {', '.join(_FIELDS)}.")
+            yield p.name, i, row
+
+
 def load_closed_loop(path: Path | None = None) -> pd.DataFrame:
     """The published closed-loop points (shared validation schema), one measured number per row.
 
@@ -37,28 +59,15 @@ def load_closed_loop(path: Path | None = None) -> pd.DataFrame:
     ------
     PlanningError: a missing file, a wrong header, or a row with an unknown quantity or a non-number.
     """
-    p = Path(path) if path is not None else CLOSED_LOOP_PATH
-    if not p.is_file():
-        raise PlanningError("validation", f"{p} does not exist.", "restore data/validation/closed_loop.csv.")
-    with p.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise PlanningError(f"{p.name}.header", f"columns {reader.fieldnames} differ from the schema.",
-                                f"use exactly: {','.join(COLUMNS)}.")
-        rows = []
-        for i, row in enumerate(reader, start=2):
-            if i > MAX_ROWS:
-                raise PlanningError(p.name, f"has more than {MAX_ROWS} rows.", "split the file.")
-            if row["quantity"] not in _FIELDS:
-                raise PlanningError(f"{p.name}:{i}.quantity", f"unknown quantity {row['quantity']!r}.",
-                                    f"use one of {', '.join(_FIELDS)}.")
-            try:
-                for key in ("n_gpus", "tp", "input_len", "output_len", "concurrency"):
-                    row[key] = int(row[key])
-                row["value"] = float(row["value"])
-            except ValueError:
-                raise PlanningError(f"{p.name}:{i}", "has a non-numeric size or value.", "write plain numbers.") from None
-            rows.append(row)
+    rows = []
+    for name, i, row in _checked_rows(path, CLOSED_LOOP_PATH, COLUMNS):
+        try:
+            for key in ("n_gpus", "tp", "input_len", "output_len", "concurrency"):
+                row[key] = int(row[key])
+            row["value"] = float(row["value"])
+        except ValueError:
+            raise PlanningError(f"{name}:{i}", "has a non-numeric size or value.", "write plain numbers.") from None
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -134,37 +143,24 @@ def load_bursts(path: Path | None = None) -> pd.DataFrame:
     ------
     PlanningError: a missing file, a wrong header, or a row with an unknown quantity, a bad size or rate.
     """
-    p = Path(path) if path is not None else BURSTS_PATH
-    if not p.is_file():
-        raise PlanningError("validation", f"{p} does not exist.", "restore data/validation/bursts.csv.")
-    with p.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != BURST_COLUMNS:
-            raise PlanningError(f"{p.name}.header", f"columns {reader.fieldnames} differ from the schema.",
-                                f"use exactly: {','.join(BURST_COLUMNS)}.")
-        rows = []
-        for i, row in enumerate(reader, start=2):
-            if i > MAX_ROWS:
-                raise PlanningError(p.name, f"has more than {MAX_ROWS} rows.", "split the file.")
-            if row["quantity"] not in _FIELDS:
-                raise PlanningError(f"{p.name}:{i}.quantity", f"unknown quantity {row['quantity']!r}.",
-                                    f"use one of {', '.join(_FIELDS)}.")
-            try:
-                parsed: dict[str, object] = dict(row)
-                for key in ("n_gpus", "tp", "prompts"):
-                    parsed[key] = int(row[key])
-                for key in ("input_len", "output_len", "value"):
-                    parsed[key] = float(row[key])
-                rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
-                prompts = int(row["prompts"])
-            except ValueError:
-                raise PlanningError(f"{p.name}:{i}", "has a non-numeric size, rate or value.",
-                                    "write plain numbers (request_rate may be inf).") from None
-            if not (1 <= prompts <= 100_000) or not rate > 0:
-                raise PlanningError(f"{p.name}:{i}.prompts", "needs 1 to 100,000 prompts at a positive rate.",
-                                    "fix prompts / request_rate.")
-            parsed["request_rate"] = rate
-            rows.append(parsed)
+    rows = []
+    for name, i, row in _checked_rows(path, BURSTS_PATH, BURST_COLUMNS):
+        try:
+            parsed: dict[str, object] = dict(row)
+            for key in ("n_gpus", "tp", "prompts"):
+                parsed[key] = int(row[key])
+            for key in ("input_len", "output_len", "value"):
+                parsed[key] = float(row[key])
+            rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
+            prompts = int(row["prompts"])
+        except ValueError:
+            raise PlanningError(f"{name}:{i}", "has a non-numeric size, rate or value.",
+                                "write plain numbers (request_rate may be inf).") from None
+        if not (1 <= prompts <= 100_000) or not rate > 0:
+            raise PlanningError(f"{name}:{i}.prompts", "needs 1 to 100,000 prompts at a positive rate.",
+                                "fix prompts / request_rate.")
+        parsed["request_rate"] = rate
+        rows.append(parsed)
     return pd.DataFrame(rows, columns=list(BURST_COLUMNS))
 
 

@@ -17,6 +17,7 @@ from planning.simulate.run import (
     engine_token_budgets,
     headroom,
     load_trace,
+    replay,
     simulate_plan,
     simulate_topology,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "engine_token_budgets",
     "headroom",
     "load_trace",
+    "replay",
     "simulate_plan",
     "simulate_topology",
 ]

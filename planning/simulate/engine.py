@@ -257,9 +257,10 @@ class DecodeEngine(Engine):
     ``prefill_first`` (aggregated engines without chunked prefill, e.g. vLLM before 0.6, TGI 2): waiting prompts run
     whole, up to ``chunk_tokens`` of them (at least one), as a step of their own that stalls every decode.
     ``kv_policy``: ``"reserve"`` (default) reserves a request's whole KV footprint (prompt + output) at admission;
-    ``"grow"`` (aggregated only) is vLLM's: admit when the prompt's KV fits below a 1 % watermark, grow one token
-    per sequence and step, and when the cache is full preempt the most recently admitted sequence, which frees its
-    KV and later recomputes its prompt and generated tokens as one prompt.
+    ``"grow"`` (aggregated engines of models without sliding-window layers) is vLLM's: admit when the prompt's KV
+    fits below a 1 % watermark, grow one token per sequence and step, and when the cache is full preempt the most
+    recently admitted sequence, which frees its KV and later recomputes its prompt and generated tokens as one
+    prompt.
     """
 
     def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int,
@@ -271,7 +272,9 @@ class DecodeEngine(Engine):
         self.prefill_first = prefill_first and aggregated
         # "grow" (aggregated engines): admit on the prompt's KV, grow a token per step, preempt the latest admitted
         # sequence by recomputation when the cache is full (vLLM's policy); "reserve": the whole footprint up front
-        self.grow = kv_policy == "grow" and aggregated
+        # (models with sliding-window layers keep "reserve": a window caps what a sequence holds in those layers,
+        # which per-step growth over the batch does not track)
+        self.grow = kv_policy == "grow" and aggregated and math.isinf(im.kv_window)
         self.base: dict[int, int] = {}  # grow: request -> step count at which it had generated nothing
         self.resident: dict[int, None] = {}  # grow: running requests in admission order (the last is preempted)
         self.finish_at: dict[int, int] = {}  # grow: request -> its live entry in ``running`` (older ones are stale)
@@ -407,8 +410,6 @@ class DecodeEngine(Engine):
             joiners, self.joiners = self.joiners, []
             for r in joiners:
                 self._join(t, r)
-        if self.grow:
-            self._make_room(t)
         if self.prefill_q and self.prefill_first:
             room = 0
             for _r, left in self.prefill_q:  # whole prompts while they fit the budget, at least one
@@ -420,6 +421,8 @@ class DecodeEngine(Engine):
             self.pure_prefill = True
             self._begin(t, im.prefill_s(len(chunk), tokens), 1)
             return
+        if self.grow:  # the next step grows every running sequence by a token
+            self._make_room(t)
         if self.prefill_q:
             room = self.chunk - self.b
             if room > 0:
@@ -429,7 +432,7 @@ class DecodeEngine(Engine):
                 self._begin(t, dt, 1)
                 return
         if self.b:
-            m = self.running[0][0] - self.steps
+            m = max(1, self.running[0][0] - self.steps)
             kv_room = self._grow_steps() if self.grow else math.inf
             if kv_room < m:
                 m = max(1, int(kv_room))

@@ -154,3 +154,16 @@ KNOWN_BURST_MISSES = {
 def test_known_burst_misses_still_miss(errors: pd.DataFrame, name: str) -> None:
     rows = KNOWN_BURST_MISSES[name](errors)
     assert len(rows) >= 1 and rows["rel_error"].abs().median() > 0.3, f"{name} now fits: drop it from the list"
+
+
+def test_sliding_window_models_keep_the_reserve_policy(pm: PerfModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-oss-20b alternates 128-token sliding layers: per-step growth does not track what the window caps, so
+    its engine keeps whole-footprint reservation and the cache still empties at the end of a burst."""
+    made = _engines(monkeypatch)
+    n = 60
+    rng = np.random.default_rng(1)
+    res = replay("gpt-oss-20b", "L40S", arrival_s=[0.0] * n, input_lens=rng.integers(50, 900, n).tolist(),
+                 output_lens=rng.integers(20, 600, n).tolist(), kv_policy="grow", perf=pm)
+    (eng,) = made
+    assert not eng.grow and eng.preemptions == 0
+    assert res.requests == n and eng.kv_full == 0.0 and eng.kv_slide == 0.0

@@ -159,6 +159,9 @@ def load_bursts(path: Path | None = None) -> pd.DataFrame:
         if not (1 <= prompts <= 100_000) or not rate > 0:
             raise PlanningError(f"{name}:{i}.prompts", "needs 1 to 100,000 prompts at a positive rate.",
                                 "fix prompts / request_rate.")
+        if not all(0 < float(row[k]) <= 1e6 for k in ("input_len", "output_len")):
+            raise PlanningError(f"{name}:{i}.input_len", "mean lengths must be positive token counts.",
+                                "fix input_len / output_len.")
         parsed["request_rate"] = rate
         rows.append(parsed)
     return pd.DataFrame(rows, columns=list(BURST_COLUMNS))

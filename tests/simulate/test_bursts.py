@@ -52,6 +52,11 @@ def test_bad_bursts_and_mixes_are_planning_errors(tmp_path) -> None:  # type: ig
     pd.DataFrame([row], columns=list(BURST_COLUMNS)).to_csv(bad, index=False)
     with pytest.raises(PlanningError, match="prompts"):
         load_bursts(bad)
+    row["request_rate"] = "inf"
+    row["output_len"] = "-5"
+    pd.DataFrame([row], columns=list(BURST_COLUMNS)).to_csv(bad, index=False)
+    with pytest.raises(PlanningError, match="input_len"):
+        load_bursts(bad)
     mix = tmp_path / "mix.csv"
     mix.write_text("mix,side,percentile,tokens,source\nm,input,0,5,x\nm,input,100,3,x\n", encoding="utf-8")
     with pytest.raises(PlanningError, match=r"length_mix\.m\.input"):

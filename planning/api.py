@@ -613,8 +613,8 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
     The band b of an instance is the largest validation-derived throughput error (p90 of |predicted / measured − 1|
     over the published measurements of the same GPU class and dtype, ``PerfModel.kind_bands``) among its GPU types.
     It is read as a factor: real capacity within [capacity / (1 + b), capacity · (1 + b)], so serving the same
-    demand costs between cost / (1 + b) and cost · (1 + b). (A band can exceed 1 where the model over-predicts
-    more than 2x, e.g. vLLM saturation on 24 GB PCIe GPUs; ``capacity · (1 − b)`` would then be negative.)
+    demand costs between cost / (1 + b) and cost · (1 + b). (Read as 1 − b, a band of 1 or more, a model 2x off,
+    would give a capacity of zero or less.)
 
     Returns
     -------

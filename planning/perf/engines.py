@@ -19,8 +19,12 @@ limits instead: ``planning export`` writes them as flags.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from planning.perf.calibration import GlobalSettings
+
+if TYPE_CHECKING:
+    from planning.perf.model import PerfModel
 
 VLLM_LARGE_GPU_GIB = 70.0  # vLLM V1's larger batch defaults need >= 70 GiB and not an A100
 VLLM_SMALL = (2048, 256)  # vLLM V1 below that, and V0's sequence cap
@@ -68,3 +72,10 @@ def engine_limits(engine: str, version: str, gpu_id: str, memory_gb: float,
     if engine == "tgi":
         return tokens, min(seqs, TGI_MAX_CONCURRENT)
     return tokens, seqs
+
+
+def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str) -> tuple[str, int, int]:
+    """(scheduling, max_num_batched_tokens, max_num_seqs) of a published run of ``engine`` ``version`` on
+    ``gpu_id``: what validation runs the closed form and the simulator with."""
+    tokens, seqs = engine_limits(engine, version, gpu_id, perf.gpu(gpu_id).memory_gb, perf.calibration.settings)
+    return scheduling_of(engine, version), tokens, seqs

@@ -23,7 +23,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.bands import ANY, QUANTITY_KIND, BandRow, dtype_class, gpu_class
-from planning.perf.engines import engine_limits, scheduling_of
+from planning.perf.engines import published_engine
 from planning.perf.model import PerfModel
 
 DEFAULT_VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
@@ -164,10 +164,9 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
+    scheduling, tokens, seqs = published_engine(pm, p.engine, p.engine_version, p.gpu)
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
-                    scheduling=scheduling_of(p.engine, p.engine_version),
-                    engine_limits=engine_limits(p.engine, p.engine_version, p.gpu, pm.gpu(p.gpu).memory_gb,
-                                                pm.calibration.settings))
+                    scheduling=scheduling, engine_limits=(tokens, seqs))
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

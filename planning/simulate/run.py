@@ -519,7 +519,8 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
 
 
 def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-           arrival_s: Sequence[float], input_lens: Sequence[int], output_lens: Sequence[int],
+           arrival_s: Sequence[float] | np.ndarray, input_lens: Sequence[int] | np.ndarray,
+           output_lens: Sequence[int] | np.ndarray,
            chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
            kv_policy: str = "grow", perf: PerfModel | None = None) -> BenchmarkResult:
     """Open loop on one node: the given requests arrive at their times, like ``vllm bench serve`` with a finite

@@ -52,14 +52,8 @@ PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128,
 
 
 def benchmark_engine_defaults(perf: PerfModel, gpu_id: str) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) a benchmark run of ``vllm serve`` gets on ``gpu_id`` by default.
-
-    vLLM V1's OpenAI server (``EngineArgs.get_batch_defaults``): 8,192 / 1,024 on GPUs with at least 70 GiB that are
-    not A100s, else 2,048 / 256 (an A100 is excluded because larger steps lowered its throughput, vLLM PR 17885).
-    The large tier is the perf model's engine setting (``engine_defaults``), so a calibrated setting carries over.
-    Published closed-loop runs use these defaults (``perf.engines``); a plan's engines get the planner's limits
-    instead (export).
-    """
+    """(max_num_batched_tokens, max_num_seqs) a benchmark run of ``vllm serve`` (V1) gets on ``gpu_id`` by default
+    (``perf.engines.vllm_v1_limits``); a plan's engines get the planner's limits instead (export)."""
     return vllm_v1_limits(gpu_id, perf.gpu(gpu_id).memory_gb, perf.calibration.settings)
 
 

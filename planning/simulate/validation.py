@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from planning.errors import PlanningError
-from planning.perf.engines import engine_limits, scheduling_of
+from planning.perf.engines import published_engine
 from planning.perf.model import PerfModel
 from planning.perf.validation import in_flight
 from planning.simulate.metrics import BenchmarkResult
@@ -50,6 +50,20 @@ def _checked_rows(path: Path | None, default: Path, columns: tuple[str, ...]) ->
                 raise PlanningError(f"{p.name}:{i}.quantity", f"unknown quantity {row['quantity']!r}.",
                                     f"use one of {', '.join(_FIELDS)}.")
             yield p.name, i, row
+
+
+def _field(rec: Mapping[Any, Any]) -> str:
+    """The BenchmarkResult field a published row measured: its quantity's mean, or p50 when its notes say median."""
+    mean_field, median_field = _FIELDS[str(rec["quantity"])]
+    return median_field if "median" in str(rec["notes"]).lower() else mean_field
+
+
+def _with_errors(frame: pd.DataFrame, predicted: list[float]) -> pd.DataFrame:
+    """``frame`` with ``predicted`` and ``rel_error`` = predicted / published − 1 columns."""
+    out = frame.copy()
+    out["predicted"] = predicted
+    out["rel_error"] = out["predicted"] / out["value"] - 1.0
+    return out
 
 
 def load_closed_loop(path: Path | None = None) -> pd.DataFrame:
@@ -90,9 +104,8 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
         per_level = re.search(r"(\d+) requests per level", notes)
         requests = size["concurrency"] if "one wave" in notes else int(per_level.group(1)) if per_level else None
         # the engine as the publication ran it: its default scheduling and batch limits for its version
-        engine, version, gpu = str(rec["engine"]), str(rec["engine_version"]), str(rec["gpu"])
-        scheduling = scheduling_of(engine, version)
-        tokens, seqs = engine_limits(engine, version, gpu, perf.gpu(gpu).memory_gb, perf.calibration.settings)
+        gpu = str(rec["gpu"])
+        scheduling, tokens, seqs = published_engine(perf, str(rec["engine"]), str(rec["engine_version"]), gpu)
         key = (str(rec["model"]), gpu, str(rec["dtype"]), requests, scheduling, tokens, seqs, *size.values())
         if key not in runs:
             runs[key] = benchmark(str(rec["model"]), gpu, count=size["n_gpus"], tp=size["tp"],
@@ -100,13 +113,8 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
                                   output_len=size["output_len"], concurrency=size["concurrency"],
                                   requests=requests, chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling,
                                   perf=perf)
-        mean_field, median_field = _FIELDS[str(rec["quantity"])]
-        field = median_field if "median" in notes.lower() else mean_field
-        predicted.append(float(getattr(runs[key], field)))
-    out = frame.copy()
-    out["predicted"] = predicted
-    out["rel_error"] = out["predicted"] / out["value"] - 1.0
-    return out
+        predicted.append(float(getattr(runs[key], _field(rec))))
+    return _with_errors(frame, predicted)
 
 
 def error_summary(errors: pd.DataFrame) -> pd.DataFrame:
@@ -212,9 +220,8 @@ def burst_errors(path: Path | None = None, perf: PerfModel | None = None, seeds:
     runs: dict[tuple[object, ...], list[BenchmarkResult]] = {}
     predicted = []
     for rec in frame.to_dict("records"):
-        engine, version, gpu = str(rec["engine"]), str(rec["engine_version"]), str(rec["gpu"])
-        scheduling = scheduling_of(engine, version)
-        tokens, seqs = engine_limits(engine, version, gpu, perf.gpu(gpu).memory_gb, perf.calibration.settings)
+        gpu = str(rec["gpu"])
+        scheduling, tokens, seqs = published_engine(perf, str(rec["engine"]), str(rec["engine_version"]), gpu)
         mix = str(rec["length_mix"])
         if mix not in mixes:
             mixes[mix] = load_length_mix(mix)
@@ -231,14 +238,9 @@ def burst_errors(path: Path | None = None, perf: PerfModel | None = None, seeds:
                 gaps = rng.exponential(1.0 / rate, n) if math.isfinite(rate) else np.zeros(n)
                 arrival = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
                 results.append(replay(str(rec["model"]), gpu, count=int(str(rec["n_gpus"])), tp=int(str(rec["tp"])),
-                                      dtype=str(rec["dtype"]), arrival_s=arrival.tolist(), input_lens=inp.tolist(),
-                                      output_lens=out.tolist(),
+                                      dtype=str(rec["dtype"]), arrival_s=arrival, input_lens=inp, output_lens=out,
                                       chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling, perf=perf))
             runs[key] = results
-        mean_field, median_field = _FIELDS[str(rec["quantity"])]
-        field = median_field if "median" in str(rec["notes"]).lower() else mean_field
+        field = _field(rec)
         predicted.append(float(np.median([getattr(r, field) for r in runs[key]])))
-    out_frame = frame.copy()
-    out_frame["predicted"] = predicted
-    out_frame["rel_error"] = out_frame["predicted"] / out_frame["value"] - 1.0
-    return out_frame
+    return _with_errors(frame, predicted)

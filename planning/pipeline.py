@@ -272,11 +272,11 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
                          cancel: CancelToken | None) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
-    (:func:`planning.allocate.pricing.solve_on_demand`), certified over all templates without enumerating them;
+    (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them;
     None when the scenario needs the library path (served objective, histogram classes, aggregated mode,
     explicit templates, running instances, a budget below the cost optimum) or the option is off."""
     if resolved.scenario.options.templates != "on-demand":
         return None
-    from planning.allocate.pricing import solve_on_demand
+    from planning.allocate.ondemand import solve_on_demand
 
     return solve_on_demand(ctx, resolved, progress, cancel)

@@ -10,12 +10,8 @@ import pytest
 
 from planning.allocate import solve_allocation
 from planning.allocate.certify import allocation_problem
-from planning.allocate.pricing import (
-    PricedGroup,
-    _max_throughput_bound,
-    allocate_on_demand,
-    column_costs,
-)
+from planning.allocate.ondemand import allocate_on_demand
+from planning.allocate.pricing import PricedGroup, _max_throughput_bound, column_costs
 from planning.groups import Group, WorkClass
 from planning.offers import ResolvedOffer
 from planning.resolve import ResolvedScenario

@@ -100,8 +100,10 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         replace(b, savings_pct=savings_pct(provisioning + transfer, b.cost_per_hour, served_fraction, b.served_fraction)
                 if b.feasible and alloc.has_plan else None)
         for b in baselines)
+    # a plan the solver was stopped on (time limit) is a feasible plan with its gap; "time_limit" means no plan
+    status = "feasible" if alloc.has_plan and alloc.status == "time_limit" else alloc.status
     return PlanResult(
-        status=alloc.status, objective=alloc.objective, cost_per_hour=total, provisioning_per_hour=provisioning,
+        status=status, objective=alloc.objective, cost_per_hour=total, provisioning_per_hour=provisioning,
         penalty_per_hour=penalty, served_fraction=served_fraction, mip_gap=alloc.gap, instances=tuple(instances),
         cost_lines=tuple(lines), capacity=capacity, service=service, baselines=adjusted, timings=dict(timings),
         provenance=dict(provenance), stats=dict(stats), diagnostics=tuple(diagnostics), template_counts=counts,

@@ -21,12 +21,14 @@ generation rounds with the LP bound, group bounds), ``fixing`` and ``ILP`` 2–9
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from planning.allocate.certify import Allocation, baseline_problem, solve_certified
+from planning.allocate.incumbent import Anytime
 from planning.allocate.problem import AllocationProblem
 from planning.assemble import build_plan_result
 from planning.catalog.schema import shape_gpu
@@ -95,11 +97,16 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
 
     resolved = resolve_scenario(scenario, ctx.catalog)
     lap("resolve_seconds")
+    objective = scenario.objective
+    anytime = Anytime(served=objective.kind == "served",
+                      budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
+    where.anytime = anytime
+    stopped_at = ""
     try:
         check_cancel(deadline)
         where.report(0.02, "pricing: serving templates on demand" if scenario.options.templates == "on-demand"
                      else "library build: serving templates")
-        allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline)
+        allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime)
         sets: list[TemplateSet]  # None above: the scenario needs the library path
         if allocation is not None and allocation.sets is not None:
             sets = allocation.sets
@@ -109,29 +116,38 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             lap("templates_seconds")
             check_cancel(deadline)
             allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
-                                         progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline)
+                                         progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline,
+                                         anytime=anytime)
             lap("allocation_seconds")
     except Cancelled as exc:
         if exc.reason != "time limit" or not deadline.timed_out():
             raise  # the caller's cancel: the job runner records it as cancelled
-        step = exc.detail if ": " in exc.detail else where.step  # the most precise of the two
-        return time_limit_result(scenario, limit, step, time.perf_counter() - start)
+        stopped_at = exc.detail if ": " in exc.detail else where.step  # the most precise of the two
+        if anytime.best is None:
+            return time_limit_result(scenario, limit, stopped_at, time.perf_counter() - start)
+        allocation = anytime.allocation(stopped_at)
+        assert allocation.sets is not None
+        sets = allocation.sets
+        lap("allocation_seconds")
     timings.update(allocation.timings)
     check_cancel(cancel)
     baselines: list[BaselineSummary] = []
-    skipped: list[str] = []
     if with_baselines:
         where.report(0.90, "baselines: single-GPU-type and memory-proportional plans")
-        baselines, skipped = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline)
+        baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline)
     lap("baselines_seconds")
     where.report(0.98, "diagnostics: assembling the plan")
     timings["total_seconds"] = time.perf_counter() - start
+    stats = {**allocation.stats, **_anytime_stats(anytime)}
     result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
-                               provenance=perf_provenance(ctx, sets), stats=allocation.stats)
+                               provenance=perf_provenance(ctx, sets), stats=stats)
+    if stopped_at:
+        result = replace(result, stopped_at=stopped_at)
     notes: list[str] = []
+    skipped = [b.name for b in baselines if not b.ran]
     if skipped:
-        notes.append(f"Time limit {limit:g} s reached during the baselines: skipped {', '.join(skipped)}. "
-                     "Fix: raise options.time_limit_s to compare against them.")
+        notes.append(f"Time limit {limit:g} s reached before the baselines {', '.join(skipped)} ran: they are "
+                     "listed as not run. Fix: raise options.time_limit_s to compare against them.")
     try:
         result = explain_result(result, ctx, resolved, sets, deadline)  # SLO / memory / budget / capacity causes
     except Cancelled as exc:
@@ -143,10 +159,13 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         result = replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
                          f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
                          "options.mip_rel_gap.")
-    elif result.status == "time_limit" and result.instances and not result.message:
-        gap = f" (gap {result.mip_gap:.2%} to the best bound)" if result.mip_gap is not None else ""
-        result = replace(result, message=f"time limit {limit:g} s reached before the plan was proven optimal: this is "
-                         f"the best plan found{gap}. Fix: raise options.time_limit_s for a certified optimum.")
+    elif result.status == "feasible" and result.instances and not result.message:
+        gap = f" (proven gap {result.mip_gap:.2%} to the best bound)" if result.mip_gap is not None else \
+            " (no bound proven yet)"
+        where_ = f" at step {stopped_at!r}" if stopped_at else ""
+        result = replace(result, message=f"time limit {limit:g} s reached{where_} before the plan was proven "
+                         f"optimal: this is the best plan found{gap}. Fix: raise options.time_limit_s for a "
+                         "certified optimum.")
     if notes:
         result = replace(result, diagnostics=(*result.diagnostics, *notes))
     timings["total_seconds"] = time.perf_counter() - start
@@ -156,17 +175,39 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     return result
 
 
+def _anytime_stats(anytime: Anytime) -> dict[str, float]:
+    """Time to the first feasible plan and to the returned plan, and the best bound (for benchmarks)."""
+    out: dict[str, float] = {}
+    if anytime.first_plan_s is not None:
+        out["anytime_first_plan_seconds"] = anytime.first_plan_s
+    if anytime.best is not None:
+        out["anytime_plan_seconds"] = anytime.best.found_s
+    if math.isfinite(anytime.bound):
+        out["anytime_bound"] = anytime.bound
+    return out
+
+
 class _Where:
-    """Forwards progress and remembers the current step's message (what a time limit stopped)."""
+    """Forwards progress and remembers the current step's message (what a time limit stopped); once a plan exists,
+    every message ends with the incumbent and its gap ("… · best plan $81.79/h, gap 2.9 %")."""
 
     def __init__(self, progress: ProgressFn | None) -> None:
         self.progress = progress
         self.step = "resolving the scenario"
+        self.fraction = 0.0
+        self.anytime: Anytime | None = None
 
     def report(self, fraction: float, message: str) -> None:
         self.step = message
-        if self.progress is not None:
-            self.progress(fraction, message)
+        self.fraction = fraction
+        self.emit()
+
+    def emit(self) -> None:
+        """Send the current step again (the incumbent or the bound moved)."""
+        if self.progress is None:
+            return
+        plan = self.anytime is not None and self.anytime.best is not None
+        self.progress(self.fraction, f"{self.step} · {self.anytime.summary()}" if plan and self.anytime else self.step)
 
 
 def time_limit_result(scenario: Scenario, limit_s: float, step: str, elapsed_s: float) -> PlanResult:
@@ -216,12 +257,10 @@ def _more(limit_s: float, elapsed_s: float) -> str:
 
 
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
-                  cancel: CancelToken | None = None) -> tuple[list[BaselineSummary], list[str]]:
-    """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`).
-
-    Returns
-    -------
-    The baselines that finished, and the names of those the solve's :class:`Deadline` skipped.
+                  cancel: CancelToken | None = None) -> list[BaselineSummary]:
+    """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), with the time
+    left on ``cancel``'s deadline: the plan is never delayed by them; those it leaves no time for come back with
+    ``ran=False`` and the note "not run: time limit".
 
     Raises
     ------
@@ -235,18 +274,22 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
     request_rate = {g.id: resolved.scenario.model(g.model).demand.rate_rps for g in groups}
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
     out = []
-    skipped = []
     for b in run_all_baselines(problem, cancel=cancel, model_size=model_size, gpu_memory_gb=gpu_memory,
                                request_rate=request_rate):
         if b.details.get("skipped"):
-            skipped.append(b.name)
+            out.append(BaselineSummary(name=b.name, cost_per_hour=0.0, served_fraction=0.0, feasible=False,
+                                       note=NOT_RUN, ran=False))
             continue
         # provisioning only, like the plan's comparable_cost: the greedy Homo carries no penalty and the ILP
         # baselines' K × new-node allowance is not a bill, so adding it made savings the penalty's size
         out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour),
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
                                    served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
-    return out, skipped
+    return out
+
+
+NOT_RUN = "not run: time limit"
+"""The note of a baseline the solve's time limit left no time for (``BaselineSummary.ran`` is False)."""
 
 
 def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str, str]:
@@ -270,7 +313,7 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
-                         cancel: CancelToken | None) -> Allocation | None:
+                         cancel: CancelToken | None, anytime: Anytime | None = None) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
     (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them;
     None when the scenario needs the library path (served objective, histogram classes, aggregated mode,
@@ -279,4 +322,4 @@ def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progres
         return None
     from planning.allocate.ondemand import solve_on_demand
 
-    return solve_on_demand(ctx, resolved, progress, cancel)
+    return solve_on_demand(ctx, resolved, progress, cancel, anytime)

@@ -154,7 +154,8 @@ class GroupService:
 
 @dataclass(frozen=True)
 class BaselineSummary:
-    """One baseline strategy's answer; ``feasible`` is False when it cannot meet all demand."""
+    """One baseline strategy's answer; ``feasible`` is False when it cannot meet all demand, ``ran`` False when the
+    solve's time limit left no time for it (then its cost means nothing and ``note`` says "not run: time limit")."""
 
     name: str
     cost_per_hour: float
@@ -164,6 +165,7 @@ class BaselineSummary:
     gpus: Mapping[str, int] = field(default_factory=dict)
     note: str = ""
     savings_pct: float | None = None
+    ran: bool = True
 
     @property
     def homogeneous(self) -> bool:
@@ -196,6 +198,7 @@ class PlanResult:
     message: str = ""
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region); a real bill
     kv_flows: tuple[KvFlow, ...] = ()  # per model, how its requests go from prefill region to decode region
+    stopped_at: str = ""  # the step a time limit stopped (status feasible: the best plan found by then, its gap)
 
     # --- serialization ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

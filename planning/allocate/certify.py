@@ -18,6 +18,7 @@ whose optimum is the cheapest plan serving α*.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from typing import cast
 
 import numpy as np
 
+from planning.allocate.incumbent import Anytime
 from planning.allocate.problem import (
     AllocationProblem,
     AllocationResult,
@@ -196,31 +198,45 @@ def _solve(problem: AllocationProblem, cancel: CancelToken | None) -> Allocation
     return solve_allocation(replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s)))
 
 
-def uncertified(alloc: AllocationResult, z_lp: float, served: bool) -> AllocationResult:
-    """The best plan found when the deadline stops the certificate loop: status ``time_limit`` and the gap to
-    the LP bound over all templates (an upper bound on the distance to the optimum)."""
-    value = -(alloc.alpha or 0.0) if served else float(alloc.total_per_hour or 0.0)
-    gap = abs(value - z_lp) / max(abs(value), 1e-12)
-    return replace(alloc, status="time_limit", gap=max(gap, alloc.gap or 0.0),
-                   messages=(*alloc.messages, "time limit reached before the LP-reduction certificate: best plan "
-                             f"found so far, within {gap:.2%} of the LP bound over all templates"))
+def refuted_target(alloc: AllocationResult, target: float) -> float | None:
+    """The bound a certificate attempt proves when its ILP did not reach ``target``: every plan of value ≤ target
+    uses only columns the ILP had, so the optimum is ≥ min(target, the ILP's own dual bound); an ILP without
+    any plan (infeasible) proves ≥ target. None when the ILP stopped without a bound (time limit, error)."""
+    last = alloc.phases[-1] if alloc.phases else None
+    if last is None:
+        return None
+    if last.status == "infeasible":
+        return float(target)
+    if last.status == "optimal" and last.bound is not None and math.isfinite(last.bound):
+        return min(float(target), float(last.bound))
+    return None
 
 
 def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
-          dump_model: str | None, progress: ProgressFn | None,
-          cancel: CancelToken | None = None) -> tuple[AllocationResult, AllocationProblem, None]:
+          dump_model: str | None, progress: ProgressFn | None, cancel: CancelToken | None,
+          anytime: Anytime, alpha: float | None = None) -> tuple[AllocationResult, AllocationProblem, None]:
     problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, objective=objective)
     if progress:
         progress(0.0, f"ILP: {len(problem.templates):,} templates")
-    return _solve(problem, cancel), problem, None
+    alloc = _solve(problem, cancel)
+    anytime.offer(alloc if alpha is None else replace(alloc, objective="served", alpha=alpha), sets, None,
+                  f"ILP over all {len(problem.templates):,} templates")
+    last = alloc.phases[-1] if alloc.phases else None
+    if objective == "cost" and alpha is None and not anytime.served and last is not None and last.bound is not None and math.isfinite(last.bound):
+        anytime.raise_bound(float(last.bound), "the ILP's own bound over all templates")
+    if alloc.status == "time_limit":  # stopped by the solve's deadline: the caller returns the incumbent
+        check_cancel(cancel, "allocation ILP")
+    return alloc, problem, None
 
 
 def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
                   dump_model: str | None, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
-                  progress: ProgressFn | None, cancel: CancelToken | None,
-                  ) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
+                  progress: ProgressFn | None, cancel: CancelToken | None, anytime: Anytime,
+                  alpha: float | None = None) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
     """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
-    "served": value = −α of phase 1)."""
+    "served": value = −α of phase 1). Every plan and bound goes to ``anytime``; a deadline raises
+    :class:`Cancelled` (the caller returns the incumbent). ``alpha``: the served objective's phase 2 (the cost
+    at α* on demand scaled by α*), whose plans are offered as serving α*."""
     served = objective == "served"
     if progress:
         progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
@@ -228,7 +244,10 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     red, blocks = _reduction(resolved, sets, groups, served)
     timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
     if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
-        return _full(resolved, sets, groups, objective, dump_model, progress, cancel)
+        return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
+    phase_two = anytime.served and not served  # the cost phase of the served objective: α is already bounded
+    if not phase_two:
+        anytime.raise_bound(red.z_lp, "LP relaxation over all templates")
     threshold = max(REDUCE_START_FRACTION * abs(red.z_lp), 1e-9)
     lag: LagrangianBound | None = None
     demand = [next((g.demand for g in groups if g.id == b.group), 0.0) for b in blocks]
@@ -236,25 +255,21 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         lag = lagrangian_bound(red, demand, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)))
         timings["lagrangian_seconds"] = timings.get("lagrangian_seconds", 0.0) + lag.seconds
         stats["lagrangian_bound_per_hour"] = lag.z_lb
+        if not phase_two:
+            anytime.raise_bound(lag.z_lb, "Lagrangian bound")
     z_bound = lag.z_lb if lag is not None else red.z_lp
     target = z_bound + max(REDUCE_START_FRACTION * abs(z_bound), 1e-9)
-    best: tuple[AllocationResult, AllocationProblem, list[np.ndarray]] | None = None
     for attempt in range(MAX_ATTEMPTS):
-        if best is not None and cancel is not None and cancel.is_set() and timed_out(cancel):
-            return uncertified(best[0], z_bound, served), best[1], best[2]
         check_cancel(cancel, "allocation")
         masks = red.select(lag.thresholds(red, demand, target) if lag is not None else threshold, blocks)
         problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, masks=masks,
                                      objective=objective)
+        again = f" (attempt {attempt + 1})" if attempt else ""
         if progress:
-            progress(0.1 + 0.15 * attempt, f"ILP: {len(problem.templates):,} templates after the LP reduction"
-                     + (f" (attempt {attempt + 1})" if attempt else ""))
-        try:
-            alloc = _solve(problem, cancel)
-        except Cancelled:
-            if best is None or not timed_out(cancel):
-                raise
-            return uncertified(best[0], z_bound, served), best[1], best[2]
+            progress(0.1 + 0.15 * attempt, f"ILP: {len(problem.templates):,} templates after the LP reduction{again}")
+        alloc = _solve(problem, cancel)
+        anytime.offer(alloc if alpha is None else replace(alloc, objective="served", alpha=alpha), sets, masks,
+                      f"ILP{again} over {len(problem.templates):,} templates after the LP reduction")
         # every excluded column's plans cost more than ``bound``: the Lagrangian thresholds were set from the
         # target; plain fixing's from the smallest excluded reduced cost
         bound = target if lag is not None else red.z_lp + red.min_excluded()
@@ -268,25 +283,22 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
             stats["reduction_certified"] = 1.0
             return alloc, problem, masks
         if not np.isfinite(bound):  # every template was already in the ILP
+            if alloc.status == "time_limit":
+                check_cancel(cancel, "allocation ILP")
             return alloc, problem, masks
-        if alloc.has_plan and (best is None or value < (-(best[0].alpha or 0.0) if served
-                                                          else float(best[0].total_per_hour or np.inf))):
-            best = (alloc, problem, masks)
-        if best is not None and alloc.status == "time_limit":  # the ILP itself ran out of time: stop here
-            return uncertified(best[0], z_bound, served), best[1], best[2]
+        refuted = refuted_target(alloc, bound)
+        if refuted is not None and not phase_two:
+            anytime.raise_bound(refuted, f"certificate target refuted by ILP{again}")
+        check_cancel(cancel, "allocation")  # the ILP ran out of the solve's time: the caller returns the incumbent
         threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
         target = value if alloc.has_plan else z_bound + 4 * (target - z_bound)
-    try:
-        return _full(resolved, sets, groups, objective, dump_model, progress, cancel)
-    except Cancelled:
-        if best is None or not timed_out(cancel):
-            raise
-        return uncertified(best[0], z_bound, served), best[1], best[2]
+    return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
 
 
 def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,
-                    progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Allocation:
-    """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless.
+                    progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                    anytime: Anytime | None = None) -> Allocation:
+    """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless; anytime.
 
     Parameters
     ----------
@@ -296,6 +308,10 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
         Write the (last) allocation model solved to this ``.lp``/``.mps`` path.
     progress, cancel:
         The run contract of :mod:`planning.context` (cancel is checked between ILP attempts).
+    anytime:
+        Receives every plan and bound found (``planning.allocate.incumbent``); when given, a deadline raises
+        :class:`Cancelled` and the caller returns its incumbent. Without it, the incumbent at a deadline is
+        returned here (status ``feasible`` with its proven gap).
 
     Returns
     -------
@@ -306,27 +322,35 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
     Raises
     ------
     Cancelled
-        When ``cancel`` is set between attempts.
+        When ``cancel`` is set (by the caller, or by a deadline with ``anytime`` given or before any plan).
     """
     stats: dict[str, float] = {"templates_total": float(sum(len(ts) for ts in sets))}
     timings: dict[str, float] = {}
     objective = resolved.scenario.objective.kind
+    own = anytime is None
+    tracker = anytime if anytime is not None else Anytime(served=objective == "served")
     groups = resolved.groups
-    if not _reducible(resolved, sets):
-        alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel)
-    elif objective == "cost":
-        alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
-                                              progress, cancel)
-    else:
-        phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel)
-        alloc, problem, masks = phase1
-        alpha = float(alloc.alpha or 0.0)
-        if alloc.has_plan and alpha > 1e-9 and stats.get("reduction_certified"):
-            stats["phase1_alpha"] = alpha
-            keep = alpha * (1 - 1e-7)  # the same tolerance as the allocation's own phase 2
-            scaled = [replace(g, classes=tuple(replace(c, rate=c.rate * keep) for c in g.classes)) for g in groups]
-            stats.pop("reduction_certified", None)
-            alloc, problem, masks = _reduced_loop(resolved, sets, scaled, "cost", dump_model, timings, stats,
-                                                  progress, cancel)
-            alloc = replace(alloc, objective="served", alpha=alpha)
+    try:
+        if not _reducible(resolved, sets):
+            alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel, tracker)
+        elif objective == "cost":
+            alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
+                                                  progress, cancel, tracker)
+        else:
+            phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel, tracker)
+            alloc, problem, masks = phase1
+            alpha = float(alloc.alpha or 0.0)
+            if alloc.has_plan and alpha > 1e-9 and stats.get("reduction_certified"):
+                stats["phase1_alpha"] = alpha
+                tracker.raise_bound(-alpha, "served fraction certified over all templates")
+                keep = alpha * (1 - 1e-7)  # the same tolerance as the allocation's own phase 2
+                scaled = [replace(g, classes=tuple(replace(c, rate=c.rate * keep) for c in g.classes)) for g in groups]
+                stats.pop("reduction_certified", None)
+                alloc, problem, masks = _reduced_loop(resolved, sets, scaled, "cost", dump_model, timings, stats,
+                                                      progress, cancel, tracker, alpha=alpha)
+                alloc = replace(alloc, objective="served", alpha=alpha)
+    except Cancelled:
+        if not own or tracker.best is None or not timed_out(cancel):
+            raise
+        return tracker.allocation("allocation", stats, timings)
     return Allocation(result=alloc, problem=problem, masks=masks, stats=stats, timings=timings)

@@ -11,17 +11,21 @@ With the Lagrangian group bounds L_g (``pricing.group_bounds``) the thresholds a
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planning.allocate.certify import Allocation, allocation_problem, uncertified
+from planning.allocate.certify import Allocation, allocation_problem, refuted_target
+from planning.allocate.incumbent import Anytime
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
+    ColumnLP,
     PricedGroup,
     PricingResult,
+    RoundState,
     _max_throughput_bound,
     build_space,
     fix,
@@ -32,15 +36,7 @@ from planning.allocate.pricing import (
 from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.solve import solve_allocation
 from planning.catalog.schema import shape_gpu
-from planning.context import (
-    CancelToken,
-    EngineContext,
-    ProgressFn,
-    check_cancel,
-    sub_progress,
-    time_left,
-    timed_out,
-)
+from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel, sub_progress, time_left
 from planning.groups import Group
 from planning.resolve import ResolvedScenario
 from planning.templates.search import MultisetSpace
@@ -48,6 +44,11 @@ from planning.templates.sets import TemplateSet
 
 START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
 MAX_ATTEMPTS = 6  # fixing + ILP rounds (δ raised each time) before the best plan is returned uncertified
+INCUMBENT_SHARE = 0.25  # an incumbent ILP (restricted master) gets at most this share of the time left …
+INCUMBENT_MIN_S = 0.5  # … but at least this (HiGHS returns its best plan when stopped) …
+INCUMBENT_MAX_S = 10.0  # … and at most this: the proof of optimality needs the rest
+INCUMBENT_COLUMNS = 8  # an incumbent ILP keeps the master LP's support and the 8 best columns (reduced cost) per group
+INCUMBENT_GAP = 0.01  # an incumbent ILP stops within 1 % of its own optimum (the certificate comes later)
 
 def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> TemplateSet:
     """A ``TemplateSet`` of the given multisets (library rows, sorted by id); ``provenance(gpu)`` labels rows."""
@@ -102,11 +103,56 @@ def _report(progress: ProgressFn | None, fraction: float, message: str) -> None:
         progress(fraction, message)
 
 
+def _rmp_sets(priced: Sequence[PricedGroup], keys: Iterable[tuple[int, int, int]],
+              provenance: Callable[[str], str] | None) -> tuple[list[TemplateSet], list[np.ndarray]]:
+    """Template sets of the restricted master's columns ``keys`` ((group, code, region); every row in the ILP)."""
+    codes: list[set[int]] = [set() for _ in priced]
+    for gi, code, _r in keys:
+        codes[gi].add(code)
+    sets, masks = [], []
+    for pg, mine in zip(priced, codes, strict=True):
+        P = np.stack([pg.pool_row(c) for c in sorted(mine)]) if mine else np.zeros((0, pg.space.nmax), np.int64)
+        ts = template_set(pg, P, provenance)
+        sets.append(ts)
+        masks.append(np.ones(len(ts), dtype=bool))
+    return sets, masks
+
+
+def additive_bound(priced: Sequence[PricedGroup], prices: np.ndarray, K: float) -> float:
+    """A lower bound on every plan's cost available before any LP: T(M) ≤ Σ_{k∈M} v_k (the search's additive
+    throughput bound) and cost(M) = Σ_{k∈M} (1 + K)·p_k, so covering D_g costs at least D_g · min_k (1 + K)·p_k / v_k
+    (each shape at its cheapest region; availability relaxed). Weak (coral-core: 37 % below the optimum) but
+    valid from the start, so a plan returned at a time limit before the first pricing round has a proven gap."""
+    with np.errstate(invalid="ignore"):
+        cheapest = np.where(np.isnan(prices), np.inf, (1.0 + K) * np.nan_to_num(prices)).min(axis=0)  # (K,)
+    total = 0.0
+    for pg in priced:
+        v = pg.space.v
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(v > 0, cheapest / np.where(v > 0, v, 1.0), np.inf)
+        best = float(ratio.min()) if ratio.size else math.inf
+        if not math.isfinite(best):
+            return -math.inf  # a group no shape serves: no plan, no bound needed
+        total += pg.demand * best
+    return total
+
+
+def incumbent_limit(cancel: CancelToken | None, limit_s: float) -> float:
+    """Seconds an incumbent ILP may take: a share of the time left (the search for better plans and their proof
+    needs the rest), at least ``INCUMBENT_MIN_S``."""
+    return max(INCUMBENT_MIN_S, min(INCUMBENT_MAX_S, INCUMBENT_SHARE * time_left(cancel, limit_s)))
+
+
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *, per_region: bool = True,
                        provenance: Callable[[str], str] | None = None, progress: ProgressFn | None = None,
                        cancel: CancelToken | None = None, timings: dict[str, float] | None = None,
-                       pricers: Pricers | None = None) -> OnDemandPlan | None:
-    """LP over all templates by column generation, then reduced-cost fixing + ILP until certified.
+                       pricers: Pricers | None = None, anytime: Anytime | None = None) -> OnDemandPlan | None:
+    """LP over all templates by column generation, then reduced-cost fixing + ILP until certified; anytime.
+
+    Plans found on the way go to ``anytime`` as soon as they exist (``planning.allocate.incumbent``): the
+    restricted master ILP over the seed columns before the first pricing round and over the columns of rounds
+    1, 2, 4, … and of the LP optimum, then every fixing ILP. Bounds go there too: each round's Farley bound, z_LP,
+    the Lagrangian z_LB, and min(t, the ILP's dual bound) for a certificate target t that an ILP refuted.
 
     Parameters
     ----------
@@ -127,36 +173,74 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         Filled with the seconds of each step.
     pricers:
         Where the pricing searches run (default: here, one group after another; see ``planning.allocate.pricers``).
+    anytime:
+        Receives the incumbents and bounds (default: one of its own, for callers that only want the answer).
 
     Returns
     -------
     OnDemandPlan or None
-        None when the LP relaxation is infeasible (no plan meets the demand).
+        None when the LP relaxation is infeasible (no plan meets the demand). ``certified`` False: the best plan
+        found after ``MAX_ATTEMPTS`` fixing rounds, status ``feasible`` with its proven gap.
 
     Raises
     ------
     Cancelled
-        When ``cancel`` is set (a deadline that passes after a plan was found returns that plan, uncertified).
+        When ``cancel`` is set; the incumbent so far is in ``anytime`` (the pipeline returns it at a time limit).
     """
     timings = timings if timings is not None else {}
+    anytime = anytime if anytime is not None else Anytime()
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
+    groups = [pg.group for pg in priced]
     t1 = time.perf_counter()
     pricers = pricers if pricers is not None else LocalPricers(priced)
+    base_limit = resolved.scenario.options.time_limit_s
+
+    def restricted_master(lp: ColumnLP, label: str) -> None:
+        t = time.perf_counter()
+        _check(cancel)
+        short = lp.best_columns(INCUMBENT_COLUMNS)
+        for keys in (short, lp.order) if len(short) < len(lp.order) else (lp.order,):  # the short list first
+            sets, masks = _rmp_sets(priced, keys, provenance)
+            problem = ilp_problem(resolved, groups, sets, masks, cancel)
+            alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(cancel, base_limit),
+                                             mip_rel_gap=max(problem.mip_rel_gap, INCUMBENT_GAP)), diagnose=False)
+            anytime.offer(alloc, sets, masks, f"{label} ({len(keys):,} of its {len(lp.columns):,} columns)")
+            if alloc.has_plan:
+                break
+            _check(cancel)
+        timings["incumbent_seconds"] = timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
+
+    def on_round(state: RoundState) -> None:
+        if state.stage == "lp" and state.rounds == 1 and state.feasible:
+            restricted_master(state.lp, "restricted master ILP over the seed columns")
+        elif state.stage == "priced":
+            anytime.raise_bound(state.farley_bound(anytime.value), f"Farley bound of pricing round {state.rounds}")
+            if state.added and state.rounds & (state.rounds - 1) == 0:  # rounds 1, 2, 4, 8, …
+                restricted_master(state.lp, f"restricted master ILP after pricing round {state.rounds}")
+
+    anytime.raise_bound(additive_bound(priced, prices, resolved.scenario.options.K),
+                        "additive throughput bound (availability relaxed)")
     pr, _lp = solve_lp(priced, prices, available, resolved.scenario.options.K, per_region=per_region,
-                       cancel=cancel, pricers=pricers, progress=sub_progress(progress, 0.0, 0.6))
+                       cancel=cancel, pricers=pricers, progress=sub_progress(progress, 0.0, 0.6), on_round=on_round)
     timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
         return None
+    anytime.raise_bound(pr.z_lp, "LP optimum over all templates")
+    if pr.rounds > 1:
+        restricted_master(_lp, "restricted master ILP at the LP optimum")
     gpus = [np.array([shape_gpu(s) for s in pg.space.shapes]) for pg in priced]
     single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
               for pg, gp in zip(priced, gpus, strict=True)]
     # Lagrangian bound: cost(ν) ≥ Σ_g (group cost at prices w) + Σ y_a·A ≥ Σ_g L_g + Σ y_a·A =: z_LB ≥ z_LP
     _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
     t_lb = time.perf_counter()
+    by_group: list[set[int]] = [set() for _ in priced]
+    for gi, code, _r in _lp.columns:
+        by_group[gi].add(code)
     seeds = []
-    for pg in priced:
-        codes = np.array(sorted({c for (g2, c, _r) in _lp.columns if g2 == priced.index(pg)}), dtype=np.int64)
+    for pg, mine in zip(priced, by_group, strict=True):
+        codes = np.array(sorted(mine), dtype=np.int64)
         P0 = np.stack([pg.pool_row(int(c)) for c in codes]) if codes.size else np.zeros((0, pg.space.nmax), np.int64)
         seeds.append((P0, pg.space.throughput(P0)))
     L = group_bounds(priced, pr, seeds, per_region, cancel, pricers)
@@ -165,17 +249,14 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     z_lb = max(float(L.sum()) + y_a_value, pr.z_lp)
     timings["group_bounds_seconds"] = time.perf_counter() - t_lb
     pr.z_lb = z_lb
+    anytime.raise_bound(z_lb, "Lagrangian bound")
     target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
     delta = target - z_lb
-    groups = [pg.group for pg in priced]
-    alloc: AllocationResult | None = None
     certified = False
+    alloc: AllocationResult | None = None
     sets: list[TemplateSet] = []
     masks: list[np.ndarray] = []
-    best: tuple[AllocationResult, list[TemplateSet], list[np.ndarray]] | None = None  # the cheapest plan so far
     for attempt in range(MAX_ATTEMPTS):
-        if best is not None and timed_out(cancel):
-            break  # the deadline passed after a plan was found: return it, uncertified
         step = 0.7 + 0.3 * attempt / MAX_ATTEMPTS
         again = f" (attempt {attempt + 1})" if attempt else ""
         _report(progress, step, f"fixing: templates within {delta:,.4g} $/h of the bound {z_lb:,.2f} $/h{again}")
@@ -198,22 +279,27 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         t3 = time.perf_counter()
         alloc = solve_allocation(ilp_problem(resolved, groups, sets, masks, cancel))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
+        anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
         if alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target)):
             certified = True
             break
-        if alloc.has_plan and value is not None and (best is None or value < float(best[0].total_per_hour or 0.0)):
-            best = (alloc, sets, masks)
+        refuted = refuted_target(alloc, target)  # no plan of value ≤ target exists: the bound rises
+        if refuted is not None:
+            anytime.raise_bound(refuted, f"certificate target refuted by fixing ILP{again}")
+        _check(cancel)
         target = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
         delta = target - z_lb
-    if not certified and best is not None and timed_out(cancel):
-        alloc, sets, masks = uncertified(best[0], z_lb, served=False), best[1], best[2]
-    assert alloc is not None  # MAX_ATTEMPTS ≥ 1 and ``best`` is only set after an ILP
+    if not certified and anytime.best is not None:  # out of attempts: the best plan found, with its proven gap
+        best = anytime.best
+        alloc = replace(best.alloc, status="feasible", gap=anytime.gap())
+        sets, masks = list(best.sets), list(best.masks or [np.ones(len(ts), dtype=bool) for ts in best.sets])
+    assert alloc is not None  # MAX_ATTEMPTS ≥ 1
     return OnDemandPlan(alloc, sets, masks, pr, certified, delta)
 
 
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
-                    cancel: CancelToken | None = None) -> Allocation | None:
+                    cancel: CancelToken | None = None, anytime: Anytime | None = None) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -225,6 +311,8 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         The resolved scenario, as the library path gets it: groups, specs, shapes, offers and their matrices.
     progress, cancel:
         The run contract of :mod:`planning.context`; progress covers 0..1 of this call.
+    anytime:
+        Receives every plan and bound found on the way (``planning.allocate.incumbent``).
 
     Returns
     -------
@@ -248,6 +336,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     t0 = time.perf_counter()
     priced = []
     for g in resolved.groups:
+        check_cancel(cancel, f"pricing: T̂ tables of {g.id}")
         sp = build_space(ctx.perf, ctx.catalog, resolved.specs[g.model], g, resolved.shapes, opts.nmax, opts.rho,
                          opts.max_stages)
         priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}))
@@ -257,7 +346,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         plan = allocate_on_demand(priced, resolved,
                                   provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, timings=timings,
-                                  pricers=pricers)
+                                  pricers=pricers, anytime=anytime)
     finally:
         pricers.close()
     if plan is None:

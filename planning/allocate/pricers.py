@@ -46,8 +46,9 @@ class PriceCall:
     per_region: bool = True
 
 
-Priced = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-"""(padded multisets, their codes, regions, reduced costs, throughputs) of the columns a search found."""
+Priced = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
+"""(padded multisets, their codes, regions, reduced costs, throughputs) of the columns a search found, and a
+floor under the reduced cost of every column of the group (``pricing.price``)."""
 
 
 class Pricers(Protocol):
@@ -65,8 +66,8 @@ class Pricers(Protocol):
 def _price_one(pg: PricedGroup, call: PriceCall, cancel: CancelToken | None) -> Priced:
     from planning.allocate.pricing import price
 
-    P, codes, reg, rc = price(pg, call.w, call.y_d, call.y_n, call.theta, call.limit, call.per_region, cancel)
-    return P, codes, reg, rc, pg.space.throughput(P)
+    P, codes, reg, rc, floor = price(pg, call.w, call.y_d, call.y_n, call.theta, call.limit, call.per_region, cancel)
+    return P, codes, reg, rc, pg.space.throughput(P), floor
 
 
 class LocalPricers:

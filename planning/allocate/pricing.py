@@ -31,7 +31,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from planning.allocate.pricers import LocalPricers, PriceCall, Pricers
 from planning.allocate.reduce import cover_ilp
-from planning.catalog.schema import Catalog, ModelSpec, parse_shape, shape_gpu
+from planning.catalog.schema import Catalog, ModelSpec, parse_shape
 from planning.context import CancelToken, ProgressFn, check_cancel, time_left
 from planning.groups import Group
 from planning.resolve import ResolvedScenario
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from planning.perf import PerfModel
 
 BIG_M_FACTOR = 1e4
-SEED_PER_REGION = 24  # initial columns per group and region (best cost per throughput among single-type templates)
+SEED_PER_REGION = 24  # initial columns per group and region (best cost per throughput among single-shape templates)
 ADD_PER_GROUP = 300  # most negative columns added per group and round
 EVAL_BATCH = 4096  # candidates placed exactly per batch while pricing
 MAX_ROUNDS = 300
@@ -163,6 +163,7 @@ class ColumnLP:
         self.h = h
         self.inf = inf
         self.columns: set[tuple[int, int, int]] = set()  # (group, code, region)
+        self.order: list[tuple[int, int, int]] = []  # the same keys in HiGHS column order (after G slack columns)
 
     def add(self, gi: int, P: np.ndarray, codes: np.ndarray, T: np.ndarray, regions: np.ndarray) -> int:
         """Add columns (multiset row i in region regions[i]); returns how many were new."""
@@ -177,6 +178,7 @@ class ColumnLP:
             if key in self.columns:
                 continue
             self.columns.add(key)
+            self.order.append(key)
             r = int(regions[i])
             ks, cnt = np.unique(P[i][P[i] < Kn], return_counts=True)
             rows.extend((r * Kn + ks).tolist())
@@ -192,6 +194,21 @@ class ColumnLP:
             self.h.addCols(n, np.array(costs), np.zeros(n), np.full(n, self.inf), int(mat.nnz),
                            mat.indptr.astype(np.int32), mat.indices.astype(np.int32), mat.data.astype(float))
         return n
+
+    def best_columns(self, per_group: int) -> list[tuple[int, int, int]]:
+        """The columns of the last LP solve in its support (value > 0), plus per group the ``per_group`` with the
+        smallest reduced cost: a small master for a fast incumbent ILP (price-and-branch on a short list)."""
+        sol = self.h.getSolution()
+        G = len(self.groups)
+        value = np.asarray(sol.col_value, dtype=float)[G:]
+        rc = np.asarray(sol.col_dual, dtype=float)[G:]
+        n = min(len(self.order), value.size)
+        group = np.array([k[0] for k in self.order[:n]], dtype=np.int64)
+        keep = value[:n] > 1e-9
+        for gi in range(G):
+            idx = np.flatnonzero(group == gi)
+            keep[idx[np.argsort(rc[idx], kind="stable")[:per_group]]] = True
+        return [self.order[i] for i in np.flatnonzero(keep)]
 
     def solve(self) -> tuple[float, bool, np.ndarray, np.ndarray, np.ndarray]:
         """(z_LP without slack cost, feasible, weights (G-independent) w[r, k], y_d per group, y_n per group)."""
@@ -217,11 +234,13 @@ def column_costs(space: MultisetSpace, P: np.ndarray, w: np.ndarray) -> np.ndarr
 
 def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, limit: int | None,
           per_region: bool = True, cancel: CancelToken | None = None,
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Columns with exact rc ≤ theta: (rows, codes, regions, rc); at most ``limit`` most negative (None = all).
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Columns with exact rc ≤ theta: (rows, codes, regions, rc, floor); at most ``limit`` most negative (None = all).
 
     Candidates are placed exactly in order of their bound; with a limit the scan stops once ``limit`` columns
-    are found (a heuristic round), without one every candidate is placed (a proof round).
+    are found (a heuristic round), without one every candidate is placed (a proof round). ``floor`` ≤ the reduced
+    cost of every column of the group (the smallest admissible bound of the candidates, or theta: every
+    non-candidate has rc > theta), whether or not the scan stopped early: the round's Farley bound uses it.
     """
     sp = pg.space
     P, _lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
@@ -241,13 +260,15 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
         found += i.size
         if limit is not None and found >= limit:
             break
+    floor = float(min(theta, float(_lb.min()))) if _lb.size else float(theta)
     if not out_p:
-        return np.zeros((0, sp.nmax), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+        empty = np.zeros(0, dtype=np.int64)
+        return np.zeros((0, sp.nmax), dtype=np.int64), empty, empty, np.zeros(0), floor
     Pn, rn, rcn = np.concatenate(out_p), np.concatenate(out_r), np.concatenate(out_rc)
     if limit is not None and rcn.size > limit:
         keep = np.argsort(rcn, kind="stable")[:limit]
         Pn, rn, rcn = Pn[keep], rn[keep], rcn[keep]
-    return Pn, sp.codes(Pn), rn, rcn
+    return Pn, sp.codes(Pn), rn, rcn, floor
 
 
 @dataclass
@@ -266,10 +287,12 @@ class PricingResult:
 
 
 def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Initial columns: per region, the single-GPU-type templates with the best cost per throughput."""
+    """Initial columns: per region, the single-shape templates (n nodes of one shape, Homo's columns) with the best
+    cost per throughput. Mixed node sizes of one GPU type come from pricing like every other column: seeding all
+    single-GPU-type templates placed ~10x more multisets before the first LP (catalog-wide: first plan after
+    1.77 vs 1.03 CPU-s, the same total)."""
     sp = pg.space
-    gpus = np.array([shape_gpu(s) for s in sp.shapes])
-    rows = np.concatenate([sp.all_multisets(gpus == g) for g in sorted(set(gpus.tolist()))])
+    rows = np.concatenate([sp.all_multisets(np.arange(sp.K) == k) for k in range(sp.K)])
     T = sp.throughput(rows)
     rows, T = rows[T > 0], T[T > 0]
     cost = column_costs(sp, rows, node_cost)
@@ -285,19 +308,57 @@ def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return rows[idx], sp.codes(rows[idx]), reg, T[idx]
 
 
+@dataclass(frozen=True)
+class RoundState:
+    """What a column generation round knows, for ``solve_lp``'s ``on_round`` hook (anytime incumbents, bounds).
+
+    ``stage`` is ``"lp"`` right after the restricted master LP (``floors`` None: not priced yet) or ``"priced"``
+    after the round's searches (``floors[g]`` ≤ every reduced cost of group g, ``added`` new columns; no column
+    added means the LP is optimal over all templates).
+    """
+
+    stage: str
+    rounds: int
+    lp: ColumnLP
+    z: float
+    feasible: bool
+    floors: np.ndarray | None = None
+    added: int = 0
+
+    def farley_bound(self, upper: float) -> float:
+        """A lower bound on every plan of value ≤ ``upper`` (−inf when none can be given).
+
+        For an integer plan ν (no slack) and the master's duals y: cost(ν) = Σ rc·ν + y·(Aν) ≥ Σ_g floor_g·N_g + y·b,
+        and y·b = z (the restricted master's optimum). A plan of value ≤ ``upper`` has N_g ≤ upper / c_min
+        instances of group g (every instance costs at least the cheapest node, c_min), so
+        cost ≥ z + Σ_g min(0, floor_g)·upper / c_min.
+        """
+        if self.floors is None or not self.feasible or not math.isfinite(upper):
+            return -math.inf
+        finite = self.lp.node_cost[np.isfinite(self.lp.node_cost)]
+        c_min = float(finite.min()) if finite.size else 0.0
+        if c_min <= 0:
+            return -math.inf
+        return self.z + float(np.minimum(self.floors, 0.0).sum()) * upper / c_min
+
+
 def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
              per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None, *,
-             progress: ProgressFn | None = None) -> tuple[PricingResult, ColumnLP]:
+             progress: ProgressFn | None = None,
+             on_round: Callable[[RoundState], None] | None = None) -> tuple[PricingResult, ColumnLP]:
     """Column generation until no column of any group prices out (exact over all templates).
 
     ``pricers`` runs each round's searches (default: here, in order; ``RayPricers``: as Ray actors).
     ``progress`` (:data:`planning.context.ProgressFn`) gets one ``pricing:`` message per round with the LP
-    value; its fraction only grows (the number of rounds is not known in advance).
+    value; its fraction only grows (the number of rounds is not known in advance). ``on_round`` is called after
+    each master LP and after each round's searches (:class:`RoundState`): the anytime incumbents and the
+    Farley bounds of ``planning.allocate.ondemand`` hang there.
     """
     pricers = pricers if pricers is not None else LocalPricers(groups)
     t0 = time.perf_counter()
     lp = ColumnLP(groups, prices, available, K)
     for gi, pg in enumerate(groups):
+        check_cancel(cancel, "pricing: seed columns")
         P, codes, reg, T = seed(pg, lp.node_cost)
         lp.add(gi, P, codes, T, reg)
         for c, row in zip(codes.tolist(), P, strict=True):
@@ -306,19 +367,26 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
     rounds = 0
     while True:
         rounds += 1
+        check_cancel(cancel, f"pricing: column generation round {rounds}")
         z, feasible, w, y_d, y_n = lp.solve()
         if progress is not None:
             what = f"LP bound {z:,.2f} $/h" if feasible else "demand not yet covered"
             progress(rounds / (rounds + CG_HALF_ROUNDS), f"pricing: column generation round {rounds}, {what} "
                      f"({len(lp.columns):,} columns)")
+        if on_round is not None:
+            on_round(RoundState("lp", rounds, lp, z, feasible))
         added = 0
         calls = [PriceCall(gi, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
                  for gi in range(len(groups))]
-        for gi, (P, codes, reg, _rc, T) in enumerate(pricers.price_all(calls, cancel)):
+        floors = np.zeros(len(groups))
+        for gi, (P, codes, reg, _rc, T, floor) in enumerate(pricers.price_all(calls, cancel)):
+            floors[gi] = floor
             if P.shape[0]:
                 added += lp.add(gi, P, codes, T, reg)
                 for c, row in zip(codes.tolist(), P, strict=True):
                     groups[gi].pool[c] = row
+        if on_round is not None:
+            on_round(RoundState("priced", rounds, lp, z, feasible, floors, added))
         if added == 0 or rounds >= MAX_ROUNDS:
             break
     res = PricingResult(z_lp=z, feasible=feasible and rounds < MAX_ROUNDS, rounds=rounds, columns=len(lp.columns),
@@ -333,7 +401,7 @@ def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float
     calls = [PriceCall(gi, pr.w, float(pr.y_d[gi]), float(pr.y_n[gi]), thetas[gi], None, per_region)
              for gi in range(len(groups))]
     out = []
-    for pg, (P, _codes, _reg, _rc, _T) in zip(groups, pricers.price_all(calls, cancel), strict=True):
+    for pg, (P, _codes, _reg, _rc, _T, _floor) in zip(groups, pricers.price_all(calls, cancel), strict=True):
         if P.shape[0]:
             _, first = np.unique(pg.space.codes(P), return_index=True)
             P = P[np.sort(first)]
@@ -366,7 +434,8 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
         theta = uppers[gi] - y_d * pg.demand - y_n
         calls.append(PriceCall(gi, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, per_region))
     out = np.zeros(len(groups))
-    for gi, (pg, (P, _codes, _reg, _rc, T)) in enumerate(zip(groups, pricers.price_all(calls, cancel), strict=True)):
+    for gi, (pg, (P, _codes, _reg, _rc, T, _floor)) in enumerate(zip(groups, pricers.price_all(calls, cancel),
+                                                                         strict=True)):
         check_cancel(cancel, "on-demand allocation: group bounds")
         upper = uppers[gi]
         if P.shape[0]:

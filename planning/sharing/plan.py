@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
-from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
+from planning.context import CancelToken, Deadline, EngineContext, ProgressFn, check_cancel, time_left
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Objective, Scenario
@@ -216,8 +216,9 @@ def _gpu_of(t: NodeType) -> str:
 
 
 def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], method: str,
-         ) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
-    """Profile and pack ``model_ids`` with ``method`` ("kvpr" or "exact") on the scenario's single-GPU nodes.
+         cancel: CancelToken | None = None) -> tuple[Packing, list[ModelProfile], list[NodeType]]:
+    """Profile and pack ``model_ids`` with ``method`` ("kvpr" or "exact") on the scenario's single-GPU nodes
+    (the exact MILP gets the time left on ``cancel``'s deadline, at most ``options.time_limit_s``).
 
     Raises
     ------
@@ -234,7 +235,7 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
     if method == "kvpr":
         packing = kvpr_packing(tail, types)
     else:
-        packing = exact_packing(tail, types, time_limit_s=scenario.options.time_limit_s,
+        packing = exact_packing(tail, types, time_limit_s=time_left(cancel, scenario.options.time_limit_s, 0.2),
                                 mip_rel_gap=scenario.options.mip_rel_gap)
     return packing, profiles, types
 
@@ -307,6 +308,9 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
     progress, cancel:
         As for ``planning.api.solve`` (cancel is checked between the steps and inside the dedicated solve).
+        ``options.time_limit_s`` bounds the whole call: the packing MILP and each dedicated solve get the time
+        left (a dedicated solve at its limit returns its best plan, status ``feasible``); past the limit the
+        re-solve of coupled parts is skipped and the other order (popular models first) is used if it fits.
 
     Returns
     -------
@@ -325,6 +329,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
             progress(fraction, message)
 
     t0 = time.perf_counter()
+    deadline = Deadline(scenario.options.time_limit_s)  # one limit for the whole call (the caller's cancel apart)
     ctx = context or api.engine_context()
     step(0.0, "profiling the shared models")
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
@@ -341,7 +346,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
     t1 = time.perf_counter()
     step(0.1, f"packing {len(shared_ids)} models onto shared GPUs ({method})")
-    packing, profiles, types = pack(scenario, ctx, shared_ids, method) if shared_ids else (
+    packing, profiles, types = pack(scenario, ctx, shared_ids, method, deadline) if shared_ids else (
         Packing((), 0.0, "optimal", method), [], [])
     nodes = _shared_nodes(packing, profiles, types)
     timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
@@ -372,6 +377,8 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         def solve_part(part: Scenario, lo: float) -> PlanResult:
             if solve_dedicated is not None:
                 return solve_dedicated(part)
+            left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
+            part = replace(part, options=replace(part.options, time_limit_s=left))
             return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
                              if progress is not None else None)
 
@@ -381,13 +388,20 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         if free.instances and not _fits_together(offers, _node_usage(nodes), _plan_usage(free)):
             coupled = True
             step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
-            dedicated = solve_part(_remaining(sub, offers, nodes), 0.7)
+            if deadline.expired():  # no time left for the re-solve: only the other order (packing, fast) is tried
+                dedicated = replace(free, status="time_limit", instances=(), cost_lines=(), cost_per_hour=0.0,
+                                    provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0,
+                                    message="time limit reached before the re-plan on what the shared nodes leave")
+                notes.append("time limit reached before the popular models could be re-planned on what the "
+                             "shared nodes leave; the other order was tried instead.")
+            else:
+                dedicated = solve_part(_remaining(sub, offers, nodes), 0.7)
             alternative = None
             if scenario.objective.kind == "cost" and budget is None:
                 # the other order: popular models first (their free optimum), shared nodes packed on the rest
                 rest = _remaining(scenario, offers, _plan_usage(free))
                 try:
-                    alt, alt_profiles, alt_types = pack(rest, ctx, shared_ids, method)
+                    alt, alt_profiles, alt_types = pack(rest, ctx, shared_ids, method, deadline)
                 except PlanningError:
                     alt = None
                 if alt is not None and alt.feasible and free.status in ("optimal", "feasible"):
@@ -422,6 +436,10 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     timings["total_seconds"] = time.perf_counter() - t0
     return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
                          dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))
+
+
+MIN_PART_S = 0.5
+"""A dedicated solve gets at least this many seconds (its own anytime incumbent needs a moment)."""
 
 
 def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, method: str = "kvpr",

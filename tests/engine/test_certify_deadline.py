@@ -45,11 +45,13 @@ def test_deadline_between_attempts_returns_the_best_plan_with_its_gap(monkeypatc
     assert time.perf_counter() - t0 <= 5.0 + 2
     assert len(calls) == 1  # the loop stopped at the deadline instead of trying again
     res = alloc.result
-    # the ILP over the LP's support alone (6 of 30,540 templates) does not certify: best-so-far, honest gap
-    assert res.status == "time_limit" and res.has_plan and res.gap is not None and res.gap > 0
-    assert "LP-reduction certificate" in " ".join(res.messages)
+    # the ILP over the LP's support alone (6 of 30,540 templates) does not certify: the best plan so far is
+    # returned as feasible, with its gap to the best bound proven by then (the LP bound, raised by the refuted
+    # target: no plan of value ≤ target exists when the ILP over every column such a plan can use found none)
+    assert res.status == "feasible" and res.has_plan and res.gap is not None and res.gap > 0
+    assert "best plan found so far" in " ".join(res.messages)
     assert "reduction_certified" not in alloc.stats
-    lp = alloc.stats["lp_bound_per_hour"]
-    assert full.result.total_per_hour >= lp - 1e-6
+    lp, bound = alloc.stats["lp_bound_per_hour"], alloc.stats["anytime_bound"]
+    assert lp - 1e-6 <= bound <= full.result.total_per_hour + 1e-6  # a valid bound, at least the LP's
     assert res.total_per_hour >= full.result.total_per_hour - 1e-6
-    assert res.gap == pytest.approx((res.total_per_hour - lp) / res.total_per_hour, rel=1e-6)
+    assert res.gap == pytest.approx((res.total_per_hour - bound) / res.total_per_hour, rel=1e-6)

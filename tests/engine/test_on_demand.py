@@ -238,7 +238,8 @@ def test_on_demand_progress_names_its_real_steps(tiny: dict[str, object]) -> Non
     assert result.status == "optimal" and result.stats["reduction_certified"] == 1.0
     fractions = [f for f, _ in calls]
     assert fractions == sorted(fractions) and fractions[0] >= 0.0 and fractions[-1] == 1.0
-    messages = [m for _, m in calls]
+    messages = [m.split(" · ")[0] for _, m in calls]  # the step, without the incumbent suffix
+    assert any(" · best plan $" in m for _, m in calls)  # the incumbent and its gap, as soon as a plan exists
     rounds = [m for m in messages if m.startswith("pricing: column generation round ")]
     assert rounds and re.search(r"LP bound [\d,.]+ \$/h \([\d,]+ columns\)$", rounds[-1]), rounds
     bound = float(re.search(r"LP bound ([\d,.]+)", rounds[-1]).group(1).replace(",", ""))  # type: ignore[union-attr]

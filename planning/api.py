@@ -300,7 +300,7 @@ def result_json(result: PlanResult) -> str:
 
     payload = result.to_dict()
     payload["baselines"] = [{"name": b.name, "cost_per_hour": b.cost_per_hour, "served_fraction": b.served_fraction,
-                             "feasible": b.feasible, "savings_pct": b.savings_pct, "note": b.note,
+                             "feasible": b.feasible, "savings_pct": b.savings_pct, "note": b.note, "ran": b.ran,
                              "served_by_group": dict(b.served_by_group), "gpus": dict(b.gpus)}
                             for b in result.baselines]
     return json.dumps(payload, indent=2, default=float)
@@ -308,7 +308,15 @@ def result_json(result: PlanResult) -> str:
 
 def result_summary(result: PlanResult) -> str:
     """A short plain-text summary for the terminal."""
-    lines = [f"status: {result.status}    cost: ${result.cost_per_hour:,.2f}/h    served: {result.served_fraction:.1%}"]
+    if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
+        lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
+        lines.extend(f"note: {d}" for d in result.diagnostics)
+        return "\n".join(lines) + "\n"
+    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
+    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
+             f"served: {result.served_fraction:.1%}"]
+    if result.stopped_at:
+        lines.append(f"stopped by the time limit at: {result.stopped_at}")
     best = result.best_baseline()
     saving = result.savings_vs(best) if best is not None else None
     if best is not None and saving is not None:
@@ -484,6 +492,10 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
 
     if fmt not in ("skypilot", "kubernetes", "all"):
         raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
+    if not result.has_plan:  # nothing to deploy: refuse rather than write empty or $0 files
+        raise PlanningError("plan", f"has no plan to export (status {result.status}).",
+                            "solve the scenario until it returns a plan (the plan's message says why it did not), "
+                            "then export.")
     repos = {m.id: m.hf_repo for m in load_catalog().models.values() if m.hf_repo}
     budgets: dict[int, int] = {}
     if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):

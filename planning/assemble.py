@@ -17,6 +17,7 @@ from planning.result import (
     PlanResult,
     savings_pct,
 )
+from planning.scenario import Scenario
 from planning.templates.sets import TemplateSet
 
 
@@ -146,3 +147,49 @@ def kv_flows(resolved: ResolvedScenario, alloc: AllocationResult) -> tuple[KvFlo
         nbytes = wbytes / share if share > 0 else 0.0
         out.append(KvFlow(model, src, dst, share, usd, t.one_way_s * 1e3, t.seconds(nbytes), t.gbps))
     return tuple(out)
+
+
+def time_limit_result(scenario: Scenario, limit_s: float, step: str, elapsed_s: float) -> PlanResult:
+    """The PlanResult of a solve whose deadline passed before any plan: status ``time_limit``, no instances, and
+    a message naming the step that was not finished and the fix.
+
+    Parameters
+    ----------
+    scenario:
+        The scenario being planned.
+    limit_s:
+        ``options.time_limit_s``.
+    step:
+        The last progress message (e.g. ``"library build: qwen3-32b/prefill (1,200 of 9,000 templates)"``).
+    elapsed_s:
+        Wall time of the solve so far.
+
+    Returns
+    -------
+    PlanResult
+    """
+    name, _, detail = step.partition(": ")
+    if name == "library build":
+        group = detail.split(" (")[0]
+        what = f"building the serving-template library for {group}" if "/" in group else \
+            "building the serving-template library"
+        fix = (f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, reuse a template cache, or use "
+               "options.templates: on-demand")
+    elif name in ("reduction", "ILP"):
+        what = f"in the allocation ({name}: {detail})" if detail else "in the allocation"
+        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, or loosen options.mip_rel_gap"
+    else:
+        what = f"at step {step!r}"
+        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s"
+    message = f"time limit {limit_s:g} s reached while {what}" if name == "library build" else \
+        f"time limit {limit_s:g} s reached {what}"
+    return PlanResult(status="time_limit", objective=scenario.objective.kind, cost_per_hour=0.0,
+                      provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
+                      timings={"total_seconds": elapsed_s}, scenario=scenario.to_dict(),
+                      message=f"{message}; no plan. Fix: {fix}.",
+                      diagnostics=(f"{message}; no plan was found before it.",))
+
+
+def _more(limit_s: float, elapsed_s: float) -> str:
+    """A limit worth trying: a few times what was spent (the unfinished step's share is unknown)."""
+    return f"{max(2 * limit_s, 4 * elapsed_s, limit_s + 10):.0f}"

@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from planning.allocate.certify import Allocation, baseline_problem, solve_certified
+from planning.allocate.certify import Allocation, allocation_problem, baseline_problem, solve_certified
 from planning.allocate.incumbent import Anytime
 from planning.allocate.problem import AllocationProblem
-from planning.assemble import build_plan_result
+from planning.assemble import build_plan_result, time_limit_result
 from planning.catalog.schema import shape_gpu
 from planning.context import (
     Cancelled,
@@ -46,7 +46,7 @@ from planning.explain import explain_result
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
-from planning.templates.sets import TemplateSet, build_template_sets, gpu_provenance
+from planning.templates.sets import TemplateSet, build_template_sets, gpu_provenance, quick_template_sets
 
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
@@ -112,6 +112,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             sets = allocation.sets
             lap("allocation_seconds")
         else:
+            quick_plan(resolved, quick_template_sets(ctx, resolved, deadline), deadline, anytime)
             sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
             lap("templates_seconds")
             check_cancel(deadline)
@@ -210,52 +211,6 @@ class _Where:
         self.progress(self.fraction, f"{self.step} · {self.anytime.summary()}" if plan and self.anytime else self.step)
 
 
-def time_limit_result(scenario: Scenario, limit_s: float, step: str, elapsed_s: float) -> PlanResult:
-    """The PlanResult of a solve whose deadline passed before any plan: status ``time_limit``, no instances, and
-    a message naming the step that was not finished and the fix.
-
-    Parameters
-    ----------
-    scenario:
-        The scenario being planned.
-    limit_s:
-        ``options.time_limit_s``.
-    step:
-        The last progress message (e.g. ``"library build: qwen3-32b/prefill (1,200 of 9,000 templates)"``).
-    elapsed_s:
-        Wall time of the solve so far.
-
-    Returns
-    -------
-    PlanResult
-    """
-    name, _, detail = step.partition(": ")
-    if name == "library build":
-        group = detail.split(" (")[0]
-        what = f"building the serving-template library for {group}" if "/" in group else \
-            "building the serving-template library"
-        fix = (f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, reuse a template cache, or use "
-               "options.templates: on-demand")
-    elif name in ("reduction", "ILP"):
-        what = f"in the allocation ({name}: {detail})" if detail else "in the allocation"
-        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s, or loosen options.mip_rel_gap"
-    else:
-        what = f"at step {step!r}"
-        fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s"
-    message = f"time limit {limit_s:g} s reached while {what}" if name == "library build" else \
-        f"time limit {limit_s:g} s reached {what}"
-    return PlanResult(status="time_limit", objective=scenario.objective.kind, cost_per_hour=0.0,
-                      provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
-                      timings={"total_seconds": elapsed_s}, scenario=scenario.to_dict(),
-                      message=f"{message}; no plan. Fix: {fix}.",
-                      diagnostics=(f"{message}; no plan was found before it.",))
-
-
-def _more(limit_s: float, elapsed_s: float) -> str:
-    """A limit worth trying: a few times what was spent (the unfinished step's share is unknown)."""
-    return f"{max(2 * limit_s, 4 * elapsed_s, limit_s + 10):.0f}"
-
-
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
                   cancel: CancelToken | None = None) -> list[BaselineSummary]:
     """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), with the time
@@ -310,6 +265,24 @@ def perf_provenance(ctx: EngineContext, sets: Sequence[TemplateSet]) -> dict[str
     if any(ts.explicit for ts in sets):
         provenance["explicit templates"] = "given in the scenario"
     return provenance
+
+
+def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: CancelToken | None,
+               anytime: Anytime) -> None:
+    """The library path's first plan: the allocation ILP over the single-shape templates only (Homo's templates,
+    :func:`planning.templates.sets.quick_template_sets`), offered to ``anytime`` before the full library is built;
+    it gets a share of the time left (``ondemand.incumbent_limit``) and stops within 1 % of its own optimum."""
+    from planning.allocate.ondemand import INCUMBENT_GAP, incumbent_limit
+    from planning.allocate.solve import solve_allocation
+
+    check_cancel(cancel, "library build: single-shape templates")
+    problem = allocation_problem(resolved, sets)
+    if not problem.templates:
+        return
+    limit = incumbent_limit(cancel, problem.time_limit_s)
+    alloc = solve_allocation(replace(problem, time_limit_s=limit, mip_rel_gap=max(problem.mip_rel_gap, INCUMBENT_GAP)),
+                             diagnose=False)
+    anytime.offer(alloc, sets, None, f"ILP over the {len(problem.templates):,} single-shape templates")
 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,

@@ -148,14 +148,20 @@ def build_report(result: PlanResult) -> Report:
     """The report's content for a plan (the scenario it was solved for travels inside ``result``)."""
     scenario = dict(result.scenario or {})
     name = str(scenario.get("name") or "scenario")
-    ok = result.status in ("optimal", "feasible")
+    ok = result.has_plan
     provisioning = result.provisioning_per_hour
-    headline = [
-        f"Status: **{result.status}**" + (f" (optimality gap {share(result.mip_gap)})" if result.mip_gap else "")
-        + f"; serves {share(result.served_fraction)} of the demand.",
-        f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
-        f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
-    ]
+    if ok:
+        headline = [
+            f"Status: **{result.status}**" + (f" (optimality gap {share(result.mip_gap)})" if result.mip_gap else "")
+            + f"; serves {share(result.served_fraction)} of the demand.",
+            f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
+            f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
+        ]
+        if result.stopped_at:
+            headline.append(f"The time limit stopped the solver at: {result.stopped_at}. This is the best plan found "
+                            "by then; the gap above bounds how much cheaper the optimum can be.")
+    else:  # never "$0 per month" for a plan that does not exist
+        headline = [f"Status: **no plan** ({result.status}). There is nothing to rent and no cost to state."]
     if result.transfer_per_hour > 0:
         headline.append(
             f"Cross-region KV transfer: **{money(result.transfer_per_hour)}/h** of egress on top of the nodes (a real "
@@ -175,6 +181,9 @@ def build_report(result: PlanResult) -> Report:
         headline.append(result.message)
     comparison_rows = []
     for b in result.baselines:
+        if not b.ran:  # the time limit left no time for it: no figures, never $0
+            comparison_rows.append((b.name, "not run", "not run", "—", "—", clip(b.note)))
+            continue
         pct = result.savings_vs(b) if ok else None  # one formula and one "same demand" rule (result.savings_pct)
         saving = pct / 100.0 if pct is not None else None
         comparison_rows.append((b.name, money(b.cost_per_hour), money(b.cost_per_hour * HOURS_PER_MONTH),

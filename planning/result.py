@@ -252,11 +252,16 @@ class PlanResult:
         return pd.DataFrame([{**asdict(s), "fraction": s.fraction} for s in self.service], columns=cols)
 
     def baselines_frame(self) -> pd.DataFrame:
+        """The plan and every baseline; no cost (NaN) for a plan that does not exist or a baseline that did not
+        run, so no table or chart shows $0 as if it were a result."""
         cols = ["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct", "note"]
-        rows = [{"name": "Plan (mixed templates)", "cost_per_hour": self.comparable_cost,
-                 "served_fraction": self.served_fraction, "feasible": self.status in ("optimal", "feasible"),
-                 "savings_pct": 0.0, "note": self.status}]
-        rows += [{k: getattr(b, k) for k in cols} for b in self.baselines]
+        nan = float("nan")
+        note = self.status if self.has_plan else f"no plan ({self.status})"
+        rows = [{"name": "Plan (mixed templates)", "cost_per_hour": self.comparable_cost if self.has_plan else nan,
+                 "served_fraction": self.served_fraction if self.has_plan else nan, "feasible": self.has_plan,
+                 "savings_pct": 0.0 if self.has_plan else None, "note": note}]
+        rows += [{**{k: getattr(b, k) for k in cols},
+                  **({} if b.ran else {"cost_per_hour": nan, "served_fraction": nan})} for b in self.baselines]
         return pd.DataFrame(rows, columns=cols)
 
     def gpus_by_type(self) -> dict[str, int]:
@@ -299,8 +304,17 @@ class PlanResult:
     def to_markdown(self) -> str:
         """A self-contained Markdown report."""
         name = self.scenario.get("name", "scenario") if self.scenario else "scenario"
+        if not self.has_plan:  # never "$0.00/h" or "0.0 % served" for a plan that does not exist
+            lines = [f"# Serving plan — {name}", "", f"- **Status:** no plan ({self.status})", "",
+                     self.message or "No plan was found."]
+            if self.diagnostics:
+                lines += ["", "## Diagnostics", ""] + [f"- {d}" for d in self.diagnostics]
+            if self.baselines:
+                lines += ["", "## Baselines", "", _md_table(self.baselines_frame())]
+            return "\n".join(lines) + "\n"
         lines = [f"# Serving plan — {name}", "",
-                 f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else ""),
+                 f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else "")
+                 + (f", stopped by the time limit at: {self.stopped_at}" if self.stopped_at else ""),
                  f"- **Cost:** ${self.comparable_cost:,.2f}/h (${self.comparable_cost * 730:,.0f} per month, "
                  f"${self.comparable_cost * 8760:,.0f} per year) for the rented nodes"
                  + (f" and ${self.transfer_per_hour:,.2f}/h of cross-region KV transfer" if self.transfer_per_hour > 0 else "")

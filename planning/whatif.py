@@ -252,21 +252,27 @@ def comparison_frame(results: Mapping[str, PlanResult]) -> pd.DataFrame:
     for name, result in results.items():
         # a spot figure never sits unlabelled next to on-demand ones
         prices = "spot" if str((result.scenario or {}).get("pricing", "on_demand")) == "spot" else "on-demand"
-        rows.append({"variant": name, "method": "Plan (mixed)", "cost_per_hour": result.comparable_cost,
-                     "served_fraction": result.served_fraction, "status": result.status, "savings_pct": None,
+        plan = result.has_plan  # no plan: no cost and no served fraction, the status says why ("no plan (…)")
+        rows.append({"variant": name, "method": "Plan (mixed)",
+                     "cost_per_hour": result.comparable_cost if plan else float("nan"),
+                     "served_fraction": result.served_fraction if plan else float("nan"),
+                     "status": result.status if plan else f"no plan ({result.status})", "savings_pct": None,
                      "prices": prices})
         for b in result.baselines:
-            rows.append({"variant": name, "method": b.name, "cost_per_hour": b.cost_per_hour,
-                         "served_fraction": b.served_fraction,
-                         "status": "meets demand" if b.feasible else "falls short", "savings_pct": result.savings_vs(b),
-                         "prices": prices})
+            ran = b.ran
+            rows.append({"variant": name, "method": b.name, "cost_per_hour": b.cost_per_hour if ran else float("nan"),
+                         "served_fraction": b.served_fraction if ran else float("nan"),
+                         "status": b.note if not ran else "meets demand" if b.feasible else "falls short",
+                         "savings_pct": result.savings_vs(b), "prices": prices})
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 def chart_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The comparison frame for ``planning.viz.whatif_figure``: a method that falls short gets no bar (NaN)."""
     out = frame.copy()
-    out.loc[out["status"].isin(["falls short", "infeasible", "error", "cancelled"]), "cost_per_hour"] = float("nan")
+    short = out["status"].isin(["falls short", "infeasible", "error", "cancelled"])
+    missing = out["status"].astype(str).str.startswith(("no plan", "not run"))
+    out.loc[short | missing, "cost_per_hour"] = float("nan")
     return out
 
 

@@ -83,8 +83,11 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 cols[0].progress(1.0, text=f"{label}: {record.status}")
                 continue
             fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
-            text = f"{label}: {record.message or record.status} ({record.status})"
-            cols[0].progress(fraction, text=text)
+            step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
+            cols[0].progress(fraction, text=f"{label}: {step} ({record.status})")
+            if best:
+                cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
+                                "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
                 runner().cancel(record.id)
 
@@ -96,6 +99,9 @@ def kpis(result: PlanResult) -> None:
 
     The savings label says "homogeneous" only when the cheapest baseline is one (memP mixes GPU types).
     """
+    if not result.has_plan:
+        no_plan(result)
+        return
     best = result.best_baseline()
     spot = str(result.scenario.get("pricing", "on_demand")) == "spot"
     price_kind = "spot" if spot else "on-demand"
@@ -117,8 +123,11 @@ def kpis(result: PlanResult) -> None:
     else:
         cols[2].metric(label, "—", help="No baseline meets all demand with the available GPUs.")
     cols[3].metric("Served fraction", f"{result.served_fraction:.1%}")
-    gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else ""
-    cols[4].metric("Solver status", f"{result.status}{gap}")
+    gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else " (gap not bounded)" if result.status == "feasible" else ""
+    cols[4].metric("Solver status", f"{result.status}{gap}",
+                   help="optimal: proven cheapest (within options.mip_rel_gap); feasible: the best plan found before "
+                        "the time limit, at most the gap above the cheapest possible."
+                        + (f" Stopped at: {result.stopped_at}." if result.stopped_at else ""))
     if spot:
         st.badge("Spot prices: nodes can be reclaimed at short notice", icon=":material/bolt:", color="orange")
     gpus = result.gpus_by_type()
@@ -135,6 +144,21 @@ def kpis(result: PlanResult) -> None:
     if unique and result.has_plan and result.served_fraction >= 1 - 1e-9:
         st.caption("Solver notes: " + " · ".join(unique))  # informational on a plan that serves everything
     elif unique:
+        st.warning("\n".join(f"- {line}" for line in unique))
+
+
+def no_plan(result: PlanResult) -> None:
+    """The KPIs of a result without a plan: "no plan", the reason and the fix, never $0 or 0 % as if a result."""
+    reason = {"time_limit": "time limit reached before any plan was found", "infeasible": "no plan meets the demand",
+              "cancelled": "cancelled", "error": "solver error"}.get(result.status, result.status)
+    cols = st.columns(3)
+    cols[0].metric("Cost per hour", "no plan", help="Nothing to rent: the solve returned no plan (see below).")
+    cols[1].metric("Served fraction", "no plan", help="No plan, so nothing is served; not a 0 % result.")
+    cols[2].metric("Solver status", "no plan", help=f"Status {result.status}: {reason}.")
+    problem, _, fix = (result.message or f"No plan: {reason}.").partition(" Fix: ")
+    st.error(f"**No plan** — {problem}" + (f"\n\n**Fix:** {fix}" if fix else ""), icon=":material/block:")
+    unique = list(dict.fromkeys(result.diagnostics))
+    if unique:
         st.warning("\n".join(f"- {line}" for line in unique))
 
 

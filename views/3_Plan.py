@@ -26,6 +26,13 @@ if result is None:
     st.stop()
 
 widgets.kpis(result)
+if not result.has_plan:  # no breakdown, simulation or export of a plan that does not exist
+    st.info("Nothing to break down, simulate or export without a plan. Apply the fix above on the Scenario page "
+            "and press **Plan it** on Home again.", icon=":material/info:")
+    st.page_link("views/1_Scenario.py", label="Edit the scenario", icon=":material/edit:")
+    st.stop()
+if result.stopped_at:
+    st.caption(f"Stopped by the time limit at: {result.stopped_at}.")
 timing_text = ", ".join(f"{k.removesuffix('_seconds').replace('_', ' ')} {v:,.1f} s" for k, v in result.timings.items())
 st.caption(f"Objective: {result.objective}. Status {result.status}"
            + (f", MIP gap {result.mip_gap:.3%}" if result.mip_gap is not None else "")

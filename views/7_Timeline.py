@@ -100,7 +100,12 @@ result = api.timeline_result(json.loads(record.result_json))
 summary = result.summary_frame()
 static = summary[summary["method"] == "static peak"]
 k1, k2, k3, k4 = st.columns(4)
-k1.metric("Adaptive plan, month (730 h)", f"${result.month(result.total_cost):,.0f}")
+lost = sum(not e.has_plan for e in result.epochs)
+if lost:  # never a total that counts epochs without a plan as $0
+    k1.metric("Adaptive plan, month (730 h)", "not stated",
+              help=f"{lost} epochs have no plan, so the month's cost is unknown (see the note below).")
+else:
+    k1.metric("Adaptive plan, month (730 h)", f"${result.month(result.total_cost):,.0f}")
 saving = result.saving_vs_static_pct
 if not static.empty and saving is not None:
     k2.metric("Static peak plan, month", f"${result.month(result.static_peak_total_cost):,.0f}",

@@ -221,9 +221,12 @@ def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Seque
     alloc = _solve(problem, cancel)
     anytime.offer(alloc if alpha is None else replace(alloc, objective="served", alpha=alpha), sets, None,
                   f"ILP over all {len(problem.templates):,} templates")
-    last = alloc.phases[-1] if alloc.phases else None
-    if objective == "cost" and alpha is None and not anytime.served and last is not None and last.bound is not None and math.isfinite(last.bound):
+    first, last = (alloc.phases[0], alloc.phases[-1]) if alloc.phases else (None, None)
+    if objective == "cost" and alpha is None and not anytime.served and last is not None and last.bound is not None \
+            and math.isfinite(last.bound):
         anytime.raise_bound(float(last.bound), "the ILP's own bound over all templates")
+    if objective == "served" and first is not None and first.bound is not None and math.isfinite(first.bound):
+        anytime.raise_bound(-float(first.bound), "the served ILP's own bound on α over all templates")
     if alloc.status == "time_limit":  # stopped by the solve's deadline: the caller returns the incumbent
         check_cancel(cancel, "allocation ILP")
     return alloc, problem, None

@@ -106,6 +106,7 @@ def build_library(
     cache: LibraryCache | None = None,
     key: str | None = None,
     backend: str | None = None,
+    single_shape: bool = False,
 ) -> pl.DataFrame:
     """Serving Template library of one (model, phase, SLO).
 
@@ -136,6 +137,9 @@ def build_library(
     backend:
         Where the chunks run when ``workers`` > 1: ``"process"`` (the embedded pool) or ``"ray"``
         (``planning.parallel``); same output either way.
+    single_shape:
+        Only the templates of one node shape (n nodes of the same shape, Homo's templates): the small library
+        an anytime solve plans with first (``planning.templates.sets.quick_template_sets``).
 
     Returns
     -------
@@ -157,7 +161,7 @@ def build_library(
     tab = np.asarray(tables, dtype=float)
     _validate(shapes, mem, tab, float(weight_gb), int(layers), int(nmax), float(rho))
     if cache is not None:
-        key = key or library_key(shapes, mem, tab, weight_gb, layers, nmax, rho)
+        key = key or library_key(shapes, mem, tab, weight_gb, layers, nmax, rho, "single-shape" if single_shape else "")
         hit = cache.load(key)
         if hit is not None:
             return hit
@@ -168,6 +172,8 @@ def build_library(
     jmax = (tab > 0).sum(axis=2)  # layers a node can hold, per (shape, S) (monotone: a prefix)
     tasks: list[tuple[Block, np.ndarray]] = []
     for pattern, ids in multisets_by_pattern(len(shapes), int(nmax)).items():
+        if single_shape and len(pattern) != 1:
+            continue
         cnt = np.asarray(pattern)
         keep = (mem[ids] * cnt).sum(axis=1) <= cap
         if monotone:  # a necessary condition for throughput > 0 with some S

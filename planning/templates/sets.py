@@ -154,7 +154,8 @@ def _mean_sizes(group: Group) -> tuple[float, float]:
 
 def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str, slo_ms: float,
              sizes: tuple[float, float], shapes: Sequence[str], progress: ProgressFn | None,
-             cancel: CancelToken | None, ttft_ms: float | None = None) -> tuple[pl.DataFrame, np.ndarray]:
+             cancel: CancelToken | None, ttft_ms: float | None = None,
+             single_shape: bool = False) -> tuple[pl.DataFrame, np.ndarray]:
     """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached) + its T̂ tables."""
     from planning.templates.library import LibraryCache, build_library
 
@@ -166,7 +167,7 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
         progress=(lambda fraction, count: progress(fraction, f"{spec.id}/{phase} ({count})")) if progress else None,
         cancel=cancel,
         workers=opts.workers or (os.cpu_count() or 1),
-        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None,
+        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None, single_shape=single_shape,
     )
     return frame, tables
 
@@ -350,7 +351,7 @@ def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[st
 
 
 def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
-                   progress: ProgressFn | None, cancel: CancelToken | None) -> TemplateSet:
+                   progress: ProgressFn | None, cancel: CancelToken | None, single_shape: bool = False) -> TemplateSet:
     opts = scenario.options
     sizes = _mean_sizes(group)
     # aggregated: one instance serves whole requests (continuous batching + chunked prefill), T̂ in requests/s
@@ -358,7 +359,8 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
     ttft = None
     if group.phase == "aggregated":
         ttft = float(scenario.model(group.model).slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
-    frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel, ttft)
+    frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel, ttft,
+                             single_shape)
     stages_json = tuple(frame["stages_json"].to_list())
     if len(group.classes) == 1:
         thr = frame["throughput"].to_numpy().reshape(-1, 1)
@@ -441,6 +443,27 @@ def build_template_sets(ctx: EngineContext, resolved: ResolvedScenario, progress
                 progress((gi + f) / n, f"library build: {msg}")
 
         sets.append(_generated_set(ctx, scenario, specs[group.model], group, shapes, sub, cancel))
+    return sets
+
+
+def quick_template_sets(ctx: EngineContext, resolved: ResolvedScenario,
+                        cancel: CancelToken | None = None) -> list[TemplateSet]:
+    """Explicit templates + per group only its single-shape templates (n nodes of one shape): a few dozen rows per
+    group instead of the library's thousands, the first plan of an anytime solve on the library path (the plan
+    these sets allow is feasible for the full problem: every row is also a library row).
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set between groups or inside a build.
+    """
+    scenario, specs, groups, shapes = resolved.scenario, resolved.specs, resolved.groups, resolved.shapes
+    sets = explicit_sets(scenario, groups)
+    if not scenario.generate_templates:
+        return sets
+    for group in groups:
+        check_cancel(cancel, f"library build: single-shape templates of {group.id}")
+        sets.append(_generated_set(ctx, scenario, specs[group.model], group, shapes, None, cancel, single_shape=True))
     return sets
 
 

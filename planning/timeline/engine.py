@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from planning.allocate.certify import allocation_problem, solve_certified
-from planning.assemble import _locate, build_plan_result
-from planning.context import CancelToken, EngineContext, ProgressFn
+from planning.allocate.certify import Allocation, allocation_problem, solve_certified
+from planning.assemble import _locate, build_plan_result, time_limit_result
+from planning.context import Cancelled, CancelToken, Deadline, EngineContext, ProgressFn
 from planning.groups import Group
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import PlanResult
@@ -79,23 +79,45 @@ def offers_for(prep: Prepared, scenario: Scenario) -> list[ResolvedOffer]:
     return resolve_offers(scenario, prep.ctx.catalog)
 
 
-def solve_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, goodput_fallback: bool = True) -> EpochSolve:
+def solve_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, goodput_fallback: bool = True,
+                cancel: CancelToken | None = None) -> EpochSolve:
     """Allocate one epoch: cheapest plan for ``groups``' rates; when none exists and ``goodput_fallback``, the
     largest uniform served fraction α (Coral Sec. 6.4) and the cheapest plan serving it.
 
     ``scenario`` carries the epoch's availability (overrides/offers), ``current`` (previous allocation) and K.
+    ``options.time_limit_s`` bounds the epoch (fallback included): at the limit the best plan found so far is the
+    epoch's plan (status ``feasible``, its proven gap); with none, the epoch has no plan (``has_plan`` False).
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` (the caller's) is set.
     """
     t0 = time.perf_counter()
+    limit = scenario.options.time_limit_s
+    deadline = Deadline(limit, cancel)
     resolved = resolved_for(prep, scenario, groups)
-    allocation = solve_certified(resolved, list(prep.sets))
-    alloc = allocation.result
+
+    def certified(res: ResolvedScenario) -> Allocation | None:
+        try:
+            return solve_certified(res, list(prep.sets), cancel=deadline)  # the incumbent at the deadline
+        except Cancelled:
+            if not deadline.timed_out():
+                raise
+            return None  # the deadline came before any plan
+
+    allocation = certified(resolved)
     objective = scenario.objective.kind
-    if not alloc.has_plan and goodput_fallback and objective == "cost":
+    if (allocation is None or not allocation.result.has_plan) and goodput_fallback and objective == "cost" \
+            and not deadline.is_set():
         scenario = replace(scenario, objective=Objective(kind="served"))
         objective = "served"
         resolved = replace(resolved, scenario=scenario)
-        allocation = solve_certified(resolved, list(prep.sets))
-        alloc = allocation.result
+        allocation = certified(resolved)
+    if allocation is None:
+        result = time_limit_result(scenario, limit, f"epoch allocation ({objective})", time.perf_counter() - t0)
+        return EpochSolve(result, {}, objective, 0.0, time.perf_counter() - t0, False)
+    alloc = allocation.result
     result = build_plan_result(resolved, prep.sets, alloc, [], timings=allocation.timings, provenance={},
                                stats=allocation.stats)
     counts = {(str(t), str(r)): int(n) for (t, r), n in alloc.counts.items() if n > 0}

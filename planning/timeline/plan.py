@@ -277,7 +277,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         scn = with_availability(design, avail_at[e], known)
         offers = engine.offers_for(prep, scn)
         solved = engine.solve_epoch(prep, replace(scn, current=engine.current_of(prev)), groups,
-                                    goodput_fallback=opts.goodput_fallback)
+                                    goodput_fallback=opts.goodput_fallback, cancel=cancel)
         res = solved.result
         started, stopped = _churn(prep, solved.counts, prev, node_cache)
         cost_by_model: dict[str, float] = {}
@@ -318,7 +318,8 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
             base_prev[b] = counts
         epochs.append(EpochResult(
             index=e, start=demand[0].start_hour + e * epoch_h, label=f"{demand[0].start_hour + e * epoch_h:g}h",
-            status=res.status, objective=solved.objective, alpha=solved.alpha if solved.objective == "served" else 1.0,
+            status=res.status, has_plan=solved.has_plan, objective=solved.objective,
+            alpha=solved.alpha if solved.objective == "served" else 1.0,
             cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0,
             provisioning_per_hour=res.provisioning_per_hour, penalty_per_hour=res.penalty_per_hour,
             transfer_per_hour=res.transfer_per_hour, cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
@@ -340,7 +341,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         peak = _peak_groups(per_epoch_groups)
         low = {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}
         sscn = with_availability(design, low, known)
-        st = engine.solve_epoch(prep, sscn, peak, goodput_fallback=True)
+        st = engine.solve_epoch(prep, sscn, peak, goodput_fallback=True, cancel=cancel)
         static_ok = st.objective == "cost" and st.result.status in ("optimal", "feasible")
         static_cost = st.result.comparable_cost  # nodes + cross-region KV egress, as every method counts
         initial = st.result.penalty_per_hour
@@ -356,6 +357,11 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
             notes.append(f"no static plan serves the peak of every model within the scarcest epoch's availability; "
                          f"the static plan serves {st.alpha:.1%} of the peak.")
     t_static = time.perf_counter() - t_static
+    lost = [ep.index for ep in epochs if not ep.has_plan]
+    if lost:
+        notes.append(f"{len(lost)} epochs have no plan (the time limit {scenario.options.time_limit_s:g} s came before "
+                     f"any plan was found, e.g. epoch {lost[0]}): their cost is unknown, so the horizon total is not "
+                     "stated. Fix: raise options.time_limit_s.")
     short = [ep.index for ep in epochs if ep.objective == "served"]
     if short:
         notes.append(f"{len(short)} epochs could not meet all demand and were planned for the largest uniform served "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -57,6 +58,7 @@ class EpochResult:
     seconds: float = 0.0
     methods: Mapping[str, MethodEpoch] = field(default_factory=dict)
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region), in cost_per_hour
+    has_plan: bool = True  # False: the time limit came before any plan (cost unknown, never counted as $0)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class TimelineResult:
 
     @property
     def total_cost(self) -> float:
+        """USD over the horizon; NaN when an epoch has no plan (its cost is unknown, not $0)."""
+        if any(not e.has_plan for e in self.epochs):
+            return float("nan")
         return sum(e.cost_per_hour for e in self.epochs) * self.epoch_hours
 
     @property
@@ -136,8 +141,8 @@ class TimelineResult:
             "horizon_hours": self.horizon_hours,
             "K": self.K,
             "models": list(self.models),
-            "total_cost": self.total_cost,
-            "total_cost_month": self.month(self.total_cost),
+            "total_cost": _finite(self.total_cost),  # None: an epoch has no plan, the total is unknown
+            "total_cost_month": _finite(self.month(self.total_cost)),
             "static_peak_cost_per_hour": self.static_peak_cost_per_hour,
             "static_peak_feasible": self.static_peak_feasible,
             "static_peak_total_cost": self.static_peak_total_cost,
@@ -180,10 +185,11 @@ class TimelineResult:
         for e in self.epochs:
             for m in self.models:
                 rows.append({"epoch": e.index, "start": e.start, "label": e.label, "model": m,
-                             "demand_rps": e.demand_rps.get(m, 0.0), "cost_per_hour": e.cost_by_model.get(m, 0.0),
+                             "demand_rps": e.demand_rps.get(m, 0.0),
+                             "cost_per_hour": e.cost_by_model.get(m, 0.0) if e.has_plan else float("nan"),
                              "served_fraction": e.served_fraction.get(m, 1.0),
                              "goodput_tok_s": e.goodput_tok_s.get(m, 0.0), "objective": e.objective,
-                             "alpha": e.alpha, "epoch_cost_per_hour": e.cost_per_hour,
+                             "alpha": e.alpha, "epoch_cost_per_hour": e.cost_per_hour if e.has_plan else float("nan"),
                              "penalty_per_hour": e.penalty_per_hour, "nodes_started": e.nodes_started,
                              "nodes_stopped": e.nodes_stopped})
         return pd.DataFrame(rows)
@@ -193,7 +199,7 @@ class TimelineResult:
         rows = []
         for e in self.epochs:
             rows.append({"epoch": e.index, "start": e.start, "method": "adaptive (mixed templates)",
-                         "cost_per_hour": e.cost_per_hour, "served_fraction": min(e.served_fraction.values(), default=1.0),
+                         "cost_per_hour": e.cost_per_hour if e.has_plan else float("nan"), "served_fraction": min(e.served_fraction.values(), default=1.0),
                          "feasible": e.objective == "cost" and e.status in ("optimal", "feasible"),
                          "nodes_started": e.nodes_started, "nodes_stopped": e.nodes_stopped})
             for name, m in e.methods.items():
@@ -216,7 +222,7 @@ class TimelineResult:
         mf = self.methods_frame()
         rows = []
         for method, sub in mf.groupby("method", sort=False):
-            total = float(sub["cost_per_hour"].sum()) * self.epoch_hours
+            total = float(sub["cost_per_hour"].sum(skipna=False)) * self.epoch_hours  # NaN: an epoch without a plan
             rows.append({"method": method, "total_cost": total, "month_cost": self.month(total),
                          "nodes_started": int(sub["nodes_started"].sum()), "nodes_stopped": int(sub["nodes_stopped"].sum()),
                          "min_served_fraction": float(sub["served_fraction"].min()),
@@ -230,8 +236,11 @@ class TimelineResult:
 
     def summary_text(self) -> str:
         """Plain-text summary for the terminal."""
+        lost = sum(not e.has_plan for e in self.epochs)
+        adaptive = (f"adaptive total ${self.total_cost:,.2f} (month ${self.month(self.total_cost):,.0f})" if not lost
+                    else f"adaptive total not stated: {lost} epochs have no plan")
         lines = [f"{self.scenario_name}: {len(self.epochs)} epochs of {self.epoch_hours:g} h, K = {self.K:g}",
-                 f"adaptive total ${self.total_cost:,.2f} (month ${self.month(self.total_cost):,.0f}); "
+                 f"{adaptive}; "
                  f"static peak ${self.static_peak_total_cost:,.2f} (month ${self.month(self.static_peak_total_cost):,.0f})"
                  + ("" if self.static_peak_feasible else " [static plan cannot serve the peak]")]
         saving = self.saving_vs_static_pct
@@ -244,10 +253,16 @@ class TimelineResult:
         lines.append("")
         lines.append("epoch  start  objective  cost/h     served(min)  started  stopped")
         for e in self.epochs:
-            lines.append(f"{e.index:5d}  {e.start:5g}  {e.objective:9s}  {e.cost_per_hour:9.2f}  "
+            cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'no plan':>9}"
+            lines.append(f"{e.index:5d}  {e.start:5g}  {e.objective:9s}  {cost}  "
                          f"{min(e.served_fraction.values(), default=1.0):10.1%}  {e.nodes_started:7d}  {e.nodes_stopped:7d}")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines) + "\n"
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None for NaN (JSON has no NaN)."""
+    return x if math.isfinite(x) else None
 
 
 def _epoch_dict(e: EpochResult) -> dict[str, Any]:

@@ -186,7 +186,8 @@ def baselines_figure(
     -------
     plotly.graph_objects.Figure
         Two subplots (cost, served fraction), one bar trace each; each feasible baseline bar is
-        labelled with the plan's savings against it ("plan −23 %"), infeasible ones "infeasible".
+        labelled with the plan's savings against it ("plan −23 %"), infeasible ones "infeasible", baselines that
+        did not run (a "note" column starting "not run") "not run", a plan row without a plan "no plan".
 
     Raises
     ------
@@ -199,6 +200,8 @@ def baselines_figure(
     data = df[list(BASELINE_COLUMNS)].copy().reset_index(drop=True)
     data["name"] = data["name"].astype(str)
     data["cost_per_hour"] = _numeric(data["cost_per_hour"])
+    not_run = [str(n).startswith("not run") or str(n).startswith("no plan")
+               for n in (df["note"] if "note" in df.columns else [""] * len(df))]
     data["served_fraction"] = _numeric(data["served_fraction"]).fillna(0.0)
     names = data["name"].tolist()
     plan = names[0] if plan_name is None else plan_name
@@ -210,11 +213,14 @@ def baselines_figure(
     plan_served = float(data.loc[data["name"] == plan, "served_fraction"].iloc[0])
     labels: list[str] = []
     colors: list[str] = []
-    for name, cost, feasible, served in zip(data["name"], data["cost_per_hour"], data["feasible"],
-                                            data["served_fraction"], strict=True):
+    for name, cost, feasible, served, missing in zip(data["name"], data["cost_per_hour"], data["feasible"],
+                                                     data["served_fraction"], not_run, strict=True):
         if name == plan:
-            labels.append(money(plan_cost) if not math.isnan(plan_cost) else "")
+            labels.append(money(plan_cost) if not math.isnan(plan_cost) else "no plan")
             colors.append(PLAN_COLOR)
+        elif missing:  # a baseline the time limit left no time for: no bar, no "infeasible"
+            labels.append("not run")
+            colors.append(INFEASIBLE_COLOR)
         elif not bool(feasible) or math.isnan(cost):
             labels.append("infeasible")
             colors.append(INFEASIBLE_COLOR)

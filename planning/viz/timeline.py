@@ -3,6 +3,8 @@ churn, and the adaptive / static-peak / homogeneous comparison. TimelineResult i
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from planning.timeline.result import TimelineResult
@@ -103,9 +105,10 @@ def comparison_figure(result: TimelineResult) -> go.Figure:
     fig = go.Figure()
     for method, sub in frame.groupby("method", sort=False):
         color, dash = _METHOD_STYLE.get(str(method), ("#888888", "solid"))
-        total = float(sub["cost_per_hour"].sum()) * result.epoch_hours
+        total = float(sub["cost_per_hour"].sum(skipna=False)) * result.epoch_hours  # NaN: an epoch without a plan
+        month = f"${result.month(total):,.0f}/month" if math.isfinite(total) else "month not stated (epochs without a plan)"
         fig.add_scatter(x=sub["start"], y=sub["cost_per_hour"], mode="lines", line={"color": color, "dash": dash,
-                        "shape": "hv"}, name=f"{method}: ${result.month(total):,.0f}/month")
+                        "shape": "hv"}, name=f"{method}: {month}")
     fig.update_layout(title="Cost per hour: adaptive vs static peak plan vs homogeneous (month = 730 h)",
                       xaxis_title="hour", yaxis_title="USD / h")
     return fig

@@ -46,7 +46,13 @@ from planning.explain import explain_result
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
-from planning.templates.sets import TemplateSet, build_template_sets, gpu_provenance, quick_template_sets
+from planning.templates.sets import (
+    TemplateSet,
+    additive_cost_bound,
+    build_template_sets,
+    gpu_provenance,
+    quick_template_sets,
+)
 
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
@@ -112,7 +118,11 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             sets = allocation.sets
             lap("allocation_seconds")
         else:
-            quick_plan(resolved, quick_template_sets(ctx, resolved, deadline), deadline, anytime)
+            quick = quick_template_sets(ctx, resolved, deadline)
+            if objective.kind == "cost":  # a bound before any library: a time limit in the build still has a gap
+                anytime.raise_bound(additive_cost_bound(ctx, resolved, quick),
+                                    "additive throughput bound (availability relaxed)")
+            quick_plan(resolved, quick, deadline, anytime)
             sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
             lap("templates_seconds")
             check_cancel(deadline)
@@ -275,7 +285,7 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
     from planning.allocate.ondemand import INCUMBENT_GAP, incumbent_limit
     from planning.allocate.solve import solve_allocation
 
-    check_cancel(cancel, "library build: single-shape templates")
+    check_cancel(cancel, "library build: the single-shape templates' plan")
     problem = allocation_problem(resolved, sets)
     if not problem.templates:
         return

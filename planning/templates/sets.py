@@ -462,9 +462,63 @@ def quick_template_sets(ctx: EngineContext, resolved: ResolvedScenario,
     if not scenario.generate_templates:
         return sets
     for group in groups:
-        check_cancel(cancel, f"library build: single-shape templates of {group.id}")
+        check_cancel(cancel, f"library build: {group.id} (single-shape templates)")
         sets.append(_generated_set(ctx, scenario, specs[group.model], group, shapes, None, cancel, single_shape=True))
     return sets
+
+
+def additive_cost_bound(ctx: EngineContext, resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> float:
+    """A lower bound on the cost of any plan serving all demand, from the T̂ tables alone (no library needed).
+
+    A template's throughput for class c is at most Σ_{k∈M} v_k(c), v_k(c) = max_S max_j j·T̂_j(k)/L on class c's
+    tables (every stage b with j_b layers has T ≤ Σ_{k∈b} T̂_{j_b}(k); summed over stages with weights j_b, L·T ≤
+    Σ_k max_j j·T̂_j(k)), and costs Σ_{k∈M} p̂_k with p̂_k the shape's cheapest price (× (1 + K) when nothing runs
+    yet). An instance serving rate r_c of class c spends at least r_c / T_c of its capacity, so serving D_c costs at
+    least D_c · min_k p̂_k / v_k(c); explicit templates add their own cost / throughput. A demanded group also runs
+    at least one instance of its own, so it costs at least the cheapest node. Availability is relaxed.
+    −inf when some demanded class has no template that can serve it (no plan, no bound to give)."""
+    scenario, shapes = resolved.scenario, resolved.shapes
+    factor = 1.0 if scenario.current else 1.0 + scenario.options.K
+    prices = resolved.price_matrix(shapes)
+    with np.errstate(invalid="ignore"):
+        cheapest = np.where(np.isnan(prices), np.inf, factor * np.nan_to_num(prices)).min(axis=0)
+    price_of = dict(zip(shapes, cheapest.tolist(), strict=True))
+    explicit: dict[str, list[TemplateSet]] = {}
+    for ts in sets:
+        if ts.explicit:
+            explicit.setdefault(ts.group.id, []).append(ts)
+    total = 0.0
+    one_node = float(cheapest.min()) if cheapest.size else np.inf  # every instance has at least one node
+    for group in resolved.groups:
+        spec = resolved.specs[group.model]
+        group_total = 0.0
+        ttft = float(scenario.model(group.model).slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS) \
+            if group.phase == "aggregated" else None
+        for ci, c in enumerate(group.classes):
+            if c.rate <= 0:
+                continue
+            ratio = np.inf
+            if scenario.generate_templates:
+                tab = _tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
+                              scenario.options.max_stages, ttft)
+                L = tab.shape[2]
+                v = (tab * np.arange(1, L + 1)).max(axis=2).max(axis=1) / L  # (K,)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    r = np.where(v > 0, cheapest / np.where(v > 0, v, 1.0), np.inf)
+                ratio = float(r.min()) if r.size else np.inf
+            for ts in explicit.get(group.id, []):
+                for i in range(len(ts)):
+                    thr = float(ts.throughput[i, ci])
+                    cost = sum(price_of.get(sh, np.inf) * n for sh, n in ts.usage_dict(i).items())
+                    if thr > 0 and np.isfinite(cost):
+                        ratio = min(ratio, cost / thr)
+            if not np.isfinite(ratio):
+                return -np.inf
+            group_total += c.rate * ratio
+        if group.demand > 0:  # a demanded group runs at least one instance of its own
+            group_total = max(group_total, one_node if not explicit.get(group.id) else 0.0)
+        total += group_total
+    return float(total)
 
 
 def template_costs(usage: np.ndarray, prices: np.ndarray) -> np.ndarray:

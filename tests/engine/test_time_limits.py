@@ -43,8 +43,10 @@ def _timed_solve(scenario: Scenario, **kw: Any) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
-def test_expiry_in_the_library_build_names_the_group_and_the_fix(tiny: dict[str, Any],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expiry_in_the_library_build_returns_the_single_shape_plan(tiny: dict[str, Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anytime (issue 23): the library path plans over the single-shape templates before the full library, so a
+    limit inside the full build returns that plan, feasible, with the step it stopped at."""
     real = pipeline.build_template_sets
 
     def slow(ctx: Any, resolved: Any, progress: Any, cancel: Any) -> Any:
@@ -52,6 +54,23 @@ def test_expiry_in_the_library_build_names_the_group_and_the_fix(tiny: dict[str,
         return real(ctx, resolved, progress, cancel)
 
     monkeypatch.setattr(pipeline, "build_template_sets", slow)
+    result, wall = _timed_solve(_scenario(tiny))
+    assert result.status in ("feasible", "optimal") and result.instances
+    assert all(i.single_shape for i in result.instances) and result.mip_gap is not None
+    assert result.stopped_at.startswith("library build") and "best plan found" in result.message
+    assert wall <= LIMIT + SLACK
+
+
+def test_expiry_in_the_library_build_names_the_group_and_the_fix(tiny: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no plan at all (the single-shape templates outlast the limit too) the message names the group."""
+    real = pipeline.quick_template_sets
+
+    def slow(ctx: Any, resolved: Any, cancel: Any = None) -> Any:
+        _sleep_past(cancel)
+        return real(ctx, resolved, cancel)
+
+    monkeypatch.setattr(pipeline, "quick_template_sets", slow)
     result, wall = _timed_solve(_scenario(tiny))
     assert result is not None and result.status == "time_limit"
     assert not result.instances and result.mip_gap is None

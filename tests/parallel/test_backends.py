@@ -173,8 +173,8 @@ def test_a_cancelled_ray_pricing_round_stops(ray_local: Any) -> None:
         w = np.ones((1, len(SHAPES)))
         with pytest.raises(Cancelled):
             pricers.price_all([PriceCall(0, w, 1.0, 0.0, 0.0, None)], ev)
-        (P, codes, _reg, rc, T), = pricers.price_all([PriceCall(0, w, 1.0, 0.0, 0.0, None)])
-        assert P.shape[0] == codes.size == T.size > 0 and (rc <= 0).all()
+        (P, codes, _reg, rc, T, floor), = pricers.price_all([PriceCall(0, w, 1.0, 0.0, 0.0, None)])
+        assert P.shape[0] == codes.size == T.size > 0 and (rc <= 0).all() and floor <= rc.min() + 1e-9
         assert set(codes.tolist()) <= set(space.cache)  # the actor's placements reached the driver's space
     finally:
         pricers.close()

@@ -167,7 +167,9 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
         progress=(lambda fraction, count: progress(fraction, f"{spec.id}/{phase} ({count})")) if progress else None,
         cancel=cancel,
         workers=opts.workers or (os.cpu_count() or 1),
-        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None else None, single_shape=single_shape,
+        # the single-shape library is rebuilt each time (cheap; its T̂ tables are the perf model's, memoised)
+        cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None and not single_shape else None,
+        single_shape=single_shape,
     )
     return frame, tables
 

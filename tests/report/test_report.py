@@ -64,5 +64,6 @@ def test_infeasible_plan_report_says_so() -> None:
                      baselines=(BaselineSummary("homo", 10.0, 1.0, True),),
                      diagnostics=("capacity: aws:us-east-2 1xL40S short by 3 nodes",), scenario={"name": "tiny"})
     md = report_markdown(bad)
-    assert "# Serving plan — tiny" in md and "**infeasible**" in md
+    assert "# Serving plan — tiny" in md and "**no plan** (infeasible)" in md
+    assert "$0" not in md and "0 per month" not in md  # no cost is stated for a plan that does not exist
     assert "not comparable" in md and "short by 3 nodes" in md

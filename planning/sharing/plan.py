@@ -25,7 +25,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
-from planning.context import CancelToken, Deadline, EngineContext, ProgressFn, check_cancel, time_left
+from planning.context import (
+    Cancelled,
+    CancelToken,
+    Deadline,
+    EngineContext,
+    ProgressFn,
+    check_cancel,
+    time_left,
+)
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Objective, Scenario
@@ -185,13 +193,17 @@ def _resolve(scenario: Scenario, catalog: Catalog) -> tuple[list[ResolvedOffer],
 
 
 def shared_profiles(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str],
-                    ) -> tuple[list[ModelProfile], list[NodeType]]:
-    """Profiles of ``model_ids`` on the scenario's single-GPU node types, and those node types."""
+                    cancel: CancelToken | None = None) -> tuple[list[ModelProfile], list[NodeType]]:
+    """Profiles of ``model_ids`` on the scenario's single-GPU node types, and those node types (``cancel`` is
+    checked before each model: profiling 40 models takes seconds on a busy machine)."""
     offers, specs = _resolve(scenario, ctx.catalog)
     perf = perf_with_specs(ctx.perf, specs)
     types = _node_types(offers, perf)
     gpus = sorted({t.key.split(" ")[1].split("x", 1)[1] for t in types})
-    profiles = [model_profile(scenario.model(mid), specs[mid], perf, gpus) for mid in model_ids]
+    profiles = []
+    for mid in model_ids:
+        check_cancel(cancel, f"profiling the shared models ({mid})")
+        profiles.append(model_profile(scenario.model(mid), specs[mid], perf, gpus))
     return profiles, types
 
 
@@ -227,7 +239,7 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
     """
     if method not in ("kvpr", "exact"):
         raise PlanningError("options.sharing", f"unknown packing {method!r}.", "use kvpr or exact.")
-    profiles, types = shared_profiles(scenario, ctx, model_ids)
+    profiles, types = shared_profiles(scenario, ctx, model_ids, cancel)
     if model_ids and not types:
         raise PlanningError("shapes", "offers no single-GPU node with availability for shared models.",
                             "add a 1-GPU shape (e.g. 1xL40S, 1xH100) or set options.sharing: off.")
@@ -336,7 +348,26 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
-    profiles, types = shared_profiles(scenario, ctx, shared_ids)
+    try:
+        return _solve_shared(scenario, ctx, method, threshold, shared_ids, dedicated_ids, notes, deadline, t0, step,
+                             solve_dedicated, progress, cancel)
+    except Cancelled as exc:
+        if not deadline.timed_out() or exc.reason != "time limit":
+            raise
+        return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
+                             tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
+                             (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
+                              "before both parts had a plan; no plan. Fix: raise options.time_limit_s."))
+
+
+def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold: float | None,
+                  shared_ids: list[str], dedicated_ids: list[str], notes: list[str], deadline: Deadline, t0: float,
+                  step: Callable[[float, str], None], solve_dedicated: Callable[[Scenario], PlanResult] | None,
+                  progress: ProgressFn | None, cancel: CancelToken | None) -> SharingResult:
+    """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
+    from planning import api
+
+    profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
     # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
     too_big = [m.id for m in _tail_models(profiles, types) if not any(fits([m], t) for t in types)]
     if too_big:
@@ -377,6 +408,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         def solve_part(part: Scenario, lo: float) -> PlanResult:
             if solve_dedicated is not None:
                 return solve_dedicated(part)
+            check_cancel(deadline, "the dedicated models' plan")
             left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
             part = replace(part, options=replace(part.options, time_limit_s=left))
             return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))

@@ -4,20 +4,18 @@ and the plan is the clean plan (through the CLI, on a preset that takes the libr
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 import pytest
-import yaml
 
 import planning.api as api
-from planning.templates.cache import META_KEY, LibraryCache, content_hash
+from planning.templates.cache import LibraryCache, content_hash
 from planning.templates.library import build_library
+from tests.fuzz.mutators import CACHE_CORRUPTIONS as CORRUPTIONS
+from tests.fuzz.mutators import cache_footer as _footer
+from tests.fuzz.mutators import template_cache_cases
 
 SHAPES = ["1xL4", "1xL40S", "2xL40S"]
 WEIGHT, L = 40.0, 12
@@ -28,63 +26,6 @@ def inputs() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(7)
     base = np.sort(rng.uniform(5, 50, size=(len(SHAPES), 3, L)), axis=2)[:, :, ::-1].copy()
     return base, np.array([24.0, 48.0, 96.0])
-
-
-def _footer(path: Path) -> dict[str, Any]:
-    meta = pq.read_metadata(path).metadata
-    return dict(json.loads(meta[META_KEY.encode()]))
-
-
-def _rewrite(path: Path, df: pl.DataFrame, footer: dict[str, Any] | None) -> None:
-    """Write ``df`` over ``path`` keeping ``footer`` (what a tool that edits the data but copies the metadata does)."""
-    df.write_parquet(path, metadata={META_KEY: json.dumps(footer)} if footer is not None else None)
-
-
-def _times_ten(path: Path) -> None:
-    _rewrite(path, pl.read_parquet(path).with_columns(pl.col("throughput") * 10), _footer(path))
-
-
-def _drop_90(path: Path) -> None:
-    df = pl.read_parquet(path)
-    _rewrite(path, df.head(max(1, df.height // 10)), _footer(path))
-
-
-def _wrong_schema(path: Path) -> None:
-    footer = _footer(path)
-    _rewrite(path, pl.DataFrame({"template_id": ["x"], "throughput": [1e9]}), footer)
-
-
-def _renamed_column(path: Path) -> None:
-    _rewrite(path, pl.read_parquet(path).rename({"throughput": "tput"}), _footer(path))
-
-
-def _no_footer_times_ten(path: Path) -> None:
-    _rewrite(path, pl.read_parquet(path).with_columns(pl.col("throughput") * 10), None)
-
-
-def _other_key(path: Path) -> None:
-    footer = _footer(path)
-    _rewrite(path, pl.read_parquet(path), {**footer, "key": "0" * 32})
-
-
-def _truncate(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def _garbage(path: Path) -> None:
-    path.write_bytes(os.urandom(4096))
-
-
-def _empty(path: Path) -> None:
-    path.write_bytes(b"")
-
-
-CORRUPTIONS: dict[str, Callable[[Path], None]] = {
-    "truncated": _truncate, "garbage": _garbage, "empty": _empty, "wrong-schema": _wrong_schema,
-    "renamed-column": _renamed_column, "throughput-x10": _times_ten, "rows-dropped-90pct": _drop_90,
-    "x10-without-footer": _no_footer_times_ten, "other-key": _other_key,
-}
 
 
 def test_footer_records_fingerprint_and_checksum(tmp_path: Path, inputs) -> None:  # type: ignore[no-untyped-def]
@@ -132,45 +73,21 @@ def test_unwritable_cache_is_a_notice_not_a_crash(tmp_path: Path, inputs) -> Non
 
 
 # ------------------------------------------------------------------------------------------------------------
-# end to end: the CLI on a preset that takes the library path
-
-
-def _plan(scenario_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    from planning.cli import main
-
-    api._CTX = None  # a fresh process's context (the cache directory is read from PLANNING_HOME)
-    code = main(["solve", str(scenario_path), "--json"])
-    out = capsys.readouterr().out
-    assert code in (0, 1), out
-    return dict(json.loads(out))
-
-
-def _comparable(plan: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in plan.items() if k not in ("timings", "diagnostics", "stats")}
+# end to end: the CLI on a preset that takes the library path (the same cases `make fuzz` runs)
 
 
 @pytest.mark.slow
-def test_corrupted_cache_gives_the_clean_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    scenario = api.load_preset_scenario("demystifying").to_dict()
-    scenario["options"]["templates"] = "library"
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    home = tmp_path / "home"
-    monkeypatch.setenv("PLANNING_HOME", str(home))
+def test_corrupted_cache_gives_the_clean_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """demystifying with options.templates: library caches two libraries; every corruption of both gives the
+    clean plan (exit 0/1, diagnostics aside) and one notice per damaged file (checks in template_cache_cases)."""
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
+    api._CTX = None  # a fresh process's context: the cache directory comes from PLANNING_HOME
     try:
-        clean = _plan(path, capsys)
-        files = sorted((home / "templates").glob("*.parquet"))
-        assert len(files) == 2 and clean["instances"]
-        pristine = {f: f.read_bytes() for f in files}
-        for name, corrupt in CORRUPTIONS.items():
-            for f in files:
-                f.write_bytes(pristine[f])
-                corrupt(f)
-            plan = _plan(path, capsys)
-            assert _comparable(plan) == _comparable(clean), name
-            notes = [d for d in plan["diagnostics"] if "template cache file" in d]
-            assert len(notes) == len(files), (name, plan["diagnostics"])
-            assert all(f.exists() for f in files)  # rebuilt and stored again
+        cases = template_cache_cases(tmp_path / "cases")
+        assert len(cases) == len(CORRUPTIONS)
+        for _, description, run in cases:
+            out = run()
+            assert json.loads(out)["instances"], description
+        assert len(list((tmp_path / "cases" / "templates").glob("*.parquet"))) == 2
     finally:
         api._CTX = None

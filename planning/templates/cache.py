@@ -118,6 +118,19 @@ def _read_footer(path: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _write(df: pl.DataFrame, path: Path, metadata: dict[str, str]) -> None:
+    """Parquet (zstd) with file key-value ``metadata``: polars writes it since 1.26 (2x faster than pyarrow
+    on a 1M-row library); older polars, which the project's ``polars>=1.0`` allows, go through pyarrow."""
+    try:
+        df.write_parquet(path, compression="zstd", metadata=metadata)
+    except TypeError:  # polars < 1.26: no `metadata` argument
+        import pyarrow.parquet as pq
+
+        table = df.to_arrow()
+        meta = {**(table.schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}}
+        pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+
+
 @dataclass(frozen=True)
 class LibraryCache:
     """Parquet (zstd) files ``<dir>/<key>.parquet``, one per library, each checked on load (module docstring).
@@ -195,7 +208,7 @@ class LibraryCache:
         footer = {**self.fingerprint(key), "rows": df.height, "content_sha256": content_hash(df)}
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            df.write_parquet(tmp, compression="zstd", metadata={META_KEY: json.dumps(footer)})
+            _write(df, tmp, {META_KEY: json.dumps(footer)})
             tmp.replace(p)
         except OSError as exc:
             with contextlib.suppress(OSError):

@@ -91,3 +91,23 @@ def test_corrupted_cache_gives_the_clean_plan(tmp_path: Path, monkeypatch: pytes
         assert len(list((tmp_path / "cases" / "templates").glob("*.parquet"))) == 2
     finally:
         api._CTX = None
+
+
+def test_footer_written_without_polars_metadata_argument(tmp_path: Path, inputs, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """polars before 1.26 has no ``metadata=`` on write_parquet: the pyarrow path writes the same footer."""
+    original = pl.DataFrame.write_parquet
+
+    def old_polars(self, file, **kwargs):  # type: ignore[no-untyped-def]
+        if "metadata" in kwargs:
+            raise TypeError("write_parquet() got an unexpected keyword argument 'metadata'")
+        return original(self, file, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", old_polars)
+    tables, mem = inputs
+    cache = LibraryCache(tmp_path)
+    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
+    (path,) = tmp_path.glob("*.parquet")
+    assert _footer(path)["content_sha256"] == content_hash(df)
+    notices: list[str] = []
+    assert build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, notice=notices.append).equals(df)
+    assert notices == []

@@ -480,15 +480,21 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
-    """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"``.
+    """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"`` (docs/deploy.md).
 
-    Serve commands use each catalog model's Hugging Face repository (custom models: ``/models/<id>``).
-    Aggregated instances carry ``--max-num-batched-tokens``: the chunk whose step keeps the TPOT SLO, which the
-    planner's tables and the simulator assume (``planning.simulate.engine_token_budgets``; left to the engine's
-    default when the plan carries no scenario or a placement the step model cannot size).
+    Every instance runs on the pinned vLLM (``planning.export.VLLM_VERSION``): one TP size per engine, the
+    plan's layers per node, one Ray head per instance, and a prefill/decode proxy with the NixlConnector for
+    disaggregated models. Serve commands use each catalog model's Hugging Face repository (custom models:
+    ``/models/<id>``). Aggregated instances carry ``--max-num-batched-tokens``: the chunk whose step keeps the
+    TPOT SLO, which the planner's tables and the simulator assume (``planning.simulate.engine_token_budgets``;
+    left to the engine's default when the plan carries no scenario or a placement the step model cannot size).
+
+    Raises
+    ------
+    PlanningError
+        An unknown format, or a result without a plan (nothing to deploy).
     """
-    from planning.catalog import load_catalog
-    from planning.export import kubernetes_manifests, skypilot_tasks
+    from planning.export import kubernetes_manifests, model_facts, skypilot_tasks
 
     if fmt not in ("skypilot", "kubernetes", "all"):
         raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
@@ -496,24 +502,27 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
         raise PlanningError("plan", f"has no plan to export (status {result.status}).",
                             "solve the scenario until it returns a plan (the plan's message says why it did not), "
                             "then export.")
-    repos = {m.id: m.hf_repo for m in load_catalog().models.values() if m.hf_repo}
+    ctx = engine_context()
+    models = model_facts(result, ctx)
     budgets: dict[int, int] = {}
     if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):
         from planning.simulate import engine_token_budgets
 
         try:
-            budgets = engine_token_budgets(result, Scenario.from_dict(result.scenario), engine_context().perf)
+            budgets = engine_token_budgets(result, Scenario.from_dict(result.scenario), ctx.perf)
         except PlanningError:  # a placement the step model cannot size: the files keep the engine's default
             budgets = {}
     # Disaggregated engines get the limits the planner's tables assume, written explicitly (vLLM's own defaults
     # on GPUs under 70 GiB, 2048 tokens / 256 sequences, would cap a decode batch the plan counts on).
-    settings = engine_context().perf.calibration.settings
+    settings = ctx.perf.calibration.settings
     limits = (int(settings.max_batched_tokens), int(settings.max_num_seqs))
     files: list[ExportFile] = []
     if fmt in ("skypilot", "all"):
-        files += skypilot_tasks(result, repos, budgets, engine_limits=limits)
+        files += skypilot_tasks(result, models.repos, budgets, engine_limits=limits, tp_options=models.tp_options,
+                                model_layers=models.layers)
     if fmt in ("kubernetes", "all"):
-        files += kubernetes_manifests(result, repos, step_tokens=budgets, engine_limits=limits)
+        files += kubernetes_manifests(result, models.repos, step_tokens=budgets, engine_limits=limits,
+                                      tp_options=models.tp_options, model_layers=models.layers)
     return files
 
 

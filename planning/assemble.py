@@ -90,6 +90,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     provisioning = float(alloc.cost_per_hour or 0.0)
     total = provisioning + penalty + transfer
     diagnostics = [*alloc.messages]  # group diagnostics are already sentences there (allocate/diagnostics.py)
+    diagnostics += [line for ts in sets for line in ts.notices]  # e.g. a damaged template cache file rebuilt
     diagnostics += [f"cross-region KV: {f.share:.1%} of {f.model} requests prefill in {f.src} and decode in "
                     f"{f.dst}, ${f.usd_per_hour:,.2f}/h egress, +{f.one_way_ms:.0f} ms one way and "
                     f"{f.transfer_s * 1e3:,.0f} ms KV hand-off per request over the WAN" for f in flows if f.cross_region]

@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from planning.errors import PlanningError, UnknownIdError
+from planning.safeio import Limits, load_json_file
 from planning.scenario import Scenario
+from planning.scenario_fields import BOUNDS
 
 MAX_INPUT_BYTES = 5_000_000
 MAX_BUCKETS = 4096
+TINY = 1e-9
+"""Smallest positive fraction or req/s accepted (one request in 30 years); 0 means none."""
+INPUT_LIMITS = Limits(max_bytes=MAX_INPUT_BYTES, max_nodes=500_000)
 # Mélange's load-balancer buckets (lb_policies.get_size_bucket_idx): upper edges 25, 100, 250, 500, 1000, 2000
 MELANGE_BUCKET_EDGES = (0.0, 25.0, 100.0, 250.0, 500.0, 1000.0, 2000.0)
 # GPU names used in Mélange's configs and notebooks -> catalog ids
@@ -44,20 +48,28 @@ def _field(data: Mapping[str, Any], key: str, path: str, fix: str) -> Any:
     return data[key]
 
 
-def _number(value: Any, field: str, *, positive: bool = False) -> float:
+def _number(value: Any, field: str, *, positive: bool = False, bound: str | None = None,
+            tiny: float = 0.0) -> float:
+    """A finite number ≥ 0 (> 0 with ``positive``), at most ``BOUNDS[bound]`` (the scenario's own bounds), and
+    either 0 or at least ``tiny`` (a positive value below it is not a measurement)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PlanningError(field, f"must be a number, got {type(value).__name__}.", "write a plain JSON number.")
-    try:
-        x = float(value)
-    except OverflowError:
-        x = math.inf
+    x = float(value) if not isinstance(value, int) or value.bit_length() <= 1000 else math.inf
+    shown = f"{x:.4g}" if math.isfinite(x) else str(value)[:40] + ("…" if len(str(value)) > 40 else "")
     if not math.isfinite(x) or x < 0 or (positive and x == 0):
-        raise PlanningError(field, f"must be a finite number {'> 0' if positive else '>= 0'}, got {str(value)[:40]}.",
+        raise PlanningError(field, f"must be a finite number {'> 0' if positive else '>= 0'}, got {shown}.",
                             "write a finite, non-negative number.")
+    if bound is not None and x > BOUNDS[bound][0]:
+        limit, why = BOUNDS[bound]
+        raise PlanningError(field, f"must be ≤ {limit:g} ({why}); got {shown}.",
+                            f"check the unit and write a value ≤ {limit:g}.")
+    if 0 < x < tiny:
+        raise PlanningError(field, f"is {shown}: a positive value below {tiny:g} is not a measurement.",
+                            f"write 0 for 'none' or a value ≥ {tiny:g}.")
     return x
 
 
-def _grid(value: Any, field: str, shape: tuple[int, int] | None = None) -> list[list[float]]:
+def _grid(value: Any, field: str, shape: tuple[int, int] | None = None, bound: str | None = None) -> list[list[float]]:
     """A rectangular list of lists of numbers; with ``shape``, only its first rows/columns are read."""
     if not isinstance(value, list) or not value or not all(isinstance(r, list) and r for r in value):
         raise PlanningError(field, "must be a non-empty list of non-empty lists of numbers.",
@@ -72,7 +84,7 @@ def _grid(value: Any, field: str, shape: tuple[int, int] | None = None) -> list[
         if len(row) < n_cols or (shape is None and len(row) != n_cols):
             raise PlanningError(f"{field}[{i}]", f"has {len(row)} entries; expected {n_cols}.",
                                 "give one entry per output-length bucket in every row.")
-        out.append([_number(row[j], f"{field}[{i}][{j}]") for j in range(n_cols)])
+        out.append([_number(row[j], f"{field}[{i}][{j}]", bound=bound, tiny=TINY) for j in range(n_cols)])
     return out
 
 
@@ -83,7 +95,7 @@ def _midpoints(n: int, edges: Sequence[float] | None, field: str) -> list[float]
             raise PlanningError(field, f"the grid has {n} buckets per axis and no bucket edges are given.",
                                 f"add \"bucket_edges\": [{n + 1} increasing token counts] to the input file.")
         edges = MELANGE_BUCKET_EDGES[: n + 1]
-    e = [_number(x, f"{field}[{i}]") for i, x in enumerate(edges)]
+    e = [_number(x, f"{field}[{i}]", bound="tokens") for i, x in enumerate(edges)]
     if len(e) != n + 1 or any(b <= a for a, b in itertools.pairwise(e)):
         raise PlanningError(field, f"needs {n + 1} increasing token counts for {n} buckets, got {len(e)}.",
                             "give the lower edge of the first bucket and the upper edge of every bucket.")
@@ -135,9 +147,17 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
     total = sum(sum(r) for r in wl)
     if total <= 0:
         raise PlanningError("workload_distribution", "sums to 0.", "give each bucket its fraction of requests.")
-    rate = _number(_field(data, "total_request_rate", "", fix), "total_request_rate", positive=True)
+    rate = _number(_field(data, "total_request_rate", "", fix), "total_request_rate", positive=True,
+                   bound="rate_rps", tiny=TINY)
     if normalize:
         wl = [[v / total for v in row] for row in wl]
+    for i, row in enumerate(wl):
+        for j, v in enumerate(row):
+            if v * rate > BOUNDS["rate_rps"][0] or 0 < v * rate < TINY:
+                raise PlanningError(f"workload_distribution[{i}][{j}]",
+                                    f"× total_request_rate gives {v * rate:.4g} req/s in this bucket, outside "
+                                    f"{TINY:g}…{BOUNDS['rate_rps'][0]:g}.",
+                                    "write fractions of requests (summing to 1), or import with --normalize.")
     edges = data.get("bucket_edges")
     if edges is not None and not isinstance(edges, list):
         raise PlanningError("bucket_edges", "must be a list of token counts.", "e.g. [0, 25, 100, 250, 500, 1000, 2000].")
@@ -163,9 +183,10 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         if gpu in seen:
             raise PlanningError(path, f"maps to GPU {gpu!r} like another entry.", "give each GPU type once.")
         seen.add(gpu)
-        price = _number(_field(info, "cost", f"{path}.", "give the $/h price of one GPU."), f"{path}.cost")
+        price = _number(_field(info, "cost", f"{path}.", "give the $/h price of one GPU."), f"{path}.cost",
+                        bound="price_per_hour")
         tputs = _grid(_field(info, "tputs", f"{path}.", "give the req/s table [input][output]."), f"{path}.tputs",
-                      (n_in, n_out))
+                      (n_in, n_out), bound="throughput")
         thr = {cls[i * n_out + j]: tputs[i][j] for i in range(n_in) for j in range(n_out) if tputs[i][j] > 0}
         if not thr:
             raise PlanningError(f"{path}.tputs", "is zero everywhere.", "drop this GPU or give its throughputs.")
@@ -173,8 +194,10 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
         need = sum(rates[k] / thr[c] for k, c in enumerate(cls) if c in thr)
         shape = f"1x{gpu}"
         templates.append({"id": gpu, "model": model_id, "phase": "aggregated", "usage": {shape: 1}, "throughput": thr})
+        # capped at the scenario's bound on a region's nodes: more than that many GPUs is no plan either way
+        available = min(math.ceil(need) + 1, int(BOUNDS["nodes"][0]))
         offers.append({"region": REGION, "shape": shape, "price_per_hour": price,
-                       "available": math.ceil(need) + 1, "source": f"{source} (gpu_info.{gname})"})
+                       "available": available, "source": f"{source} (gpu_info.{str(gname)[:40]})"})
     note = "" if data.get("slice_factor") in (None, 1) else f"; slice_factor {data.get('slice_factor')} not needed"
     note += fraction_note(total, rate, normalize)
     return {
@@ -208,28 +231,20 @@ def fraction_note(total: float, rate: float, normalized: bool = False) -> str:
             f" so the histogram totals {rate * total:.4g} req/s, not {rate:g}; import with --normalize to scale them to 1")
 
 
-def read_melange_file(path: str | Path) -> dict[str, Any]:
-    """The JSON object of a Mélange input file (size-limited, UTF-8).
+def read_melange_file(path: str | Path, field: str = "file") -> dict[str, Any]:
+    """The JSON object of a Mélange input file, read with the bounded loader (:mod:`planning.safeio`).
 
     Raises
     ------
     PlanningError
-        Missing, too large, not UTF-8 or not JSON, naming the file and the fix.
+        Missing, too large, not UTF-8, not JSON, a duplicate key, an over-long number (where it is), or not an
+        object, naming ``field``, the file and the fix.
     """
     p = Path(path)
-    if not p.is_file():
-        raise PlanningError(str(p)[:200], "is not a file.", "give the path of a Mélange JSON input.")
-    if p.stat().st_size > MAX_INPUT_BYTES:
-        raise PlanningError(str(p)[:200], f"is larger than {MAX_INPUT_BYTES // 1_000_000} MB.", "give a Mélange solver input.")
-    try:
-        data = json.loads(p.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PlanningError(str(p)[:200], f"is not UTF-8 text (byte {exc.start}).", "save the file as UTF-8 JSON.") from exc
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise PlanningError(str(p)[:200], f"is not valid JSON{where}.", "fix the JSON syntax.") from exc
+    data = load_json_file(p, field=field, limits=INPUT_LIMITS, what="Mélange JSON input")
     if not isinstance(data, dict):
-        raise PlanningError(str(p)[:200], "must hold a JSON object.", "see melange/config/example.json.")
+        raise PlanningError(field, f"{p.name[:120]} must hold a JSON object, not a {type(data).__name__}.",
+                            "see melange/config/example.json.")
     return data
 
 
@@ -256,10 +271,10 @@ def import_melange(path: str | Path, *, tputs: str | Path | None = None, rate: f
     """
     data = read_melange_file(path)
     if tputs is not None:
-        table = read_melange_file(tputs)
+        table = read_melange_file(tputs, "--tputs")
         data = {**data, "gpu_info": _field(table, "gpu_info", "", "the throughput file needs a gpu_info object.")}
     if rate is not None:
-        data = {**data, "total_request_rate": rate}
+        data = {**data, "total_request_rate": _number(rate, "--rate", positive=True, bound="rate_rps", tiny=TINY)}
     p = Path(path)
     _check_model(model)
     _check_gpus(data, gpu_map)

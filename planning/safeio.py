@@ -368,18 +368,39 @@ def load_yaml(text: str, *, field: str = "file", origin: str = "document", limit
 # --------------------------------------------------------------------------------------------------------------
 # JSON
 # --------------------------------------------------------------------------------------------------------------
+class _NumberTooLong(_LimitHit):
+    """A numeric literal longer than :data:`MAX_NUMBER_CHARS` (located in the text afterwards)."""
+
+
 def _bounded_int(text: str) -> int:
     if len(text) > MAX_NUMBER_CHARS:
-        raise _LimitHit(f"has an integer with {len(text):,} digits",
-                        f"numbers are at most {MAX_NUMBER_CHARS} characters long.")
+        raise _NumberTooLong(f"has an integer with {len(text):,} digits",
+                             f"numbers are at most {MAX_NUMBER_CHARS} characters long; write a realistic value.")
     return int(text)
 
 
 def _bounded_float(text: str) -> float:
     if len(text) > MAX_NUMBER_CHARS:
-        raise _LimitHit(f"has a number with {len(text):,} characters",
-                        f"numbers are at most {MAX_NUMBER_CHARS} characters long.")
+        raise _NumberTooLong(f"has a number with {len(text):,} characters",
+                             f"numbers are at most {MAX_NUMBER_CHARS} characters long; write a realistic value.")
     return float(text)
+
+
+_LONG_NUMBER = re.compile(rf"-?[0-9][0-9.eE+-]{{{MAX_NUMBER_CHARS},}}")
+_KEY_BEFORE = re.compile(r'"((?:[^"\\\n]|\\.){1,80})"\s*:\s*[\[\]\s,0-9.eE+-]*$')
+
+
+def _number_site(text: str) -> str:
+    """Where the first over-long number of a JSON text is: `` (key "k", line l, column c)`` (key when found)."""
+    m = _LONG_NUMBER.search(text)
+    if m is None:
+        return ""
+    start = m.start()
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    key = _KEY_BEFORE.search(text, max(0, start - 2000), start)
+    named = f"key {quote(key.group(1), 60)}, " if key else ""
+    return f" ({named}line {line}, column {column})"
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -424,7 +445,8 @@ def load_json(text: str, *, field: str = "file", origin: str = "document", limit
     try:
         data = _json_loads(text)
     except _LimitHit as hit:
-        raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}.", hit.fix) from None
+        site = _number_site(text) if isinstance(hit, _NumberTooLong) else ""
+        raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}{site}.", hit.fix) from None
     except json.JSONDecodeError as exc:
         raise PlanningError(field, f"{_subject(field, origin)}is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
                             "fix the JSON syntax (quotes, commas, brackets).") from None
@@ -438,6 +460,24 @@ def load_json(text: str, *, field: str = "file", origin: str = "document", limit
     return data
 
 
+def load_json_line(text: str, *, field: str) -> Any:
+    """One short JSON value (a JSONL line the caller already bounded in length), with :func:`load_json`'s rules
+    for numbers and duplicate keys but without its whole-document walk (3x faster on million-line files).
+
+    Raises
+    ------
+    PlanningError
+        Not JSON, too deep, a duplicate key or an over-long number, naming ``field``.
+    """
+    try:
+        return _json_loads(text)
+    except _LimitHit as hit:
+        site = _number_site(text) if isinstance(hit, _NumberTooLong) else ""
+        raise PlanningError(field, f"{hit.problem}{site}.", hit.fix) from None
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        raise PlanningError(field, "is not a JSON object.", "give one JSON object per line (JSONL).") from None
+
+
 def load_data(text: str, *, field: str = "file", origin: str = "document", limits: Limits = DEFAULT_LIMITS) -> Any:
     """YAML or JSON text, bounded: text starting with ``{``/``[`` is tried as JSON first (fast), then as YAML."""
     head = text.lstrip()[:1]
@@ -448,7 +488,8 @@ def load_data(text: str, *, field: str = "file", origin: str = "document", limit
         except (json.JSONDecodeError, RecursionError):
             pass  # flow-style YAML (`{name: x}`) is not JSON; the YAML reader decides and bounds the depth
         except _LimitHit as hit:
-            raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}.", hit.fix) from None
+            site = _number_site(text) if isinstance(hit, _NumberTooLong) else ""
+            raise PlanningError(field, f"{_subject(field, origin)}{hit.problem}{site}.", hit.fix) from None
         else:
             check_plain(data, field=field, origin=origin, limits=limits)
             return data

@@ -1,10 +1,12 @@
-"""`make fuzz`: throw >= 10,000 mutated scenarios and import files (and ~60 CLI invocations) at the loaders.
+"""`make fuzz`: throw >= 10,000 mutated scenarios and import files (and ~80 CLI invocations) at the loaders.
 
 Every case must end in a result or a clean ``PlanningError`` naming a field (message under 2,000 characters);
-anything else is a crash. Prints a report: cases per target, crashes, the slowest cases, wall time. Exit code 1
+anything else is a crash. The CLI stage includes the issue-30 inputs (hostile Mélange numbers, unbounded trace
+files); the cache stage damages every cached library of a library-path solve nine ways and requires the clean
+plan each time. Prints a report: cases per target, crashes, the slowest cases, wall time. Exit code 1
 when a crash was found.
 
-    python tools/fuzz.py [--cases 10000] [--seed 0] [--validate 300] [--cli 24] [--show 5]
+    python tools/fuzz.py [--cases 10000] [--seed 0] [--validate 300] [--cli 24] [--show 5] [--no-cache]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tests.fuzz.mutators import (  # noqa: E402  (the repository root must be im
     scenario_file_case,
     scenario_text_case,
     scenario_tree_case,
+    template_cache_cases,
 )
 
 WEIGHTS = {"scenario-tree": 40, "scenario-text": 25, "scenario-file": 8, "hf-config": 15, "profile-csv": 12}
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="accepted scenarios also checked against the catalog with api.validate")
     parser.add_argument("--cli", type=int, default=24, help="random scenario files among the CLI invocations")
     parser.add_argument("--show", type=int, default=5, help="crashes and slow cases to print")
+    parser.add_argument("--no-cache", dest="cache", action="store_false",
+                        help="skip the template-cache corruption solves (~15 s)")
     args = parser.parse_args(argv)
 
     from planning import api
@@ -99,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
             report.add(Outcome("cli", kind, " ".join(a[-50:] for a in argv_case), seconds,
                                f"exit {code}: {err[-600:]}" if bad else f"exit {code}", seconds))
         t_cli = time.perf_counter() - t0
+
+        # damaged, foreign and altered template-cache files: each solve must give the clean plan (issue 30)
+        t0 = time.perf_counter()
+        if args.cache:
+            for target, description, thunk in template_cache_cases(folder / "cache"):
+                report.add(judge(target, description, thunk))
+        t_cache = time.perf_counter() - t0
     wall = time.perf_counter() - t_start
 
     by_target: dict[str, Counter[str]] = {}
@@ -115,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{1000 * max(cpus):>12.1f}")
     total = len(report.outcomes)
     print(f"{'total':<15}{total:>8,}{'':>27}{len(report.crashes):>9,}")
-    print(f"wall time {wall:.1f} s (inputs {t_inputs:.1f} s, validate {t_validate:.1f} s, CLI {t_cli:.1f} s); "
+    print(f"wall time {wall:.1f} s (inputs {t_inputs:.1f} s, validate {t_validate:.1f} s, CLI {t_cli:.1f} s, "
+          f"cache {t_cache:.1f} s); "
           f"CPU {time.process_time() - c_start:.1f} s")
     slowest = sorted(report.outcomes, key=lambda o: o.cpu, reverse=True)[: args.show]
     print("slowest cases (by CPU time; wall time in brackets):")

@@ -1,4 +1,4 @@
-"""CLI: ``planning export PLAN.json|SCENARIO|--preset NAME --format skypilot|kubernetes --out DIR``."""
+"""CLI: ``planning export PLAN.json|SCENARIO|--preset NAME --format skypilot|kubernetes|all --out DIR`` (docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -53,4 +53,9 @@ def _export(args: argparse.Namespace) -> int:
         atomic_write_text(args.out / f.name, f.text)
     manual = sum(f.deployable == "manual" for f in files)
     print(f"wrote {len(files)} file(s) to {args.out}" + (f"; {manual} need manual steps (see their comments)" if manual else ""))
+    differ = [f.name for f in files if f.notes]
+    if differ:
+        print(f"note: {len(differ)} file(s) run the plan differently where vLLM needs it (see 'differs from the plan' "
+              f"in their headers, docs/deploy.md): {', '.join(differ[:4])}{' …' if len(differ) > 4 else ''}",
+              file=sys.stderr)
     return 0

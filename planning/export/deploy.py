@@ -1,39 +1,52 @@
-"""Deployable exports of a plan: one SkyPilot task YAML per serving instance and Kubernetes manifests.
+"""Deployable exports of a plan, the shared part: pinned engine, file type, header comment, the vLLM command.
 
-A plan instance is a pipeline: stages of consecutive layers, each stage on one or more nodes (data-parallel
-copies of the stage), tensor parallelism inside a node. What an engine can run directly:
+Rooms: ``engine`` (how an instance runs on vLLM: engines, TP, pipeline ranks, layer partition), ``scripts``
+(the shell and launch scripts every recipe uses: Ray head and workers, the partition computed at launch),
+``skypilot`` (task and SkyServe YAML), ``kubernetes`` (Namespace, ConfigMap, Deployments, StatefulSets with
+their headless Services, Services, the prefill/decode proxy); this module holds what they share. The recipes
+are described in docs/deploy.md.
 
-- **one node** (1 stage, 1 node): ``vllm serve MODEL --tensor-parallel-size T`` — exported as a SkyServe service
-  (``service.replicas`` = the plan's instance count) or a Kubernetes ``Deployment``.
-- **one node shape, one node per stage**: a multi-node vLLM pipeline on a Ray cluster,
-  ``--pipeline-parallel-size S`` with the plan's uneven layer split in ``VLLM_PP_LAYER_PARTITION`` — a SkyPilot
-  task with ``num_nodes: S`` or a LeaderWorkerSet of size S.
-- **mixed node shapes or several nodes in a stage** (Coral templates): no engine launches these from one
-  resource request. The export writes one task per distinct node shape of the pipeline, all carrying the same
-  ``PLANNING_*`` environment (layer ranges, stage index, role) and a comment saying how they join one Ray
-  cluster; the layout comment lists every stage. It is marked ``deployable: manual`` so nobody takes it for a
-  one-command launch.
-
-Every file opens with a comment holding the pipeline layout, the plan's throughput and the price it was planned at.
-Nothing here contacts a cloud; the YAML follows SkyPilot's task schema (a test validates it with SkyPilot's own
-schema when the package is installed in the dev tools).
+Every file opens with a comment holding the pipeline layout, the plan's throughput and price, the engine each
+copy runs (TP × PP, layers per rank) and anything that differs from the plan. Nothing here contacts a cloud.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from planning.errors import PlanningError
+from planning.export.engine import EngineLayout, TpOptions, engine_layouts
 from planning.result import InstancePlan, PlanResult
+
+if TYPE_CHECKING:
+    from planning.context import EngineContext
+
+VLLM_VERSION = "0.33.0"
+"""The engine every recipe pins (PyPI ``vllm`` 0.33.0, 2026-11; its image ``vllm/vllm-openai:v0.33.0``). The
+launch script follows this version's Ray executor rank order and the NixlConnector rules; check both before
+moving the pin (docs/deploy.md)."""
+VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+TOY_PROXY_URL = (f"https://raw.githubusercontent.com/vllm-project/vllm/v{VLLM_VERSION}/tests/v1/kv_connector/"
+                 "nixl_integration/toy_proxy_server.py")
+"""vLLM's reference prefill/decode proxy for NixlConnector (round robin over the listed engines), fetched at
+the pinned tag when the proxy starts."""
+SERVE_PORT = 8000
+RAY_PORT = 6379
+NIXL_PORT = 5600  # VLLM_NIXL_SIDE_CHANNEL_PORT: the decode engine reads a request's KV from here
 
 # SkyPilot's accelerator names for the catalog's GPU ids (sky/catalog: `A100` is the 40 GB part).
 SKYPILOT_ACCELERATORS: Mapping[str, str] = {
     "H100": "H100", "H200": "H200", "A100-80G": "A100-80GB", "A100-40G": "A100", "L40S": "L40S", "L40": "L40",
     "L4": "L4", "A10G": "A10G", "A40": "A40", "A6000": "RTXA6000", "RTX4090": "RTX4090", "T4": "T4", "V100": "V100",
 }
+SKYPILOT_CLOUDS = frozenset({"aws", "gcp", "azure", "lambda", "runpod", "oci", "paperspace", "fluidstack", "vast",
+                             "cudo", "nebius", "kubernetes"})
 # NVIDIA GPU feature discovery's `nvidia.com/gpu.product` label values (node selectors in Kubernetes).
 K8S_GPU_PRODUCTS: Mapping[str, str] = {
     "H100": "NVIDIA-H100-80GB-HBM3", "H200": "NVIDIA-H200", "A100-80G": "NVIDIA-A100-SXM4-80GB",
@@ -41,280 +54,274 @@ K8S_GPU_PRODUCTS: Mapping[str, str] = {
     "A10G": "NVIDIA-A10G", "A40": "NVIDIA-A40", "A6000": "NVIDIA-RTX-A6000", "RTX4090": "NVIDIA-GeForce-RTX-4090",
     "T4": "Tesla-T4", "V100": "Tesla-V100-SXM2-16GB",
 }
-VLLM_IMAGE = "vllm/vllm-openai:latest"
 
 
 @dataclass(frozen=True)
 class ExportFile:
-    """One exported file: its suggested name, its text and whether one command launches it."""
+    """One exported file: its suggested name, its text and whether one command launches it.
+
+    ``instance`` is the plan instance it deploys (None for shared files: namespace, proxies); ``notes`` say
+    what the recipe does differently from the plan (vLLM's limits), also written in the file's header.
+    """
 
     name: str
     text: str
     kind: str  # "skypilot" | "kubernetes"
     deployable: str  # "one-command" | "manual"
+    instance: int | None = None
+    notes: tuple[str, ...] = field(default=())
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:50] or "instance"
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the serve command of one instance carries besides its layout (from the plan and the perf model)."""
+
+    model_ref: str
+    phase: str
+    step_tokens: int | None = None
+    max_seqs: int | None = None
+    kv_connector: bool = False
 
 
-def _split_region(region: str) -> tuple[str, str]:
+def slug(text: str, lead: bool = True) -> str:
+    """A DNS-1035 label fragment: lower case, digits and dashes, at most 40 characters, starting with a letter
+    (``lead``; a suffix such as ``2xl40s`` may start with a digit)."""
+    out = "".join(c if c.isalnum() and c.isascii() else "-" for c in text.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    out = out.strip("-")[:40].strip("-")
+    return out if out[:1].isalpha() or (out and not lead) else f"m-{out}"[:40].strip("-")
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML for people: no anchors/aliases for repeated label maps, multi-line strings as ``|`` blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value and not any(line != line.rstrip() for line in value.split("\n")):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
+    """One or more YAML documents, readable (see :class:`_Dumper`) and loadable by ``yaml.safe_load_all``."""
+    return yaml.dump_all([dict(d) for d in docs], Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
+def instance_base(inst: InstancePlan, idx: int) -> str:
+    """File and object name stem of instance ``idx``."""
+    return slug(f"{inst.model}-{inst.phase}-{idx}")
+
+
+def split_region(region: str) -> tuple[str, str]:
     cloud, _, name = region.partition(":")
     return cloud, name
 
 
-def _layout_comment(inst: InstancePlan, step_tokens: int | None = None, max_seqs: int | None = None) -> list[str]:
+def comment(lines: Sequence[str]) -> str:
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def layout_comment(inst: InstancePlan, engines: Sequence[EngineLayout], settings: EngineSettings,
+                   extra: Sequence[str] = ()) -> list[str]:
+    """The header of every file of one instance: plan, engines, deviations from the plan, engine limits."""
     lines = [f"planning export — {inst.model} ({inst.phase}), template {inst.template_id}, region {inst.region}",
              f"{inst.count} instance(s); planned throughput {inst.throughput:,.1f} {inst.throughput_unit} each; "
              f"${inst.cost_per_hour:,.2f}/h for all {inst.count} at planning prices",
-             "pipeline layout (stage: layers [start, end) on nodes):"]
+             "plan's pipeline (stage: layers [start, end) on nodes):"]
     for k, stage in enumerate(inst.stages):
         nodes = ", ".join(n.shape for n in stage.nodes)
         lines.append(f"  stage {k}: {stage.layers} layers [{stage.layer_start}, {stage.layer_end}) on {nodes}"
                      + (f" ({len(stage.nodes)} data-parallel nodes)" if len(stage.nodes) > 1 else ""))
-    if step_tokens and max_seqs:
-        lines.append(f"per-step token budget {step_tokens} (--max-num-batched-tokens) and at most {max_seqs} "
-                     "sequences (--max-num-seqs): the engine limits the planner's tables assume (vLLM's own defaults "
-                     "are 2048 / 256 on GPUs under 70 GiB)")
-    elif step_tokens:
-        lines.append(f"per-step token budget {step_tokens} (--max-num-batched-tokens): the largest chunk whose step "
-                     "keeps the TPOT SLO (planner and simulator assume it)")
+    lines.append(f"vLLM {VLLM_VERSION} engines per instance:")
+    for e in engines:
+        ranks = "; ".join(f"{s.shape} layers {'+'.join(str(j) for j in s.rank_layers)}" for s in e.slots)
+        lines.append(f"  {e.copies} x TP {e.tp} x PP {e.pp}" + (f" x DP {e.dp}" if e.dp > 1 else "")
+                     + f" = {e.gpus} GPUs: {ranks}")
+    for note in (*[n for e in engines for n in e.notes], *extra):
+        lines.append(f"differs from the plan: {note}")
+    if settings.step_tokens and settings.max_seqs:
+        lines.append(f"per-step token budget {settings.step_tokens} (--max-num-batched-tokens) and at most "
+                     f"{settings.max_seqs} sequences (--max-num-seqs): the engine limits the planner's tables assume "
+                     "(vLLM's own defaults are 2048 / 256 on GPUs under 70 GiB)")
+    elif settings.step_tokens:
+        lines.append(f"per-step token budget {settings.step_tokens} (--max-num-batched-tokens): the largest chunk "
+                     "whose step keeps the TPOT SLO (planner and simulator assume it)")
     return lines
 
 
-def _comment(lines: Sequence[str]) -> str:
-    return "".join(f"# {line}\n" for line in lines)
+def kv_transfer_config(phase: str) -> dict[str, str]:
+    """NixlConnector settings of a prefill (producer) or decode (consumer) engine (vLLM's multi-host example)."""
+    return {"kv_connector": "NixlConnector", "kv_role": "kv_producer" if phase == "prefill" else "kv_consumer",
+            "kv_load_failure_policy": "fail"}
 
 
-def _tp_and_shapes(inst: InstancePlan) -> tuple[list[str], int]:
-    shapes = [node.shape for stage in inst.stages for node in stage.nodes]
-    tp = max((node.count for stage in inst.stages for node in stage.nodes), default=1)
-    return shapes, tp
+def serve_args(engine: EngineLayout, settings: EngineSettings) -> list[str]:
+    """``vllm serve`` and its flags for one engine (one flag per item; the launch scripts join them)."""
+    parts = [f"vllm serve {settings.model_ref}", "--host 0.0.0.0", f"--port {SERVE_PORT}",
+             f"--tensor-parallel-size {engine.tp}"]
+    if engine.pp > 1:
+        parts += [f"--pipeline-parallel-size {engine.pp}", "--distributed-executor-backend ray"]
+    if engine.dp > 1:
+        parts.append(f"--data-parallel-size {engine.dp}")
+    if settings.step_tokens:
+        parts.append(f"--max-num-batched-tokens {int(settings.step_tokens)}")
+    if settings.max_seqs:
+        parts.append(f"--max-num-seqs {int(settings.max_seqs)}")
+    if settings.kv_connector:
+        parts.append(f"--kv-transfer-config '{json.dumps(kv_transfer_config(settings.phase), separators=(',', ':'))}'")
+    return parts
 
 
-def _engine_limits(result: PlanResult, step_tokens: Mapping[int, int] | None,
-                   engine_limits: tuple[int, int] | None) -> tuple[dict[int, int], dict[int, int]]:
+def serve_command(engine: EngineLayout, settings: EngineSettings) -> str:
+    """The serve command as one shell command over several lines."""
+    return " \\\n  ".join(serve_args(engine, settings))
+
+
+def engine_limits(result: PlanResult, step_tokens: Mapping[int, int] | None,
+                  limits: tuple[int, int] | None) -> tuple[dict[int, int], dict[int, int]]:
     """``--max-num-batched-tokens`` and ``--max-num-seqs`` by instance index: ``step_tokens`` as given, and the
     planner's engine limits ``(max_batched_tokens, max_num_seqs)`` for the disaggregated instances without one."""
     budgets, seqs = dict(step_tokens or {}), {}
-    if engine_limits is not None:
+    if limits is not None:
         for idx, inst in enumerate(result.instances):
             if inst.phase in ("prefill", "decode") and idx not in budgets:
-                budgets[idx], seqs[idx] = int(engine_limits[0]), int(engine_limits[1])
+                budgets[idx], seqs[idx] = int(limits[0]), int(limits[1])
     return budgets, seqs
 
 
-def _serve_command(model_ref: str, tp: int, pp: int, partition: Sequence[int], phase: str,
-                   step_tokens: int | None = None, max_seqs: int | None = None) -> str:
-    parts = [f"vllm serve {model_ref}", f"--tensor-parallel-size {tp}", "--port 8000"]
-    if pp > 1:
-        parts += [f"--pipeline-parallel-size {pp}", "--distributed-executor-backend ray"]
-    if step_tokens:
-        parts.append(f"--max-num-batched-tokens {int(step_tokens)}")
-    if max_seqs:
-        parts.append(f"--max-num-seqs {int(max_seqs)}")
-    if phase in ("prefill", "decode"):
-        role = "kv_producer" if phase == "prefill" else "kv_consumer"
-        parts.append("--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"" + role + "\"}'")
-    command = " \\\n  ".join(parts)
-    if pp > 1 and len(set(partition)) > 1:
-        command = f"VLLM_PP_LAYER_PARTITION={','.join(str(p) for p in partition)} \\\n" + command
-    return command
-
-
-def _envs(inst: InstancePlan) -> dict[str, str]:
+def instance_envs(inst: InstancePlan, idx: int) -> dict[str, str]:
+    """The ``PLANNING_*`` environment every container of an instance carries (what it is, for operators)."""
     return {
-        "PLANNING_MODEL": inst.model, "PLANNING_PHASE": inst.phase, "PLANNING_TEMPLATE": inst.template_id,
-        "PLANNING_LAYER_PARTITION": ",".join(str(s.layers) for s in inst.stages),
-        "PLANNING_STAGE_SHAPES": ";".join("+".join(n.shape for n in s.nodes) for s in inst.stages),
+        "PLANNING_INSTANCE": str(idx), "PLANNING_MODEL": inst.model, "PLANNING_PHASE": inst.phase,
+        "PLANNING_TEMPLATE": inst.template_id[:200],
     }
 
 
-def _model_ref(model: str, hf_repos: Mapping[str, str]) -> str:
-    return hf_repos.get(model, f"/models/{model}")
+def slots_json(engine: EngineLayout) -> str:
+    """The engine's nodes for the launch script: ``[{"slot", "shape", "gpus", "layers"}]`` in pipeline order."""
+    return json.dumps([{"slot": s.index, "shape": s.shape, "gpus": s.gpus, "layers": list(s.rank_layers)}
+                       for s in engine.slots], separators=(",", ":"))
 
 
-def _is_simple(inst: InstancePlan) -> bool:
-    shapes, _ = _tp_and_shapes(inst)
-    return len(set(shapes)) == 1 and all(len(s.nodes) == 1 for s in inst.stages)
+@dataclass(frozen=True)
+class InstanceRecipe:
+    """Everything both formats need to write one instance: its engines and serve settings."""
+
+    idx: int
+    inst: InstancePlan
+    base: str
+    engines: tuple[EngineLayout, ...]
+    settings: EngineSettings
+    notes: tuple[str, ...] = ()
+
+    def settings_for(self, engine: EngineLayout) -> EngineSettings:
+        """Serve settings of one engine: the KV connector only on single-rank engines (vLLM's NixlConnector
+        refuses pipeline-parallel engines, docs/deploy.md)."""
+        if not self.settings.kv_connector or engine.pp == 1:
+            return self.settings
+        return EngineSettings(self.settings.model_ref, self.settings.phase, self.settings.step_tokens,
+                              self.settings.max_seqs, kv_connector=False)
+
+    def connectable(self) -> bool:
+        """A disaggregated instance whose every engine carries the KV connector (joins its model's proxy)."""
+        return self.settings.kv_connector and all(e.pp == 1 for e in self.engines)
+
+    def name(self, k: int) -> str:
+        """Object name of engine ``k`` (the base alone when the instance has one engine kind)."""
+        return self.base if len(self.engines) == 1 else f"{self.base}-e{k}"
 
 
-def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
-                   step_tokens: Mapping[int, int] | None = None,
-                   engine_limits: tuple[int, int] | None = None) -> list[ExportFile]:
-    """One SkyPilot task YAML per plan instance (per distinct node shape for mixed pipelines).
+def _placement(inst: InstancePlan, layers: Mapping[str, int]) -> InstancePlan | None:
+    """``inst`` with a placement: its own, or one node holding every layer for a one-node explicit template
+    (Mélange imports); None when there is none to give (a multi-node explicit template)."""
+    if inst.stages:
+        return inst
+    from planning.catalog.schema import parse_shape
+    from planning.result import NodeBox, StagePlan
 
-    Parameters
-    ----------
-    result:
-        The plan.
-    hf_repos:
-        Model id → Hugging Face repository used in the serve command (catalog models default to their
-        ``hf_repo``; others to ``/models/<id>``).
-    step_tokens:
-        Instance index → per-step token budget, written as ``--max-num-batched-tokens`` (aggregated instances:
-        the TPOT SLO's chunk, ``planning.simulate.engine_token_budgets``); absent: the engine's default.
+    if len(inst.usage) != 1 or sum(inst.usage.values()) != 1 or inst.model not in layers:
+        return None
+    shape = next(iter(inst.usage))
+    count, gpu = parse_shape(shape)
+    stage = StagePlan(layers[inst.model], 0, layers[inst.model], (NodeBox(shape, gpu, count, inst.throughput),))
+    return replace(inst, stages=(stage,))
 
-    Returns
-    -------
-    list[ExportFile]
-        ``kind="skypilot"``; ``deployable`` is ``"one-command"`` for single-shape pipelines, else ``"manual"``.
+
+def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
+                     step_tokens: Mapping[int, int] | None = None, limits: tuple[int, int] | None = None,
+                     tp_options: TpOptions | None = None,
+                     model_layers: Mapping[str, int] | None = None) -> list[InstanceRecipe]:
+    """The engines and serve settings of every instance (instances without a placement are left out).
+
+    A model whose plan has both prefill and decode instances is disaggregated: its single-rank engines carry
+    the NixlConnector and sit behind the model's proxy; its pipelined engines cannot (vLLM refuses pipeline
+    parallelism with the NixlConnector) and serve whole requests, which their notes say.
     """
     repos = dict(hf_repos or {})
-    budgets, seqs = _engine_limits(result, step_tokens, engine_limits)
-    files: list[ExportFile] = []
-    for idx, inst in enumerate(result.instances):
-        cloud, region = _split_region(inst.region)
-        shapes, tp = _tp_and_shapes(inst)
-        if not shapes:
+    budgets, seqs = engine_limits(result, step_tokens, limits)
+    phases: dict[str, set[str]] = {}
+    for inst in result.instances:
+        phases.setdefault(inst.model, set()).add(inst.phase)
+    out = []
+    for idx, raw in enumerate(result.instances):
+        placed = _placement(raw, model_layers or {})
+        if placed is None:
             continue
-        partition = [s.layers for s in inst.stages]
-        base = _slug(f"{inst.model}-{inst.phase}-{idx}")
-        header = _layout_comment(inst, budgets.get(idx), seqs.get(idx))
-        if _is_simple(inst):
-            gpu = inst.stages[0].nodes[0].gpu
-            pp = len(inst.stages)
-            task: dict[str, object] = {
-                "name": base,
-                "resources": {"infra": f"{cloud}/{region}", "accelerators": f"{SKYPILOT_ACCELERATORS[gpu]}:{tp}",
-                              "ports": 8000},
-                "num_nodes": pp,
-                "envs": _envs(inst),
-                "setup": "pip install vllm",
-            }
-            command = _serve_command(_model_ref(inst.model, repos), tp, pp, partition, inst.phase, budgets.get(idx),
-                                     seqs.get(idx))
-            if pp == 1:
-                task["service"] = {"readiness_probe": "/v1/models", "replicas": inst.count}
-                task["run"] = command + "\n"
-                note = [f"launch: sky serve up {base}.yaml  (SkyServe keeps {inst.count} replica(s))"]
-            else:
-                task["run"] = ("if [ \"$SKYPILOT_NODE_RANK\" = \"0\" ]; then\n"
-                               "  ray start --head --port=6379\n  sleep 10\n  " + command.replace("\n", "\n  ")
-                               + "\nelse\n  sleep 5\n  ray start --address=$(echo \"$SKYPILOT_NODE_IPS\" | head -n1):6379 "
-                               "--block\nfi\n")
-                note = [f"launch: sky launch -c {base}-<i> {base}.yaml, {inst.count} time(s) (one per instance)"]
-            files.append(ExportFile(f"{base}.yaml", _comment(header + note) + yaml.safe_dump(task, sort_keys=False),
-                                    "skypilot", "one-command"))
-            continue
-        # Mixed shapes or data-parallel nodes inside a stage: one task per distinct shape, joined by hand.
-        distinct = sorted(set(shapes), key=shapes.index)
-        for role, shape in enumerate(distinct):
-            n_nodes = shapes.count(shape)
-            gpu = next(n.gpu for s in inst.stages for n in s.nodes if n.shape == shape)
-            count = next(n.count for s in inst.stages for n in s.nodes if n.shape == shape)
-            stages_here = [k for k, s in enumerate(inst.stages) if any(n.shape == shape for n in s.nodes)]
-            name = f"{base}-{_slug(shape)}"
-            task = {
-                "name": name,
-                "resources": {"infra": f"{cloud}/{region}", "accelerators": f"{SKYPILOT_ACCELERATORS[gpu]}:{count}",
-                              "ports": 8000},
-                "num_nodes": n_nodes,
-                "envs": {**_envs(inst), "PLANNING_ROLE": "head" if role == 0 else "worker",
-                         "PLANNING_STAGES_ON_THIS_SHAPE": ",".join(str(k) for k in stages_here),
-                         "RAY_HEAD_ADDRESS": "" if role == 0 else "<head-ip>:6379"},
-                "setup": "pip install vllm",
-                "run": ("ray start --head --port=6379 --block\n" if role == 0
-                        else "ray start --address=$RAY_HEAD_ADDRESS --block\n"),
-            }
-            note = ["deployable: manual — a mixed-GPU pipeline spans several SkyPilot clusters:",
-                    f"  1. sky launch -c {base}-{_slug(distinct[0])} (the head), note its IP;",
-                    "  2. launch the other shapes' tasks with RAY_HEAD_ADDRESS=<head-ip>:6379;",
-                    "  3. on the head run: " + _serve_command(_model_ref(inst.model, repos), count,
-                                                              len(inst.stages), partition, inst.phase,
-                                                              budgets.get(idx), seqs.get(idx))
-                    .replace(" \\\n  ", " ").replace("\\\n", " "),
-                    "  vLLM places stages in Ray placement-group order; stages with several data-parallel nodes",
-                    "  need one pipeline per node and a router in front (the plan's throughput assumes that)."]
-            files.append(ExportFile(f"{name}.yaml", _comment(header + note) + yaml.safe_dump(task, sort_keys=False),
-                                    "skypilot", "manual"))
-    return files
+        inst = placed
+        disaggregated = {"prefill", "decode"} <= phases[inst.model] and inst.phase in ("prefill", "decode")
+        settings = EngineSettings(repos.get(inst.model, f"/models/{inst.model}"), inst.phase, budgets.get(idx),
+                                  seqs.get(idx), kv_connector=disaggregated)
+        engines = tuple(engine_layouts(inst, tp_options))
+        notes: tuple[str, ...] = ()
+        if disaggregated and any(e.pp > 1 for e in engines):
+            notes = (f"no KV transfer: vLLM {VLLM_VERSION}'s NixlConnector does not support pipeline-parallel "
+                     "engines (vLLM issue #52913), so this engine serves whole requests (prefill and decode) outside "
+                     f"the {inst.model} prefill/decode proxy. Fix: plan this model with single-stage templates "
+                     "(options.max_stages: 1) or in aggregated mode",)
+        out.append(InstanceRecipe(idx, inst, instance_base(inst, idx), engines, settings, notes))
+    return out
 
 
-def _pod_spec(gpu: str, gpu_count: int, cmd: str, envs: Mapping[str, str]) -> dict[str, object]:
-    container = {"name": "vllm", "image": VLLM_IMAGE, "command": ["/bin/sh", "-c", cmd],
-                 "ports": [{"containerPort": 8000}],
-                 "env": [{"name": k, "value": v} for k, v in envs.items()],
-                 "resources": {"limits": {"nvidia.com/gpu": gpu_count}}}
-    return {"nodeSelector": {"nvidia.com/gpu.product": K8S_GPU_PRODUCTS[gpu]}, "containers": [container]}
+def proxy_members(recipes: Sequence[InstanceRecipe]) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """Per disaggregated model, its connectable engines by phase: (engine object name, replicas)."""
+    out: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    for r in recipes:
+        if r.connectable():
+            for k, e in enumerate(r.engines):
+                out.setdefault(r.inst.model, {"prefill": [], "decode": []})[r.inst.phase].append(
+                    (r.name(k), r.inst.count * e.copies))
+    return {m: v for m, v in out.items() if v["prefill"] and v["decode"]}
 
 
-def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
-                         namespace: str = "llm-serving",
-                         step_tokens: Mapping[int, int] | None = None,
-                         engine_limits: tuple[int, int] | None = None) -> list[ExportFile]:
-    """Kubernetes manifests: a ``Deployment`` per single-node instance, a LeaderWorkerSet per single-shape pipeline.
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the recipes need of each model: Hugging Face repository, layer count and vLLM's usable TP sizes."""
 
-    Mixed-shape pipelines get one ``LeaderWorkerSet`` whose leader runs on the first stage's shape and whose
-    workers run on the second shape when the pipeline has exactly two node shapes with one node per stage;
-    anything else is written as per-shape StatefulSets marked ``deployable: manual``. ``step_tokens`` as in
-    :func:`skypilot_tasks`.
-    """
-    repos = dict(hf_repos or {})
-    budgets, seqs = _engine_limits(result, step_tokens, engine_limits)
-    files: list[ExportFile] = []
-    for idx, inst in enumerate(result.instances):
-        shapes, tp = _tp_and_shapes(inst)
-        if not shapes:
-            continue
-        base = _slug(f"{inst.model}-{inst.phase}-{idx}")
-        labels = {"app.kubernetes.io/name": base, "planning/model": _slug(inst.model), "planning/phase": inst.phase}
-        partition = [s.layers for s in inst.stages]
-        command = _serve_command(_model_ref(inst.model, repos), tp, len(inst.stages), partition, inst.phase,
-                                 budgets.get(idx), seqs.get(idx))
+    repos: Mapping[str, str]
+    layers: Mapping[str, int]
+    tp_options: TpOptions
 
-        envs = _envs(inst)
 
-        def pod_spec(gpu: str, gpu_count: int, cmd: str, envs: dict[str, str] = envs) -> dict[str, object]:
-            return _pod_spec(gpu, gpu_count, cmd, envs)
+def model_facts(result: PlanResult, ctx: EngineContext) -> ModelFacts:
+    """The catalog's models and the plan's own custom ones (from its scenario, when it still resolves), with
+    vLLM's head rule for TP through ``ctx.perf.tp_options``."""
+    models = dict(ctx.catalog.models)
+    if result.scenario:
+        from planning.resolve import resolve_scenario
+        from planning.scenario import Scenario
 
-        header = _comment(_layout_comment(inst, budgets.get(idx), seqs.get(idx)))
-        first = inst.stages[0].nodes[0]
-        if _is_simple(inst) and len(inst.stages) == 1:
-            doc: dict[str, object] = {
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": base, "namespace": namespace, "labels": labels},
-                "spec": {"replicas": inst.count, "selector": {"matchLabels": {"app.kubernetes.io/name": base}},
-                         "template": {"metadata": {"labels": labels},
-                                      "spec": pod_spec(first.gpu, first.count, command)}},
-            }
-            files.append(ExportFile(f"{base}.k8s.yaml", header + yaml.safe_dump(doc, sort_keys=False),
-                                    "kubernetes", "one-command"))
-            continue
-        per_stage_single = all(len(s.nodes) == 1 for s in inst.stages)
-        distinct = sorted(set(shapes), key=shapes.index)
-        if per_stage_single and (len(distinct) == 1 or (len(distinct) == 2 and shapes.count(shapes[0]) == 1)):
-            worker = inst.stages[1].nodes[0]
-            leader_cmd = ("ray start --head --port=6379 && " + command.replace(" \\\n  ", " ").replace("\\\n", " "))
-            doc = {
-                "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-                "metadata": {"name": base, "namespace": namespace, "labels": labels},
-                "spec": {"replicas": inst.count,
-                         "leaderWorkerTemplate": {
-                             "size": len(inst.stages),
-                             "leaderTemplate": {"metadata": {"labels": labels},
-                                                "spec": pod_spec(first.gpu, first.count, leader_cmd)},
-                             "workerTemplate": {"metadata": {"labels": labels},
-                                                "spec": pod_spec(worker.gpu, worker.count,
-                                                                 "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block")},
-                         }},
-            }
-            files.append(ExportFile(f"{base}.k8s.yaml", header + yaml.safe_dump(doc, sort_keys=False),
-                                    "kubernetes", "one-command"))
-            continue
-        docs = []
-        for shape in distinct:
-            node = next(n for s in inst.stages for n in s.nodes if n.shape == shape)
-            name = f"{base}-{_slug(shape)}"
-            docs.append({
-                "apiVersion": "apps/v1", "kind": "StatefulSet",
-                "metadata": {"name": name, "namespace": namespace, "labels": labels},
-                "spec": {"replicas": shapes.count(shape) * inst.count, "serviceName": name,
-                         "selector": {"matchLabels": {"app.kubernetes.io/name": base}},
-                         "template": {"metadata": {"labels": labels},
-                                      "spec": pod_spec(node.gpu, node.count, "ray start --block --address=<head>:6379")}},
-            })
-        text = header + "# deployable: manual — join the pods into one Ray cluster per instance, then run on the head:\n" \
-            + "#   " + command.replace(" \\\n  ", " ").replace("\\\n", " ") + "\n" + yaml.safe_dump_all(docs, sort_keys=False)
-        files.append(ExportFile(f"{base}.k8s.yaml", text, "kubernetes", "manual"))
-    return files
+        with contextlib.suppress(PlanningError):  # a scenario that no longer resolves: catalog models only
+            models |= resolve_scenario(Scenario.from_dict(result.scenario), ctx.catalog).specs
+
+    def tp_options(model: str, gpus: int) -> list[int]:
+        return ctx.perf.tp_options(models[model], gpus) if model in models else [1]
+
+    return ModelFacts({m.id: m.hf_repo for m in models.values() if m.hf_repo},
+                      {m.id: m.layers for m in models.values()}, tp_options)

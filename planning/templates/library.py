@@ -32,7 +32,7 @@ import polars as pl
 from planning.context import CancelToken, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.parallel import resolve_backend, run_tasks
-from planning.templates.cache import ALGORITHM_VERSION, LibraryCache, library_key
+from planning.templates.cache import ALGORITHM_VERSION, LibraryCache, Notice, library_key
 from planning.templates.chunks import ChunkResult, solve_chunk_general, solve_chunk_monotone
 from planning.templates.enumeration import is_monotone, multisets_by_pattern
 from planning.templates.frame import SCHEMA, assemble
@@ -107,6 +107,7 @@ def build_library(
     key: str | None = None,
     backend: str | None = None,
     single_shape: bool = False,
+    notice: Notice | None = None,
 ) -> pl.DataFrame:
     """Serving Template library of one (model, phase, SLO).
 
@@ -133,13 +134,17 @@ def build_library(
     workers:
         > 1 solves chunks in a process pool; the output is identical to the serial run.
     cache, key:
-        With a cache, the library is loaded if present (key defaults to ``library_key`` of the inputs).
+        With a cache, the library is loaded if present and it passes the cache's checks (key defaults to
+        ``library_key`` of the inputs); a damaged or foreign file is discarded and the library rebuilt.
     backend:
         Where the chunks run when ``workers`` > 1: ``"process"`` (the embedded pool) or ``"ray"``
         (``planning.parallel``); same output either way.
     single_shape:
         Only the templates of one node shape (n nodes of the same shape, Homo's templates): the small library
         an anytime solve plans with first (``planning.templates.sets.quick_template_sets``).
+    notice:
+        ``notice(line)`` for a cache file that was discarded or could not be written (one sentence each);
+        the line also goes to ``progress`` so a running job shows it.
 
     Returns
     -------
@@ -160,9 +165,16 @@ def build_library(
     mem = np.asarray(shape_mem_gb, dtype=float)
     tab = np.asarray(tables, dtype=float)
     _validate(shapes, mem, tab, float(weight_gb), int(layers), int(nmax), float(rho))
+
+    def told(line: str) -> None:
+        if notice is not None:
+            notice(line)
+        if progress is not None:
+            progress(0.0, line)
+
     if cache is not None:
         key = key or library_key(shapes, mem, tab, weight_gb, layers, nmax, rho, "single-shape" if single_shape else "")
-        hit = cache.load(key)
+        hit = cache.load(key, told)
         if hit is not None:
             return hit
     L = int(layers)
@@ -217,5 +229,5 @@ def build_library(
                   pool=None if resolve_backend(backend) == "ray" else shared_pool(workers))
     df = assemble(shapes, mem, tasks, results)
     if cache is not None and key is not None:
-        cache.store(key, df)
+        cache.store(key, df, told)
     return df

@@ -42,7 +42,8 @@ class TemplateSet:
     ``throughput[i, c]`` of class ``group.classes[c]`` (when it serves only that class).
 
     ``stages_json[i]`` is the placement in pipeline order (``[{"layers": j, "shapes": [...]}]``; empty for
-    explicit templates); ``stage_tables`` the mean-request T̂ tables used to label each node's throughput.
+    explicit templates); ``stage_tables`` the mean-request T̂ tables used to label each node's throughput;
+    ``notices`` one-line sentences for the plan's diagnostics (a damaged template cache file that was rebuilt).
     """
 
     group: Group
@@ -54,6 +55,7 @@ class TemplateSet:
     provenance: tuple[str, ...]
     explicit: bool = False
     stage_tables: np.ndarray | None = None
+    notices: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -155,11 +157,13 @@ def _mean_sizes(group: Group) -> tuple[float, float]:
 def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str, slo_ms: float,
              sizes: tuple[float, float], shapes: Sequence[str], progress: ProgressFn | None,
              cancel: CancelToken | None, ttft_ms: float | None = None,
-             single_shape: bool = False) -> tuple[pl.DataFrame, np.ndarray]:
-    """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached) + its T̂ tables."""
+             single_shape: bool = False) -> tuple[pl.DataFrame, np.ndarray, tuple[str, ...]]:
+    """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached), its T̂ tables and the
+    cache's notices (a damaged file discarded and rebuilt), each prefixed with the library's model/phase."""
     from planning.templates.library import LibraryCache, build_library
 
     opts = scenario.options
+    notices: list[str] = []
     tables = _tables(ctx, spec, shapes, phase, slo_ms, sizes[0], sizes[1], opts.max_stages, ttft_ms)
     frame = build_library(
         shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
@@ -170,8 +174,9 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
         # the single-shape library is rebuilt each time (cheap; its T̂ tables are the perf model's, memoised)
         cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None and not single_shape else None,
         single_shape=single_shape,
+        notice=lambda line: notices.append(f"{spec.id}/{phase}: {line}."),
     )
-    return frame, tables
+    return frame, tables, tuple(notices)
 
 
 def usage_matrix(frame: pl.DataFrame, shapes: Sequence[str]) -> np.ndarray:
@@ -361,8 +366,8 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
     ttft = None
     if group.phase == "aggregated":
         ttft = float(scenario.model(group.model).slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
-    frame, tables = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel, ttft,
-                             single_shape)
+    frame, tables, notices = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel,
+                                      ttft, single_shape)
     stages_json = tuple(frame["stages_json"].to_list())
     if len(group.classes) == 1:
         thr = frame["throughput"].to_numpy().reshape(-1, 1)
@@ -380,7 +385,7 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
         thr = thr * ratio[:, None]
     usage = usage_matrix(frame, shapes)
     return TemplateSet(group, tuple(shapes), tuple(frame["template_id"].to_list()), usage, thr, stages_json,
-                       _provenance_column(ctx, shapes, usage), stage_tables=tables)
+                       _provenance_column(ctx, shapes, usage), stage_tables=tables, notices=notices)
 
 
 def explicit_sets(scenario: Scenario, groups: Sequence[Group]) -> list[TemplateSet]:

@@ -73,3 +73,35 @@ def test_files_not_utf8_or_directory(tmp_path: Path) -> None:
         read_trace(tmp_path)
     with pytest.raises(PlanningError, match="does not exist"):
         read_trace(tmp_path / "none.csv")
+
+
+def test_reading_is_streamed_and_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file without line breaks is refused at the first oversized line; the row cap is a clear error; duplicate
+    JSON keys are refused like duplicate YAML keys; a BOM is dropped."""
+    import planning.traces as traces
+
+    one_line = tmp_path / "one.csv"
+    one_line.write_text("arrival_s,input_tokens,output_tokens\n" + "1" * (traces.MAX_LINE_CHARS + 10))
+    with pytest.raises(PlanningError, match=r"trace line 2: is longer than 1,000,000 characters"):
+        read_trace(one_line)
+    rows = tmp_path / "rows.csv"
+    rows.write_text("arrival_s,input_tokens,output_tokens\n" + "".join(f"{i},1,1\n" for i in range(50)))
+    assert len(read_trace(rows)) == 50
+    monkeypatch.setattr(traces, "MAX_TRACE_ROWS", 40)
+    with pytest.raises(PlanningError, match="more than 40 requests"):
+        read_trace(rows)
+    with pytest.raises(PlanningError, match="more than 40 requests"):
+        parse_trace(rows.read_text())
+    with pytest.raises(PlanningError, match="'timestamp' twice"):
+        parse_trace('{"timestamp": 0, "timestamp": 9, "input_length": 1, "output_length": 1}\n')
+    with pytest.raises(PlanningError, match=r"line 1.*5,001 digits"):
+        parse_trace('{"timestamp": ' + "9" * 5001 + ', "input_length": 1, "output_length": 1}\n')
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbfarrival_s,input_tokens,output_tokens\n0,1,1\n")
+    assert len(read_trace(bom)) == 1
+    assert len(parse_trace("\ufeffarrival_s,input_tokens,output_tokens\n0,1,1\n")) == 1
+
+
+def test_a_multi_line_csv_field_is_a_row_error_not_a_crash() -> None:
+    with pytest.raises(PlanningError, match="trace row"):
+        parse_trace('arrival_s,input_tokens,output_tokens\n0,"' + "x" * 200_000 + '",1\n')

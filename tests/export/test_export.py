@@ -1,6 +1,8 @@
-"""Exports: SkyPilot task YAML validated with SkyPilot's own schema; Kubernetes manifests well-formed."""
+"""Exports: SkyPilot task YAML validated with SkyPilot's own schema; what each recipe carries (docs/deploy.md)."""
 
 from __future__ import annotations
+
+import json
 
 import yaml
 
@@ -32,8 +34,11 @@ PLAN = PlanResult(
         _inst("llama-3-70b", "prefill", [(30, [("4xH100", "H100", 4)]), (50, [("4xH100", "H100", 4)])]),  # PP 2
         _inst("llama-3-70b", "decode", [(20, [("2xL40S", "L40S", 2)]), (60, [("4xA100-80G", "A100-80G", 4)])]),
         _inst("qwen3-32b", "prefill", [(64, [("1xH100", "H100", 1), ("1xH100", "H100", 1)])]),   # DP in a stage
+        _inst("phi-4", "prefill", [(40, [("1xL40S", "L40S", 1)])], count=2),                      # P/D pair
+        _inst("phi-4", "decode", [(40, [("2xL40S", "L40S", 2)])], count=1),
     ))
-REPOS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "llama-3-70b": "meta-llama/Meta-Llama-3-70B"}
+REPOS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "llama-3-70b": "meta-llama/Meta-Llama-3-70B",
+         "phi-4": "microsoft/phi-4"}
 
 
 def _validate_with_skypilot(config: dict[str, object]) -> None:
@@ -47,7 +52,9 @@ def _validate_with_skypilot(config: dict[str, object]) -> None:
 
 def test_every_skypilot_task_passes_skypilots_schema() -> None:
     files = skypilot_tasks(PLAN, REPOS)
-    assert len(files) == 1 + 1 + 2 + 1  # mixed pipeline: one task per distinct shape
+    # one file per single-node engine kind, one per multi-node engine on one shape, one per shape of a mixed
+    # engine, and the phi-4 prefill/decode proxy
+    assert len(files) == 1 + 1 + 2 + 1 + 2 + 1
     for f in files:
         config = yaml.safe_load(f.text)
         assert config["name"] in f.name
@@ -59,40 +66,66 @@ def test_skypilot_tasks_carry_the_plan() -> None:
     single = yaml.safe_load(files["llama-3-8b-decode-0.yaml"].text)
     assert single["resources"]["accelerators"] == "L40S:1"
     assert single["resources"]["infra"] == "aws/us-east-1"
-    assert single["service"]["replicas"] == 3
-    assert "meta-llama/Meta-Llama-3-8B" in single["run"]
+    assert single["resources"]["image_id"] == "docker:vllm/vllm-openai:v0.33.0"
+    assert single["service"]["replicas"] == 3 and single["service"]["readiness_probe"]["path"] == "/health"
+    assert "meta-llama/Meta-Llama-3-8B" in single["run"] and "kv-transfer" not in single["run"]
     pp = files["llama-3-70b-prefill-1.yaml"]
     config = yaml.safe_load(pp.text)
     assert config["num_nodes"] == 2 and config["resources"]["accelerators"] == "H100:4"
-    assert "VLLM_PP_LAYER_PARTITION=30,50" in config["run"]
-    assert "--pipeline-parallel-size 2" in config["run"] and "kv_producer" in config["run"]
+    assert json.loads(config["envs"]["PLANNING_SLOTS"]) == [
+        {"slot": 0, "shape": "4xH100", "gpus": 4, "layers": [30]}, {"slot": 1, "shape": "4xH100", "gpus": 4, "layers": [50]}]
+    assert "--tensor-parallel-size 4" in config["run"] and "--pipeline-parallel-size 2" in config["run"]
+    assert "VLLM_PP_LAYER_PARTITION" in config["run"] and "launch.py" in config["setup"]
     assert "stage 1: 50 layers [30, 80) on 4xH100" in pp.text
-    mixed = [f for f in files.values() if f.name.startswith("llama-3-70b-decode-2")]
-    assert {f.deployable for f in mixed} == {"manual"}
-    accels = sorted(yaml.safe_load(f.text)["resources"]["accelerators"] for f in mixed)
-    assert accels == ["A100-80GB:4", "L40S:2"]
-    dp = files["qwen3-32b-prefill-3-1xh100.yaml"]
-    assert "2 data-parallel nodes" in dp.text and yaml.safe_load(dp.text)["num_nodes"] == 2
+    # the pipelined llama-3-70b engines cannot take the NixlConnector: no KV flag, a note saying so
+    assert "kv-transfer" not in config["run"] and "no KV transfer" in pp.text and pp.notes
+    mixed = {n: f for n, f in files.items() if n.startswith("llama-3-70b-decode-2")}
+    assert set(mixed) == {"llama-3-70b-decode-2-2xl40s.yaml", "llama-3-70b-decode-2-4xa100-80g.yaml"}
+    assert {f.deployable for f in mixed.values()} == {"manual"}
+    head = yaml.safe_load(mixed["llama-3-70b-decode-2-2xl40s.yaml"].text)
+    worker = yaml.safe_load(mixed["llama-3-70b-decode-2-4xa100-80g.yaml"].text)
+    # one TP size for the pipeline (vLLM's rule): gcd(2, 4) = 2, the A100 node runs two ranks of 30 layers
+    assert "--tensor-parallel-size 2" in head["run"] and "--pipeline-parallel-size 3" in head["run"]
+    assert json.loads(head["envs"]["PLANNING_SLOTS"])[1] == {"slot": 1, "shape": "4xA100-80G", "gpus": 4,
+                                                             "layers": [30, 30]}
+    assert "vllm serve" not in worker["run"] and "ray start --head" not in worker["run"]
+    assert worker["envs"]["RAY_HEAD_IP"] is None and "${RAY_HEAD_IP:?" in worker["run"]
+    dp = yaml.safe_load(files["qwen3-32b-prefill-3.yaml"].text)
+    assert dp["service"]["replicas"] == 4 and dp["resources"]["accelerators"] == "H100:1"  # 2 nodes x 2 instances
+    proxy = files["phi-4-pd-proxy.yaml"]
+    assert proxy.deployable == "manual" and "phi-4-prefill-4" in proxy.text and "phi-4-decode-5" in proxy.text
+    assert "kv_producer" in files["phi-4-prefill-4.yaml"].text and "kv_consumer" in files["phi-4-decode-5.yaml"].text
 
 
 def test_kubernetes_manifests() -> None:
     files = {f.name: f for f in kubernetes_manifests(PLAN, REPOS)}
-    assert len(files) == 4
-    dep = yaml.safe_load(files["llama-3-8b-decode-0.k8s.yaml"].text)
-    assert dep["kind"] == "Deployment" and dep["spec"]["replicas"] == 3
+    assert set(files) == {"00-namespace.k8s.yaml", "phi-4-pd-proxy.k8s.yaml",
+                          *(f"{b}.k8s.yaml" for b in ("llama-3-8b-decode-0", "llama-3-70b-prefill-1",
+                                                      "llama-3-70b-decode-2", "qwen3-32b-prefill-3",
+                                                      "phi-4-prefill-4", "phi-4-decode-5"))}
+    dep, svc = yaml.safe_load_all(files["llama-3-8b-decode-0.k8s.yaml"].text)
+    assert dep["kind"] == "Deployment" and dep["spec"]["replicas"] == 3 and svc["kind"] == "Service"
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert dep["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L40S"
-    lws = yaml.safe_load(files["llama-3-70b-decode-2.k8s.yaml"].text)
-    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
-    leader = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
-    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    assert leader["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L40S"
-    assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
-    manual = files["qwen3-32b-prefill-3.k8s.yaml"]
-    assert manual.deployable == "manual"
-    sets = list(yaml.safe_load_all(manual.text))
-    assert [d["kind"] for d in sets] == ["StatefulSet"] and sets[0]["spec"]["replicas"] == 4
+    mixed = list(yaml.safe_load_all(files["llama-3-70b-decode-2.k8s.yaml"].text))
+    assert [d["kind"] for d in mixed] == ["StatefulSet", "Service", "StatefulSet", "Service", "Service"]
+    head, head_svc, worker, worker_svc, entry = mixed
+    assert head["spec"]["selector"] != worker["spec"]["selector"]
+    assert head_svc["spec"]["clusterIP"] == worker_svc["spec"]["clusterIP"] == "None"
+    assert worker["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
+    assert "llama-3-70b-decode-2-s0-${ORDINAL}.llama-3-70b-decode-2-s0.llm-serving" in \
+        worker["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert entry["spec"]["selector"] == head["spec"]["selector"]["matchLabels"]
+    dp = next(yaml.safe_load_all(files["qwen3-32b-prefill-3.k8s.yaml"].text))
+    assert dp["kind"] == "Deployment" and dp["spec"]["replicas"] == 4
+    namespace = list(yaml.safe_load_all(files["00-namespace.k8s.yaml"].text))
+    assert [d["kind"] for d in namespace] == ["Namespace", "ConfigMap"]
+    proxy = next(yaml.safe_load_all(files["phi-4-pd-proxy.k8s.yaml"].text))
+    script = proxy["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    # each engine Service listed once per replica it fronts: 2 prefill replicas, 1 decode
+    assert script.count("phi-4-prefill-4.llm-serving.svc.cluster.local") == 2
+    assert script.count("phi-4-decode-5.llm-serving.svc.cluster.local") == 1
 
 
 def test_cli_export_from_a_solved_preset(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -106,7 +139,7 @@ def test_cli_export_from_a_solved_preset(tmp_path, capsys) -> None:  # type: ign
     assert main(["export", str(plan_path), "--format", "all", "--out", str(out)]) == 0
     written = sorted(p.name for p in out.iterdir())
     assert written == sorted(f.name for f in api.export_plan(plan, "all"))
-    assert len(written) == 2 * len(plan.instances)
+    assert len(written) == 2 * len(plan.instances) + 1  # + the namespace file
     for path in out.glob("*.yaml"):
         if not path.name.endswith(".k8s.yaml"):
             _validate_with_skypilot(yaml.safe_load(path.read_text()))
@@ -120,7 +153,6 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
     """--max-num-batched-tokens of an aggregated instance is the TPOT SLO's chunk (build_topology's budget), in
     the serve command and the layout comment of every file; disaggregated instances get the engine limits the
     planner's tables assume (vLLM's own defaults are lower on GPUs under 70 GiB and would cap planned batches)."""
-    import re
 
     from planning import api
     from planning.simulate import build_topology, engine_token_budgets
@@ -133,9 +165,8 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
     assert all(64 <= b <= 8192 for b in budgets.values()) and len(set(budgets.values())) > 1
     for kind in ("skypilot", "kubernetes"):
         files = api.export_plan(plan, kind)
-        for idx, inst in enumerate(plan.instances):
-            base = re.sub(r"[^a-z0-9-]+", "-", f"{inst.model}-{inst.phase}-{idx}".lower())
-            mine = [f.text for f in files if f.name.startswith((base + ".", base + "-"))]  # "-<shape>": mixed
+        for idx in range(len(plan.instances)):
+            mine = [f.text for f in files if f.instance == idx and "exec vllm serve" in f.text]  # not Ray workers
             assert mine
             for text in mine:
                 assert f"--max-num-batched-tokens {budgets[idx]}" in text
@@ -143,7 +174,7 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
     disaggregated = api.export_plan(api.solve(api.load_preset_scenario("coral-core")), "all")
     settings = api.engine_context().perf.calibration.settings
     for f in disaggregated:
-        if f.kind in ("skypilot", "kubernetes") and "vllm serve" in f.text:
+        if f.kind in ("skypilot", "kubernetes") and "exec vllm serve" in f.text:
             assert f"--max-num-batched-tokens {int(settings.max_batched_tokens)}" in f.text
             assert f"--max-num-seqs {int(settings.max_num_seqs)}" in f.text
     for f in skypilot_tasks(PLAN, REPOS, {0: 512}):

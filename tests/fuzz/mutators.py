@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import time
 import traceback
@@ -12,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import yaml
 
 from planning.errors import PlanningError
+from planning.templates.cache import META_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS_DIR = ROOT / "data" / "presets"
@@ -382,6 +385,128 @@ def profile_csv_case(rng: random.Random, csvs: dict[str, str], folder: Path) -> 
     return "profile-csv", f"{name}: {note}", run
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Template cache files: damaged, foreign and altered copies (issue 30); each must give the clean plan
+# ----------------------------------------------------------------------------------------------------------------
+def cache_footer(path: Path) -> dict[str, Any]:
+    """The ``planning.library`` footer of a cached library file."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path).metadata
+    return dict(json.loads(meta[META_KEY.encode()]))
+
+
+def _rewrite(path: Path, df: Any, footer: dict[str, Any] | None) -> None:
+    """Write ``df`` over ``path`` keeping ``footer`` (what a tool that edits the data but copies the metadata does)."""
+    df.write_parquet(path, metadata={META_KEY: json.dumps(footer)} if footer is not None else None)
+
+
+def _times_ten(path: Path) -> None:
+    _rewrite(path, pl.read_parquet(path).with_columns(pl.col("throughput") * 10), cache_footer(path))
+
+
+def _drop_90(path: Path) -> None:
+    df = pl.read_parquet(path)
+    _rewrite(path, df.head(max(1, df.height // 10)), cache_footer(path))
+
+
+def _wrong_schema(path: Path) -> None:
+    footer = cache_footer(path)
+    _rewrite(path, pl.DataFrame({"template_id": ["x"], "throughput": [1e9]}), footer)
+
+
+def _renamed_column(path: Path) -> None:
+    _rewrite(path, pl.read_parquet(path).rename({"throughput": "tput"}), cache_footer(path))
+
+
+def _no_footer_times_ten(path: Path) -> None:
+    _rewrite(path, pl.read_parquet(path).with_columns(pl.col("throughput") * 10), None)
+
+
+def _other_key(path: Path) -> None:
+    footer = cache_footer(path)
+    _rewrite(path, pl.read_parquet(path), {**footer, "key": "0" * 32})
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(4096))
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+CACHE_CORRUPTIONS: dict[str, Callable[[Path], None]] = {
+    "truncated": _truncate, "garbage": _garbage, "empty": _empty, "wrong-schema": _wrong_schema,
+    "renamed-column": _renamed_column, "throughput-x10": _times_ten, "rows-dropped-90pct": _drop_90,
+    "x10-without-footer": _no_footer_times_ten, "other-key": _other_key,
+}
+
+
+
+def comparable_plan(plan_json: str) -> dict[str, Any]:
+    """A plan's JSON without what differs between equal plans (timings, stats) or names the cache (diagnostics)."""
+    return {k: v for k, v in json.loads(plan_json).items() if k not in ("timings", "diagnostics", "stats")}
+
+
+def template_cache_cases(folder: Path, preset: str = "demystifying") -> list[Case]:
+    """One case per :data:`CACHE_CORRUPTIONS`: damage every cached library of ``preset`` (library path), solve it
+    through the CLI, and fail unless the exit code is 0/1, the plan equals the clean plan and each damaged file got
+    a notice. The solves use their own cache directory under ``folder`` (the process's engine context is swapped
+    for the call), so other cached libraries are never touched; the first case also plans the clean run."""
+    from dataclasses import replace
+
+    from planning import api
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = api.load_preset_scenario(preset).to_dict()
+    data["options"]["templates"] = "library"
+    scenario = folder / f"{preset}-library.yaml"
+    scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
+    cache = folder / "templates"
+    clean: dict[str, Any] = {}
+    pristine: dict[Path, bytes] = {}
+
+    def solve() -> str:
+        saved = api._CTX
+        api._CTX = replace(api.engine_context(), cache_dir=cache)
+        try:
+            code, out, err, _ = run_cli(["solve", str(scenario), "--json"])
+        finally:
+            api._CTX = saved
+        if code not in (0, 1):
+            raise AssertionError(f"exit {code}: {err[-400:]}")
+        return out
+
+    def case(name: str, corrupt: Callable[[Path], None]) -> Callable[[], Any]:
+        def run() -> Any:
+            if not clean:
+                clean["plan"] = comparable_plan(solve())
+                pristine.update({f: f.read_bytes() for f in sorted(cache.glob("*.parquet"))})
+            if not pristine:
+                raise AssertionError("the clean solve left no cached library")
+            for f, data in pristine.items():
+                f.write_bytes(data)
+                corrupt(f)
+            out = solve()
+            notes = [d for d in json.loads(out)["diagnostics"] if "template cache file" in d]
+            if comparable_plan(out) != clean["plan"]:
+                raise AssertionError(f"{name}: the plan differs from the clean plan")
+            if len(notes) != len(pristine):
+                raise AssertionError(f"{name}: {len(notes)} cache notices for {len(pristine)} damaged files")
+            return out
+
+        return run
+
+    return [("template-cache", f"{preset}: {name} library files", case(name, fn))
+            for name, fn in CACHE_CORRUPTIONS.items()]
+
+
 def corpus() -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, dict[str, Any]], dict[str, str]]:
     """(preset dicts, preset texts, HF configs, profile CSV texts) shipped with the project."""
     presets = load_presets()
@@ -409,6 +534,42 @@ def run_cli(argv: list[str]) -> tuple[int, str, str, float]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 2
     return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
+
+
+MELANGE_BASE: dict[str, Any] = {"workload_distribution": [[0.5, 0.5]], "total_request_rate": 10,
+                                "gpu_info": {"A10G": {"cost": 1.0, "tputs": [[2.0, 1.0]]},
+                                             "L4": {"cost": 0.8, "tputs": [[1.5, 0.7]]}}}
+
+
+def _melange(**changes: Any) -> str:
+    return json.dumps({**MELANGE_BASE, **changes})
+
+
+MELANGE_HOSTILE: dict[str, str] = {
+    "int-5001-digits": _melange().replace('"total_request_rate": 10', '"total_request_rate": ' + "9" * 5001),
+    "rate-1e300": _melange(total_request_rate=1e300),
+    "rate-nan": _melange(total_request_rate=float("nan")),
+    "tputs-1e-300": _melange(gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e-300, 1e-300]]}}),
+    "tputs-1e300": _melange(gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e300, 1e300]]}}),
+    "cost-1e300": _melange(gpu_info={"A10G": {"cost": 1e300, "tputs": [[1.0, 1.0]]}}),
+    "fractions-1e300": _melange(workload_distribution=[[1e300, 1e300]]),
+    "fractions-1e-300": _melange(workload_distribution=[[1e-300, 1e-300]]),
+    "edges-1e300": _melange(bucket_edges=[0, 1e300, 1e301]),
+    "slow-gpu-huge-rate": _melange(total_request_rate=1e7, gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e-9, 1e-9]]}}),
+    "duplicate-key": '{"total_request_rate": 10, "total_request_rate": 20, "workload_distribution": [[1]], '
+                     '"gpu_info": {"A10G": {"cost": 1, "tputs": [[1]]}}}',
+    "float-1200-chars": _melange().replace('"total_request_rate": 10', '"total_request_rate": 1.' + "5" * 1200),
+}
+"""Mélange solver inputs the issue-30 tester found exiting 3 (plus neighbours): each must be exit 0 or 2."""
+
+TRACE_HOSTILE: dict[str, str] = {
+    "one-line.csv": "arrival_s,input_tokens,output_tokens\n" + "1" * 1_200_000,
+    "dup-key.jsonl": '{"timestamp": 0, "timestamp": 9, "input_length": 1, "output_length": 1}\n',
+    "int-5001.jsonl": '{"timestamp": ' + "9" * 5001 + ', "input_length": 1, "output_length": 1}\n',
+    "huge-field.csv": 'arrival_s,input_tokens,output_tokens\n0,"' + "x" * 200_000 + '",1\n',
+    "tokens-1e300.csv": "arrival_s,input_tokens,output_tokens\n0,1e300,1\n1,1,1\n",
+}
+"""Trace files: no line breaks, duplicate JSON keys, over-long numbers, a 200 kB CSV field."""
 
 
 def cli_cases(folder: Path, rng: random.Random, n_random: int = 24) -> list[list[str]]:
@@ -474,6 +635,15 @@ def cli_cases(folder: Path, rng: random.Random, n_random: int = 24) -> list[list
         ["import-melange", write("melange-deep.json", "[" * 100_000 + "]" * 100_000)],
         ["timeline", "--preset", "coral-core", "--demand", "phi-4=" + write("trace-deep.jsonl", "[" * 100_000 + "\n")],
         ["timeline", "--preset", "coral-core", "--demand", "phi-4=" + write("curve.csv", "hour,rate\n0,nan\n")],
+        # issue 30: Mélange inputs with absurd numbers and duplicate keys, unbounded trace files
+        *[["import-melange", write(f"melange-{name}.json", text)] for name, text in MELANGE_HOSTILE.items()],
+        ["import-melange", write("melange-ok.json", json.dumps(MELANGE_BASE)), "--rate", "1e300"],
+        ["import-melange", write("melange-ok2.json", json.dumps(MELANGE_BASE)), "--tputs",
+         write("melange-tputs.json", '{"gpu_info": {"A10G": {"cost": 1, "tputs": [[1e-300, 1]]}}}')],
+        *[["simulate", "--preset", "coral-core", "--duration", "5", "--trace", write(f"trace-{name}", text)]
+          for name, text in TRACE_HOSTILE.items()],
+        ["timeline", "--preset", "coral-core", "--demand",
+         "phi-4=" + write("trace-dup-t.jsonl", TRACE_HOSTILE["dup-key.jsonl"])],
     ]
     for i in range(n_random):
         name = rng.choice(sorted(texts))

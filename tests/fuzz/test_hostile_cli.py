@@ -110,3 +110,48 @@ def test_validate_refuses_what_solve_refuses_on_explicit_templates(tmp_path: Pat
         assert field in capsys.readouterr().err
     path.write_text(yaml.safe_dump(base))
     assert main(["validate", str(path)]) == 0
+
+
+def _melange(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {"workload_distribution": [[0.5, 0.5]], "total_request_rate": 10,
+                               "gpu_info": {"A10G": {"cost": 1.0, "tputs": [[2.0, 1.0]]},
+                                            "L4": {"cost": 0.8, "tputs": [[1.5, 0.7]]}}}
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    (json.dumps(_melange()).replace('"total_request_rate": 10', '"total_request_rate": ' + "9" * 5001),
+     "total_request_rate"),
+    (json.dumps(_melange(total_request_rate=1e300)), "total_request_rate"),
+    (json.dumps(_melange(gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e-300, 1e-300]]}})), "gpu_info.A10G.tputs[0][0]"),
+    (json.dumps(_melange(gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e300, 1.0]]}})), "gpu_info.A10G.tputs[0][0]"),
+    (json.dumps(_melange(gpu_info={"A10G": {"cost": 1e300, "tputs": [[1.0, 1.0]]}})), "gpu_info.A10G.cost"),
+    (json.dumps(_melange(workload_distribution=[[1e300, 0.5]])), "workload_distribution[0][0]"),
+    (json.dumps(_melange(workload_distribution=[[1e-300, 0.5]])), "workload_distribution[0][0]"),
+    (json.dumps(_melange(bucket_edges=[0, 10, 1e300])), "bucket_edges[2]"),
+    # a huge need on a slow GPU: its availability is capped at the scenario's bound, and the scenario is valid
+    (json.dumps(_melange(total_request_rate=1e7, gpu_info={"A10G": {"cost": 1.0, "tputs": [[1e-9, 1e-9]]}})), ""),
+    ('{"total_request_rate": 10, "total_request_rate": 20, "workload_distribution": [[1]], '
+     '"gpu_info": {"A10G": {"cost": 1, "tputs": [[1]]}}}', "'total_request_rate' twice"),
+    (json.dumps(_melange(total_request_rate=float("nan"))), "total_request_rate"),
+])
+def test_import_melange_bounds_every_number(tmp_path: Path, text: str, field: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`import-melange` parsed with plain json.loads: a 5,001-digit integer raised ValueError, 1e-300
+    throughputs an OverflowError (exit 3); now every number is bounded and the error names the field."""
+    path = tmp_path / "m.json"
+    path.write_text(text)
+    code = main(["import-melange", str(path)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err and len(err) < 600
+    if field:
+        assert code == 2 and field in err, err
+    else:
+        assert code == 0, err
+
+
+def test_import_melange_rate_flag_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_melange()))
+    assert main(["import-melange", str(path), "--rate", "1e300"]) == 2
+    assert "--rate" in capsys.readouterr().err

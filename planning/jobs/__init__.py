@@ -1,18 +1,18 @@
 """Background jobs: persistent SQLite job store, worker-thread runner, progress and cancellation."""
 
 from planning.context import Cancelled, CancelToken, ProgressFn
-from planning.jobs.runner import JobFn, JobRunner, JobToken, default_runner
-from planning.jobs.store import (
+from planning.jobs.dbfile import default_store_path
+from planning.jobs.record import (
     ACTIVE_STATUSES,
     STATUSES,
     TERMINAL_STATUSES,
     JobRecord,
     JobStatus,
-    JobStore,
     canonical_json,
-    default_store_path,
     request_key,
 )
+from planning.jobs.runner import JobFn, JobRunner, JobToken, default_runner
+from planning.jobs.store import JobStore
 
 __all__ = [
     "ACTIVE_STATUSES",

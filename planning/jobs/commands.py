@@ -7,7 +7,8 @@ import datetime as dt
 import sys
 from typing import Any
 
-from planning.jobs.store import STATUSES, JobRecord, JobStore
+from planning.jobs.record import STATUSES, JobRecord
+from planning.jobs.store import JobStore
 
 
 def _when(ts: float | None) -> str:

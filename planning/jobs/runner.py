@@ -18,7 +18,9 @@ from typing import Any
 
 from planning.context import CancelFlag, Cancelled, ProgressFn
 from planning.errors import PlanningError
-from planning.jobs.store import JobRecord, JobStore, default_store_path
+from planning.jobs.dbfile import default_store_path
+from planning.jobs.record import JobRecord
+from planning.jobs.store import JobStore
 
 
 class JobToken(CancelFlag):

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import math
 import os
 import socket
 import sqlite3
@@ -13,248 +10,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from planning.errors import PlanningError, quote
+from planning.jobs.dbfile import FULL_COLUMNS, LIGHT_COLUMNS, default_store_path, open_store_file
+from planning.jobs.record import JobRecord, canonical_json, record_from_row, request_key
 
-JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
-ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
-TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled")
-
-SCHEMA_VERSION = 1
 INTERRUPTED_MESSAGE = "interrupted: the process running this job stopped before it finished"
 LOST_MESSAGE = "lost: no heartbeat from the process running this job for {seconds:.0f} s (it died or hung)"
-_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
-_log = logging.getLogger(__name__)
-
-
-class _SchemaVersionError(sqlite3.DatabaseError):
-    """The file is a job store of another schema version (kept as is: it is not corrupted)."""
-
-
-def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
-    if isinstance(exc, _SchemaVersionError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _CORRUPT_CODES
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id               TEXT PRIMARY KEY,
-    kind             TEXT NOT NULL,
-    request_key      TEXT NOT NULL,
-    request_json     TEXT NOT NULL,
-    status           TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','cancelled')),
-    progress         REAL NOT NULL DEFAULT 0 CHECK (progress >= 0 AND progress <= 1),
-    message          TEXT NOT NULL DEFAULT '',
-    result_json      TEXT,
-    error            TEXT,
-    error_field      TEXT,
-    error_detail     TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    owner            TEXT,
-    host             TEXT,
-    pid              INTEGER,
-    heartbeat        REAL,
-    created          REAL NOT NULL,
-    started          REAL,
-    finished         REAL
-);
-CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (request_key, status);
-CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, created);
-CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created);
-"""
-
-# Columns read for listings; the result can be large, so listings leave it out unless asked.
-_LIGHT_COLUMNS = (
-    "id, kind, request_key, request_json, status, progress, message, NULL AS result_json, error, "
-    "error_field, error_detail, cancel_requested, owner, host, pid, heartbeat, created, started, finished"
-)
-_FULL_COLUMNS = _LIGHT_COLUMNS.replace("NULL AS result_json", "result_json")
-
-
-def default_store_path() -> Path:
-    """Where the job store lives unless the caller says otherwise.
-
-    Returns
-    -------
-    Path
-        ``$PLANNING_HOME/jobs.sqlite`` when ``PLANNING_HOME`` is set, else ``~/.cache/planning/jobs.sqlite``.
-    """
-    home = os.environ.get("PLANNING_HOME")
-    base = Path(home).expanduser() if home else Path.home() / ".cache" / "planning"
-    return base / "jobs.sqlite"
-
-
-def canonical_json(request: dict[str, Any]) -> str:
-    """Serialize a request so equal requests give equal text (sorted keys, no whitespace, no NaN).
-
-    Parameters
-    ----------
-    request:
-        A JSON-compatible dict (str keys; str/int/float/bool/None/list/dict values).
-
-    Returns
-    -------
-    str
-        Canonical JSON text.
-
-    Raises
-    ------
-    PlanningError
-        If the request is not a dict or holds values JSON cannot represent exactly.
-    """
-    if not isinstance(request, dict):
-        raise PlanningError(
-            "request", f"must be a dict, got {type(request).__name__}.", "Pass the request as a plain dict."
-        )
-    try:
-        return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PlanningError(
-            "request",
-            f"is not plain JSON ({exc}).",
-            "Convert objects with .to_dict() and replace NaN/inf with null before submitting.",
-        ) from exc
-
-
-def request_key(kind: str, request: dict[str, Any]) -> str:
-    """Content key used to dedupe jobs: SHA-256 of ``kind`` and the canonical JSON of ``request``.
-
-    Parameters
-    ----------
-    kind:
-        Job kind (``"solve"``, ``"library"``, ``"whatif"`` …).
-    request:
-        The job's JSON request.
-
-    Returns
-    -------
-    str
-        64 hex digits.
-    """
-    digest = hashlib.sha256()
-    digest.update(kind.encode("utf-8"))
-    digest.update(b"\x00")
-    digest.update(canonical_json(request).encode("utf-8"))
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A snapshot of one job row. Times are Unix seconds; ``result`` is ``None`` until the job is done.
-
-    ``error`` is the user-facing message (a ``PlanningError`` message verbatim); ``error_field`` the
-    offending input field when the error named one; ``error_detail`` the exception type and a short
-    traceback for unexpected errors. ``result_json`` is ``None`` in listings unless asked for.
-    """
-
-    id: str
-    kind: str
-    request_key: str
-    request_json: str
-    status: JobStatus
-    progress: float
-    message: str
-    result_json: str | None
-    error: str | None
-    error_field: str | None
-    error_detail: str | None
-    cancel_requested: bool
-    owner: str | None
-    host: str | None
-    pid: int | None
-    heartbeat: float | None
-    created: float
-    started: float | None
-    finished: float | None
-
-    @property
-    def request(self) -> dict[str, Any]:
-        """The job's request as a dict (empty when the stored text is not a JSON object: a damaged row)."""
-        return _json_object(self.request_json) or {}
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        """The job's result dict, or ``None`` when not done, not loaded in a listing, or damaged."""
-        return _json_object(self.result_json)
-
-    @property
-    def finished_ok(self) -> bool:
-        return self.status == "done"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once the job is done, failed or cancelled (it will not change again)."""
-        return self.status in TERMINAL_STATUSES
-
-    @property
-    def elapsed(self) -> float | None:
-        """Seconds the job has run (until now while running), ``None`` before it starts."""
-        if self.started is None:
-            return None
-        end = self.finished if self.finished is not None else time.time()
-        return max(0.0, end - self.started)
-
-    def to_dict(self, with_result: bool = True) -> dict[str, Any]:
-        """Plain dict for ``--json`` output and APIs (request/result parsed, not as text)."""
-        data = asdict(self)
-        data.pop("request_json")
-        data.pop("result_json")
-        data["request"] = self.request
-        if with_result:
-            data["result"] = self.result
-        data["elapsed"] = self.elapsed
-        return data
-
-
-def _json_object(text: Any) -> dict[str, Any] | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _number(value: Any) -> float | None:
-    """A stored number, or None when a damaged row holds something else (text, NaN, a blob)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
-
-
-def _row_to_record(row: sqlite3.Row) -> JobRecord:
-    """A row as a record; numbers a damaged row holds as text read as missing (the listing still works)."""
-    return JobRecord(
-        id=row["id"],
-        kind=row["kind"],
-        request_key=row["request_key"],
-        request_json=row["request_json"],
-        status=row["status"],
-        progress=min(max(_number(row["progress"]) or 0.0, 0.0), 1.0),
-        message=row["message"],
-        result_json=row["result_json"],
-        error=row["error"],
-        error_field=row["error_field"],
-        error_detail=row["error_detail"],
-        cancel_requested=bool(row["cancel_requested"]),
-        owner=row["owner"],
-        host=row["host"],
-        pid=row["pid"],
-        heartbeat=_number(row["heartbeat"]),
-        created=_number(row["created"]) or 0.0,
-        started=_number(row["started"]),
-        finished=_number(row["finished"]),
-    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -321,82 +85,11 @@ class JobStore:
         self.moved_aside: Path | None = None
         self._lock = threading.RLock()
         self._last_reap = 0.0
-        try:
-            self._conn = self._connect(busy_timeout_ms)
-        except sqlite3.DatabaseError as exc:
-            if not _is_corruption(exc):
-                raise self._unusable(exc) from None
-            self.moved_aside = self._move_aside()
-            self.notice = (f"The job store {self.path} was corrupted ({exc}); it was moved to "
-                           f"{self.moved_aside.name} and a fresh store was started.")
-            _log.warning(self.notice)
-            try:
-                self._conn = self._connect(busy_timeout_ms)
-            except sqlite3.DatabaseError as again:
-                raise self._unusable(again) from None
+        self._conn, self.moved_aside, self.notice = open_store_file(self.path, busy_timeout_ms)
         if recover:
             self.recover_stale()
 
     # -- plumbing -----------------------------------------------------------------------------------
-    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
-        """Open, set pragmas, check integrity and create the schema; closes the connection on failure."""
-        conn = sqlite3.connect(
-            str(self.path),
-            timeout=busy_timeout_ms / 1000,
-            isolation_level=None,  # autocommit; multi-statement writes use BEGIN IMMEDIATE
-            check_same_thread=False,
-        )
-        conn.row_factory = sqlite3.Row
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            check = conn.execute("PRAGMA quick_check").fetchone()
-            if check is None or check[0] != "ok":
-                raise sqlite3.DatabaseError(f"database disk image is malformed ({check[0] if check else 'no answer'})")
-            self._init_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _unusable(self, exc: BaseException) -> PlanningError:
-        return PlanningError(
-            "jobs.store_path",
-            f"{self.path} is not a usable job store ({exc}).",
-            "Point PLANNING_HOME at another folder or delete the file; it only caches job results.",
-        )
-
-    def _move_aside(self) -> Path:
-        """Rename a corrupted database (and its WAL/SHM files) to ``<name>.corrupt-<time>``; returns the new path."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        try:
-            os.replace(self.path, target)
-            for suffix in ("-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    os.replace(side, target.with_name(target.name + suffix))
-        except OSError as exc:
-            raise PlanningError(
-                "jobs.store_path",
-                f"{self.path} is corrupted and could not be moved aside ({exc.strerror or exc}).",
-                "Delete the file or point PLANNING_HOME at another folder; it only caches job results.",
-            ) from None
-        return target
-
-    def _init_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise _SchemaVersionError(f"schema version {version}, expected {SCHEMA_VERSION}")
-        conn.executescript(_SCHEMA)
-        if version == 0:
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
     def _reap_lost(self) -> None:
         """On reads: mark dead/silent active jobs failed, at most every ``min(1, stale_after / 4)`` seconds."""
         now = time.monotonic()
@@ -456,14 +149,14 @@ class JobStore:
         """
         self._reap_lost()
         with self._lock:
-            row = self._conn.execute(f"SELECT {_FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = self._conn.execute(f"SELECT {FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise PlanningError(
                 "job_id",
                 f"no job {quote(job_id, 80)} in {self.path}.",
                 "The job store may have been cleared; submit the request again.",
             )
-        return _row_to_record(row)
+        return record_from_row(row)
 
     def find(self, job_id: str) -> JobRecord | None:
         """Like :meth:`get` but returns ``None`` for an unknown id."""
@@ -510,12 +203,12 @@ class JobStore:
             clauses.append("status = ?")
             params.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        columns = _FULL_COLUMNS if with_result else _LIGHT_COLUMNS
+        columns = FULL_COLUMNS if with_result else LIGHT_COLUMNS
         self._reap_lost()
         sql = f"SELECT {columns} FROM jobs {where} ORDER BY created DESC, rowid DESC LIMIT ?"
         with self._lock:
             rows = self._conn.execute(sql, (*params, int(limit))).fetchall()
-        return [_row_to_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def cancel_requested(self, job_id: str) -> bool:
         """Whether anyone (any process) asked to cancel this job."""

@@ -1,7 +1,7 @@
-"""Background jobs: persistent SQLite job store, worker-thread runner, progress and cancellation."""
+"""Background jobs: persistent SQLite job store, runner (threads or worker processes), progress and cancellation."""
 
 from planning.context import Cancelled, CancelToken, ProgressFn
-from planning.jobs.dbfile import default_store_path
+from planning.jobs.dbfile import StoreError, default_store_path
 from planning.jobs.record import (
     ACTIVE_STATUSES,
     STATUSES,
@@ -27,6 +27,7 @@ __all__ = [
     "JobStore",
     "JobToken",
     "ProgressFn",
+    "StoreError",
     "canonical_json",
     "default_runner",
     "default_store_path",

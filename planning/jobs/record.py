@@ -12,10 +12,18 @@ from typing import Any, Literal
 
 from planning.errors import PlanningError
 
-JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled", "lost"]
+STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled", "lost")
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
-TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled")
+TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled", "lost")
+
+# A job's columns in store order: schema 1's, then what schema 2 added (kept last, so a schema-1 row is a prefix).
+V1_COLUMNS: tuple[str, ...] = (
+    "id", "kind", "request_key", "request_json", "status", "progress", "message", "result_json", "error",
+    "error_field", "error_detail", "cancel_requested", "owner", "host", "pid", "heartbeat", "created", "started",
+    "finished",
+)
+V2_COLUMNS: tuple[str, ...] = (*V1_COLUMNS, "attempt", "worker_pid", "progressed", "heartbeat_s", "stall_s", "notes")
 
 
 def canonical_json(request: dict[str, Any]) -> str:
@@ -71,6 +79,7 @@ def request_key(kind: str, request: dict[str, Any]) -> str:
     digest.update(canonical_json(request).encode("utf-8"))
     return digest.hexdigest()
 
+
 @dataclass(frozen=True)
 class JobRecord:
     """A snapshot of one job row. Times are Unix seconds; ``result`` is ``None`` until the job is done.
@@ -78,6 +87,11 @@ class JobRecord:
     ``error`` is the user-facing message (a ``PlanningError`` message verbatim); ``error_field`` the
     offending input field when the error named one; ``error_detail`` the exception type and a short
     traceback for unexpected errors. ``result_json`` is ``None`` in listings unless asked for.
+
+    Liveness: ``heartbeat`` is written every ``heartbeat_s`` seconds by the process running the job (a thread of
+    its worker process, or of the runner for jobs run in threads), ``progressed`` each time the job reports
+    progress. ``attempt`` counts runs (2 after a retry on a dead worker), ``worker_pid`` is the worker process of
+    the current attempt, ``notes`` one line per event worth keeping (a worker's death, a retry).
     """
 
     id: str
@@ -99,6 +113,12 @@ class JobRecord:
     created: float
     started: float | None
     finished: float | None
+    attempt: int = 0
+    worker_pid: int | None = None
+    progressed: float | None = None
+    heartbeat_s: float | None = None
+    stall_s: float | None = None
+    notes: str | None = None
 
     @property
     def request(self) -> dict[str, Any]:
@@ -116,7 +136,7 @@ class JobRecord:
 
     @property
     def is_terminal(self) -> bool:
-        """True once the job is done, failed or cancelled (it will not change again)."""
+        """True once the job is done, failed, cancelled or lost (it will not change again)."""
         return self.status in TERMINAL_STATUSES
 
     @property
@@ -127,8 +147,40 @@ class JobRecord:
         end = self.finished if self.finished is not None else time.time()
         return max(0.0, end - self.started)
 
+    def silent_for(self, now: float | None = None) -> float | None:
+        """Seconds since the last heartbeat of a running job (``None`` when not running or never beaten)."""
+        if self.status != "running" or self.heartbeat is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.heartbeat)
+
+    def stalled_for(self, now: float | None = None) -> float | None:
+        """Seconds since a running job last reported progress (or started), ``None`` when not running."""
+        if self.status != "running":
+            return None
+        last = self.progressed if self.progressed is not None else self.started
+        return None if last is None else max(0.0, (time.time() if now is None else now) - last)
+
+    def attention(self, now: float | None = None) -> str | None:
+        """What a user watching a running job should know, or ``None`` when all is well.
+
+        ``"no heartbeat for N s"`` once the process running it has been silent for more than twice its heartbeat
+        interval (hung, stopped or dead: a reader marks it ``lost`` after the store's ``stale_after``), else ``"no
+        progress for N s"`` once it has reported no progress for ``stall_s`` seconds while its heartbeat is fresh
+        (alive: slow or stuck in one step).
+        """
+        now = time.time() if now is None else now
+        silent = self.silent_for(now)
+        if silent is not None and self.heartbeat_s and silent > 2 * self.heartbeat_s:
+            return (f"no heartbeat for {silent:.0f} s (expected every {self.heartbeat_s:g} s): the process running "
+                    "it is stopped, hung or dead")
+        stalled = self.stalled_for(now)
+        if stalled is not None and self.stall_s is not None and stalled >= self.stall_s:
+            beat = f"heartbeat {silent:.0f} s ago" if silent is not None else "no heartbeat yet"
+            return f"no progress for {stalled:.0f} s (alive: {beat})"
+        return None
+
     def to_dict(self, with_result: bool = True) -> dict[str, Any]:
-        """Plain dict for ``--json`` output and APIs (request/result parsed, not as text)."""
+        """Plain dict for ``--json`` output and APIs (request/result parsed, not as text; ``attention`` added)."""
         data = asdict(self)
         data.pop("request_json")
         data.pop("result_json")
@@ -136,6 +188,7 @@ class JobRecord:
         if with_result:
             data["result"] = self.result
         data["elapsed"] = self.elapsed
+        data["attention"] = self.attention()
         return data
 
 
@@ -155,6 +208,14 @@ def _number(value: Any) -> float | None:
         return None
     v = float(value)
     return v if math.isfinite(v) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def record_from_row(row: sqlite3.Row) -> JobRecord:
@@ -179,4 +240,10 @@ def record_from_row(row: sqlite3.Row) -> JobRecord:
         created=_number(row["created"]) or 0.0,
         started=_number(row["started"]),
         finished=_number(row["finished"]),
+        attempt=_int(row["attempt"]) or 0,
+        worker_pid=_int(row["worker_pid"]),
+        progressed=_number(row["progressed"]),
+        heartbeat_s=_number(row["heartbeat_s"]),
+        stall_s=_number(row["stall_s"]),
+        notes=_text(row["notes"]),
     )

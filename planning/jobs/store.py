@@ -9,20 +9,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from planning.errors import PlanningError, quote
-from planning.jobs.dbfile import FULL_COLUMNS, LIGHT_COLUMNS, default_store_path, open_store_file
+from planning.jobs.dbfile import StoreError, default_store_path, open_store_file, select_columns, store_error
 from planning.jobs.record import JobRecord, canonical_json, record_from_row, request_key
 
-INTERRUPTED_MESSAGE = "interrupted: the process running this job stopped before it finished"
+INTERRUPTED_MESSAGE = ("lost: the process that ran this job (the workbench server or the CLI) ended before the job "
+                       "finished")
 LOST_MESSAGE = "lost: no heartbeat from the process running this job for {seconds:.0f} s (it died or hung)"
+RESUBMIT = "Submit the same request again: an identical request starts a fresh job (lost jobs are never reused)."
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host (signal 0 probes without sending)."""
+    """Whether a process with this id runs on this host (signal 0 probes without sending; a zombie is dead)."""
     if pid <= 0:
         return False
     try:
@@ -33,7 +35,12 @@ def pid_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    try:  # Linux: a killed process whose parent has not reaped it yet still answers signal 0
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[-1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 class JobStore:
@@ -42,12 +49,15 @@ class JobStore:
     One connection per store object (``check_same_thread=False``) guarded by a lock; every write is a
     short autocommit statement or a ``BEGIN IMMEDIATE`` transaction, and ``busy_timeout`` makes a
     concurrent writer wait instead of failing. Opening the store marks jobs whose process died as
-    failed ("interrupted"); reads (:meth:`get`, :meth:`list_jobs`) also mark active jobs whose heartbeat is
-    older than ``stale_after`` as failed ("lost"), so a dead job is seen without reopening the store.
+    ``lost``; reads (:meth:`get`, :meth:`list_jobs`) also mark active jobs whose heartbeat is older than
+    ``stale_after`` as ``lost``, so a dead job is seen without reopening the store.
 
-    A corrupted database file (not SQLite, or a malformed image) is renamed to
-    ``<name>.corrupt-<UTC time>`` with its ``-wal``/``-shm`` files, a warning is logged, :attr:`notice` says
-    where it went, and a fresh store starts (the store only caches job results).
+    A damaged database file (not SQLite, a malformed image, an old 0-byte file, a write-ahead log failing its
+    checksums) is renamed to ``<name>.corrupt-<UTC time>`` with its ``-wal``/``-shm`` files, the jobs still
+    readable in it are copied into a fresh store (:attr:`recovered`), and :attr:`notice` says how many and where
+    the damaged file went. A file that cannot be written is opened read-only (:attr:`read_only`, a notice); every
+    write then raises :class:`~planning.jobs.dbfile.StoreError` (a ``PlanningError`` on ``jobs.store_path``), as
+    does any write that finds the disk full — SQLite rolls the write back, so nothing is half-written.
 
     Parameters
     ----------
@@ -68,6 +78,11 @@ class JobStore:
         corrupted file cannot be moved aside.
     """
 
+    read_only: bool
+    """The file cannot be written: reads work, writes raise ``StoreError``."""
+    recovered: int | None
+    """Jobs copied from a damaged file on open; ``None`` when the file was sound."""
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -80,14 +95,20 @@ class JobStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stale_after = stale_after
         self.host = socket.gethostname()
-        self.notice: str | None = None
-        """Set when a corrupted file was moved aside on open (where it went); ``None`` otherwise."""
-        self.moved_aside: Path | None = None
         self._lock = threading.RLock()
         self._last_reap = 0.0
-        self._conn, self.moved_aside, self.notice = open_store_file(self.path, busy_timeout_ms)
-        if recover:
-            self.recover_stale()
+        opened = open_store_file(self.path, busy_timeout_ms)
+        self._conn, self._version, self._read_only_code = opened.conn, opened.version, opened.read_only_code
+        self.read_only, self.recovered = opened.read_only, opened.recovered
+        self.moved_aside: Path | None = opened.moved_aside
+        """Where a damaged file was moved on open; ``None`` otherwise."""
+        self.notice: str | None = opened.notice
+        """What a user must be told about the file (damaged and recovered, read-only); ``None`` otherwise."""
+        if recover and not self.read_only:
+            try:
+                self.recover_stale()
+            except StoreError as exc:  # a full disk must not stop anyone from reading the store
+                self.notice = f"{self.notice} {exc}" if self.notice else str(exc)
 
     # -- plumbing -----------------------------------------------------------------------------------
     def _reap_lost(self) -> None:
@@ -96,27 +117,45 @@ class JobStore:
         if now - self._last_reap < min(1.0, self.stale_after / 4):
             return
         self._last_reap = now
+        if self.read_only:
+            return
         try:
             self.recover_stale()
-        except sqlite3.OperationalError:  # busy: the next read tries again
+        except StoreError:  # busy or full: the next read tries again
             self._last_reap = 0.0
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A short write transaction that takes the write lock up front (no deadlock on upgrade)."""
+    def _sql(self, doing: str, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; an SQLite failure becomes the store's own :class:`StoreError`."""
+        if write and self.read_only:
+            raise store_error(self.path, sqlite3.OperationalError("the store was opened read-only"), doing, self._read_only_code)
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+            except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+                raise store_error(self.path, exc, doing) from None
+            except sqlite3.DatabaseError as exc:
+                if type(exc) is not sqlite3.DatabaseError:  # IntegrityError, ProgrammingError …: a bug, not the file
+                    raise
+                raise store_error(self.path, exc, doing) from None
 
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        with self._lock:
-            cursor = self._conn.execute(sql, params)
-            return cursor.rowcount
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """A short write transaction that takes the write lock up front (no deadlock on upgrade)."""
+        with self._sql(doing, write=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite may already have rolled back (disk full)
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = (), *, doing: str = "writing a job") -> int:
+        with self._sql(doing, write=True) as conn:
+            return conn.execute(sql, params).rowcount
 
     def close(self) -> None:
         """Close the connection (the store object is unusable afterwards)."""
@@ -148,8 +187,9 @@ class JobStore:
             If no job has this id.
         """
         self._reap_lost()
-        with self._lock:
-            row = self._conn.execute(f"SELECT {FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._sql(f"reading job {quote(job_id, 40)}") as conn:
+            row = conn.execute(f"SELECT {select_columns(self._version, True)} FROM jobs WHERE id = ?",
+                               (job_id,)).fetchone()
         if row is None:
             raise PlanningError(
                 "job_id",
@@ -203,17 +243,17 @@ class JobStore:
             clauses.append("status = ?")
             params.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        columns = FULL_COLUMNS if with_result else LIGHT_COLUMNS
+        columns = select_columns(self._version, with_result)
         self._reap_lost()
         sql = f"SELECT {columns} FROM jobs {where} ORDER BY created DESC, rowid DESC LIMIT ?"
-        with self._lock:
-            rows = self._conn.execute(sql, (*params, int(limit))).fetchall()
+        with self._sql("listing jobs") as conn:
+            rows = conn.execute(sql, (*params, int(limit))).fetchall()
         return [record_from_row(r) for r in rows]
 
     def cancel_requested(self, job_id: str) -> bool:
         """Whether anyone (any process) asked to cancel this job."""
-        with self._lock:
-            row = self._conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._sql("reading a cancel flag") as conn:
+            row = conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return bool(row and row[0])
 
     # -- writes -------------------------------------------------------------------------------------
@@ -244,7 +284,7 @@ class JobStore:
         if reuse:
             self.recover_stale()  # never join a job whose process has died
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(f"recording a new {quote(kind, 40)} job") as conn:
             if reuse:
                 row = conn.execute(
                     "SELECT id FROM jobs WHERE request_key = ? AND status IN ('done','running','queued') "
@@ -260,32 +300,66 @@ class JobStore:
             )
         return job_id, True
 
-    def mark_running(self, job_id: str) -> bool:
-        """Move a queued job to running; False if it was cancelled (or taken) meanwhile."""
+    def mark_running(self, job_id: str, *, heartbeat_s: float | None = None, stall_s: float | None = None) -> bool:
+        """Move a queued job to running (attempt 1); False if it was cancelled (or taken) meanwhile.
+
+        Parameters
+        ----------
+        job_id:
+            The queued job.
+        heartbeat_s:
+            How often the process running it will refresh its heartbeat (readers flag it after twice that).
+        stall_s:
+            Seconds without progress after which readers say "no progress for N s".
+        """
         now = time.time()
         changed = self._execute(
-            "UPDATE jobs SET status = 'running', started = ?, heartbeat = ?, host = ?, pid = ? "
-            "WHERE id = ? AND status = 'queued' AND cancel_requested = 0",
-            (now, now, self.host, os.getpid(), job_id),
+            "UPDATE jobs SET status = 'running', started = ?, heartbeat = ?, progressed = ?, host = ?, pid = ?, "
+            "attempt = 1, heartbeat_s = ?, stall_s = ? WHERE id = ? AND status = 'queued' AND cancel_requested = 0",
+            (now, now, now, self.host, os.getpid(), heartbeat_s, stall_s, job_id),
+            doing=f"starting job {job_id}",
         )
         return changed == 1
 
+    def set_worker(self, job_id: str, worker_pid: int | None, attempt: int) -> None:
+        """Record which worker process runs the current attempt of a running job."""
+        self._execute("UPDATE jobs SET worker_pid = ?, attempt = ?, heartbeat = ? WHERE id = ? AND status = 'running'",
+                      (worker_pid, attempt, time.time(), job_id), doing=f"recording the worker of job {job_id}")
+
+    def note_retry(self, job_id: str, attempt: int, note: str) -> bool:
+        """Start ``attempt`` of a running job after its worker died: progress back to 0, the note kept.
+
+        Returns
+        -------
+        bool
+            False when the job is no longer running (cancelled, or marked lost meanwhile).
+        """
+        now = time.time()
+        return self._execute(
+            "UPDATE jobs SET attempt = ?, progress = 0, message = ?, progressed = ?, heartbeat = ?, worker_pid = NULL,"
+            " notes = COALESCE(notes || char(10), '') || ? WHERE id = ? AND status = 'running'",
+            (attempt, f"retrying (attempt {attempt}): {note}", now, now, note, job_id),
+            doing=f"recording a retry of job {job_id}",
+        ) == 1
+
     def set_progress(self, job_id: str, progress: float, message: str) -> None:
-        """Persist progress (0..1) and a one-line message of a running job; also a heartbeat."""
+        """Persist progress (0..1) and a one-line message of a running job, and when it was reported."""
         fraction = min(1.0, max(0.0, float(progress)))
         self._execute(
-            "UPDATE jobs SET progress = ?, message = ?, heartbeat = ? WHERE id = ? AND status = 'running'",
+            "UPDATE jobs SET progress = ?, message = ?, progressed = ? WHERE id = ? AND status = 'running'",
             (fraction, message, time.time(), job_id),
+            doing=f"recording the progress of job {job_id}",
         )
 
     def heartbeat(self, job_ids: list[str]) -> None:
-        """Refresh the heartbeat of active jobs run by this process."""
+        """Refresh the heartbeat of active jobs run by this process (a thread does it, apart from progress)."""
         if not job_ids:
             return
         marks = ",".join("?" for _ in job_ids)
         self._execute(
             f"UPDATE jobs SET heartbeat = ? WHERE id IN ({marks}) AND status IN ('queued','running')",
             (time.time(), *job_ids),
+            doing="writing a heartbeat",
         )
 
     def finish_done(self, job_id: str, result: dict[str, Any]) -> None:
@@ -295,18 +369,32 @@ class JobStore:
             "UPDATE jobs SET status = 'done', progress = 1, result_json = ?, finished = ?, heartbeat = ? "
             "WHERE id = ? AND status = 'running'",
             (text, time.time(), time.time(), job_id),
+            doing=f"storing the result of job {job_id} ({len(text):,} characters)",
         )
 
     def finish_failed(
-        self, job_id: str, error: str, *, field: str | None = None, detail: str | None = None
+        self, job_id: str, error: str, *, field: str | None = None, detail: str | None = None,
+        note: str | None = None,
     ) -> None:
-        """Mark an active job failed with a user-facing message (and optional field / detail)."""
+        """Mark an active job failed with a user-facing message (and optional field / detail / note to keep)."""
         now = time.time()
         self._execute(
             "UPDATE jobs SET status = 'failed', error = ?, error_field = ?, error_detail = ?, finished = ?,"
-            " heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
-            (error, field, detail, now, now, job_id),
+            " heartbeat = ?, notes = CASE WHEN ? IS NULL THEN notes ELSE COALESCE(notes || char(10), '') || ? END"
+            " WHERE id = ? AND status IN ('queued','running')",
+            (error, field, detail, now, now, note, note, job_id),
+            doing=f"recording job {job_id} as failed",
         )
+
+    def finish_lost(self, job_id: str, error: str, detail: str) -> bool:
+        """Mark an active job ``lost``: the process running it is gone or silent. False if it was no longer active."""
+        now = time.time()
+        return self._execute(
+            "UPDATE jobs SET status = 'lost', error = ?, error_detail = ?, finished = ? "
+            "WHERE id = ? AND status IN ('queued','running')",
+            (error, detail, now, job_id),
+            doing=f"recording job {job_id} as lost",
+        ) == 1
 
     def finish_cancelled(self, job_id: str, message: str = "cancelled") -> None:
         """Mark an active job cancelled."""
@@ -315,6 +403,7 @@ class JobStore:
             "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = ?, finished = ?, "
             "heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
             (message, now, now, job_id),
+            doing=f"recording job {job_id} as cancelled",
         )
 
     def request_cancel(self, job_id: str) -> bool:
@@ -333,7 +422,7 @@ class JobStore:
             True if the job was queued or running (the request was accepted).
         """
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(f"cancelling job {quote(job_id, 40)}") as conn:
             queued = conn.execute(
                 "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = 'cancelled', "
                 "finished = ? WHERE id = ? AND status = 'queued'",
@@ -345,41 +434,48 @@ class JobStore:
         return bool(queued or running)
 
     def recover_stale(self) -> list[str]:
-        """Mark active jobs whose process is gone as failed ("interrupted").
+        """Mark active jobs whose process is gone as ``lost``.
 
-        A job is stale when it was run on this host by a process that no longer exists, or when its
-        heartbeat is older than ``stale_after`` seconds (other host, recycled pid, hung process).
+        A job is lost when the process that runs it (the runner: a workbench server or a CLI) was on this host and
+        no longer exists, or when its heartbeat is older than ``stale_after`` seconds (and three of its own heartbeat
+        intervals): another host's process that died, a recycled pid, a hung process. Nothing is written to a
+        read-only store.
 
         Returns
         -------
         list[str]
-            Ids of the jobs marked failed.
+            Ids of the jobs marked lost.
         """
+        if self.read_only:
+            return []
         now = time.time()
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, host, pid, heartbeat FROM jobs WHERE status IN ('queued','running')"
+        with self._sql("looking for jobs whose process died") as conn:
+            rows = conn.execute(
+                "SELECT id, host, pid, heartbeat, heartbeat_s FROM jobs WHERE status IN ('queued','running')"
             ).fetchall()
-        stale: list[str] = []
+        lost: list[str] = []
         for row in rows:
             dead_here = row["host"] == self.host and row["pid"] is not None and not pid_alive(row["pid"])
             silence = None if row["heartbeat"] is None else now - float(row["heartbeat"])
+            limit = max(self.stale_after, 3 * float(row["heartbeat_s"] or 0.0))
             if dead_here:
-                message, detail = INTERRUPTED_MESSAGE, "Its process on this host has ended."
-            elif silence is None or silence > self.stale_after:
-                message = LOST_MESSAGE.format(seconds=silence if silence is not None else self.stale_after)
-                detail = f"No heartbeat within stale_after = {self.stale_after:g} s; marked failed by a reader."
+                message = INTERRUPTED_MESSAGE
+                detail = f"Its process (pid {row['pid']} on {self.host}) has ended. {RESUBMIT}"
+            elif silence is None or silence > limit:
+                message = LOST_MESSAGE.format(seconds=silence if silence is not None else limit)
+                detail = f"No heartbeat within {limit:g} s (stale_after); marked lost by a reader. {RESUBMIT}"
             else:
                 continue
-            stale.append(row["id"])
-            self.finish_failed(row["id"], message, detail=detail)
-        return stale
+            if self.finish_lost(row["id"], message, detail):
+                lost.append(row["id"])
+        return lost
 
     def delete(self, job_id: str) -> bool:
         """Remove a finished job; active jobs are kept (cancel them first)."""
         return (
             self._execute(
-                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled')", (job_id,)
+                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,),
+                doing=f"deleting job {job_id}",
             )
             == 1
         )
@@ -387,7 +483,8 @@ class JobStore:
     def prune(self, keep: int = 500) -> int:
         """Delete all but the ``keep`` most recent finished jobs; returns how many were deleted."""
         return self._execute(
-            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled') AND id NOT IN "
+            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
             "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
             (int(keep),),
+            doing="pruning old jobs",
         )

@@ -11,7 +11,8 @@ from planning.jobs.record import (
     canonical_json,
     request_key,
 )
-from planning.jobs.runner import JobFn, JobRunner, JobToken, default_runner
+from planning.jobs.reporting import JobToken
+from planning.jobs.runner import JobFn, JobRunner, default_runner
 from planning.jobs.store import JobStore
 
 __all__ = [

@@ -163,7 +163,12 @@ def worker_main(conn: Connection, warm_modules: tuple[str, ...]) -> None:
         if task is None:
             return
         conn.send(("started", os.getpid(), ""))  # from here on this process writes the job's heartbeat
-        outcome = run_in_child(task)
+        try:
+            outcome = run_in_child(task)
+        except PlanningError as exc:  # the store could not be opened here (StoreError): the job's error, not a death
+            outcome = ("error", exc.field, str(exc))
+        except Exception as exc:
+            outcome = ("crash", f"{type(exc).__name__}: {exc}", short_traceback(exc))
         try:
             conn.send(outcome)
         except Exception as exc:  # e.g. a result that does not pickle
@@ -327,12 +332,16 @@ class WorkerPool:
         return worker
 
     def start_spare(self) -> None:
-        """Start one idle worker now, so its warm-up overlaps whatever comes next (no-op if one is idle)."""
-        with self._lock:
+        """Start one idle worker now, so its warm-up overlaps whatever comes next (no-op if one is idle, or the
+        pool is full; a spare that cannot be started is left to the next :meth:`acquire`)."""
+        with self._lock:  # checked and started under the lock: two deaths at once start one spare, not two
             if self._closed or self._idle or len(self._all) >= self._size:
                 return
-        worker = self._start()
-        with self._lock:
+            try:
+                worker = Worker(self._ctx, self._warm)
+            except OSError:
+                return
+            self._all.add(worker)
             self._idle.append(worker)
 
     def acquire(self) -> Worker:

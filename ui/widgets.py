@@ -57,6 +57,9 @@ def show_job_outcome(record: JobRecord) -> None:
                 st.code(record.error_detail)
     elif record.status == "cancelled":
         st.warning(f"The {record.kind} job was cancelled. Submit it again to rerun it.")
+    elif record.status == "lost":
+        st.warning(f"The {record.kind} job was lost: {record.error} Submit it again to rerun it (an identical "
+                   "request starts a fresh job).", icon=":material/warning:")
 
 
 def live_jobs(jobs: Mapping[str, str], key: str) -> None:
@@ -84,7 +87,12 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 continue
             fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
             step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
-            cols[0].progress(fraction, text=f"{label}: {step} ({record.status})")
+            text = f"{label}: {step} ({record.status})"
+            if record.attempt > 1:
+                text += f" · attempt {record.attempt}, its first worker died"
+            if attention := record.attention():
+                text += f" · {attention}"
+            cols[0].progress(fraction, text=text)
             if best:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
                                 "the time limit comes; then this plan is the answer.")

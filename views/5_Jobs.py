@@ -16,6 +16,9 @@ from ui import state, widgets
 widgets.page("Jobs", "Plans, template libraries and sweeps run in the background and are kept on disk, so a reload "
              "or a second tab finds them. Identical requests reuse a finished job.")
 
+store = state.runner().store
+if store.notice:  # a damaged store was recovered (how many jobs, where the damaged file went), or it is read-only
+    st.warning(store.notice, icon=":material/warning:")
 mine_only = st.toggle("Only this session's jobs", value=True)
 records = state.runner().list_jobs(owner=st.session_state["owner"] if mine_only else None, limit=100)
 if not records:
@@ -69,7 +72,8 @@ for r in records:
         "scenario": str(scenario.get("name", "")), "what": KIND_LABELS.get(r.kind, r.kind),
         "objective": {"cost": "min cost", "served": "max served"}.get(str(objective.get("kind", "")), ""),
         "prices": "spot" if scenario.get("pricing") == "spot" else "on-demand",
-        "status": r.status, "progress": r.progress, "cost $/h": cost,
+        "status": r.status, "progress": r.progress, "attention": r.attention() or "", "attempt": r.attempt or None,
+        "cost $/h": cost,
         "cost $/month": None if cost is None else round(cost * widgets.HOURS_PER_MONTH),
         "age": _age(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
         "message": r.message or "", "error": r.error or "", "id": r.id,
@@ -79,7 +83,17 @@ st.dataframe(frame, hide_index=True, width="stretch",
              column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0),
                             "cost $/h": st.column_config.NumberColumn(format="$%.2f"),
                             "cost $/month": st.column_config.NumberColumn(format="$%,.0f"),
-                            "seconds": st.column_config.NumberColumn("run time (s)", format="%.1f")})
+                            "seconds": st.column_config.NumberColumn("run time (s)", format="%.1f"),
+                            "attention": st.column_config.TextColumn(
+                                help="'no progress for N s': alive (heartbeat fresh) but no step reported for a "
+                                     "while, e.g. a long ILP on a busy machine. 'no heartbeat for N s': its process "
+                                     "is stopped, hung or dead; it is marked lost after two minutes."),
+                            "attempt": st.column_config.NumberColumn(
+                                help="2 when its first worker process died (e.g. out of memory) and it was run "
+                                     "again; its notes say why (planning jobs show ID).")})
+if any(r.status == "lost" for r in records):
+    st.caption("lost: the process running the job (the workbench server, or its worker) stopped before it finished. "
+               "Plan it again: an identical request starts a fresh job.")
 
 active = {f"{KIND_LABELS.get(r.kind, r.kind)} {r.id}": r.id for r in records if not r.is_terminal}
 if active:

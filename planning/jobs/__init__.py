@@ -1,18 +1,19 @@
-"""Background jobs: persistent SQLite job store, worker-thread runner, progress and cancellation."""
+"""Background jobs: persistent SQLite job store, runner (threads or worker processes), progress and cancellation."""
 
 from planning.context import Cancelled, CancelToken, ProgressFn
-from planning.jobs.runner import JobFn, JobRunner, JobToken, default_runner
-from planning.jobs.store import (
+from planning.jobs.dbfile import StoreError, default_store_path
+from planning.jobs.record import (
     ACTIVE_STATUSES,
     STATUSES,
     TERMINAL_STATUSES,
     JobRecord,
     JobStatus,
-    JobStore,
     canonical_json,
-    default_store_path,
     request_key,
 )
+from planning.jobs.reporting import JobToken
+from planning.jobs.runner import JobFn, JobRunner, default_runner
+from planning.jobs.store import JobStore
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -27,6 +28,7 @@ __all__ = [
     "JobStore",
     "JobToken",
     "ProgressFn",
+    "StoreError",
     "canonical_json",
     "default_runner",
     "default_store_path",

@@ -7,7 +7,8 @@ import datetime as dt
 import sys
 from typing import Any
 
-from planning.jobs.store import STATUSES, JobRecord, JobStore
+from planning.jobs.record import STATUSES, JobRecord
+from planning.jobs.store import JobStore
 
 
 def _when(ts: float | None) -> str:
@@ -16,15 +17,18 @@ def _when(ts: float | None) -> str:
 
 def _line(r: JobRecord) -> str:
     elapsed = f"{r.elapsed:.1f}s" if r.elapsed is not None else "-"
+    flags = [f"attempt {r.attempt}: its worker died before" if r.attempt > 1 and r.status != "failed" else "",
+             r.attention() or ""]
+    text = " · ".join([*(f"[{f}]" for f in flags if f), r.error or r.message])
     return (
         f"{r.id}  {r.kind:<10} {r.status:<9} {100 * r.progress:5.1f}%  {elapsed:>8}  "
-        f"{_when(r.created)}  {r.owner or '-':<12} {r.error or r.message}"
+        f"{_when(r.created)}  {r.owner or '-':<12} {text}"
     )
 
 
 def _open(args: argparse.Namespace) -> JobStore:
     store = JobStore(args.store)
-    if store.notice:  # a corrupted database was moved aside
+    if store.notice:  # a damaged file was moved aside and recovered, or the store is read-only
         print(f"warning: {store.notice}", file=sys.stderr)
     return store
 
@@ -60,9 +64,11 @@ def _show(args: argparse.Namespace) -> int:
     print(_line(record))
     if record.error_detail:
         print(record.error_detail)
+    if record.notes:
+        print(record.notes)
     if record.result is not None and not args.no_result:
         print_json(record.result)
-    return 0 if record.status != "failed" else 1
+    return 0 if record.status not in ("failed", "lost") else 1
 
 
 def _cancel(args: argparse.Namespace) -> int:
@@ -94,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p_list.add_argument("--json", action="store_true")
     p_list.set_defaults(func=_list)
 
-    p_show = sub.add_parser("show", help="one job with its result or error")
+    p_show = sub.add_parser("show", help="one job with its result or error (exit 1 when it failed or was lost)")
     p_show.add_argument("job_id")
     p_show.add_argument("--json", action="store_true")
     p_show.add_argument("--no-result", action="store_true", help="leave the result out")

@@ -1,199 +1,36 @@
-"""Background job runner: worker threads, throttled progress, cooperative cancellation, dedupe."""
+"""Background job runner: worker threads or worker processes, throttled progress, retries, cancellation, dedupe."""
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
-import pickle
 import threading
 import time
-import traceback
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from planning.context import CancelFlag, Cancelled, ProgressFn
+from planning.context import Cancelled
 from planning.errors import PlanningError
-from planning.jobs.store import JobRecord, JobStore, default_store_path
+from planning.jobs.dbfile import StoreError, default_store_path
+from planning.jobs.record import JobRecord
+from planning.jobs.reporting import JobToken, ProgressWriter
+from planning.jobs.store import RESUBMIT, JobStore
+from planning.jobs.workers import (
+    Abandoned,
+    Death,
+    JobFn,
+    Outcome,
+    PoolClosed,
+    Task,
+    WorkerPool,
+    death_fix,
+    picklable,
+    short_traceback,
+)
 
-
-class JobToken(CancelFlag):
-    """The cancel token of one job: a :class:`~planning.context.CancelFlag` that also sees remote requests.
-
-    Set locally by :meth:`JobRunner.cancel`, or remotely through the store's ``cancel_requested`` flag
-    (another process or browser tab); the database is polled at most every ``poll_interval`` seconds. It is
-    a :class:`planning.context.CancelToken`, so it is passed as ``cancel`` to engine functions as is.
-
-    Parameters
-    ----------
-    job_id:
-        The job this token belongs to.
-    store:
-        Store to poll for remote cancel requests; ``None`` for a purely local token.
-    poll_interval:
-        Seconds between database polls.
-    deadline_s:
-        Optional wall-clock limit in seconds (see :class:`~planning.context.CancelFlag`).
-    """
-
-    def __init__(self, job_id: str = "", store: JobStore | None = None, poll_interval: float = 0.2,
-                 deadline_s: float | None = None) -> None:
-        super().__init__(deadline_s)
-        self.job_id = job_id
-        self._store = store
-        self._poll_interval = poll_interval
-        self._last_poll = 0.0
-        self._poll_lock = threading.Lock()
-
-    def requested(self) -> bool:
-        """True once cancellation was requested here or in the store."""
-        if super().requested():
-            return True
-        if self._store is None:
-            return False
-        now = time.monotonic()
-        with self._poll_lock:
-            if now - self._last_poll < self._poll_interval:
-                return False
-            self._last_poll = now
-        if self._store.cancel_requested(self.job_id):
-            self.cancel()
-        return super().requested()
-
-
-JobFn = Callable[[dict[str, Any], ProgressFn, JobToken], dict[str, Any]]
-
-_TRACEBACK_LINES = 12
-
-
-class _Progress:
-    """Throttled progress writer: at most one database write per ``min_interval`` seconds.
-
-    A throttled value is not lost: a timer writes the latest one ``min_interval`` after the last write, so
-    a step's message ("ILP: ...") reaches the store even when no further progress call follows it.
-    """
-
-    def __init__(self, store: JobStore, job_id: str, min_interval: float) -> None:
-        self._store = store
-        self._job_id = job_id
-        self._min_interval = min_interval
-        self._last_write = 0.0
-        self._pending: tuple[float, str] | None = None
-        self._timer: threading.Timer | None = None
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def __call__(self, fraction: float, message: str = "") -> None:
-        try:
-            value = float(fraction)
-        except (TypeError, ValueError):
-            return  # a bad progress value must never kill a solve
-        if value != value:  # NaN
-            return
-        now = time.monotonic()
-        with self._lock:
-            if self._closed:
-                return
-            wait_s = self._min_interval - (now - self._last_write)
-            if wait_s > 0:
-                self._pending = (value, str(message))
-                if self._timer is None:
-                    self._timer = threading.Timer(wait_s, self._write_pending)
-                    self._timer.daemon = True
-                    self._timer.start()
-                return
-            self._last_write = now
-            self._pending = None
-        self._store.set_progress(self._job_id, value, str(message))
-
-    def _write_pending(self) -> None:
-        with self._lock:
-            self._timer = None
-            pending, self._pending = self._pending, None
-            if pending is None or self._closed:
-                return
-            self._last_write = time.monotonic()
-        with contextlib.suppress(Exception):  # a busy database must not kill the timer thread loudly
-            self._store.set_progress(self._job_id, *pending)
-
-    def flush(self) -> None:
-        """Write the last throttled value, if any, and stop: later calls are ignored (the job is ending)."""
-        with self._lock:
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            pending, self._pending = self._pending, None
-        if pending is not None:
-            self._store.set_progress(self._job_id, *pending)
-
-
-def _short_traceback(exc: BaseException) -> str:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    text = "".join(lines).rstrip().splitlines()
-    return "\n".join(text[-_TRACEBACK_LINES:])
-
-
-# --- worker processes -------------------------------------------------------------------------------------------
-# A job function run in a worker process reports back through the job store, as any other process does: progress
-# rows, the cancel flag (polled by its JobToken) and the outcome tuple returned to the parent thread below.
-_CHILD_STORES: dict[str, JobStore] = {}
-
-Outcome = tuple[str, Any, str]  # ("done", result, "") | ("cancelled", reason, text) | ("error", field, text)
-#                                 | ("crash", text, short traceback)
-
-
-def warm_worker(modules: tuple[str, ...] = ("planning.api",)) -> None:
-    """Initializer of a job worker process: import the engine and load the catalog and perf model once, so the
-    first job a worker takes does not pay ~2 s of imports (spawned workers start from a bare interpreter)."""
-    import importlib
-
-    for name in modules:
-        importlib.import_module(name)
-    with contextlib.suppress(Exception):  # a broken catalog is reported by the job that needs it, not here
-        from planning.api import engine_context
-
-        engine_context()
-
-
-def _ping() -> int:
-    return os.getpid()
-
-
-def run_in_child(store_path: str, job_id: str, request: dict[str, Any], fn: JobFn, poll_interval: float,
-                 progress_interval: float) -> Outcome:
-    """Run one job function in this (worker) process; the parent records the outcome."""
-    store = _CHILD_STORES.get(store_path)
-    if store is None:
-        store = _CHILD_STORES[store_path] = JobStore(store_path)
-    token = JobToken(job_id, store, poll_interval)
-    progress = _Progress(store, job_id, progress_interval)
-    try:
-        result = fn(request, progress, token)
-    except Cancelled as exc:
-        progress.flush()
-        return ("cancelled", exc.reason, str(exc))
-    except PlanningError as exc:
-        progress.flush()
-        return ("error", exc.field, str(exc))
-    except Exception as exc:
-        progress.flush()
-        return ("crash", f"{type(exc).__name__}: {exc}", _short_traceback(exc))
-    progress.flush()
-    return ("done", result, "")
-
-
-def _picklable(fn: JobFn) -> bool:
-    """Module-level functions travel to a worker process by name; closures and lambdas run in a thread."""
-    try:
-        pickle.dumps(fn)
-    except (pickle.PicklingError, AttributeError, TypeError):
-        return False
-    return True
+__all__ = ["JobFn", "JobRunner", "JobToken", "default_runner"]
 
 
 class JobRunner:
@@ -212,16 +49,23 @@ class JobRunner:
     progress_interval:
         Minimum seconds between progress writes (0.2 → at most 5 writes/s per job).
     heartbeat_interval:
-        Seconds between heartbeats for this runner's active jobs.
+        Seconds between heartbeats: written by a thread of the worker process running a job, or of this runner
+        for queued jobs and jobs run in threads. Readers flag a job silent for twice this ("no heartbeat for N s").
     cancel_poll_interval:
         Seconds a :class:`JobToken` caches the store's cancel flag.
     processes:
         ``True`` runs each job whose function is a module-level function in a long-lived worker process
-        (``spawn``; one per ``max_workers``), so a solve does not compete for the GIL with the caller (the
-        Streamlit server renders pages in the same process). Progress and cancel go through the store; a
-        worker that dies fails its job with a message and is replaced. Closures still run in a thread.
+        (``spawn``; at most ``max_workers``, managed by :class:`~planning.jobs.workers.WorkerPool`), so a solve
+        does not compete for the GIL with the caller (the Streamlit server renders pages in the same process).
+        Progress, heartbeat and cancel go through the store. A worker that dies costs only its own job: it is
+        replaced, and the job is retried (``retries`` times) and then failed with the cause. Closures still run
+        in a thread.
     warm_modules:
         Modules each worker process imports when it starts (``processes=True``).
+    stall_after:
+        Seconds without progress after which readers show "no progress for N s" (stored with each job).
+    retries:
+        How many times a job whose worker process died is run again (solves are deterministic and idempotent).
     """
 
     def __init__(
@@ -234,6 +78,8 @@ class JobRunner:
         cancel_poll_interval: float = 0.2,
         processes: bool = False,
         warm_modules: tuple[str, ...] = ("planning.api",),
+        stall_after: float = 30.0,
+        retries: int = 1,
     ) -> None:
         if max_workers < 1:
             raise PlanningError("max_workers", f"must be at least 1, got {max_workers}.", "Use 1 or more.")
@@ -242,18 +88,21 @@ class JobRunner:
         self.progress_interval = progress_interval
         self.heartbeat_interval = heartbeat_interval
         self.cancel_poll_interval = cancel_poll_interval
+        self.stall_after = stall_after
+        self.retries = max(0, int(retries))
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="planning-job")
         self._lock = threading.Lock()
         self._tokens: dict[str, JobToken] = {}
         self._futures: dict[str, Future[None]] = {}
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self._in_process: set[str] = set()  # jobs whose worker process writes their heartbeat
+        self._unrecorded: dict[str, str] = {}  # outcomes the store refused (disk full): retried by the heartbeat
         self.processes = processes
-        self._warm_modules = warm_modules
-        self._procs: ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         if processes:
-            self._procs = self._new_pool()
-            self._procs.submit(_ping)  # start one worker now: its warm-up overlaps the user's first clicks
+            self._pool = WorkerPool(max_workers, warm_modules)
+            self._pool.start_spare()  # start one worker now: its warm-up overlaps the user's first clicks
 
     # -- public API ---------------------------------------------------------------------------------
     def submit(
@@ -293,7 +142,8 @@ class JobRunner:
         Raises
         ------
         PlanningError
-            If the runner was shut down or the request is not plain JSON.
+            If the runner was shut down or the request is not plain JSON; a
+            :class:`~planning.jobs.dbfile.StoreError` when the store cannot record the job (read-only, disk full).
         """
         if self._stop.is_set():
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
@@ -372,8 +222,8 @@ class JobRunner:
         record = self.wait(job_id, timeout)
         if record.status == "done" and record.result is not None:
             return record.result
-        if record.status == "failed":
-            raise PlanningError(record.error_field or f"job {job_id}", record.error or "failed.", "")
+        if record.status in ("failed", "lost"):
+            raise PlanningError(record.error_field or f"job {job_id}", record.error or f"{record.status}.", "")
         if record.status == "cancelled":
             raise PlanningError(f"job {job_id}", "was cancelled.", "Submit it again to rerun it.")
         raise PlanningError(
@@ -392,91 +242,62 @@ class JobRunner:
                 self.cancel(job_id)
         self._stop.set()
         self._executor.shutdown(wait=wait, cancel_futures=cancel)
-        with self._lock:
-            procs, self._procs = self._procs, None
-        if procs is not None:
-            procs.shutdown(wait=wait, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.close()  # idle workers stop now, busy ones when their job ends
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of this runner's worker processes (``processes=True``), idle and busy."""
+        return self._pool.pids() if self._pool is not None else []
 
     # -- worker side --------------------------------------------------------------------------------
     def _run(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
         try:
             self._run_guarded(job_id, request, fn, token)
+        except StoreError as exc:  # e.g. the disk filled up while recording: say so, or keep trying
+            self._record_failure(job_id, f"the job's outcome could not be recorded: {exc}")
         except Exception as exc:  # never let a store hiccup kill the worker thread silently
-            with contextlib.suppress(Exception):
-                self.store.finish_failed(
-                    job_id, f"job runner error: {type(exc).__name__}: {exc}", detail=_short_traceback(exc)
-                )
+            self._record_failure(job_id, f"job runner error: {type(exc).__name__}: {exc}", short_traceback(exc))
         finally:
             with self._lock:
                 self._tokens.pop(job_id, None)
+
+    def _record_failure(self, job_id: str, error: str, detail: str | None = None) -> None:
+        try:
+            self.store.finish_failed(job_id, error, detail=detail)
+        except Exception:  # the heartbeat loop tries again until the store takes it
+            with self._lock:
+                self._unrecorded[job_id] = error
 
     def _run_guarded(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
         if token.requested():
             self.store.finish_cancelled(job_id)
             return
-        if not self.store.mark_running(job_id):
+        if not self.store.mark_running(job_id, heartbeat_s=self.heartbeat_interval, stall_s=self.stall_after):
             return  # cancelled while queued (possibly from another process)
-        if self.processes and _picklable(fn):
-            self._run_in_process(job_id, request, fn)
+        if self._pool is not None and picklable(fn):
+            self._run_in_process(job_id, request, fn, token)
             return
-        progress = _Progress(self.store, job_id, self.progress_interval)
+        progress = ProgressWriter(self.store, job_id, self.progress_interval)
         try:
             result = fn(request, progress, token)
         except Cancelled as exc:  # the one cancel signal of the engine, the library build and job functions
             progress.flush()
-            if exc.reason == "time limit":
-                self.store.finish_failed(job_id, str(exc), field="time_limit")
-            else:
-                self.store.finish_cancelled(job_id)
+            self._record(job_id, ("cancelled", exc.reason, str(exc)))
             return
         except PlanningError as exc:
             progress.flush()
-            self.store.finish_failed(job_id, str(exc), field=exc.field)
+            self._record(job_id, ("error", exc.field, str(exc)))
             return
         except Exception as exc:
             progress.flush()
-            self.store.finish_failed(job_id, f"{type(exc).__name__}: {exc}", detail=_short_traceback(exc))
+            self._record(job_id, ("crash", f"{type(exc).__name__}: {exc}", short_traceback(exc)))
             return
         progress.flush()
-        self._finish(job_id, result)
+        self._record(job_id, ("done", result, ""))
 
-    def _finish(self, job_id: str, result: Any) -> None:
-        if not isinstance(result, dict):
-            self.store.finish_failed(
-                job_id,
-                f"job function returned {type(result).__name__}, not a dict.",
-                detail="Return a JSON dict, e.g. PlanResult.to_dict().",
-            )
-            return
-        try:
-            self.store.finish_done(job_id, result)
-        except (TypeError, ValueError) as exc:
-            self.store.finish_failed(
-                job_id,
-                f"result is not plain JSON ({exc}).",
-                detail="Convert objects with .to_dict() and NaN/inf to null before returning.",
-            )
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.max_workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=warm_worker, initargs=(self._warm_modules,))
-
-    def _run_in_process(self, job_id: str, request: dict[str, Any], fn: JobFn) -> None:
-        with self._lock:
-            if self._procs is None:
-                self._procs = self._new_pool()
-            procs = self._procs
-        try:
-            kind, value, text = procs.submit(run_in_child, str(self.store.path), job_id, request, fn,
-                                             self.cancel_poll_interval, self.progress_interval).result()
-        except BrokenProcessPool:
-            with self._lock:
-                if self._procs is procs:
-                    self._procs = None  # the next job starts a fresh pool
-            self.store.finish_failed(job_id, "the worker process running this job died (out of memory or killed).",
-                                     detail="Run it again; if it repeats, plan a smaller scenario or raise the "
-                                            "machine's memory.")
-            return
+    def _record(self, job_id: str, outcome: Outcome) -> None:
+        """Store a job's outcome: done, cancelled (a time limit is a failure on ``time_limit``), failed."""
+        kind, value, text = outcome
         if kind == "done":
             self._finish(job_id, value)
         elif kind == "cancelled":
@@ -489,6 +310,96 @@ class JobRunner:
         else:
             self.store.finish_failed(job_id, str(value), detail=text)
 
+    def _finish(self, job_id: str, result: Any) -> None:
+        if not isinstance(result, dict):
+            self.store.finish_failed(
+                job_id,
+                f"job function returned {type(result).__name__}, not a dict.",
+                detail="Return a JSON dict, e.g. PlanResult.to_dict().",
+            )
+            return
+        try:
+            self.store.finish_done(job_id, result)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, PlanningError):
+                raise
+            self.store.finish_failed(
+                job_id,
+                f"result is not plain JSON ({exc}).",
+                detail="Convert objects with .to_dict() and NaN/inf to null before returning.",
+            )
+
+    def _run_in_process(self, job_id: str, request: dict[str, Any], fn: JobFn, token: JobToken) -> None:
+        """Run a job in a worker process; on the worker's death retry it ``retries`` times, then fail it."""
+        assert self._pool is not None
+
+        def handed_over() -> None:  # the worker beats from now on; until then (starting up) this runner does
+            with self._lock:
+                self._in_process.add(job_id)
+
+        try:
+            deaths: list[Death] = []
+            attempt = 1
+            while True:
+                try:
+                    worker = self._pool.acquire()
+                except PoolClosed:
+                    self.store.finish_lost(job_id, "lost: the job runner shut down before the job could run again",
+                                           RESUBMIT)
+                    return
+                except OSError as exc:  # no process could be started (memory, process limit)
+                    self.store.finish_failed(job_id, f"no worker process could be started ({exc}).",
+                                             detail="Close other programs or jobs and submit it again.")
+                    return
+                self.store.set_worker(job_id, worker.pid, attempt)
+                task = Task(str(self.store.path), job_id, request, fn, self.cancel_poll_interval,
+                            self.progress_interval, self.heartbeat_interval)
+                outcome = worker.run(task, poll=self.heartbeat_interval, abandon=lambda: self._abandoned(job_id),
+                                     started=handed_over)
+                with self._lock:
+                    self._in_process.discard(job_id)
+                if isinstance(outcome, Abandoned):
+                    self._pool.discard(worker)
+                    return
+                if not isinstance(outcome, Death):
+                    self._pool.release(worker)
+                    self._record(job_id, outcome)
+                    return
+                self._pool.discard(worker)
+                deaths.append(outcome)
+                note = f"attempt {attempt}: its worker process {outcome.pid} was {outcome.cause}"
+                if not self._retry(job_id, token, deaths, attempt, note):
+                    return
+                attempt += 1
+        finally:
+            with self._lock:
+                self._in_process.discard(job_id)
+
+    def _retry(self, job_id: str, token: JobToken, deaths: list[Death], attempt: int, note: str) -> bool:
+        """After a worker's death: record it, and say whether to run the job again."""
+        record = self.store.find(job_id)
+        if record is None or record.is_terminal:
+            return False
+        if record.cancel_requested or token.requested():
+            self.store.finish_cancelled(job_id)
+            return False
+        if attempt > self.retries:
+            causes = "; ".join(f"attempt {i + 1}: {d.cause}" for i, d in enumerate(deaths))
+            times = "once" if len(deaths) == 1 else "twice" if len(deaths) == 2 else f"{len(deaths)} times"
+            self.store.finish_failed(
+                job_id, f"the worker process running this job died {times} ({causes}). Fix: "
+                f"{death_fix(deaths[-1].exitcode)}", field="worker", detail=note, note=note)
+            return False
+        again = "once" if self.retries == 1 else f"up to {self.retries} times"
+        return self.store.note_retry(job_id, attempt + 1, f"{note}; retried {again} (solves are deterministic)")
+
+    def _abandoned(self, job_id: str) -> str | None:
+        """Why the runner should stop waiting for a worker: its job was finished elsewhere (lost, deleted)."""
+        record = self.store.find(job_id)
+        if record is None:
+            return "the job was deleted"
+        return f"the job was marked {record.status}" if record.is_terminal else None
+
     def _ensure_heartbeat(self) -> None:
         with self._lock:
             if self._heartbeat_thread is not None and self._heartbeat_thread.is_alive():
@@ -499,12 +410,23 @@ class JobRunner:
 
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(self.heartbeat_interval):
-            active = self.active_jobs()
-            with self._lock:  # forget finished futures so the map does not grow forever
-                for job_id in [j for j, f in self._futures.items() if f.done()]:
-                    self._futures.pop(job_id, None)
-            with contextlib.suppress(Exception):  # a busy database must not stop heartbeats for good
-                self.store.heartbeat(active)
+            self._housekeeping()
+        self._housekeeping()
+
+    def _housekeeping(self) -> None:
+        """Heartbeats of queued and thread-run jobs (workers beat their own); retry outcomes the store refused."""
+        with self._lock:  # forget finished futures so the map does not grow forever
+            for job_id in [j for j, f in self._futures.items() if f.done()]:
+                self._futures.pop(job_id, None)
+            beating = [j for j in self._futures if j not in self._in_process]
+            unrecorded = dict(self._unrecorded)
+        with contextlib.suppress(Exception):  # a busy or full store must not stop heartbeats for good
+            self.store.heartbeat(beating)
+        for job_id, error in unrecorded.items():
+            with contextlib.suppress(Exception):
+                self.store.finish_failed(job_id, error)
+                with self._lock:
+                    self._unrecorded.pop(job_id, None)
 
 
 _DEFAULT_RUNNERS: dict[Path, JobRunner] = {}

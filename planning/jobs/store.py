@@ -2,263 +2,29 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import math
 import os
 import socket
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from planning.errors import PlanningError, quote
+from planning.jobs.dbfile import StoreError, default_store_path, open_store_file, select_columns, store_error
+from planning.jobs.record import JobRecord, canonical_json, record_from_row, request_key
 
-JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
-STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled")
-ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
-TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled")
-
-SCHEMA_VERSION = 1
-INTERRUPTED_MESSAGE = "interrupted: the process running this job stopped before it finished"
+INTERRUPTED_MESSAGE = ("lost: the process that ran this job (the workbench server or the CLI) ended before the job "
+                       "finished")
 LOST_MESSAGE = "lost: no heartbeat from the process running this job for {seconds:.0f} s (it died or hung)"
-_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
-_log = logging.getLogger(__name__)
-
-
-class _SchemaVersionError(sqlite3.DatabaseError):
-    """The file is a job store of another schema version (kept as is: it is not corrupted)."""
-
-
-def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
-    if isinstance(exc, _SchemaVersionError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _CORRUPT_CODES
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id               TEXT PRIMARY KEY,
-    kind             TEXT NOT NULL,
-    request_key      TEXT NOT NULL,
-    request_json     TEXT NOT NULL,
-    status           TEXT NOT NULL CHECK (status IN ('queued','running','done','failed','cancelled')),
-    progress         REAL NOT NULL DEFAULT 0 CHECK (progress >= 0 AND progress <= 1),
-    message          TEXT NOT NULL DEFAULT '',
-    result_json      TEXT,
-    error            TEXT,
-    error_field      TEXT,
-    error_detail     TEXT,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    owner            TEXT,
-    host             TEXT,
-    pid              INTEGER,
-    heartbeat        REAL,
-    created          REAL NOT NULL,
-    started          REAL,
-    finished         REAL
-);
-CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (request_key, status);
-CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, created);
-CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created);
-"""
-
-# Columns read for listings; the result can be large, so listings leave it out unless asked.
-_LIGHT_COLUMNS = (
-    "id, kind, request_key, request_json, status, progress, message, NULL AS result_json, error, "
-    "error_field, error_detail, cancel_requested, owner, host, pid, heartbeat, created, started, finished"
-)
-_FULL_COLUMNS = _LIGHT_COLUMNS.replace("NULL AS result_json", "result_json")
-
-
-def default_store_path() -> Path:
-    """Where the job store lives unless the caller says otherwise.
-
-    Returns
-    -------
-    Path
-        ``$PLANNING_HOME/jobs.sqlite`` when ``PLANNING_HOME`` is set, else ``~/.cache/planning/jobs.sqlite``.
-    """
-    home = os.environ.get("PLANNING_HOME")
-    base = Path(home).expanduser() if home else Path.home() / ".cache" / "planning"
-    return base / "jobs.sqlite"
-
-
-def canonical_json(request: dict[str, Any]) -> str:
-    """Serialize a request so equal requests give equal text (sorted keys, no whitespace, no NaN).
-
-    Parameters
-    ----------
-    request:
-        A JSON-compatible dict (str keys; str/int/float/bool/None/list/dict values).
-
-    Returns
-    -------
-    str
-        Canonical JSON text.
-
-    Raises
-    ------
-    PlanningError
-        If the request is not a dict or holds values JSON cannot represent exactly.
-    """
-    if not isinstance(request, dict):
-        raise PlanningError(
-            "request", f"must be a dict, got {type(request).__name__}.", "Pass the request as a plain dict."
-        )
-    try:
-        return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PlanningError(
-            "request",
-            f"is not plain JSON ({exc}).",
-            "Convert objects with .to_dict() and replace NaN/inf with null before submitting.",
-        ) from exc
-
-
-def request_key(kind: str, request: dict[str, Any]) -> str:
-    """Content key used to dedupe jobs: SHA-256 of ``kind`` and the canonical JSON of ``request``.
-
-    Parameters
-    ----------
-    kind:
-        Job kind (``"solve"``, ``"library"``, ``"whatif"`` …).
-    request:
-        The job's JSON request.
-
-    Returns
-    -------
-    str
-        64 hex digits.
-    """
-    digest = hashlib.sha256()
-    digest.update(kind.encode("utf-8"))
-    digest.update(b"\x00")
-    digest.update(canonical_json(request).encode("utf-8"))
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A snapshot of one job row. Times are Unix seconds; ``result`` is ``None`` until the job is done.
-
-    ``error`` is the user-facing message (a ``PlanningError`` message verbatim); ``error_field`` the
-    offending input field when the error named one; ``error_detail`` the exception type and a short
-    traceback for unexpected errors. ``result_json`` is ``None`` in listings unless asked for.
-    """
-
-    id: str
-    kind: str
-    request_key: str
-    request_json: str
-    status: JobStatus
-    progress: float
-    message: str
-    result_json: str | None
-    error: str | None
-    error_field: str | None
-    error_detail: str | None
-    cancel_requested: bool
-    owner: str | None
-    host: str | None
-    pid: int | None
-    heartbeat: float | None
-    created: float
-    started: float | None
-    finished: float | None
-
-    @property
-    def request(self) -> dict[str, Any]:
-        """The job's request as a dict (empty when the stored text is not a JSON object: a damaged row)."""
-        return _json_object(self.request_json) or {}
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        """The job's result dict, or ``None`` when not done, not loaded in a listing, or damaged."""
-        return _json_object(self.result_json)
-
-    @property
-    def finished_ok(self) -> bool:
-        return self.status == "done"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once the job is done, failed or cancelled (it will not change again)."""
-        return self.status in TERMINAL_STATUSES
-
-    @property
-    def elapsed(self) -> float | None:
-        """Seconds the job has run (until now while running), ``None`` before it starts."""
-        if self.started is None:
-            return None
-        end = self.finished if self.finished is not None else time.time()
-        return max(0.0, end - self.started)
-
-    def to_dict(self, with_result: bool = True) -> dict[str, Any]:
-        """Plain dict for ``--json`` output and APIs (request/result parsed, not as text)."""
-        data = asdict(self)
-        data.pop("request_json")
-        data.pop("result_json")
-        data["request"] = self.request
-        if with_result:
-            data["result"] = self.result
-        data["elapsed"] = self.elapsed
-        return data
-
-
-def _json_object(text: Any) -> dict[str, Any] | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _number(value: Any) -> float | None:
-    """A stored number, or None when a damaged row holds something else (text, NaN, a blob)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
-
-
-def _row_to_record(row: sqlite3.Row) -> JobRecord:
-    """A row as a record; numbers a damaged row holds as text read as missing (the listing still works)."""
-    return JobRecord(
-        id=row["id"],
-        kind=row["kind"],
-        request_key=row["request_key"],
-        request_json=row["request_json"],
-        status=row["status"],
-        progress=min(max(_number(row["progress"]) or 0.0, 0.0), 1.0),
-        message=row["message"],
-        result_json=row["result_json"],
-        error=row["error"],
-        error_field=row["error_field"],
-        error_detail=row["error_detail"],
-        cancel_requested=bool(row["cancel_requested"]),
-        owner=row["owner"],
-        host=row["host"],
-        pid=row["pid"],
-        heartbeat=_number(row["heartbeat"]),
-        created=_number(row["created"]) or 0.0,
-        started=_number(row["started"]),
-        finished=_number(row["finished"]),
-    )
+RESUBMIT = "Submit the same request again: an identical request starts a fresh job (lost jobs are never reused)."
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host (signal 0 probes without sending)."""
+    """Whether a process with this id runs on this host (signal 0 probes without sending; a zombie is dead)."""
     if pid <= 0:
         return False
     try:
@@ -269,7 +35,12 @@ def pid_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    try:  # Linux: a killed process whose parent has not reaped it yet still answers signal 0
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[-1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 class JobStore:
@@ -278,12 +49,15 @@ class JobStore:
     One connection per store object (``check_same_thread=False``) guarded by a lock; every write is a
     short autocommit statement or a ``BEGIN IMMEDIATE`` transaction, and ``busy_timeout`` makes a
     concurrent writer wait instead of failing. Opening the store marks jobs whose process died as
-    failed ("interrupted"); reads (:meth:`get`, :meth:`list_jobs`) also mark active jobs whose heartbeat is
-    older than ``stale_after`` as failed ("lost"), so a dead job is seen without reopening the store.
+    ``lost``; reads (:meth:`get`, :meth:`list_jobs`) also mark active jobs whose heartbeat is older than
+    ``stale_after`` as ``lost``, so a dead job is seen without reopening the store.
 
-    A corrupted database file (not SQLite, or a malformed image) is renamed to
-    ``<name>.corrupt-<UTC time>`` with its ``-wal``/``-shm`` files, a warning is logged, :attr:`notice` says
-    where it went, and a fresh store starts (the store only caches job results).
+    A damaged database file (not SQLite, a malformed image, an old 0-byte file, a write-ahead log failing its
+    checksums) is renamed to ``<name>.corrupt-<UTC time>`` with its ``-wal``/``-shm`` files, the jobs still
+    readable in it are copied into a fresh store (:attr:`recovered`), and :attr:`notice` says how many and where
+    the damaged file went. A file that cannot be written is opened read-only (:attr:`read_only`, a notice); every
+    write then raises :class:`~planning.jobs.dbfile.StoreError` (a ``PlanningError`` on ``jobs.store_path``), as
+    does any write that finds the disk full — SQLite rolls the write back, so nothing is half-written.
 
     Parameters
     ----------
@@ -304,6 +78,11 @@ class JobStore:
         corrupted file cannot be moved aside.
     """
 
+    read_only: bool
+    """The file cannot be written: reads work, writes raise ``StoreError``."""
+    recovered: int | None
+    """Jobs copied from a damaged file on open; ``None`` when the file was sound."""
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -316,114 +95,67 @@ class JobStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stale_after = stale_after
         self.host = socket.gethostname()
-        self.notice: str | None = None
-        """Set when a corrupted file was moved aside on open (where it went); ``None`` otherwise."""
-        self.moved_aside: Path | None = None
         self._lock = threading.RLock()
         self._last_reap = 0.0
-        try:
-            self._conn = self._connect(busy_timeout_ms)
-        except sqlite3.DatabaseError as exc:
-            if not _is_corruption(exc):
-                raise self._unusable(exc) from None
-            self.moved_aside = self._move_aside()
-            self.notice = (f"The job store {self.path} was corrupted ({exc}); it was moved to "
-                           f"{self.moved_aside.name} and a fresh store was started.")
-            _log.warning(self.notice)
+        opened = open_store_file(self.path, busy_timeout_ms)
+        self._conn, self._version, self._read_only_code = opened.conn, opened.version, opened.read_only_code
+        self.read_only, self.recovered = opened.read_only, opened.recovered
+        self.moved_aside: Path | None = opened.moved_aside
+        """Where a damaged file was moved on open; ``None`` otherwise."""
+        self.notice: str | None = opened.notice
+        """What a user must be told about the file (damaged and recovered, read-only); ``None`` otherwise."""
+        if recover and not self.read_only:
             try:
-                self._conn = self._connect(busy_timeout_ms)
-            except sqlite3.DatabaseError as again:
-                raise self._unusable(again) from None
-        if recover:
-            self.recover_stale()
+                self.recover_stale()
+            except StoreError as exc:  # a full disk must not stop anyone from reading the store
+                self.notice = f"{self.notice} {exc}" if self.notice else str(exc)
 
     # -- plumbing -----------------------------------------------------------------------------------
-    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
-        """Open, set pragmas, check integrity and create the schema; closes the connection on failure."""
-        conn = sqlite3.connect(
-            str(self.path),
-            timeout=busy_timeout_ms / 1000,
-            isolation_level=None,  # autocommit; multi-statement writes use BEGIN IMMEDIATE
-            check_same_thread=False,
-        )
-        conn.row_factory = sqlite3.Row
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            check = conn.execute("PRAGMA quick_check").fetchone()
-            if check is None or check[0] != "ok":
-                raise sqlite3.DatabaseError(f"database disk image is malformed ({check[0] if check else 'no answer'})")
-            self._init_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _unusable(self, exc: BaseException) -> PlanningError:
-        return PlanningError(
-            "jobs.store_path",
-            f"{self.path} is not a usable job store ({exc}).",
-            "Point PLANNING_HOME at another folder or delete the file; it only caches job results.",
-        )
-
-    def _move_aside(self) -> Path:
-        """Rename a corrupted database (and its WAL/SHM files) to ``<name>.corrupt-<time>``; returns the new path."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        try:
-            os.replace(self.path, target)
-            for suffix in ("-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    os.replace(side, target.with_name(target.name + suffix))
-        except OSError as exc:
-            raise PlanningError(
-                "jobs.store_path",
-                f"{self.path} is corrupted and could not be moved aside ({exc.strerror or exc}).",
-                "Delete the file or point PLANNING_HOME at another folder; it only caches job results.",
-            ) from None
-        return target
-
-    def _init_schema(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise _SchemaVersionError(f"schema version {version}, expected {SCHEMA_VERSION}")
-        conn.executescript(_SCHEMA)
-        if version == 0:
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
     def _reap_lost(self) -> None:
         """On reads: mark dead/silent active jobs failed, at most every ``min(1, stale_after / 4)`` seconds."""
         now = time.monotonic()
         if now - self._last_reap < min(1.0, self.stale_after / 4):
             return
         self._last_reap = now
+        if self.read_only:
+            return
         try:
             self.recover_stale()
-        except sqlite3.OperationalError:  # busy: the next read tries again
+        except StoreError:  # busy or full: the next read tries again
             self._last_reap = 0.0
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A short write transaction that takes the write lock up front (no deadlock on upgrade)."""
+    def _sql(self, doing: str, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; an SQLite failure becomes the store's own :class:`StoreError`."""
+        if write and self.read_only:
+            raise store_error(self.path, sqlite3.OperationalError("the store was opened read-only"), doing, self._read_only_code)
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+            except (sqlite3.OperationalError, sqlite3.DataError) as exc:
+                raise store_error(self.path, exc, doing) from None
+            except sqlite3.DatabaseError as exc:
+                if type(exc) is not sqlite3.DatabaseError:  # IntegrityError, ProgrammingError …: a bug, not the file
+                    raise
+                raise store_error(self.path, exc, doing) from None
 
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        with self._lock:
-            cursor = self._conn.execute(sql, params)
-            return cursor.rowcount
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """A short write transaction that takes the write lock up front (no deadlock on upgrade)."""
+        with self._sql(doing, write=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite may already have rolled back (disk full)
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+
+    def _execute(self, sql: str, params: tuple[Any, ...] = (), *, doing: str = "writing a job") -> int:
+        with self._sql(doing, write=True) as conn:
+            return conn.execute(sql, params).rowcount
 
     def close(self) -> None:
         """Close the connection (the store object is unusable afterwards)."""
@@ -455,15 +187,16 @@ class JobStore:
             If no job has this id.
         """
         self._reap_lost()
-        with self._lock:
-            row = self._conn.execute(f"SELECT {_FULL_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._sql(f"reading job {quote(job_id, 40)}") as conn:
+            row = conn.execute(f"SELECT {select_columns(self._version, True)} FROM jobs WHERE id = ?",
+                               (job_id,)).fetchone()
         if row is None:
             raise PlanningError(
                 "job_id",
                 f"no job {quote(job_id, 80)} in {self.path}.",
                 "The job store may have been cleared; submit the request again.",
             )
-        return _row_to_record(row)
+        return record_from_row(row)
 
     def find(self, job_id: str) -> JobRecord | None:
         """Like :meth:`get` but returns ``None`` for an unknown id."""
@@ -510,17 +243,17 @@ class JobStore:
             clauses.append("status = ?")
             params.append(status)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        columns = _FULL_COLUMNS if with_result else _LIGHT_COLUMNS
+        columns = select_columns(self._version, with_result)
         self._reap_lost()
         sql = f"SELECT {columns} FROM jobs {where} ORDER BY created DESC, rowid DESC LIMIT ?"
-        with self._lock:
-            rows = self._conn.execute(sql, (*params, int(limit))).fetchall()
-        return [_row_to_record(r) for r in rows]
+        with self._sql("listing jobs") as conn:
+            rows = conn.execute(sql, (*params, int(limit))).fetchall()
+        return [record_from_row(r) for r in rows]
 
     def cancel_requested(self, job_id: str) -> bool:
         """Whether anyone (any process) asked to cancel this job."""
-        with self._lock:
-            row = self._conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._sql("reading a cancel flag") as conn:
+            row = conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return bool(row and row[0])
 
     # -- writes -------------------------------------------------------------------------------------
@@ -551,7 +284,7 @@ class JobStore:
         if reuse:
             self.recover_stale()  # never join a job whose process has died
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(f"recording a new {quote(kind, 40)} job") as conn:
             if reuse:
                 row = conn.execute(
                     "SELECT id FROM jobs WHERE request_key = ? AND status IN ('done','running','queued') "
@@ -567,32 +300,66 @@ class JobStore:
             )
         return job_id, True
 
-    def mark_running(self, job_id: str) -> bool:
-        """Move a queued job to running; False if it was cancelled (or taken) meanwhile."""
+    def mark_running(self, job_id: str, *, heartbeat_s: float | None = None, stall_s: float | None = None) -> bool:
+        """Move a queued job to running (attempt 1); False if it was cancelled (or taken) meanwhile.
+
+        Parameters
+        ----------
+        job_id:
+            The queued job.
+        heartbeat_s:
+            How often the process running it will refresh its heartbeat (readers flag it after twice that).
+        stall_s:
+            Seconds without progress after which readers say "no progress for N s".
+        """
         now = time.time()
         changed = self._execute(
-            "UPDATE jobs SET status = 'running', started = ?, heartbeat = ?, host = ?, pid = ? "
-            "WHERE id = ? AND status = 'queued' AND cancel_requested = 0",
-            (now, now, self.host, os.getpid(), job_id),
+            "UPDATE jobs SET status = 'running', started = ?, heartbeat = ?, progressed = ?, host = ?, pid = ?, "
+            "attempt = 1, heartbeat_s = ?, stall_s = ? WHERE id = ? AND status = 'queued' AND cancel_requested = 0",
+            (now, now, now, self.host, os.getpid(), heartbeat_s, stall_s, job_id),
+            doing=f"starting job {job_id}",
         )
         return changed == 1
 
+    def set_worker(self, job_id: str, worker_pid: int | None, attempt: int) -> None:
+        """Record which worker process runs the current attempt of a running job."""
+        self._execute("UPDATE jobs SET worker_pid = ?, attempt = ?, heartbeat = ? WHERE id = ? AND status = 'running'",
+                      (worker_pid, attempt, time.time(), job_id), doing=f"recording the worker of job {job_id}")
+
+    def note_retry(self, job_id: str, attempt: int, note: str) -> bool:
+        """Start ``attempt`` of a running job after its worker died: progress back to 0, the note kept.
+
+        Returns
+        -------
+        bool
+            False when the job is no longer running (cancelled, or marked lost meanwhile).
+        """
+        now = time.time()
+        return self._execute(
+            "UPDATE jobs SET attempt = ?, progress = 0, message = ?, progressed = ?, heartbeat = ?, worker_pid = NULL,"
+            " notes = COALESCE(notes || char(10), '') || ? WHERE id = ? AND status = 'running'",
+            (attempt, f"retrying (attempt {attempt}): {note}", now, now, note, job_id),
+            doing=f"recording a retry of job {job_id}",
+        ) == 1
+
     def set_progress(self, job_id: str, progress: float, message: str) -> None:
-        """Persist progress (0..1) and a one-line message of a running job; also a heartbeat."""
+        """Persist progress (0..1) and a one-line message of a running job, and when it was reported."""
         fraction = min(1.0, max(0.0, float(progress)))
         self._execute(
-            "UPDATE jobs SET progress = ?, message = ?, heartbeat = ? WHERE id = ? AND status = 'running'",
+            "UPDATE jobs SET progress = ?, message = ?, progressed = ? WHERE id = ? AND status = 'running'",
             (fraction, message, time.time(), job_id),
+            doing=f"recording the progress of job {job_id}",
         )
 
     def heartbeat(self, job_ids: list[str]) -> None:
-        """Refresh the heartbeat of active jobs run by this process."""
+        """Refresh the heartbeat of active jobs run by this process (a thread does it, apart from progress)."""
         if not job_ids:
             return
         marks = ",".join("?" for _ in job_ids)
         self._execute(
             f"UPDATE jobs SET heartbeat = ? WHERE id IN ({marks}) AND status IN ('queued','running')",
             (time.time(), *job_ids),
+            doing="writing a heartbeat",
         )
 
     def finish_done(self, job_id: str, result: dict[str, Any]) -> None:
@@ -602,18 +369,32 @@ class JobStore:
             "UPDATE jobs SET status = 'done', progress = 1, result_json = ?, finished = ?, heartbeat = ? "
             "WHERE id = ? AND status = 'running'",
             (text, time.time(), time.time(), job_id),
+            doing=f"storing the result of job {job_id} ({len(text):,} characters)",
         )
 
     def finish_failed(
-        self, job_id: str, error: str, *, field: str | None = None, detail: str | None = None
+        self, job_id: str, error: str, *, field: str | None = None, detail: str | None = None,
+        note: str | None = None,
     ) -> None:
-        """Mark an active job failed with a user-facing message (and optional field / detail)."""
+        """Mark an active job failed with a user-facing message (and optional field / detail / note to keep)."""
         now = time.time()
         self._execute(
             "UPDATE jobs SET status = 'failed', error = ?, error_field = ?, error_detail = ?, finished = ?,"
-            " heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
-            (error, field, detail, now, now, job_id),
+            " heartbeat = ?, notes = CASE WHEN ? IS NULL THEN notes ELSE COALESCE(notes || char(10), '') || ? END"
+            " WHERE id = ? AND status IN ('queued','running')",
+            (error, field, detail, now, now, note, note, job_id),
+            doing=f"recording job {job_id} as failed",
         )
+
+    def finish_lost(self, job_id: str, error: str, detail: str) -> bool:
+        """Mark an active job ``lost``: the process running it is gone or silent. False if it was no longer active."""
+        now = time.time()
+        return self._execute(
+            "UPDATE jobs SET status = 'lost', error = ?, error_detail = ?, finished = ? "
+            "WHERE id = ? AND status IN ('queued','running')",
+            (error, detail, now, job_id),
+            doing=f"recording job {job_id} as lost",
+        ) == 1
 
     def finish_cancelled(self, job_id: str, message: str = "cancelled") -> None:
         """Mark an active job cancelled."""
@@ -622,6 +403,7 @@ class JobStore:
             "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = ?, finished = ?, "
             "heartbeat = ? WHERE id = ? AND status IN ('queued','running')",
             (message, now, now, job_id),
+            doing=f"recording job {job_id} as cancelled",
         )
 
     def request_cancel(self, job_id: str) -> bool:
@@ -640,7 +422,7 @@ class JobStore:
             True if the job was queued or running (the request was accepted).
         """
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(f"cancelling job {quote(job_id, 40)}") as conn:
             queued = conn.execute(
                 "UPDATE jobs SET status = 'cancelled', cancel_requested = 1, message = 'cancelled', "
                 "finished = ? WHERE id = ? AND status = 'queued'",
@@ -652,41 +434,48 @@ class JobStore:
         return bool(queued or running)
 
     def recover_stale(self) -> list[str]:
-        """Mark active jobs whose process is gone as failed ("interrupted").
+        """Mark active jobs whose process is gone as ``lost``.
 
-        A job is stale when it was run on this host by a process that no longer exists, or when its
-        heartbeat is older than ``stale_after`` seconds (other host, recycled pid, hung process).
+        A job is lost when the process that runs it (the runner: a workbench server or a CLI) was on this host and
+        no longer exists, or when its heartbeat is older than ``stale_after`` seconds (and three of its own heartbeat
+        intervals): another host's process that died, a recycled pid, a hung process. Nothing is written to a
+        read-only store.
 
         Returns
         -------
         list[str]
-            Ids of the jobs marked failed.
+            Ids of the jobs marked lost.
         """
+        if self.read_only:
+            return []
         now = time.time()
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, host, pid, heartbeat FROM jobs WHERE status IN ('queued','running')"
+        with self._sql("looking for jobs whose process died") as conn:
+            rows = conn.execute(
+                "SELECT id, host, pid, heartbeat, heartbeat_s FROM jobs WHERE status IN ('queued','running')"
             ).fetchall()
-        stale: list[str] = []
+        lost: list[str] = []
         for row in rows:
             dead_here = row["host"] == self.host and row["pid"] is not None and not pid_alive(row["pid"])
             silence = None if row["heartbeat"] is None else now - float(row["heartbeat"])
+            limit = max(self.stale_after, 3 * float(row["heartbeat_s"] or 0.0))
             if dead_here:
-                message, detail = INTERRUPTED_MESSAGE, "Its process on this host has ended."
-            elif silence is None or silence > self.stale_after:
-                message = LOST_MESSAGE.format(seconds=silence if silence is not None else self.stale_after)
-                detail = f"No heartbeat within stale_after = {self.stale_after:g} s; marked failed by a reader."
+                message = INTERRUPTED_MESSAGE
+                detail = f"Its process (pid {row['pid']} on {self.host}) has ended. {RESUBMIT}"
+            elif silence is None or silence > limit:
+                message = LOST_MESSAGE.format(seconds=silence if silence is not None else limit)
+                detail = f"No heartbeat within {limit:g} s (stale_after); marked lost by a reader. {RESUBMIT}"
             else:
                 continue
-            stale.append(row["id"])
-            self.finish_failed(row["id"], message, detail=detail)
-        return stale
+            if self.finish_lost(row["id"], message, detail):
+                lost.append(row["id"])
+        return lost
 
     def delete(self, job_id: str) -> bool:
         """Remove a finished job; active jobs are kept (cancel them first)."""
         return (
             self._execute(
-                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled')", (job_id,)
+                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,),
+                doing=f"deleting job {job_id}",
             )
             == 1
         )
@@ -694,7 +483,8 @@ class JobStore:
     def prune(self, keep: int = 500) -> int:
         """Delete all but the ``keep`` most recent finished jobs; returns how many were deleted."""
         return self._execute(
-            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled') AND id NOT IN "
+            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
             "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
             (int(keep),),
+            doing="pruning old jobs",
         )

@@ -27,3 +27,46 @@ def test_jobs_page_lists_and_opens_a_plan(planning_home: Path) -> None:
     at.run()
     assert not at.exception
     assert "Cost breakdown" in [h.value for h in at.header]
+
+
+def _crafted_jobs(home: Path) -> None:
+    """A running job of this process that reports no progress, and a lost one (issue 28 §2)."""
+    import os
+    import time
+
+    from planning.jobs import JobStore
+
+    now = time.time()
+    with JobStore(home / "jobs.sqlite") as store:
+        store.create_or_reuse("stalled00000000", "solve", {"scenario": {"name": "slow one"}}, None)
+        store.mark_running("stalled00000000", heartbeat_s=60.0, stall_s=30.0)
+        store.set_worker("stalled00000000", os.getpid(), 2)
+        store._execute("UPDATE jobs SET progressed = ?, message = 'ILP: solving' WHERE id = 'stalled00000000'",
+                       (now - 100,))
+        store.create_or_reuse("lost000000000000", "solve", {"scenario": {"name": "gone"}}, None)
+        store.mark_running("lost000000000000")
+        store.finish_lost("lost000000000000", "lost: the server stopped", "Submit the same request again.")
+
+
+def test_jobs_page_shows_stalls_retries_and_lost_jobs(planning_home: Path) -> None:
+    _crafted_jobs(planning_home)
+    at = app("views/5_Jobs.py")
+    at.toggle[0].set_value(False).run()  # everyone's jobs
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("id")
+    stalled = table.loc["stalled00000000"]
+    assert stalled["status"] == "running" and stalled["attempt"] == 2
+    assert stalled["attention"].startswith("no progress for 1") and "alive: heartbeat" in stalled["attention"]
+    assert table.loc["lost000000000000", "status"] == "lost"
+    assert "lost: the process running the job" in texts(at)
+    live = [p.text for p in at.get("progress")]  # the live panel of running jobs
+    assert any("no progress for" in str(t) and "attempt 2" in str(t) for t in live), live
+
+
+def test_jobs_page_says_a_damaged_store_was_recovered(planning_home: Path) -> None:
+    planning_home.mkdir(parents=True, exist_ok=True)
+    (planning_home / "jobs.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x07" * 5000)
+    at = app("views/5_Jobs.py")
+    assert not at.exception
+    warning = " ".join(str(w.value) for w in at.warning)
+    assert "was damaged" in warning and "0 jobs could be read" in warning and ".corrupt-" in warning

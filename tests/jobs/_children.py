@@ -82,3 +82,80 @@ def on_demand_solve_held_in_pricing(request: dict[str, Any], progress: ProgressF
                 time.sleep(0.02)
 
     return solve_job(request, hold, token)
+
+
+# --- fault suite (issue 28) ---------------------------------------------------------------------------------------
+def held_solve_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """``ui.jobs.solve_job`` — a real solve — held at its first progress report until the file named by
+    ``request["release"]`` exists (or the job is cancelled; at most 300 s), so a test can act mid-solve however
+    fast or slow the machine is. The hold is reported as progress ("held: …") for the test to wait on."""
+    from pathlib import Path
+
+    from ui.jobs import solve_job
+
+    release = Path(request["release"])
+    held = False
+
+    def hold(fraction: float, message: str) -> None:
+        nonlocal held
+        if not held:
+            held = True
+            progress(fraction, f"held: {message}")
+            until = time.monotonic() + 300
+            while not release.exists() and not token.is_set() and time.monotonic() < until:
+                time.sleep(0.02)
+        progress(fraction, message)
+
+    return solve_job(request, hold, token)
+
+
+def self_killing_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """Its worker process is killed with SIGKILL on every attempt (what the kernel's OOM killer does)."""
+    import os
+    import signal
+
+    progress(0.1, "about to die")
+    os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)
+    return {}
+
+
+def quiet_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """Reports progress once, then works ``request["seconds"]`` (or until ``request["release"]`` exists) without
+    reporting any: alive (its heartbeat goes on) but making no visible progress."""
+    from pathlib import Path
+
+    progress(0.1, "thinking")
+    release = Path(request["release"]) if request.get("release") else None
+    until = time.monotonic() + float(request.get("seconds", 300))
+    while time.monotonic() < until and not (release is not None and release.exists()):
+        token.check()
+        time.sleep(0.02)
+    return {"slept": True}
+
+
+def big_result_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """A result of ``request["mb"]`` megabytes (to fill a small disk)."""
+    return {"blob": "x" * int(float(request["mb"]) * 1_000_000)}
+
+
+def serve_held_solve(path: str, request_json: str) -> None:
+    """A "server" process: a process runner (as the workbench's) solving one held job, kept alive until killed."""
+    import json
+
+    runner = JobRunner(JobStore(path), max_workers=1, processes=True, heartbeat_interval=0.5,
+                       progress_interval=0.05, cancel_poll_interval=0.05)
+    job_id = runner.submit("solve", json.loads(request_json), held_solve_job)
+    print(job_id, flush=True)
+    time.sleep(3600)
+
+
+def hung_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """Reports progress once, then hangs in native code holding the GIL (a catastrophic regular expression, ~2**40
+    steps): no thread of its process runs any more, so its heartbeat stops, as in a solver stuck in C."""
+    import re
+
+    progress(0.1, "thinking")
+    time.sleep(0.5)  # let the progress row and a heartbeat land first
+    re.match(r"(a+)+$", "a" * 40 + "b")
+    return {}

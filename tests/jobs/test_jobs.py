@@ -348,7 +348,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_restart_marks_dead_running_jobs_interrupted(store_path: Path) -> None:
+def test_restart_marks_dead_running_jobs_lost(store_path: Path) -> None:
     with JobStore(store_path) as store:
         dead, _ = store.create_or_reuse("dead", "solve", {"n": 1}, None)
         store.mark_running(dead)
@@ -366,9 +366,10 @@ def test_restart_marks_dead_running_jobs_interrupted(store_path: Path) -> None:
             "UPDATE jobs SET host = 'elsewhere', heartbeat = ? WHERE id = 'silent'", (time.time() - 3600,)
         )
     with JobStore(store_path) as reopened:
-        assert reopened.get("dead").status == "failed"
+        assert reopened.get("dead").status == "lost"  # issue 28: lost, not running (and not a failed solve)
         assert reopened.get("dead").error == INTERRUPTED_MESSAGE
-        assert reopened.get("silent").status == "failed"
+        assert "submit the same request again" in (reopened.get("dead").error_detail or "").lower()
+        assert reopened.get("silent").status == "lost"
         assert reopened.get("alive").status == "running"
         assert reopened.get("alive").pid == os.getpid()
         assert reopened.get("finished").status == "done"

@@ -1,7 +1,7 @@
 """Jobs in worker processes (issue 11 §4): the workbench's solves do not share the server's GIL.
 
 The outcome, progress and cancel contract is the thread runner's (tests/jobs/test_jobs.py): what changes is where
-the function runs. A worker that dies fails its job with a message and the next job gets a fresh worker.
+the function runs. A worker that dies is replaced and its job retried once (tests/jobs/test_faults.py for kills).
 """
 
 from __future__ import annotations
@@ -67,11 +67,15 @@ def test_errors_in_the_worker_are_recorded_as_in_a_thread(runner: JobRunner, how
         assert "ZeroDivisionError" in (record.error_detail or "")  # the worker's traceback is kept
 
 
-def test_a_dead_worker_fails_its_job_and_the_next_job_gets_a_new_one(runner: JobRunner) -> None:
-    record = runner.wait(runner.submit("fail", {"how": "die"}, failing_job), timeout=60)
-    assert record.status == "failed" and "worker process" in (record.error or "")
-    after = runner.wait(runner.submit("pid", {"n": 3}, pid_job), timeout=60)
-    assert after.status == "done"
+def test_a_worker_that_exits_on_every_attempt_fails_its_job_and_the_next_job_gets_a_new_one(
+        runner: JobRunner) -> None:
+    record = runner.wait(runner.submit("fail", {"how": "die"}, failing_job), timeout=120)
+    assert record.status == "failed" and record.attempt == 2  # retried once, then failed with the cause
+    assert "the worker process running this job died twice" in (record.error or "")
+    assert "attempt 1: exited with code 7; attempt 2: exited with code 7" in (record.error or "")
+    after = runner.wait(runner.submit("pid", {"n": 3}, pid_job), timeout=120)
+    assert after.status == "done" and after.result is not None
+    assert after.result["pid"] not in (None, os.getpid())
 
 
 def test_a_solve_in_a_worker_process_equals_the_in_process_solve(tmp_path: Path) -> None:

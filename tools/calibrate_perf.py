@@ -68,8 +68,10 @@ IDENTIFIES = {
 # Engine-level constants (not fitted: documented priors, see docs/perf-model.md).
 STEP_MS_PRIOR = 1.0
 GLOBAL_VALUES = {
-    "mem_reserve_frac": (0.10, "prior: vLLM default gpu_memory_utilization=0.9 keeps 10% back"),
-    "mem_reserve_gb": (1.5, "prior: CUDA context + CUDA graphs + NCCL buffers per GPU"),
+    "gpu_memory_utilization": (0.90, "prior: the planner's engine (vLLM V1) budget, share of the driver-reported "
+                               "memory; vLLM EngineArgs default 0.9, written by planning export"),
+    "engine_overhead_gib": (0.4, "prior: non-torch memory vLLM counts inside its budget per GPU (CUDA context, NCCL "
+                            "buffers; vLLM 0.6.4 logs non_torch_memory 0.39 GiB); CUDA graphs live in the rest"),
     "activation_factor": (4.0, "prior: ~4 live copies of (hidden + intermediate/tp) BF16 per token in a step"),
     "max_batched_tokens": (8192, "prior: engine token budget per step (vLLM V1 / TensorRT-LLM default "
                            "max_num_batched_tokens 8192); bounds the activation workspace"),

@@ -19,6 +19,7 @@ from planning.errors import PlanningError, UnknownIdError, quote
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
+from planning.perf.engines import EngineMemory
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_table
@@ -187,12 +188,12 @@ class PerfModel:
 
     # ----------------------------------------------------------------- node curves
     def _curves(self, model: ModelSpec, dev: Device, prec: Precision, tp: int, dp: int, phase: str,
-                wl: Workload, batches: np.ndarray, net_gbps: float) -> Curves:
+                wl: Workload, batches: np.ndarray, net_gbps: float, memory: EngineMemory | None = None) -> Curves:
         correction = None
         if self.profiles is not None:
             correction = self.profiles.correction(self, model, dev.gpu_id, tp * dp, tp, phase, wl, batches)
         return build_curves(self._layer_arch(model), dev, prec, self.calibration.settings, tp, dp, phase, wl,
-                            batches, net_gbps, correction)
+                            batches, net_gbps, correction, memory)
 
     @staticmethod
     def _grid(phase: str, wl: Workload) -> np.ndarray:
@@ -337,7 +338,8 @@ class PerfModel:
     def serving(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
                 concurrency: int | None = None, scheduling: str = "chunked",
-                engine_limits: tuple[int, int] | None = None) -> ServingPoint | None:
+                engine_limits: tuple[int, int] | None = None,
+                memory: EngineMemory | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -351,6 +353,8 @@ class PerfModel:
             prefill: prompt steps stall the decodes; see ``serving.serving_point``).
         engine_limits: the engine's ``(max_num_batched_tokens, max_num_seqs)`` (None: the calibrated settings, the
             limits ``planning export`` configures); ``engine_limits()`` gives an engine's defaults.
+        memory: the engine's memory reservation (None: the planner's engine, vLLM V1 at the calibrated
+            ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
 
         Returns
         -------
@@ -374,7 +378,7 @@ class PerfModel:
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,

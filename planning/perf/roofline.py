@@ -32,18 +32,20 @@ class Device:
     """One GPU type with its spec numbers and fitted efficiencies (what every formula reads)."""
 
     gpu_id: str
-    memory_gb: float
+    memory_bytes: float  # as the driver reports it (GPU.memory_bytes)
     bw: float  # HBM bytes/s
     bf16_flops: float  # dense FLOP/s
     fp8_flops: float | None
     link_bw: float  # intra-node bytes/s per direction
     cal: GpuCalibration
+    p2p: bool = True  # GPUs of a node reach each other directly (else collectives go through host memory)
 
     @classmethod
     def from_specs(cls, gpu: GPU, cal: GpuCalibration) -> Device:
         return cls(
-            gpu_id=gpu.id, memory_gb=gpu.memory_gb, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
+            gpu_id=gpu.id, memory_bytes=gpu.memory_bytes, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
             fp8_flops=gpu.fp8_tflops * 1e12 if gpu.fp8_tflops else None, link_bw=gpu.intra_link_gbps * 1e9, cal=cal,
+            p2p=gpu.p2p,
         )
 
 

@@ -9,8 +9,9 @@ tokens of the step; attention is paid per kind (decode over the mean context I +
     output tokens/s = dp * B / t(B)                                         (dp copies in the node)
     TTFT(B) = (ceil(I / (T - B)) + 1/2) * t_chunk                           (T = max_batched_tokens)
 
-subject to B + P <= T (prefill keeps up), B <= max_num_seqs, memory (weights + B (I + O/2) KV tokens + workspace
-of T tokens + reserve <= capacity) and the optional TTFT/TPOT SLOs. The peak is the best feasible B. A closed loop of
+subject to B + P <= T (prefill keeps up), B <= max_num_seqs, memory (weights + B (I + O/2) KV tokens (I + O for an
+engine that reserves a request's whole KV at admission) + workspace of T tokens + overhead <= the engine's budget)
+and the optional TTFT/TPOT SLOs. The peak is the best feasible B. A closed loop of
 C clients (benchmarks at a fixed concurrency) runs B = C: TPOT = t(C) with the prefill share of the other C - 1,
 TTFT from a chunked prefill next to C - 1 decodes, and output tokens/s = C * O / (TTFT + (O - 1) * TPOT).
 """
@@ -24,7 +25,8 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
-from planning.perf.curves import graphed, reserve_bytes, workspace_bytes
+from planning.perf.curves import graphed, workspace_bytes
+from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import ServingPoint, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
 
@@ -59,7 +61,8 @@ SCHEDULING = ("chunked", "prefill-first")
 
 def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                   wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
-                  concurrency: int | None = None, scheduling: str = "chunked") -> ServingPoint | None:
+                  concurrency: int | None = None, scheduling: str = "chunked",
+                  memory: EngineMemory | None = None) -> ServingPoint | None:
     """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
 
     Parameters
@@ -74,6 +77,8 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         run as a step of their own that stalls every decode). Prefill-first, with B decoding and B/O new prompts
         per decode step: TPOT = t_dec(B) + (B/O) · t_pre(k)/k (k = max(1, B/O) prompts per prefill step),
         TTFT = t_dec(B)/2 + t_pre(k); closed loops use the other B - 1 clients' prompts.
+    memory: the engine's memory reservation (default the planner's engine); its ``hold`` sets the KV a running
+        sequence holds (I + O/2 when it grows a token at a time, I + O when reserved at admission).
 
     Returns
     -------
@@ -109,15 +114,17 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         steps = np.ceil(inp / chunk)
         t_chunk = _step_time(arch, dev, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp)
         ttft = (steps + (0.0 if concurrency is not None and concurrency <= dp else 0.5)) * t_chunk
-    # Memory per GPU at this batch.
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    # Memory per GPU at this batch, against the engine's budget (KV bytes at its kv_scale).
+    memory = memory if memory is not None else planner_memory(settings)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
     nf = float(arch.full_in_window[-1])
     ns = arch.layers - nf
-    kv_seq = kv_tok * (nf * ctx + ns * min(ctx, float(arch.window or ctx)))
+    held = memory.kv_tokens(inp, out)
+    kv_seq = kv_tok * (nf * held + ns * min(held, float(arch.window or held)))
     weights = arch.layers * arch.weight_bytes_per_layer(prec) / tp
-    fixed = weights + float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    fixed = weights + float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     mem = fixed + b * kv_seq
-    cap = dev.memory_gb * 1e9
+    cap = memory.budget(dev.memory_bytes)
     if concurrency is not None:
         if not mem[0] <= cap:
             # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
@@ -125,7 +132,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
             if fit < 1:
                 return None
             inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp,
-                                  scheduling)
+                                  scheduling, memory)
             if inner is None:
                 return None
             wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
@@ -135,7 +142,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         return ServingPoint(
             max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
             ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
-            capacity_gb=cap * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
+            capacity_gb=float(cap) * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
             tpot_slo_ms=tpot_slo_ms, concurrency=int(concurrency))
     checks = {
         "memory": mem <= cap,
@@ -157,7 +164,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     return ServingPoint(
         max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(b[i]) * dp,
         ttft_ms=float(ttft[i] * 1e3), tpot_ms=float(t[i] * 1e3), memory_gb=float(mem[i] * tp * dp / 1e9),
-        capacity_gb=cap * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+        capacity_gb=float(cap) * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
 
 
 def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
@@ -169,7 +176,8 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
     t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= T(S, j) (the SLO-sized step token budget: the
     largest prompt chunk whose step on the j layers fits tpot_budget[S], 64 tokens to the engine setting), the stage's
-    memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve)
+    memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + overhead
+    within the planner's engine budget)
     fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
     ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
     """
@@ -206,18 +214,19 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
                if arch.window else c_full)
     steps = np.ceil(inp / chunk) + 0.5
     run_chunk = nf[None, :, None] * c_full + ns[None, :, None] * c_slide + step  # (S, L, B)
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    memory = planner_memory(settings)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
     # Planning sizes a sequence's KV at its full length (input + output), as the decode tables do: an engine
     # that admits a request must be able to keep it to its last token without preemption. Each node of an
     # S-stage pipeline holds the KV of S micro-batches in flight.
     held = inp + out
     kv_full = b * held * kv_tok
     kv_slide = b * min(held, float(arch.window or held)) * kv_tok
-    fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    fixed = float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
     held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
     mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
-    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
+    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)

@@ -226,13 +226,54 @@ def stated_free_fraction(notes: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def trtllm_bench_limits(params: float, weight_bytes: float, kv_bytes_per_token: float, n_gpus: int,
+                        memory_bytes: float, input_len: float, output_len: float,
+                        fraction: float = 0.95) -> tuple[int, int]:
+    """(max_num_tokens, max_batch_size) ``trtllm-bench`` picks when a run does not set them
+    (``tensorrt_llm/bench/build/tuning.py``: ``calc_engine_setting`` and ``finetune_setting``): the requests of
+    length I + O its KV estimate holds, capped at 4096, rounded up to a 32/128/256 step (at least 64); tokens =
+    batch × (1 + I/O), capped at 32768, rounded up to a 256/512/1024 step (at least 2048).
+
+    ``params``: parameters; ``weight_bytes``: bytes per parameter as served; ``kv_bytes_per_token``: KV bytes of one
+    token over all layers with TensorRT-LLM's replicated KV heads (at least one per GPU); ``memory_bytes``: one GPU's.
+    """
+    gib = 2.0**30
+    engine_size = params / 1e9 * weight_bytes  # the tool's "GB" of weights
+    available = memory_bytes / gib * n_gpus - engine_size
+    kv_requests = max(available * fraction / (kv_bytes_per_token / gib) / max(input_len + output_len, 1.0), 1.0)
+    raw_bs = min(kv_requests, 4096.0)
+    raw_tokens = min(raw_bs * (1.0 + input_len / max(output_len, 1.0)), 32768.0)
+    if raw_bs < 256:
+        bs = max(64, 32 * int(np.ceil(raw_bs / 32)))
+    elif raw_bs < 1024:
+        bs = 128 * int(np.ceil(raw_bs / 128))
+    else:
+        bs = 256 * int(np.ceil(raw_bs / 256))
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * int(np.ceil(raw_tokens / 256)))
+    elif raw_tokens < 8192:
+        tokens = 512 * int(np.ceil(raw_tokens / 512))
+    else:
+        tokens = 1024 * int(np.ceil(raw_tokens / 1024))
+    return tokens, bs
+
+
 def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp: int = 1,
-                     notes: str = "") -> EngineSetup:
+                     notes: str = "", *, model_id: str | None = None, dtype: str | None = None, n_gpus: int = 1,
+                     input_len: float = 0.0, output_len: float = 0.0) -> EngineSetup:
     """Scheduling, batch limits and memory reservation of a published run of ``engine`` ``version`` on ``gpu_id``
     at tensor parallel ``tp`` (``notes``: the run's stated settings, e.g. a TensorRT-LLM free-memory fraction):
-    what validation runs the closed form and the simulator with."""
+    what validation runs the closed form and the simulator with. A ``trtllm-bench`` run (its notes say so) of
+    ``model_id`` at ``dtype`` on ``n_gpus`` with requests of ``input_len`` / ``output_len`` gets the batch limits
+    that tool derives (:func:`trtllm_bench_limits`)."""
     settings = perf.calibration.settings
     memory_bytes = perf.gpu(gpu_id).memory_bytes
     tokens, seqs = engine_limits(engine, version, gpu_id, memory_bytes, settings)
     memory = engine_memory(engine, version, settings, memory_bytes, tp, stated_free_fraction(notes))
+    if engine == "trtllm" and "trtllm-bench" in notes and model_id is not None:
+        spec = perf.model(model_id)
+        fp8 = (dtype or spec.dtype or "").lower() == "fp8"
+        kv_tok = 2.0 * spec.layers * max(tp, spec.num_kv_heads) * spec.head_dim * (1.0 if fp8 else 2.0)
+        tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, n_gpus, memory_bytes,
+                                           input_len, output_len, memory.fraction)
     return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory)

@@ -164,7 +164,8 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
-    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes)
+    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes, model_id=p.model, dtype=p.dtype,
+                           n_gpus=p.n_gpus, input_len=p.input_len, output_len=out)
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
                     scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
                     memory=eng.memory)

@@ -12,6 +12,7 @@ from planning.perf.engines import (
     published_engine,
     sglang_mem_fraction,
     stated_free_fraction,
+    trtllm_bench_limits,
 )
 
 GIB = 2.0**30
@@ -42,6 +43,17 @@ def test_engines_reserve_memory_their_own_way(pm: PerfModel) -> None:
     assert stated_free_fraction("nothing stated") is None
 
 
+def test_trtllm_bench_sizes_its_batch_from_memory() -> None:
+    """tensorrt_llm/bench/build/tuning.py: requests the KV estimate holds, capped at 4096; tokens batch x (1 + I/O),
+    capped at 32768 (Llama-3.1-8B FP8 on one H100)."""
+    kv_tok = 2 * 32 * 8 * 128 * 1.0
+    assert trtllm_bench_limits(8.03e9, 1.0, kv_tok, 1, 81559 * 2.0**20, 128, 128) == (8192, 4096)
+    # 0.95 x (79.65 GiB - 8.03 GB) of KV hold 530 requests of 2,176 tokens: batch 640, tokens 530 x 17 -> 9,216
+    assert trtllm_bench_limits(8.03e9, 1.0, kv_tok, 1, 81559 * 2.0**20, 2048, 128) == (9216, 640)
+    # 203 requests of 5,500 tokens: batch rounded to 224, tokens 203 x 11 -> 2,304
+    assert trtllm_bench_limits(8.03e9, 1.0, kv_tok, 1, 81559 * 2.0**20, 5000, 500) == (2304, 224)
+
+
 def test_kv_cache_on_a_24_gb_card_is_what_vllm_allocates(pm: PerfModel) -> None:
     """The closing note of the perf-v2 issue: Llama-3-8B on an RTX 4090 got 3.7 GB of KV cache in the model against
     ~6.4 GB in vLLM. Now vLLM's arithmetic: 0.9 x 23.99 GiB - 14.96 GiB of weights - one step's activations (2,048
@@ -66,7 +78,8 @@ def test_published_rows_run_their_engine_memory(pm: PerfModel) -> None:
     """A TensorRT-LLM overview row with a stated fraction reserves 0.95 of the memory free after the weights and
     keeps a request's whole KV. Llama-3.1-70B FP16 on 2 x A100-80G (70.6 GB of weights per GPU) was infeasible under
     the old 10 % + 1.5 GB reserve; TensorRT-LLM's rule leaves it far more KV than vLLM's 0.9 of the card."""
-    eng = published_engine(pm, "trtllm", "0.17", "A100-80G", 2, "trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95")
+    eng = published_engine(pm, "trtllm", "0.17", "A100-80G", 2, "trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95",
+                           model_id="llama-3-70b", dtype="fp16", n_gpus=2, input_len=1000, output_len=1000)
     assert eng.memory.of == "free" and eng.memory.fraction == 0.95 and eng.memory.hold == "reserve"
     kw = dict(input_len=1000, output_len=1000, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs))
     trt = pm.serving("llama-3-70b", "A100-80G", 2, dtype="fp16", memory=eng.memory, **kw)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ GPU_PARAMS: tuple[str, ...] = (
     "ar_latency_us",  # all-reduce latency between 2 GPUs of one node, microseconds
     "ar_eff",  # achieved / spec intra-node link bandwidth for a 2-GPU all-reduce
     "ar_scaling",  # exponent: link efficiency falls as (2/n)**ar_scaling with n GPUs (PCIe contention)
+    "ar_host_gbps",  # all-reduce bus bandwidth (GB/s) through host memory, for GPUs without peer-to-peer
     "step_ms",  # fixed engine overhead per forward step (scheduling, sampling), milliseconds
     "band_prefill",  # held-out p90 absolute relative error, prefill-like points (uncertainty band)
     "band_decode",  # held-out p90 absolute relative error, decode-like points (uncertainty band)
@@ -64,6 +65,7 @@ class GpuCalibration:
     ar_latency_us: float
     ar_eff: float
     ar_scaling: float
+    ar_host_gbps: float
     step_ms: float
     band_prefill: float
     band_decode: float

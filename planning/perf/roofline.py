@@ -242,12 +242,21 @@ def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, hea
 
 
 def allreduce_time(dev: Device, nbytes: ArrayLike, n: int) -> np.ndarray:
-    """Ring all-reduce of ``nbytes`` over ``n`` GPUs of one node: latency + 2(n-1)/n * bytes / link."""
+    """Ring all-reduce of ``nbytes`` over ``n`` GPUs of one node: latency + 2(n-1)/n * bytes / bus bandwidth.
+
+    With peer-to-peer (NVLink, or PCIe P2P) the bus bandwidth is the link's at ``ar_eff``; GPUs without it (GeForce
+    cards, the A10G/L4 VMs of AWS) exchange through host memory (NCCL's shared-memory transport): every ring step is
+    a copy to a host buffer and a read back over PCIe, at the host path's bus bandwidth ``ar_host_gbps`` (measured on
+    the aiconfigurator L40S box where NCCL routes through host memory, docs/perf-model.md Sec. 1).
+    """
     size = np.asarray(nbytes, dtype=float)
     if n <= 1:
         return np.zeros_like(size)
     latency = dev.cal.ar_latency_us * 1e-6 * (1.0 + (n - 2) / 4.0)
-    link = dev.link_bw * dev.cal.ar_eff * (2.0 / n) ** dev.cal.ar_scaling
+    if dev.p2p:
+        link = dev.link_bw * dev.cal.ar_eff * (2.0 / n) ** dev.cal.ar_scaling
+    else:
+        link = dev.cal.ar_host_gbps * 1e9
     return latency + 2.0 * (n - 1) / n * size / link
 
 

@@ -141,10 +141,10 @@ def test_simulated_bursts_against_published_runs(errors: pd.DataFrame) -> None:
         rows = single[single["quantity"] == quantity]
         assert len(rows) >= 4 and rows["rel_error"].abs().median() <= limit, quantity
     # the L4 run of 1,000 prompts at once: the closed form's steady peak said 2.2x, the replay of the burst is within
-    # 40 % (vLLM's own reservation, 0.9 of the card, leaves ~4.6 GiB of KV against the old model's 3.7 GB; the
+    # 30 % (vLLM 0.5.4's own reservation, 0.9 of the card, leaves ~4.6 GiB of KV against the old model's 3.7 GB; the
     # published rate implies a smaller batch: docs/simulator.md)
     l4 = errors[errors["id"] == "compass-l4-1000-inf-output"]["rel_error"].iloc[0]
-    assert abs(l4) <= 0.4
+    assert abs(l4) <= 0.3
 
 
 def test_tp2_without_peer_to_peer_is_no_faster_than_one_gpu(errors: pd.DataFrame) -> None:

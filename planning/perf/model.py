@@ -339,7 +339,7 @@ class PerfModel:
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
                 concurrency: int | None = None, scheduling: str = "chunked",
                 engine_limits: tuple[int, int] | None = None,
-                memory: EngineMemory | None = None) -> ServingPoint | None:
+                memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -355,6 +355,8 @@ class PerfModel:
             limits ``planning export`` configures); ``engine_limits()`` gives an engine's defaults.
         memory: the engine's memory reservation (None: the planner's engine, vLLM V1 at the calibrated
             ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
+        request_rate: evaluate an open loop at this many requests/s (Poisson) instead of the peak: TTFT and TPOT
+            under that load (None when the node cannot sustain it).
 
         Returns
         -------
@@ -369,6 +371,9 @@ class PerfModel:
         wl = Workload(float(input_len), float(output_len))
         if concurrency is not None and concurrency < 1:
             raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
+        if request_rate is not None and concurrency is not None:
+            raise PlanningError("request_rate", "both a request rate and a concurrency were given.",
+                                "give one: an open loop at a rate or a closed loop of clients.")
         prec = resolve_precision(spec, dtype, gpu)
         settings = self.calibration.settings
         if engine_limits is not None:
@@ -378,7 +383,7 @@ class PerfModel:
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,

@@ -43,6 +43,7 @@ counts on.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -243,19 +244,15 @@ def trtllm_bench_limits(params: float, weight_bytes: float, kv_bytes_per_token: 
     kv_requests = max(available * fraction / (kv_bytes_per_token / gib) / max(input_len + output_len, 1.0), 1.0)
     raw_bs = min(kv_requests, 4096.0)
     raw_tokens = min(raw_bs * (1.0 + input_len / max(output_len, 1.0)), 32768.0)
-    if raw_bs < 256:
-        bs = max(64, 32 * int(np.ceil(raw_bs / 32)))
-    elif raw_bs < 1024:
-        bs = 128 * int(np.ceil(raw_bs / 128))
-    else:
-        bs = 256 * int(np.ceil(raw_bs / 256))
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * int(np.ceil(raw_tokens / 256)))
-    elif raw_tokens < 8192:
-        tokens = 512 * int(np.ceil(raw_tokens / 512))
-    else:
-        tokens = 1024 * int(np.ceil(raw_tokens / 1024))
+    bs = _round_up(raw_bs, ((256.0, 32), (1024.0, 128), (math.inf, 256)), 64)
+    tokens = _round_up(raw_tokens, ((4096.0, 256), (8192.0, 512), (math.inf, 1024)), 2048)
     return tokens, bs
+
+
+def _round_up(value: float, tiers: tuple[tuple[float, int], ...], floor: int) -> int:
+    """``value`` rounded up to the step of the first tier whose bound it is below, at least ``floor``."""
+    step = next(s for bound, s in tiers if value < bound)
+    return max(floor, step * math.ceil(value / step))
 
 
 def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp: int = 1,

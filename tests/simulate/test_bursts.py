@@ -174,7 +174,10 @@ def test_allreduce_without_peer_to_peer_goes_through_host_memory(pm: PerfModel) 
 
 # Known misses, with the diagnosed cause (docs/simulator.md); each must still miss so the list stays true.
 KNOWN_BURST_MISSES = {
-    # queueing at 16-32 req/s: the model's KV cache on a 24 GB card is smaller than vLLM's (TTFT 4-25x)
+    # queueing at 16-32 req/s on one RTX 4090 (+29 % at 16, +127..+131 % at 32 req/s; 22-28x before vLLM's own
+    # memory reservation): 32 req/s of ~210-token prompts ask ~93 % of the tensor rate the model gives the 4090
+    # (a generation prior, no measurement of its own), so the simulated prompt queue runs near saturation where the
+    # published engine kept a 161 ms mean TTFT (docs/simulator.md)
     "ttft-under-load": lambda e: e[(e["quantity"] == "ttft_ms") & (e["n_gpus"] == 1) & (e["request_rate"] >= 16)],
 }
 

@@ -40,6 +40,10 @@ MAX_BATCH = 1_000_000  # requests in one estimated batch
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
+# Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
+# so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
+# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24).
+PHYSICS_VERSION = "perf-v3"
 
 
 def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
@@ -166,7 +170,7 @@ class PerfModel:
     def _calibration_fingerprint(self) -> str:
         """The calibration's fingerprint, computed once per calibration object."""
         if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
-            self._cal_fp = (id(self.calibration), self.calibration.fingerprint())
+            self._cal_fp = (id(self.calibration), f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}")
         return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:
@@ -175,8 +179,9 @@ class PerfModel:
         return self._arch[model]
 
     def fingerprint(self) -> str:
-        """Hash of the calibration, the catalog GPU/model specs and the profiles (cache invalidation key)."""
-        parts = [self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
+        """Hash of the physics version, the calibration, the catalog GPU/model specs (driver-reported memory and
+        peer-to-peer included) and the profiles (cache invalidation key)."""
+        parts = [PHYSICS_VERSION, self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
                  repr(sorted(self.catalog.models.items())),
                  self.profiles.fingerprint() if self.profiles is not None else "no-profiles"]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

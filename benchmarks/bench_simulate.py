@@ -75,7 +75,8 @@ def presets(duration_s: float, with_headroom: bool) -> None:
         cfg = SimConfig(duration_s=duration_s, seed=0)
         res = simulate_topology(topo, cfg)
         print(f"  {name} (solve {solve_s:.0f} s, {res.requests:,} requests, sim {res.wall_s:.1f} s): "
-              f"attainment {res.attainment:.2%}")
+              f"attainment {res.attainment:.2%}, plan {plan.cost_per_hour:.2f} $/h, "
+              f"served {plan.served_fraction:.1%}")
         for m in res.models:
             print(f"    {m.model:<16} attain {m.attainment:7.2%} (TTFT {m.attainment_ttft:7.2%}, "
                   f"TPOT {m.attainment_tpot:7.2%})  TTFT p50/p99 {m.ttft_ms.p50:8.0f}/{m.ttft_ms.p99:8.0f} ms "

@@ -514,15 +514,19 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
             budgets = {}
     # Disaggregated engines get the limits the planner's tables assume, written explicitly (vLLM's own defaults
     # on GPUs under 70 GiB, 2048 tokens / 256 sequences, would cap a decode batch the plan counts on).
+    # The memory flag: the KV cache the plan counts on is this share of each GPU's memory (vLLM's default moved to
+    # 0.92 with CUDA-graph profiling in 0.21; writing it keeps the plan's budget whatever the version).
     settings = ctx.perf.calibration.settings
     limits = (int(settings.max_batched_tokens), int(settings.max_num_seqs))
+    util = float(settings.gpu_memory_utilization)
     files: list[ExportFile] = []
     if fmt in ("skypilot", "all"):
         files += skypilot_tasks(result, models.repos, budgets, engine_limits=limits, tp_options=models.tp_options,
-                                model_layers=models.layers)
+                                model_layers=models.layers, memory_utilization=util)
     if fmt in ("kubernetes", "all"):
         files += kubernetes_manifests(result, models.repos, step_tokens=budgets, engine_limits=limits,
-                                      tp_options=models.tp_options, model_layers=models.layers)
+                                      tp_options=models.tp_options, model_layers=models.layers,
+                                      memory_utilization=util)
     return files
 
 

@@ -68,8 +68,10 @@ IDENTIFIES = {
 # Engine-level constants (not fitted: documented priors, see docs/perf-model.md).
 STEP_MS_PRIOR = 1.0
 GLOBAL_VALUES = {
-    "mem_reserve_frac": (0.10, "prior: vLLM default gpu_memory_utilization=0.9 keeps 10% back"),
-    "mem_reserve_gb": (1.5, "prior: CUDA context + CUDA graphs + NCCL buffers per GPU"),
+    "gpu_memory_utilization": (0.90, "prior: the planner's engine (vLLM V1) budget, share of the driver-reported "
+                               "memory; vLLM EngineArgs default 0.9, written by planning export"),
+    "engine_overhead_gib": (0.4, "prior: non-torch memory vLLM counts inside its budget per GPU (CUDA context, NCCL "
+                            "buffers; vLLM 0.6.4 logs non_torch_memory 0.39 GiB); CUDA graphs live in the rest"),
     "activation_factor": (4.0, "prior: ~4 live copies of (hidden + intermediate/tp) BF16 per token in a step"),
     "max_batched_tokens": (8192, "prior: engine token budget per step (vLLM V1 / TensorRT-LLM default "
                            "max_num_batched_tokens 8192); bounds the activation workspace"),
@@ -306,6 +308,26 @@ def load_observations(reference: Path) -> list[Obs]:
     return obs
 
 
+HOST_PATH_GPUS = 4  # the aiconfigurator L40S box's 4-GPU ring crosses GPU pairs without peer-to-peer (one socket)
+HOST_PATH_BYTES = 16e6  # messages large enough that latency does not matter
+
+
+def host_allreduce_gbps(reference: Path) -> tuple[float, int]:
+    """(bus bandwidth GB/s, points) of an all-reduce through host memory: the median bus bandwidth
+    2(n-1)/n x bytes / time of the aiconfigurator L40S 4-GPU all-reduces of at least 16 MB. Its 2-GPU pairs reach
+    ~20 GB/s over PCIe peer-to-peer; the 4-GPU ring crosses pairs that have no peer-to-peer path on one socket and
+    NCCL bounces through host memory (5.1 GB/s; across the two sockets, 8 GPUs, 1.45 GB/s). The planner uses it for
+    nodes whose GPUs have no peer-to-peer at all (``GPU.p2p``: GeForce cards, the A10G/L4 VMs of AWS), which are
+    one-socket nodes."""
+    df = pd.read_csv(reference / "perf" / "aic_nccl_allreduce.csv")
+    df = df[df["gpu"].isin(PCIE_REF_GPUS) & (df["num_gpus"] == HOST_PATH_GPUS)]
+    nbytes = 2.0 * df["message_size"].to_numpy(float)
+    n = float(HOST_PATH_GPUS)
+    bus = 2.0 * (n - 1) / n * nbytes / (df["latency_ms"].to_numpy(float) * 1e-3) / 1e9
+    big = nbytes >= HOST_PATH_BYTES
+    return round(float(np.median(bus[big])), 3), int(big.sum())
+
+
 FP8_LARGE = 4096  # m, n, k at least this: a GEMM large enough to run at the tensor cores' sustained rate
 
 
@@ -330,7 +352,8 @@ def fp8_large_gemm_rate(reference: Path, gpus: dict[str, GPU]) -> dict[str, floa
 
 def _base_cal(gpu_id: str, **values: float) -> GpuCalibration:
     base = dict(eff_bw=0.8, eff_compute_bf16=0.65, eff_compute_fp8=0.55, eff_attn=0.45, kernel_us=6.0,
-                attn_us=12.0, attn_tile_tokens=128.0, ar_latency_us=15.0, ar_eff=0.6, ar_scaling=0.0, step_ms=STEP_MS_PRIOR, band_prefill=0.3,
+                attn_us=12.0, attn_tile_tokens=128.0, ar_latency_us=15.0, ar_eff=0.6, ar_scaling=0.0,
+                ar_host_gbps=1.5, step_ms=STEP_MS_PRIOR, band_prefill=0.3,
                 band_decode=0.3)
     base.update(values)
     return GpuCalibration(gpu_id=gpu_id, provenance="calibrated", source="", **base)  # type: ignore[arg-type]
@@ -423,9 +446,10 @@ def calibrate(reference: Path, gpus: dict[str, GPU]) -> tuple[dict[str, GpuCalib
     order = sorted(by_gpu, key=lambda g: (not any(o.source.startswith("aic") for o in by_gpu[g]), g))
     fp8 = fp8_large_gemm_rate(reference, gpus)
     fp8_prior = float(np.median(list(fp8.values()))) if fp8 else 0.55
+    host_gbps, host_points = host_allreduce_gbps(reference)
     for gpu_id in order:
         gpu = gpus[gpu_id]
-        prior = replace(_prior_for(gpu, cals), eff_compute_fp8=fp8.get(gpu_id, fp8_prior))
+        prior = replace(_prior_for(gpu, cals), eff_compute_fp8=fp8.get(gpu_id, fp8_prior), ar_host_gbps=host_gbps)
         cal, nz, free = fit_gpu(gpu, by_gpu[gpu_id], prior)
         if gpu.fp8_tflops:  # physical floor: FP8 tensor cores never run a large GEMM slower than BF16 ones
             parity = cal.eff_compute_bf16 * gpu.bf16_tflops / gpu.fp8_tflops
@@ -447,6 +471,7 @@ def calibrate(reference: Path, gpus: dict[str, GPU]) -> tuple[dict[str, GpuCalib
     report["n_points"] = {g: int(sum(len(o.measured_ms) for o in by_gpu[g])) for g in by_gpu}
     report["sources_by_gpu"] = {g: sorted({o.source for o in by_gpu[g]}) for g in by_gpu}
     report["fp8_large_gemm_rate"] = fp8
+    report["ar_host_gbps"] = [host_gbps, host_points]
     return cals, report
 
 
@@ -485,13 +510,23 @@ def write_csv(path: Path, cals: dict[str, GpuCalibration], report: dict[str, obj
     fp8_all: dict[str, float] = report.get("fp8_large_gemm_rate", {})  # type: ignore[assignment]
     if fp8_all:
         defaults = replace(defaults, eff_compute_fp8=float(np.median(list(fp8_all.values()))))
+    host_gbps, host_points = report["ar_host_gbps"]  # type: ignore[misc]
+    defaults = replace(defaults, ar_host_gbps=float(host_gbps))
     for p in GPU_PARAMS:
+        if p == "ar_host_gbps":
+            lines.append(f'default,{p},{host_gbps:.4g},"aic_nccl: median bus bandwidth of the aiconfigurator L40S '
+                         f'4-GPU all-reduces of 16 MB and more (NCCL through host memory between GPUs without '
+                         f'peer-to-peer on one socket; tools/calibrate_perf.py host_allreduce_gbps)",{host_points},'
+                         f'reference/perf,{today}')
+            continue
         lines.append(f'default,{p},{getattr(defaults, p):.4g},"prior: median of fitted GPUs (unknown GPU types)",0,,{today}')
     for gpu_id in sorted(gpus):
         if gpu_id in cals:
             cal, free = cals[gpu_id], set(free_by[gpu_id])
             fp8_rates: dict[str, float] = report.get("fp8_large_gemm_rate", {})  # type: ignore[assignment]
             for p in GPU_PARAMS:
+                if p == "ar_host_gbps":  # one host-memory path for all GPUs: the default row
+                    continue
                 if p == "eff_compute_fp8" and gpu_id in fp8_rates:
                     src = ("large-GEMM rate: best measured FP8 GEMM (m,n,k >= 4096) / spec peak (aic_gemm); "
                            "not least-squares fitted")
@@ -511,6 +546,8 @@ def write_csv(path: Path, cals: dict[str, GpuCalibration], report: dict[str, obj
         elif gpu_id in GENERATION_PRIOR and GENERATION_PRIOR[gpu_id] in cals:
             donor = cals[GENERATION_PRIOR[gpu_id]]
             for p in GPU_PARAMS:
+                if p == "ar_host_gbps":
+                    continue
                 value = getattr(donor, p)
                 if p in ("ar_latency_us", "ar_eff", "ar_scaling"):
                     value = getattr(_prior_for(gpus[gpu_id], cals), p)

@@ -10,8 +10,8 @@ import streamlit as st
 from planning import api
 from ui import widgets
 
-GPU_COLUMNS = ["id", "memory_gb", "hbm_bw_gbps", "bf16_tflops", "fp8_tflops", "intra_link", "intra_link_gbps",
-               "generation", "source", "as_of", "age_days"]  # fmt: skip
+GPU_COLUMNS = ["id", "memory_gb", "memory_mib", "hbm_bw_gbps", "bf16_tflops", "fp8_tflops", "intra_link",
+               "intra_link_gbps", "p2p", "generation", "source", "memory_source", "as_of", "age_days"]  # fmt: skip
 CONFIG_COLUMNS = ["region_key", "instance_type", "shape", "gpu_count", "vcpus", "memory_gib", "price_on_demand",
                   "price_spot", "per_gpu_hour", "network_gbps", "available_nodes", "quality", "hypothetical",
                   "notes", "source", "as_of", "age_days"]  # fmt: skip
@@ -61,7 +61,11 @@ with tab_gpus:
         hide_index=True,
         width="stretch",
         column_config={
-            "memory_gb": st.column_config.NumberColumn("memory (GB)"),
+            "memory_gb": st.column_config.NumberColumn("memory (GB, marketed)"),
+            "memory_mib": st.column_config.NumberColumn(
+                "usable (MiB)", help="total memory as the driver reports it (nvidia-smi), which the planner uses"),
+            "p2p": st.column_config.CheckboxColumn(
+                "peer-to-peer", help="GPUs of one node reach each other directly (NVLink or PCIe P2P)"),
             "hbm_bw_gbps": st.column_config.NumberColumn("HBM (GB/s)"),
             "bf16_tflops": st.column_config.NumberColumn("BF16 dense TFLOPS"),
             "fp8_tflops": st.column_config.NumberColumn("FP8 dense TFLOPS"),

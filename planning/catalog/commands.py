@@ -13,8 +13,8 @@ from planning.catalog.tables import catalog_rows
 KINDS = ("gpus", "configs", "models", "regions", "slos")
 
 _TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "gpus": ("id", "memory_gb", "hbm_bw_gbps", "bf16_tflops", "fp8_tflops", "intra_link", "intra_link_gbps",
-             "generation"),
+    "gpus": ("id", "memory_gb", "memory_mib", "hbm_bw_gbps", "bf16_tflops", "fp8_tflops", "intra_link",
+             "intra_link_gbps", "p2p", "generation"),
     "configs": ("id", "shape", "vcpus", "price_on_demand", "price_spot", "network_gbps", "quality"),
     "models": ("id", "layers", "hidden_size", "num_heads", "num_kv_heads", "experts_total", "experts_active",
                "params_total_b", "params_active_b", "dtype", "sliding_window"),

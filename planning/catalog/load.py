@@ -144,6 +144,7 @@ class _Table:
     record: type
     columns: Mapping[str, Callable[[str], Any]]
     key: Callable[[dict[str, Any]], str]
+    optional: frozenset[str] = frozenset()  # columns a file may leave out (read as empty cells)
 
 
 _TABLES: dict[str, _Table] = {
@@ -160,8 +161,14 @@ _TABLES: dict[str, _Table] = {
             "generation": _text,
             "source": _text,
             "as_of": _date,
+            "memory_mib": _optional(_positive),
+            "memory_source": _opt_text,
+            "memory_as_of": lambda raw: _date(raw) if raw.strip() else "",
+            "p2p": _optional(_boolean),
+            "p2p_source": _opt_text,
         },
         lambda r: r["id"],
+        frozenset({"memory_mib", "memory_source", "memory_as_of", "p2p", "p2p_source"}),
     ),
     "regions": _Table(
         Region,
@@ -274,7 +281,7 @@ def read_table(path: Path, kind: str) -> dict[str, Any]:
     table = _TABLES[kind]
     reader = csv.DictReader(io.StringIO(_read_text(path)))
     header = reader.fieldnames or []
-    missing = [c for c in table.columns if c not in header]
+    missing = [c for c in table.columns if c not in header and c not in table.optional]
     if missing:
         raise PlanningError(
             f"{path.name}:header",
@@ -297,6 +304,8 @@ def read_table(path: Path, kind: str) -> dict[str, Any]:
                 values[column] = parse(row.get(column) or "")
             except ValueError as exc:
                 raise PlanningError(f"{path.name}:line {line}:{column}", f"{exc}.") from None
+        if kind == "gpus":
+            _check_gpu_memory(values, path, line)
         key = table.key(values)
         if key in records:
             raise PlanningError(
@@ -306,6 +315,25 @@ def read_table(path: Path, kind: str) -> dict[str, Any]:
             )
         records[key] = table.record(**values)
     return records
+
+
+def _check_gpu_memory(values: dict[str, Any], path: Path, line: int) -> None:
+    """A GPU row's driver-reported memory: with a reading, its source and date; without one, the marketed size is
+    read as 10^9 bytes (conservative) and the row says so. ``p2p`` left empty means peer-to-peer is available."""
+    if values["p2p"] is None:
+        values["p2p"] = True
+    if values["memory_mib"] is None:
+        values["memory_source"] = values["memory_source"] or "derived: memory_gb read as 10^9 bytes (no driver reading)"
+        return
+    mib, gb = values["memory_mib"], values["memory_gb"]
+    if not 0.8 * gb * 1e9 <= mib * 2**20 <= 1.2 * gb * 2**30:
+        raise PlanningError(f"{path.name}:line {line}:memory_mib",
+                            f"{mib:g} MiB does not match the marketed {gb:g} GB.",
+                            "give the total nvidia-smi reports, in MiB (e.g. 81559 for an 80 GB H100).")
+    for column in ("memory_source", "memory_as_of"):
+        if not values[column]:
+            raise PlanningError(f"{path.name}:line {line}:{column}", "is empty although memory_mib is given.",
+                                "say where the driver total was read and when (YYYY-MM-DD).")
 
 
 def read_models(path: Path) -> dict[str, ModelSpec]:

@@ -15,9 +15,14 @@ QualityFlag = Literal["ok", "anomaly", "estimated", "hypothetical"]
 class GPU:
     """One GPU type (a single device).
 
+    ``memory_gb`` is the marketed size (display only); ``memory_mib`` is the memory the driver reports
+    (``nvidia-smi`` total, MiB, ECC on where clouds ship it on), which every capacity computation uses through
+    :attr:`memory_bytes` (``None``: not known, read conservatively as ``memory_gb`` × 10^9 bytes).
     ``hbm_bw_gbps`` is decimal GB/s; TFLOPS are dense (no sparsity) tensor-core rates;
     ``fp8_tflops`` is ``None`` where the GPU has no FP8 tensor cores.
-    ``intra_link_gbps`` is per-direction GB/s between GPUs of one node (NVLink or PCIe).
+    ``intra_link_gbps`` is per-direction GB/s between GPUs of one node (NVLink or PCIe); ``p2p`` is False where
+    the GPUs of one node cannot reach each other directly (no NVLink and no PCIe peer-to-peer: NCCL goes
+    through host memory).
     """
 
     id: str
@@ -30,6 +35,24 @@ class GPU:
     generation: str
     source: str
     as_of: str
+    memory_mib: float | None = None
+    memory_source: str = ""
+    memory_as_of: str = ""
+    p2p: bool = True
+    p2p_source: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        """Device memory in bytes as the driver reports it (``memory_mib`` × 2^20); without a reading, the marketed
+        ``memory_gb`` × 10^9, which is below every driver total in the catalog (conservative)."""
+        if self.memory_mib is not None:
+            return float(self.memory_mib) * 2.0**20
+        return float(self.memory_gb) * 1e9
+
+    @property
+    def memory_gib(self) -> float:
+        """:attr:`memory_bytes` in GiB."""
+        return self.memory_bytes / 2.0**30
 
 
 def shape_key(gpu_id: str, gpu_count: int) -> str:

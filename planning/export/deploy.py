@@ -81,6 +81,7 @@ class EngineSettings:
     step_tokens: int | None = None
     max_seqs: int | None = None
     kv_connector: bool = False
+    memory_utilization: float | None = None  # --gpu-memory-utilization: the plan's KV budget (perf.engines)
 
 
 def slug(text: str, lead: bool = True) -> str:
@@ -176,6 +177,8 @@ def serve_args(engine: EngineLayout, settings: EngineSettings) -> list[str]:
         parts.append(f"--max-num-seqs {int(settings.max_seqs)}")
     if settings.kv_connector:
         parts.append(f"--kv-transfer-config '{json.dumps(kv_transfer_config(settings.phase), separators=(',', ':'))}'")
+    if settings.memory_utilization:  # the share of each GPU's memory the plan's KV budget assumes
+        parts.append(f"--gpu-memory-utilization {settings.memory_utilization:g}")
     return parts
 
 
@@ -226,8 +229,7 @@ class InstanceRecipe:
         refuses pipeline-parallel engines, docs/deploy.md)."""
         if not self.settings.kv_connector or engine.pp == 1:
             return self.settings
-        return EngineSettings(self.settings.model_ref, self.settings.phase, self.settings.step_tokens,
-                              self.settings.max_seqs, kv_connector=False)
+        return replace(self.settings, kv_connector=False)
 
     def connectable(self) -> bool:
         """A disaggregated instance whose every engine carries the KV connector (joins its model's proxy)."""
@@ -256,8 +258,8 @@ def _placement(inst: InstancePlan, layers: Mapping[str, int]) -> InstancePlan | 
 
 def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
                      step_tokens: Mapping[int, int] | None = None, limits: tuple[int, int] | None = None,
-                     tp_options: TpOptions | None = None,
-                     model_layers: Mapping[str, int] | None = None) -> list[InstanceRecipe]:
+                     tp_options: TpOptions | None = None, model_layers: Mapping[str, int] | None = None,
+                     memory_utilization: float | None = None) -> list[InstanceRecipe]:
     """The engines and serve settings of every instance (instances without a placement are left out).
 
     A model whose plan has both prefill and decode instances is disaggregated: its single-rank engines carry
@@ -277,7 +279,7 @@ def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = No
         inst = placed
         disaggregated = {"prefill", "decode"} <= phases[inst.model] and inst.phase in ("prefill", "decode")
         settings = EngineSettings(repos.get(inst.model, f"/models/{inst.model}"), inst.phase, budgets.get(idx),
-                                  seqs.get(idx), kv_connector=disaggregated)
+                                  seqs.get(idx), kv_connector=disaggregated, memory_utilization=memory_utilization)
         engines = tuple(engine_layouts(inst, tp_options))
         notes: tuple[str, ...] = ()
         if disaggregated and any(e.pp > 1 for e in engines):

@@ -185,7 +185,8 @@ def _proxy_docs(model: str, prefill: list[tuple[str, int]], decode: list[tuple[s
 def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
                          namespace: str = "llm-serving", step_tokens: Mapping[int, int] | None = None,
                          engine_limits: tuple[int, int] | None = None, tp_options: TpOptions | None = None,
-                         model_layers: Mapping[str, int] | None = None) -> list[ExportFile]:
+                         model_layers: Mapping[str, int] | None = None,
+                         memory_utilization: float | None = None) -> list[ExportFile]:
     """Kubernetes manifests of every instance, the namespace and the prefill/decode proxies (module docstring).
 
     Parameters
@@ -201,6 +202,8 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
         disaggregated instances (:func:`planning.export.deploy.engine_limits`).
     tp_options, model_layers:
         Usable TP sizes per (model, GPUs); layer counts for one-node explicit templates.
+    memory_utilization:
+        ``--gpu-memory-utilization`` of every engine (:func:`planning.export.skypilot.skypilot_tasks`).
 
     Returns
     -------
@@ -208,7 +211,8 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
         ``kind="kubernetes"``, all ``deployable="one-command"`` (``kubectl apply -f DIR``).
     """
     ns = slug(namespace)
-    recipes = instance_recipes(result, hf_repos, step_tokens, engine_limits, tp_options, model_layers)
+    recipes = instance_recipes(result, hf_repos, step_tokens, engine_limits, tp_options, model_layers,
+                               memory_utilization)
     head: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": PART_OF}}}]
     if any(e.multi_node for r in recipes for e in r.engines):

@@ -176,7 +176,8 @@ def _proxy(model: str, members: Mapping[str, list[tuple[str, int]]], region: str
 def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None,
                    step_tokens: Mapping[int, int] | None = None, engine_limits: tuple[int, int] | None = None,
                    tp_options: TpOptions | None = None,
-                   model_layers: Mapping[str, int] | None = None) -> list[ExportFile]:
+                   model_layers: Mapping[str, int] | None = None,
+                   memory_utilization: float | None = None) -> list[ExportFile]:
     """SkyPilot YAML of every instance and the prefill/decode proxies (module docstring).
 
     Parameters
@@ -190,13 +191,17 @@ def skypilot_tasks(result: PlanResult, hf_repos: Mapping[str, str] | None = None
         disaggregated instances (:func:`planning.export.deploy.engine_limits`).
     tp_options, model_layers:
         Usable TP sizes per (model, GPUs); layer counts for one-node explicit templates.
+    memory_utilization:
+        ``--gpu-memory-utilization`` of every engine: the share of each GPU's memory the plan's KV budget assumes
+        (the planner's engine, ``perf.engines.planner_memory``); None: vLLM's default.
 
     Returns
     -------
     list[ExportFile]
         ``kind="skypilot"``; ``deployable`` is ``"manual"`` for multi-shape engines and proxies.
     """
-    recipes = instance_recipes(result, hf_repos, step_tokens, engine_limits, tp_options, model_layers)
+    recipes = instance_recipes(result, hf_repos, step_tokens, engine_limits, tp_options, model_layers,
+                               memory_utilization)
     files: list[ExportFile] = []
     for r in recipes:
         for k, engine in enumerate(r.engines):

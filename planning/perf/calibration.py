@@ -24,14 +24,15 @@ GPU_PARAMS: tuple[str, ...] = (
     "ar_latency_us",  # all-reduce latency between 2 GPUs of one node, microseconds
     "ar_eff",  # achieved / spec intra-node link bandwidth for a 2-GPU all-reduce
     "ar_scaling",  # exponent: link efficiency falls as (2/n)**ar_scaling with n GPUs (PCIe contention)
+    "ar_host_gbps",  # all-reduce bus bandwidth (GB/s) through host memory, for GPUs without peer-to-peer
     "step_ms",  # fixed engine overhead per forward step (scheduling, sampling), milliseconds
     "band_prefill",  # held-out p90 absolute relative error, prefill-like points (uncertainty band)
     "band_decode",  # held-out p90 absolute relative error, decode-like points (uncertainty band)
 )
 # Global settings stored under gpu id ``default``.
 GLOBAL_PARAMS: tuple[str, ...] = (
-    "mem_reserve_frac",  # fraction of GPU memory kept back (vLLM gpu_memory_utilization 0.9 -> 0.10)
-    "mem_reserve_gb",  # per-GPU fixed reserve: CUDA context, CUDA graphs, NCCL buffers
+    "gpu_memory_utilization",  # the planner's engine budget: share of the driver-reported memory (vLLM, export flag)
+    "engine_overhead_gib",  # per-GPU non-KV memory inside that budget (CUDA context, NCCL buffers), GiB
     "activation_factor",  # activation workspace per token as a multiple of (hidden + intermediate/tp) * 2 B
     "max_batched_tokens",  # engine token budget per step (chunked prefill); bounds the activation workspace
     "max_num_seqs",  # engine cap on sequences running together (continuous batching)
@@ -64,6 +65,7 @@ class GpuCalibration:
     ar_latency_us: float
     ar_eff: float
     ar_scaling: float
+    ar_host_gbps: float
     step_ms: float
     band_prefill: float
     band_decode: float
@@ -75,8 +77,8 @@ class GpuCalibration:
 class GlobalSettings:
     """Engine-level constants shared by all GPUs (memory reserve, network default, queueing headroom)."""
 
-    mem_reserve_frac: float
-    mem_reserve_gb: float
+    gpu_memory_utilization: float
+    engine_overhead_gib: float
     activation_factor: float
     max_batched_tokens: float
     max_num_seqs: float
@@ -187,9 +189,10 @@ def load_calibration(path: Path | None = None) -> Calibration:
                 raise PlanningError(f"{path.name}:{row_no}:value", f"{row['value']!r} is not a number.",
                                     "write a decimal number.") from None
             bad_sign = value < 0 and param != "ar_scaling"
-            if value != value or bad_sign or (param.startswith("eff_") and not 0 < value <= 1.0):
+            fraction = param.startswith("eff_") or param == "gpu_memory_utilization"
+            if value != value or bad_sign or (fraction and not 0 < value <= 1.0):
                 raise PlanningError(f"{path.name}:{row_no}:value", f"{param}={value} is out of range.",
-                                    "efficiencies lie in (0, 1]; ar_scaling may be negative; other constants are >= 0.")
+                                    "efficiencies and gpu_memory_utilization lie in (0, 1]; ar_scaling may be negative; other constants are >= 0.")
             values.setdefault(gpu, {})[param] = value
             sources.setdefault(gpu, set()).add(row["source"].strip())
             as_of = max(as_of, row["as_of"].strip())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from planning.perf.model import PerfEstimate, PerfModel
+from planning.perf.model import PerfEstimate, PerfModel, ServingPoint
 from planning.perf.profiles import load_profiles
 
 
@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduling", choices=["chunked", "prefill-first"], default="chunked",
                    help="engine step scheduling of the serving block: chunked prefill (vLLM V1, SGLang, TensorRT-LLM; "
                         "default) or prefill-first (no chunked prefill, e.g. vLLM <= 0.5, TGI 2)")
+    p.add_argument("--request-rate", type=float, default=None,
+                   help="also report the node at this load (requests/s, Poisson): TTFT under load (the wait for the "
+                        "step in progress and the prompts ahead, then the chunked prefill) and TPOT")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -41,13 +44,33 @@ def run(args: argparse.Namespace) -> int:
     est = pm.estimate(args.model, args.gpu, args.count, args.tp, args.dtype, batch=args.batch,
                       input_len=args.input_len, output_len=args.output_len, ttft_ms=args.ttft, tpot_ms=args.tpot,
                       scheduling=args.scheduling)
+    at_rate = None
+    if args.request_rate is not None:
+        at_rate = pm.serving(args.model, args.gpu, args.count, est.tp, args.dtype, input_len=args.input_len,
+                             output_len=max(args.output_len or 1, 1), scheduling=args.scheduling,
+                             request_rate=args.request_rate)
     if args.json:
         from planning.cli import print_json
 
-        print_json(est.to_dict())
+        data = est.to_dict()
+        if args.request_rate is not None:
+            data["serving_at_rate"] = at_rate.to_dict() if at_rate is not None else None
+        print_json(data)
     else:
         print(format_estimate(est))
+        if args.request_rate is not None:
+            print(format_at_rate(args.request_rate, at_rate))
     return 0
+
+
+def format_at_rate(rate: float, sv: ServingPoint | None) -> str:
+    """The node at an offered load: TTFT under that load and TPOT, or why there is no steady state."""
+    label = f"at {rate:g} req/s"
+    if sv is None:
+        return (f"  {label:<24}no steady state: the node cannot sustain this rate (the running batch "
+                "would outgrow its KV cache or sequence cap, or the prompt work its steps)")
+    return (f"  {label:<24}TTFT {sv.ttft_ms:,.0f} ms under load, TPOT {sv.tpot_ms:,.1f} ms; "
+            f"{sv.batch} sequences running, memory {sv.memory_gb:.1f} of {sv.capacity_gb:.0f} GB")
 
 
 def format_estimate(e: PerfEstimate) -> str:

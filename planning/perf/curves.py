@@ -1,8 +1,10 @@
 """Per-batch curves of one node option (tp, dp) for one phase: layer times, memory terms, throughput numerators.
 
-Memory per GPU = weights + KV cache + activation workspace + reserve. The activation workspace of an engine with
-chunked prefill is bounded by its per-step token budget (``max_batched_tokens``), not by batch x prompt: a step
-never holds more than that many tokens' activations, whatever the batch.
+Memory per GPU: weights + activation workspace + engine overhead + KV cache must fit the engine's budget, which
+``perf.engines.EngineMemory`` derives from the memory the driver reports (the planner's engine, vLLM V1: 0.9 of the
+card). The activation workspace of an engine with chunked prefill is bounded by its per-step token budget
+(``max_batched_tokens``), not by batch x prompt: a step never holds more than that many tokens' activations,
+whatever the batch.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
+from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import MemoryBreakdown, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, layer_time
 
@@ -28,11 +31,13 @@ class Curves:
     step_s: float  # fixed engine overhead per step
     transfer_s: np.ndarray  # activation send to the next stage
     w_layer: float  # weight bytes per layer per GPU
-    kv_full: np.ndarray  # KV bytes per full layer per GPU
+    kv_full: np.ndarray  # KV bytes per full layer per GPU, as counted against the budget (EngineMemory.kv_scale)
     kv_slide: np.ndarray
-    mem_fixed: np.ndarray  # activations + reserve per GPU
-    reserve: float  # reserve bytes per GPU
-    capacity: float  # bytes per GPU
+    mem_fixed: np.ndarray  # activation workspace + engine overhead per GPU counted against the budget
+    reserve: float  # bytes per GPU the engine keeps outside weights, activations and KV (reporting)
+    capacity: float  # the engine's budget per GPU (EngineMemory.budget of the driver-reported memory)
+    workspace: float  # activation workspace bytes per GPU of one step (the largest the engine reserves)
+    card: float  # the GPU's driver-reported memory, bytes
     dp: int
     measured: np.ndarray  # bool: a measured profile covers this batch
 
@@ -50,14 +55,16 @@ def graphed(dev: Device, settings: GlobalSettings) -> Device:
                                     attn_us=dev.cal.attn_us * settings.graph_kernel_factor))
 
 
-def reserve_bytes(dev: Device, settings: GlobalSettings) -> float:
-    """Memory kept back per GPU (utilization headroom + CUDA context, CUDA graphs, NCCL buffers)."""
-    return settings.mem_reserve_frac * dev.memory_gb * 1e9 + settings.mem_reserve_gb * 1e9
+def reserve_bytes(dev: Device, memory: EngineMemory) -> float:
+    """Bytes per GPU an engine keeps outside weights, activations and KV (the card less its budget, plus the
+    overhead it counts inside the budget); for reporting."""
+    return dev.memory_bytes - memory.budget(dev.memory_bytes) + memory.overhead_bytes
 
 
 def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                  phase: str, wl: Workload, batches: np.ndarray, net_gbps: float,
-                 correction: tuple[np.ndarray, np.ndarray] | None = None) -> Curves:
+                 correction: tuple[np.ndarray, np.ndarray] | None = None,
+                 memory: EngineMemory | None = None) -> Curves:
     """Curves of one phase over ``batches`` (see module docstring for the memory terms).
 
     Parameters
@@ -69,6 +76,7 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
     batches: requests per step (array).
     net_gbps: network bandwidth to the next pipeline stage.
     correction: optional (factor, measured) arrays from measured profiles.
+    memory: the engine's memory reservation (default: the planner's engine, ``engines.planner_memory``).
 
     Returns
     -------
@@ -98,10 +106,10 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
         t_full, t_slide = t_full * factor, t_slide * factor
     # Pipeline hop: the hidden state of every token of the step goes to the next node.
     transfer = settings.network_latency_ms * 1e-3 + act_tokens * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    memory = memory if memory is not None else planner_memory(settings)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
     kv_full = batches * kv_tokens * kv_tok
     kv_slide = batches * min(kv_tokens, arch.window or kv_tokens) * kv_tok
-    reserve = reserve_bytes(dev, settings)
     # The engine reserves its activation workspace for a full step when it starts (vLLM profiles a forward pass of
     # max_num_batched_tokens); a prefill engine batches whole prompts up to that budget, so its workspace is the
     # budget's whatever the planned batch. Decode steps carry one token per sequence.
@@ -111,7 +119,9 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
         batches=batches, tokens=np.asarray(tokens, dtype=float), t_full=t_full, t_slide=t_slide,
         step_s=dev.cal.step_ms * 1e-3, transfer_s=np.asarray(transfer, dtype=float),
         w_layer=arch.weight_bytes_per_layer(prec) / tp, kv_full=kv_full, kv_slide=kv_slide,
-        mem_fixed=act + reserve, reserve=reserve, capacity=dev.memory_gb * 1e9, dp=dp, measured=measured,
+        mem_fixed=memory.fixed_bytes(act), reserve=reserve_bytes(dev, memory), workspace=float(np.max(act)),
+        card=dev.memory_bytes,
+        capacity=memory.budget(dev.memory_bytes), dp=dp, measured=measured,
     )
 
 
@@ -126,8 +136,8 @@ def memory_breakdown(pre: Curves, dec: Curves, nf: float, ns: float, layers: int
     """
     weights = layers * dec.w_layer
     kv = float(nf * dec.kv_full[0] + ns * dec.kv_slide[0])
-    cap = dec.capacity
-    act = float(pre.mem_fixed[0]) - pre.reserve
+    cap = dec.card
+    act = float(pre.workspace)
     total = weights + kv + act + pre.reserve
     per_seq_kv = kv / batch
     free = cap - pre.reserve - weights - act

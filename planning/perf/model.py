@@ -19,6 +19,7 @@ from planning.errors import PlanningError, UnknownIdError, quote
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
+from planning.perf.engines import EngineMemory
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_table
@@ -39,6 +40,10 @@ MAX_BATCH = 1_000_000  # requests in one estimated batch
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
+# Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
+# so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
+# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24).
+PHYSICS_VERSION = "perf-v3"
 
 
 def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
@@ -165,7 +170,7 @@ class PerfModel:
     def _calibration_fingerprint(self) -> str:
         """The calibration's fingerprint, computed once per calibration object."""
         if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
-            self._cal_fp = (id(self.calibration), self.calibration.fingerprint())
+            self._cal_fp = (id(self.calibration), f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}")
         return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:
@@ -174,8 +179,9 @@ class PerfModel:
         return self._arch[model]
 
     def fingerprint(self) -> str:
-        """Hash of the calibration, the catalog GPU/model specs and the profiles (cache invalidation key)."""
-        parts = [self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
+        """Hash of the physics version, the calibration, the catalog GPU/model specs (driver-reported memory and
+        peer-to-peer included) and the profiles (cache invalidation key)."""
+        parts = [PHYSICS_VERSION, self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
                  repr(sorted(self.catalog.models.items())),
                  self.profiles.fingerprint() if self.profiles is not None else "no-profiles"]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
@@ -187,12 +193,12 @@ class PerfModel:
 
     # ----------------------------------------------------------------- node curves
     def _curves(self, model: ModelSpec, dev: Device, prec: Precision, tp: int, dp: int, phase: str,
-                wl: Workload, batches: np.ndarray, net_gbps: float) -> Curves:
+                wl: Workload, batches: np.ndarray, net_gbps: float, memory: EngineMemory | None = None) -> Curves:
         correction = None
         if self.profiles is not None:
             correction = self.profiles.correction(self, model, dev.gpu_id, tp * dp, tp, phase, wl, batches)
         return build_curves(self._layer_arch(model), dev, prec, self.calibration.settings, tp, dp, phase, wl,
-                            batches, net_gbps, correction)
+                            batches, net_gbps, correction, memory)
 
     @staticmethod
     def _grid(phase: str, wl: Workload) -> np.ndarray:
@@ -337,7 +343,8 @@ class PerfModel:
     def serving(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
                 concurrency: int | None = None, scheduling: str = "chunked",
-                engine_limits: tuple[int, int] | None = None) -> ServingPoint | None:
+                engine_limits: tuple[int, int] | None = None,
+                memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -351,6 +358,10 @@ class PerfModel:
             prefill: prompt steps stall the decodes; see ``serving.serving_point``).
         engine_limits: the engine's ``(max_num_batched_tokens, max_num_seqs)`` (None: the calibrated settings, the
             limits ``planning export`` configures); ``engine_limits()`` gives an engine's defaults.
+        memory: the engine's memory reservation (None: the planner's engine, vLLM V1 at the calibrated
+            ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
+        request_rate: evaluate an open loop at this many requests/s (Poisson) instead of the peak: TTFT and TPOT
+            under that load (None when the node cannot sustain it).
 
         Returns
         -------
@@ -365,6 +376,9 @@ class PerfModel:
         wl = Workload(float(input_len), float(output_len))
         if concurrency is not None and concurrency < 1:
             raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
+        if request_rate is not None and concurrency is not None:
+            raise PlanningError("request_rate", "both a request rate and a concurrency were given.",
+                                "give one: an open loop at a rate or a closed loop of clients.")
         prec = resolve_precision(spec, dtype, gpu)
         settings = self.calibration.settings
         if engine_limits is not None:
@@ -374,7 +388,7 @@ class PerfModel:
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,

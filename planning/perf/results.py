@@ -42,7 +42,8 @@ class ServingPoint:
     """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill) and where it runs.
 
     ``batch`` is the number of sequences decoding together (summed over data-parallel copies); ``ttft_ms`` and
-    ``tpot_ms`` are the latencies at that operating point (no queueing beyond one step); ``memory_gb`` is the
+    ``tpot_ms`` are the latencies at that operating point, TTFT under that point's load (the wait for the step in
+    progress and for the prompts ahead, then its own chunked prefill); ``memory_gb`` is the
     node memory in use there. ``limited_by`` names what stops a larger batch: ``memory`` (KV cache),
     ``max_num_seqs``, ``token_budget`` (prefill share of the per-step token budget), ``ttft``/``tpot`` (SLO) or
     ``throughput`` (a larger batch is slower per token).
@@ -59,6 +60,7 @@ class ServingPoint:
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
     concurrency: int | None = None
+    request_rate: float | None = None  # open loop at this many requests/s (TTFT and TPOT under that load)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -32,18 +32,20 @@ class Device:
     """One GPU type with its spec numbers and fitted efficiencies (what every formula reads)."""
 
     gpu_id: str
-    memory_gb: float
+    memory_bytes: float  # as the driver reports it (GPU.memory_bytes)
     bw: float  # HBM bytes/s
     bf16_flops: float  # dense FLOP/s
     fp8_flops: float | None
     link_bw: float  # intra-node bytes/s per direction
     cal: GpuCalibration
+    p2p: bool = True  # GPUs of a node reach each other directly (else collectives go through host memory)
 
     @classmethod
     def from_specs(cls, gpu: GPU, cal: GpuCalibration) -> Device:
         return cls(
-            gpu_id=gpu.id, memory_gb=gpu.memory_gb, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
+            gpu_id=gpu.id, memory_bytes=gpu.memory_bytes, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
             fp8_flops=gpu.fp8_tflops * 1e12 if gpu.fp8_tflops else None, link_bw=gpu.intra_link_gbps * 1e9, cal=cal,
+            p2p=gpu.p2p,
         )
 
 
@@ -240,12 +242,21 @@ def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, hea
 
 
 def allreduce_time(dev: Device, nbytes: ArrayLike, n: int) -> np.ndarray:
-    """Ring all-reduce of ``nbytes`` over ``n`` GPUs of one node: latency + 2(n-1)/n * bytes / link."""
+    """Ring all-reduce of ``nbytes`` over ``n`` GPUs of one node: latency + 2(n-1)/n * bytes / bus bandwidth.
+
+    With peer-to-peer (NVLink, or PCIe P2P) the bus bandwidth is the link's at ``ar_eff``; GPUs without it (GeForce
+    cards, the A10G/L4 VMs of AWS) exchange through host memory (NCCL's shared-memory transport): every ring step is
+    a copy to a host buffer and a read back over PCIe, at the host path's bus bandwidth ``ar_host_gbps`` (measured on
+    the aiconfigurator L40S box where NCCL routes through host memory, docs/perf-model.md Sec. 1).
+    """
     size = np.asarray(nbytes, dtype=float)
     if n <= 1:
         return np.zeros_like(size)
     latency = dev.cal.ar_latency_us * 1e-6 * (1.0 + (n - 2) / 4.0)
-    link = dev.link_bw * dev.cal.ar_eff * (2.0 / n) ** dev.cal.ar_scaling
+    if dev.p2p:
+        link = dev.link_bw * dev.cal.ar_eff * (2.0 / n) ** dev.cal.ar_scaling
+    else:
+        link = dev.cal.ar_host_gbps * 1e9
     return latency + 2.0 * (n - 1) / n * size / link
 
 

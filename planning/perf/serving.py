@@ -9,8 +9,9 @@ tokens of the step; attention is paid per kind (decode over the mean context I +
     output tokens/s = dp * B / t(B)                                         (dp copies in the node)
     TTFT(B) = (ceil(I / (T - B)) + 1/2) * t_chunk                           (T = max_batched_tokens)
 
-subject to B + P <= T (prefill keeps up), B <= max_num_seqs, memory (weights + B (I + O/2) KV tokens + workspace
-of T tokens + reserve <= capacity) and the optional TTFT/TPOT SLOs. The peak is the best feasible B. A closed loop of
+subject to B + P <= T (prefill keeps up), B <= max_num_seqs, memory (weights + B (I + O/2) KV tokens (I + O for an
+engine that reserves a request's whole KV at admission) + workspace of T tokens + overhead <= the engine's budget)
+and the optional TTFT/TPOT SLOs. The peak is the best feasible B. A closed loop of
 C clients (benchmarks at a fixed concurrency) runs B = C: TPOT = t(C) with the prefill share of the other C - 1,
 TTFT from a chunked prefill next to C - 1 decodes, and output tokens/s = C * O / (TTFT + (O - 1) * TPOT).
 """
@@ -18,13 +19,15 @@ TTFT from a chunked prefill next to C - 1 decodes, and output tokens/s = C * O /
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
-from planning.perf.curves import graphed, reserve_bytes, workspace_bytes
+from planning.perf.curves import graphed, workspace_bytes
+from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import ServingPoint, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
 
@@ -57,9 +60,71 @@ def _step_time(arch: LayerArch, dev: Device, prec: Precision, tp: int, n_decode:
 SCHEDULING = ("chunked", "prefill-first")
 
 
+def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray, ctx: float, inp: float,
+           budget: float, scheduling: str, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
+    """Step times of one engine copy with ``b`` sequences decoding and ``share`` prompt tokens per step on average.
+
+    Prompts arrive whole, so the prompt tokens come in lumps: a chunked engine carries a chunk of
+    c = min(I, T - B) tokens in a share q = min(1, share / c) of its steps and none in the others, and the mean step
+    (the TPOT) is q t(B, c) + (1 - q) t(B, 0); a step is convex in its tokens (memory-bound, then compute-bound),
+    so this exceeds t(B, share) once a lump crosses the ridge. ``t_dec``: a decode-only step; ``t_p``: a step with
+    a chunk (``busy`` share of the time); ``t_own``: one prompt's own chunked prefill beside ``others`` decodes.
+    Prefill-first: ``t_pre``, one prefill step of ``k`` prompts between decode steps.
+    """
+    zeros = np.zeros_like(b)
+    t_dec = _step_time(arch, dev, prec, tp, b, ctx, zeros, inp)
+    if scheduling == "prefill-first":
+        # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
+        per_step = share / inp  # new prompts per decode step (the B/O requests that replace finished ones)
+        k = np.clip(per_step, 1.0, max(1.0, math.floor(max(budget, inp) / inp)))  # prompts per prefill step
+        t_pre = _step_time(arch, dev, prec, tp, zeros, ctx, k * inp, inp)
+        t = t_dec + per_step * t_pre / k
+        return {"t": t, "t_dec": t_dec, "t_pre": t_pre, "k": k, "busy": per_step * t_pre / k / t}
+    chunk = np.minimum(inp, np.maximum(budget - b, 1.0))
+    lump = np.maximum(chunk, np.minimum(share, np.maximum(budget - b, 0.0)))
+    q = np.minimum(1.0, share / chunk)
+    t_p = _step_time(arch, dev, prec, tp, b, ctx, lump, inp)
+    t = q * t_p + (1.0 - q) * t_dec
+    own_chunk = np.maximum(budget - others, 1.0)
+    t_own = np.ceil(inp / own_chunk) * _step_time(arch, dev, prec, tp, others, ctx, np.minimum(own_chunk, inp), inp)
+    return {"t": t, "t_dec": t_dec, "t_p": t_p, "t_own": t_own, "lump": lump, "busy": q * t_p / t}
+
+
+def _ttft(parts: dict[str, np.ndarray], inp: float, lam: np.ndarray, alone: bool) -> np.ndarray:
+    """Mean TTFT at a prompt arrival rate ``lam`` per copy (prompts/s): the rest of the step in progress, the wait
+    for prompt work ahead, and the prompt's own prefill (docs/perf-model.md Sec. 3b, "TTFT under load").
+
+    A random arrival lands in a prompt-carrying step with probability ``busy`` (the time share of such steps) and
+    waits half of it, else half a decode step. The prompt work ahead is a single server (M/D/1): each prompt adds
+    D = I (t_p - t_dec) / lump to the steps, its tokens' share of the lumps' extra time (prefill-first:
+    D = t_pre / k of a batched prefill step), ρ = λ D, wait ρ D / (2 (1 - ρ)). A lone client (``alone``) finds the
+    engine idle: its TTFT is its own prefill.
+    """
+    if "t_pre" in parts:
+        own = parts["t_pre"]
+        service = parts["t_pre"] / parts["k"]
+        busy_step = parts["t_pre"]
+    else:
+        own = parts["t_own"]
+        service = inp * np.maximum(parts["t_p"] - parts["t_dec"], 0.0) / parts["lump"]
+        busy_step = parts["t_p"]
+    if alone:
+        return np.asarray(own, dtype=float)
+    rho = np.clip(lam * service, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = np.where(rho < 1.0, rho * service / (2.0 * (1.0 - rho)), np.inf)
+    busy = np.clip(parts["busy"], 0.0, 1.0)
+    residual = busy * busy_step / 2.0 + (1.0 - busy) * parts["t_dec"] / 2.0
+    return np.asarray(own + residual + wait, dtype=float)
+
+
+SATURATION_ITERATIONS = 60
+
+
 def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                   wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
-                  concurrency: int | None = None, scheduling: str = "chunked") -> ServingPoint | None:
+                  concurrency: int | None = None, scheduling: str = "chunked",
+                  memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
     """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
 
     Parameters
@@ -67,13 +132,19 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     arch, dev, prec, settings: layer sizes, GPU, precision, engine settings (token budget, max sequences, memory).
     tp, dp: tensor-parallel degree and data-parallel copies in the node.
     wl: mean input/output tokens per request.
-    ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak).
+    ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak). The
+        TTFT is the one under the point's own load (queueing for the prompt budget included, :func:`_ttft`).
     concurrency: closed loop of this many clients over the whole node instead of the open-loop peak.
     scheduling: ``"chunked"`` (default; prompt chunks ride in the decode steps: vLLM V1, SGLang, TensorRT-LLM) or
         ``"prefill-first"`` (engines without chunked prefill, e.g. vLLM <= 0.5 and TGI 2 by default: waiting prompts
         run as a step of their own that stalls every decode). Prefill-first, with B decoding and B/O new prompts
-        per decode step: TPOT = t_dec(B) + (B/O) · t_pre(k)/k (k = max(1, B/O) prompts per prefill step),
-        TTFT = t_dec(B)/2 + t_pre(k); closed loops use the other B - 1 clients' prompts.
+        per decode step: TPOT = t_dec(B) + (B/O) · t_pre(k)/k (k = max(1, B/O) prompts per prefill step);
+        closed loops use the other B - 1 clients' prompts.
+    memory: the engine's memory reservation (default the planner's engine); its ``hold`` sets the KV a running
+        sequence holds (I + O/2 when it grows a token at a time, I + O when reserved at admission).
+    request_rate: evaluate an open loop at this many requests/s over the node (Poisson arrivals) instead of the
+        peak: the batch is what Little's law keeps running at that rate, TTFT and TPOT are the latencies under
+        that load, ``limited_by`` is ``"request_rate"``. None when the node cannot sustain the rate.
 
     Returns
     -------
@@ -86,38 +157,40 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     max_seqs = int(settings.max_num_seqs)
     dev = graphed(dev, settings)
     ctx = inp + out / 2.0
+
+    def times(b: np.ndarray, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
+        return _times(arch, dev, prec, tp, b, ctx, inp, budget, scheduling, share, others)
+
+    # Memory per GPU at a batch, against the engine's budget (KV bytes at its kv_scale).
+    memory = memory if memory is not None else planner_memory(settings)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
+    nf = float(arch.full_in_window[-1])
+    ns = arch.layers - nf
+    held = memory.kv_tokens(inp, out)
+    kv_seq = kv_tok * (nf * held + ns * min(held, float(arch.window or held)))
+    weights = arch.layers * arch.weight_bytes_per_layer(prec) / tp
+    fixed = weights + float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
+    cap = memory.budget(dev.memory_bytes)
+    if request_rate is not None:
+        return _at_rate(times, inp, out, float(request_rate), dp, max_seqs, budget, scheduling, fixed, kv_seq, cap,
+                        tp, ttft_slo_ms, tpot_slo_ms)
     if concurrency is not None:
         per_copy = max(1.0, concurrency / dp)
         b = np.array([per_copy])
         prefill_share = (b - 1.0) * inp / out
+        parts = times(b, prefill_share, np.maximum(b - 1.0, 0.0))
+        t = parts["t"]
+        alone = concurrency <= dp
+        ttft = _ttft(parts, inp, np.zeros_like(b), alone)
+        for _ in range(8):  # the clients' prompt rate depends on their TTFT (closed loop)
+            ttft = _ttft(parts, inp, b / (ttft + (out - 1.0) * t), alone)
     else:
         b = _grid(max_seqs)
         prefill_share = b * inp / out
-    if scheduling == "prefill-first":
-        # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
-        t_dec = _step_time(arch, dev, prec, tp, b, ctx, np.zeros_like(b), inp)
-        per_step = prefill_share / inp  # new prompts per decode step (the B/O requests that replace finished ones)
-        k = np.clip(per_step, 1.0, max(1.0, math.floor(max(budget, inp) / inp)))  # prompts per prefill step
-        t_pre = _step_time(arch, dev, prec, tp, np.zeros_like(b), ctx, k * inp, inp)
-        t = t_dec + per_step * t_pre / k
-        alone = concurrency is not None and concurrency <= dp
-        ttft = t_pre + (0.0 if alone else 0.5 * t_dec)
-    else:
-        share = np.minimum(prefill_share, np.maximum(budget - b, 0.0))
-        t = _step_time(arch, dev, prec, tp, b, ctx, share, inp)
-        chunk = np.maximum(budget - (b - 1.0 if concurrency is not None else b), 1.0)
-        steps = np.ceil(inp / chunk)
-        t_chunk = _step_time(arch, dev, prec, tp, np.maximum(b - 1.0, 0.0), ctx, np.minimum(chunk, inp), inp)
-        ttft = (steps + (0.0 if concurrency is not None and concurrency <= dp else 0.5)) * t_chunk
-    # Memory per GPU at this batch.
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
-    nf = float(arch.full_in_window[-1])
-    ns = arch.layers - nf
-    kv_seq = kv_tok * (nf * ctx + ns * min(ctx, float(arch.window or ctx)))
-    weights = arch.layers * arch.weight_bytes_per_layer(prec) / tp
-    fixed = weights + float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+        parts = times(b, prefill_share, b)
+        t = parts["t"]
+        ttft = _ttft(parts, inp, b / (out * t), False)
     mem = fixed + b * kv_seq
-    cap = dev.memory_gb * 1e9
     if concurrency is not None:
         if not mem[0] <= cap:
             # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
@@ -125,7 +198,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
             if fit < 1:
                 return None
             inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp,
-                                  scheduling)
+                                  scheduling, memory)
             if inner is None:
                 return None
             wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
@@ -135,7 +208,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
         return ServingPoint(
             max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
             ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
-            capacity_gb=cap * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
+            capacity_gb=float(cap) * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
             tpot_slo_ms=tpot_slo_ms, concurrency=int(concurrency))
     checks = {
         "memory": mem <= cap,
@@ -157,7 +230,45 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     return ServingPoint(
         max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(b[i]) * dp,
         ttft_ms=float(ttft[i] * 1e3), tpot_ms=float(t[i] * 1e3), memory_gb=float(mem[i] * tp * dp / 1e9),
-        capacity_gb=cap * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+        capacity_gb=float(cap) * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+
+
+def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.ndarray]], inp: float, out: float,
+             rate: float, dp: int, max_seqs: int, budget: float, scheduling: str, fixed: float, kv_seq: float,
+             cap: float, tp: int, ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> ServingPoint | None:
+    """Open loop at ``rate`` requests/s over the node (``serving_point``'s ``request_rate``): the fixed point of
+    B = λ (TTFT(B) + (O - 1) TPOT(B)) per copy, with λ I prompt tokens per second riding in the steps. None when
+    there is none within the engine's limits (the rate exceeds what the node sustains)."""
+    if not (rate > 0 and math.isfinite(rate)):
+        raise PlanningError("request_rate", f"{rate} requests/s.", "give a positive rate.")
+    lam = np.array([rate / dp])
+    b = np.array([1.0])
+    t = times(b, np.zeros(1), b)["t"]
+    ttft = np.zeros(1)
+    for _ in range(SATURATION_ITERATIONS):
+        share = lam * inp * t  # prompt tokens per step at this rate
+        parts = times(b, share, b)
+        t = parts["t"]
+        ttft = _ttft(parts, inp, lam, False)
+        new_b = lam * (ttft + (out - 1.0) * t)
+        if not np.isfinite(new_b[0]) or new_b[0] > max_seqs or fixed + new_b[0] * kv_seq > cap \
+                or (scheduling == "chunked" and new_b[0] + share[0] > budget):
+            return None
+        if abs(new_b[0] - b[0]) <= 1e-3 * max(b[0], 1.0):
+            b = new_b
+            break
+        b = np.maximum(0.5 * (b + new_b), 1e-3)
+    else:
+        return None
+    ok_slo = (ttft_slo_ms is None or ttft[0] * 1e3 <= ttft_slo_ms) and (tpot_slo_ms is None or t[0] * 1e3 <= tpot_slo_ms)
+    if not ok_slo:
+        return None
+    mem = fixed + b[0] * kv_seq
+    return ServingPoint(
+        max_output_tokens_per_s=rate * out, max_requests_per_s=rate, batch=round(float(b[0]) * dp),
+        ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem * tp * dp / 1e9),
+        capacity_gb=float(cap) * tp * dp / 1e9, limited_by="request_rate", ttft_slo_ms=ttft_slo_ms,
+        tpot_slo_ms=tpot_slo_ms, request_rate=rate)
 
 
 def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
@@ -166,10 +277,12 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
 
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
-    mixed_layer_time + step overhead + activation send (S > 1); requests/s = dp * B / (O * t). Feasible when
+    mixed_layer_time + step overhead + activation send (S > 1), the prompt tokens in whole chunks (a share of the
+    steps carries a chunk, the others none: ``_times``); requests/s = dp * B / (O * t). Feasible when
     t <= tpot_budget[S] (the TPOT SLO split over the stages), B + P <= T(S, j) (the SLO-sized step token budget: the
     largest prompt chunk whose step on the j layers fits tpot_budget[S], 64 tokens to the engine setting), the stage's
-    memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + reserve)
+    memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + overhead
+    within the planner's engine budget)
     fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
     ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
     """
@@ -186,7 +299,10 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     nf = arch.full_in_window
     ns = j - nf
     step = dev.cal.step_ms * 1e-3
-    run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B)
+    run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B) at the mean prompt share
+    d_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.zeros_like(b), inp, False)
+    d_slide = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.zeros_like(b), inp, True) if arch.window else d_full
+    run_dec = nf[:, None] * d_full[None, :] + ns[:, None] * d_slide[None, :] + step  # (L, B) decode-only steps
     # The engine's per-step token budget, as the simulator runs it and a deployment of the plan sets it
     # (Sarathi-Serve's rule, simulate.steps.InstanceModel.step_token_budget): the largest prompt chunk whose step on
     # the stage fits the stage's TPOT budget, at least 64 tokens, at most the engine setting. Decodes and prompt
@@ -206,23 +322,38 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
                if arch.window else c_full)
     steps = np.ceil(inp / chunk) + 0.5
     run_chunk = nf[None, :, None] * c_full + ns[None, :, None] * c_slide + step  # (S, L, B)
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes)
+    memory = planner_memory(settings)
+    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
     # Planning sizes a sequence's KV at its full length (input + output), as the decode tables do: an engine
     # that admits a request must be able to keep it to its last token without preemption. Each node of an
     # S-stage pipeline holds the KV of S micro-batches in flight.
     held = inp + out
     kv_full = b * held * kv_tok
     kv_slide = b * min(held, float(arch.window or held)) * kv_tok
-    fixed = float(workspace_bytes(arch, settings, tp, budget)) + reserve_bytes(dev, settings)
+    fixed = float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
     held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
     mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
-    ok_lb = (mem <= dev.memory_gb * 1e9) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
+    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
-    t = run[None, :, :] + send[:, None, :]  # (S, L, B)
+    # Prompts arrive whole: a share q = P / c of the steps carries a chunk of c = min(I, T - B) tokens and the rest
+    # none; the mean step is q t(B, c) + (1 - q) t(B, 0), above t(B, P) where the chunk crosses the ridge (serving's
+    # _times). Where the mean share fills a chunk (q >= 1) the steps carry it continuously.
+    q = share[None, None, :] / c_tok
+    lumpy = np.where(q < 1.0, q * run_chunk + (1.0 - q) * run_dec[None, :, :], run[None, :, :])
+    t = lumpy + send[:, None, :]  # (S, L, B)
+    # Each stage: half a step for the one in progress, then the prompt's own chunks; and, under the load the instance
+    # is planned at (aggregated_max_load of this rate), the wait for the prompt work ahead (serving's _ttft: M/D/1 on
+    # the chunks' extra step time).
     ttft = stages[:, None, None] * steps * (run_chunk + send[:, None, :])
+    lam = settings.aggregated_max_load * b[None, None, :] / (out * t)  # prompts/s per copy
+    step_p = np.where(q < 1.0, run_chunk, run[None, :, :])  # a step carrying prompt tokens ...
+    lump_tokens = np.where(q < 1.0, c_tok, np.maximum(share[None, None, :], 1.0))  # ... and how many
+    service = inp * np.maximum(step_p - run_dec[None, :, :], 0.0) / lump_tokens
+    rho = np.clip(lam * service, 0.0, 0.999)
+    ttft = ttft + rho * service / (2.0 * (1.0 - rho))
     ok = ok_lb & (t <= tpot_budget[:, None, None])
     if ttft_slo_ms is not None:
         ok &= ttft * 1e3 * settings.prefill_headroom <= ttft_slo_ms

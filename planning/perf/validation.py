@@ -164,9 +164,11 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
-    scheduling, tokens, seqs = published_engine(pm, p.engine, p.engine_version, p.gpu)
+    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes, model_id=p.model, dtype=p.dtype,
+                           n_gpus=p.n_gpus, input_len=p.input_len, output_len=out)
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
-                    scheduling=scheduling, engine_limits=(tokens, seqs))
+                    scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
+                    memory=eng.memory)
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

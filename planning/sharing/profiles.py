@@ -86,10 +86,12 @@ def kv_bytes(spec: ModelSpec, tokens: float, kv_dtype_bytes: float = 2.0) -> flo
 
 
 def usable_memory_gb(perf: PerfModel, gpu: str) -> float:
-    """GPU memory a shared node can give to weights + KV: capacity less the perf model's reserves."""
-    mem = float(perf.gpu(gpu).memory_gb)
-    s = perf.calibration.settings
-    return mem * (1.0 - float(s.mem_reserve_frac)) - float(s.mem_reserve_gb)
+    """GPU memory (GB) a shared node can give to weights + KV: the planner's engine budget of the driver-reported
+    memory less the overhead it counts inside it (``perf.engines.planner_memory``)."""
+    from planning.perf.engines import planner_memory
+
+    memory = planner_memory(perf.calibration.settings)
+    return (memory.budget(perf.gpu(gpu).memory_bytes) - memory.overhead_bytes) / 1e9
 
 
 def perf_with_specs(perf: PerfModel, specs: Mapping[str, ModelSpec]) -> PerfModel:

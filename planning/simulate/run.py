@@ -12,6 +12,7 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
+from planning.perf.engines import EngineMemory
 from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.perf.serving import SCHEDULING
 from planning.result import InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
@@ -402,7 +403,8 @@ def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.
 
 def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | None, dtype: str | None,
                  input_len: float, output_len: float, chunk_tokens: int | None, max_seqs: int | None,
-                 scheduling: str, kv_policy: str) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
+                 scheduling: str, kv_policy: str,
+                 memory: EngineMemory | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
     """One node's aggregated engine for a benchmark-style run: (sim, requests, engine, instance model, chunk)."""
     if scheduling not in SCHEDULING:
         raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
@@ -420,7 +422,7 @@ def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | No
     parse_shape(shape)
     stages = (StagePlan(spec.layers, 0, spec.layers, (NodeBox(shape, gpu, count, 1.0),)),)
     im = InstanceModel(perf, spec, stages, "aggregated", 1e6, input_len, output_len, max_seqs_per_copy=seqs,
-                       max_step_tokens=chunk, dtype=dtype, tp=tp)
+                       max_step_tokens=chunk, dtype=dtype, tp=tp, memory=memory)
     req = Requests.empty(0)
     sim = Sim([], req)
     eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy)
@@ -463,7 +465,8 @@ def _bench_result(req: Requests, im: InstanceModel, model: str, gpu: str, count:
 def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
               input_len: int, output_len: int, concurrency: int, requests: int | None = None,
               chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
-              kv_policy: str = "grow", perf: PerfModel | None = None) -> BenchmarkResult:
+              kv_policy: str = "grow", perf: PerfModel | None = None,
+              memory: EngineMemory | None = None) -> BenchmarkResult:
     """Closed loop on one node (aggregated engine): ``concurrency`` clients, each sending its next request when the
     previous one finishes, like ``vllm bench serve --max-concurrency``.
 
@@ -477,6 +480,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
         as steps of their own that stall the decodes: vLLM before 0.6, TGI 2).
     kv_policy: ``"grow"`` (default: vLLM's incremental KV allocation with preemption by recomputation) or
         ``"reserve"`` (each request's whole footprint reserved at admission; see ``DecodeEngine``).
+    memory: the engine's memory reservation (default: the planner's engine, vLLM V1; ``perf.engines``).
 
     Returns
     -------
@@ -494,7 +498,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     perf = perf or PerfModel()
     wall = time.perf_counter()
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, input_len, output_len,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
     total = requests if requests is not None else max(10 * concurrency, 64)
     issued = [0]
 
@@ -522,7 +526,8 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
            arrival_s: Sequence[float] | np.ndarray, input_lens: Sequence[int] | np.ndarray,
            output_lens: Sequence[int] | np.ndarray,
            chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
-           kv_policy: str = "grow", perf: PerfModel | None = None) -> BenchmarkResult:
+           kv_policy: str = "grow", perf: PerfModel | None = None,
+           memory: EngineMemory | None = None) -> BenchmarkResult:
     """Open loop on one node: the given requests arrive at their times, like ``vllm bench serve`` with a finite
     prompt set at a request rate (all at 0: ``--request-rate inf``). Throughputs are over the whole run, first
     arrival to last completion, as the benchmark reports them (so a drain of long requests counts).
@@ -556,7 +561,7 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
     wall = time.perf_counter()
     mean_in, mean_out = float(inp.mean()), float(out.mean())
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, mean_in, mean_out,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
     order = np.argsort(t, kind="stable")
     ids = [req.add(float(t[j]), int(inp[j]), int(out[j]), 0) for j in order]
     sim.run(ids)

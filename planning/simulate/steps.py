@@ -36,7 +36,7 @@ import numpy as np
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError
 from planning.perf.curves import Curves
-from planning.perf.engines import vllm_v1_limits
+from planning.perf.engines import EngineMemory, vllm_v1_limits
 from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s, kv_request_bytes
 from planning.perf.roofline import LayerArch, resolve_precision
 from planning.result import StagePlan
@@ -54,7 +54,7 @@ PREFILL_K_GRID: tuple[float, ...] = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128,
 def benchmark_engine_defaults(perf: PerfModel, gpu_id: str) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) a benchmark run of ``vllm serve`` (V1) gets on ``gpu_id`` by default
     (``perf.engines.vllm_v1_limits``); a plan's engines get the planner's limits instead (export)."""
-    return vllm_v1_limits(gpu_id, perf.gpu(gpu_id).memory_gb, perf.calibration.settings)
+    return vllm_v1_limits(gpu_id, perf.gpu(gpu_id).memory_bytes, perf.calibration.settings)
 
 
 def engine_defaults(perf: PerfModel) -> tuple[int, int]:
@@ -105,6 +105,7 @@ class InstanceModel:
     max_step_tokens: largest prefill chunk / batch in tokens (sizes the activation memory).
     dtype: weight dtype override (default the model's own).
     tp: tensor-parallel degree for every node (default: the planner's choice per node).
+    memory: the engine's memory reservation (default: the planner's engine).
 
     Raises
     ------
@@ -113,11 +114,13 @@ class InstanceModel:
 
     def __init__(self, perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
                  mean_input: float, mean_output: float, *, max_seqs_per_copy: int = 1024,
-                 max_step_tokens: int = 8192, dtype: str | None = None, tp: int | None = None) -> None:
+                 max_step_tokens: int = 8192, dtype: str | None = None, tp: int | None = None,
+                 memory: EngineMemory | None = None) -> None:
         if not stages:
             raise PlanningError("instance.stages", f"the {spec.id} instance has no placement (explicit template).",
                                 "simulate plans built from generated templates (generate_templates: true).")
         self.model_id = spec.id
+        self.memory = memory
         self.n_stages = len(stages)
         self.perf = perf
         self.spec = spec
@@ -196,7 +199,7 @@ class InstanceModel:
         dev = self.perf.device(gpu_id)
         prec = resolve_precision(self.spec, self.dtype, gpu)
         net = self.perf.network_gbps(shape)[0]
-        return self.perf._curves(self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net)
+        return self.perf._curves(self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net, self.memory)
 
     def _kv_bytes_per_token(self, shape: str, tp: int) -> float:
         """KV bytes per token per layer per GPU as the perf model counts them (its KV dtype included)."""

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from planning.errors import PlanningError
-from planning.perf.engines import published_engine
+from planning.perf.engines import EngineSetup, published_engine
 from planning.perf.model import PerfModel
 from planning.perf.validation import in_flight
 from planning.simulate.metrics import BenchmarkResult
@@ -56,6 +56,20 @@ def _field(rec: Mapping[Any, Any]) -> str:
     """The BenchmarkResult field a published row measured: its quantity's mean, or p50 when its notes say median."""
     mean_field, median_field = _FIELDS[str(rec["quantity"])]
     return median_field if "median" in str(rec["notes"]).lower() else mean_field
+
+
+def _engine(perf: PerfModel, rec: Mapping[Any, Any]) -> EngineSetup:
+    """The engine as a published row ran it: its default scheduling, batch limits and memory reservation for its
+    version (and the settings its notes state)."""
+    return published_engine(perf, str(rec["engine"]), str(rec["engine_version"]), str(rec["gpu"]),
+                            int(str(rec["tp"])), str(rec["notes"]))
+
+
+def _engine_kwargs(eng: EngineSetup) -> dict[str, Any]:
+    """``benchmark``/``replay`` keyword arguments that run ``eng``: an engine that reserves a request's whole KV at
+    admission (TensorRT-LLM) runs the ``reserve`` KV policy, the others vLLM's ``grow``."""
+    return {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
+            "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow"}
 
 
 def _with_errors(frame: pd.DataFrame, predicted: list[float]) -> pd.DataFrame:
@@ -103,16 +117,15 @@ def closed_loop_errors(path: Path | None = None, perf: PerfModel | None = None) 
         # the run's length when the publication states it: one wave of the clients, or N requests per level
         per_level = re.search(r"(\d+) requests per level", notes)
         requests = size["concurrency"] if "one wave" in notes else int(per_level.group(1)) if per_level else None
-        # the engine as the publication ran it: its default scheduling and batch limits for its version
+        # the engine as the publication ran it: its default scheduling, batch limits and memory for its version
         gpu = str(rec["gpu"])
-        scheduling, tokens, seqs = published_engine(perf, str(rec["engine"]), str(rec["engine_version"]), gpu)
-        key = (str(rec["model"]), gpu, str(rec["dtype"]), requests, scheduling, tokens, seqs, *size.values())
+        eng = _engine(perf, rec)
+        key = (str(rec["model"]), gpu, str(rec["dtype"]), requests, eng, *size.values())
         if key not in runs:
             runs[key] = benchmark(str(rec["model"]), gpu, count=size["n_gpus"], tp=size["tp"],
                                   dtype=str(rec["dtype"]), input_len=size["input_len"],
                                   output_len=size["output_len"], concurrency=size["concurrency"],
-                                  requests=requests, chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling,
-                                  perf=perf)
+                                  requests=requests, perf=perf, **_engine_kwargs(eng))
         predicted.append(float(getattr(runs[key], _field(rec))))
     return _with_errors(frame, predicted)
 
@@ -221,14 +234,14 @@ def burst_errors(path: Path | None = None, perf: PerfModel | None = None, seeds:
     predicted = []
     for rec in frame.to_dict("records"):
         gpu = str(rec["gpu"])
-        scheduling, tokens, seqs = published_engine(perf, str(rec["engine"]), str(rec["engine_version"]), gpu)
+        eng = _engine(perf, rec)
         mix = str(rec["length_mix"])
         if mix not in mixes:
             mixes[mix] = load_length_mix(mix)
         n, rate = int(str(rec["prompts"])), float(str(rec["request_rate"]))
         mean_in, mean_out = float(str(rec["input_len"])), float(str(rec["output_len"]))
         key = (str(rec["model"]), gpu, int(str(rec["n_gpus"])), int(str(rec["tp"])), str(rec["dtype"]), n, rate, mix,
-               mean_in, mean_out, scheduling, tokens, seqs)
+               mean_in, mean_out, eng)
         if key not in runs:
             results = []
             for seed in range(seeds):
@@ -239,7 +252,7 @@ def burst_errors(path: Path | None = None, perf: PerfModel | None = None, seeds:
                 arrival = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
                 results.append(replay(str(rec["model"]), gpu, count=int(str(rec["n_gpus"])), tp=int(str(rec["tp"])),
                                       dtype=str(rec["dtype"]), arrival_s=arrival, input_lens=inp, output_lens=out,
-                                      chunk_tokens=tokens, max_seqs=seqs, scheduling=scheduling, perf=perf))
+                                      perf=perf, **_engine_kwargs(eng)))
             runs[key] = results
         field = _field(rec)
         predicted.append(float(np.median([getattr(r, field) for r in runs[key]])))

@@ -57,7 +57,10 @@ def test_expiry_in_the_library_build_returns_the_single_shape_plan(tiny: dict[st
     result, wall = _timed_solve(_scenario(tiny))
     assert result.status in ("feasible", "optimal") and result.instances
     assert all(i.single_shape for i in result.instances) and result.mip_gap is not None
-    assert result.stopped_at.startswith("library build") and "best plan found" in result.message
+    assert result.stopped_at.startswith("library build")
+    # Not proven optimal: the message says it is the best plan found. Proven (the single-shape plan meets the best
+    # bound, as it does for this scenario under perf model v3): optimal, and the stop step is still reported.
+    assert "best plan found" in result.message if result.status == "feasible" else result.mip_gap == 0.0
     assert wall <= LIMIT + SLACK
 
 

@@ -179,3 +179,38 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
             assert f"--max-num-seqs {int(settings.max_num_seqs)}" in f.text
     for f in skypilot_tasks(PLAN, REPOS, {0: 512}):
         _validate_with_skypilot(yaml.safe_load(f.text))
+
+
+def test_exports_reserve_the_memory_the_plan_counts_on() -> None:
+    """Every vLLM command carries --gpu-memory-utilization at the planner's engine budget (perf.engines), so a
+    deployment sizes its KV cache as the plan did (vLLM's own default is 0.92 from 0.21 on); none without it."""
+    from planning import api
+    from planning.perf.engines import planner_memory
+
+    def commands(text: str) -> list[str]:
+        """Every vllm serve command of a file (from "vllm serve MODEL" to its last continued line), YAML folding
+        undone: in the loaded values and in the comment lines."""
+        import re
+
+        strings = ["\n".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))]
+        stack: list[object] = list(yaml.safe_load_all(text))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack += list(item.values())
+            elif isinstance(item, list):
+                stack += item
+            elif isinstance(item, str):
+                strings.append(item)
+        return [m.group(0) for s in strings for m in re.finditer(r"vllm serve \S+ \\\n(?:.*\\\n)*.*", s)]
+
+    memory = planner_memory(api.engine_context().perf.calibration.settings)
+    flag = f"--gpu-memory-utilization {memory.fraction:g}"
+    files = skypilot_tasks(PLAN, REPOS, memory_utilization=memory.fraction) + kubernetes_manifests(
+        PLAN, REPOS, memory_utilization=memory.fraction)
+    found = [c for f in files for c in commands(f.text)]
+    assert found and all(flag in c for c in found)
+    assert all("--gpu-memory-utilization" not in c for f in skypilot_tasks(PLAN, REPOS) for c in commands(f.text))
+    plan = api.solve(api.load_preset_scenario("melange-arena"))
+    found = [c for f in api.export_plan(plan, "all") for c in commands(f.text)]
+    assert found and all(flag in c for c in found)

@@ -64,3 +64,17 @@ def test_invalid_tp_names_valid_choices(capsys: pytest.CaptureFixture[str]) -> N
                               "--input-len", "10"])
     assert code == 2
     assert "use one of" in capsys.readouterr().err
+
+
+def test_perf_reports_ttft_under_load(capsys: pytest.CaptureFixture[str], pm: PerfModel) -> None:
+    """--request-rate: TTFT and TPOT at that load (text and JSON, the API's numbers); a rate beyond the node's
+    peak says there is no steady state."""
+    args = ["perf", "--model", "llama-3-8b", "--gpu", "H100", "--input-len", "1000", "--output-len", "200"]
+    assert planning.cli.main([*args, "--request-rate", "10", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["serving_at_rate"]
+    api = pm.serving("llama-3-8b", "H100", input_len=1000, output_len=200, request_rate=10)
+    assert api is not None and data["ttft_ms"] == pytest.approx(api.ttft_ms) and data["request_rate"] == 10
+    assert planning.cli.main([*args, "--request-rate", "10"]) == 0
+    assert f"TTFT {api.ttft_ms:,.0f} ms under load" in capsys.readouterr().out
+    assert planning.cli.main([*args, "--request-rate", "1000"]) == 0
+    assert "no steady state" in capsys.readouterr().out

@@ -41,6 +41,27 @@ def test_fingerprint_follows_calibration(pm: PerfModel) -> None:
                               pm.stage_table(spec, "4xH100", "decode", 80, WL))
 
 
+def test_fingerprint_and_table_keys_follow_the_physics_and_the_memory(pm: PerfModel, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code change to the physics (PHYSICS_VERSION) or a GPU's driver-reported memory changes the fingerprint and
+    the disk cache key: an older table, library or plan is not reused."""
+    import planning.perf.model as model_mod
+
+    spec = pm.model("llama-3-8b")
+    PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path).stage_table(spec, "1xL4", "decode",
+                                                                                              60, WL)
+    before = pm.fingerprint()
+    monkeypatch.setattr(model_mod, "PHYSICS_VERSION", "perf-next")
+    fresh = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    assert fresh.fingerprint() != before
+    fresh.stage_table(spec, "1xL4", "decode", 60, WL)
+    assert len(list(tmp_path.glob("T_*.npy"))) == 2
+    monkeypatch.undo()
+    l4 = replace(pm.catalog.gpus["L4"], memory_mib=22000.0)
+    smaller = PerfModel(catalog=replace(pm.catalog, gpus={**pm.catalog.gpus, "L4": l4}), calibration=pm.calibration)
+    assert smaller.fingerprint() != before
+
+
 def test_bad_inputs_are_errors(pm: PerfModel) -> None:
     spec = pm.model("phi-4")
     with pytest.raises(PlanningError, match="shape"):

@@ -141,12 +141,15 @@ def test_engines_run_their_default_batch_limits() -> None:
     pm = PerfModel()
     s = pm.calibration.settings
     planner = (int(s.max_batched_tokens), int(s.max_num_seqs))
-    assert engine_limits("vllm", "0.8.5", "H100", pm.gpu("H100").memory_gb, s) == planner
-    assert engine_limits("vllm", "unstated", "L4", pm.gpu("L4").memory_gb, s) == (2048, 256)
-    assert engine_limits("vllm", "0.23.0", "A100-80G", pm.gpu("A100-80G").memory_gb, s) == (2048, 256)
-    assert engine_limits("vllm", "0.4.3", "H100", pm.gpu("H100").memory_gb, s) == (planner[0], 256)
-    assert engine_limits("tgi", "2.0.4", "A10G", pm.gpu("A10G").memory_gb, s) == (planner[0], 128)
-    assert engine_limits("trtllm", "0.17", "L40S", pm.gpu("L40S").memory_gb, s) == planner
+    def mem(gpu: str) -> float:
+        return pm.gpu(gpu).memory_bytes
+
+    assert engine_limits("vllm", "0.8.5", "H100", mem("H100"), s) == planner  # 79.6 GiB >= 70 GiB
+    assert engine_limits("vllm", "unstated", "L4", mem("L4"), s) == (2048, 256)
+    assert engine_limits("vllm", "0.23.0", "A100-80G", mem("A100-80G"), s) == (2048, 256)
+    assert engine_limits("vllm", "0.4.3", "H100", mem("H100"), s) == (planner[0], 256)
+    assert engine_limits("tgi", "2.0.4", "A10G", mem("A10G"), s) == (planner[0], 128)
+    assert engine_limits("trtllm", "0.17", "L40S", mem("L40S"), s) == planner
 
 
 def test_engine_limits_bound_the_serving_batch() -> None:

@@ -140,17 +140,44 @@ def test_simulated_bursts_against_published_runs(errors: pd.DataFrame) -> None:
     for quantity, limit in (("itl_ms", 0.10), ("output_tokens_per_s", 0.15)):
         rows = single[single["quantity"] == quantity]
         assert len(rows) >= 4 and rows["rel_error"].abs().median() <= limit, quantity
-    # the L4 run of 1,000 prompts at once: the closed form's steady peak said 2.2x, the replay of the burst is close
+    # the L4 run of 1,000 prompts at once: the closed form's steady peak said 2.2x, the replay of the burst is within
+    # 30 % (vLLM 0.5.4's own reservation, 0.9 of the card, leaves ~4.6 GiB of KV against the old model's 3.7 GB; the
+    # published rate implies a smaller batch: docs/simulator.md)
     l4 = errors[errors["id"] == "compass-l4-1000-inf-output"]["rel_error"].iloc[0]
-    assert abs(l4) <= 0.2
+    assert abs(l4) <= 0.3
+
+
+def test_tp2_without_peer_to_peer_is_no_faster_than_one_gpu(errors: pd.DataFrame) -> None:
+    """Two RTX 4090s (no peer-to-peer) all-reduce through host memory: the published TP2 inter-token latency at 16
+    and 32 req/s is as long as one GPU's (33 vs 31 ms, 55 vs 34 ms), and the replay predicts it (it halved the step
+    before); every TP2 row within 45 %, their median within 30 %."""
+    tp2 = errors[errors["n_gpus"] == 2]
+    assert len(tp2) >= 9 and tp2["rel_error"].abs().median() <= 0.30 and tp2["rel_error"].abs().max() <= 0.45
+    itl = errors[(errors["quantity"] == "itl_ms") & errors["id"].str.startswith("iog-r1-")]
+    for rate in (16, 32):
+        one = itl[(itl["n_gpus"] == 1) & (itl["request_rate"] == rate)]["predicted"].iloc[0]
+        two = itl[(itl["n_gpus"] == 2) & (itl["request_rate"] == rate)]["predicted"].iloc[0]
+        assert two >= 0.9 * one, (rate, one, two)
+
+
+def test_allreduce_without_peer_to_peer_goes_through_host_memory(pm: PerfModel) -> None:
+    """The host path's bus bandwidth (aiconfigurator L40S 4-GPU all-reduce, 5.1 GB/s) instead of the PCIe link's."""
+    from planning.perf.roofline import allreduce_time
+
+    host, p2p = pm.device("RTX4090"), pm.device("L40S")
+    assert not host.p2p and p2p.p2p and host.link_bw == p2p.link_bw
+    size = 44 * 4096 * 2.0  # one decode step of 44 sequences, Llama-3-8B hidden state
+    t_host, t_p2p = float(allreduce_time(host, size, 2)), float(allreduce_time(p2p, size, 2))
+    assert t_host == pytest.approx(host.cal.ar_latency_us * 1e-6 + size / (host.cal.ar_host_gbps * 1e9))
+    assert t_host > 2.5 * t_p2p
 
 
 # Known misses, with the diagnosed cause (docs/simulator.md); each must still miss so the list stays true.
 KNOWN_BURST_MISSES = {
-    # TP2 over PCIe on GPUs without peer-to-peer (GeForce RTX 4090; AWS g5 A10G): the model's ring all-reduce
-    # halves the step, the published ITL is as long as one GPU's
-    "tp2-pcie": lambda e: e[e["n_gpus"] == 2],
-    # queueing at 16-32 req/s: the model's KV cache on a 24 GB card is smaller than vLLM's (TTFT 4-25x)
+    # queueing at 16-32 req/s on one RTX 4090 (+29 % at 16, +127..+131 % at 32 req/s; 22-28x before vLLM's own
+    # memory reservation): 32 req/s of ~210-token prompts ask ~93 % of the tensor rate the model gives the 4090
+    # (a generation prior, no measurement of its own), so the simulated prompt queue runs near saturation where the
+    # published engine kept a 161 ms mean TTFT (docs/simulator.md)
     "ttft-under-load": lambda e: e[(e["quantity"] == "ttft_ms") & (e["n_gpus"] == 1) & (e["request_rate"] >= 16)],
 }
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from planning.api_outputs import (
+    compare_markets,
+    export_plan,
+    export_zip,
+    lesson,
+    plan_report,
+    plan_uncertainty,
+)
 from planning.api_simulate import (
     load_trace,
     sim_result_from_dict,
@@ -19,11 +27,17 @@ from planning.api_simulate import (
     simulate_headroom,
     simulate_shared,
 )
+from planning.api_timeline import (
+    timeline,
+    timeline_availability_samples,
+    timeline_job,
+    timeline_request,
+    timeline_result,
+    timeline_samples,
+)
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
 from planning.errors import PlanningError, quote
-from planning.export import ExportFile
-from planning.learn import Lesson
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
@@ -49,7 +63,6 @@ from planning.whatif import (
 
 if TYPE_CHECKING:
     from planning.sharing.plan import SharingResult
-    from planning.timeline import AvailabilitySeries, DemandSeries, TimelineOptions, TimelineResult
 
 __all__ = [
     "VARIANT_KINDS",
@@ -64,12 +77,16 @@ __all__ = [
     "catalog_frames",
     "chart_frame",
     "check_custom_model",
+    "compare_markets",
     "comparison_frame",
     "diff_lines",
     "engine_context",
+    "export_plan",
+    "export_zip",
     "fingerprint",
     "is_plan_json",
     "json_safe",
+    "lesson",
     "list_presets",
     "load_plan",
     "load_preset_scenario",
@@ -80,6 +97,8 @@ __all__ = [
     "parse_scenario_text",
     "parse_variant",
     "plan_from_json",
+    "plan_report",
+    "plan_uncertainty",
     "planning_home",
     "preset_summaries",
     "read_model_config",
@@ -96,6 +115,12 @@ __all__ = [
     "sweep",
     "template_digest",
     "template_stages",
+    "timeline",
+    "timeline_availability_samples",
+    "timeline_job",
+    "timeline_request",
+    "timeline_result",
+    "timeline_samples",
     "validate",
     "variant_label",
 ]
@@ -479,102 +504,6 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
     return data
 
 
-def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
-    """Deployable files for a plan: ``fmt`` ``"skypilot"``, ``"kubernetes"`` or ``"all"`` (docs/deploy.md).
-
-    Every instance runs on the pinned vLLM (``planning.export.VLLM_VERSION``): one TP size per engine, the
-    plan's layers per node, one Ray head per instance, and a prefill/decode proxy with the NixlConnector for
-    disaggregated models. Serve commands use each catalog model's Hugging Face repository (custom models:
-    ``/models/<id>``). Aggregated instances carry ``--max-num-batched-tokens``: the chunk whose step keeps the
-    TPOT SLO, which the planner's tables and the simulator assume (``planning.simulate.engine_token_budgets``;
-    left to the engine's default when the plan carries no scenario or a placement the step model cannot size).
-
-    Raises
-    ------
-    PlanningError
-        An unknown format, or a result without a plan (nothing to deploy).
-    """
-    from planning.export import kubernetes_manifests, model_facts, skypilot_tasks
-
-    if fmt not in ("skypilot", "kubernetes", "all"):
-        raise PlanningError("format", f"unknown export format {fmt[:40]!r}.", "use skypilot, kubernetes or all.")
-    if not result.has_plan:  # nothing to deploy: refuse rather than write empty or $0 files
-        raise PlanningError("plan", f"has no plan to export (status {result.status}).",
-                            "solve the scenario until it returns a plan (the plan's message says why it did not), "
-                            "then export.")
-    ctx = engine_context()
-    models = model_facts(result, ctx)
-    budgets: dict[int, int] = {}
-    if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):
-        from planning.simulate import engine_token_budgets
-
-        try:
-            budgets = engine_token_budgets(result, Scenario.from_dict(result.scenario), ctx.perf)
-        except PlanningError:  # a placement the step model cannot size: the files keep the engine's default
-            budgets = {}
-    # Disaggregated engines get the limits the planner's tables assume, written explicitly (vLLM's own defaults
-    # on GPUs under 70 GiB, 2048 tokens / 256 sequences, would cap a decode batch the plan counts on).
-    # The memory flag: the KV cache the plan counts on is this share of each GPU's memory (vLLM's default moved to
-    # 0.92 with CUDA-graph profiling in 0.21; writing it keeps the plan's budget whatever the version).
-    settings = ctx.perf.calibration.settings
-    limits = (int(settings.max_batched_tokens), int(settings.max_num_seqs))
-    util = float(settings.gpu_memory_utilization)
-    files: list[ExportFile] = []
-    if fmt in ("skypilot", "all"):
-        files += skypilot_tasks(result, models.repos, budgets, engine_limits=limits, tp_options=models.tp_options,
-                                model_layers=models.layers, memory_utilization=util)
-    if fmt in ("kubernetes", "all"):
-        files += kubernetes_manifests(result, models.repos, step_tokens=budgets, engine_limits=limits,
-                                      tp_options=models.tp_options, model_layers=models.layers,
-                                      memory_utilization=util)
-    return files
-
-
-def lesson(key: str, **control: Any) -> Lesson:
-    """One teaching example of :mod:`planning.learn` by key (``coral-contention``, ``coral-spectrum``,
-    ``coral-mixed-pipeline``, ``melange``, ``slo``, ``demystifying``) with its "try it" control as keyword arguments."""
-    from planning import learn
-
-    functions: dict[str, Callable[..., Lesson]] = {
-        "coral-contention": learn.coral_contention,
-        "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(build_templates, **c),
-        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(build_templates, **c),
-        "melange": learn.melange_request_size,
-        "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
-    if key not in functions:
-        raise PlanningError("lesson", f"unknown lesson {key[:40]!r}.", f"use one of {', '.join(functions)}.")
-    return functions[key](**control)
-
-
-def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand", "spot"),
-                    per_region: bool = True) -> pd.DataFrame:
-    """The same demand planned per cloud, per region and mixed, on-demand and spot (see :mod:`planning.compare`)."""
-    from planning.compare import compare_markets as _compare
-
-    return _compare(scenario, solve, pricings=pricings, per_region=per_region)
-
-
-def plan_report(result: PlanResult, fmt: str = "markdown") -> str:
-    """The finance report of a plan (:mod:`planning.report`): ``fmt`` ``"markdown"`` or ``"html"`` (printable)."""
-    from planning.report import report_html, report_markdown
-
-    if fmt not in ("markdown", "html"):
-        raise PlanningError("format", f"unknown report format {fmt[:40]!r}.", "use markdown or html.")
-    return report_markdown(result) if fmt == "markdown" else report_html(result)
-
-
-def export_zip(result: PlanResult, fmt: str = "all") -> bytes:
-    """The deployable files of :func:`export_plan` in one zip archive (for a single download)."""
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for f in export_plan(result, fmt):
-            archive.writestr(f.name, f.text)
-    return buffer.getvalue()
-
-
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,
                  cancel: CancelToken | None = None) -> SharingResult:
     """Plan with GPU sharing for the low-rate models (``planning.sharing.solve_shared``): a ``SharingResult``
@@ -584,89 +513,3 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
 
 
-def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
-             options: TimelineOptions | None = None, progress: ProgressFn | None = None,
-             cancel: CancelToken | None = None) -> TimelineResult:
-    """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
-
-    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
-    """
-    from planning.timeline import run_timeline
-
-    return run_timeline(scenario, demand, availability=availability, options=options, context=engine_context(),
-                        progress=progress, cancel=cancel)
-
-
-def timeline_samples() -> dict[str, Path]:
-    """The shipped day-long demand samples by name (``data/demand``), for the Timeline page's pickers."""
-    from planning.timeline.jobs import shipped_samples
-
-    return shipped_samples()
-
-
-def timeline_availability_samples() -> dict[str, Path]:
-    """The shipped availability series by name (``data/demand``)."""
-    from planning.timeline.jobs import shipped_availability
-
-    return shipped_availability()
-
-
-def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:
-    """A JSON-able timeline job request (see ``planning.timeline.jobs.timeline_request``)."""
-    from planning.timeline.jobs import timeline_request as _request
-
-    return _request(scenario, demand, **options)
-
-
-def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
-    """The background job function of a timeline request (runs :func:`timeline`)."""
-    from planning.timeline.jobs import timeline_job as _job
-
-    return _job(request, progress, cancel)
-
-
-def timeline_result(data: Mapping[str, Any]) -> TimelineResult:
-    """A ``TimelineResult`` from its ``to_dict()`` form (a finished job's result)."""
-    from planning.timeline.result import TimelineResult
-
-    return TimelineResult.from_dict(dict(data))
-
-
-def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]]:
-    """How far to trust a plan's capacity and cost: each instance's throughput band and the plan's cost range.
-
-    The band b of an instance is the largest validation-derived throughput error (p90 of |predicted / measured − 1|
-    over the published measurements of the same GPU class and dtype, ``PerfModel.kind_bands``) among its GPU types.
-    It is read as a factor: real capacity within [capacity / (1 + b), capacity · (1 + b)], so serving the same
-    demand costs between cost / (1 + b) and cost · (1 + b). (Read as 1 − b, a band of 1 or more, a model 2x off,
-    would give a capacity of zero or less.)
-
-    Returns
-    -------
-    (frame, totals)
-        frame: model, phase, region, gpus, capacity, unit, band, capacity_low, capacity_high per instance;
-        totals: ``cost_per_hour``, ``cost_low``, ``cost_high`` and the cost-weighted ``band``.
-    """
-    ctx = engine_context()
-    rows = []
-    weighted = 0.0
-    total = 0.0
-    for inst in result.instances:
-        spec = ctx.catalog.models.get(inst.model)
-        dtype = getattr(spec, "dtype", "bf16") if spec is not None else "bf16"
-        bands = [ctx.perf.kind_bands(g, dtype)["throughput"] for g in inst.gpus if g in ctx.catalog.gpus]
-        band = max(bands) if bands else float("nan")
-        capacity = inst.throughput * inst.count
-        rows.append({"model": inst.model, "phase": inst.phase, "region": inst.region,
-                     "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(inst.gpus.items())), "capacity": capacity,
-                     "unit": inst.throughput_unit, "band": band, "capacity_low": capacity / (1 + band),
-                     "capacity_high": capacity * (1 + band)})
-        if band == band:  # not NaN
-            weighted += band * inst.cost_per_hour
-            total += inst.cost_per_hour
-    mean_band = weighted / total if total > 0 else 0.0
-    cost = result.comparable_cost
-    totals = {"cost_per_hour": cost, "band": mean_band, "cost_low": cost / (1 + mean_band),
-              "cost_high": cost * (1 + mean_band)}
-    return pd.DataFrame(rows, columns=["model", "phase", "region", "gpus", "capacity", "unit", "band", "capacity_low",
-                                       "capacity_high"]), totals

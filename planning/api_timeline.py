@@ -1,0 +1,69 @@
+"""Plans over time, re-exported by :mod:`planning.api`: ``timeline`` (re-plan epoch by epoch), its shipped samples,
+its background job (request, job function, result). Split from ``api.py`` along its use cases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from planning.context import CancelToken, ProgressFn
+from planning.scenario import Scenario
+
+if TYPE_CHECKING:
+    from planning.context import EngineContext
+    from planning.timeline import AvailabilitySeries, DemandSeries, TimelineOptions, TimelineResult
+
+
+def _engine_context() -> EngineContext:
+    from planning.api import engine_context  # the process-wide context lives in api (no import cycle at load)
+
+    return engine_context()
+
+
+def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
+             options: TimelineOptions | None = None, progress: ProgressFn | None = None,
+             cancel: CancelToken | None = None) -> TimelineResult:
+    """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
+
+    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
+    """
+    from planning.timeline import run_timeline
+
+    return run_timeline(scenario, demand, availability=availability, options=options, context=_engine_context(),
+                        progress=progress, cancel=cancel)
+
+
+def timeline_samples() -> dict[str, Path]:
+    """The shipped day-long demand samples by name (``data/demand``), for the Timeline page's pickers."""
+    from planning.timeline.jobs import shipped_samples
+
+    return shipped_samples()
+
+
+def timeline_availability_samples() -> dict[str, Path]:
+    """The shipped availability series by name (``data/demand``)."""
+    from planning.timeline.jobs import shipped_availability
+
+    return shipped_availability()
+
+
+def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:
+    """A JSON-able timeline job request (see ``planning.timeline.jobs.timeline_request``)."""
+    from planning.timeline.jobs import timeline_request as _request
+
+    return _request(scenario, demand, **options)
+
+
+def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
+    """The background job function of a timeline request (runs :func:`timeline`)."""
+    from planning.timeline.jobs import timeline_job as _job
+
+    return _job(request, progress, cancel)
+
+
+def timeline_result(data: Mapping[str, Any]) -> TimelineResult:
+    """A ``TimelineResult`` from its ``to_dict()`` form (a finished job's result)."""
+    from planning.timeline.result import TimelineResult
+
+    return TimelineResult.from_dict(dict(data))

@@ -13,7 +13,7 @@ SYNC := $(UV) sync --locked --inexact
 PYTEST_DEFAULT := not benchmark and not ray and not skypilot
 
 .PHONY: run test test-ray test-skypilot install install-dev install-ray install-skypilot lock skypilot-schema \
-	lint bench bench-setup calibrate fuzz clean
+	bench bench-setup calibrate fuzz clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v < (3, 15) else \
@@ -33,12 +33,15 @@ install: $(UV)
 install-dev: $(UV)
 	$(SYNC) --extra dev
 
-## The optional extras, each from the same lock: the Ray backend; SkyPilot's CLI to launch exported tasks
+## The optional Ray backend (the [ray] extra, from the same lock)
 install-ray: $(UV)
 	$(SYNC) --extra ray
 
+## SkyPilot (the `sky` CLI, to launch exported task YAML) with planning and its dev set, in an environment of its
+## own from tools/skypilot/uv.lock: its version caps would hold the workbench's stack back (tools/skypilot)
+SKY_VENV ?= .venv-skypilot
 install-skypilot: $(UV)
-	$(SYNC) --extra skypilot
+	UV_PROJECT_ENVIRONMENT=$(abspath $(SKY_VENV)) $(UV) sync --locked --project tools/skypilot
 
 ## Install and start the workbench on http://localhost:8501
 run: install
@@ -57,19 +60,18 @@ test-ray: $(UV)
 	$(BIN)/python -m pytest -m ray
 
 ## Cross-check tests/export/skypilot_schema.json (what `make test` validates exports with) against SkyPilot itself
-test-skypilot: $(UV)
-	$(SYNC) --extra dev --extra skypilot
-	$(BIN)/python -m pytest -m skypilot
+test-skypilot: install-skypilot
+	$(SKY_VENV)/bin/python -m pytest -m skypilot
 
-## Re-resolve every dependency to the newest allowed versions (uv.lock) and re-pin uv itself; commit both files
+## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the three files
 lock: $(UV)
 	$(UV) lock --upgrade
+	$(UV) lock --upgrade --project tools/skypilot
 	echo uv | $(UV) pip compile - --universal --generate-hashes --no-header --quiet -o tools/uv-requirements.txt
 
 ## Restate SkyPilot's task schema from the locked SkyPilot (after `make lock` moved it), then `make test-skypilot`
-skypilot-schema: $(UV)
-	$(SYNC) --extra dev --extra skypilot
-	$(BIN)/python -m tests.export.skypilot_schema --write
+skypilot-schema: install-skypilot
+	$(SKY_VENV)/bin/python -m tests.export.skypilot_schema --write
 
 ## Refit data/calibration.csv from ../shared/reference/perf when present, then check the held-out errors
 REFERENCE ?= ../shared/reference
@@ -92,4 +94,4 @@ fuzz: install-dev
 	$(BIN)/python tools/fuzz.py --cases 10000
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SKY_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,9 +1,9 @@
 """SkyPilot's task-YAML validation, restated: its JSON schemas in skypilot_schema.json, checked the way SkyPilot does.
 
 `make test` validates exported task YAML with this restatement, so the dev install needs no SkyPilot (and none of
-the server and cloud packages it pulls). `make test-skypilot` installs the locked SkyPilot and checks that the
-restated schemas still equal the package's (tests/export/test_skypilot_schema.py); after `make lock` moves
-SkyPilot, `make skypilot-schema` rewrites the JSON from it (`python -m tests.export.skypilot_schema --write`).
+the server and cloud packages it pulls). `make test-skypilot` installs the SkyPilot that tools/skypilot/uv.lock
+pins and checks that the restated schemas still equal the package's (tests/export/test_skypilot_schema.py); after
+that pin moves, `make skypilot-schema` rewrites the JSON from it (`python -m tests.export.skypilot_schema --write`).
 """
 
 from __future__ import annotations

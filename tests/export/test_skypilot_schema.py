@@ -1,5 +1,5 @@
 """The restated SkyPilot schemas (skypilot_schema.json): they reject what SkyPilot rejects, they belong to the
-SkyPilot that uv.lock pins, and (`make test-skypilot`, marker ``skypilot``) they equal the installed package's."""
+SkyPilot that tools/skypilot/uv.lock pins, and (`make test-skypilot`, marker ``skypilot``) they equal the installed package's."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def test_what_skypilot_refuses_is_refused(change: Any, field: str) -> None:
 
 
 def test_the_restatement_is_of_the_skypilot_the_lock_pins() -> None:
-    """After `make lock` moves SkyPilot, this fails until `make skypilot-schema` restates it."""
-    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    """After SkyPilot's pin moves (tools/skypilot), this fails until `make skypilot-schema` restates it."""
+    lock = tomllib.loads((ROOT / "tools" / "skypilot" / "uv.lock").read_text(encoding="utf-8"))
     locked = {p["version"] for p in lock["package"] if p["name"] == "skypilot"}
     doc = restated()
     assert locked == {doc["skypilot_version"]}, (locked, doc["skypilot_version"])

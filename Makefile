@@ -67,7 +67,8 @@ test-skypilot: install-skypilot
 lock: $(UV)
 	$(UV) lock --upgrade
 	$(UV) lock --upgrade --project tools/skypilot
-	echo uv | $(UV) pip compile - --universal --generate-hashes --no-header --quiet -o tools/uv-requirements.txt
+	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \
+		-o tools/uv-requirements.txt
 
 ## Restate SkyPilot's task schema from the locked SkyPilot (after `make lock` moved it), then `make test-skypilot`
 skypilot-schema: install-skypilot

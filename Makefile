@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 UV ?= $(BIN)/uv
 # uv installs into $(VENV), not into a venv of its own choosing
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
-# `--locked` fails, naming `uv lock`, when pyproject.toml asks for something uv.lock does not pin; `--inexact`
-# leaves pip and uv themselves (and an extra installed before) in the venv.
-SYNC := $(UV) sync --locked --inexact
+# `--locked` fails, naming `uv lock`, when pyproject.toml asks for something uv.lock does not pin. A sync is exact
+# (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
+# run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
+SYNC := $(UV) sync --locked
 PYTEST_DEFAULT := not benchmark and not ray and not skypilot
 
 .PHONY: run test test-ray test-skypilot install install-dev install-ray install-skypilot lock skypilot-schema \
@@ -27,7 +28,7 @@ $(BIN)/uv: tools/uv-requirements.txt | $(BIN)/python
 
 ## The runtime set of uv.lock (the product's stack, no extras) and the package, editable
 install: $(UV)
-	$(SYNC)
+	$(SYNC) --inexact
 
 ## The runtime set plus the dev extra (lint, types, tests): no SkyPilot, no Ray
 install-dev: $(UV)
@@ -35,7 +36,7 @@ install-dev: $(UV)
 
 ## The optional Ray backend (the [ray] extra, from the same lock)
 install-ray: $(UV)
-	$(SYNC) --extra ray
+	$(SYNC) --inexact --extra ray
 
 ## SkyPilot (the `sky` CLI, to launch exported task YAML) with planning and its dev set, in an environment of its
 ## own from tools/skypilot/uv.lock: its version caps would hold the workbench's stack back (tools/skypilot)

@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 UV ?= $(BIN)/uv
+# what a sync needs first: the bootstrapped uv, or with `UV=uv` (yours) just the venv
+UV_READY := $(if $(filter $(BIN)/uv,$(UV)),$(BIN)/uv,$(BIN)/python)
 # uv installs into $(VENV), not into a venv of its own choosing
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+# and with the interpreter of $(VENV): uv never downloads a Python of its own
+export UV_PYTHON_DOWNLOADS := never
 # `--locked` fails, naming `uv lock`, when pyproject.toml asks for something uv.lock does not pin. A sync is exact
 # (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
 # run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
@@ -27,22 +31,22 @@ $(BIN)/uv: tools/uv-requirements.txt | $(BIN)/python
 		-r tools/uv-requirements.txt
 
 ## The runtime set of uv.lock (the product's stack, no extras) and the package, editable
-install: $(UV)
+install: $(UV_READY)
 	$(SYNC) --inexact
 
 ## The runtime set plus the dev extra (lint, types, tests): no SkyPilot, no Ray
-install-dev: $(UV)
+install-dev: $(UV_READY)
 	$(SYNC) --extra dev
 
 ## The optional Ray backend (the [ray] extra, from the same lock)
-install-ray: $(UV)
+install-ray: $(UV_READY)
 	$(SYNC) --inexact --extra ray
 
 ## SkyPilot (the `sky` CLI, to launch exported task YAML) with planning and its dev set, in an environment of its
 ## own from tools/skypilot/uv.lock: its version caps would hold the workbench's stack back (tools/skypilot)
 SKY_VENV ?= .venv-skypilot
-install-skypilot: $(UV)
-	UV_PROJECT_ENVIRONMENT=$(abspath $(SKY_VENV)) $(UV) sync --locked --project tools/skypilot
+install-skypilot: $(UV_READY)
+	UV_PROJECT_ENVIRONMENT=$(abspath $(SKY_VENV)) $(UV) sync --locked --project tools/skypilot --python $(BIN)/python
 
 ## Install and start the workbench on http://localhost:8501
 run: install
@@ -56,7 +60,7 @@ test: install-dev
 	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)"
 
 ## The Ray backend on a local two-CPU instance (tests marked `ray`; CI runs it after `make test`)
-test-ray: $(UV)
+test-ray: $(UV_READY)
 	$(SYNC) --extra dev --extra ray
 	$(BIN)/python -m pytest -m ray
 
@@ -65,7 +69,7 @@ test-skypilot: install-skypilot
 	$(SKY_VENV)/bin/python -m pytest -m skypilot
 
 ## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the three files
-lock: $(UV)
+lock: $(UV_READY)
 	$(UV) lock --upgrade
 	$(UV) lock --upgrade --project tools/skypilot
 	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \

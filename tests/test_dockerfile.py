@@ -21,7 +21,9 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
-UV = Path(sys.executable).parent / "uv"  # bootstrapped by `make` from tools/uv-requirements.txt
+# bootstrapped by `make` from tools/uv-requirements.txt, else yours (`make test UV=uv`), if it is the same version
+UV = next((p for p in (Path(sys.executable).parent / "uv", Path(shutil.which("uv") or "/nonexistent"))
+           if p.exists()), Path(sys.executable).parent / "uv")
 PROJECT_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 
 
@@ -133,7 +135,7 @@ def test_the_install_steps_replayed_in_a_fresh_venv_give_the_locked_runtime_set(
     (a build downloads the same files; UV_NO_CACHE only keeps them out of the image)."""
     assert UV.exists(), f"{UV} missing: run `make install-dev` (it bootstraps uv from tools/uv-requirements.txt)"
     version = subprocess.run([str(UV), "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
-    assert version == _uv_pin(), "the uv here is not the one the Dockerfile installs"
+    assert version == _uv_pin(), f"{UV} is uv {version}; the Dockerfile installs {_uv_pin()} (`make install-dev`)"
     app, venv = tmp_path / "app", tmp_path / "venv"
     app.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_NO_CACHE", "UV_COMPILE_BYTECODE")}

@@ -75,7 +75,7 @@ lock: $(UV_READY)
 	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \
 		-o tools/uv-requirements.txt
 
-## Restate SkyPilot's task schema from the locked SkyPilot (after `make lock` moved it), then `make test-skypilot`
+## Restate SkyPilot's schemas from tools/skypilot's SkyPilot (after its pin there moved), then `make test-skypilot`
 skypilot-schema: install-skypilot
 	$(SKY_VENV)/bin/python -m tests.export.skypilot_schema --write
 

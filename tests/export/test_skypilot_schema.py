@@ -60,15 +60,15 @@ def test_the_restatement_is_of_the_skypilot_the_lock_pins() -> None:
 def test_the_restated_schemas_are_skypilots() -> None:
     import sky
     import sky.exceptions
+    from sky import resources
     from sky.utils import common_utils
 
+    from planning import api
     from tests.export.skypilot_schema import RESOURCE_ALIASES, live_schemas
 
     doc = restated()
     assert sky.__version__ == doc["skypilot_version"]
     assert live_schemas() == doc["schemas"], "SkyPilot moved: run `make skypilot-schema` and review the diff"
-    from sky import resources
-
     assert resources.RESOURCE_CONFIG_ALIASES == RESOURCE_ALIASES
     live = doc["schemas"]
 
@@ -88,5 +88,8 @@ def test_the_restated_schemas_are_skypilots() -> None:
         config = copy.deepcopy(GOOD)
         change(config)
         assert not skypilot_accepts(config), name
-    for f in skypilot_tasks(PLAN, REPOS):
+    exported = list(api.export_plan(api.solve(api.load_preset_scenario("coral-core")), "skypilot"))
+    assert exported
+    for f in [*skypilot_tasks(PLAN, REPOS), *exported]:  # SkyPilot itself accepts what the restatement accepts
+        validate_task(yaml.safe_load(f.text))
         assert skypilot_accepts(yaml.safe_load(f.text)), f.name

@@ -1,30 +1,83 @@
-# Two entry points for a fresh clone (Python >= 3.11 only): `make run` and `make test`.
+# Two entry points for a fresh clone: `make run` and `make test`. Both install exactly what uv.lock pins (one
+# universal resolution for Python 3.11-3.14 on Linux x86_64/aarch64 and macOS arm64), with uv, a single wheel
+# that pip bootstraps into the venv at the version and hashes of tools/uv-requirements.txt.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+UV ?= $(BIN)/uv
+# what a sync needs first: the bootstrapped uv, or with `UV=uv` (yours) just the venv
+UV_READY := $(if $(filter $(BIN)/uv,$(UV)),$(BIN)/uv,$(BIN)/python)
+# uv installs into $(VENV), not into a venv of its own choosing
+export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+# and with the interpreter of $(VENV): uv never downloads a Python of its own
+export UV_PYTHON_DOWNLOADS := never
+# `--locked` fails, naming `uv lock`, when pyproject.toml asks for something uv.lock does not pin. A sync is exact
+# (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
+# run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
+SYNC := $(UV) sync --locked
+PYTEST_DEFAULT := not benchmark and not ray and not skypilot
 
-.PHONY: run test install install-dev lint bench calibrate fuzz clean
+.PHONY: run test test-ray test-skypilot install install-dev install-ray install-skypilot lock skypilot-schema \
+	bench bench-setup calibrate fuzz clean
 
 $(BIN)/python:
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v < (3, 15) else \
+		"planning installs from uv.lock, which covers Python 3.11-3.14; $(PYTHON) is %d.%d. " \
+		"Name another interpreter: make PYTHON=python3.12 ..." % v)'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/python -m pip install -e .
+$(BIN)/uv: tools/uv-requirements.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+		-r tools/uv-requirements.txt
 
-install-dev: $(BIN)/python
-	$(BIN)/python -m pip install -e '.[dev]'
+## The runtime set of uv.lock (the product's stack, no extras) and the package, editable
+install: $(UV_READY)
+	$(SYNC) --inexact
+
+## The runtime set plus the dev extra (lint, types, tests): no SkyPilot, no Ray
+install-dev: $(UV_READY)
+	$(SYNC) --extra dev
+
+## The optional Ray backend (the [ray] extra, from the same lock)
+install-ray: $(UV_READY)
+	$(SYNC) --inexact --extra ray
+
+## SkyPilot (the `sky` CLI, to launch exported task YAML) with planning and its dev set, in an environment of its
+## own from tools/skypilot/uv.lock: its version caps would hold the workbench's stack back (tools/skypilot)
+SKY_VENV ?= .venv-skypilot
+install-skypilot: $(UV_READY)
+	UV_PROJECT_ENVIRONMENT=$(abspath $(SKY_VENV)) $(UV) sync --locked --project tools/skypilot --python $(BIN)/python
 
 ## Install and start the workbench on http://localhost:8501
 run: install
 	$(BIN)/streamlit run app.py
 
-## Install everything and run the whole suite CI runs: lint, types, tests (unit, app, e2e browser)
+## Install the dev set and run the whole suite CI runs: lint, types, tests (unit, app, e2e browser)
 test: install-dev
 	bash tools/ensure_chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not benchmark"
+	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)"
+
+## The Ray backend on a local two-CPU instance (tests marked `ray`; CI runs it after `make test`)
+test-ray: $(UV_READY)
+	$(SYNC) --extra dev --extra ray
+	$(BIN)/python -m pytest -m ray
+
+## Cross-check tests/export/skypilot_schema.json (what `make test` validates exports with) against SkyPilot itself
+test-skypilot: install-skypilot
+	$(SKY_VENV)/bin/python -m pytest -m skypilot
+
+## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the three files
+lock: $(UV_READY)
+	$(UV) lock --upgrade
+	$(UV) lock --upgrade --project tools/skypilot
+	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \
+		-o tools/uv-requirements.txt
+
+## Restate SkyPilot's schemas from tools/skypilot's SkyPilot (after its pin there moved), then `make test-skypilot`
+skypilot-schema: install-skypilot
+	$(SKY_VENV)/bin/python -m tests.export.skypilot_schema --write
 
 ## Refit data/calibration.csv from ../shared/reference/perf when present, then check the held-out errors
 REFERENCE ?= ../shared/reference
@@ -38,9 +91,13 @@ calibrate: install-dev
 bench: install-dev
 	$(BIN)/python -m pytest -m benchmark -s
 
+## Time `make run` and `make test` from a fresh clone with empty caches (docs/benchmarks.md, Setup)
+bench-setup:
+	bash benchmarks/bench_setup.sh
+
 ## Hostile-input fuzzing: >= 10,000 mutated scenarios/import files + ~60 CLI calls; prints a report, fails on a crash
 fuzz: install-dev
 	$(BIN)/python tools/fuzz.py --cases 10000
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SKY_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""Exports: SkyPilot task YAML validated with SkyPilot's own schema; what each recipe carries (docs/deploy.md)."""
+"""Exports: SkyPilot task YAML validated with SkyPilot's own schemas (restated: skypilot_schema.py); what each recipe carries (docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import yaml
 
 from planning.export import kubernetes_manifests, skypilot_tasks
 from planning.result import InstancePlan, NodeBox, PlanResult, StagePlan
+from tests.export.skypilot_schema import validate_task
 
 
 def _inst(model: str, phase: str, stages: list[tuple[int, list[tuple[str, str, int]]]], count: int = 2) -> InstancePlan:
@@ -42,12 +43,7 @@ REPOS = {"llama-3-8b": "meta-llama/Meta-Llama-3-8B", "llama-3-70b": "meta-llama/
 
 
 def _validate_with_skypilot(config: dict[str, object]) -> None:
-    from sky.utils import common_utils, schemas
-
-    service = config.pop("service", None)
-    common_utils.validate_schema(config, schemas.get_task_schema(), "Invalid task YAML: ")
-    if service is not None:
-        common_utils.validate_schema(service, schemas.get_service_schema(), "Invalid service YAML: ")
+    validate_task(config)
 
 
 def test_every_skypilot_task_passes_skypilots_schema() -> None:

@@ -131,6 +131,7 @@ def _launch(cluster: Any, slots: list[dict[str, Any]], timeout_s: float = 60) ->
 
 
 @pytest.mark.slow
+@pytest.mark.ray  # a local Ray cluster: the [ray] extra, `make test-ray`
 def test_launch_script_orders_the_partition_as_vllm_ranks_nodes(ray_cluster: Any) -> None:
     """Three local Ray nodes (2, 2 and 1 fake GPUs, all on one IP): vLLM's rank order puts the node with fewer
     GPUs first after the driver's, so the 1-GPU slot's layers lead the partition; every slot's layers appear."""

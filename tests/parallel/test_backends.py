@@ -1,6 +1,8 @@
 """Backends for fan-out (issue 11 §3): the embedded process pool and Ray give the serial answer.
 
-Ray runs as a local instance with two CPUs (``ray.init(num_cpus=2)``), started once for this module.
+Ray runs as a local instance with two CPUs (``ray.init(num_cpus=2)``), started once for this module. The tests
+that need Ray are marked ``ray``: `make test` leaves them out (the dev install has no Ray), `make test-ray`
+installs the [ray] extra and runs them; CI runs both.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ L, WEIGHT, SLO = 20, 60.0, 800.0
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    import ray  # in the dev install (pyproject's dev extra); a missing ray fails here, it is not skipped
+    import ray  # the [ray] extra, installed by `make test-ray`; a missing ray fails here, it is not skipped
     module = parallel.ray_module(num_cpus=2)
     assert module.is_initialized()
     yield ray
@@ -60,6 +62,7 @@ def test_missing_ray_is_an_instruction(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "planning[ray]" in str(err.value)
 
 
+@pytest.mark.ray
 def test_library_build_is_identical_serial_pool_and_ray(ray_local: Any, inputs: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     tables, mem = inputs
@@ -79,6 +82,7 @@ def test_library_build_is_identical_serial_pool_and_ray(ray_local: Any, inputs: 
     assert calls[-1][0] == calls[-1][1] == calls[0][1]  # progress reaches the total
 
 
+@pytest.mark.ray
 def test_a_cancelled_ray_build_stops(ray_local: Any, inputs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cancel after the first batch lands: the pending Ray tasks are cancelled and the build raises."""
     tables, mem = inputs
@@ -101,6 +105,7 @@ def test_a_cancelled_ray_build_stops(ray_local: Any, inputs: Any, monkeypatch: p
         build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray", cancel=ev2)
 
 
+@pytest.mark.ray
 def test_sweep_on_ray_equals_the_sweep_here(ray_local: Any) -> None:
     scenario = api.load_preset_scenario("melange-arena")
     here = api.sweep(scenario, "demand", [0.5, 2.0], backend="process")
@@ -111,6 +116,7 @@ def test_sweep_on_ray_equals_the_sweep_here(ray_local: Any) -> None:
     assert sorted(fractions) == [0.5, 1.0]
 
 
+@pytest.mark.ray
 def test_cli_sweep_backend_ray_prints_the_same_rows(ray_local: Any, capsys: pytest.CaptureFixture[str]) -> None:
     try:
         assert main(["sweep", "--preset", "melange-arena", "--kind", "slo", "--values", "1,1.5", "--json"]) == 0
@@ -143,6 +149,7 @@ def _on_demand_solve(backend: str) -> tuple[Any, dict[str, float]]:
     return result, dict(result.stats)
 
 
+@pytest.mark.ray
 def test_on_demand_pricing_on_ray_actors_gives_the_same_plan(ray_local: Any) -> None:
     """The pricing searches as Ray actors (one per group): the same certified plan, the same columns and rounds,
     and the same exact placements merged back into the driver's spaces (issue 11 §3)."""
@@ -159,6 +166,7 @@ def test_on_demand_pricing_on_ray_actors_gives_the_same_plan(ray_local: Any) -> 
     assert st_here["pricing_rounds"] >= 1 and st_here["templates_placed_now"] > 0  # the searches ran here too
 
 
+@pytest.mark.ray
 def test_a_cancelled_ray_pricing_round_stops(ray_local: Any) -> None:
     from planning.allocate.pricers import PriceCall, RayPricers
     from planning.allocate.pricing import PricedGroup

@@ -71,6 +71,27 @@ def _settled(page: Any, timeout: float = 180_000) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
 
 
+def _job_breakdown(home: str) -> str:
+    """Where the click-to-KPIs time went, from the server's job store: queued → started → finished, and the
+    solve's own first plan, allocation, baselines and total."""
+    from planning.jobs import JobStore
+
+    store = JobStore(Path(home) / "jobs.sqlite")
+    try:
+        jobs = [j for j in store.list_jobs(limit=5, with_result=True) if j.kind == "solve"]
+    finally:
+        store.close()
+    if not jobs or jobs[0].started is None or jobs[0].finished is None:
+        return "job: no finished solve job found"
+    j = jobs[0]
+    result = j.result or {}
+    t, stats = result.get("timings") or {}, result.get("stats") or {}
+    return (f"job: queued {j.started - j.created:.2f} s, ran {j.finished - j.started:.2f} s (solve total "
+            f"{t.get('total_seconds', float('nan')):.2f} s: first plan {stats.get('anytime_first_plan_seconds', float('nan')):.2f}"
+            f" s, allocation {t.get('allocation_seconds', float('nan')):.2f} s, baselines "
+            f"{t.get('baselines_seconds', float('nan')):.2f} s)")
+
+
 def one_run(pw: Any, preset: str, warm_s: float) -> tuple[float, float, str]:
     """(seconds to the first plan on screen, seconds to the KPIs, the status KPI's text)."""
     with tempfile.TemporaryDirectory() as home:
@@ -97,6 +118,7 @@ def one_run(pw: Any, preset: str, warm_s: float) -> tuple[float, float, str]:
                 time.sleep(0.05)
             kpis = time.monotonic() - start
             status = page.get_by_test_id("stMetric").filter(has_text="Solver status").inner_text().replace("\n", " ")
+            print("    " + _job_breakdown(home), flush=True)
             return (first if first is not None else kpis), kpis, status
         finally:
             context.close()

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from planning.sharing.plan import SharingResult
 
 __all__ = [
+    "SOLVE_MODULES",
     "VARIANT_KINDS",
     "CancelToken",
     "Cancelled",
@@ -124,6 +125,12 @@ __all__ = [
     "validate",
     "variant_label",
 ]
+
+SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "planning.allocate.matrix_model",
+                 "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
+                 "planning.baselines.homo", "planning.baselines.memp", "planning.baselines.single_type",
+                 "planning.explain", "planning.transfer", "planning.templates.search", "planning.templates.library")
+"""Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 _CTX_LOCK = threading.Lock()
 _CTX: EngineContext | None = None

@@ -62,7 +62,10 @@ def scenarios_dir() -> Path:
 def _runner(store_path: str) -> JobRunner:
     # Jobs run in worker processes (not threads of the server, where a solve competes with page reruns for the
     # GIL); PLANNING_JOB_PROCESSES=0 keeps them in threads (in-process AppTests, debugging).
-    return default_runner(store_path, processes=os.environ.get("PLANNING_JOB_PROCESSES", "1") != "0")
+    # Workers warm up with what a solve imports lazily too (solver modules, HiGHS: 0.3 s on a quiet machine, ten
+    # times that on a busy one), so the first click's time goes to solving.
+    return default_runner(store_path, processes=os.environ.get("PLANNING_JOB_PROCESSES", "1") != "0",
+                          warm_modules=("planning.api", "ui.jobs", *api.SOLVE_MODULES))
 
 
 def runner() -> JobRunner:

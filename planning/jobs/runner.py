@@ -434,14 +434,14 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2, *,
-                   processes: bool = False) -> JobRunner:
+                   processes: bool = False, warm_modules: tuple[str, ...] = ("planning.api",)) -> JobRunner:
     """One shared runner per store path in this process (e.g. for all Streamlit sessions).
 
     Parameters
     ----------
     path:
         Store path; ``None`` means :func:`planning.jobs.store.default_store_path`.
-    max_workers, processes:
+    max_workers, processes, warm_modules:
         Used only when the runner for this path is created (see :class:`JobRunner`).
 
     Returns
@@ -452,6 +452,7 @@ def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int 
     with _DEFAULT_LOCK:
         runner = _DEFAULT_RUNNERS.get(resolved)
         if runner is None or runner._stop.is_set():
-            runner = JobRunner(JobStore(resolved), max_workers=max_workers, processes=processes)
+            runner = JobRunner(JobStore(resolved), max_workers=max_workers, processes=processes,
+                               warm_modules=warm_modules)
             _DEFAULT_RUNNERS[resolved] = runner
         return runner

@@ -324,14 +324,22 @@ class RoundState:
     feasible: bool
     floors: np.ndarray | None = None
     added: int = 0
+    duals: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (w, y_d, y_n) of this round's master LP
+
+    def result(self) -> PricingResult:
+        """This round's master LP as a ``PricingResult`` (its duals give valid Lagrangian bounds: any y_a ≤ 0)."""
+        assert self.duals is not None
+        w, y_d, y_n = self.duals
+        return PricingResult(z_lp=self.z, feasible=self.feasible, rounds=self.rounds, columns=len(self.lp.columns),
+                             w=w, y_d=y_d, y_n=y_n, seconds=0.0)
 
     def farley_bound(self, upper: float) -> float:
         """A lower bound on every plan of value ≤ ``upper`` (−inf when none can be given).
 
         For an integer plan ν (no slack) and the master's duals y: cost(ν) = Σ rc·ν + y·(Aν) ≥ Σ_g floor_g·N_g + y·b,
-        and y·b = z (the restricted master's optimum). A plan of value ≤ ``upper`` has N_g ≤ upper / c_min
-        instances of group g (every instance costs at least the cheapest node, c_min), so
-        cost ≥ z + Σ_g min(0, floor_g)·upper / c_min.
+        and y·b = z (the restricted master's optimum). A plan of value ≤ ``upper`` has Σ_g N_g ≤ upper / c_min
+        instances in all (every instance costs at least the cheapest node, c_min), so
+        cost ≥ z + Σ_g min(0, floor_g)·N_g ≥ z + min(0, min_g floor_g)·upper / c_min.
         """
         if self.floors is None or not self.feasible or not math.isfinite(upper):
             return -math.inf
@@ -339,7 +347,7 @@ class RoundState:
         c_min = float(finite.min()) if finite.size else 0.0
         if c_min <= 0:
             return -math.inf
-        return self.z + float(np.minimum(self.floors, 0.0).sum()) * upper / c_min
+        return self.z + float(min(float(self.floors.min()), 0.0)) * upper / c_min
 
 
 def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
@@ -374,7 +382,7 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
             progress(rounds / (rounds + CG_HALF_ROUNDS), f"pricing: column generation round {rounds}, {what} "
                      f"({len(lp.columns):,} columns)")
         if on_round is not None:
-            on_round(RoundState("lp", rounds, lp, z, feasible))
+            on_round(RoundState("lp", rounds, lp, z, feasible, duals=(w, y_d, y_n)))
         added = 0
         calls = [PriceCall(gi, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
                  for gi in range(len(groups))]

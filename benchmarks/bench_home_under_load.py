@@ -17,7 +17,6 @@ within 10 s with 8 busy processes on 2 cores.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import socket
 import statistics
@@ -29,16 +28,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks._load import Busy, isolate, load_line
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-def _burn() -> None:  # pragma: no cover - a busy process
-    x = 0
-    while True:
-        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
 
 
 def _port() -> int:
@@ -132,23 +127,22 @@ def main() -> int:
     parser.add_argument("--preset", default="coral-core")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--warm", type=float, default=5.0, help="seconds on the page before the click")
+    parser.add_argument("--isolate", action="store_true",
+                        help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
     args = parser.parse_args()
+    if args.isolate:
+        print(isolate())
     from playwright.sync_api import sync_playwright
 
-    burners = [mp.Process(target=_burn, daemon=True) for _ in range(args.busy)]
-    for p in burners:
-        p.start()
     rows = []
-    try:
+    with Busy(args.busy):
+        print(load_line(args.busy), flush=True)
         with sync_playwright() as pw:
             for i in range(args.runs):
                 first, kpis, status = one_run(pw, args.preset, args.warm)
                 rows.append((first, kpis))
                 print(f"run {i + 1}: {args.busy} busy processes, {args.preset}: plan on screen {first:.2f} s, "
                       f"KPIs {kpis:.2f} s ({status})", flush=True)
-    finally:
-        for p in burners:
-            p.terminate()
     print(f"median of {len(rows)}: plan on screen {statistics.median(r[0] for r in rows):.2f} s, "
           f"KPIs {statistics.median(r[1] for r in rows):.2f} s ({os.cpu_count()} cores, {args.busy} busy processes)")
     return 0

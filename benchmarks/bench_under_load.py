@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import re
 import statistics
@@ -28,16 +27,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from benchmarks._load import Busy, isolate, load_line
+
 PRESETS = ("coral-core", "coral-extended", "catalog-wide", "long-tail")
 SHARED = {"long-tail"}  # planned with options.sharing kvpr through api.solve_shared
 SLACK_S = 2.0
 _PLAN = re.compile(r"best plan \$([\d,.]+)/h, (?:gap ([\d.]+)%|gap not yet bounded)")
-
-
-def _burn() -> None:  # pragma: no cover - a busy process
-    x = 0
-    while True:
-        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
 
 
 def _child(preset: str, limit: float | None) -> dict[str, Any]:
@@ -107,17 +102,18 @@ def main() -> int:
     parser.add_argument("--limits", nargs="+", default=["default", "10"])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--isolate", action="store_true",
+                        help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
     args = parser.parse_args()
+    if args.isolate:
+        print(isolate())
     print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {args.runs} run(s)")
     print(f"{'busy':>4} {'preset':15} {'limit':>6} | {'first s':>7} {'1st $/h':>9} {'1st gap':>7} | "
           f"{'final s':>7} {'status':9} {'gap':>6} {'$/h':>9} | {'overrun':>7} {'bl not run':>10}")
     ok = True
     for busy in args.busy:
-        burners = [mp.Process(target=_burn, daemon=True) for _ in range(busy)]
-        for p in burners:
-            p.start()
-        try:
-            time.sleep(1.0 if busy else 0.0)
+        with Busy(busy):
+            print(load_line(busy), flush=True)
             for preset in args.presets:
                 for lim in args.limits:
                     limit = None if lim == "default" else float(lim)
@@ -131,11 +127,6 @@ def main() -> int:
                           f"{wall:7.2f} {rows[0]['status']:9} {_fmt(gap, '6.2%'):>6} "
                           f"{_fmt(_median(rows, 'cost'), '9.2f'):>9} | {over:+7.2f} {_median(rows, 'not_run'):>10}",
                           flush=True)
-        finally:
-            for p in burners:
-                p.terminate()
-            for p in burners:
-                p.join()
     print("contract (overrun <= 2 s): " + ("met" if ok else "MISSED"))
     return 0 if ok else 1
 

@@ -339,6 +339,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         kept = fix(priced, pr, thetas, per_region, cancel, pricers)
         sets, masks = [], []
         for pg, P, S1 in zip(priced, kept, single, strict=True):
+            _check(cancel)  # a group's exact placements take up to ~0.1 CPU-s (coral-extended): the limit holds
             ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, provenance)
             keys = set(pg.space.codes(P).tolist())
             masks.append(np.array([c in keys for c in _row_codes(pg.space, ts)], dtype=bool))

@@ -67,7 +67,7 @@ def _price_one(pg: PricedGroup, call: PriceCall, cancel: CancelToken | None) -> 
     from planning.allocate.pricing import price
 
     P, codes, reg, rc, floor = price(pg, call.w, call.y_d, call.y_n, call.theta, call.limit, call.per_region, cancel)
-    return P, codes, reg, rc, pg.space.throughput(P), floor
+    return P, codes, reg, rc, pg.space.throughput(P, cancel), floor
 
 
 class LocalPricers:

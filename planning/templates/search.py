@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
 from planning.templates.enumeration import is_monotone as _is_monotone
 from planning.templates.frame import assemble as _assemble
@@ -296,8 +297,9 @@ class MultisetSpace:
     def codes(self, P: np.ndarray) -> np.ndarray:
         return np.asarray(P @ self.pow, dtype=np.int64)
 
-    def throughput(self, P: np.ndarray) -> np.ndarray:
-        """Exact template throughput of each padded multiset (placed once, then cached)."""
+    def throughput(self, P: np.ndarray, cancel: CancelToken | None = None) -> np.ndarray:
+        """Exact template throughput of each padded multiset (placed once, then cached); ``cancel`` is checked
+        between blocks of 128 placements (a proof round's list can take seconds on a busy machine)."""
         import time
 
         codes = self.codes(P)
@@ -307,16 +309,24 @@ class MultisetSpace:
             todo = P[missing]
             _, first = np.unique(codes[missing], return_index=True)
             todo = todo[first]
-            for pattern, ids in multisets_to_patterns(todo, self.K).items():
-                for a in range(0, ids.shape[0], 128):
-                    chunk = ids[a : a + 128]
-                    res = _solve_task((pattern, chunk, self.tables, self.layers, self.monotone))
-                    rows = np.full((chunk.shape[0], self.nmax), self.K, dtype=np.int64)
-                    exp = np.repeat(chunk, pattern, axis=1)
-                    rows[:, : exp.shape[1]] = np.sort(exp, axis=1)
-                    for i, c in enumerate(self.codes(rows).tolist()):
-                        self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
-                    self.stats.evaluated += chunk.shape[0]
+            added: list[int] = []
+            try:
+                for pattern, ids in multisets_to_patterns(todo, self.K).items():
+                    for a in range(0, ids.shape[0], 128):
+                        check_cancel(cancel, "placing templates")
+                        chunk = ids[a : a + 128]
+                        res = _solve_task((pattern, chunk, self.tables, self.layers, self.monotone))
+                        rows = np.full((chunk.shape[0], self.nmax), self.K, dtype=np.int64)
+                        exp = np.repeat(chunk, pattern, axis=1)
+                        rows[:, : exp.shape[1]] = np.sort(exp, axis=1)
+                        for i, c in enumerate(self.codes(rows).tolist()):
+                            self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
+                            added.append(c)
+                        self.stats.evaluated += chunk.shape[0]
+            except BaseException:
+                for c in added:  # separable values not yet corrected: never leave them in the cache
+                    self.cache.pop(c, None)
+                raise
             if self.correct is not None:
                 self._apply_correction(P[missing])
             self.stats.seconds_exact += time.perf_counter() - t0

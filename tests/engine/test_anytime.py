@@ -279,3 +279,33 @@ def test_timeline_epochs_without_a_plan_are_not_counted_as_zero() -> None:
     assert math.isnan(float(gap.summary_frame().iloc[0]["total_cost"]))
     text = gap.summary_text()
     assert "adaptive total not stated: 1 epochs have no plan" in text and "no plan" in text.splitlines()[-1]
+
+
+def test_a_limit_inside_placements_leaves_no_uncorrected_value_in_the_cache() -> None:
+    """``MultisetSpace.throughput`` checks the deadline between blocks of placements. Stopped there, the values
+    it placed but had not yet corrected (the common-batch correction runs after the blocks) leave the cache, so a
+    later call never reads a too-high throughput; the next call gives exactly a fresh space's values."""
+    import numpy as np
+
+    from planning.context import Cancelled
+    from tests.engine.test_on_demand import MODELS, SHAPES, _space
+
+    class AfterFirst:
+        """Set from the second check on."""
+
+        def __init__(self) -> None:
+            self.checks = 0
+
+        def is_set(self) -> bool:
+            self.checks += 1
+            return self.checks > 1
+
+    space = _space(MODELS[1], "decode", SHAPES, 4)
+    space.correct = lambda stages: np.full(len(stages), 1.0)  # a correction that binds: 1 req/s per template
+    P = np.concatenate([space.all_multisets(np.ones(space.K, dtype=bool))])
+    with pytest.raises(Cancelled):
+        space.throughput(P, AfterFirst())  # type: ignore[arg-type]
+    assert not space.cache, "placed but uncorrected values stayed in the cache"
+    fresh = _space(MODELS[1], "decode", SHAPES, 4)
+    fresh.correct = space.correct
+    assert np.array_equal(space.throughput(P), fresh.throughput(P))

@@ -54,6 +54,7 @@ from planning.templates.sets import TemplateSet
 START_FRACTION = 0.003  # first reduced-cost threshold δ: 0.3 % of the LP bound
 MAX_ATTEMPTS = 6  # fixing + ILP rounds (δ raised each time) before the best plan is returned uncertified
 INCUMBENT_SHARE = 0.25  # an incumbent ILP (restricted master) gets at most this share of the time left …
+INCUMBENT_SHARE_PRESSED = 0.5  # … half of it near the deadline (the first plans matter more than the proof)
 INCUMBENT_MIN_S = 0.5  # … but at least this (HiGHS returns its best plan when stopped) …
 INCUMBENT_MAX_S = 10.0  # … and at most this: the proof of optimality needs the rest
 FULL_MASTER_COLUMNS = 2000  # a restricted master up to this many columns is solved whole (coral-extended: 864)
@@ -185,10 +186,10 @@ def lagrangian_bound(priced: Sequence[PricedGroup], pr: PricingResult, lp: Colum
     return L, float(L.sum()) + y_a_value
 
 
-def incumbent_limit(cancel: CancelToken | None, limit_s: float) -> float:
+def incumbent_limit(cancel: CancelToken | None, limit_s: float, share: float = INCUMBENT_SHARE) -> float:
     """Seconds an incumbent ILP may take: a share of the time left (the search for better plans and their proof
     needs the rest), at least ``INCUMBENT_MIN_S``."""
-    return max(INCUMBENT_MIN_S, min(INCUMBENT_MAX_S, INCUMBENT_SHARE * time_left(cancel, limit_s)))
+    return max(INCUMBENT_MIN_S, min(INCUMBENT_MAX_S, share * time_left(cancel, limit_s)))
 
 
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *, per_region: bool = True,
@@ -268,7 +269,8 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
                 break
             sets, masks = _rmp_sets(priced, keys, provenance)
             problem = ilp_problem(resolved, groups, sets, masks, cancel)
-            alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(cancel, base_limit),
+            share = INCUMBENT_SHARE_PRESSED if then is not None else INCUMBENT_SHARE
+            alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(cancel, base_limit, share),
                                              mip_rel_gap=max(problem.mip_rel_gap, INCUMBENT_GAP)), diagnose=False)
             anytime.offer(alloc, sets, masks, f"{label} ({len(keys):,} of its {len(lp.columns):,} columns)")
             _check(cancel)

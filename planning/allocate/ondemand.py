@@ -22,7 +22,6 @@ from planning.allocate.certify import Allocation, allocation_problem, refuted_ta
 from planning.allocate.incumbent import Anytime
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
-    CG_HALF_ROUNDS,
     ColumnLP,
     PricedGroup,
     PricingResult,
@@ -59,7 +58,7 @@ INCUMBENT_MIN_S = 0.5  # … but at least this (HiGHS returns its best plan when
 INCUMBENT_MAX_S = 10.0  # … and at most this: the proof of optimality needs the rest
 FULL_MASTER_COLUMNS = 2000  # a restricted master up to this many columns is solved whole (coral-extended: 864)
 INCUMBENT_COLUMNS = 8  # an incumbent ILP keeps the master LP's support and the 8 best columns (reduced cost) per group
-EARLY_BOUND_RATIO = 4.0  # the Lagrangian bound at round 1's duals when less than 4× the time spent is left
+NEAR_DEADLINE_RATIO = 4.0  # "near the deadline" at the first master LP: less than 4× the time spent is left
 INCUMBENT_GAP = 0.01  # an incumbent ILP stops within 1 % of its own optimum (the certificate comes later)
 
 def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> TemplateSet:
@@ -152,26 +151,25 @@ def additive_bound(priced: Sequence[PricedGroup], prices: np.ndarray, K: float) 
     return total
 
 
-def pressed(cancel: CancelToken | None) -> bool:
-    """True when the solve's deadline is near: less than ``EARLY_BOUND_RATIO`` times the time spent so far is left,
-    so column generation may not reach the LP optimum and its Lagrangian bound in time (busy machine, short limit).
-    Then the first master LP's duals give the Lagrangian bound at once (catalog-wide: ~0.4 CPU-s, and 4.8 % → 0 %
-    proven gap before round 2's pricing)."""
+def near_deadline(cancel: CancelToken | None) -> bool:
+    """True when the solve's deadline is near: less than ``NEAR_DEADLINE_RATIO`` times the time spent so far is
+    left (a busy machine or a short limit), so the first plans matter more than the proof."""
     if not isinstance(cancel, Deadline):
         return False
     left = cancel.remaining_s()
     if left is None:
         return False
-    return left < EARLY_BOUND_RATIO * max(cancel.limit_s - left, 0.0)
+    return left < NEAR_DEADLINE_RATIO * max(cancel.limit_s - left, 0.0)
 
 
 def lagrangian_bound(priced: Sequence[PricedGroup], pr: PricingResult, lp: ColumnLP, available: np.ndarray,
                      per_region: bool, cancel: CancelToken | None, pricers: Pricers) -> tuple[np.ndarray, float]:
-    """(L_g per group, z_LB): cost(ν) ≥ Σ_g (group cost at prices w) + Σ y_a·A ≥ Σ_g L_g + Σ y_a·A =: z_LB.
+    """(L_g per group, Σ_g L_g + Σ y_a·A) at the LP optimum's duals ``pr``: cost(ν) ≥ Σ_g (group cost at prices w)
+    + Σ y_a·A ≥ Σ_g L_g + Σ y_a·A. The integer covers from the master's columns give each group's U_g.
 
-    Valid for the duals of any master LP (y_a ≤ 0 relaxes availability; y_d, y_n only bound which columns a cheap
-    cover may use), so also for a restricted master's (at the LP optimum's, max(z_LB, z_LP)). The integer covers
-    from the master's columns give each group's upper bound U_g."""
+    Only at the LP optimum: ``group_bounds`` lists the columns a cover below U_g may use by rc ≤ U_g − y_d·D − y_n,
+    which needs every reduced cost ≥ 0 (a restricted master's duals leave negative ones, and a cover could then
+    use a column above that threshold)."""
     by_group: list[set[int]] = [set() for _ in priced]
     for gi, code, _r in lp.columns:
         by_group[gi].add(code)
@@ -247,10 +245,10 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
 
     tried: set[int] = set()  # master sizes (column counts) already solved as an ILP
 
-    def restricted_master(lp: ColumnLP, label: str, then: Callable[[], None] | None = None) -> None:
-        """Incumbent ILPs over a short list of the master's columns, then (when cheap) the whole master; ``then``
-        runs after the short list's ILP. Near the deadline the LP's support alone comes first (a plan in a few
-        milliseconds of HiGHS, in case the short list's ILP is cut off by its time share)."""
+    def restricted_master(lp: ColumnLP, label: str, near_deadline: bool = False) -> None:
+        """Incumbent ILPs over a short list of the master's columns, then (when cheap) the whole master. Near the
+        deadline the LP's support alone comes first (a plan in milliseconds of HiGHS, in case the short list's ILP
+        is cut off) and each ILP gets half the time left instead of a quarter."""
         if len(lp.order) in tried:
             return  # the same columns (no round added any): nothing new to find
         tried.add(len(lp.order))
@@ -260,45 +258,25 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         # the short list first (a plan fast), then the whole master when the short list found none or the master is
         # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h)
         lists = [short, lp.order] if len(short) < len(lp.order) else [lp.order]
-        if then is not None:
+        if near_deadline:
             support = lp.best_columns(0)
             if len(support) < len(lists[0]):
                 lists.insert(0, support)
+        share = INCUMBENT_SHARE_PRESSED if near_deadline else INCUMBENT_SHARE
         for i, keys in enumerate(lists):
             if i and anytime.best is not None and len(keys) > FULL_MASTER_COLUMNS:
                 break
             sets, masks = _rmp_sets(priced, keys, provenance)
             problem = ilp_problem(resolved, groups, sets, masks, cancel)
-            share = INCUMBENT_SHARE_PRESSED if then is not None else INCUMBENT_SHARE
             alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(cancel, base_limit, share),
                                              mip_rel_gap=max(problem.mip_rel_gap, INCUMBENT_GAP)), diagnose=False)
             anytime.offer(alloc, sets, masks, f"{label} ({len(keys):,} of its {len(lp.columns):,} columns)")
             _check(cancel)
-            if keys is short and then is not None:
-                timings["incumbent_seconds"] = timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
-                then()
-                t = time.perf_counter()
         timings["incumbent_seconds"] = timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
 
     def on_round(state: RoundState) -> None:
         if state.stage == "lp" and state.rounds == 1 and state.feasible:
-
-            def early_bound() -> None:
-                gap = anytime.gap()
-                if gap is not None and gap <= resolved.scenario.options.mip_rel_gap:
-                    return
-                _report(progress, 0.6 / (1 + CG_HALF_ROUNDS), f"pricing: early Lagrangian cover bounds of "
-                        f"{len(priced)} groups (the time limit is near)")
-                t = time.perf_counter()
-                _L, early = lagrangian_bound(priced, state.result(), state.lp, available, per_region, cancel,
-                                             pricers)
-                anytime.raise_bound(early, "Lagrangian bound at the first master LP's duals")
-                timings["group_bounds_seconds"] = timings.get("group_bounds_seconds", 0.0) + time.perf_counter() - t
-
-            # near the deadline (busy machine, short limit): a plan from the LP's support, then the bound that
-            # proves it, then the better plans
-            restricted_master(state.lp, "restricted master ILP over the seed columns",
-                              then=early_bound if pressed(cancel) else None)
+            restricted_master(state.lp, "restricted master ILP over the seed columns", near_deadline(cancel))
         elif state.stage == "priced":
             anytime.raise_bound(state.farley_bound(anytime.value), f"Farley bound of pricing round {state.rounds}")
             if state.added and state.rounds & (state.rounds - 1) == 0:  # rounds 1, 2, 4, 8, …

@@ -324,14 +324,6 @@ class RoundState:
     feasible: bool
     floors: np.ndarray | None = None
     added: int = 0
-    duals: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (w, y_d, y_n) of this round's master LP
-
-    def result(self) -> PricingResult:
-        """This round's master LP as a ``PricingResult`` (its duals give valid Lagrangian bounds: any y_a ≤ 0)."""
-        assert self.duals is not None
-        w, y_d, y_n = self.duals
-        return PricingResult(z_lp=self.z, feasible=self.feasible, rounds=self.rounds, columns=len(self.lp.columns),
-                             w=w, y_d=y_d, y_n=y_n, seconds=0.0)
 
     def farley_bound(self, upper: float) -> float:
         """A lower bound on every plan of value ≤ ``upper`` (−inf when none can be given).
@@ -382,7 +374,7 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
             progress(rounds / (rounds + CG_HALF_ROUNDS), f"pricing: column generation round {rounds}, {what} "
                      f"({len(lp.columns):,} columns)")
         if on_round is not None:
-            on_round(RoundState("lp", rounds, lp, z, feasible, duals=(w, y_d, y_n)))
+            on_round(RoundState("lp", rounds, lp, z, feasible))
         added = 0
         calls = [PriceCall(gi, w, float(y_d[gi]), float(y_n[gi]), -tol, ADD_PER_GROUP, per_region)
                  for gi in range(len(groups))]

@@ -52,22 +52,17 @@ class Busy:
 
 def isolate() -> str:
     """Move this process into a heavily weighted CPU cgroup; returns a line saying what was done."""
-    pid = str(os.getpid())
-    v1 = Path("/sys/fs/cgroup/cpu")
-    v2 = Path("/sys/fs/cgroup")
+    v1, v2 = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")
+    # (hierarchy, the file that says it is there, the weight file, a weight far above the default, the default)
+    kinds = [(v1, "cpu.shares", "cpu.shares", 262144, 1024, "v1"), (v2, "cgroup.controllers", "cpu.weight", 10000, 100, "v2")]
     try:
-        if (v1 / "cpu.shares").exists():
-            group = v1 / CGROUP_NAME
-            group.mkdir(exist_ok=True)
-            (group / "cpu.shares").write_text("262144")
-            (group / "cgroup.procs").write_text(pid)
-            return f"isolated: cgroup v1 {group} with cpu.shares 262144 (default 1024)"
-        if (v2 / "cgroup.controllers").exists():
-            group = v2 / CGROUP_NAME
-            group.mkdir(exist_ok=True)
-            (group / "cpu.weight").write_text("10000")
-            (group / "cgroup.procs").write_text(pid)
-            return f"isolated: cgroup v2 {group} with cpu.weight 10000 (default 100)"
+        for root, probe, weight_file, weight, default, version in kinds:
+            if (root / probe).exists():
+                group = root / CGROUP_NAME
+                group.mkdir(exist_ok=True)
+                (group / weight_file).write_text(str(weight))
+                (group / "cgroup.procs").write_text(str(os.getpid()))
+                return f"isolated: cgroup {version} {group} with {weight_file} {weight} (default {default})"
     except OSError as exc:
         return f"not isolated ({exc.strerror or exc}): other work on this machine shares the cores"
     return "not isolated (no cpu cgroup hierarchy): other work on this machine shares the cores"

@@ -32,6 +32,19 @@ def _sleep_past(cancel: Any) -> None:
     time.sleep((left or 0.0) + 0.05)
 
 
+def _record_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The sources of every plan offered to an ``Anytime`` from now on, in order."""
+    sources: list[str] = []
+    real = Anytime.offer
+
+    def record(self: Anytime, alloc: Any, sets: Any, masks: Any, source: str) -> bool:
+        sources.append(source)
+        return real(self, alloc, sets, masks, source)
+
+    monkeypatch.setattr(Anytime, "offer", record)
+    return sources
+
+
 @pytest.fixture(scope="module")
 def coral_core_optimum() -> float:
     result = api.solve(api.load_preset_scenario("coral-core"), with_baselines=False)
@@ -129,20 +142,28 @@ def test_no_plan_only_when_nothing_was_found(monkeypatch: pytest.MonkeyPatch) ->
     assert math.isnan(float(frame.iloc[0]["cost_per_hour"])) and frame.iloc[0]["note"].startswith("no plan")
 
 
+@pytest.mark.parametrize("near", [False, True], ids=["plain", "near-deadline"])
 @pytest.mark.parametrize("seed", range(8))
-def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int) -> None:
+def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """On small seeded instances (the on-demand tests' synthetic family), every bound Anytime records is ≤ the
     optimum of the ILP over all templates (the library's, the brute-force-checked reference) and every
-    incumbent ≥ it; the certified answer equals it."""
+    incumbent ≥ it; the certified answer equals it. ``near``: under a deadline that is near from the first
+    instant (``near_deadline``: the LP support's ILP first, half the time left per incumbent ILP), the same."""
     from planning.allocate import solve_allocation
     from planning.allocate.certify import allocation_problem
+    from planning.context import Deadline
     from tests.engine.test_on_demand import _instance, _library_sets, _resolved
 
+    if near:
+        monkeypatch.setattr(ondemand, "NEAR_DEADLINE_RATIO", 1e12)
     priced, offers = _instance(seed)
     resolved = _resolved(priced, offers)
     full = solve_allocation(allocation_problem(resolved, _library_sets(priced)))
+    sources = _record_offers(monkeypatch)
     anytime = Anytime()
-    plan = ondemand.allocate_on_demand(priced, resolved, anytime=anytime)
+    plan = ondemand.allocate_on_demand(priced, resolved, anytime=anytime,
+                                       cancel=Deadline(600.0) if near else None)
     if full.status == "infeasible":
         assert plan is None or anytime.best is None
         return
@@ -155,43 +176,7 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int) -> No
         assert value >= optimum * (1 - 1e-6) - 1e-6
     assert anytime.first_plan_s is not None and anytime.best is not None
     assert anytime.gap() == pytest.approx(proven_gap(anytime.value, anytime.bound))
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_near_the_deadline_every_incumbent_and_bound_stays_valid(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Near the deadline (``near_deadline``) the first master's LP support is solved as an ILP before the short
-    list, with half the time left: on every seeded instance each incumbent is ≥ the optimum over all templates,
-    each bound ≤ it, and the certified answer is unchanged."""
-    from planning.allocate import solve_allocation
-    from planning.allocate.certify import allocation_problem
-    from planning.context import Deadline
-    from tests.engine.test_on_demand import _instance, _library_sets, _resolved
-
-    monkeypatch.setattr(ondemand, "NEAR_DEADLINE_RATIO", 1e12)  # "near" from the first instant
-    priced, offers = _instance(seed)
-    resolved = _resolved(priced, offers)
-    full = solve_allocation(allocation_problem(resolved, _library_sets(priced)))
-    sources: list[str] = []
-    real = Anytime.offer
-
-    def record(self: Anytime, alloc: Any, sets: Any, masks: Any, source: str) -> bool:
-        sources.append(source)
-        return real(self, alloc, sets, masks, source)
-
-    monkeypatch.setattr(Anytime, "offer", record)
-    anytime = Anytime()
-    plan = ondemand.allocate_on_demand(priced, resolved, anytime=anytime, cancel=Deadline(600.0))
-    if full.status == "infeasible":
-        assert plan is None or anytime.best is None
-        return
-    optimum = float(full.total_per_hour or 0.0)
-    assert plan is not None and plan.certified
-    assert float(plan.alloc.total_per_hour or 0.0) == pytest.approx(optimum, rel=1e-6, abs=1e-6)
-    for _t, value, bound in anytime.history:
-        assert bound <= optimum * (1 + 1e-6) + 1e-6
-        assert value >= optimum * (1 - 1e-6) - 1e-6
-    seed_ilps = [s for s in sources if s.startswith("restricted master ILP over the seed columns")]
-    assert seed_ilps, "no incumbent ILP over the seed columns"
+    assert any(s.startswith("restricted master ILP over the seed columns") for s in sources)
 
 
 def test_near_the_deadline_the_first_plan_comes_from_the_lp_support(monkeypatch: pytest.MonkeyPatch,
@@ -206,14 +191,7 @@ def test_near_the_deadline_the_first_plan_comes_from_the_lp_support(monkeypatch:
         return real(self, batch, cancel)
 
     monkeypatch.setattr(LocalPricers, "price_all", slow)
-    sources: list[str] = []
-    offer = Anytime.offer
-
-    def record(self: Anytime, alloc: Any, sets: Any, masks: Any, source: str) -> bool:
-        sources.append(source)
-        return offer(self, alloc, sets, masks, source)
-
-    monkeypatch.setattr(Anytime, "offer", record)
+    sources = _record_offers(monkeypatch)
     result = api.solve(_limited("coral-core", 4.0), with_baselines=False)
     assert result.status == "feasible" and result.instances
     assert result.cost_per_hour >= coral_core_optimum - 1e-6

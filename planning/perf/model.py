@@ -20,10 +20,10 @@ from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
 from planning.perf.engines import EngineMemory
-from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
+from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
-from planning.perf.serving import serving_point, serving_stage_table
-from planning.perf.tables import TableCache, batch_curves, best_over_batches
+from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
+from planning.perf.tables import TableCache, batch_curves, best_over_batches, entry_point
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -325,6 +325,46 @@ class PerfModel:
             self._batch_curves.pop(next(iter(self._batch_curves)))
         self._batch_curves[key] = out
         return out
+
+    def stage_point(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, workload: Workload, stages: int,
+                    layers: int, dtype: str | None = None, ttft_ms: float | None = None) -> StagePoint | None:
+        """The operating point behind entry ``[stages - 1, layers - 1]`` of :meth:`stage_table`: the node's tp split,
+        the batch it runs, its step time and (aggregated) step token budget; None where the entry is 0.
+
+        Raises
+        ------
+        PlanningError: bad shape, phase, SLO or entry; FP8 on a GPU without it. UnknownIdError: unknown GPU.
+        """
+        if not (stages >= 1 and 1 <= layers <= model.layers):
+            raise PlanningError("stages", f"entry (S={stages}, j={layers}) is outside the {model.id} table.",
+                                f"use 1 <= j <= {model.layers} layers and S >= 1.")
+        count, dev, prec, net, arch = self._node(model, shape, dtype)
+        s = self.calibration.settings
+        if phase == "aggregated":
+            st = np.arange(1, stages + 1, dtype=float)
+            tpot_budget = cycle_budget_s(s, phase, slo_ms) / st
+            best: StagePoint | None = None
+            for tp in self.tp_options(model, count):
+                vals, b, t, tokens = serving_stage_entries(arch, dev, prec, s, tp, count // tp, workload, tpot_budget,
+                                                           ttft_ms, net, st, s.kv_sigmas)
+                row = vals[stages - 1, layers - 1]
+                i = int(np.argmax(row))
+                if row[i] > 0 and (best is None or row[i] * s.aggregated_max_load > best.throughput):
+                    best = StagePoint(tp, count // tp, float(b[i]), float(t[stages - 1, layers - 1, i]),
+                                      int(tokens[stages - 1, layers - 1]), float(row[i] * s.aggregated_max_load))
+            return best
+        if phase not in PHASES:
+            raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
+        budget, curves = self._budget_and_curves(model, shape, phase, slo_ms, workload, stages, dtype)
+        hit = entry_point(curves, arch.full_in_window, arch.layers, budget, stages, stages, layers,
+                          kv_extra=0.0 if phase == "decode" else 1.0,
+                          kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
+        if hit is None:
+            return None
+        k, batch, step, thr = hit
+        dp = curves[k].dp
+        cap = s.prefill_max_load if phase == "prefill" else 1.0
+        return StagePoint(count // dp, dp, batch, step, 0, thr * cap)
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

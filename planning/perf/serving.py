@@ -274,7 +274,19 @@ def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.
 def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                         wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
                         stages: np.ndarray, kv_sigmas: float = 0.0) -> np.ndarray:
-    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
+    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L)
+    (:func:`serving_stage_entries`, best batch per entry)."""
+    vals, _b, _t, _tokens = serving_stage_entries(arch, dev, prec, settings, tp, dp, wl, tpot_budget, ttft_slo_ms,
+                                                  net_gbps, stages, kv_sigmas)
+    return np.asarray(vals.max(axis=2), dtype=float)
+
+
+def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                          wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
+                          stages: np.ndarray,
+                          kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Aggregated T̂ per batch: (requests/s (S, L, B) where feasible else 0, batches (B,), mean step seconds
+    (S, L, B), step token budget T(S, j) (S, L)) of one node holding j layers as one of S pipeline stages.
 
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
     mixed_layer_time + step overhead + activation send (S > 1), the prompt tokens in whole chunks (a share of the
@@ -357,4 +369,5 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     ok = ok_lb & (t <= tpot_budget[:, None, None])
     if ttft_slo_ms is not None:
         ok &= ttft * 1e3 * settings.prefill_headroom <= ttft_slo_ms
-    return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)
+    return (np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0), dtype=float), b, t,
+            np.asarray(tokens[:, :, 0], dtype=float))

@@ -61,6 +61,21 @@ def batch_curves(curves: list[Curves], full_in_window: np.ndarray, layers: int, 
     return dp, tau
 
 
+def entry_point(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
+                max_stages: int, stages: int, j: int, kv_extra: float | None = None,
+                kv_sigmas: float = 0.0) -> tuple[int, float, float, float] | None:
+    """The operating point of entry ``[stages - 1, j - 1]`` of :func:`best_over_batches` (before ``load_cap``):
+    (index of the winning curve, batch per copy, step seconds, node throughput), None where nothing is feasible."""
+    best: tuple[int, float, float, float] | None = None
+    for k, (c, thr, t) in enumerate(_per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra,
+                                               kv_sigmas)):
+        row = thr[stages - 1, j - 1]
+        i = int(np.argmax(row))
+        if row[i] > 0 and (best is None or row[i] * c.dp > best[3]):
+            best = (k, float(c.batches[i]), float(t[stages - 1, j - 1, i]), float(row[i] * c.dp))
+    return best
+
+
 def _per_batch(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, max_stages: int,
                kv_extra: float | None, kv_sigmas: float) -> Iterator[tuple[Curves, np.ndarray, np.ndarray]]:
     """(curve, per-copy tokens/s where feasible else 0, step seconds), arrays (S, L, B), per tp split."""

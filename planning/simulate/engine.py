@@ -296,9 +296,15 @@ class DecodeEngine(Engine):
         self.m_done = 0  # steps after which the current wake fires
         self.mixed: list[tuple[int, bool]] | None = None  # current mixed step: (request, prompt completes)
         self.origin: dict[int, PrefillEngine] = {}
+        self.holding = 0  # disaggregated: admitted sequences not finished (KV in transfer, joining or running)
 
     def load(self) -> float:
         return len(self.waiting) + len(self.prefill_q) + len(self.joiners) + self.b
+
+    def _finish(self, t: float, r: int) -> None:
+        if not self.aggregated:
+            self.holding -= 1
+        super()._finish(t, r)
 
     # -- arrivals
     def enqueue(self, t: float, r: int, origin: PrefillEngine | None = None) -> None:
@@ -314,7 +320,7 @@ class DecodeEngine(Engine):
         self.sim.drop(t, r)
 
     def _admit_next(self, t: float) -> int | None:
-        if self.aggregated and self.b + len(self.prefill_q) + len(self.joiners) >= self.im.max_batch:
+        if (self.b + len(self.prefill_q) if self.aggregated else self.holding) >= self.im.max_batch:
             return None  # max_num_seqs: a finishing sequence makes room
         if not self.grow:
             return super()._admit_next(t)
@@ -372,6 +378,7 @@ class DecodeEngine(Engine):
                 self.poke(t)
             else:
                 req.t_dec_admit[r] = t
+                self.holding += 1
                 origin = self.origin.get(r)
                 wan = self.sim.wan.get((self.sim.region.get(origin, ""), self.sim.region.get(self, ""))) \
                     if origin is not None and self.sim.wan else None

@@ -69,6 +69,11 @@ class PipelinedEngine(Engine):
         self.waiting.append(r)
         self.admit(t)
 
+    def _admit_next(self, t: float) -> int | None:
+        if self.b + sum(len(mb.prefill_q) for mb in self.micro) >= self.im.max_batch:
+            return None  # max_num_seqs over the S micro-batches: a finishing sequence makes room
+        return super()._admit_next(t)
+
     def admit(self, t: float) -> None:
         req = self.sim.req
         while (r := self._admit_next(t)) is not None:

@@ -15,7 +15,7 @@ from planning.errors import PlanningError, quote
 from planning.perf.engines import EngineMemory
 from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.perf.serving import SCHEDULING
-from planning.result import InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
+from planning.result import EnginePlan, InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import (
     DecodeEngine,
@@ -130,17 +130,29 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
         if f < 1.0 - 1e-9:
             topo.notes.append(f"{m}: the plan serves {f:.1%} of its demand; arrivals run at that share.")
     specs = _specs(perf, scenario)
+    fixed_seqs = config is not None and config.max_seqs is not None
     for inst in plan.instances:
         req = scenario.model(inst.model)
-        im = _instance_model(perf, specs[inst.model], req, inst, topo.max_seqs, topo.chunk_tokens)
+        im = _instance_model(perf, specs[inst.model], req, inst, topo.max_seqs, topo.chunk_tokens,
+                             None if fixed_seqs else inst.engine)
         budget = 0
         if inst.phase == "prefill":
             budget = im.prefill_token_budget(_slo_ms(req, "prefill"), req.demand.input_len)
         elif inst.phase == "aggregated":
-            budget = topo.chunk_tokens if fixed_chunk else im.step_token_budget(_slo_ms(req, inst.phase),
-                                                                                topo.chunk_tokens)
+            budget = topo.chunk_tokens if fixed_chunk else _step_budget(im, req, inst, topo.chunk_tokens)
         topo.instances.append(_Instance(inst, im, budget))
+    if not fixed_seqs and any(inst.engine is None and inst.phase != "prefill" for inst in plan.instances):
+        topo.notes.append("the plan carries no engine limits (stored before they were part of plans): its engines "
+                          "admit what their KV cache holds, up to the engine's max_num_seqs.")
     return topo
+
+
+def _step_budget(im: InstanceModel, req: ModelRequest, inst: InstancePlan, cap: int) -> int:
+    """An aggregated instance's step token budget: the plan's (``EnginePlan.max_batched_tokens``), else the chunk
+    whose step keeps its TPOT SLO (``InstanceModel.step_token_budget``), at most ``cap``."""
+    if inst.engine is not None:
+        return max(1, min(int(inst.engine.max_batched_tokens), cap))
+    return im.step_token_budget(_slo_ms(req, inst.phase), cap)
 
 
 def _slo_ms(req: ModelRequest, phase: str) -> float:
@@ -151,11 +163,19 @@ def _slo_ms(req: ModelRequest, phase: str) -> float:
 
 
 def _instance_model(perf: PerfModel, spec: ModelSpec, req: ModelRequest, inst: InstancePlan, max_seqs: int,
-                    chunk_tokens: int) -> InstanceModel:
+                    chunk_tokens: int, engine: EnginePlan | None = None) -> InstanceModel:
+    """The instance's step and KV model. With the plan's ``engine`` limits a decode or aggregated instance admits at
+    most its ``max_num_seqs`` sequences, and a decode instance's activation workspace is that of its step
+    (``max_batched_tokens``, one token per sequence), as the exported engine profiles it."""
     d = req.demand
+    step_tokens = 16384 if inst.phase == "prefill" else chunk_tokens
+    cap = None
+    if engine is not None and inst.phase != "prefill":
+        cap = int(engine.max_num_seqs)
+        if inst.phase == "decode":
+            step_tokens = int(engine.max_batched_tokens)
     return InstanceModel(perf, spec, inst.stages, inst.phase, _slo_ms(req, inst.phase), d.input_len, d.output_len,
-                         max_seqs_per_copy=max_seqs,
-                         max_step_tokens=chunk_tokens if inst.phase != "prefill" else 16384)
+                         max_seqs_per_copy=max_seqs, max_step_tokens=step_tokens, max_batch=cap)
 
 
 def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) -> dict[int, int]:
@@ -179,8 +199,8 @@ def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) 
         if inst.phase != "aggregated" or not inst.stages:
             continue
         req = scenario.model(inst.model)
-        im = _instance_model(perf, specs[inst.model], req, inst, seqs, chunk)
-        out[idx] = im.step_token_budget(_slo_ms(req, inst.phase), chunk)
+        im = _instance_model(perf, specs[inst.model], req, inst, seqs, chunk, inst.engine)
+        out[idx] = _step_budget(im, req, inst, chunk)
     return out
 
 

@@ -23,7 +23,7 @@ from planning.perf.engines import EngineMemory
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
-from planning.perf.tables import TableCache, batch_curves, best_over_batches, entry_point
+from planning.perf.tables import TableCache, batch_curves, best_over_batches, entry_point, step_elasticity
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -42,8 +42,9 @@ DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
-# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24).
-PHYSICS_VERSION = "perf-v3"
+# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
+# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room).
+PHYSICS_VERSION = "perf-v4"
 
 
 def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
@@ -350,8 +351,10 @@ class PerfModel:
                 row = vals[stages - 1, layers - 1]
                 i = int(np.argmax(row))
                 if row[i] > 0 and (best is None or row[i] * s.aggregated_max_load > best.throughput):
+                    e = step_elasticity(b, t[stages - 1, layers - 1])[i]
                     best = StagePoint(tp, count // tp, float(b[i]), float(t[stages - 1, layers - 1, i]),
-                                      int(tokens[stages - 1, layers - 1]), float(row[i] * s.aggregated_max_load))
+                                      int(tokens[stages - 1, layers - 1]), float(row[i] * s.aggregated_max_load),
+                                      float(e))
             return best
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
@@ -361,10 +364,10 @@ class PerfModel:
                           kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
         if hit is None:
             return None
-        k, batch, step, thr = hit
+        k, batch, step, thr, e = hit
         dp = curves[k].dp
         cap = s.prefill_max_load if phase == "prefill" else 1.0
-        return StagePoint(count // dp, dp, batch, step, 0, thr * cap)
+        return StagePoint(count // dp, dp, batch, step, 0, thr * cap, e)
 
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:

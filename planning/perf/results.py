@@ -75,7 +75,7 @@ class StagePoint:
     ``tp`` × ``dp``: the node's split (dp engine copies of tp GPUs); ``batch``: requests per step of one copy
     (prefill: prompts; decode and aggregated: sequences of one micro-batch); ``step_s``: that step's seconds on the
     node's layers; ``step_tokens``: the aggregated step token budget T(S, j) (0 otherwise); ``throughput``: the
-    entry (the node's rate, in the phase's unit).
+    entry (the node's rate, in the phase's unit); ``elasticity``: d ln step / d ln batch there (``tables.kv_room``).
     """
 
     tp: int
@@ -84,6 +84,7 @@ class StagePoint:
     step_s: float
     step_tokens: int
     throughput: float
+    elasticity: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from planning.perf.curves import graphed, workspace_bytes
 from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import ServingPoint, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
+from planning.perf.tables import kv_room
 
 
 def _grid(max_seqs: int) -> np.ndarray:
@@ -296,7 +297,7 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + overhead
     within the planner's engine budget)
     fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
-    ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
+    ``kv_sigmas`` standard deviations of the running count (``tables.kv_room``, the decode tables' rule).
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
@@ -344,9 +345,6 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     kv_slide = b * min(held, float(arch.window or held)) * kv_tok
     fixed = float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
-    held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
-    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
-    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
@@ -356,6 +354,9 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     q = share[None, None, :] / c_tok
     lumpy = np.where(q < 1.0, q * run_chunk + (1.0 - q) * run_dec[None, :, :], run[None, :, :])
     t = lumpy + send[:, None, :]  # (S, L, B)
+    held_batches = kv_room(stages, b, t, kv_sigmas)  # (S, L, B): S micro-batches + room for their fluctuation
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches * kv[None, :, :]
+    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Each stage: half a step for the one in progress, then the prompt's own chunks; and, under the load the instance
     # is planned at (aggregated_max_load of this rate), the wait for the prompt work ahead (serving's _ttft: M/D/1 on
     # the chunks' extra step time).

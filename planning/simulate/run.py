@@ -150,8 +150,9 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
 def _step_budget(im: InstanceModel, req: ModelRequest, inst: InstancePlan, cap: int) -> int:
     """An aggregated instance's step token budget: the plan's (``EnginePlan.max_batched_tokens``), else the chunk
     whose step keeps its TPOT SLO (``InstanceModel.step_token_budget``), at most ``cap``."""
-    if inst.engine is not None:
-        return max(1, min(int(inst.engine.max_batched_tokens), cap))
+    if inst.engine is not None:  # per engine; a pipeline's stages run their copies' chunks side by side (fluid)
+        copies = min(len(cs) for cs in im.stage_copies) if im.n_stages > 1 else 1
+        return max(1, min(int(inst.engine.max_batched_tokens) * copies, cap))
     return im.step_token_budget(_slo_ms(req, inst.phase), cap)
 
 
@@ -181,9 +182,12 @@ def _instance_model(perf: PerfModel, spec: ModelSpec, req: ModelRequest, inst: I
 def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) -> dict[int, int]:
     """Instance index → per-step token budget of each aggregated instance of ``plan``.
 
-    The largest chunk whose step keeps the TPOT SLO on every stage (``InstanceModel.step_token_budget``, capped at
-    the engine setting): what ``build_topology`` gives the simulator's engines and what a deployment sets as vLLM's
-    ``--max-num-batched-tokens``. Instances without a placement are left out.
+    What ``build_topology`` gives the simulator's engines: the plan's step budget T per engine
+    (``EnginePlan.max_batched_tokens``, which a deployment sets as vLLM's ``--max-num-batched-tokens``), times the
+    copies of a pipeline stage (the simulator runs a pipeline's data-parallel copies as one engine whose stages split
+    each step's prompt work); for a plan without engine limits, the largest chunk whose step keeps the TPOT SLO on
+    every stage (``InstanceModel.step_token_budget``), capped at the engine setting. Instances without a placement
+    are left out.
 
     Raises
     ------

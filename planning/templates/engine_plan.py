@@ -13,8 +13,10 @@ simulator runs:
   Sec. 3c item 7) and a step carries one token per sequence (``--max-num-batched-tokens`` = ``--max-num-seqs``:
   the activation workspace is that of the batch, as the tables count it);
 - **aggregated**: each stage's entries run B sequences per copy (``PerfModel.stage_point``), the pipeline the
-  smallest stage batch m, ``batch = S·m`` with the same KV room; the step token budget is the smallest T(S, j) of
-  its nodes (the largest prompt chunk whose step keeps TPOT / S / ``aggregated_headroom`` on every stage);
+  smallest stage batch m, ``batch = S·m``; every engine step carries at most T tokens, the smallest T(S, j) of
+  its nodes (the largest prompt chunk whose step keeps TPOT / S / ``aggregated_headroom`` on every stage), decodes
+  included, which is what holds the batch and the step where the plan has them; each engine admits at most
+  ``min(max_num_seqs, T)`` sequences (so ``max_num_seqs`` is that over the instance's engines);
 - **prefill**: batches of whole prompts up to the engine's token budget (``max_batched_tokens``, whose activation
   workspace the prefill tables reserve); ``batch`` is the prompts per batch of the first stage's entries.
 """
@@ -26,17 +28,44 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from planning.catalog.schema import ModelSpec
 from planning.groups import DEFAULT_PREFILL_BUDGET_MS, plan_groups
 from planning.perf import PerfModel, Workload
+from planning.perf.tables import fluctuation_spread, step_elasticity
 from planning.result import EnginePlan, PlanResult, StagePlan
 from planning.scenario import Scenario
 from planning.templates.sets import common_batch, mean_sizes
 
 
-def _slots(batch: float, sigmas: float) -> int:
-    """Sequences an instance running ``batch`` admits: the batch plus the KV room ``sigmas · √batch``."""
-    return max(1, math.floor(batch + sigmas * math.sqrt(batch) + 1e-9))
+def _slots(batch: float, sigmas: float, elasticity: float) -> int:
+    """Sequences an instance running ``batch`` admits: the batch plus the KV room its tables keep,
+    ``sigmas · √(batch / (1 − e))`` (``perf.tables.kv_room``; e the step's elasticity in the batch)."""
+    spread = float(fluctuation_spread(elasticity))
+    return max(1, math.floor(batch + sigmas * math.sqrt(batch * spread) + 1e-9))
+
+
+def _decode_elasticity(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], slo_ms: float,
+                       wl: Workload, depth: int, tables: np.ndarray, shapes: Sequence[str], micro: float) -> float:
+    """The largest step elasticity among the nodes of a decode pipeline at the common micro-batch ``micro`` (each
+    node's share of it per copy), on the grid interval it falls in, as its table entry measured it."""
+    worst = 0.0
+    index = {sh: k for k, sh in enumerate(shapes)}
+    n_stages = len(stages)
+    for st in stages:
+        rates = [float(tables[index[n.shape], n_stages - 1, st.layers - 1]) for n in st.nodes]
+        total = sum(rates)
+        for node, rate in zip(st.nodes, rates, strict=True):
+            if total <= 0 or rate <= 0:
+                continue
+            grid, dp, tau = perf.decode_batch_curves(spec, node.shape, slo_ms, wl, depth)
+            b = micro * rate / total / float(dp[n_stages - 1, st.layers - 1])
+            row = np.asarray(tau[n_stages - 1, st.layers - 1], dtype=float)
+            k = int(np.searchsorted(grid, b - 1e-9))
+            if 0 < k < grid.size and np.isfinite(row[k]) and np.isfinite(row[k - 1]):
+                worst = max(worst, float(step_elasticity(grid[k - 1:k + 1], row[k - 1:k + 1])[1]))
+    return worst
 
 
 def engine_plan(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
@@ -58,8 +87,10 @@ def engine_plan(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], p
         if thr[0] <= 0 or micro[0] <= 0:
             return None
         batch = n_stages * float(micro[0])
-        seqs = _slots(batch, sigmas)
-        return EnginePlan("decode", round(batch, 3), seqs, seqs, sigmas, round(1e3 * batch / float(thr[0]), 3))
+        e = _decode_elasticity(perf, spec, stages, slo_ms, wl, depth, tables, shapes, float(micro[0]))
+        seqs = _slots(batch, sigmas, e)
+        return EnginePlan("decode", round(batch, 3), seqs, seqs, sigmas, round(1e3 * batch / float(thr[0]), 3),
+                          round(e, 4))
     points = []
     for st in stages:
         row = [perf.stage_point(spec, n.shape, phase, slo_ms, wl, n_stages, st.layers,
@@ -72,8 +103,14 @@ def engine_plan(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], p
         stage_batch = min(sum(p.batch * p.dp for p in row) for row in points)
         batch = n_stages * stage_batch
         tokens = min(p.step_tokens for row in points for p in row)
-        return EnginePlan("aggregated", round(batch, 3), _slots(batch, sigmas), int(tokens), sigmas,
-                          round(step_ms, 3))
+        e = max(p.elasticity for row in points for p in row)
+        schedulers = min(sum(p.dp for p in row) for row in points)  # engine copies of the narrowest stage
+        # Every running sequence takes a token of its engine's step, so the step budget T already keeps the step
+        # (and the batch) where the plan has it; the sequence cap only says so to the engine (vLLM requires
+        # max_num_seqs <= max_num_batched_tokens). A cap at the decode batch would also count the prompts being
+        # prefilled, which the plan does not (demystifying: 65 % of llama-3-70b's requests met their SLOs).
+        seqs = schedulers * min(int(settings.max_num_seqs), int(tokens))
+        return EnginePlan("aggregated", round(batch, 3), seqs, int(tokens), sigmas, round(step_ms, 3), round(e, 4))
     first = sum(p.batch * p.dp for p in points[0])
     return EnginePlan("prefill", round(first, 3), int(settings.max_num_seqs), int(settings.max_batched_tokens), 0.0,
                       round(step_ms, 3))

@@ -161,12 +161,16 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
     assert all(64 <= b <= 8192 for b in budgets.values()) and len(set(budgets.values())) > 1
     for kind in ("skypilot", "kubernetes"):
         files = api.export_plan(plan, kind)
-        for idx in range(len(plan.instances)):
+        for idx, inst in enumerate(plan.instances):
+            assert inst.engine is not None
+            per_engine = inst.engine.max_batched_tokens  # the plan's T; a pipeline stage's d copies run d chunks
+            copies = min(len(s.nodes) for s in inst.stages) if len(inst.stages) > 1 else 1
+            assert budgets[idx] == min(per_engine * copies, 8192)
             mine = [f.text for f in files if f.instance == idx and "exec vllm serve" in f.text]  # not Ray workers
             assert mine
             for text in mine:
-                assert f"--max-num-batched-tokens {budgets[idx]}" in text
-                assert f"per-step token budget {budgets[idx]}" in text
+                assert f"--max-num-batched-tokens {per_engine}" in text
+                assert f"per-step token budget {per_engine}" in text
     core = api.solve(api.load_preset_scenario("coral-core"))
     disaggregated = api.export_plan(core, "all")
     settings = api.engine_context().perf.calibration.settings

@@ -36,8 +36,9 @@ def test_prefill_table_is_the_load_cap_share_of_the_batch_rate(pm: PerfModel) ->
 
 @pytest.mark.parametrize("shape", ["2xL40S", "1xL40S", "1xH100"])
 def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, shape: str) -> None:
-    """Each entry equals a plain loop over (tp, batch) with memory j·w + (S + σ·√(S·batch)/batch)·KV(batch) + fixed
-    <= capacity (S micro-batches of KV plus room for σ·√(S·batch) more sequences)."""
+    """Each entry equals a plain loop over (tp, batch) with memory j·w + (S + σ·√(S·batch/(1 − e))/batch)·KV(batch)
+    + fixed <= capacity (S micro-batches of KV plus room for σ standard deviations of the running count, whose
+    variance is S·batch/(1 − e), e = d ln t / d ln batch between this grid batch and the one below)."""
     spec = pm.model("qwen3-32b")
     slo_ms, max_stages = 100.0, 4
     table = pm.stage_table(spec, shape, "decode", slo_ms, WL, max_stages=max_stages)
@@ -61,10 +62,14 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
             best = one_copy = 0.0
             for tp in pm.tp_options(spec, count):
                 c = pm._curves(spec, dev, prec, tp, count // tp, "decode", WL, batches, net)
+                steps = [float(j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0))
+                         for i in range(len(batches))]
                 for i in range(len(batches)):
-                    t = j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0)
+                    t = steps[i]
                     base = j * c.w_layer + c.mem_fixed[i]
-                    held = s + sigmas * np.sqrt(s * batches[i]) / batches[i]  # batches of KV, with the √ room
+                    e = np.log(t / steps[i - 1]) / np.log(batches[i] / batches[i - 1]) if i > 0 else 0.0
+                    spread = 1.0 / max(1.0 - min(max(e, 0.0), 1.0), 1e-3)
+                    held = s + sigmas * np.sqrt(s * batches[i] * spread) / batches[i]  # batches of KV, with the room
                     if t <= budget and base + held * j * c.kv_full[i] <= c.capacity:
                         best = max(best, c.dp * c.tokens[i] / t)
                     if t <= budget and base + j * c.kv_full[i] <= c.capacity:

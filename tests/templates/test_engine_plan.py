@@ -28,7 +28,7 @@ def test_decode_instances_run_the_batch_their_rate_was_priced_at(core: tuple[Pla
         assert e is not None and e.phase == "decode"
         # batch sequences, one token each per step of step_ms: the template's (common micro-batch) rate
         assert e.batch / (e.step_ms / 1e3) == pytest.approx(inst.throughput, rel=1e-3)
-        assert e.max_num_seqs == math.floor(e.batch + e.kv_sigmas * math.sqrt(e.batch) + 1e-9)
+        assert e.max_num_seqs == math.floor(e.batch + e.kv_sigmas * math.sqrt(e.batch / (1 - e.elasticity)) + 1e-9)
         assert e.max_batched_tokens == e.max_num_seqs  # one token per sequence per step
     # the plan's JSON carries them (a stored plan deploys the same engines)
     back = PlanResult.from_json(plan.to_json())
@@ -62,7 +62,7 @@ def test_data_parallel_engines_split_the_batch_each_with_its_own_room() -> None:
     for e in engines:
         seqs, tokens = engine_flags(inst, e)  # type: ignore[misc]
         b = 100.0 * engine_share(inst, e)
-        assert seqs == math.floor(b + math.sqrt(b)) and tokens == seqs
+        assert seqs == math.floor(b + math.sqrt(b)) and tokens == seqs  # elasticity 0
     assert plan.split(1.0) == (110, 110)
-    assert EnginePlan("aggregated", 40.0, 46, 512, 1.0).split(0.5) == (24, 512)  # the step budget stays
+    assert EnginePlan("aggregated", 40.0, 1024, 512, 1.0).split(0.5) == (512, 512)  # two engines: each its own T
     assert EnginePlan("prefill", 4.0, 1024, 8192).split(0.5) == (1024, 8192)

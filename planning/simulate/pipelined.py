@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import TYPE_CHECKING
 
-from planning.simulate.engine import WAKE, Engine, Sim, take_chunk, through_stages
+from planning.simulate.engine import WAKE, Engine, take_chunk, through_stages
 from planning.simulate.steps import InstanceModel
+
+if TYPE_CHECKING:
+    from planning.simulate.loop import Sim
 
 
 class _Micro:

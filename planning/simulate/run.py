@@ -17,18 +17,11 @@ from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.perf.serving import SCHEDULING
 from planning.result import EnginePlan, InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
-from planning.simulate.engine import (
-    DecodeEngine,
-    Engine,
-    ModelRoutes,
-    PrefillEngine,
-    Requests,
-    Router,
-    Sim,
-    _Weights,
-)
+from planning.simulate.engine import DecodeEngine, Engine, PrefillEngine, Requests
+from planning.simulate.loop import Sim
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
+from planning.simulate.routing import ModelRoutes, Router, _Weights
 from planning.simulate.steps import InstanceModel, benchmark_engine_defaults, engine_defaults
 from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
 from planning.traces import Trace, read_trace

@@ -10,7 +10,9 @@ import pytest
 from planning.errors import PlanningError
 from planning.perf import PerfModel
 from planning.simulate import SimConfig, benchmark, build_topology, simulate_plan, simulate_topology
-from planning.simulate.engine import DecodeEngine, ModelRoutes, PrefillEngine, Requests, Router, Sim
+from planning.simulate.engine import DecodeEngine, PrefillEngine, Requests
+from planning.simulate.loop import Sim
+from planning.simulate.routing import ModelRoutes, Router
 from tests.simulate.conftest import instance, small_plan
 
 

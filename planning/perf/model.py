@@ -19,7 +19,7 @@ from planning.errors import PlanningError, UnknownIdError, quote
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
-from planning.perf.engines import EngineMemory
+from planning.perf.engines import EngineMemory, RouterBatching
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
@@ -387,7 +387,8 @@ class PerfModel:
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
                 concurrency: int | None = None, scheduling: str = "chunked",
                 engine_limits: tuple[int, int] | None = None,
-                memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
+                memory: EngineMemory | None = None, request_rate: float | None = None,
+                router: RouterBatching | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -405,6 +406,8 @@ class PerfModel:
             ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
         request_rate: evaluate an open loop at this many requests/s (Poisson) instead of the peak: TTFT and TPOT
             under that load (None when the node cannot sustain it).
+        router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router holds them behind the
+            decodes, ``engines.router_batching``; None: at the next step).
 
         Returns
         -------
@@ -431,7 +434,7 @@ class PerfModel:
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate, router)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,

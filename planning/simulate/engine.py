@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planning.errors import PlanningError
+from planning.perf.engines import RouterBatching
 from planning.simulate.steps import InstanceModel
 
 if TYPE_CHECKING:
@@ -271,8 +272,12 @@ class DecodeEngine(Engine):
     """
 
     def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int,
-                 prefill_first: bool = False, kv_policy: str = "reserve") -> None:
+                 prefill_first: bool = False, kv_policy: str = "reserve", router: RouterBatching | None = None) -> None:
         super().__init__(sim, im, name, "aggregated" if aggregated else "decode")
+        # prefill-first engines whose router holds waiting prompts behind the decodes (TGI 2): the prompts go in only
+        # once they are router.min_waiting(b) or router.max_decode_steps decode steps have passed since the last prefill
+        self.router = router if prefill_first and aggregated else None
+        self.last_prefill = -(10**9)  # decode step count at the last prompt step
         if kv_policy not in KV_POLICIES:
             raise PlanningError("kv_policy", f"unknown KV policy {kv_policy!r}.", f"use one of {list(KV_POLICIES)}.")
         self.aggregated = aggregated
@@ -424,7 +429,8 @@ class DecodeEngine(Engine):
             joiners, self.joiners = self.joiners, []
             for r in joiners:
                 self._join(t, r)
-        if self.prefill_q and self.prefill_first:
+        if self.prefill_q and self.prefill_first and self._gate_open():
+            self.last_prefill = self.steps
             room = 0
             for _r, left in self.prefill_q:  # whole prompts while they fit the budget, at least one
                 if room and room + left > self.chunk:
@@ -437,7 +443,7 @@ class DecodeEngine(Engine):
             return
         if self.grow:  # the next step grows every running sequence by a token
             self._make_room(t)
-        if self.prefill_q:
+        if self.prefill_q and not self.prefill_first:  # (a prefill-first engine holding its prompts decodes)
             room = self.chunk - self.b
             if room > 0:
                 chunk, tokens = take_chunk(self.prefill_q, room)
@@ -450,11 +456,22 @@ class DecodeEngine(Engine):
             kv_room = self._grow_steps() if self.grow else math.inf
             if kv_room < m:
                 m = max(1, int(kv_room))
+            if self.prefill_q and self.router is not None:  # held prompts: wake when the step count opens the gate
+                m = max(1, min(m, self.last_prefill + self.router.max_decode_steps - self.steps))
             mid = self.ctx_sum / self.b + (m - 1) / 2.0
             self.mixed = None
             self._begin(t, im.decode_cycle_s(self.b, mid), m)
             return
         self.busy = False
+
+    def _gate_open(self) -> bool:
+        """Whether waiting prompts may run now: always without a router; with one (TGI 2), when nothing decodes,
+        when they number at least ``min_waiting(b)``, or after ``max_decode_steps`` decode steps since the last
+        prompt step."""
+        r = self.router
+        if r is None or self.b == 0:
+            return True
+        return len(self.prefill_q) >= r.min_waiting(self.b) or self.steps - self.last_prefill >= r.max_decode_steps
 
     def _begin(self, t: float, dt: float, m: int) -> None:
         self.busy = True

@@ -12,7 +12,7 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
-from planning.perf.engines import EngineMemory
+from planning.perf.engines import EngineMemory, RouterBatching
 from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.perf.serving import SCHEDULING
 from planning.result import EnginePlan, InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
@@ -420,8 +420,8 @@ def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.
 
 def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | None, dtype: str | None,
                  input_len: float, output_len: float, chunk_tokens: int | None, max_seqs: int | None,
-                 scheduling: str, kv_policy: str,
-                 memory: EngineMemory | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
+                 scheduling: str, kv_policy: str, memory: EngineMemory | None = None,
+                 router: RouterBatching | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
     """One node's aggregated engine for a benchmark-style run: (sim, requests, engine, instance model, chunk)."""
     if scheduling not in SCHEDULING:
         raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
@@ -442,7 +442,8 @@ def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | No
                        max_step_tokens=chunk, dtype=dtype, tp=tp, memory=memory)
     req = Requests.empty(0)
     sim = Sim([], req)
-    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy)
+    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy,
+                       router=router)
     sim.routes = [ModelRoutes(Router([eng], [1.0], "proportional"), None)]
     return sim, req, eng, im, chunk
 
@@ -483,7 +484,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
               input_len: int, output_len: int, concurrency: int, requests: int | None = None,
               chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
               kv_policy: str = "grow", perf: PerfModel | None = None,
-              memory: EngineMemory | None = None) -> BenchmarkResult:
+              memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
     """Closed loop on one node (aggregated engine): ``concurrency`` clients, each sending its next request when the
     previous one finishes, like ``vllm bench serve --max-concurrency``.
 
@@ -498,6 +499,8 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     kv_policy: ``"grow"`` (default: vLLM's incremental KV allocation with preemption by recomputation) or
         ``"reserve"`` (each request's whole footprint reserved at admission; see ``DecodeEngine``).
     memory: the engine's memory reservation (default: the planner's engine, vLLM V1; ``perf.engines``).
+    router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router holds them behind the
+        decodes: ``perf.engines.router_batching``; None: at the next step).
 
     Returns
     -------
@@ -515,7 +518,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     perf = perf or PerfModel()
     wall = time.perf_counter()
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, input_len, output_len,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
     total = requests if requests is not None else max(10 * concurrency, 64)
     issued = [0]
 
@@ -544,7 +547,7 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
            output_lens: Sequence[int] | np.ndarray,
            chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
            kv_policy: str = "grow", perf: PerfModel | None = None,
-           memory: EngineMemory | None = None) -> BenchmarkResult:
+           memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
     """Open loop on one node: the given requests arrive at their times, like ``vllm bench serve`` with a finite
     prompt set at a request rate (all at 0: ``--request-rate inf``). Throughputs are over the whole run, first
     arrival to last completion, as the benchmark reports them (so a drain of long requests counts).
@@ -578,7 +581,7 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
     wall = time.perf_counter()
     mean_in, mean_out = float(inp.mean()), float(out.mean())
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, mean_in, mean_out,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
     order = np.argsort(t, kind="stable")
     ids = [req.add(float(t[j]), int(inp[j]), int(out[j]), 0) for j in order]
     sim.run(ids)

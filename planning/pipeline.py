@@ -46,6 +46,7 @@ from planning.explain import explain_result
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
+from planning.templates.engine_plan import with_engine_plans
 from planning.templates.sets import (
     TemplateSet,
     additive_cost_bound,
@@ -152,6 +153,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     stats = {**allocation.stats, **_anytime_stats(anytime)}
     result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
                                provenance=perf_provenance(ctx, sets), stats=stats)
+    result = with_engine_plans(result, resolved.scenario, resolved.specs, ctx.perf)  # the limits its engines run with
     if stopped_at:
         result = replace(result, stopped_at=stopped_at)
     notes: list[str] = []

@@ -56,6 +56,41 @@ class StagePlan:
 
 
 @dataclass(frozen=True)
+class EnginePlan:
+    """The engine limits one instance runs with: the batch the plan counts on and the caps that keep it there.
+
+    ``batch``: sequences (decode, aggregated) or prompts (prefill) the instance runs at once at its planned capacity
+    (a pipeline of S stages: its S micro-batches together). ``max_num_seqs``: sequences it admits at most, the
+    batch plus the KV room the plan keeps for the running count's fluctuation (``kv_sigmas`` · √(batch / (1 − e)),
+    e the step's ``elasticity`` in the batch);
+    ``max_batched_tokens``: tokens per engine step (aggregated: the step budget its TPOT allows, per engine, which
+    also holds its batch; decode: one token per sequence). ``planning export`` writes both as vLLM flags and the simulator runs the same caps
+    (docs/perf-model.md Sec. 3c). An instance served by several schedulers (data-parallel engines) splits them by
+    :meth:`split`.
+    """
+
+    phase: str
+    batch: float
+    max_num_seqs: int
+    max_batched_tokens: int
+    kv_sigmas: float = 0.0
+    step_ms: float = 0.0  # the planned step (decode: the cycle of every micro-batch) at ``batch``
+    elasticity: float = 0.0  # d ln step / d ln batch there: the room is kv_sigmas · √(batch / (1 − elasticity))
+
+    def split(self, share: float) -> tuple[int, int]:
+        """(max_num_seqs, max_batched_tokens) of one scheduler carrying ``share`` of the instance's traffic: the
+        same rule on its share of the batch (decode steps carry one token per sequence)."""
+        if self.phase == "prefill" or share >= 1.0 - 1e-9:
+            return self.max_num_seqs, self.max_batched_tokens
+        if self.phase == "aggregated":  # the step budget holds the batch; the cap is that of one engine
+            return max(1, math.floor(self.max_num_seqs * max(share, 0.0) + 1e-9)), self.max_batched_tokens
+        b = self.batch * max(share, 0.0)
+        spread = 1.0 / max(1.0 - min(max(self.elasticity, 0.0), 1.0), 1e-3)
+        seqs = max(1, math.floor(b + self.kv_sigmas * math.sqrt(b * spread) + 1e-9))
+        return seqs, seqs if self.phase == "decode" else self.max_batched_tokens
+
+
+@dataclass(frozen=True)
 class InstancePlan:
     """``count`` serving instances of one template in one region."""
 
@@ -76,6 +111,8 @@ class InstancePlan:
     # histogram plans: the request classes these instances were assigned, as (input_len, output_len, req/s over
     # all ``count`` instances); empty for a single-class demand. The simulator's router follows it.
     class_rps: tuple[tuple[float, float, float], ...] = ()
+    # the engine limits the plan counts on (None: a plan stored before they were part of it, or no placement)
+    engine: EnginePlan | None = None
 
     @property
     def utilisation(self) -> float:
@@ -90,6 +127,8 @@ class InstancePlan:
             data["single_shape"] = data.pop("homogeneous")
         data["stages"] = tuple(StagePlan.from_dict(s) for s in data.get("stages", ()))
         data["class_rps"] = tuple((float(a), float(b), float(c)) for a, b, c in data.get("class_rps", ()))
+        engine = data.get("engine")
+        data["engine"] = EnginePlan(**engine) if isinstance(engine, Mapping) else None
         return cls(**data)
 
 

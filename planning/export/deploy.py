@@ -147,7 +147,16 @@ def layout_comment(inst: InstancePlan, engines: Sequence[EngineLayout], settings
                      + f" = {e.gpus} GPUs: {ranks}")
     for note in (*[n for e in engines for n in e.notes], *extra):
         lines.append(f"differs from the plan: {note}")
-    if settings.step_tokens and settings.max_seqs:
+    plan = inst.engine
+    if plan is not None and plan.phase in ("decode", "aggregated"):
+        if plan.phase == "aggregated":
+            lines.append(f"per-step token budget {plan.max_batched_tokens} (--max-num-batched-tokens): the largest "
+                         "chunk whose step keeps the TPOT SLO (planner and simulator assume it)")
+        per = ", ".join(f"{e.copies * e.dp} x {engine_flags(inst, e)[0]}" for e in engines)  # type: ignore[index]
+        lines.append(f"planned batch {plan.batch:g} sequences per instance ({plan.step_ms:g} ms per step of all of "
+                     f"them), at most {plan.max_num_seqs} admitted: the batch and the KV room the plan keeps for "
+                     f"its fluctuation (--max-num-seqs per engine: {per})")
+    elif settings.step_tokens and settings.max_seqs:
         lines.append(f"per-step token budget {settings.step_tokens} (--max-num-batched-tokens) and at most "
                      f"{settings.max_seqs} sequences (--max-num-seqs): the engine limits the planner's tables assume "
                      "(vLLM's own defaults are 2048 / 256 on GPUs under 70 GiB)")
@@ -155,6 +164,28 @@ def layout_comment(inst: InstancePlan, engines: Sequence[EngineLayout], settings
         lines.append(f"per-step token budget {settings.step_tokens} (--max-num-batched-tokens): the largest chunk "
                      "whose step keeps the TPOT SLO (planner and simulator assume it)")
     return lines
+
+
+def engine_share(inst: InstancePlan, engine: EngineLayout) -> float:
+    """The share of ``inst``'s traffic one scheduler of ``engine`` carries: its nodes' planned throughput over their
+    stage's (the smallest over the stages), per data-parallel rank (1 for an engine spanning every node)."""
+    share = 1.0
+    for k, stage in enumerate(inst.stages):
+        total = sum(max(n.throughput, 0.0) for n in stage.nodes)
+        mine = [s.shape for s in engine.slots if s.stage == k]
+        if total <= 0 or not mine:
+            continue
+        rate = {n.shape: max(n.throughput, 0.0) for n in reversed(stage.nodes)}
+        share = min(share, sum(rate.get(shape, 0.0) for shape in mine) / total)
+    return share / max(engine.dp, 1)
+
+
+def engine_flags(inst: InstancePlan, engine: EngineLayout) -> tuple[int, int] | None:
+    """(``--max-num-seqs``, ``--max-num-batched-tokens``) of one scheduler of ``engine``: the plan's engine limits
+    (``InstancePlan.engine``) on its share of the instance; None when the plan carries none."""
+    if inst.engine is None:
+        return None
+    return inst.engine.split(engine_share(inst, engine))
 
 
 def kv_transfer_config(phase: str) -> dict[str, str]:
@@ -225,11 +256,16 @@ class InstanceRecipe:
     notes: tuple[str, ...] = ()
 
     def settings_for(self, engine: EngineLayout) -> EngineSettings:
-        """Serve settings of one engine: the KV connector only on single-rank engines (vLLM's NixlConnector
-        refuses pipeline-parallel engines, docs/deploy.md)."""
-        if not self.settings.kv_connector or engine.pp == 1:
-            return self.settings
-        return replace(self.settings, kv_connector=False)
+        """Serve settings of one engine: the plan's engine limits on its share of the instance
+        (:func:`engine_flags`), the KV connector only on single-rank engines (vLLM's NixlConnector refuses
+        pipeline-parallel engines, docs/deploy.md)."""
+        settings = self.settings
+        flags = engine_flags(self.inst, engine)
+        if flags is not None:
+            settings = replace(settings, max_seqs=flags[0], step_tokens=flags[1])
+        if not settings.kv_connector or engine.pp == 1:
+            return settings
+        return replace(settings, kv_connector=False)
 
     def connectable(self) -> bool:
         """A disaggregated instance whose every engine carries the KV connector (joins its model's proxy)."""

@@ -12,6 +12,11 @@ limits instead: ``planning export`` writes them as flags.
   throughput, vLLM PR 17885), else 2,048 / 256. V0 (before 0.8): 256 sequences; without chunked prefill the step
   budget is the model length (the planner's 8,192 here), with it 2,048.
 - **TGI** admits at most 128 concurrent requests (the router's ``max_concurrent_requests`` default).
+- **TGI's router holds new prompts behind the decodes** (TGI 2.x, :class:`RouterBatching`): while a batch decodes,
+  the waiting prompts join it (one prefill step that stalls the decodes) only once they are at least
+  ``waiting_served_ratio`` (0.3) of the running batch, or ``max_waiting_tokens`` (20) decode steps have passed since
+  the last prefill (``router/src/infer.rs`` ``batching_task`` and ``queue.rs`` ``next_batch`` at v2.0.4; defaults in
+  ``launcher/src/main.rs``). vLLM before 0.6 runs a waiting prompt at the next step.
 - TensorRT-LLM, NIM, SGLang and unknown engines: the planner's limits (their benchmark tools size the batch to
   the memory, as the model does).
 
@@ -209,13 +214,45 @@ def engine_memory(engine: str, version: str, settings: GlobalSettings, memory_by
 
 
 @dataclass(frozen=True)
+class RouterBatching:
+    """When waiting prompts may join a running batch (TGI 2.x's router, module docstring): once they number at least
+    ``waiting_served_ratio`` × the running batch, or after ``max_waiting_tokens`` decode steps since the last
+    prefill (the router's counter starts at 1 after a prefill, so the prefill comes after ``max_waiting_tokens - 1``
+    decode steps)."""
+
+    waiting_served_ratio: float = 0.3
+    max_waiting_tokens: int = 20
+    source: str = "TGI v2.0.4 router/src/infer.rs batching_task, router/src/queue.rs next_batch; launcher defaults"
+
+    def min_waiting(self, running: float) -> int:
+        """Waiting prompts that open the gate while ``running`` sequences decode (0: any waiting prompt does)."""
+        return math.floor(running * self.waiting_served_ratio)
+
+    @property
+    def max_decode_steps(self) -> int:
+        """Decode steps after a prefill before waiting prompts are let in whatever their number."""
+        return max(1, int(self.max_waiting_tokens) - 1)
+
+
+def router_batching(engine: str, version: str) -> RouterBatching | None:
+    """The prompt-admission rule of ``engine`` ``version`` beyond its scheduling: TGI before 3 holds new prompts
+    behind the decodes (:class:`RouterBatching`); None for engines that take a waiting prompt at the next step."""
+    v = parse_version(version)
+    if engine == "tgi" and v is not None and v[0] < 3:
+        return RouterBatching()
+    return None
+
+
+@dataclass(frozen=True)
 class EngineSetup:
-    """A published run's engine as the model evaluates it: step scheduling, batch limits and memory reservation."""
+    """A published run's engine as the model evaluates it: step scheduling, batch limits, memory reservation and
+    (TGI 2) the router's rule for letting prompts in."""
 
     scheduling: str
     max_batched_tokens: int
     max_num_seqs: int
     memory: EngineMemory
+    router: RouterBatching | None = None
 
 
 _FREE_FRACTION = re.compile(r"kv_cache_free_gpu_mem_fraction (0?\.\d+)")
@@ -273,4 +310,4 @@ def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp
         kv_tok = 2.0 * spec.layers * max(tp, spec.num_kv_heads) * spec.head_dim * (1.0 if fp8 else 2.0)
         tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, n_gpus, memory_bytes,
                                            input_len, output_len, memory.fraction)
-    return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory)
+    return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version))

@@ -19,11 +19,11 @@ from planning.errors import PlanningError, UnknownIdError, quote
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves, memory_breakdown
-from planning.perf.engines import EngineMemory
-from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
+from planning.perf.engines import EngineMemory, RouterBatching
+from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
-from planning.perf.serving import serving_point, serving_stage_table
-from planning.perf.tables import TableCache, batch_curves, best_over_batches
+from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
+from planning.perf.tables import TableCache, batch_curves, best_over_batches, entry_point, step_elasticity
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -42,8 +42,9 @@ DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
-# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24).
-PHYSICS_VERSION = "perf-v3"
+# reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
+# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room).
+PHYSICS_VERSION = "perf-v4"
 
 
 def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
@@ -326,6 +327,48 @@ class PerfModel:
         self._batch_curves[key] = out
         return out
 
+    def stage_point(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, workload: Workload, stages: int,
+                    layers: int, dtype: str | None = None, ttft_ms: float | None = None) -> StagePoint | None:
+        """The operating point behind entry ``[stages - 1, layers - 1]`` of :meth:`stage_table`: the node's tp split,
+        the batch it runs, its step time and (aggregated) step token budget; None where the entry is 0.
+
+        Raises
+        ------
+        PlanningError: bad shape, phase, SLO or entry; FP8 on a GPU without it. UnknownIdError: unknown GPU.
+        """
+        if not (stages >= 1 and 1 <= layers <= model.layers):
+            raise PlanningError("stages", f"entry (S={stages}, j={layers}) is outside the {model.id} table.",
+                                f"use 1 <= j <= {model.layers} layers and S >= 1.")
+        count, dev, prec, net, arch = self._node(model, shape, dtype)
+        s = self.calibration.settings
+        if phase == "aggregated":
+            st = np.arange(1, stages + 1, dtype=float)
+            tpot_budget = cycle_budget_s(s, phase, slo_ms) / st
+            best: StagePoint | None = None
+            for tp in self.tp_options(model, count):
+                vals, b, t, tokens = serving_stage_entries(arch, dev, prec, s, tp, count // tp, workload, tpot_budget,
+                                                           ttft_ms, net, st, s.kv_sigmas)
+                row = vals[stages - 1, layers - 1]
+                i = int(np.argmax(row))
+                if row[i] > 0 and (best is None or row[i] * s.aggregated_max_load > best.throughput):
+                    e = step_elasticity(b, t[stages - 1, layers - 1])[i]
+                    best = StagePoint(tp, count // tp, float(b[i]), float(t[stages - 1, layers - 1, i]),
+                                      int(tokens[stages - 1, layers - 1]), float(row[i] * s.aggregated_max_load),
+                                      float(e))
+            return best
+        if phase not in PHASES:
+            raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
+        budget, curves = self._budget_and_curves(model, shape, phase, slo_ms, workload, stages, dtype)
+        hit = entry_point(curves, arch.full_in_window, arch.layers, budget, stages, stages, layers,
+                          kv_extra=0.0 if phase == "decode" else 1.0,
+                          kv_sigmas=s.kv_sigmas if phase == "decode" else 0.0)
+        if hit is None:
+            return None
+        k, batch, step, thr, e = hit
+        dp = curves[k].dp
+        cap = s.prefill_max_load if phase == "prefill" else 1.0
+        return StagePoint(count // dp, dp, batch, step, 0, thr * cap, e)
+
     # ----------------------------------------------------------------- estimate
     def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:
         spec = self.model(model_id)
@@ -344,7 +387,8 @@ class PerfModel:
                 *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
                 concurrency: int | None = None, scheduling: str = "chunked",
                 engine_limits: tuple[int, int] | None = None,
-                memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
+                memory: EngineMemory | None = None, request_rate: float | None = None,
+                router: RouterBatching | None = None) -> ServingPoint | None:
         """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
 
         Parameters
@@ -362,6 +406,8 @@ class PerfModel:
             ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
         request_rate: evaluate an open loop at this many requests/s (Poisson) instead of the peak: TTFT and TPOT
             under that load (None when the node cannot sustain it).
+        router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router holds them behind the
+            decodes, ``engines.router_batching``; None: at the next step).
 
         Returns
         -------
@@ -388,7 +434,7 @@ class PerfModel:
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
         return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate)
+                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate, router)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  *, batch: int | None = None, input_len: int, output_len: int | None = None,

@@ -68,6 +68,26 @@ class ServingPoint:
 
 
 @dataclass(frozen=True)
+class StagePoint:
+    """The operating point behind one T̂ entry: how the node of ``shape`` holding ``layers`` layers as one of
+    ``stages`` pipeline stages runs (``PerfModel.stage_point``).
+
+    ``tp`` × ``dp``: the node's split (dp engine copies of tp GPUs); ``batch``: requests per step of one copy
+    (prefill: prompts; decode and aggregated: sequences of one micro-batch); ``step_s``: that step's seconds on the
+    node's layers; ``step_tokens``: the aggregated step token budget T(S, j) (0 otherwise); ``throughput``: the
+    entry (the node's rate, in the phase's unit); ``elasticity``: d ln step / d ln batch there (``tables.kv_room``).
+    """
+
+    tp: int
+    dp: int
+    batch: float
+    step_s: float
+    step_tokens: int
+    throughput: float
+    elasticity: float = 0.0
+
+
+@dataclass(frozen=True)
 class PerfEstimate:
     """What one node does with the whole model: times, memory fit, best throughputs, provenance, band.
 

@@ -27,9 +27,10 @@ import numpy as np
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
 from planning.perf.curves import graphed, workspace_bytes
-from planning.perf.engines import EngineMemory, planner_memory
+from planning.perf.engines import EngineMemory, RouterBatching, planner_memory
 from planning.perf.results import ServingPoint, Workload
 from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
+from planning.perf.tables import kv_room
 
 
 def _grid(max_seqs: int) -> np.ndarray:
@@ -61,7 +62,8 @@ SCHEDULING = ("chunked", "prefill-first")
 
 
 def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray, ctx: float, inp: float,
-           budget: float, scheduling: str, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
+           budget: float, scheduling: str, share: np.ndarray, others: np.ndarray,
+           router: RouterBatching | None = None, closed_loop: bool = False) -> dict[str, np.ndarray]:
     """Step times of one engine copy with ``b`` sequences decoding and ``share`` prompt tokens per step on average.
 
     Prompts arrive whole, so the prompt tokens come in lumps: a chunked engine carries a chunk of
@@ -69,17 +71,44 @@ def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray
     (the TPOT) is q t(B, c) + (1 - q) t(B, 0); a step is convex in its tokens (memory-bound, then compute-bound),
     so this exceeds t(B, share) once a lump crosses the ridge. ``t_dec``: a decode-only step; ``t_p``: a step with
     a chunk (``busy`` share of the time); ``t_own``: one prompt's own chunked prefill beside ``others`` decodes.
-    Prefill-first: ``t_pre``, one prefill step of ``k`` prompts between decode steps.
+    Prefill-first: ``t_pre``, one prefill step of ``k`` prompts between decode steps. With a ``router`` that holds
+    prompts behind the decodes (TGI 2), the gate stays closed for n decode steps after a prefill: until the waiting
+    prompts number ``min_waiting(B)`` (n = that / the arrivals per step) or for ``max_decode_steps``, whichever is
+    first (n = 0 when any waiting prompt opens it). A prompt that arrives while it is closed waits n/2 steps on average;
+    one that finds it open (no prompt came during the last n steps: the gate reopens and waits idle, e^{-a n}/a steps
+    on average) goes at the next step. The prefill then takes every prompt that waited, k = max(1, a n). ``gate``:
+    the mean wait (seconds). In a ``closed_loop`` of clients with equal requests the gate groups them: prompts that
+    go in together finish together and come back together, and a group smaller than ``min_waiting`` waits for the
+    next forced prefill and merges with the prompts held there, so in steady state every group opens the gate by its
+    own number, k = max(1, ⌊r (B − k)⌋) ≈ r B / (1 + r) prompts at once, and waits for nothing but the step in
+    progress.
     """
     zeros = np.zeros_like(b)
     t_dec = _step_time(arch, dev, prec, tp, b, ctx, zeros, inp)
     if scheduling == "prefill-first":
         # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
         per_step = share / inp  # new prompts per decode step (the B/O requests that replace finished ones)
-        k = np.clip(per_step, 1.0, max(1.0, math.floor(max(budget, inp) / inp)))  # prompts per prefill step
+        closed = np.zeros_like(b)
+        k_max = max(1.0, math.floor(max(budget, inp) / inp))
+        if router is not None and closed_loop:  # groups that open the gate by their number (docstring)
+            r = router.waiting_served_ratio
+            k = np.clip(np.floor(r * b / (1.0 + r)), 1.0, k_max)
+        else:
+            if router is not None:
+                need = np.floor(b * router.waiting_served_ratio)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    fill = np.where(per_step > 0, need / per_step, np.inf)
+                closed = np.where(need >= 1, np.minimum(fill, float(router.max_decode_steps)), 0.0)
+            k = np.clip(np.maximum(per_step, per_step * closed), 1.0, k_max)  # prompts per prefill step
         t_pre = _step_time(arch, dev, prec, tp, zeros, ctx, k * inp, inp)
         t = t_dec + per_step * t_pre / k
-        return {"t": t, "t_dec": t_dec, "t_pre": t_pre, "k": k, "busy": per_step * t_pre / k / t}
+        parts = {"t": t, "t_dec": t_dec, "t_pre": t_pre, "k": k, "busy": per_step * t_pre / k / t}
+        if router is not None:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                idle = np.where(per_step > 0, np.exp(-per_step * closed) / per_step, np.inf)
+                share_closed = np.where(closed > 0, closed / (closed + idle), 0.0)
+            parts["gate"] = share_closed * closed / 2.0 * t
+        return parts
     chunk = np.minimum(inp, np.maximum(budget - b, 1.0))
     lump = np.maximum(chunk, np.minimum(share, np.maximum(budget - b, 0.0)))
     q = np.minimum(1.0, share / chunk)
@@ -100,6 +129,12 @@ def _ttft(parts: dict[str, np.ndarray], inp: float, lam: np.ndarray, alone: bool
     D = t_pre / k of a batched prefill step), ρ = λ D, wait ρ D / (2 (1 - ρ)). A lone client (``alone``) finds the
     engine idle: its TTFT is its own prefill.
     """
+    if "gate" in parts:  # a router that holds prompts (TGI 2): they wait for the gate, then go in one prefill
+        if alone:
+            return np.asarray(parts["t_pre"], dtype=float)
+        busy = np.clip(parts["busy"], 0.0, 1.0)
+        residual = busy * parts["t_pre"] / 2.0 + (1.0 - busy) * parts["t_dec"] / 2.0
+        return np.asarray(parts["gate"] + residual + parts["t_pre"], dtype=float)
     if "t_pre" in parts:
         own = parts["t_pre"]
         service = parts["t_pre"] / parts["k"]
@@ -124,7 +159,8 @@ SATURATION_ITERATIONS = 60
 def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                   wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
                   concurrency: int | None = None, scheduling: str = "chunked",
-                  memory: EngineMemory | None = None, request_rate: float | None = None) -> ServingPoint | None:
+                  memory: EngineMemory | None = None, request_rate: float | None = None,
+                  router: RouterBatching | None = None) -> ServingPoint | None:
     """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
 
     Parameters
@@ -145,6 +181,8 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     request_rate: evaluate an open loop at this many requests/s over the node (Poisson arrivals) instead of the
         peak: the batch is what Little's law keeps running at that rate, TTFT and TPOT are the latencies under
         that load, ``limited_by`` is ``"request_rate"``. None when the node cannot sustain the rate.
+    router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router,
+        ``engines.RouterBatching``; None: at the next step).
 
     Returns
     -------
@@ -158,8 +196,11 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     dev = graphed(dev, settings)
     ctx = inp + out / 2.0
 
+    gate = router if scheduling == "prefill-first" else None
+
     def times(b: np.ndarray, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
-        return _times(arch, dev, prec, tp, b, ctx, inp, budget, scheduling, share, others)
+        return _times(arch, dev, prec, tp, b, ctx, inp, budget, scheduling, share, others, gate,
+                      concurrency is not None)
 
     # Memory per GPU at a batch, against the engine's budget (KV bytes at its kv_scale).
     memory = memory if memory is not None else planner_memory(settings)
@@ -198,7 +239,7 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
             if fit < 1:
                 return None
             inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp,
-                                  scheduling, memory)
+                                  scheduling, memory, router=router)
             if inner is None:
                 return None
             wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
@@ -274,7 +315,19 @@ def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.
 def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
                         wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
                         stages: np.ndarray, kv_sigmas: float = 0.0) -> np.ndarray:
-    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L).
+    """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L)
+    (:func:`serving_stage_entries`, best batch per entry)."""
+    vals, _b, _t, _tokens = serving_stage_entries(arch, dev, prec, settings, tp, dp, wl, tpot_budget, ttft_slo_ms,
+                                                  net_gbps, stages, kv_sigmas)
+    return np.asarray(vals.max(axis=2), dtype=float)
+
+
+def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
+                          wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
+                          stages: np.ndarray,
+                          kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Aggregated T̂ per batch: (requests/s (S, L, B) where feasible else 0, batches (B,), mean step seconds
+    (S, L, B), step token budget T(S, j) (S, L)) of one node holding j layers as one of S pipeline stages.
 
     The stage runs the continuous-batching step of the module docstring over its j layers: t(j, B) = j layers of
     mixed_layer_time + step overhead + activation send (S > 1), the prompt tokens in whole chunks (a share of the
@@ -284,7 +337,7 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     memory (j layers of weights and of S micro-batches of B sequences' KV cache at I + O tokens + workspace + overhead
     within the planner's engine budget)
     fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
-    ``kv_sigmas · sqrt(S · B)`` more sequences (``best_over_batches``'s rule).
+    ``kv_sigmas`` standard deviations of the running count (``tables.kv_room``, the decode tables' rule).
     """
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
@@ -332,9 +385,6 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     kv_slide = b * min(held, float(arch.window or held)) * kv_tok
     fixed = float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     kv = nf[:, None] * kv_full[None, :] + ns[:, None] * kv_slide[None, :]  # (L, B)
-    held_batches = stages[:, None] + kv_sigmas * np.sqrt(stages[:, None] * b[None, :]) / b[None, :]  # (S, B)
-    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches[:, None, :] * kv
-    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Activation send to the next stage: every token of the step (decode + prefill share) crosses the network.
     hop = settings.network_latency_ms * 1e-3 + (b + share) * arch.hidden * ACT_BYTES / (net_gbps * 1e9 / 8)
     send = np.where(stages[:, None] > 1, hop[None, :], 0.0)  # (S, B)
@@ -344,6 +394,9 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     q = share[None, None, :] / c_tok
     lumpy = np.where(q < 1.0, q * run_chunk + (1.0 - q) * run_dec[None, :, :], run[None, :, :])
     t = lumpy + send[:, None, :]  # (S, L, B)
+    held_batches = kv_room(stages, b, t, kv_sigmas)  # (S, L, B): S micro-batches + room for their fluctuation
+    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches * kv[None, :, :]
+    ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Each stage: half a step for the one in progress, then the prompt's own chunks; and, under the load the instance
     # is planned at (aggregated_max_load of this rate), the wait for the prompt work ahead (serving's _ttft: M/D/1 on
     # the chunks' extra step time).
@@ -357,4 +410,5 @@ def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings:
     ok = ok_lb & (t <= tpot_budget[:, None, None])
     if ttft_slo_ms is not None:
         ok &= ttft * 1e3 * settings.prefill_headroom <= ttft_slo_ms
-    return np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0).max(axis=2), dtype=float)
+    return (np.asarray(np.where(ok, dp * b[None, None, :] / (out * t), 0.0), dtype=float), b, t,
+            np.asarray(tokens[:, :, 0], dtype=float))

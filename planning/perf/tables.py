@@ -6,7 +6,8 @@ times ``load_cap`` (the share of that rate an instance may be planned at, for qu
 micro-batches in flight, so every node of an S-stage decode pipeline holds the KV cache of S x batch sequences; a
 prefill node holds its layers' KV of the batch it runs, of the (up to S - 1) batches downstream of it, and of the
 batch whose KV the decode instance is still pulling: S + 1 batches. A decode node also keeps room for
-``kv_sigmas · sqrt(S · batch)`` more sequences (the running count fluctuates around its mean).
+``kv_sigmas`` standard deviations of its running count, ``sqrt(S · batch / (1 − e))`` with e the elasticity of its
+step with the batch (:func:`kv_room`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: 
     ``kv_extra``: None = one batch of KV per node; else each node of an S-stage pipeline holds S + kv_extra
     batches of KV (decode 0, prefill 1: see the module docstring).
     ``load_cap``: multiplies every entry (usable share of the service rate, see docs/perf-model.md Sec. 3c).
-    ``kv_sigmas``: KV room for ``kv_sigmas · sqrt(S · batch)`` sequences beyond the ``S · batch`` planned (the
-    running count fluctuates like a Poisson count around its mean: square-root staffing of the KV slots).
+    ``kv_sigmas``: KV room for ``kv_sigmas`` standard deviations of the running count beyond the ``S · batch``
+    planned (:func:`kv_room`).
     """
     best = np.zeros((max_stages, layers))
     for c, thr, _t in _per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra, kv_sigmas):
@@ -61,6 +62,65 @@ def batch_curves(curves: list[Curves], full_in_window: np.ndarray, layers: int, 
     return dp, tau
 
 
+def kv_room(stages: np.ndarray, batches: np.ndarray, step_s: np.ndarray, sigmas: float) -> np.ndarray:
+    """Batches of KV one copy of an S-stage pipeline node holds, (S, L, B): its S micro-batches of ``batches``
+    sequences and room for the running count's fluctuation, ``sigmas`` standard deviations of it.
+
+    Requests arrive at random (Poisson) and each holds a slot for about O steps, so the running count fluctuates
+    around its mean n = S·b. If the step did not depend on the batch, the count would be Poisson-like with standard
+    deviation √n (the square-root staffing this rule had). But a step grows with the batch: with e = d ln t / d ln b
+    its elasticity, the departures, n / (O t(n)), rise only by (1 − e) / (O t) per extra sequence, so the count
+    is pulled back to its mean (1 − e) times as fast and its variance is n / (1 − e) (the Ornstein–Uhlenbeck
+    linearisation of arrivals λ against departures n / (O t(n))). A decode step that reads mostly KV (e → 1, a
+    multi-head-attention model at large batches) gains almost no rate from extra slots, and its running count
+    wanders far above the mean: such a node needs that much more room, or a smaller batch. ``step_s`` (S, L, B):
+    the node's step time per batch; e by the backward difference on the batch grid (0 at the first point).
+    """
+    b = np.maximum(np.asarray(batches, dtype=float), 1.0)
+    n = stages[:, None, None] * b[None, None, :]
+    spread = fluctuation_spread(step_elasticity(b, step_s))
+    return np.asarray(stages[:, None, None] + sigmas * np.sqrt(n * spread) / b[None, None, :], dtype=float)
+
+
+ELASTICITY_FLOOR = 1e-3  # numerical guard: a step exactly proportional to the batch needs unbounded room
+
+
+def step_elasticity(batches: np.ndarray, step_s: np.ndarray) -> np.ndarray:
+    """e = d ln t / d ln b of step times ``step_s`` (last axis over ``batches``), by the backward difference on the
+    grid; 0 at the first point and where a time is not finite."""
+    b = np.maximum(np.asarray(batches, dtype=float), 1.0)
+    t = np.asarray(step_s, dtype=float)
+    e = np.zeros_like(t)
+    if b.size > 1:
+        dlb = np.diff(np.log(b))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.diff(np.log(t), axis=-1) / np.where(dlb > 0, dlb, np.inf)
+        e[..., 1:] = np.where(np.isfinite(slope), slope, 0.0)
+    return e
+
+
+def fluctuation_spread(elasticity: np.ndarray | float) -> np.ndarray:
+    """Variance of the running count over its mean, 1 / (1 − e) (:func:`kv_room`)."""
+    return np.asarray(1.0 / np.maximum(1.0 - np.clip(elasticity, 0.0, 1.0), ELASTICITY_FLOOR), dtype=float)
+
+
+def entry_point(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
+                max_stages: int, stages: int, j: int, kv_extra: float | None = None,
+                kv_sigmas: float = 0.0) -> tuple[int, float, float, float, float] | None:
+    """The operating point of entry ``[stages - 1, j - 1]`` of :func:`best_over_batches` (before ``load_cap``):
+    (index of the winning curve, batch per copy, step seconds, node throughput, step elasticity at that batch),
+    None where nothing is feasible."""
+    best: tuple[int, float, float, float, float] | None = None
+    for k, (c, thr, t) in enumerate(_per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra,
+                                               kv_sigmas)):
+        row = thr[stages - 1, j - 1]
+        i = int(np.argmax(row))
+        if row[i] > 0 and (best is None or row[i] * c.dp > best[3]):
+            e = step_elasticity(c.tokens, t[stages - 1, j - 1])[i]
+            best = (k, float(c.batches[i]), float(t[stages - 1, j - 1, i]), float(row[i] * c.dp), float(e))
+    return best
+
+
 def _per_batch(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, max_stages: int,
                kv_extra: float | None, kv_sigmas: float) -> Iterator[tuple[Curves, np.ndarray, np.ndarray]]:
     """(curve, per-copy tokens/s where feasible else 0, step seconds), arrays (S, L, B), per tp split."""
@@ -71,15 +131,14 @@ def _per_batch(curves: list[Curves], full_in_window: np.ndarray, layers: int, bu
     for c in curves:
         run = nf[:, None] * c.t_full[None, :] + ns[:, None] * c.t_slide[None, :] + c.step_s  # (L, B)
         kv = nf[:, None] * c.kv_full[None, :] + ns[:, None] * c.kv_slide[None, :]  # (L, B)
-        copies = stages + kv_extra if kv_extra is not None else np.ones_like(stages)  # (S,)
-        held = copies[:, None] * np.ones_like(c.tokens)[None, :]  # (S, B) batches of KV a node holds
-        if kv_sigmas > 0:
-            seqs = np.maximum(c.tokens, 1.0)  # decode: sequences per batch
-            held = held + kv_sigmas * np.sqrt(stages[:, None] * seqs[None, :]) / seqs[None, :]
-        mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + held[:, None, :] * kv[None, :, :]
-        fits = mem <= c.capacity  # (S, L, B)
         send = np.where(stages[:, None] > 1, c.transfer_s[None, :], 0.0)  # (S, B)
         t = run[None, :, :] + send[:, None, :]  # (S, L, B)
+        copies = stages + kv_extra if kv_extra is not None else np.ones_like(stages)  # (S,)
+        held = copies[:, None, None] * np.ones_like(t)  # (S, L, B) batches of KV a node holds
+        if kv_sigmas > 0:  # decode: room for the fluctuation of the S micro-batches' running count
+            held = kv_room(stages, c.tokens, t, kv_sigmas)
+        mem = (j[:, None] * c.w_layer + c.mem_fixed[None, :])[None, :, :] + held * kv[None, :, :]
+        fits = mem <= c.capacity  # (S, L, B)
         ok = (t <= budget[:, None, None]) & fits
         yield c, np.where(ok, c.tokens[None, None, :] / t, 0.0), t
 

@@ -168,7 +168,7 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
                            n_gpus=p.n_gpus, input_len=p.input_len, output_len=out)
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
                     scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
-                    memory=eng.memory)
+                    memory=eng.memory, router=eng.router)
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

@@ -1,4 +1,7 @@
-"""Discrete-event core: engines with continuous batching, chunked prefill, KV admission, P→D hand-off, routers.
+"""Discrete-event engines: continuous batching, chunked prefill, KV admission, the P→D hand-off.
+
+The event loop is ``loop.Sim`` and the routers ``routing``; this module holds the requests' columns and the
+engines (prefill, decode/aggregated) that the loop drives.
 
 Events live in one heap ``(time, seq, kind, engine, payload)``; open-loop arrivals are merged from a sorted array.
 An engine advances at *step* granularity, and a run of identical decode steps (same batch, no arrival, no
@@ -17,11 +20,16 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from planning.errors import PlanningError
+from planning.perf.engines import RouterBatching
 from planning.simulate.steps import InstanceModel
+
+if TYPE_CHECKING:
+    from planning.simulate.loop import Sim
 
 WAKE, PREFILL_DONE, KV_DONE = 0, 1, 2
 KV_POLICIES = ("reserve", "grow")
@@ -264,8 +272,12 @@ class DecodeEngine(Engine):
     """
 
     def __init__(self, sim: Sim, im: InstanceModel, name: str, aggregated: bool, chunk_tokens: int,
-                 prefill_first: bool = False, kv_policy: str = "reserve") -> None:
+                 prefill_first: bool = False, kv_policy: str = "reserve", router: RouterBatching | None = None) -> None:
         super().__init__(sim, im, name, "aggregated" if aggregated else "decode")
+        # prefill-first engines whose router holds waiting prompts behind the decodes (TGI 2): the prompts go in only
+        # once they are router.min_waiting(b) or router.max_decode_steps decode steps have passed since the last prefill
+        self.router = router if prefill_first and aggregated else None
+        self.last_prefill = -(10**9)  # decode step count at the last prompt step
         if kv_policy not in KV_POLICIES:
             raise PlanningError("kv_policy", f"unknown KV policy {kv_policy!r}.", f"use one of {list(KV_POLICIES)}.")
         self.aggregated = aggregated
@@ -296,9 +308,15 @@ class DecodeEngine(Engine):
         self.m_done = 0  # steps after which the current wake fires
         self.mixed: list[tuple[int, bool]] | None = None  # current mixed step: (request, prompt completes)
         self.origin: dict[int, PrefillEngine] = {}
+        self.holding = 0  # disaggregated: admitted sequences not finished (KV in transfer, joining or running)
 
     def load(self) -> float:
         return len(self.waiting) + len(self.prefill_q) + len(self.joiners) + self.b
+
+    def _finish(self, t: float, r: int) -> None:
+        if not self.aggregated:
+            self.holding -= 1
+        super()._finish(t, r)
 
     # -- arrivals
     def enqueue(self, t: float, r: int, origin: PrefillEngine | None = None) -> None:
@@ -314,7 +332,7 @@ class DecodeEngine(Engine):
         self.sim.drop(t, r)
 
     def _admit_next(self, t: float) -> int | None:
-        if self.aggregated and self.b + len(self.prefill_q) + len(self.joiners) >= self.im.max_batch:
+        if (self.b + len(self.prefill_q) if self.aggregated else self.holding) >= self.im.max_batch:
             return None  # max_num_seqs: a finishing sequence makes room
         if not self.grow:
             return super()._admit_next(t)
@@ -372,6 +390,7 @@ class DecodeEngine(Engine):
                 self.poke(t)
             else:
                 req.t_dec_admit[r] = t
+                self.holding += 1
                 origin = self.origin.get(r)
                 wan = self.sim.wan.get((self.sim.region.get(origin, ""), self.sim.region.get(self, ""))) \
                     if origin is not None and self.sim.wan else None
@@ -410,7 +429,8 @@ class DecodeEngine(Engine):
             joiners, self.joiners = self.joiners, []
             for r in joiners:
                 self._join(t, r)
-        if self.prefill_q and self.prefill_first:
+        if self.prefill_q and self.prefill_first and self._gate_open():
+            self.last_prefill = self.steps
             room = 0
             for _r, left in self.prefill_q:  # whole prompts while they fit the budget, at least one
                 if room and room + left > self.chunk:
@@ -423,7 +443,7 @@ class DecodeEngine(Engine):
             return
         if self.grow:  # the next step grows every running sequence by a token
             self._make_room(t)
-        if self.prefill_q:
+        if self.prefill_q and not self.prefill_first:  # (a prefill-first engine holding its prompts decodes)
             room = self.chunk - self.b
             if room > 0:
                 chunk, tokens = take_chunk(self.prefill_q, room)
@@ -436,11 +456,22 @@ class DecodeEngine(Engine):
             kv_room = self._grow_steps() if self.grow else math.inf
             if kv_room < m:
                 m = max(1, int(kv_room))
+            if self.prefill_q and self.router is not None:  # held prompts: wake when the step count opens the gate
+                m = max(1, min(m, self.last_prefill + self.router.max_decode_steps - self.steps))
             mid = self.ctx_sum / self.b + (m - 1) / 2.0
             self.mixed = None
             self._begin(t, im.decode_cycle_s(self.b, mid), m)
             return
         self.busy = False
+
+    def _gate_open(self) -> bool:
+        """Whether waiting prompts may run now: always without a router; with one (TGI 2), when nothing decodes,
+        when they number at least ``min_waiting(b)``, or after ``max_decode_steps`` decode steps since the last
+        prompt step."""
+        r = self.router
+        if r is None or self.b == 0:
+            return True
+        return len(self.prefill_q) >= r.min_waiting(self.b) or self.steps - self.last_prefill >= r.max_decode_steps
 
     def _begin(self, t: float, dt: float, m: int) -> None:
         self.busy = True
@@ -501,174 +532,3 @@ class DecodeEngine(Engine):
             self.base[r] = self.steps - gen
             self.resident[r] = None
             self.finish_at[r] = finish
-
-
-
-NEAREST_CACHE = 65_536  # request sizes whose nearest class a router remembers
-
-
-class Router:
-    """Spreads one model's requests over its instances: smooth weighted round-robin or least-loaded.
-
-    With ``classes`` (a histogram plan: per request class (input_len, output_len) the req/s the plan assigned to
-    each engine), a request goes to the engines its class was planned on, in proportion to those rates; a request
-    size the plan has no class for takes the nearest class (log distance); a class no engine was planned for falls
-    back to the scalar ``weights``.
-    """
-
-    def __init__(self, engines: Sequence[Engine], weights: Sequence[float], policy: str,
-                 classes: Mapping[tuple[float, float], Sequence[float]] | None = None) -> None:
-        self.engines = list(engines)
-        self.policy = policy
-        self.base = _Weights(weights)
-        self.by_class: dict[tuple[float, float], _Weights] = {}
-        for key, w in (classes or {}).items():
-            if sum(max(float(x), 0.0) for x in w) > 0:
-                self.by_class[(float(key[0]), float(key[1]))] = _Weights(w)
-        self.keys = list(self.by_class)
-        self._log_keys = [(math.log(max(a, 1.0)), math.log(max(b, 1.0))) for a, b in self.keys]
-        self._nearest: dict[tuple[int, int], _Weights] = {}
-
-    def _weights_for(self, inp: int, out: int) -> _Weights:
-        if not self.keys:
-            return self.base
-        hit = self._nearest.get((inp, out))
-        if hit is None:
-            exact = self.by_class.get((float(inp), float(out)))
-            if exact is None:
-                li, lo = math.log(max(inp, 1)), math.log(max(out, 1))
-                k = min(range(len(self.keys)), key=lambda i: abs(self._log_keys[i][0] - li) + abs(self._log_keys[i][1] - lo))
-                exact = self.by_class[self.keys[k]]
-            if len(self._nearest) < NEAREST_CACHE:  # a trace can hold millions of distinct sizes
-                self._nearest[(inp, out)] = exact
-            hit = exact
-        return hit
-
-    def pick(self, inp: int = 0, out: int = 0) -> Engine:
-        if len(self.engines) == 1:
-            return self.engines[0]
-        w = self._weights_for(inp, out)
-        if self.policy == "least-loaded":
-            best = min(range(len(self.engines)),
-                       key=lambda i: (self.engines[i].load() / w.weights[i] if w.weights[i] > 0 else math.inf, i))
-            return self.engines[best]
-        return self.engines[w.next()]
-
-
-class _Weights:
-    """Smooth weighted round-robin state over one weight vector (all zero: equal weights)."""
-
-    def __init__(self, weights: Sequence[float]) -> None:
-        w = [max(float(x), 0.0) for x in weights]
-        if sum(w) <= 0:
-            w = [1.0] * len(w)
-        self.weights = w
-        self.total = sum(w)
-        self.current = [0.0] * len(w)
-
-    def next(self) -> int:
-        cur = self.current
-        for i, w in enumerate(self.weights):
-            cur[i] += w
-        best = max(range(len(cur)), key=cur.__getitem__)
-        cur[best] -= self.total
-        return best
-
-
-@dataclass
-class ModelRoutes:
-    """The routers of one model: ``first`` takes arrivals (prefill or aggregated), ``decode`` the hand-offs.
-
-    ``local`` maps a prefill engine to the decode router of its own region: the planner pairs a model's prefill
-    and decode capacity per region (``AllocationProblem.links``), so a request's KV cache goes to a decode node
-    in the region of its prefill; ``decode`` (all regions) is used only where a region has no decode engine.
-    ``spread`` maps a prefill engine whose region sends some requests' KV to other regions (``options.kv_transfer:
-    cross-region``) to the decode routers of the destination regions and the plan's shares, picked by smooth
-    weighted round-robin.
-    """
-
-    first: Router | None
-    decode: Router | None
-    local: dict[Engine, Router] = field(default_factory=dict)
-    spread: dict[Engine, tuple[list[Router], _Weights]] = field(default_factory=dict)
-
-
-class Sim:
-    """The event loop. Build engines and routes, load requests, ``run()``."""
-
-    def __init__(self, routes: Sequence[ModelRoutes], requests: Requests,
-                 on_finish: Callable[[Sim, float, int], None] | None = None) -> None:
-        self.routes = list(routes)
-        self.req = requests
-        self.heap: list[tuple[float, int, int, object, object]] = []
-        self.seq = 0
-        self.on_finish = on_finish
-        self.now = 0.0
-        self.events = 0
-        self.finish_events = 0  # conservation check: one per request
-        self.region: dict[object, str] = {}  # engine -> its region
-        self.wan: dict[tuple[str, str], tuple[float, float]] = {}  # (src, dst) -> (one-way s, Gbit/s) across regions
-
-    def push(self, t: float, kind: int, target: object, payload: object) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, target, payload))
-
-    def arrive(self, t: float, r: int) -> None:
-        routes = self.routes[self.req.model[r]]
-        if routes.first is None:
-            self.drop(t, r)
-            return
-        engine = routes.first.pick(self.req.inp[r], self.req.out[r])
-        engine.enqueue(t, r)  # type: ignore[attr-defined]  # prefill, decode or pipelined aggregated engine
-
-    def drop(self, t: float, r: int) -> None:
-        self.req.dropped[r] = True
-        self.finished(t, r)
-
-    def finished(self, t: float, r: int) -> None:
-        self.finish_events += 1
-        if self.on_finish is not None:
-            self.on_finish(self, t, r)
-
-    def _prefill_done(self, t: float, engine: PrefillEngine, batch: list[int]) -> None:
-        req = self.req
-        engine.batch_done(t)
-        for r in batch:
-            req.t_first[r] = t
-            routes = self.routes[req.model[r]]
-            if routes.decode is None:
-                engine.kv_released(t, r)
-                self.drop(t, r)
-                continue
-            spread = routes.spread.get(engine)
-            target = spread[0][spread[1].next()] if spread is not None else routes.local.get(engine, routes.decode)
-            dec = target.pick(req.inp[r], req.out[r])
-            assert isinstance(dec, DecodeEngine)
-            dec.enqueue(t, r, engine)
-
-    def run(self, open_order: Sequence[int] = ()) -> None:
-        """Process arrivals (``open_order``: request ids sorted by arrival) and every event until none is left."""
-        heap = self.heap
-        arrival = self.req.arrival
-        order = list(open_order)
-        n = len(order)
-        i = 0
-        pop = heapq.heappop
-        while True:
-            t_next = arrival[order[i]] if i < n else math.inf
-            if heap and heap[0][0] <= t_next:
-                t, _, kind, target, payload = pop(heap)
-                self.now = t
-                self.events += 1
-                if kind == WAKE:
-                    target.on_wake(t, payload)  # type: ignore[attr-defined]
-                elif kind == PREFILL_DONE:
-                    self._prefill_done(t, target, payload)  # type: ignore[arg-type]
-                else:
-                    target.kv_arrived(t, payload)  # type: ignore[attr-defined]
-            elif i < n:
-                self.now = t_next
-                self.arrive(t_next, order[i])
-                i += 1
-            else:
-                break

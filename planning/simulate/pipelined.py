@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import TYPE_CHECKING
 
-from planning.simulate.engine import WAKE, Engine, Sim, take_chunk, through_stages
+from planning.simulate.engine import WAKE, Engine, take_chunk, through_stages
 from planning.simulate.steps import InstanceModel
+
+if TYPE_CHECKING:
+    from planning.simulate.loop import Sim
 
 
 class _Micro:
@@ -68,6 +72,11 @@ class PipelinedEngine(Engine):
     def enqueue(self, t: float, r: int) -> None:
         self.waiting.append(r)
         self.admit(t)
+
+    def _admit_next(self, t: float) -> int | None:
+        if self.b + sum(len(mb.prefill_q) for mb in self.micro) >= self.im.max_batch:
+            return None  # max_num_seqs over the S micro-batches: a finishing sequence makes room
+        return super()._admit_next(t)
 
     def admit(self, t: float) -> None:
         req = self.sim.req

@@ -12,23 +12,16 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec, parse_shape
 from planning.errors import PlanningError, quote
-from planning.perf.engines import EngineMemory
+from planning.perf.engines import EngineMemory, RouterBatching
 from planning.perf.model import MAX_TOKENS, PerfModel
 from planning.perf.serving import SCHEDULING
-from planning.result import InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
+from planning.result import EnginePlan, InstancePlan, KvFlow, NodeBox, PlanResult, StagePlan
 from planning.scenario import ModelRequest, Scenario
-from planning.simulate.engine import (
-    DecodeEngine,
-    Engine,
-    ModelRoutes,
-    PrefillEngine,
-    Requests,
-    Router,
-    Sim,
-    _Weights,
-)
+from planning.simulate.engine import DecodeEngine, Engine, PrefillEngine, Requests
+from planning.simulate.loop import Sim
 from planning.simulate.metrics import BenchmarkResult, HeadroomResult, InstanceSim, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
+from planning.simulate.routing import ModelRoutes, Router, _Weights
 from planning.simulate.steps import InstanceModel, benchmark_engine_defaults, engine_defaults
 from planning.simulate.workload import OpenArrivals, merge, poisson_arrivals, trace_arrivals
 from planning.traces import Trace, read_trace
@@ -130,17 +123,30 @@ def build_topology(plan: PlanResult, scenario: Scenario, perf: PerfModel, config
         if f < 1.0 - 1e-9:
             topo.notes.append(f"{m}: the plan serves {f:.1%} of its demand; arrivals run at that share.")
     specs = _specs(perf, scenario)
+    fixed_seqs = config is not None and config.max_seqs is not None
     for inst in plan.instances:
         req = scenario.model(inst.model)
-        im = _instance_model(perf, specs[inst.model], req, inst, topo.max_seqs, topo.chunk_tokens)
+        im = _instance_model(perf, specs[inst.model], req, inst, topo.max_seqs, topo.chunk_tokens,
+                             None if fixed_seqs else inst.engine)
         budget = 0
         if inst.phase == "prefill":
             budget = im.prefill_token_budget(_slo_ms(req, "prefill"), req.demand.input_len)
         elif inst.phase == "aggregated":
-            budget = topo.chunk_tokens if fixed_chunk else im.step_token_budget(_slo_ms(req, inst.phase),
-                                                                                topo.chunk_tokens)
+            budget = topo.chunk_tokens if fixed_chunk else _step_budget(im, req, inst, topo.chunk_tokens)
         topo.instances.append(_Instance(inst, im, budget))
+    if not fixed_seqs and any(inst.engine is None and inst.phase != "prefill" for inst in plan.instances):
+        topo.notes.append("the plan carries no engine limits (stored before they were part of plans): its engines "
+                          "admit what their KV cache holds, up to the engine's max_num_seqs.")
     return topo
+
+
+def _step_budget(im: InstanceModel, req: ModelRequest, inst: InstancePlan, cap: int) -> int:
+    """An aggregated instance's step token budget: the plan's (``EnginePlan.max_batched_tokens``), else the chunk
+    whose step keeps its TPOT SLO (``InstanceModel.step_token_budget``), at most ``cap``."""
+    if inst.engine is not None:  # per engine; a pipeline's stages run their copies' chunks side by side (fluid)
+        copies = min(len(cs) for cs in im.stage_copies) if im.n_stages > 1 else 1
+        return max(1, min(int(inst.engine.max_batched_tokens) * copies, cap))
+    return im.step_token_budget(_slo_ms(req, inst.phase), cap)
 
 
 def _slo_ms(req: ModelRequest, phase: str) -> float:
@@ -151,19 +157,30 @@ def _slo_ms(req: ModelRequest, phase: str) -> float:
 
 
 def _instance_model(perf: PerfModel, spec: ModelSpec, req: ModelRequest, inst: InstancePlan, max_seqs: int,
-                    chunk_tokens: int) -> InstanceModel:
+                    chunk_tokens: int, engine: EnginePlan | None = None) -> InstanceModel:
+    """The instance's step and KV model. With the plan's ``engine`` limits a decode or aggregated instance admits at
+    most its ``max_num_seqs`` sequences, and a decode instance's activation workspace is that of its step
+    (``max_batched_tokens``, one token per sequence), as the exported engine profiles it."""
     d = req.demand
+    step_tokens = 16384 if inst.phase == "prefill" else chunk_tokens
+    cap = None
+    if engine is not None and inst.phase != "prefill":
+        cap = int(engine.max_num_seqs)
+        if inst.phase == "decode":
+            step_tokens = int(engine.max_batched_tokens)
     return InstanceModel(perf, spec, inst.stages, inst.phase, _slo_ms(req, inst.phase), d.input_len, d.output_len,
-                         max_seqs_per_copy=max_seqs,
-                         max_step_tokens=chunk_tokens if inst.phase != "prefill" else 16384)
+                         max_seqs_per_copy=max_seqs, max_step_tokens=step_tokens, max_batch=cap)
 
 
 def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) -> dict[int, int]:
     """Instance index → per-step token budget of each aggregated instance of ``plan``.
 
-    The largest chunk whose step keeps the TPOT SLO on every stage (``InstanceModel.step_token_budget``, capped at
-    the engine setting): what ``build_topology`` gives the simulator's engines and what a deployment sets as vLLM's
-    ``--max-num-batched-tokens``. Instances without a placement are left out.
+    What ``build_topology`` gives the simulator's engines: the plan's step budget T per engine
+    (``EnginePlan.max_batched_tokens``, which a deployment sets as vLLM's ``--max-num-batched-tokens``), times the
+    copies of a pipeline stage (the simulator runs a pipeline's data-parallel copies as one engine whose stages split
+    each step's prompt work); for a plan without engine limits, the largest chunk whose step keeps the TPOT SLO on
+    every stage (``InstanceModel.step_token_budget``), capped at the engine setting. Instances without a placement
+    are left out.
 
     Raises
     ------
@@ -179,8 +196,8 @@ def engine_token_budgets(plan: PlanResult, scenario: Scenario, perf: PerfModel) 
         if inst.phase != "aggregated" or not inst.stages:
             continue
         req = scenario.model(inst.model)
-        im = _instance_model(perf, specs[inst.model], req, inst, seqs, chunk)
-        out[idx] = im.step_token_budget(_slo_ms(req, inst.phase), chunk)
+        im = _instance_model(perf, specs[inst.model], req, inst, seqs, chunk, inst.engine)
+        out[idx] = _step_budget(im, req, inst, chunk)
     return out
 
 
@@ -403,8 +420,8 @@ def headroom(topo: Topology, config: SimConfig | None = None, target: float = 0.
 
 def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | None, dtype: str | None,
                  input_len: float, output_len: float, chunk_tokens: int | None, max_seqs: int | None,
-                 scheduling: str, kv_policy: str,
-                 memory: EngineMemory | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
+                 scheduling: str, kv_policy: str, memory: EngineMemory | None = None,
+                 router: RouterBatching | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
     """One node's aggregated engine for a benchmark-style run: (sim, requests, engine, instance model, chunk)."""
     if scheduling not in SCHEDULING:
         raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
@@ -425,7 +442,8 @@ def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | No
                        max_step_tokens=chunk, dtype=dtype, tp=tp, memory=memory)
     req = Requests.empty(0)
     sim = Sim([], req)
-    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy)
+    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy,
+                       router=router)
     sim.routes = [ModelRoutes(Router([eng], [1.0], "proportional"), None)]
     return sim, req, eng, im, chunk
 
@@ -466,7 +484,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
               input_len: int, output_len: int, concurrency: int, requests: int | None = None,
               chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
               kv_policy: str = "grow", perf: PerfModel | None = None,
-              memory: EngineMemory | None = None) -> BenchmarkResult:
+              memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
     """Closed loop on one node (aggregated engine): ``concurrency`` clients, each sending its next request when the
     previous one finishes, like ``vllm bench serve --max-concurrency``.
 
@@ -481,6 +499,8 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     kv_policy: ``"grow"`` (default: vLLM's incremental KV allocation with preemption by recomputation) or
         ``"reserve"`` (each request's whole footprint reserved at admission; see ``DecodeEngine``).
     memory: the engine's memory reservation (default: the planner's engine, vLLM V1; ``perf.engines``).
+    router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router holds them behind the
+        decodes: ``perf.engines.router_batching``; None: at the next step).
 
     Returns
     -------
@@ -498,7 +518,7 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     perf = perf or PerfModel()
     wall = time.perf_counter()
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, input_len, output_len,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
     total = requests if requests is not None else max(10 * concurrency, 64)
     issued = [0]
 
@@ -527,7 +547,7 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
            output_lens: Sequence[int] | np.ndarray,
            chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
            kv_policy: str = "grow", perf: PerfModel | None = None,
-           memory: EngineMemory | None = None) -> BenchmarkResult:
+           memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
     """Open loop on one node: the given requests arrive at their times, like ``vllm bench serve`` with a finite
     prompt set at a request rate (all at 0: ``--request-rate inf``). Throughputs are over the whole run, first
     arrival to last completion, as the benchmark reports them (so a drain of long requests counts).
@@ -561,7 +581,7 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
     wall = time.perf_counter()
     mean_in, mean_out = float(inp.mean()), float(out.mean())
     sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, mean_in, mean_out,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory)
+                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
     order = np.argsort(t, kind="stable")
     ids = [req.add(float(t[j]), int(inp[j]), int(out[j]), 0) for j in order]
     sim.run(ids)

@@ -103,6 +103,8 @@ class InstanceModel:
     mean_input, mean_output: the planned mean request (tp choice only).
     max_seqs_per_copy: largest decode batch of one engine copy (vLLM ``max_num_seqs``).
     max_step_tokens: largest prefill chunk / batch in tokens (sizes the activation memory).
+    max_batch: sequences the whole instance admits at most (the plan's ``EnginePlan.max_num_seqs``); default
+        ``max_seqs_per_copy`` per copy of the narrowest stage, per micro-batch.
     dtype: weight dtype override (default the model's own).
     tp: tensor-parallel degree for every node (default: the planner's choice per node).
     memory: the engine's memory reservation (default: the planner's engine).
@@ -115,7 +117,7 @@ class InstanceModel:
     def __init__(self, perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
                  mean_input: float, mean_output: float, *, max_seqs_per_copy: int = 1024,
                  max_step_tokens: int = 8192, dtype: str | None = None, tp: int | None = None,
-                 memory: EngineMemory | None = None) -> None:
+                 memory: EngineMemory | None = None, max_batch: int | None = None) -> None:
         if not stages:
             raise PlanningError("instance.stages", f"the {spec.id} instance has no placement (explicit template).",
                                 "simulate plans built from generated templates (generate_templates: true).")
@@ -164,6 +166,8 @@ class InstanceModel:
                                    for cs in self.stage_copies)
         self.max_batch = int(min(8192, max_seqs_per_copy * self.n_stages
                                  * min(len(cs) for cs in self.stage_copies)))
+        if max_batch is not None:
+            self.max_batch = int(min(8192, max(1, max_batch)))
         self.max_step_tokens = int(max_step_tokens)
         self._build_kv()
         self._build_decode()

@@ -69,7 +69,8 @@ def _engine_kwargs(eng: EngineSetup) -> dict[str, Any]:
     """``benchmark``/``replay`` keyword arguments that run ``eng``: an engine that reserves a request's whole KV at
     admission (TensorRT-LLM) runs the ``reserve`` KV policy, the others vLLM's ``grow``."""
     return {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
-            "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow"}
+            "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow",
+            "router": eng.router}
 
 
 def _with_errors(frame: pd.DataFrame, predicted: list[float]) -> pd.DataFrame:

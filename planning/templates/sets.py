@@ -146,7 +146,7 @@ def _tables(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: s
                                             max_stages, ttft_ms=ttft_ms))
 
 
-def _mean_sizes(group: Group) -> tuple[float, float]:
+def mean_sizes(group: Group) -> tuple[float, float]:
     total = group.demand
     if total <= 0:
         return group.classes[0].input_len, group.classes[0].output_len
@@ -247,7 +247,16 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
                             sizes: tuple[float, float], max_stages: int, stages_json: Sequence[str],
                             tables: np.ndarray,
                             curves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Decode throughput of each placement when every stage runs the same micro-batch (tokens/s per template).
+    """Decode throughput of each placement when every stage runs the same micro-batch (tokens/s per template);
+    :func:`common_batch` also gives the micro-batch."""
+    return common_batch(perf, spec, shapes, slo_ms, sizes, max_stages, stages_json, tables, curves)[0]
+
+
+def common_batch(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float, sizes: tuple[float, float],
+                 max_stages: int, stages_json: Sequence[str], tables: np.ndarray,
+                 curves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(decode throughput, micro-batch) of each placement when every stage runs the same micro-batch: tokens/s per
+    template and the sequences m of one micro-batch over a whole stage (split over its nodes by their shares).
 
     The T̂ tables let each stage pick its own best batch, and a template's throughput is min over stages of the
     summed T̂. A pipeline runs one micro-batch of m sequences through all stages, a stage's nodes taking shares
@@ -260,8 +269,9 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
 
     n = len(stages_json)
     out = np.zeros(n)
+    best_m = np.zeros(n)
     if n == 0:
-        return out
+        return out, best_m
     bgrid, dp, tau = curves if curves is not None else stacked_batch_curves(perf, spec, shapes, slo_ms, sizes,
                                                                             max_stages)
     n_stages, stage_row, stage_depth, stage_layers, node_stage, node_shape = _explode(stages_json, shapes)
@@ -327,7 +337,8 @@ def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[s
         with np.errstate(divide="ignore", invalid="ignore"):
             thr = np.where(np.isfinite(pipe) & (pipe > 0), m_all / pipe, 0.0)
         out[rows[tmpl_has]] = thr.max(axis=1)
-    return np.minimum(out, separable)
+        best_m[rows[tmpl_has]] = np.take_along_axis(m_all, thr.argmax(axis=1)[:, None], axis=1)[:, 0]
+    return np.minimum(out, separable), np.where(out > 0, best_m, 0.0)
 
 
 def stacked_batch_curves(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
@@ -360,7 +371,7 @@ def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[st
 def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
                    progress: ProgressFn | None, cancel: CancelToken | None, single_shape: bool = False) -> TemplateSet:
     opts = scenario.options
-    sizes = _mean_sizes(group)
+    sizes = mean_sizes(group)
     # aggregated: one instance serves whole requests (continuous batching + chunked prefill), T̂ in requests/s
     # from the perf model's serving model under TPOT = the group SLO and the model's TTFT (perf "aggregated" phase).
     ttft = None

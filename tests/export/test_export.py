@@ -161,18 +161,30 @@ def test_aggregated_instances_carry_the_step_budget_the_simulator_uses() -> None
     assert all(64 <= b <= 8192 for b in budgets.values()) and len(set(budgets.values())) > 1
     for kind in ("skypilot", "kubernetes"):
         files = api.export_plan(plan, kind)
-        for idx in range(len(plan.instances)):
+        for idx, inst in enumerate(plan.instances):
+            assert inst.engine is not None
+            per_engine = inst.engine.max_batched_tokens  # the plan's T; a pipeline stage's d copies run d chunks
+            copies = min(len(s.nodes) for s in inst.stages) if len(inst.stages) > 1 else 1
+            assert budgets[idx] == min(per_engine * copies, 8192)
             mine = [f.text for f in files if f.instance == idx and "exec vllm serve" in f.text]  # not Ray workers
             assert mine
             for text in mine:
-                assert f"--max-num-batched-tokens {budgets[idx]}" in text
-                assert f"per-step token budget {budgets[idx]}" in text
-    disaggregated = api.export_plan(api.solve(api.load_preset_scenario("coral-core")), "all")
+                assert f"--max-num-batched-tokens {per_engine}" in text
+                assert f"per-step token budget {per_engine}" in text
+    core = api.solve(api.load_preset_scenario("coral-core"))
+    disaggregated = api.export_plan(core, "all")
     settings = api.engine_context().perf.calibration.settings
     for f in disaggregated:
         if f.kind in ("skypilot", "kubernetes") and "exec vllm serve" in f.text:
-            assert f"--max-num-batched-tokens {int(settings.max_batched_tokens)}" in f.text
-            assert f"--max-num-seqs {int(settings.max_num_seqs)}" in f.text
+            engine = core.instances[f.instance].engine  # type: ignore[index]
+            assert engine is not None
+            if engine.phase == "prefill":  # whole prompts up to the budget whose workspace the tables reserve
+                assert f"--max-num-batched-tokens {int(settings.max_batched_tokens)}" in f.text
+                assert f"--max-num-seqs {int(settings.max_num_seqs)}" in f.text
+            else:  # the planned batch and its KV room; one token per sequence per step
+                assert f"--max-num-seqs {engine.max_num_seqs}" in f.text
+                assert f"--max-num-batched-tokens {engine.max_num_seqs}" in f.text
+                assert engine.batch < engine.max_num_seqs < settings.max_num_seqs
     for f in skypilot_tasks(PLAN, REPOS, {0: 512}):
         _validate_with_skypilot(yaml.safe_load(f.text))
 

@@ -36,8 +36,9 @@ def test_prefill_table_is_the_load_cap_share_of_the_batch_rate(pm: PerfModel) ->
 
 @pytest.mark.parametrize("shape", ["2xL40S", "1xL40S", "1xH100"])
 def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, shape: str) -> None:
-    """Each entry equals a plain loop over (tp, batch) with memory j·w + (S + σ·√(S·batch)/batch)·KV(batch) + fixed
-    <= capacity (S micro-batches of KV plus room for σ·√(S·batch) more sequences)."""
+    """Each entry equals a plain loop over (tp, batch) with memory j·w + (S + σ·√(S·batch/(1 − e))/batch)·KV(batch)
+    + fixed <= capacity (S micro-batches of KV plus room for σ standard deviations of the running count, whose
+    variance is S·batch/(1 − e), e = d ln t / d ln batch between this grid batch and the one below)."""
     spec = pm.model("qwen3-32b")
     slo_ms, max_stages = 100.0, 4
     table = pm.stage_table(spec, shape, "decode", slo_ms, WL, max_stages=max_stages)
@@ -61,10 +62,14 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
             best = one_copy = 0.0
             for tp in pm.tp_options(spec, count):
                 c = pm._curves(spec, dev, prec, tp, count // tp, "decode", WL, batches, net)
+                steps = [float(j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0))
+                         for i in range(len(batches))]
                 for i in range(len(batches)):
-                    t = j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0)
+                    t = steps[i]
                     base = j * c.w_layer + c.mem_fixed[i]
-                    held = s + sigmas * np.sqrt(s * batches[i]) / batches[i]  # batches of KV, with the √ room
+                    e = np.log(t / steps[i - 1]) / np.log(batches[i] / batches[i - 1]) if i > 0 else 0.0
+                    spread = 1.0 / max(1.0 - min(max(e, 0.0), 1.0), 1e-3)
+                    held = s + sigmas * np.sqrt(s * batches[i] * spread) / batches[i]  # batches of KV, with the room
                     if t <= budget and base + held * j * c.kv_full[i] <= c.capacity:
                         best = max(best, c.dp * c.tokens[i] / t)
                     if t <= budget and base + j * c.kv_full[i] <= c.capacity:
@@ -137,3 +142,40 @@ def test_aggregated_tables_keep_the_same_kv_room(pm: PerfModel) -> None:
     none = _with_settings(pm, kv_sigmas=0.0).stage_table(spec, "1xRTX4090", "aggregated", 120, wl, max_stages=2)
     assert pm.calibration.settings.kv_sigmas > 0 and none.max() > 0
     assert np.all(room <= none + 1e-9) and float(room.sum()) < float(none.sum())
+
+
+def test_kv_room_grows_with_the_steps_elasticity() -> None:
+    """σ standard deviations of the running count, whose variance is S·b/(1 − e): e = 0 gives square-root staffing,
+    a step that grows like b^e more room, a step proportional to the batch (e → 1) room without bound."""
+    from planning.perf.tables import kv_room, step_elasticity
+
+    b = np.array([8.0, 16.0, 32.0, 64.0])
+    stages = np.array([1.0, 2.0])
+    flat = np.full((2, 1, 4), 0.05)  # a step that does not grow: e = 0
+    np.testing.assert_allclose(kv_room(stages, b, flat, 1.0)[:, 0, :],
+                               stages[:, None] + np.sqrt(stages[:, None] * b[None, :]) / b[None, :])
+    for e in (0.3, 0.6):
+        t = (0.01 * b ** e)[None, None, :] * np.ones((2, 1, 1))
+        np.testing.assert_allclose(step_elasticity(b, t)[..., 1:], e)
+        room = kv_room(stages, b, t, 1.0)[:, 0, 1:]
+        want = stages[:, None] + np.sqrt(stages[:, None] * b[None, 1:] / (1 - e)) / b[None, 1:]
+        np.testing.assert_allclose(room, want)
+    linear = (0.001 * b)[None, None, :] * np.ones((2, 1, 1))  # e = 1: extra slots add no rate at all
+    extra = kv_room(stages, b, linear, 1.0)[:, 0, 1:] - stages[:, None]
+    square_root = kv_room(stages, b, flat, 1.0)[:, 0, 1:] - stages[:, None]
+    np.testing.assert_allclose(extra, square_root * np.sqrt(1e3))  # bounded only by the numerical floor
+
+
+def test_kv_bound_mha_decode_plans_a_batch_whose_fluctuation_fits(pm: PerfModel) -> None:
+    """catalog-wide's llama-2-7b decode on two 1xL40S stages (16 layers each, 1,155 / 211 tokens, TPOT 80 ms): its
+    step reads mostly KV (e ≈ 0.7 at 45 sequences per micro-batch), so 2 × 45 sequences with room for √90 more no
+    longer fit: the entry runs 2 × 32 (in the simulator 4.4 % of requests had waited > 3 s for a KV slot)."""
+    spec = pm.model("llama-2-7b")
+    wl = Workload(1155, 211)
+    point = pm.stage_point(spec, "1xL40S", "decode", 80.0, wl, 2, 16)
+    assert point is not None and point.batch == 32 and point.elasticity > 0.5
+    table = pm.stage_table(spec, "1xL40S", "decode", 80.0, wl, max_stages=2)
+    assert table[1, 15] == pytest.approx(point.throughput)
+    square_root = _with_settings(pm, kv_sigmas=0.0)  # no room at all: the KV-bound batch of 45 fits
+    bare = square_root.stage_point(spec, "1xL40S", "decode", 80.0, wl, 2, 16)
+    assert bare is not None and bare.batch == 45 and bare.throughput > point.throughput

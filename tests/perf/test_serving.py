@@ -220,3 +220,32 @@ def test_prompts_arrive_in_lumps(pm: PerfModel) -> None:
     assert parts["t"][0] > 1.05 * mean_share[0]
     q = 250.0 / 1000.0
     assert parts["t"][0] == pytest.approx(q * parts["t_p"][0] + (1 - q) * parts["t_dec"][0])
+
+
+def test_tgi_router_holds_prompts_behind_the_decodes(pm: PerfModel) -> None:
+    """TGI 2's router lets waiting prompts in once they are 0.3 of the running batch or after 20 decode steps
+    (``perf.engines.RouterBatching``, TGI v2.0.4): published TGI runs carry it, vLLM and TGI 3 do not."""
+    import math
+
+    from planning.perf.engines import RouterBatching, published_engine, router_batching
+
+    tgi = router_batching("tgi", "2.0.4 (max_batch_prefill_tokens 8192)")
+    assert tgi == RouterBatching() and tgi.min_waiting(13) == 3 and tgi.max_decode_steps == 19
+    assert router_batching("tgi", "3.0.1") is None and router_batching("vllm", "0.4.3") is None
+    assert published_engine(pm, "tgi", "2.0.4", "A10G").router == tgi
+    args = dict(input_len=474, output_len=150, scheduling="prefill-first")
+    # closed loop of 13 clients: equal requests come back in groups that open the gate by their number,
+    # k = floor(0.3 * 13 / 1.3) = 3 prompts per prefill, instead of one at the next step
+    free = pm.serving("llama-3-8b", "A10G", concurrency=13, **args)  # type: ignore[arg-type]
+    held = pm.serving("llama-3-8b", "A10G", concurrency=13, router=tgi, **args)  # type: ignore[arg-type]
+    assert free is not None and held is not None
+    three = pm.estimate("llama-3-8b", "A10G", batch=3, input_len=474).prefill_ms
+    assert held.ttft_ms > free.ttft_ms and three <= held.ttft_ms < three + 2 * held.tpot_ms  # + the step in progress
+    assert held.tpot_ms < free.tpot_ms  # fewer, larger prefill stalls
+    # open loop (Poisson): a prompt that comes while the gate is closed waits up to 19 steps
+    lam = 0.5 * free.max_requests_per_s if free.max_requests_per_s else 1.0
+    open_free = pm.serving("llama-3-8b", "A10G", request_rate=lam, **args)  # type: ignore[arg-type]
+    open_held = pm.serving("llama-3-8b", "A10G", request_rate=lam, router=tgi, **args)  # type: ignore[arg-type]
+    assert open_free is not None and open_held is not None
+    assert open_free.ttft_ms < open_held.ttft_ms < open_free.ttft_ms + 19 * open_held.tpot_ms
+    assert math.isfinite(open_held.ttft_ms)

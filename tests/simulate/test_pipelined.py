@@ -8,8 +8,10 @@ import pytest
 from planning.perf import PerfModel
 from planning.result import NodeBox, StagePlan
 from planning.simulate import InstanceModel
-from planning.simulate.engine import DecodeEngine, ModelRoutes, Requests, Router, Sim
+from planning.simulate.engine import DecodeEngine, Requests
+from planning.simulate.loop import Sim
 from planning.simulate.pipelined import PipelinedEngine
+from planning.simulate.routing import ModelRoutes, Router
 
 # llama-3-8b over a slow first stage of two data-parallel L4s and an L40S (the long-tail preset's instance)
 MIXED = (StagePlan(10, 0, 10, (NodeBox("1xL4", "L4", 1, 1.0), NodeBox("1xL4", "L4", 1, 1.0))),

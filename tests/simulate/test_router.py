@@ -13,7 +13,7 @@ from planning import api
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.simulate import SimConfig, simulate_plan
-from planning.simulate.engine import Router
+from planning.simulate.routing import Router
 from planning.simulate.run import class_weights
 
 

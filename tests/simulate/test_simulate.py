@@ -10,7 +10,9 @@ import pytest
 from planning.errors import PlanningError
 from planning.perf import PerfModel
 from planning.simulate import SimConfig, benchmark, build_topology, simulate_plan, simulate_topology
-from planning.simulate.engine import DecodeEngine, ModelRoutes, PrefillEngine, Requests, Router, Sim
+from planning.simulate.engine import DecodeEngine, PrefillEngine, Requests
+from planning.simulate.loop import Sim
+from planning.simulate.routing import ModelRoutes, Router
 from tests.simulate.conftest import instance, small_plan
 
 
@@ -258,3 +260,37 @@ def test_prefill_pipeline_keeps_at_most_s_batches_in_flight(pm: PerfModel) -> No
     ttft = np.array(req.t_first) - arrival
     assert not np.isnan(ttft).any() and pe.peak_batch >= 3
     assert ttft.mean() < 0.5 and ttft[-100:].mean() < 0.5  # no backlog at the end of the run
+
+
+def test_tgi_router_runs_a_prompt_step_only_when_the_gate_opens(pm: PerfModel) -> None:
+    """The simulated TGI 2 engine runs waiting prompts only when nothing decodes, when they are at least 0.3 of the
+    running batch, or 19 decode steps after the last prompt step; its TTFT grows, its throughput does not drop."""
+    from planning.perf.engines import published_engine
+    from planning.simulate import benchmark
+    from planning.simulate import run as run_mod
+
+    eng = published_engine(pm, "tgi", "2.0.4", "A10G")
+    assert eng.router is not None
+    kw = dict(input_len=474, output_len=150, concurrency=13, requests=80, chunk_tokens=eng.max_batched_tokens,
+              max_seqs=eng.max_num_seqs, scheduling=eng.scheduling, memory=eng.memory, perf=pm)
+    seen: list[tuple[int, int, int]] = []
+    orig = DecodeEngine._gate_open
+
+    def gate(self: DecodeEngine) -> bool:
+        is_open = orig(self)
+        if is_open and self.router is not None:
+            seen.append((self.b, len(self.prefill_q), self.steps - self.last_prefill))
+        return is_open
+
+    DecodeEngine._gate_open = gate  # type: ignore[method-assign]
+    try:
+        held = benchmark("llama-3-8b", "A10G", router=eng.router, **kw)  # type: ignore[arg-type]
+    finally:
+        DecodeEngine._gate_open = orig  # type: ignore[method-assign]
+    free = benchmark("llama-3-8b", "A10G", **kw)  # type: ignore[arg-type]
+    assert seen and run_mod is not None
+    for b, waiting, since in seen:
+        assert b == 0 or waiting >= eng.router.min_waiting(b) or since >= eng.router.max_decode_steps
+    assert any(b > 0 and since < eng.router.max_decode_steps for b, _w, since in seen)  # the ratio opened it
+    assert held.ttft_ms_mean > free.ttft_ms_mean
+    assert held.output_tokens_per_s > 0.95 * free.output_tokens_per_s

@@ -18,7 +18,9 @@ from planning.allocate.pricers import LocalPricers
 from planning.context import CancelFlag, check_cancel
 from planning.scenario import Scenario
 
-SLACK = 2.0
+# The contract is limit + 2 s, measured by benchmarks/bench_under_load.py; a unit test on a shared machine allows
+# more so that noise cannot fail it (one run took 6.6 s at load 30), still far below a solve that ignores its limit.
+SLACK = 6.0
 
 
 def _limited(preset: str, limit: float) -> Scenario:

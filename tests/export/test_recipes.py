@@ -161,7 +161,7 @@ def preset_exports() -> list[tuple[str, PlanResult, list[Any], dict[str, int]]]:
 
     out = []
     # platform-100 (100 models, every offer of the catalog) is planned with sharing in its own benchmark
-    # (benchmarks/bench_platform.py); a dedicated plan of all its models is not an export test's job
+    # (docs/benchmarks.md, platform-100); a dedicated plan of all its models is not an export test's job
     for name in (n for n in api.list_presets() if n != "platform-100"):
         scenario = api.load_preset_scenario(name)
         plan = api.solve(scenario, with_baselines=False)

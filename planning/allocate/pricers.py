@@ -125,11 +125,11 @@ class RayPricers:
         # unscheduled whenever groups outnumber CPUs (coral-core has more groups than this machine has cores);
         # SPREAD puts the actors over a cluster's nodes
         # an actor whose node dies restarts (up to RAY_RETRIES times) from the group as shipped and re-runs its
-        # call: the search is exact, so the answer is the same (only its placement cache starts over). A call
-        # waits out the restart (max_task_retries=-1: Ray reports the actor "temporarily unavailable" until it
-        # notices the node is gone); past the restarts price_all fails with parallel.ray_failure's message
+        # call: the search is exact, so the answer is the same (only its placement cache starts over). Ray may
+        # report the actor "temporarily unavailable" until it notices the node is gone, which uses up the call's
+        # retries; then price_all fails with parallel.ray_failure's message (a clear error, no lost columns)
         remote = self.ray.remote(num_cpus=0, scheduling_strategy="SPREAD", max_restarts=RAY_RETRIES,
-                                 max_task_retries=-1)(_PricerActor)
+                                 max_task_retries=RAY_RETRIES)(_PricerActor)
         # an actor gets its group without the driver's column pool (the pool is the LP's, not the search's)
         self.actors = [remote.remote(PricedGroup(pg.group, pg.space, pg.demand, pg.t_bar, {})) for pg in self.groups]
 

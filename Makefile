@@ -59,7 +59,8 @@ test: install-dev
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)"
 
-## The Ray backend on a local two-CPU instance (tests marked `ray`; CI runs it after `make test`)
+## The Ray backend on a local two-CPU instance and on a multi-node cluster of `ray start` processes on this
+## machine, a node killed mid-run included (tests marked `ray`; CI runs it after `make test`)
 test-ray: $(UV_READY)
 	$(SYNC) --extra dev --extra ray
 	$(BIN)/python -m pytest -m ray

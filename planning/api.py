@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from planning.api_fanout import sweep, what_if
 from planning.api_outputs import (
     compare_markets,
     export_plan,
@@ -36,7 +37,7 @@ from planning.api_timeline import (
     timeline_samples,
 )
 from planning.catalog.schema import parse_shape
-from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, check_cancel, default_context
+from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, default_context
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
@@ -124,6 +125,7 @@ __all__ = [
     "timeline_samples",
     "validate",
     "variant_label",
+    "what_if",
 ]
 
 SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "planning.allocate.matrix_model",
@@ -367,62 +369,6 @@ def result_summary(result: PlanResult) -> str:
     lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
                  f"baselines {t.get('baselines_seconds', 0):.2f}s")
     return "\n".join(lines) + "\n"
-
-
-def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
-          cancel: CancelToken | None = None, backend: str | None = None, workers: int = 0) -> pd.DataFrame:
-    """Cost of the mixed plan and of each baseline as demand (``kind="demand"``) or SLOs (``"slo"``) scale.
-
-    ``backend="ray"`` (or ``PLANNING_BACKEND=ray``, ``--backend ray``) solves the points as Ray tasks, ``workers``
-    at a time on a local instance (0: one per core); the default solves them here one after another, reusing the
-    engine's warm caches. Same rows either way.
-
-    Returns
-    -------
-    DataFrame with columns x, method, cost_per_hour, served_fraction, feasible.
-    """
-    from planning.parallel import resolve_backend, run_tasks
-
-    if kind not in ("demand", "slo"):
-        raise PlanningError("kind", f"unknown sweep {kind!r}.", 'use "demand" or "slo".')
-    if not values:
-        raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
-    points = [(scenario.to_dict(), kind, float(x)) for x in values]
-    if resolve_backend(backend) == "ray":
-        finished = 0
-
-        def landed(i: int, _rows: list[dict[str, Any]]) -> None:
-            nonlocal finished
-            finished += 1
-            if progress:
-                progress(finished / len(values), f"{kind} ×{values[i]:g}")
-
-        per_point = run_tasks(sweep_point, points, backend="ray", workers=workers or (os.cpu_count() or 1),
-                              cancel=cancel, on_result=landed, what="sweep")
-    else:
-        per_point = []
-        for i, point in enumerate(points):
-            check_cancel(cancel, "sweep")
-            per_point.append(sweep_point(point, cancel=cancel))
-            if progress:
-                progress((i + 1) / len(values), f"{kind} ×{values[i]:g}")
-    return pd.DataFrame([row for rows in per_point for row in rows])
-
-
-def sweep_point(point: tuple[dict[str, Any], str, float], cancel: CancelToken | None = None) -> list[dict[str, Any]]:
-    """One sweep point (scenario as a dict, kind, multiplier) → its rows: the plan and every baseline."""
-    data, kind, x = point
-    scenario = Scenario.from_dict(data)
-    variant = scenario.with_demand_scaled(x) if kind == "demand" else scenario.with_slo_scaled(x)
-    variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
-    res = solve(variant, cancel=cancel)
-    ok = res.status in ("optimal", "feasible")
-    rows = [{"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.comparable_cost if ok else float("nan"),
-             "served_fraction": res.served_fraction, "feasible": ok}]
-    for b in res.baselines:
-        rows.append({"x": x, "method": b.name, "cost_per_hour": b.cost_per_hour if b.feasible else float("nan"),
-                     "served_fraction": b.served_fraction, "feasible": b.feasible})
-    return rows
 
 
 def catalog_frames() -> dict[str, pd.DataFrame]:

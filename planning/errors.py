@@ -28,6 +28,19 @@ class PlanningError(ValueError):
             message += f" Fix: {fix}"
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle as (class, field, problem, fix, attributes), whatever a subclass's ``__init__`` takes: an error
+        raised in a pool worker or a Ray task reaches the caller as itself (a subclass with other arguments
+        would otherwise fail to unpickle, and the pool would report a broken process instead)."""
+        return (_rebuild, (type(self), self.field, self.problem, self.fix, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[PlanningError], field: str, problem: str, fix: str, state: dict[str, object]) -> PlanningError:
+    err = cls.__new__(cls)
+    PlanningError.__init__(err, field, problem, fix)
+    err.__dict__.update(state)
+    return err
+
 
 class UnknownIdError(PlanningError):
     """An id that is not in the catalog; the message lists the closest known ids."""

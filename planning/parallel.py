@@ -1,20 +1,21 @@
 """Where independent pieces of work run: the embedded process pool (default) or Ray (optional, beyond one machine).
 
 Two kinds of fan-out use it: a template-library build (batches of multiset chunks, ``templates/library.py``) and
-scenario fan-out (sweep points, ``api.sweep``). Both are lists of independent tasks whose results are merged in
+scenario fan-out (sweep points and what-if variants, ``api_fanout``). Both are lists of independent tasks whose results are merged in
 task order, so every backend gives the same answer as the serial run.
 
 Backends:
 
 ``process``
     One long-lived ``spawn`` process pool per worker count (``templates/pool.py``) for library batches; sweep
-    points run one after another in this process, where the engine's warm caches (T̂ tables, multiset spaces)
-    make a point after the first cheap.
+    points and what-if variants run one after another in this process, where the engine's warm caches (T̂
+    tables, multiset spaces) make a point after the first cheap, or on the pool with ``workers`` ≥ 2.
 ``ray``
     Ray tasks (``pip install 'planning[ray]'``). ``PLANNING_RAY_ADDRESS`` names an existing cluster
     (``ray://host:10001`` or ``auto``), whose nodes must have the same ``planning`` version installed; without it a
     local Ray instance starts with one CPU per core (or ``workers``). Reach for it when one machine is not enough:
-    many-point sweeps, what-if fan-out, library builds of the whole catalog.
+    many-point sweeps, what-if fan-out, library builds of the whole catalog. A task whose node dies is re-run
+    elsewhere (:data:`RAY_RETRIES`); past that the fan-out raises a ``PlanningError`` (:func:`ray_failure`).
 
 The backend is chosen per call (``backend=``), else by ``PLANNING_BACKEND``, else ``process``; the CLI's
 ``--backend`` sets it for the command.
@@ -33,6 +34,9 @@ from planning.errors import PlanningError
 
 BACKENDS: tuple[str, ...] = ("process", "ray")
 POLL_S = 0.2  # how often a waiting fan-out looks at its cancel token
+RAY_RETRIES = 3
+"""Times Ray re-runs a task (or restarts a pricing actor) whose worker or node died: the work is pure, so a
+re-run gives the same answer; past that the fan-out fails with :func:`ray_failure`'s message, never a hole."""
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -90,6 +94,25 @@ def ray_module(num_cpus: int | None = None) -> Any:
                 raise PlanningError("backend", f"could not start or reach {where}: {str(exc)[:200]}.",
                                     "check the address and that the cluster runs, or use --backend process.") from None
     return ray
+
+
+def ray_failure(exc: BaseException, what: str) -> PlanningError | None:
+    """A clear error for a Ray *system* failure (a worker, node or object lost after the retries), else None.
+
+    An exception the task itself raised (``RayTaskError``, e.g. a ``PlanningError`` from a bad point) is not
+    a system failure: Ray re-raises it as the task's own exception type, and it propagates unchanged.
+    """
+    try:
+        from ray import exceptions as rex
+    except ImportError:  # pragma: no cover - only called once Ray is running
+        return None
+    if not isinstance(exc, rex.RayError) or isinstance(exc, rex.RayTaskError):
+        return None
+    kind = type(exc).__name__
+    detail = " ".join(str(exc).split())[:200]
+    return PlanningError("backend", f"{what} lost work on the Ray cluster ({kind}, after {RAY_RETRIES} retries): "
+                         f"{detail}.", "check that the cluster's nodes are up (`ray status`) and run it again, "
+                         "or use --backend process.")
 
 
 def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None = None, workers: int = 1,
@@ -157,7 +180,8 @@ def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cance
              on_result: Callable[[int, Any], None] | None, what: str, results: list[Any]) -> list[Any]:
     ray = ray_module(workers if workers > 1 else None)
     check_cancel(cancel, what)
-    remote = ray.remote(fn)
+    # a task whose node dies is re-run elsewhere (pure work: same answer); its own exceptions are not retried
+    remote = ray.remote(max_retries=RAY_RETRIES, retry_exceptions=False)(fn)
     refs = [remote.remote(item) for item in items]
     index = {ref: i for i, ref in enumerate(refs)}
     pending = list(refs)
@@ -165,7 +189,13 @@ def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cance
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
             for ref in ready:
-                results[index[ref]] = ray.get(ref)
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except Exception as exc:
+                    lost = ray_failure(exc, what)
+                    if lost is None:
+                        raise
+                    raise lost from None
                 if on_result:
                     on_result(index[ref], results[index[ref]])
             if cancel is not None and cancel.is_set():

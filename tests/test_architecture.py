@@ -104,7 +104,7 @@ def _rooms_imported(room: str) -> set[str]:
     return {m.split(".")[1] for p in files for m in _planning_modules(p) if m != "planning"} - {room}
 
 
-ORCHESTRATION = {"api", "api_simulate", "pipeline", "assemble", "whatif", "jobs", "viz", "commands"}
+ORCHESTRATION = {"api", "api_fanout", "api_simulate", "pipeline", "assemble", "whatif", "jobs", "viz", "commands"}
 
 
 def test_rooms_import_only_downstream() -> None:

@@ -119,16 +119,22 @@ class RayPricers:
     def _start(self) -> None:
         """The actors, started at the first round (so they get the placements the seed columns already made)."""
         from planning.allocate.pricing import PricedGroup
+        from planning.parallel import RAY_RETRIES
 
         # num_cpus=0: an actor waits between rounds and a round is short, so a CPU each would leave groups
         # unscheduled whenever groups outnumber CPUs (coral-core has more groups than this machine has cores);
         # SPREAD puts the actors over a cluster's nodes
-        remote = self.ray.remote(num_cpus=0, scheduling_strategy="SPREAD")(_PricerActor)
+        # an actor whose node dies restarts (up to RAY_RETRIES times) from the group as shipped and re-runs its
+        # call: the search is exact, so the answer is the same (only its placement cache starts over). Ray may
+        # report the actor "temporarily unavailable" until it notices the node is gone, which uses up the call's
+        # retries; then price_all fails with parallel.ray_failure's message (a clear error, no lost columns)
+        remote = self.ray.remote(num_cpus=0, scheduling_strategy="SPREAD", max_restarts=RAY_RETRIES,
+                                 max_task_retries=RAY_RETRIES)(_PricerActor)
         # an actor gets its group without the driver's column pool (the pool is the LP's, not the search's)
         self.actors = [remote.remote(PricedGroup(pg.group, pg.space, pg.demand, pg.t_bar, {})) for pg in self.groups]
 
     def price_all(self, calls: Sequence[PriceCall], cancel: CancelToken | None = None) -> list[Priced]:
-        from planning.parallel import POLL_S
+        from planning.parallel import POLL_S, ray_failure
 
         check_cancel(cancel, "pricing search")
         if not self.actors:
@@ -144,8 +150,15 @@ class RayPricers:
             for ref in pending:
                 self.ray.cancel(ref, force=False)
         check_cancel(cancel, "pricing search")
+        try:
+            answers = self.ray.get(refs)
+        except Exception as exc:
+            lost = ray_failure(exc, "a pricing round")
+            if lost is None:
+                raise
+            raise lost from None
         out = []
-        for call, (priced, new, work) in zip(calls, self.ray.get(refs), strict=True):
+        for call, (priced, new, work) in zip(calls, answers, strict=True):
             _merge(self.groups[call.group].space, new, work)
             out.append(priced)
         return out

@@ -157,12 +157,50 @@ def _kvpr_pool(models: Sequence[TailModel], t: NodeType) -> list[Node] | None:
     return None
 
 
+SPILL_ROUNDS = 8
+
+
+def _pools_within_availability(models: Sequence[TailModel], types: Sequence[NodeType]) -> list[Node] | None:
+    """One pool per node type when the cheapest types are scarce: each model (largest first) goes to the
+    cheapest type for it (price × node share) that still has room, a type's room being its availability
+    filled by the node shares of the models sent to it. A pool Alg. 1 cannot place within availability
+    shrinks its type's room by a quarter and the assignment is redone (at most ``SPILL_ROUNDS`` times)."""
+    by_key = {t.key: t for t in types}
+    room = {t.key: float(t.available) for t in types}
+    order = sorted(models, key=lambda m: (-m.memory_gb, m.id))
+    ranked = {m.id: sorted((t for t in types if _alone(m, t)),
+                           key=lambda t: (t.price_per_hour * _node_share(m, t), t.key)) for m in models}
+    for _ in range(SPILL_ROUNDS):
+        used: dict[str, float] = {}
+        groups: dict[str, list[TailModel]] = {}
+        for m in order:
+            t = next((t for t in ranked[m.id] if used.get(t.key, 0.0) + _node_share(m, t) <= room[t.key] + 1e-9),
+                     None)
+            if t is None:
+                return None
+            used[t.key] = used.get(t.key, 0.0) + _node_share(m, t)
+            groups.setdefault(t.key, []).append(m)
+        nodes: list[Node] = []
+        short = False
+        for key, group in groups.items():
+            pool = _kvpr_pool(group, by_key[key])
+            if pool is None:
+                room[key] *= 0.75
+                short = True
+            else:
+                nodes += pool
+        if not short:
+            return nodes
+    return None
+
+
 def kvpr_packing(models: Sequence[TailModel], types: Sequence[NodeType]) -> Packing:
     """The heuristic shared pool (module docstring): Alg. 1 placement sized per node type, cheapest kept.
 
     Two kinds of pools are tried: one node type for every model (Prism's setting: identical GPUs), and one
     pool per type with each model on the type that is cheapest for it (price × its node share, see
-    ``_node_share``). The cheaper feasible one is returned.
+    ``_node_share``). The cheaper feasible one is returned. When neither fits the availability (many models,
+    scarce cheap types), models spill over to their next cheapest types (``_pools_within_availability``).
 
     Raises
     ------
@@ -191,6 +229,12 @@ def kvpr_packing(models: Sequence[TailModel], types: Sequence[NodeType]) -> Pack
     else:
         cost = sum(by_key[n.type].price_per_hour for n in mixed)
         options.append((cost, mixed, (f"one pool per node type ({', '.join(sorted(groups))}).",)))
+    if not options:  # every model's cheapest type cannot hold its pool: spill over to the next cheapest
+        spilled = _pools_within_availability(models, types)
+        if spilled is not None:
+            used = sorted({n.type for n in spilled})
+            options.append((sum(by_key[n.type].price_per_hour for n in spilled), spilled,
+                            (f"one pool per node type, spilled over within availability ({', '.join(used)}).",)))
     if not options:
         return Packing((), math.inf, "infeasible", "kvpr", seconds=time.perf_counter() - t0,
                        notes=("no KVPR pool fits within availability.",))

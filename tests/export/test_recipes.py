@@ -160,7 +160,9 @@ def preset_exports() -> list[tuple[str, PlanResult, list[Any], dict[str, int]]]:
     from planning.resolve import resolve_scenario
 
     out = []
-    for name in api.list_presets():
+    # platform-100 (100 models, every offer of the catalog) is planned with sharing in its own benchmark
+    # (docs/benchmarks.md, platform-100); a dedicated plan of all its models is not an export test's job
+    for name in (n for n in api.list_presets() if n != "platform-100"):
         scenario = api.load_preset_scenario(name)
         plan = api.solve(scenario, with_baselines=False)
         specs = resolve_scenario(scenario, api.engine_context().catalog).specs

@@ -95,3 +95,19 @@ def test_ttft_rows_separate_models_that_would_fit_by_memory_and_compute() -> Non
 def test_model_that_fits_nowhere_is_an_instruction() -> None:
     with pytest.raises(PlanningError, match="dedicated"):
         kvpr_packing([TailModel("big", 90.0, 5.0, 1.0, {"r 1xH100": 0.1})], TYPES)
+
+
+def test_kvpr_spills_over_when_the_cheapest_type_is_scarce() -> None:
+    """Twelve models whose cheapest type (L40S per model) has room for ten at most: neither one pool of one type nor each model on
+    its cheapest type fits the availability; the spill-over pools do, are valid, and the exact packing (which
+    can only be cheaper) confirms the instance is feasible."""
+    types = [NodeType("r 1xL4", 0.80, 2, 21.6), NodeType("r 1xL40S", 1.86, 2, 43.0),
+             NodeType("r 1xH100", 4.3, 1, 72.0)]
+    models = [TailModel(f"m{k}", 6.4, 2.0, 0.1, {"r 1xL4": 0.45, "r 1xL40S": 0.2, "r 1xH100": 0.1})
+              for k in range(12)]
+    heur = kvpr_packing(models, types)
+    assert heur.feasible and "spilled over" in heur.notes[0]
+    _valid(heur, models, types)
+    assert len({n.type for n in heur.nodes}) >= 2  # no one type holds them all
+    exact = exact_packing(models, types)
+    assert exact.feasible and exact.cost_per_hour <= heur.cost_per_hour + 1e-9

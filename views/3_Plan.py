@@ -43,8 +43,8 @@ if stats.get("templates_total"):
     if "templates_in_ilp" in stats:
         line += (f"; the LP bound (${stats.get('lp_bound_per_hour', 0):,.2f}/h) priced out all but "
                  f"{int(stats['templates_in_ilp']):,} of them before the ILP")
-        if stats.get("reduction_certified"):
-            line += ", and the plan is certified optimal over all of them"
+        if result.certified:  # the badge reads the gap: "proven optimal … (gap 0)" or "within x % …"
+            line += f"; the plan is {result.proof()}"
     st.caption(line + ".")
 widgets.provenance_badges(result.provenance)
 if result.instances:

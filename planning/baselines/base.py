@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
+from planning.allocate.solvers import reached_gap
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
@@ -92,7 +93,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     res = solve_allocation(replace(cost_problem, time_limit_s=min(cost_problem.time_limit_s, BASELINE_LIMIT_S)),
                            diagnose=False)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
-        note = note_ok if res.status == "optimal" else (
+        note = note_ok if reached_gap(res.gap, cost_problem.mip_rel_gap) else (
             f"{note_ok}; its ILP stopped after {BASELINE_LIMIT_S:g} s within {100 * (res.gap or 0.0):.1f} % of its "
             "optimum (this baseline's best cost may be up to that much lower)")
         return _wrap(name, res, True, note)
@@ -107,7 +108,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0
     short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
-    proven = served.phases[0].status == "optimal" if served.phases else False
+    proven = reached_gap(served.phases[0].gap, served_problem.mip_rel_gap) if served.phases else False
     bound = served.phases[0].bound if served.phases else None
     best = (f"best uniform fraction {100 * alpha:.1f} %" if proven or bound is None else
             f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound)):.1f} %; "

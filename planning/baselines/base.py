@@ -138,16 +138,19 @@ Strategy = Callable[..., BaselineResult]
 
 
 def _registry() -> dict[str, Strategy]:
+    from planning.baselines.cauchy import cauchy
     from planning.baselines.homo import homo_greedy, homo_ilp
     from planning.baselines.memp import memp
 
-    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "memp": memp}
+    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "cauchy": cauchy, "memp": memp}
 
 
 def baseline_names(problem: AllocationProblem) -> list[str]:
-    """All baselines applicable to ``problem``: homo, homo-ilp, one ``single:<gpu>`` per GPU type, memp."""
+    """All baselines applicable to ``problem``: homo, homo-ilp, cauchy (when some model is planned in both
+    phases: Cauchy deploys prefill–decode combos), one ``single:<gpu>`` per GPU type, memp."""
     gpus = sorted({g for t in problem.templates for g in t.gpu_types})
-    return ["homo", "homo-ilp", *[f"single:{g}" for g in gpus], "memp"]
+    disaggregated = any(len(link) >= 2 for link in problem.links)
+    return ["homo", "homo-ilp", *(["cauchy"] if disaggregated else []), *[f"single:{g}" for g in gpus], "memp"]
 
 
 def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> BaselineResult:
@@ -157,8 +160,8 @@ def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> Basel
     ----------
     name:
         ``"homo"`` (Coral's greedy, homogeneous replicas), ``"homo-ilp"`` (joint ILP, homogeneous templates
-        only), ``"single:<gpu>"`` (Mélange: one GPU type for everything) or ``"memp"`` (LLMFabric's
-        memory-proportional split).
+        only), ``"cauchy"`` (Cauchy's GPU combos as Coral ran it), ``"single:<gpu>"`` (Mélange: one GPU type for
+        everything) or ``"memp"`` (LLMFabric's memory-proportional split).
     problem:
         The allocation problem (objective and budget are ignored: baselines meet demand at least cost or say
         how much they fall short).

@@ -395,6 +395,8 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
+    if method == "exact" and why_not is not None:
+        notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
         return _solve_shared(scenario, ctx, method, threshold, shared_ids, dedicated_ids, notes, deadline, t0, step,
                              solve_dedicated, progress, cancel)
@@ -512,8 +514,6 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                      f"estimate; lowest {low[0][1]} {low[0][0]:.1%}): check them in the simulator.")
     if method == "kvpr":
         notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
-    elif why_not is not None:
-        notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     timings["total_seconds"] = time.perf_counter() - t0
     return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
                          dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))

@@ -380,6 +380,8 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
         base[gi] = float((y_d[:, gi] * p.demand[:, gi]).sum() + (y_n[:, gi] * d.card[:, gi]).sum()) - pen0
         rc = rc_np[gi]
         finite = np.argwhere(np.isfinite(rc))
+        if finite.size and float(rc[finite[:, 0], finite[:, 1]].min()) < -1e-7 * max(1.0, d.max_cost):
+            return None  # these duals are not feasible for the group alone (a pairing dual dropped): no base_g
         order = finite[np.argsort(rc[finite[:, 0], finite[:, 1]], kind="stable")[:COVER_SEED]]
         seed = {(int(i), int(r)) for i, r in order} | set(running) | {(i, r) for (g2, i, r) in m.pairs if g2 == gi}
 
@@ -392,13 +394,14 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
         seed_l = sorted(seed)
         upper, _ = _cover(d, gi, seed_l, w_of(seed_l), running, per)
         if not math.isfinite(upper):
-            return None
+            L[gi] = base[gi]  # no cover found in time: the group's LP dual value is still a bound
+            continue
         keep = {(int(i), int(r)) for i, r in np.argwhere(rc <= upper - base[gi] + 1e-9 * max(1.0, abs(upper)))}
         rows = sorted(keep | seed)
         _value, bound = _cover(d, gi, rows, w_of(rows), running, per)
-        L[gi] = min(bound, upper)
-        if not math.isfinite(L[gi]):
-            return None  # no bound on this group's cover in time: only the LP bound and plain fixing hold
+        # the cover's dual bound (−inf when its search had none in time); never below base_g, the value of a
+        # dual-feasible point of the group's LP (every pair's cheapest lifetime has rc ≥ 0 at these duals)
+        L[gi] = max(base[gi], min(bound, upper))
     z_lb = float(L.sum() + (sigma * p.available).sum())
     return _Lagrange(z_lb, L, base)
 
@@ -597,7 +600,8 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         return HorizonPlan("infeasible", (), math.inf, math.inf, None, True, stats)
     bound = z_lp if converged else -math.inf
     cover_s = COVER_LIMIT_S * len(problem.groups) * max(1.0, problem.epochs / 3)  # longer horizons: larger covers
-    lag = _lagrangian(d, m, y, rc_np, min(cover_s, 0.3 * left())) if converged else None
+    lag = _lagrangian(d, m, y, rc_np, min(cover_s, 0.5 * left())) if converged else None
+    stats["lagrangian_seconds"] = time.perf_counter() - t0 - stats["lp_seconds"]
     if lag is not None:
         bound = max(bound, lag.z_lb)
         stats["lagrangian_bound"] = lag.z_lb

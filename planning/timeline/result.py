@@ -106,6 +106,29 @@ class TimelineResult:
                          "epochs_short": int(row["epochs_short"])}
         return out
 
+    def policies_frame(self) -> pd.DataFrame:
+        """One row per policy run: its label, total over the horizon and per month, churn, worst served fraction,
+        how far above the offline optimum it is (when that ran), and what was proven about the offline plan."""
+        totals = self.policy_totals()
+        offline = totals.get("offline", {}).get("total_cost")
+        rows = []
+        for name, t in totals.items():
+            total = t.get("total_cost")
+            proof = ""
+            if name == "offline":
+                gap, bound = t.get("gap"), t.get("bound")
+                proof = ("certified optimal (gap 0)" if t.get("status") == "optimal" else
+                         f"within {gap:.2%} of the proven bound ${bound:,.2f}" if gap is not None and bound is not None
+                         else "not proven")
+            churn = t.get("churn") or {}
+            rows.append({"policy": t.get("label", name), "total_cost": total,
+                         "month_cost": t.get("total_cost_month"),
+                         "nodes_started": churn.get("nodes_started"), "nodes_stopped": churn.get("nodes_stopped"),
+                         "min_served_fraction": t.get("min_served_fraction"),
+                         "above_offline_pct": (100 * (total - offline) / offline if offline and total is not None
+                                               and name != "offline" else None), "proof": proof})
+        return pd.DataFrame(rows)
+
     @property
     def horizon_hours(self) -> float:
         return self.epoch_hours * len(self.epochs)

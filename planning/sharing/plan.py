@@ -387,14 +387,19 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     from planning.sharing.joint_plan import solve_joint_sharing, supported
 
     why_not = supported(scenario)
-    if method == "exact" and why_not is None:  # one model decides the split (or solves the threshold's exactly)
-        return cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
-                                                       solve_dedicated=solve_dedicated, progress=progress,
-                                                       cancel=deadline))
-    step(0.0, "profiling the shared models")
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
+    if method == "exact" and why_not is None:  # one model decides the split (or solves the threshold's exactly)
+        try:
+            return cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
+                                                           solve_dedicated=solve_dedicated, progress=progress,
+                                                           cancel=deadline))
+        except Cancelled as exc:
+            if not deadline.timed_out() or exc.reason != "time limit":
+                raise
+            return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+    step(0.0, "profiling the shared models")
     if method == "exact" and why_not is not None:
         notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
@@ -403,10 +408,17 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     except Cancelled as exc:
         if not deadline.timed_out() or exc.reason != "time limit":
             raise
-        return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
-                             tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
-                             (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
-                              "before both parts had a plan; no plan. Fix: raise options.time_limit_s."))
+        return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+
+
+def _no_plan_in_time(scenario: Scenario, method: str, threshold: float | None, shared_ids: Sequence[str],
+                     dedicated_ids: Sequence[str], notes: Sequence[str], exc: Cancelled, t0: float) -> SharingResult:
+    """The answer when the time limit came before both parts (or the joint model) had a plan: status
+    ``time_limit``, no plan, the step it stopped at and the fix."""
+    return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
+                         tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
+                         (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
+                          "before a plan was found; no plan. Fix: raise options.time_limit_s."))
 
 
 def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold: float | None,

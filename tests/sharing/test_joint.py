@@ -226,3 +226,21 @@ def test_long_tail_cli_reports_the_split(tmp_path: Any) -> None:
     shared = [m["model"] for n in d["shared_nodes"] for m in n["models"]]
     assert all(rates[m] < 1.0 for m in shared)  # the preset's threshold (1 req/s) is a constraint
     assert sorted(shared + d["sharing"]["dedicated_models"]) == sorted(rates)
+
+
+def test_joint_path_at_its_time_limit_returns_time_limit_not_a_traceback(small: dict[str, Any]) -> None:
+    """A time limit that passes before the joint model has a plan (here inside the library build) gives status
+    ``time_limit`` with the step and the fix, as the part-by-part path does; a caller's cancel still raises."""
+    from planning.context import CancelFlag, Cancelled
+    from planning.scenario import Scenario
+    from planning.sharing import solve_shared
+
+    small["options"].update(sharing="exact", time_limit_s=1e-6)
+    res = solve_shared(Scenario.from_dict(small))
+    assert res.status == "time_limit" and not res.shared_nodes and res.dedicated is None
+    assert any("time limit" in n and "options.time_limit_s" in n for n in res.notes)
+    flag = CancelFlag()
+    flag.cancel()
+    small["options"].update(time_limit_s=30)
+    with pytest.raises(Cancelled):
+        solve_shared(Scenario.from_dict(small), cancel=flag)

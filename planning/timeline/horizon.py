@@ -503,11 +503,8 @@ def _ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float, g
     lp.a_matrix_.value_ = mat.data
     lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer]
     h.passModel(lp)
-    if start is not None:  # a known schedule (e.g. the previous look-ahead step's, shifted) as a MIP start
-        x0 = np.zeros(n)
-        for q, key in enumerate(pairs):
-            for e in range(min(E, len(start))):
-                x0[nu_cols[q] + e] = float(start[e].get(key, 0))
+    if start is not None:  # a known schedule (another policy's, or the previous step's shifted) as a MIP start
+        x0 = _start_vector(d, pairs, nu_cols, start, n)
         sol = highspy.HighsSolution()
         sol.col_value = list(x0)
         h.setSolution(sol)
@@ -528,6 +525,33 @@ def _ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float, g
             if v > 0:
                 counts[e][key] = v
     return status, float(info.objective_function_value), bound, counts
+
+
+def _start_vector(d: _Data, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
+                  start: Sequence[Mapping[tuple[int, int, int], int]], n: int) -> np.ndarray:
+    """A complete MIP start from instance counts: ν as given (epochs past the schedule hold its last epoch), the
+    start-up I = max(0, K·h·c·(ν_e − ν_{e−1})) and each link's regional shares s = min(1, capacity / demand) of
+    both phases, so HiGHS can accept it whole (a start that misses demand is rejected by HiGHS, harmlessly)."""
+    p = d.p
+    E, R, G = p.epochs, len(p.regions), len(p.groups)
+    links = p.links if d.link_of else ()
+    x0 = np.zeros(n)
+    cap = np.zeros((E, G, R))
+    for q, key in enumerate(pairs):
+        gi, i, r = key
+        nu = np.array([float(start[min(e, len(start) - 1)].get(key, 0)) if start else 0.0 for e in range(E)])
+        x0[nu_cols[q]:nu_cols[q] + E] = nu
+        cap[:, gi, r] += nu * float(p.groups[gi].throughput[i])
+        if p.K > 0:
+            kc = p.K * p.hours * float(d.cost[gi][i, r])
+            before = np.concatenate([[float(p.running.get(key, 0))], nu[:-1]])
+            x0[nu_cols[q] + E:nu_cols[q] + 2 * E] = np.maximum(0.0, kc * (nu - before))
+    for e in range(E):
+        for li, (gp, gd) in enumerate(links):
+            for r in range(R):
+                share = [cap[e, g, r] / p.demand[e, g] for g in (gp, gd) if p.demand[e, g] > 0]
+                x0[(e * len(links) + li) * R + r] = min([1.0, *share])
+    return x0
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -609,7 +633,9 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
     value = math.inf
     target = bound * (1 + TARGET_START) + 1e-9 if converged else math.inf
     certified = False
-    keep_always = set(m.pairs)
+    keep_always = set(m.pairs)  # (a superset of the pairs a plan ≤ target can use keeps every claim below)
+    if start is not None:  # the start's own pairs, so the ILP can take it whole
+        keep_always.update(k for counts in start for k, v in counts.items() if v > 0 and k[0] < len(problem.groups))
     for _attempt in range(MAX_ATTEMPTS):
         caller()
         if left() <= 0.05:

@@ -463,7 +463,19 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
         runs.myopic_solves[t] = solved
         return dict(solved.counts)
 
-    for p in wanted:
+    def myopic_schedule() -> policies.Schedule:
+        t0 = time.perf_counter()
+        prev: dict[tuple[str, str], int] = {}
+        counts = []
+        for t in range(len(scns)):
+            solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
+                                        goodput_fallback=opts.goodput_fallback, cancel=cancel)
+            prev = dict(solved.counts)
+            counts.append(prev)
+        return policies.Schedule("myopic", counts, seconds=time.perf_counter() - t0)
+
+    # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it)
+    for p in sorted(wanted, key=lambda q: q == "offline"):
         assert adapter is not None
         if progress:
             progress(0.3, f"{policies.policy_label(p, horizon)}: planning {len(scns)} epochs")
@@ -474,18 +486,14 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
             runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
                                                    myopic=myopic, cancel=cancel, on_epoch=step)
         else:
+            start = runs.schedules.get("lookahead")
+            if start is None or not start.counts:
+                start = runs.schedules.setdefault("myopic", myopic_schedule())
             runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s, mip_rel_gap=gap,
-                                                 cancel=cancel)
-    if "myopic" in opts.policies[1:]:  # compared only: the myopic loop's counts, without the detail
-        t0 = time.perf_counter()
-        prev: dict[tuple[str, str], int] = {}
-        counts = []
-        for t in range(len(scns)):
-            solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
-                                        goodput_fallback=opts.goodput_fallback, cancel=cancel)
-            prev = dict(solved.counts)
-            counts.append(prev)
-        runs.schedules["myopic"] = policies.Schedule("myopic", counts, seconds=time.perf_counter() - t0)
+                                                 cancel=cancel, start=start.counts or None)
+    if "myopic" in opts.policies[1:] and "myopic" not in runs.schedules:  # compared only: the loop's counts
+        runs.schedules["myopic"] = myopic_schedule()
+    runs.schedules = {p: runs.schedules[p] for p in opts.policies if p in runs.schedules}
     return runs
 
 

@@ -120,13 +120,18 @@ class HorizonAdapter:
 
     def problem(self, first: int, last: int, running: Counts) -> HorizonProblem:
         """Epochs ``first`` … ``last − 1`` with ``running`` as ν′."""
-        run = {}
-        for (key, region), n in running.items():
-            if n > 0 and key in self.row_of and region in self.regions:
-                gi, i = self.row_of[key]
-                run[(gi, i, self.regions.index(region))] = int(n)
+        run = self.keys_of(running)
         return HorizonProblem(self.groups, self.regions, self.shapes, self.prices, self.available[first:last],
                               self.demand[first:last], self.hours, self.K, run, self.links)
+
+    def keys_of(self, counts: Counts) -> dict[tuple[int, int, int], int]:
+        """``counts`` keyed as the horizon MILP keys its pairs: (group, row, region); unknown keys dropped."""
+        out = {}
+        for (key, region), n in counts.items():
+            if n > 0 and key in self.row_of and region in self.regions:
+                gi, i = self.row_of[key]
+                out[(gi, i, self.regions.index(region))] = int(n)
+        return out
 
     def counts(self, plan_counts: Mapping[tuple[int, int, int], int]) -> Counts:
         return {(self.groups[gi].keys[i], self.regions[r]): int(n) for (gi, i, r), n in plan_counts.items() if n > 0}
@@ -161,7 +166,7 @@ def lookahead(adapter: HorizonAdapter, horizon: int, *, time_limit_s: float, mip
     previous: HorizonPlan | None = None
     for t in range(adapter.epochs):
         last = min(t + horizon, adapter.epochs)
-        start = list(previous.counts[1:]) if previous is not None and previous.has_plan else None
+        start = (list(previous.counts[1:]) or None) if previous is not None and previous.has_plan else None
         plan = solve_horizon(adapter.problem(t, last, prev), time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap,
                              cancel=cancel, start=start)
         if plan.has_plan:
@@ -187,11 +192,12 @@ def lookahead(adapter: HorizonAdapter, horizon: int, *, time_limit_s: float, mip
 
 
 def offline(adapter: HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,
-            cancel: CancelToken | None = None) -> Schedule:
-    """Every epoch at once (the offline optimum, certified, or the best plan with its proven gap)."""
+            cancel: CancelToken | None = None, start: Sequence[Counts] | None = None) -> Schedule:
+    """Every epoch at once (the offline optimum, certified, or the best plan with its proven gap). ``start``:
+    another policy's schedule, a MIP start (so a time-limited answer is never dearer than it)."""
     t0 = time.perf_counter()
     plan = solve_horizon(adapter.problem(0, adapter.epochs, {}), time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap,
-                         cancel=cancel)
+                         cancel=cancel, start=None if start is None else [adapter.keys_of(c) for c in start])
     if not plan.has_plan:
         why = ("some epoch's demand cannot be met with its availability" if plan.lp_slack
                else f"no plan within {time_limit_s:g} s")

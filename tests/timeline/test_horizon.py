@@ -143,3 +143,30 @@ def test_the_lagrangian_bound_is_used_and_valid() -> None:
             used += 1
             assert plan.stats["lagrangian_bound"] <= plan.value + 1e-6 * max(1.0, plan.value)
     assert used >= 8
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_schedule_as_mip_start_is_taken_whole(seed: int) -> None:
+    """Another policy's schedule (the rolling horizon's) handed to the MILP as a start: the answer is never dearer
+    than it, even when the MILP has no time to improve on it (the start vector fills I and the regional shares)."""
+    p = _problem(seed, epochs=5)
+    d = _Data.build(p)
+    prev: dict = dict(p.running)
+    schedule, total = [], 0.0
+    for t in range(p.epochs):
+        sub = HorizonProblem(p.groups, p.regions, p.shapes, p.prices, p.available[t:t + 2], p.demand[t:t + 2],
+                             p.hours, p.K, prev, p.links)
+        step = solve_horizon(sub, time_limit_s=60)
+        if not step.has_plan:
+            return
+        now = step.counts[0]
+        for (gi, i, r), n in now.items():
+            c = float(d.cost[gi][i, r])
+            total += p.hours * c * n + p.K * p.hours * c * max(0, n - prev.get((gi, i, r), 0))
+        schedule.append(dict(now))
+        prev = dict(now)
+    pairs = sorted({k for counts in schedule for k in counts})
+    status, value, _bound, counts = _ilp(d, pairs, 1e-3, 0.0, schedule)
+    assert counts and value <= total + 1e-6 * max(1.0, total)
+    plan = solve_horizon(p, time_limit_s=120, start=schedule)
+    assert plan.has_plan and plan.value <= total + 1e-6 * max(1.0, total)

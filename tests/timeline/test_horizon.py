@@ -11,7 +11,8 @@ import random
 import numpy as np
 import pytest
 
-from planning.timeline.horizon import HorizonGroup, HorizonProblem, _Data, _ilp, solve_horizon
+from planning.timeline.horizon import HorizonGroup, HorizonProblem, _Data, solve_horizon
+from planning.timeline.horizon_ilp import pairs_ilp as _ilp
 
 
 def _problem(seed: int, epochs: int = 4, tiny: bool = False) -> HorizonProblem:
@@ -166,7 +167,7 @@ def test_a_schedule_as_mip_start_is_taken_whole(seed: int) -> None:
         schedule.append(dict(now))
         prev = dict(now)
     pairs = sorted({k for counts in schedule for k in counts})
-    status, value, _bound, counts = _ilp(d, pairs, 1e-3, 0.0, schedule)
+    _status, value, _bound, counts = _ilp(d, pairs, 1e-3, 0.0, schedule)
     assert counts and value <= total + 1e-6 * max(1.0, total)
     plan = solve_horizon(p, time_limit_s=120, start=schedule)
     assert plan.has_plan and plan.value <= total + 1e-6 * max(1.0, total)

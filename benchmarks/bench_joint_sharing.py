@@ -54,6 +54,9 @@ def run(name: str, s: Scenario, runs: int) -> None:
           f"{cheaper}")
     print(f"  wall {statistics.median(times):.1f} s median of {runs} ({', '.join(f'{t:.1f}' for t in times)}); "
           f"LP rounds {res.stats.get('lp_rounds', 0):.0f}, patterns in the ILP {res.stats.get('patterns_in_ilp', 0):,.0f}")
+    print(f"  timings {({k: round(v, 1) for k, v in res.timings.items()})}")
+    for note in res.notes:
+        print(f"  note: {note}")
 
 
 def main() -> None:
@@ -67,7 +70,7 @@ def main() -> None:
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     base = api.load_preset_scenario("long-tail")
     t0 = time.perf_counter()  # build (or load) the template libraries once, outside the timed runs
-    solve_shared(replace(base, options=replace(base.options, time_limit_s=1800.0)), method="exact")
+    solve_shared(replace(base, options=replace(base.options, time_limit_s=max(args.time_limit, 120.0))), method="exact")
     print(f"# warm-up (libraries built or loaded, one solve): {time.perf_counter() - t0:.1f} s")
     lt = replace(base, options=replace(base.options, time_limit_s=args.time_limit))
     if args.only in (None, "long-tail"):

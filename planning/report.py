@@ -152,7 +152,7 @@ def build_report(result: PlanResult) -> Report:
     provisioning = result.provisioning_per_hour
     if ok:
         headline = [
-            f"Status: **{result.status}**" + (f" (optimality gap {share(result.mip_gap)})" if result.mip_gap else "")
+            f"Status: **{result.status}** ({result.proof()})"
             + f"; serves {share(result.served_fraction)} of the demand.",
             f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
             f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",

@@ -318,6 +318,25 @@ class PlanResult:
         """True when the solver returned a plan (optimal or feasible)."""
         return self.status in ("optimal", "feasible")
 
+    @property
+    def certified(self) -> bool:
+        """The reduction certificate holds and the solve was not stopped by its time limit: the optimum over every
+        serving template lies within the templates the ILP saw (``stats["reduction_certified"]``)."""
+        return bool(self.stats.get("reduction_certified")) and not self.stopped_at and self.has_plan
+
+    def proof(self) -> str:
+        """What the solve proved, in words that match it (one wording for the KPIs, the summary and the report):
+        "proven optimal (gap 0)", "within 0.42 % of the optimum (proven gap)", "best plan found, gap not bounded",
+        or "no plan". ``optimal`` is only ever said at a proven gap of 0 (``allocate.solvers.ZERO_GAP``)."""
+        if not self.has_plan:
+            return "no plan"
+        over = " over all serving templates" if self.certified else ""
+        if self.status == "optimal":
+            return f"proven optimal{over} (gap 0)"
+        if self.mip_gap is not None and math.isfinite(self.mip_gap):
+            return f"within {self.mip_gap:.2%} of the optimum{over} (proven gap)"
+        return "best plan found, gap not bounded"
+
     def best_baseline(self) -> BaselineSummary | None:
         """Cheapest baseline that meets all demand, of any kind (single GPU type or memP; None when none does)."""
         ok = [b for b in self.baselines if b.feasible]

@@ -32,6 +32,7 @@ BOUNDS: dict[str, tuple[float, str]] = {
     "time_limit_s": (86400, "one day; the solver stops at this limit"),
     "mip_rel_gap": (1, "a relative gap is a fraction"),
     "workers": (256, "workers sizes the process pool for template libraries"),
+    "lookahead_epochs": (168, "each look-ahead step solves one MILP over this many epochs (a week of hours at most)"),
     "availability_scale": (1e6, "it multiplies catalog availability; 10^6 already means unlimited"),
     "price_scale": (1e6, "it multiplies catalog prices"),
     "budget_per_hour": (1e9, "a $10^9/h budget is unlimited"),

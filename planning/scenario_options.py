@@ -9,6 +9,7 @@ from planning.scenario_fields import _choice, _mapping, _number, _reject_unknown
 
 SOLVERS = ("highs", "cbc")
 SHARING_MODES = ("off", "kvpr", "exact")
+SHARING_SPLITS = ("joint", "threshold")
 KV_TRANSFER_MODES = ("same-region", "cross-region")
 
 
@@ -25,13 +26,18 @@ class Options:
     mip_rel_gap: float = 1e-3
     workers: int = 0  # processes for library builds; 0 = one per CPU core
     sharing: str = "off"  # off | kvpr | exact: pack low-rate models onto shared GPUs (planning.sharing)
-    sharing_threshold_rps: float | None = 1.0  # models below this mean rate are shared; None = all models
+    # "threshold" split: models below this mean rate share (None: every model that fits); "joint" split: models
+    # at or above it are dedicated, a constraint on the joint model (None: no constraint)
+    sharing_threshold_rps: float | None = 1.0
+    sharing_split: str = "joint"  # joint: one model decides which models share (exact packing); threshold: the rule
     # "on-demand" (default): a priced search over node multisets, certified over all templates without listing them;
     # "library": enumerate and place every template (the oracle, and what the Templates explorer pages through)
     templates: str = "on-demand"
     # "same-region" (default): a model's prefill and decode are paired per region (the KV cache stays there);
     # "cross-region": a request's decode may run in another region, paying egress for its KV and the WAN delay
     kv_transfer: str = "same-region"
+    # the timeline's look-ahead policy plans epoch t with the demand of epochs t .. t + H − 1 and commits only t
+    lookahead_epochs: int = 3
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")
@@ -59,8 +65,11 @@ class Options:
             sharing_threshold_rps=_number(d.get("sharing_threshold_rps", base.sharing_threshold_rps),
                                           f"{path}.sharing_threshold_rps", minimum=0, allow_none=True,
                                           bound="rate_rps"),
+            sharing_split=_choice(d.get("sharing_split", base.sharing_split), f"{path}.sharing_split", SHARING_SPLITS),
             templates=_choice(d.get("templates", base.templates), f"{path}.templates", ("library", "on-demand")),
             kv_transfer=_choice(d.get("kv_transfer", base.kv_transfer), f"{path}.kv_transfer", KV_TRANSFER_MODES),
+            lookahead_epochs=_number(d.get("lookahead_epochs", base.lookahead_epochs), f"{path}.lookahead_epochs",
+                                     minimum=1, integer=True, bound="lookahead_epochs"),
         )
 
 

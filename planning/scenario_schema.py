@@ -50,6 +50,8 @@ def scenario_json_schema() -> dict[str, Any]:
                     "solver": {"enum": ["highs", "cbc"]}, "time_limit_s": _POS, "mip_rel_gap": _NONNEG,
                     "workers": {"type": "integer", "minimum": 0}, "sharing": {"enum": ["off", "kvpr", "exact"]},
                     "sharing_threshold_rps": {"type": ["number", "null"], "minimum": 0},
+                    "sharing_split": {"enum": ["joint", "threshold"]},
+                    "lookahead_epochs": {"type": "integer", "minimum": 1},
                     "templates": {"enum": ["library", "on-demand"]},
                     "kv_transfer": {"enum": ["same-region", "cross-region"]}})
     objective = _obj({"kind": {"enum": ["cost", "served"]},

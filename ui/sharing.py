@@ -13,8 +13,8 @@ from planning.viz import sharing as vshare
 from ui import state, widgets
 from ui.jobs import sharing_job, sharing_request
 
-METHODS = {"kvpr": "KVPR heuristic (fast, Prism-style KV-pressure packing)",
-           "exact": "exact packing (optimal, slower on many models)"}
+METHODS = {"kvpr": "KVPR heuristic (fast, Prism-style KV-pressure packing; the threshold splits the models)",
+           "exact": "exact joint model (decides which models share and how nodes are packed; certified)"}
 
 
 def sharing_section(result: PlanResult, plan_job_id: str) -> None:
@@ -32,7 +32,9 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
         default = float(scenario.options.sharing_threshold_rps or 1.0)
         threshold = cols[1].slider("Share models below (requests/s)", min_value=0.0,
                                    max_value=max(1.0, float(rates[-1]) if rates else 1.0), value=default, step=0.1,
-                                   help="Models whose mean rate is below this share GPUs; the rest stay dedicated.")
+                                   help="KVPR: models whose mean rate is below this share GPUs, the rest stay "
+                                        "dedicated. Exact: models at or above it stay dedicated; below it the "
+                                        "optimizer decides which share (and the threshold split is shown beside).")
         run = cols[2].form_submit_button("Plan with sharing", icon=":material/join_inner:")
     below = sum(r < threshold for r in rates)
     st.caption(f"{below} of {len(rates)} models are below {threshold:g} requests/s.")
@@ -73,6 +75,14 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
                 "the exact method.")
     st.caption(f"{len(info['shared_models'])} models on {len(nodes)} shared GPUs ({info['method']}, status "
                f"{info['shared_status']}); {len(info['dedicated_models'])} models dedicated.")
+    if info.get("split") == "joint" and info.get("threshold_split_cost_per_hour") is not None:
+        rule = float(info["threshold_split_cost_per_hour"])
+        joint = float(info["shared_cost_per_hour"]) + float(info["dedicated_cost_per_hour"])
+        gap = info.get("gap")
+        proof = "certified optimal (gap 0)" if gap == 0 else (f"within {gap:.2%} of the proven bound" if gap is not None
+                                                               else "gap not bounded")
+        st.caption(f"**Split decided by one model** ({proof}): ${joint:,.2f}/h, against ${rule:,.2f}/h when the "
+                   f"threshold alone decides which models share ({savings_pct(joint, rule) or 0.0:.1f} % cheaper).")
     for line in info.get("notes", []):
         st.caption(line)
     st.plotly_chart(vshare.sharing_cost_figure({"cost_per_hour": result.comparable_cost, "gpus": plan_gpus},

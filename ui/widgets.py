@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import streamlit as st
@@ -131,10 +132,10 @@ def kpis(result: PlanResult) -> None:
     else:
         cols[2].metric(label, "—", help="No baseline meets all demand with the available GPUs.")
     cols[3].metric("Served fraction", f"{result.served_fraction:.1%}")
-    gap = f" (gap {result.mip_gap:.2%})" if result.mip_gap else " (gap not bounded)" if result.status == "feasible" else ""
-    cols[4].metric("Solver status", f"{result.status}{gap}",
-                   help="optimal: proven cheapest (within options.mip_rel_gap); feasible: the best plan found before "
-                        "the time limit, at most the gap above the cheapest possible."
+    cols[4].metric("Solver status", status_badge(result),
+                   help=f"This plan is {result.proof()}. optimal: proven cheapest, gap 0; feasible: the best plan "
+                        "found, at most the gap shown above the cheapest possible (the time limit or "
+                        "options.mip_rel_gap stopped the proof)."
                         + (f" Stopped at: {result.stopped_at}." if result.stopped_at else ""))
     if spot:
         st.badge("Spot prices: nodes can be reclaimed at short notice", icon=":material/bolt:", color="orange")
@@ -153,6 +154,16 @@ def kpis(result: PlanResult) -> None:
         st.caption("Solver notes: " + " · ".join(unique))  # informational on a plan that serves everything
     elif unique:
         st.warning("\n".join(f"- {line}" for line in unique))
+
+
+def status_badge(result: PlanResult) -> str:
+    """The status as the KPI shows it, read from the proven gap: "optimal (gap 0)", "feasible (gap 0.42 %)",
+    "feasible (gap not bounded)"; never "optimal" or "certified" for a plan whose gap is not 0."""
+    if result.status == "optimal":
+        return "optimal (gap 0)"
+    if result.mip_gap is not None and math.isfinite(result.mip_gap):
+        return f"{result.status} (gap {result.mip_gap:.2%})"
+    return f"{result.status} (gap not bounded)" if result.status == "feasible" else result.status
 
 
 def no_plan(result: PlanResult) -> None:

@@ -43,8 +43,8 @@ if stats.get("templates_total"):
     if "templates_in_ilp" in stats:
         line += (f"; the LP bound (${stats.get('lp_bound_per_hour', 0):,.2f}/h) priced out all but "
                  f"{int(stats['templates_in_ilp']):,} of them before the ILP")
-        if stats.get("reduction_certified"):
-            line += ", and the plan is certified optimal over all of them"
+        if result.certified:  # the badge reads the gap: "proven optimal … (gap 0)" or "within x % …"
+            line += f"; the plan is {result.proof()}"
     st.caption(line + ".")
 widgets.provenance_badges(result.provenance)
 if result.instances:
@@ -122,6 +122,8 @@ widgets.explain("baselines_figure", "The same demand served by one GPU type only
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
 st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole homogeneous replicas of its cheapest "
            "GPU type. **Homo-ILP**: the same joint ILP as the plan, restricted to one GPU type per template. "
+           "**Cauchy**: per model the most cost-efficient GPU combos (one prefill replica feeding up to 16 decode "
+           "replicas, each phase on one GPU configuration; Token/USD), deployed by an ILP (Coral's comparison). "
            "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
            "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
 baselines = result.baselines_frame()

@@ -77,8 +77,9 @@ for label, job_id in whatif_jobs.items():
 
 if len(results) > 0:
     st.subheader("Variants side by side")
-    widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each homogeneous baseline, per variant. "
-                    "A baseline that cannot meet all demand is marked as falling short.")
+    widgets.explain("whatif_figure", "Cost per hour of the mixed plan and of each baseline (homogeneous, Cauchy's "
+                    "GPU combos, single GPU type, memP), per variant. A baseline that cannot meet all demand is marked "
+                    "as falling short.")
     frame = api.comparison_frame(results)
     frame["cost_per_month"] = frame["cost_per_hour"] * widgets.HOURS_PER_MONTH  # finance reads months
     st.plotly_chart(viz.whatif_figure(api.chart_frame(frame)), width="stretch", key="variants_chart")

@@ -17,6 +17,8 @@ widgets.page("Timeline", "Demand swings over the day: re-plan every epoch (Coral
 
 scenario = state.current_scenario()
 st.session_state.setdefault("timeline_job", None)
+POLICY_NAMES = {"myopic": "myopic (Coral)", "lookahead": "look-ahead (rolling horizon)",
+                "offline": "offline optimum (lower bound)"}
 samples = list(api.timeline_samples())
 sources = ["constant (scenario demand)", *[f"sample: {s}" for s in samples], "diurnal curve", "upload"]
 
@@ -66,6 +68,16 @@ with st.form("timeline_form"):
     use_spot = s1.checkbox("Offer spot nodes", key="tl_spot")
     q = s2.number_input("Preemptions per node-hour", min_value=0.0, value=0.05, step=0.01, key="tl_q")
     tau = s3.number_input("Restart time (h)", min_value=0.0, value=0.25, step=0.05, key="tl_tau")
+    p1, p2, p3 = st.columns([2, 1, 1])
+    chosen_policies = p1.multiselect(
+        "Policies (the first plans the epochs in detail; the others are compared beside it)", list(POLICY_NAMES),
+        default=list(POLICY_NAMES), format_func=POLICY_NAMES.__getitem__, key="tl_policies",
+        help="Myopic: each epoch alone (Coral). Look-ahead: each epoch planned with the next H−1 epochs' demand, "
+             "only that epoch kept (rolling horizon). Offline: every epoch at once, the cheapest possible day; "
+             "the lower bound every policy is measured against.")
+    horizon = p2.number_input("Look-ahead H (epochs)", min_value=1, max_value=24,
+                              value=int(scenario.options.lookahead_epochs), step=1, key="tl_horizon")
+    offline_limit = p3.number_input("Offline time limit (s)", min_value=5.0, value=120.0, step=30.0, key="tl_off_s")
     run = st.form_submit_button("Plan the day", type="primary")
 
 if run:
@@ -77,7 +89,8 @@ if run:
                 scenario, demand, epoch=epoch, rate_scale=rate_scale, K=K,
                 spot={"enabled": True, "preemption_per_hour": q, "restart_hours": tau} if use_spot else None,
                 availability=None if avail_choice.startswith("constant") else avail_choice,
-                engine=engine_fingerprint())
+                engine=engine_fingerprint(), policies=tuple(chosen_policies or ["myopic"]), horizon=int(horizon),
+                offline_time_limit_s=float(offline_limit))
             st.session_state["timeline_job"] = state.runner().submit("timeline", request, api.timeline_job,
                                                                      owner=st.session_state["owner"])
         except PlanningError as exc:
@@ -114,6 +127,16 @@ k3.metric("Node starts / stops", f"{result.nodes_started} / {result.nodes_stoppe
 k4.metric("Worst served fraction", f"{result.min_served_fraction:.1%}")
 for note in result.notes:
     st.warning(note)
+
+st.subheader("Policies side by side")
+widgets.explain("timeline_policies", "The same day planned three ways: each epoch alone (myopic, Coral's), each "
+                "epoch with a look at the next H−1 epochs (look-ahead), and every epoch at once (offline: the "
+                "cheapest possible day, a lower bound on the others). Churn = nodes started and stopped.")
+st.dataframe(result.policies_frame(), hide_index=True, width="stretch",
+             column_config={"total_cost": st.column_config.NumberColumn("day $", format="$%.2f"),
+                            "month_cost": st.column_config.NumberColumn("month $", format="$%,.0f"),
+                            "above_offline_pct": st.column_config.NumberColumn("above offline %", format="%.2f"),
+                            "min_served_fraction": st.column_config.NumberColumn("worst served", format="percent")})
 
 st.plotly_chart(tviz.comparison_figure(result), width="stretch", key="tl_compare")
 st.dataframe(summary, hide_index=True, width="stretch",

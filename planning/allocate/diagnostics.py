@@ -25,6 +25,7 @@ import numpy as np
 from planning.allocate.instance import Instance, build_instance
 from planning.allocate.matrix_model import build_matrix, solve_matrix
 from planning.allocate.problem import AllocationProblem, GroupDiagnostic
+from planning.allocate.solvers import reached_gap
 
 _MAX_LISTED = 5
 DIAGNOSTICS_SECONDS = 10.0  # total time for all diagnostic solves
@@ -100,7 +101,7 @@ def _served(inst: Instance, budget: float | None, limit: float) -> _Served:
         return _Served(None, bound, mip=False)
     mip = solve_matrix(model, "served", limit, DIAGNOSTICS_GAP)
     found = float(mip.values[-1]) if mip.values is not None else None
-    if found is not None and mip.phase.status == "optimal":
+    if found is not None and reached_gap(mip.phase.gap, DIAGNOSTICS_GAP):
         bound = found if bound is None else min(bound, found * (1 + DIAGNOSTICS_GAP) + 1e-9)
     return _Served(found, bound)
 

@@ -316,7 +316,7 @@ def solve_pulp(
         objective = float(pulp.value(m.prob.objective)) if has else None
         if stopped == "optimal":
             cbc_gap, bound = 0.0 if cbc_gap is None else cbc_gap, objective if bound is None else bound
-        status = classify(has, stopped, cbc_gap, gap)
+        status = classify(has, stopped, cbc_gap, gap, objective, bound)
         raw = RawSolution(None, PhaseResult(phase, status, objective, bound, cbc_gap, seconds, result or "no result line"))
     if has:
         raw.values = _values(m)

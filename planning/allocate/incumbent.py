@@ -175,6 +175,7 @@ class Anytime:
         alloc = replace(inc.alloc, status="optimal" if proven else "feasible", gap=gap,
                         messages=(*inc.alloc.messages, note))
         out_stats = dict(stats or {})
+        out_stats.pop("reduction_certified", None)  # a time-limited answer never claims the certificate
         out_stats["anytime_first_plan_seconds"] = float(self.first_plan_s or 0.0)
         out_stats["anytime_plan_seconds"] = inc.found_s
         if math.isfinite(self.bound):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planning.allocate.certify import Allocation, allocation_problem, refuted_target
+from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
@@ -329,7 +329,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         _report(progress, step + 0.15 / MAX_ATTEMPTS,
                 f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
-        alloc = solve_allocation(ilp_problem(resolved, groups, sets, masks, cancel))
+        alloc = solve_allocation(exact_when_small(ilp_problem(resolved, groups, sets, masks, cancel)))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
@@ -416,7 +416,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
     stats["lp_bound_per_hour"] = plan.pricing.z_lp
     stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
-    if plan.certified:
+    if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
     stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve

@@ -11,7 +11,7 @@ import numpy as np
 
 from planning.allocate.instance import Instance, build_instance
 from planning.allocate.problem import AllocationProblem, AllocationResult, PhaseResult, SolveStats, Status
-from planning.allocate.solvers import RawSolution, classify, rel_gap
+from planning.allocate.solvers import RawSolution, classify, reached_gap, rel_gap
 
 # Phase 2 of the served objective keeps α ≥ α* (1 − ALPHA_REL_TOL) − ALPHA_ABS_TOL.
 ALPHA_REL_TOL = 1e-7
@@ -231,7 +231,7 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         runner.build_seconds += m.build_seconds
         raw = solve_matrix(m, "cost", max(0.1, budget_left), problem.mip_rel_gap)
         budget_left -= raw.phase.seconds
-        if raw.values is None or raw.phase.status != "optimal" or raw.phase.bound is None:
+        if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, problem.mip_rel_gap):
             runner.solve_seconds += time.perf_counter() - t0
             return None
         values[pairs] = raw.values[: sub.n_pairs]
@@ -254,7 +254,8 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     if problem.budget_per_hour is not None and primal > problem.budget_per_hour + 1e-9:
         return None
     gap = rel_gap(primal, bound)
-    status = classify(True, "optimal" if gap is not None and gap <= problem.mip_rel_gap + 1e-12 else "other", gap, problem.mip_rel_gap)
+    status = classify(True, "optimal" if reached_gap(gap, problem.mip_rel_gap) else "other", gap, problem.mip_rel_gap,
+                      primal, bound)
     return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, "Optimal per group, shared availability not binding"))
 
 

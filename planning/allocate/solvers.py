@@ -24,7 +24,27 @@ class RawSolution:
     row_duals: np.ndarray | None = None
 
 
-def classify(has_solution: bool, stopped: str, gap: float | None, gap_tol: float) -> Status:
+ZERO_GAP = 1e-6
+"""The only gap the word ``optimal`` allows: a proven relative gap ≤ 10⁻⁶, or a primal–bound difference ≤ 10⁻⁶
+absolute (HiGHS's default ``mip_abs_gap``, where a solve asked for gap 0 stops). A solve that stopped at a larger
+requested ``mip_rel_gap`` is ``feasible`` with that gap, never ``optimal`` (issue 27: words that match proofs)."""
+
+
+def proven_zero(gap: float | None, primal: float | None = None, bound: float | None = None) -> bool:
+    """Whether a proven gap is 0 within numerical tolerance (:data:`ZERO_GAP`)."""
+    if primal is not None and bound is not None and math.isfinite(primal) and math.isfinite(bound) \
+            and bound >= primal - ZERO_GAP:
+        return True
+    return gap is not None and gap <= ZERO_GAP
+
+
+def reached_gap(gap: float | None, gap_tol: float) -> bool:
+    """Whether a solve reached the relative gap it was asked for (stopped by its gap criterion, not a limit)."""
+    return gap is not None and gap <= gap_tol * (1 + 1e-9) + _ABS_TOL
+
+
+def classify(has_solution: bool, stopped: str, gap: float | None, gap_tol: float,
+             primal: float | None = None, bound: float | None = None) -> Status:
     """Map a solver outcome to our status.
 
     Parameters
@@ -36,19 +56,21 @@ def classify(has_solution: bool, stopped: str, gap: float | None, gap_tol: float
     gap:
         Relative MIP gap if known.
     gap_tol:
-        The requested relative gap.
+        The requested relative gap (kept for the callers' records; it no longer decides ``optimal``).
+    primal, bound:
+        The solution's value and the proven bound, when known (an absolute difference ≤ 10⁻⁶ is a zero gap).
 
     Returns
     -------
-    ``optimal`` (gap within tolerance), ``feasible`` (solution, gap larger or unknown), ``time_limit``
-    (stopped by the time limit with gap above tolerance or no solution), ``infeasible`` or ``error``.
+    ``optimal`` (a solution whose proven gap is 0 within :data:`ZERO_GAP`), ``feasible`` (a solution with a larger
+    or unknown gap, the requested ``mip_rel_gap`` included), ``time_limit`` (stopped by the time limit with a
+    gap above zero or no solution), ``infeasible`` or ``error``.
     """
     if stopped == "infeasible":
         return "infeasible"
     if stopped == "error":
         return "error"
-    within = gap is not None and gap <= gap_tol * (1 + 1e-9) + _ABS_TOL
-    if has_solution and (stopped == "optimal" or within):
+    if has_solution and proven_zero(gap, primal, bound):
         return "optimal"
     if stopped == "time_limit":
         return "time_limit"
@@ -106,7 +128,7 @@ def read_highs(h: Any, phase: str, seconds: float, gap_tol: float, sense: float 
     gap = float(info.mip_gap) if has_solution and math.isfinite(info.mip_gap) else None
     if has_solution and stopped == "optimal" and gap is None:  # a pure LP: no MIP gap is reported
         gap, bound = 0.0, objective
-    status = classify(has_solution, stopped, gap, gap_tol)
+    status = classify(has_solution, stopped, gap, gap_tol, objective, bound)
     values = np.asarray(h.getSolution().col_value, dtype=float) if has_solution else None
     duals = None
     if has_solution and info.dual_solution_status == 2:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
+from planning.allocate.solvers import reached_gap
 from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
@@ -92,7 +93,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     res = solve_allocation(replace(cost_problem, time_limit_s=min(cost_problem.time_limit_s, BASELINE_LIMIT_S)),
                            diagnose=False)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
-        note = note_ok if res.status == "optimal" else (
+        note = note_ok if reached_gap(res.gap, cost_problem.mip_rel_gap) else (
             f"{note_ok}; its ILP stopped after {BASELINE_LIMIT_S:g} s within {100 * (res.gap or 0.0):.1f} % of its "
             "optimum (this baseline's best cost may be up to that much lower)")
         return _wrap(name, res, True, note)
@@ -107,7 +108,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0
     short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
-    proven = served.phases[0].status == "optimal" if served.phases else False
+    proven = reached_gap(served.phases[0].gap, served_problem.mip_rel_gap) if served.phases else False
     bound = served.phases[0].bound if served.phases else None
     best = (f"best uniform fraction {100 * alpha:.1f} %" if proven or bound is None else
             f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound)):.1f} %; "
@@ -137,16 +138,19 @@ Strategy = Callable[..., BaselineResult]
 
 
 def _registry() -> dict[str, Strategy]:
+    from planning.baselines.cauchy import cauchy
     from planning.baselines.homo import homo_greedy, homo_ilp
     from planning.baselines.memp import memp
 
-    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "memp": memp}
+    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "cauchy": cauchy, "memp": memp}
 
 
 def baseline_names(problem: AllocationProblem) -> list[str]:
-    """All baselines applicable to ``problem``: homo, homo-ilp, one ``single:<gpu>`` per GPU type, memp."""
+    """All baselines applicable to ``problem``: homo, homo-ilp, cauchy (when some model is planned in both
+    phases: Cauchy deploys prefill–decode combos), one ``single:<gpu>`` per GPU type, memp."""
     gpus = sorted({g for t in problem.templates for g in t.gpu_types})
-    return ["homo", "homo-ilp", *[f"single:{g}" for g in gpus], "memp"]
+    disaggregated = any(len(link) >= 2 for link in problem.links)
+    return ["homo", "homo-ilp", *(["cauchy"] if disaggregated else []), *[f"single:{g}" for g in gpus], "memp"]
 
 
 def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> BaselineResult:
@@ -156,8 +160,8 @@ def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> Basel
     ----------
     name:
         ``"homo"`` (Coral's greedy, homogeneous replicas), ``"homo-ilp"`` (joint ILP, homogeneous templates
-        only), ``"single:<gpu>"`` (Mélange: one GPU type for everything) or ``"memp"`` (LLMFabric's
-        memory-proportional split).
+        only), ``"cauchy"`` (Cauchy's GPU combos as Coral ran it), ``"single:<gpu>"`` (Mélange: one GPU type for
+        everything) or ``"memp"`` (LLMFabric's memory-proportional split).
     problem:
         The allocation problem (objective and budget are ignored: baselines meet demand at least cost or say
         how much they fall short).

@@ -1,5 +1,10 @@
 """The shared plan: low-rate models packed onto shared GPUs, popular models on dedicated templates, one budget.
 
+With ``method="exact"`` and the cost objective, :mod:`planning.sharing.joint_plan` decides the split, the packing
+and the dedicated templates in one model (``options.sharing_split: joint``, the default) or solves the threshold
+split exactly (``threshold``), over the one availability. The steps below are the KVPR heuristic's, and the
+fallback of the exact method under a budget, the served objective or histogram demand.
+
 Steps (documented in docs/sharing.md):
 1. Split the scenario's models: mean rate below ``options.sharing_threshold_rps`` (all when None) → shared;
    models that fit on no single-GPU node type with their KV pool also stay dedicated.
@@ -22,7 +27,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
 from planning.context import (
@@ -36,7 +41,7 @@ from planning.context import (
 )
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from planning.scenario import AvailabilityOverride, Objective, Scenario
+from planning.scenario import AvailabilityOverride, ModelRequest, Objective, Scenario
 from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, fits, kvpr_packing
 from planning.sharing.profiles import (
     ModelProfile,
@@ -108,6 +113,13 @@ class SharingResult:
     dedicated_models: tuple[str, ...]
     timings: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    split: str = "threshold"  # "joint": one model decided the split; "threshold": the rate threshold did
+    threshold_split_cost_per_hour: float | None = None  # the threshold split solved exactly (for comparison)
+    threshold_split_status: str | None = None
+    threshold_split_gap: float | None = None
+    bound_per_hour: float | None = None  # proven lower bound of the (joint or threshold) model's optimum
+    gap: float | None = None  # its proven relative gap (0: certified)
+    stats: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def dedicated_cost_per_hour(self) -> float:
@@ -141,8 +153,14 @@ class SharingResult:
             "cost_per_hour": self.cost_per_hour,
             "gpus": self.gpus(),
             "n_gpus": self.n_gpus,
+            "split": self.split,
+            "threshold_split_cost_per_hour": self.threshold_split_cost_per_hour,
             "shared_nodes": [n.to_dict() for n in self.shared_nodes],
-            "sharing": {"method": self.sharing, "threshold_rps": self.threshold_rps,
+            "sharing": {"method": self.sharing, "threshold_rps": self.threshold_rps, "split": self.split,
+                        "threshold_split_cost_per_hour": self.threshold_split_cost_per_hour,
+                        "threshold_split_status": self.threshold_split_status,
+                        "threshold_split_gap": self.threshold_split_gap, "bound_per_hour": self.bound_per_hour,
+                        "gap": self.gap, "stats": dict(self.stats),
                         "shared_status": self.shared_status, "shared_gap": self.shared_gap,
                         "shared_cost_per_hour": self.shared_cost_per_hour,
                         "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
@@ -156,8 +174,11 @@ class SharingResult:
 
     def summary(self) -> str:
         """A short plain-text summary for the terminal."""
+        split = (f"split: {self.split}" + (f" (threshold split ${self.threshold_split_cost_per_hour:,.2f}/h)"
+                                           if self.threshold_split_cost_per_hour is not None else "")
+                 + (f", proven gap {self.gap:.2%}" if self.gap else ""))
         lines = [f"status: {self.status}    cost: ${self.cost_per_hour:,.2f}/h    GPUs: {self.n_gpus} "
-                 f"({', '.join(f'{n}×{g}' for g, n in self.gpus().items())})",
+                 f"({', '.join(f'{n}×{g}' for g, n in self.gpus().items())})", split,
                  f"sharing: {self.sharing} ({len(self.shared_models)} models on {len(self.shared_nodes)} shared GPUs, "
                  f"${self.shared_cost_per_hour:,.2f}/h; {len(self.dedicated_models)} dedicated, "
                  f"${self.dedicated_cost_per_hour:,.2f}/h)"]
@@ -166,6 +187,25 @@ class SharingResult:
                          f"of {n.capacity_gb:.1f} GB, load {n.load:.2f}: " + ", ".join(m.model for m in n.models))
         lines.extend(f"note: {x}" for x in self.notes)
         return "\n".join(lines) + "\n"
+
+
+def models_subset(scenario: Scenario, keep: Sequence[str]) -> tuple[ModelRequest, ...]:
+    """The scenario's models in ``keep``, each still resolvable on its own: a variant whose base is another model
+    of the scenario that is not kept gets that base's definition (its catalog id, or its ``custom_config``),
+    since it shares the architecture, not the weights."""
+    by_id = {m.id: m for m in scenario.models}
+    out = []
+    for m in scenario.models:
+        if m.id not in keep:
+            continue
+        base = by_id.get(m.base) if m.base is not None else None
+        while base is not None and base.id not in keep and base.custom_config is None and base.base in by_id:
+            base = by_id[str(base.base)]  # a variant of a variant: follow the chain to a definition
+        if base is not None and base.id not in keep:
+            m = (replace(m, base=None, custom_config=base.custom_config) if base.custom_config is not None
+                 else replace(m, base=base.base or base.id))
+        out.append(m)
+    return tuple(out)
 
 
 def split_models(scenario: Scenario, threshold_rps: float | None) -> tuple[list[str], list[str]]:
@@ -341,23 +381,44 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
             progress(fraction, message)
 
     t0 = time.perf_counter()
-    deadline = Deadline(scenario.options.time_limit_s)  # one limit for the whole call (the caller's cancel apart)
+    deadline = Deadline(scenario.options.time_limit_s, cancel)  # one limit for the whole call
     ctx = context or api.engine_context()
-    step(0.0, "profiling the shared models")
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
+    from planning.sharing.joint_plan import solve_joint_sharing, supported
+
+    why_not = supported(scenario)
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
+    if method == "exact" and why_not is None:  # one model decides the split (or solves the threshold's exactly)
+        try:
+            return cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
+                                                           solve_dedicated=solve_dedicated, progress=progress,
+                                                           cancel=deadline))
+        except Cancelled as exc:
+            if not deadline.timed_out() or exc.reason != "time limit":
+                raise
+            return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+    step(0.0, "profiling the shared models")
+    if method == "exact" and why_not is not None:
+        notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
         return _solve_shared(scenario, ctx, method, threshold, shared_ids, dedicated_ids, notes, deadline, t0, step,
                              solve_dedicated, progress, cancel)
     except Cancelled as exc:
         if not deadline.timed_out() or exc.reason != "time limit":
             raise
-        return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
-                             tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
-                             (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
-                              "before both parts had a plan; no plan. Fix: raise options.time_limit_s."))
+        return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+
+
+def _no_plan_in_time(scenario: Scenario, method: str, threshold: float | None, shared_ids: Sequence[str],
+                     dedicated_ids: Sequence[str], notes: Sequence[str], exc: Cancelled, t0: float) -> SharingResult:
+    """The answer when the time limit came before both parts (or the joint model) had a plan: status
+    ``time_limit``, no plan, the step it stopped at and the fix."""
+    return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
+                         tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
+                         (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
+                          "before a plan was found; no plan. Fix: raise options.time_limit_s."))
 
 
 def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold: float | None,
@@ -390,7 +451,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
     coupled = False
     if dedicated_ids:
         offers, _ = _resolve(scenario, ctx.catalog)
-        sub = replace(scenario, models=tuple(m for m in scenario.models if m.id in dedicated_ids))
+        sub = replace(scenario, models=models_subset(scenario, dedicated_ids))
         budget = scenario.objective.budget_per_hour
         if budget is not None:
             left = budget - packing.cost_per_hour

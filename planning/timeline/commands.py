@@ -27,6 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--preemption", type=float, default=0.05, metavar="Q", help="spot preemptions per node-hour")
     p.add_argument("--restart", type=float, default=0.25, metavar="H", help="hours until a preempted node serves again")
     p.add_argument("--no-baselines", action="store_true", help="skip the homogeneous baselines")
+    p.add_argument("--policy", action="append", choices=("myopic", "lookahead", "offline"), default=None,
+                   help="how epochs are planned, repeatable: myopic (each epoch alone, Coral's; the default), "
+                        "lookahead (rolling horizon of --horizon epochs), offline (every epoch at once: the optimum, "
+                        "a lower bound on every policy). The first plans the epochs in detail, the others are "
+                        "compared beside it (JSON: policies)")
+    p.add_argument("--horizon", type=int, default=None, metavar="H",
+                   help="look-ahead epochs (default: the scenario's options.lookahead_epochs, 3)")
+    p.add_argument("--offline-time-limit", type=float, default=600.0, metavar="S",
+                   help="seconds for the offline multi-epoch MILP (default 600; past it the best plan and its gap)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the result as JSON")
     fmt.add_argument("--csv", action="store_true", help="print one row per (epoch, model) as CSV")
@@ -67,7 +76,9 @@ def _timeline(args: argparse.Namespace) -> int:
     options = TimelineOptions(K=args.K, rate_scale=args.rate_scale,
                               baselines=() if args.no_baselines else TimelineOptions().baselines,
                               spot=SpotOptions(enabled=args.spot, preemption_per_hour=args.preemption,
-                                               restart_hours=args.restart))
+                                               restart_hours=args.restart),
+                              policies=tuple(args.policy or ("myopic",)), horizon=args.horizon,
+                              offline_time_limit_s=args.offline_time_limit)
     result = api.timeline(scenario, demand, availability=availability, options=options)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")

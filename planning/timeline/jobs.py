@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from planning.timeline.demand import DemandSeries
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
-RESULT_VERSION = 1
+RESULT_VERSION = 2  # 2: policies (myopic, look-ahead, offline) and their labels
 
 
 def shipped_samples() -> dict[str, Path]:
@@ -35,12 +35,14 @@ def shipped_availability() -> dict[str, Path]:
 def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, epoch: str = "1h",
                      rate_scale: float = 1.0, K: float | None = None, spot: dict[str, Any] | None = None,
                      availability: str | None = None, baselines: tuple[str, ...] = ("homo", "homo-ilp"),
-                     engine: str = "") -> dict[str, Any]:
+                     engine: str = "", policies: tuple[str, ...] = ("myopic",), horizon: int | None = None,
+                     offline_time_limit_s: float = 600.0) -> dict[str, Any]:
     """The job request. ``demand[model]`` is ``{"sample": stem}``, ``{"text": csv, "name": file}`` or
     ``{"diurnal": [24 values], "peak_rps": r, "input_len": i, "output_len": o}``; ``availability`` a CSV text
-    or a shipped stem."""
+    or a shipped stem; ``policies`` the planning policies (the first plans the epochs, the others are compared)."""
     return {"scenario": scenario.to_dict(), "demand": demand, "epoch": epoch, "rate_scale": float(rate_scale),
             "K": K, "spot": spot or {}, "availability": availability, "baselines": list(baselines),
+            "policies": list(policies), "horizon": horizon, "offline_time_limit_s": float(offline_time_limit_s),
             "engine": f"{engine}/t{RESULT_VERSION}"}
 
 
@@ -94,7 +96,9 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
                 availability = load_series(path, n, demand[0].epoch_hours, demand[0].start_hour)
     spot = request.get("spot") or {}
     options = TimelineOptions(K=request.get("K"), rate_scale=float(request.get("rate_scale", 1.0)),
-                              baselines=tuple(request.get("baselines", ())), spot=SpotOptions(**spot))
+                              baselines=tuple(request.get("baselines", ())), spot=SpotOptions(**spot),
+                              policies=tuple(request.get("policies") or ("myopic",)), horizon=request.get("horizon"),
+                              offline_time_limit_s=float(request.get("offline_time_limit_s", 600.0)))
     result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
                           cancel=cancel)  # Cancelled propagates: the job runner records it as cancelled
     out: dict[str, Any] = result.to_dict()

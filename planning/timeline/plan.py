@@ -29,7 +29,7 @@ from planning.context import CancelToken, EngineContext, ProgressFn, check_cance
 from planning.errors import PlanningError
 from planning.groups import Group
 from planning.scenario import Demand, Scenario, SizeBucket
-from planning.timeline import engine
+from planning.timeline import engine, policies
 from planning.timeline.availability import (
     AvailabilitySeries,
     SpotOptions,
@@ -55,8 +55,25 @@ class TimelineOptions:
     baselines: tuple[str, ...] = BASELINES
     static_peak: bool = True
     spot: SpotOptions = field(default_factory=SpotOptions)
+    # planning policies (``planning.timeline.policies``): the first plans the epochs in full detail, the others are
+    # compared beside it; horizon None = the scenario's options.lookahead_epochs
+    policies: tuple[str, ...] = ("myopic",)
+    horizon: int | None = None
+    offline_time_limit_s: float = 600.0
 
     def __post_init__(self) -> None:
+        from planning.timeline.policies import POLICIES
+
+        if not self.policies or len(set(self.policies)) != len(self.policies) or any(
+                p not in POLICIES for p in self.policies):
+            raise PlanningError("--policy", f"{list(self.policies)} is not a list of distinct policies.",
+                                f"use one or more of {', '.join(POLICIES)}.")
+        if self.horizon is not None and not (isinstance(self.horizon, int) and 1 <= self.horizon <= 168):
+            raise PlanningError("--horizon", f"must be a whole number of epochs in 1..168, got {self.horizon!r}.",
+                                "e.g. --horizon 3.")
+        if not (math.isfinite(self.offline_time_limit_s) and self.offline_time_limit_s > 0):
+            raise PlanningError("offline_time_limit_s", f"must be > 0, got {self.offline_time_limit_s!r}.",
+                                "give seconds, e.g. 600.")
         if self.K is not None and not (math.isfinite(self.K) and self.K >= 0):
             raise PlanningError("K", f"must be a finite number ≥ 0, got {self.K!r}.", "Coral uses K = 0.1.")
         if not (math.isfinite(self.rate_scale) and self.rate_scale >= 0):
@@ -266,6 +283,11 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         notes.append(f"availability rows for {len(unknown_keys)} (region, shape) pairs the scenario does not buy were "
                      f"ignored, e.g. {unknown_keys[0][1]} in {unknown_keys[0][0]}.")
 
+    horizon = opts.horizon or design.options.lookahead_epochs
+    scns = [with_availability(design, avail_at[e], known) for e in range(n_epochs)]
+    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel)
+    notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
+
     epochs: list[EpochResult] = []
     prev: dict[tuple[str, str], int] = {}
     base_prev: dict[str, dict[tuple[str, str], int]] = {b: {} for b in opts.baselines}
@@ -274,10 +296,9 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     for e in range(n_epochs):
         check()
         groups = per_epoch_groups[e]
-        scn = with_availability(design, avail_at[e], known)
+        scn = scns[e]
         offers = engine.offers_for(prep, scn)
-        solved = engine.solve_epoch(prep, replace(scn, current=engine.current_of(prev)), groups,
-                                    goodput_fallback=opts.goodput_fallback, cancel=cancel)
+        solved = runs.epoch(e, prev)
         res = solved.result
         started, stopped = _churn(prep, solved.counts, prev, node_cache)
         cost_by_model: dict[str, float] = {}
@@ -333,6 +354,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         if progress:
             progress(0.3 + 0.6 * (e + 1) / n_epochs, f"epoch {e + 1}/{n_epochs}")
     t_epochs = time.perf_counter() - t_epochs
+    epochs = _compare_policies(prep, runs, epochs, per_epoch_groups, price, K, models, horizon, node_cache)
 
     static_cost, static_ok = 0.0, False
     t_static = time.perf_counter()
@@ -369,6 +391,8 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     if progress:
         progress(1.0, "done")
     return TimelineResult(
+        policy=opts.policies[0], horizon_epochs=horizon if "lookahead" in opts.policies else 1,
+        policy_info=runs.info(horizon),
         scenario_name=scenario.name, epoch_hours=epoch_h, K=K, models=models, epochs=tuple(epochs),
         static_peak_cost_per_hour=static_cost, static_peak_feasible=static_ok,
         demand_sources={s.model: s.source for s in demand},
@@ -376,6 +400,113 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         spot={"enabled": opts.spot.enabled, "preemption_per_hour": opts.spot.preemption_per_hour,
               "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
         timings={"templates_seconds": t_templates, "epochs_seconds": t_epochs, "static_seconds": t_static,
+                 **{f"{p}_seconds": sch.seconds for p, sch in runs.schedules.items()},
                  "total_seconds": time.perf_counter() - t_start},
         notes=tuple(notes))
 
+
+
+# ------------------------------------------------------------------------------------------------ policies
+@dataclass
+class _Runs:
+    """The policies' schedules and how the first (the detailed one) plans an epoch."""
+
+    prep: engine.Prepared
+    scns: list[Scenario]
+    groups: list[list[Group]]
+    opts: TimelineOptions
+    cancel: CancelToken | None
+    schedules: dict[str, policies.Schedule]
+    myopic_solves: dict[int, engine.EpochSolve]
+
+    def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
+        """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
+        primary = self.opts.policies[0]
+        sch = self.schedules.get(primary)
+        if primary == "myopic" or sch is None or not sch.counts:
+            return engine.solve_epoch(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
+                                      self.groups[e], goodput_fallback=self.opts.goodput_fallback, cancel=self.cancel)
+        if e in self.myopic_solves:  # a look-ahead step planned myopically (its horizon was short of nodes)
+            return self.myopic_solves[e]
+        status = "optimal" if sch.status == "optimal" else "feasible"
+        return policies.fixed_epoch(self.prep, self.scns[e], self.groups[e], sch.counts[e], prev, status, sch.gap,
+                                    sch.seconds / max(1, len(sch.counts)))
+
+    def info(self, horizon: int) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for p in self.opts.policies:
+            sch = self.schedules.get(p)
+            out[p] = {"label": policies.policy_label(p, horizon), "status": sch.status if sch else "feasible",
+                      "bound": sch.bound if sch else None, "gap": sch.gap if sch else None,
+                      "seconds": sch.seconds if sch else None, "myopic_epochs": list(sch.myopic_epochs) if sch else [],
+                      "available": bool(sch is None or sch.counts)}
+        return out
+
+
+def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenario], groups: list[list[Group]],
+                      opts: TimelineOptions, horizon: int, hours: float, K: float, progress: ProgressFn | None,
+                      cancel: CancelToken | None) -> _Runs:
+    """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
+    it is only compared)."""
+    runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
+    wanted = [p for p in opts.policies if p != "myopic"]
+    if not wanted and opts.policies[0] == "myopic":
+        return runs
+    for p in opts.policies:
+        policies.check_supported(design, groups[0], p)
+    adapter = policies.HorizonAdapter.build(prep, scns, groups, hours, K) if wanted else None
+    limit, gap = design.options.time_limit_s, design.options.mip_rel_gap
+
+    def myopic(t: int, prev: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+        solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
+                                    goodput_fallback=opts.goodput_fallback, cancel=cancel)
+        runs.myopic_solves[t] = solved
+        return dict(solved.counts)
+
+    def myopic_schedule() -> policies.Schedule:
+        t0 = time.perf_counter()
+        prev: dict[tuple[str, str], int] = {}
+        counts = []
+        for t in range(len(scns)):
+            solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
+                                        goodput_fallback=opts.goodput_fallback, cancel=cancel)
+            prev = dict(solved.counts)
+            counts.append(prev)
+        return policies.Schedule("myopic", counts, seconds=time.perf_counter() - t0)
+
+    # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it)
+    for p in sorted(wanted, key=lambda q: q == "offline"):
+        assert adapter is not None
+        if progress:
+            progress(0.3, f"{policies.policy_label(p, horizon)}: planning {len(scns)} epochs")
+        if p == "lookahead":
+            def step(t: int, label: str = policies.policy_label(p, horizon)) -> None:
+                if progress:
+                    progress(0.3, f"{label}: epoch {t + 1}/{len(scns)}")
+            runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
+                                                   myopic=myopic, cancel=cancel, on_epoch=step)
+        else:
+            start = runs.schedules.get("lookahead")
+            if start is None or not start.counts:
+                start = runs.schedules.setdefault("myopic", myopic_schedule())
+            runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s, mip_rel_gap=gap,
+                                                 cancel=cancel, start=start.counts or None)
+    if "myopic" in opts.policies[1:] and "myopic" not in runs.schedules:  # compared only: the loop's counts
+        runs.schedules["myopic"] = myopic_schedule()
+    runs.schedules = {p: runs.schedules[p] for p in opts.policies if p in runs.schedules}
+    return runs
+
+
+def _compare_policies(prep: engine.Prepared, runs: _Runs, epochs: list[EpochResult], groups: list[list[Group]],
+                      price: Mapping[tuple[str, str], float], K: float, models: Sequence[str], horizon: int,
+                      node_cache: dict[str, int]) -> list[EpochResult]:
+    """Every policy after the first as a method of each epoch, priced like the epochs themselves."""
+    out = list(epochs)
+    for p in runs.opts.policies[1:]:
+        sch = runs.schedules.get(p)
+        if sch is None or not sch.counts:
+            continue
+        label = policies.policy_label(p, horizon)
+        for e, m in enumerate(policies.schedule_method(prep, sch, groups, price, K, models, node_cache)):
+            out[e] = replace(out[e], methods={label: m, **out[e].methods})
+    return out

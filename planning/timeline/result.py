@@ -78,6 +78,56 @@ class TimelineResult:
     spot: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    policy: str = "myopic"  # the policy that planned ``epochs`` (planning.timeline.policies)
+    horizon_epochs: int = 1  # the look-ahead's H (1: no look-ahead)
+    policy_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per policy: label, status, bound, gap
+
+    @property
+    def label(self) -> str:
+        """The method name of ``epochs`` (the first policy) in every frame and chart."""
+        info = self.policy_info.get(self.policy, {})
+        return str(info.get("label", "myopic (Coral)"))
+
+    def policy_totals(self) -> dict[str, dict[str, Any]]:
+        """Per policy run: label, total cost (None when not stated), month, churn, worst served fraction, epochs
+        short of demand, and the offline policy's status, proven bound and gap."""
+        summary = {str(r["method"]): r for r in self.summary_frame().to_dict("records")}
+        out: dict[str, dict[str, Any]] = {}
+        for name, info in (self.policy_info or {self.policy: {"label": self.label}}).items():
+            row = summary.get(str(info.get("label", "")))
+            if row is None:
+                out[name] = {**dict(info), "total_cost": None, "churn": None}
+                continue
+            total = _finite(float(row["total_cost"]))
+            out[name] = {**dict(info), "total_cost": total,
+                         "total_cost_month": None if total is None else self.month(total),
+                         "churn": {"nodes_started": int(row["nodes_started"]), "nodes_stopped": int(row["nodes_stopped"])},
+                         "min_served_fraction": float(row["min_served_fraction"]),
+                         "epochs_short": int(row["epochs_short"])}
+        return out
+
+    def policies_frame(self) -> pd.DataFrame:
+        """One row per policy run: its label, total over the horizon and per month, churn, worst served fraction,
+        how far above the offline optimum it is (when that ran), and what was proven about the offline plan."""
+        totals = self.policy_totals()
+        offline = totals.get("offline", {}).get("total_cost")
+        rows = []
+        for name, t in totals.items():
+            total = t.get("total_cost")
+            proof = ""
+            if name == "offline":
+                gap, bound = t.get("gap"), t.get("bound")
+                proof = ("certified optimal (gap 0)" if t.get("status") == "optimal" else
+                         f"within {gap:.2%} of the proven bound ${bound:,.2f}" if gap is not None and bound is not None
+                         else "not proven")
+            churn = t.get("churn") or {}
+            rows.append({"policy": t.get("label", name), "total_cost": total,
+                         "month_cost": t.get("total_cost_month"),
+                         "nodes_started": churn.get("nodes_started"), "nodes_stopped": churn.get("nodes_stopped"),
+                         "min_served_fraction": t.get("min_served_fraction"),
+                         "above_offline_pct": (100 * (total - offline) / offline if offline and total is not None
+                                               and name != "offline" else None), "proof": proof})
+        return pd.DataFrame(rows)
 
     @property
     def horizon_hours(self) -> float:
@@ -152,6 +202,11 @@ class TimelineResult:
             "saving_vs_static_pct": self.saving_vs_static_pct,
             "nodes_started": self.nodes_started,
             "nodes_stopped": self.nodes_stopped,
+            "churn": {"nodes_started": self.nodes_started, "nodes_stopped": self.nodes_stopped},
+            "policy": self.policy,
+            "horizon_epochs": self.horizon_epochs,
+            "policy_info": {k: dict(v) for k, v in self.policy_info.items()},
+            "policies": self.policy_totals(),
             "min_served_fraction": self.min_served_fraction,
             "demand_sources": dict(self.demand_sources),
             "availability_source": self.availability_source,
@@ -177,7 +232,8 @@ class TimelineResult:
                    static_peak_cost_per_hour=float(d["static_peak_cost_per_hour"]),
                    static_peak_feasible=bool(d["static_peak_feasible"]), demand_sources=d.get("demand_sources", {}),
                    availability_source=d.get("availability_source", ""), spot=d.get("spot", {}),
-                   timings=d.get("timings", {}), notes=tuple(d.get("notes", ())))
+                   timings=d.get("timings", {}), notes=tuple(d.get("notes", ())), policy=d.get("policy", "myopic"),
+                   horizon_epochs=int(d.get("horizon_epochs", 1)), policy_info=d.get("policy_info", {}))
 
     def epochs_frame(self) -> pd.DataFrame:
         """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn of the epoch."""
@@ -198,7 +254,7 @@ class TimelineResult:
         """One row per (epoch, method) including the adaptive plan: cost per hour, worst served fraction, churn."""
         rows = []
         for e in self.epochs:
-            rows.append({"epoch": e.index, "start": e.start, "method": "adaptive (mixed templates)",
+            rows.append({"epoch": e.index, "start": e.start, "method": self.label,
                          "cost_per_hour": e.cost_per_hour if e.has_plan else float("nan"), "served_fraction": min(e.served_fraction.values(), default=1.0),
                          "feasible": e.objective == "cost" and e.status in ("optimal", "feasible"),
                          "nodes_started": e.nodes_started, "nodes_stopped": e.nodes_stopped})

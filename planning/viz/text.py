@@ -27,16 +27,18 @@ EXPLANATIONS: dict[str, str] = {
         "budget or the available GPUs could not cover all requests within the latency targets."
     ),
     "baselines_figure": (
-        "The mixed-GPU plan next to plans that use a single GPU type. The percentage is what the plan "
-        "saves against each; a grey 'infeasible' bar means that GPU alone cannot meet the targets."
+        "The mixed-GPU plan next to the baselines: homogeneous replicas, Cauchy's prefill–decode GPU combos, a "
+        "single GPU type, memP. The percentage is what the plan saves against each; a grey 'infeasible' bar means "
+        "that baseline cannot meet the targets with the available GPUs."
     ),
     "template_scatter": (
         "Each dot is a serving template: further left is cheaper, higher serves more tokens per second. "
         "Templates on the dotted Pareto front give the most throughput for their price, often mixing GPU types."
     ),
     "whatif_figure": (
-        "Each variant of the scenario solved again, with the mixed plan and the single-GPU baselines side "
-        "by side. It shows how robust the savings are when demand, prices or availability change."
+        "Each variant of the scenario solved again, with the mixed plan and every baseline (homogeneous, Cauchy, "
+        "single GPU type, memP) side by side. It shows how robust the savings are when demand, prices or "
+        "availability change."
     ),
     "mixed_pipeline_figure": (
         "Prompt tokens per second per dollar-hour of one pipeline for one model: the best setup of each single GPU "

@@ -13,8 +13,10 @@ from planning.viz.colors import gpu_color
 
 _MODEL_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
                  "#CCB974", "#64B5CD", "#1B9E77", "#D95F02")
-_METHOD_STYLE = {"adaptive (mixed templates)": ("#222222", "solid"), "static peak": ("#C44E52", "dash"),
-                 "Homo (re-planned)": ("#8172B3", "dot"), "Homo-ILP (re-planned)": ("#937860", "dashdot")}
+_METHOD_STYLE = {"myopic (Coral)": ("#222222", "solid"), "offline optimum": ("#55A868", "longdash"),
+                 "static peak": ("#C44E52", "dash"), "Homo (re-planned)": ("#8172B3", "dot"),
+                 "Homo-ILP (re-planned)": ("#937860", "dashdot")}
+_LOOKAHEAD_STYLE = ("#4C72B0", "solid")  # "look-ahead (H=…)"
 
 
 def _x(result: TimelineResult) -> list[float]:
@@ -104,11 +106,12 @@ def comparison_figure(result: TimelineResult) -> go.Figure:
         return empty_figure("No epochs to show.")
     fig = go.Figure()
     for method, sub in frame.groupby("method", sort=False):
-        color, dash = _METHOD_STYLE.get(str(method), ("#888888", "solid"))
+        color, dash = _METHOD_STYLE.get(str(method), _LOOKAHEAD_STYLE if str(method).startswith("look-ahead")
+                                        else ("#888888", "solid"))
         total = float(sub["cost_per_hour"].sum(skipna=False)) * result.epoch_hours  # NaN: an epoch without a plan
         month = f"${result.month(total):,.0f}/month" if math.isfinite(total) else "month not stated (epochs without a plan)"
         fig.add_scatter(x=sub["start"], y=sub["cost_per_hour"], mode="lines", line={"color": color, "dash": dash,
                         "shape": "hv"}, name=f"{method}: {month}")
-    fig.update_layout(title="Cost per hour: adaptive vs static peak plan vs homogeneous (month = 730 h)",
+    fig.update_layout(title="Cost per hour: the policies vs static peak plan vs homogeneous (month = 730 h)",
                       xaxis_title="hour", yaxis_title="USD / h")
     return fig

@@ -85,8 +85,14 @@ def test_time_limit_is_reported_from_the_solver(builder: str, solver: str) -> No
 
 
 def test_classify() -> None:
+    """``optimal`` only at a proven gap of 0 (issue 27): a solve that stopped at its requested mip_rel_gap, or by
+    the time limit within it, is ``feasible`` / ``time_limit`` with its gap, never ``optimal``."""
     assert classify(True, "optimal", 0.0, 1e-3) == "optimal"
-    assert classify(True, "time_limit", 5e-4, 1e-3) == "optimal"
+    assert classify(True, "optimal", 5e-4, 1e-3) == "feasible"  # HiGHS "Optimal" at the requested 0.1 %
+    assert classify(True, "optimal", 5e-7, 1e-3) == "optimal"  # 0 within numerical tolerance
+    assert classify(True, "optimal", 1e-3, 1e-3, primal=100.0, bound=100.0 - 5e-7) == "optimal"  # absolute 1e-6
+    assert classify(True, "time_limit", 5e-4, 1e-3) == "time_limit"
+    assert classify(True, "time_limit", 0.0, 1e-3) == "optimal"  # the limit came after the proof
     assert classify(True, "time_limit", 5e-2, 1e-3) == "time_limit"
     assert classify(False, "time_limit", None, 1e-3) == "time_limit"
     assert classify(True, "other", None, 1e-3) == "feasible"

@@ -40,6 +40,8 @@ def _assert_kpis(at) -> None:  # type: ignore[no-untyped-def]
     assert labels[:5] == ["Cost per hour", "Cost per month", "Savings vs best homogeneous", "Served fraction",
                           "Solver status"]
     assert at.metric[0].value.startswith("$")
+    # the badge reads the proven gap: "optimal (gap 0)" or "feasible (gap x %)", never a bare "optimal"
+    assert at.metric[4].value == "optimal (gap 0)" or at.metric[4].value.startswith("feasible (gap ")
     assert "GPUs by type" in texts(at) and "Regions used" in texts(at)
 
 

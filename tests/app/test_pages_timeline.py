@@ -27,8 +27,14 @@ def test_timeline_page_plans_a_day_in_the_background(planning_home: Path) -> Non
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert "Adaptive plan, month (730 h)" in labels and "Node starts / stops" in labels
-    methods = set(at.dataframe[0].value["method"])
-    assert {"adaptive (mixed templates)", "static peak", "Homo (re-planned)"} <= methods
+    frames = [d.value for d in at.dataframe]
+    methods = set(next(f for f in frames if "method" in f.columns)["method"])
+    assert {"myopic (Coral)", "static peak", "Homo (re-planned)", "offline optimum"} <= methods
+    assert any(m.startswith("look-ahead (H=") for m in methods)
+    policies = next(f for f in frames if "policy" in f.columns).set_index("policy")  # the three side by side
+    assert {"myopic (Coral)", "offline optimum"} <= set(policies.index) and len(policies) == 3
+    offline = float(policies.loc["offline optimum", "total_cost"])
+    assert all(float(t) >= offline - 1e-6 for t in policies["total_cost"])  # the lower bound of every policy
     assert len(at.get("plotly_chart")) >= 5
 
 

@@ -27,6 +27,11 @@ def test_demand_variant_compared_with_base(planning_home: Path) -> None:
     assert set(frame["variant"]) == {"base", "demand ×2 (all models)"}
     mixed = frame[frame["method"] == "Plan (mixed)"].set_index("variant")["cost_per_hour"]
     assert mixed["demand ×2 (all models)"] >= mixed["base"]  # twice the demand never costs less
+    cauchy = frame[frame["method"] == "cauchy"].set_index("variant")  # Coral's Cauchy, beside the others
+    assert set(cauchy.index) == {"base", "demand ×2 (all models)"}
+    for variant, row in cauchy.iterrows():
+        if row["status"] == "meets demand":
+            assert mixed[variant] <= row["cost_per_hour"] + 1e-9  # the certified plan is never dearer
     assert "Plan-to-plan diff" in [s.value for s in at.subheader]
 
 

@@ -143,7 +143,7 @@ def test_expiry_in_the_baselines_keeps_the_plan_and_the_finished_baselines(
     assert not_run and all(b.note == "not run: time limit" and not b.feasible for b in not_run)
     assert not_run[0].name == "homo-ilp" and not_run[-1].name == "memp"
     note = next(d for d in result.diagnostics if "before the baselines" in d)
-    assert "homo-ilp, single:" in note and note.endswith("memp ran: they are listed as not run. Fix: raise "
+    assert "homo-ilp, cauchy, single:" in note and note.endswith("memp ran: they are listed as not run. Fix: raise "
                                                          "options.time_limit_s to compare against them.")
     assert wall <= 3.0 + SLACK
 

@@ -149,3 +149,31 @@ def test_cli_mooncake_jsonl_trace(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rates[1] == pytest.approx(180 / (covered - 3600), rel=1e-6)
     assert all(e["served_fraction"]["llama-3-8b"] == pytest.approx(1.0) for e in out["epochs"])
     assert "mooncake.jsonl" in out["demand_sources"]["llama-3-8b"]
+
+
+def test_cli_policies_side_by_side_with_total_cost_and_churn(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`planning timeline … --policy lookahead --policy myopic --policy offline --horizon 2 --json`: each run has a
+    total cost and its churn; the offline optimum is the lower bound of the others (issue 27 §2)."""
+    f = _scenario_file(tmp_path)
+    code = main(["timeline", str(f), "--demand", f"llama-3-8b={DATA / 'azure_conv_day.csv'}",
+                 "--demand", f"phi-4={DATA / 'azure_code_day.csv'}", "--epoch", "3h", "--no-baselines",
+                 "--policy", "lookahead", "--policy", "myopic", "--policy", "offline", "--horizon", "2", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == "lookahead" and out["horizon_epochs"] == 2
+    runs = out["policies"]
+    assert set(runs) == {"myopic", "lookahead", "offline"}
+    for run in runs.values():
+        assert run["total_cost"] > 0 and {"nodes_started", "nodes_stopped"} == set(run["churn"])
+        assert run["min_served_fraction"] == pytest.approx(1.0)
+    assert runs["lookahead"]["total_cost"] == pytest.approx(out["total_cost"])  # the first policy planned the epochs
+    assert runs["lookahead"]["churn"] == out["churn"]
+    assert runs["offline"]["status"] == "optimal"
+    low = runs["offline"]["total_cost"]
+    assert all(r["total_cost"] >= low - 1e-6 * low for r in runs.values())
+    assert runs["offline"]["bound"] == pytest.approx(low, rel=1e-6)  # the MILP's proof prices as the timeline does
+    assert runs["lookahead"]["label"] == "look-ahead (H=2)"
+    assert main(["timeline", str(f), "--demand", f"llama-3-8b={DATA / 'azure_conv_day.csv'}", "--policy", "offline",
+                 "--horizon", "0"]) == 2
+    assert "--horizon" in capsys.readouterr().err

@@ -181,7 +181,7 @@ def test_result_round_trip_and_contract_keys(small: Scenario) -> None:
         assert key in d["epochs"][0]
     back = type(res).from_dict(d)
     assert back.total_cost == pytest.approx(res.total_cost)
-    assert set(back.summary_frame()["method"]) == {"adaptive (mixed templates)", "static peak", "Homo (re-planned)"}
+    assert set(back.summary_frame()["method"]) == {"myopic (Coral)", "static peak", "Homo (re-planned)"}
 
 
 def test_histogram_demand_each_epoch_equals_an_independent_histogram_solve(small: Scenario) -> None:

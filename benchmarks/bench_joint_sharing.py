@@ -1,0 +1,87 @@
+"""Joint sharing benchmark (issue 27 §1): the joint split against the threshold split, both solved exactly.
+
+Run: ``python benchmarks/bench_joint_sharing.py [--runs 3] [--time-limit 60] [--big-time-limit 300]``.
+
+Prints per scenario: the joint plan's cost, status and proven gap, the threshold split's cost (the same model with
+the split fixed by the rate threshold), how much cheaper the joint split is, GPUs, and the wall time of the whole
+``solve_shared`` call (median of ``--runs``). Scenarios: ``long-tail`` (its threshold, 1 req/s, is a constraint on
+the joint split: only the 41 tail models may share), ``long-tail`` with no threshold (every model that fits may
+share; the threshold split then shares every one of them), and a 100-model variant (the preset + 56 variants at
+½ and ¼ the rate, as ``bench_sharing.py``'s), with its own time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from planning import api
+from planning.scenario import Scenario
+from planning.sharing import solve_shared
+
+
+def hundred(s: Scenario) -> Scenario:
+    """The preset plus 56 more variants (½ and ¼ the rate of the preset's variants): 100 models."""
+    extra = tuple(replace(m, id=f"{m.id}-b", demand=m.demand.scaled(0.5)) for m in s.models if m.base is not None)
+    extra += tuple(replace(m, id=f"{m.id}-c", demand=m.demand.scaled(0.25)) for m in s.models if m.base is not None)
+    return replace(s, name="long-tail x100", models=s.models + extra[:56])
+
+
+def run(name: str, s: Scenario, runs: int) -> None:
+    times, res = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        res = solve_shared(s, method="exact")
+        times.append(time.perf_counter() - t0)
+    assert res is not None
+    rule = res.threshold_split_cost_per_hour
+    cheaper = f"{100 * (rule - res.cost_per_hour) / rule:.2f} %" if rule else "n/a"
+    gap = "certified (gap 0)" if res.gap == 0 else (f"proven gap {res.gap:.2%}" if res.gap is not None else "no bound")
+    rule_gap = ("certified" if res.threshold_split_gap == 0 else
+                f"gap {res.threshold_split_gap:.2%}" if res.threshold_split_gap is not None else "no bound")
+    print(f"{name}: {len(s.models)} models, time limit {s.options.time_limit_s:g} s")
+    print(f"  joint split      ${res.cost_per_hour:8.2f}/h  {res.status:9s} {gap}; {len(res.shared_models)} shared on "
+          f"{len(res.shared_nodes)} GPUs, {len(res.dedicated_models)} dedicated; {res.n_gpus} GPUs {res.gpus()}")
+    print(f"  threshold split  ${rule if rule is not None else float('nan'):8.2f}/h  ({rule_gap}); joint cheaper by "
+          f"{cheaper}")
+    print(f"  wall {statistics.median(times):.1f} s median of {runs} ({', '.join(f'{t:.1f}' for t in times)}); "
+          f"LP rounds {res.stats.get('lp_rounds', 0):.0f}, patterns in the ILP {res.stats.get('patterns_in_ilp', 0):,.0f}")
+    print(f"  timings {({k: round(v, 1) for k, v in res.timings.items()})}")
+    for note in res.notes:
+        print(f"  note: {note}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--big-time-limit", type=float, default=300.0)
+    ap.add_argument("--only", choices=("long-tail", "free", "100"), default=None)
+    args = ap.parse_args()
+    print(f"# {platform.platform()}, python {platform.python_version()}, load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    base = api.load_preset_scenario("long-tail")
+    t0 = time.perf_counter()  # build (or load) the template libraries once, outside the timed runs
+    solve_shared(replace(base, options=replace(base.options, time_limit_s=max(args.time_limit, 120.0))), method="exact")
+    print(f"# warm-up (libraries built or loaded, one solve): {time.perf_counter() - t0:.1f} s")
+    lt = replace(base, options=replace(base.options, time_limit_s=args.time_limit))
+    if args.only in (None, "long-tail"):
+        run("long-tail (threshold 1 req/s as a constraint)", lt, args.runs)
+    if args.only in (None, "free"):
+        run("long-tail, no threshold", replace(lt, options=replace(lt.options, sharing_threshold_rps=None)), args.runs)
+    if args.only in (None, "100"):
+        big = hundred(base)
+        run("100-model variant", replace(big, options=replace(big.options, time_limit_s=args.big_time_limit)), 1)
+    print(f"# load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

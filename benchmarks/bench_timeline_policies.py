@@ -1,0 +1,84 @@
+"""Timeline policies benchmark (issue 27 §2): myopic vs look-ahead vs static peak vs the offline optimum.
+
+Run: ``python benchmarks/bench_timeline_policies.py [--preset coral-core] [--days 1] [--horizon 3]
+[--policies myopic lookahead offline] [--offline-time-limit 600] [--repeats 1]``.
+
+Demand: the shipped day samples (``data/demand/azure_{code,conv}_day.csv``, alternating per model) scaled so each
+model's peak is the preset's rate, as ``bench_timeline.py``; ``--days 7`` repeats the day into a week (168 hourly
+epochs; the project ships day traces only). Prints per policy: total cost over the horizon (provisioning + Coral's
+initialization penalty K·p per started instance), churn (nodes started / stopped), attainment (worst served fraction
+and epochs short of demand), percent above the offline optimum, and the offline MILP's proof (status, bound, gap);
+then the static peak plan on the same rows, and the wall time of the whole ``api.timeline`` call (median of
+``--repeats``) and of each policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_timeline import day_demand
+from planning import api
+from planning.timeline import TimelineOptions
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--preset", default="coral-core")
+    ap.add_argument("--days", type=int, default=1)
+    ap.add_argument("--horizon", type=int, default=None)
+    ap.add_argument("--policies", nargs="+", default=["myopic", "lookahead", "offline"])
+    ap.add_argument("--offline-time-limit", type=float, default=600.0)
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    scenario = api.load_preset_scenario(args.preset)
+    demand = day_demand(scenario, args.days, 24 * args.days)
+    opts = TimelineOptions(baselines=(), policies=tuple(args.policies), horizon=args.horizon,
+                           offline_time_limit_s=args.offline_time_limit)
+    print(f"# {platform.platform()}, python {platform.python_version()}; {args.preset}, {len(demand[0])} hourly "
+          f"epochs, policies {args.policies}, H={args.horizon or scenario.options.lookahead_epochs}")
+    if args.repeats > 1:  # build (or load) the template libraries once before the timed repeats
+        api.timeline(scenario, demand, options=TimelineOptions(baselines=(), static_peak=False))
+    walls, result = [], None
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        result = api.timeline(scenario, demand, options=opts)
+        walls.append(time.perf_counter() - t0)
+    assert result is not None
+    totals = result.policy_totals()
+    offline = totals.get("offline", {}).get("total_cost")
+    print(f"{'policy':<22} {'total $':>11} {'starts':>7} {'stops':>7} {'worst served':>13} {'short':>6} "
+          f"{'vs offline':>11} {'seconds':>8}")
+    for name, t in totals.items():
+        total = t.get("total_cost")
+        churn = t.get("churn") or {}
+        above = f"{100 * (total - offline) / offline:+.2f} %" if offline and total is not None else "-"
+        secs = result.timings.get(f"{name}_seconds")
+        print(f"{t.get('label', name):<22} {total if total is not None else float('nan'):>11.2f} "
+              f"{churn.get('nodes_started', '-'):>7} {churn.get('nodes_stopped', '-'):>7} "
+              f"{t.get('min_served_fraction', float('nan')):>13.1%} {t.get('epochs_short', '-'):>6} {above:>11} "
+              f"{'' if secs is None else f'{secs:.1f}':>8}")
+    d = result.to_dict()
+    static = d["static_peak_total_cost"]
+    above = f"{100 * (static - offline) / offline:+.2f} %" if offline else "-"
+    print(f"{'static peak':<22} {static:>11.2f} {'0':>7} {'0':>7} {'100.0%' if result.static_peak_feasible else 'short':>13} "
+          f"{'-':>6} {above:>11}")
+    info = result.policy_info.get("offline")
+    if info:
+        print(f"offline proof: status {info.get('status')}, bound {info.get('bound')}, gap {info.get('gap')}")
+    for note in result.notes:
+        if "look-ahead" in note or "offline" in note:
+            print("note:", note)
+    print(f"api.timeline wall: median {statistics.median(walls):.1f} s of {len(walls)} "
+          f"(templates {result.timings['templates_seconds']:.1f} s, epochs {result.timings['epochs_seconds']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,260 @@
+"""One model for sharing: which models share GPUs, which get dedicated templates and how the shared GPUs are
+packed, decided together over one availability (issue 27 §1), solved by a Dantzig–Wolfe decomposition whose
+bound is proven and whose answer is certified over every packing.
+
+The compact MILP (the model)
+----------------------------
+Sets: models m; shareable models S ⊆ M (fit alone on some single-GPU node type and allowed to share: the
+threshold, when the user sets one, is a constraint that dedicates every model at or above it); dedicated groups
+g of model m(g) (its (model, phase) groups, one class each); templates τ of g; regions r; shapes k; single-GPU
+node types t = (r(t), k(t)); candidate nodes b of type t.
+Parameters: p_t node price; C_t, usage rows of packing (memory W + KV, compute u, ttft δ/h; see
+``planning.sharing.packing``); λ_g demand; T_τ throughput; U_{τk} nodes; p_r(τ) = Σ_k p_{rk} U_{τk}; A_{rk}
+availability; K the initialization penalty factor (dedicated instances are new: cost (1 + K)·p, as the
+allocation ILP without running instances; shared nodes cost p_t, as the packing always counted them).
+Variables: d_m ∈ {0,1} (m dedicated; fixed 1 for m ∉ S), x_{mtb}, y_{tb} ∈ {0,1} (packing), ν_{τr} ∈ ℤ≥0,
+s_{mr} ≥ 0 (the share of a disaggregated model's requests served in region r: prefill and decode pair per region).
+    min  Σ_{t,b} p_t y_{tb} + Σ_{τ,r} (1 + K) p_r(τ) ν_{τr}
+    (assign)    Σ_{t,b} x_{mtb} + d_m = 1                                   m ∈ S
+    (pack)      memory, compute, ttft and x ≤ y rows of every candidate node (``packing``)
+    (demand)    Σ_{τ∈g, r} T_τ ν_{τr} ≥ λ_g d_m(g)                          every dedicated group g
+    (pair)      Σ_{τ∈g} T_τ ν_{τr} ≥ λ_g s_{m(g) r};  Σ_r s_{mr} ≥ d_m        disaggregated models, ≥ 2 regions
+    (avail)     Σ_b y_{tb} [t = (r, k)] + Σ_τ U_{τk} ν_{τr} ≤ A_{rk}           every (r, k)
+The threshold split of before (shared = rate below the threshold) is this model with d fixed.
+
+Decomposition (what runs)
+-------------------------
+A node's packing is a **pattern** P = (t, M_P): a set of models that fit together on one node of type t
+(memory, compute, ttft rows). The master over patterns: min Σ_P p_t z_P + Σ (1 + K) p ν with
+(cover) Σ_{P ∋ m} z_P + d_m = 1 for m ∈ S and (avail) Σ_{P on (r,k)} z_P + Σ U ν ≤ A, the rest as above; the
+compact MILP's integer solutions and the master's are the same plans (a bought node with its models is a
+pattern), and the master's LP bound is at least the compact LP's (Dantzig–Wolfe).
+1. **LP by column generation.** Templates are priced by numpy over every column; patterns by an exact binary
+   knapsack per node type (HiGHS, gap 0): max Σ π_m x_m over models that fit together, so a pattern's reduced
+   cost rc = p_t − σ_t − Σ_{m∈P} π_m (π cover duals, σ ≤ 0 availability duals). The strengthened rows of the
+   allocation LP apply (T' = min(T, λ) in demand and pairing rows, a cardinality cut Σ ν ≥ ⌈λ/max T⌉ d). At
+   convergence no column has rc < 0: z_LP is a lower bound on every plan.
+2. **Reduced-cost enumeration.** For any integer plan, cost ≥ z_LP + Σ rc·x (weak duality; every column has
+   rc ≥ 0), so a plan of cost ≤ a target θ uses only columns with rc ≤ θ − z_LP. Every pattern with rc ≤ Δ is
+   listed by a depth-first search per node type (models by π, pruned with a fractional-knapsack bound; fitting
+   is monotone: dropping a model keeps a pattern feasible), every template column by numpy.
+3. **ILP and certificate.** The set-partitioning ILP over those columns (HiGHS, gap 0). A plan of cost ≤ θ is
+   optimal over all packings and templates; an ILP optimum above θ proves the bound θ and the target rises to
+   that optimum (then the listed columns provably contain an optimum). θ starts at the restricted master ILP's
+   plan (over the columns generated in step 1). When the listing exceeds ``MAX_PATTERNS`` or the deadline
+   passes, the best plan is returned with its proven gap (status ``feasible``).
+
+Tests: ``tests/sharing/test_joint.py`` (brute force over every split, packing and dedicated plan on 30 tiny seeded
+instances, one and two regions, aggregated and disaggregated, K = 0 and 0.5; a designed instance computed by hand;
+the threshold split never cheaper; the CLI on long-tail). Modules: ``joint_model`` (the instance and its
+indexing), ``joint_columns`` (the master LP, pricing, the enumeration, the ILP), this one (the driver).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from planning.context import CancelToken, check_cancel, time_left, timed_out
+from planning.errors import PlanningError
+from planning.sharing.joint_columns import (
+    ADD_PER_ROUND,
+    BIG_M,
+    EXACT_PER_ROUND,
+    _best_pattern,
+    _duals,
+    _enumerate,
+    _farley_bound,
+    _greedy_patterns,
+    _ilp,
+    _Master,
+    _pattern_base,
+    _template_rc,
+)
+from planning.sharing.joint_model import DedicatedGroup, JointInstance, JointPlan, _Arrays
+
+__all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]
+
+MAX_PATTERNS = 400_000  # enumerated patterns beyond which the certificate is abandoned (best plan, proven gap)
+MAX_ROUNDS = 500
+TARGET_START = 0.002  # first certificate target: z_LP · (1 + 0.2 %), unless the incumbent is already lower
+LP_SHARE = 0.6  # of the time limit column generation may use before the incumbent ILP and the bound
+MAX_ATTEMPTS = 8  # certificate targets tried (each widens the listed columns fourfold)
+
+
+# ---------------------------------------------------------------------------------------------- driver
+def _caller_cancel(cancel: CancelToken | None, where: str) -> None:
+    """Raise :class:`Cancelled` when the caller cancelled; a passed deadline only stops the work (the best plan
+    found is returned with its gap)."""
+    if cancel is not None and cancel.is_set() and not timed_out(cancel):
+        check_cancel(cancel, where)
+
+
+def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: CancelToken | None = None,
+                start: JointPlan | None = None) -> JointPlan:
+    """The joint sharing optimum (module docstring): certified over every packing and template, or the best
+    plan found with its proven gap when the deadline or the enumeration cap stops the proof.
+
+    Parameters
+    ----------
+    inst:
+        The instance (``fixed_shared`` / ``fixed_dedicated`` fix the split, e.g. to a threshold's).
+    time_limit_s:
+        Seconds for the whole call (also bounded by ``cancel``'s deadline).
+    cancel:
+        Checked between steps.
+    start:
+        A known plan (e.g. the heuristic's): its patterns seed the LP and it is the ILP's MIP start.
+
+    Returns
+    -------
+    JointPlan with status ``optimal`` (certified, gap 0), ``feasible`` (a plan with its proven gap),
+    ``infeasible`` (the LP proves no plan exists) or ``time_limit`` (no plan by the deadline).
+    """
+    t0 = time.perf_counter()
+
+    def left() -> float:
+        return max(0.05, min(time_limit_s - (time.perf_counter() - t0), time_left(cancel, time_limit_s)))
+
+    a = _Arrays.build(inst)
+    allowed = [[i for i in a.fit_on[t] if inst.shareable[i].id not in inst.fixed_dedicated] for t in range(len(inst.types))]
+    for m in inst.fixed_shared:
+        i = a.shareable_index[m]
+        if not any(i in al for al in allowed):
+            raise PlanningError(f"sharing.{m}", "is forced to share but fits on no shared node type alone.",
+                                "dedicate it (raise the threshold above its rate) or offer a larger GPU.")
+    master = _Master(a)
+    for m in inst.fixed_shared:  # d fixed to 0: its column gets an upper bound of 0
+        j = next(j for j, (kind, key) in enumerate(master.columns) if kind == "d" and key == a.shareable_index[m])
+        master.h.changeColBounds(j, 0.0, 0.0)
+    for m in inst.fixed_dedicated:
+        if m in a.shareable_index:
+            j = next(j for j, (kind, key) in enumerate(master.columns) if kind == "d" and key == a.shareable_index[m])
+            master.h.changeColBounds(j, 1.0, 1.0)
+    for t, al in enumerate(allowed):  # singletons: every model alone on every type it fits
+        for i in al:
+            master.add_pattern(t, (i,))
+    if start is not None:
+        for n_ in start.nodes:
+            t = next(t for t, nt in enumerate(inst.types) if nt.key == n_.type)
+            master.add_pattern(t, tuple(sorted(a.shareable_index[m] for m in n_.models)))
+    for gi, g in enumerate(inst.groups):  # seed templates: the best cost per throughput per region
+        c = a.cost[gi] / np.maximum(g.throughput, 1e-12)[:, None]
+        for r in range(len(inst.regions)):
+            ok = np.flatnonzero(np.isfinite(c[:, r]))
+            for i in ok[np.argsort(c[ok, r])[:24]]:
+                master.add_template(gi, int(i), r)
+    rounds = 0
+    t_lp = time.perf_counter()
+    while True:
+        rounds += 1
+        _caller_cancel(cancel, "sharing: column generation")
+        z, y, values = master.solve()
+        du = _duals(master, y)
+        added = 0
+        for gi in range(len(inst.groups)):
+            rc = _template_rc(a, du, gi)
+            neg = np.argwhere(rc < -1e-7 * a.max_cost)
+            if neg.size:
+                order = np.argsort(rc[neg[:, 0], neg[:, 1]])[:ADD_PER_ROUND]
+                added += sum(master.add_template(gi, int(i), int(r)) for i, r in neg[order])
+        tol = 1e-7 * a.max_cost
+        greedy = sum(master.add_pattern(t, ms) for t in range(len(inst.types))
+                     for ms in _greedy_patterns(a, du, t, allowed[t], tol))
+        added += greedy
+        if not greedy:  # the heuristic found nothing: the exact knapsack per node type decides
+            for t in range(len(inst.types)):
+                pool = list(allowed[t])
+                for _ in range(EXACT_PER_ROUND):  # disjoint sets: several columns per (costly) exact search
+                    gain, ms = _best_pattern(a, du, t, pool, need=_pattern_base(a, du, t) + tol)
+                    if not ms or _pattern_base(a, du, t) - gain >= -tol:
+                        break
+                    added += master.add_pattern(t, ms)
+                    pool = [i for i in pool if i not in ms]
+        if added == 0 or rounds >= MAX_ROUNDS or time.perf_counter() - t0 > LP_SHARE * time_limit_s or left() <= 0.1:
+            break  # converged, or the LP's share of the time is spent (the bound is then Farley's)
+    lp_seconds = time.perf_counter() - t_lp
+    slack = master.slack_value(values)
+    converged = added == 0
+    z_lp = z - BIG_M * a.max_cost * slack
+    stats: dict[str, float] = {"lp_rounds": float(rounds), "lp_bound_per_hour": z_lp, "lp_seconds": lp_seconds,
+                               "patterns_generated": float(len(master.patterns)),
+                               "templates_generated": float(len(master.templates))}
+    if converged and slack > 1e-6:
+        return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None, stats,
+                         ("the LP relaxation has no solution: availability cannot hold every model, shared or "
+                          "dedicated.",))
+    bound = z_lp if converged else _farley_bound(a, du, z, allowed, min(left(), 5.0))
+    stats["farley_bound_per_hour"] = bound if not converged else z_lp
+    # the incumbent: the ILP over the generated columns
+    t_ilp = time.perf_counter()
+    status, value, _b, best = _ilp(a, sorted(master.patterns), sorted(master.templates), min(left(), 10.0), start)
+    if start is not None and start.has_plan and (best is None or start.cost_per_hour < value - 1e-9):
+        best, value = start, start.cost_per_hour
+    notes: list[str] = []
+    certified = False
+    target = max(bound * (1 + TARGET_START), bound + 1e-6) if math.isfinite(bound) else value
+    target = min(target, value) if math.isfinite(value) else target
+    attempts = 0
+    proved_infeasible = False
+    while converged and math.isfinite(bound) and left() > 0.1 and attempts < MAX_ATTEMPTS:
+        attempts += 1
+        # without any plan after two targets, list every column: the ILP then decides feasibility outright
+        delta = target - z_lp if math.isfinite(value) or attempts <= 2 else math.inf
+        pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
+        over = False
+        for t in range(len(inst.types)):
+            found = _enumerate(a, du, t, allowed[t], delta, MAX_PATTERNS - len(pats))
+            if found is None:
+                over = True
+                break
+            pats.update((t, ms) for ms, _rc in found)
+        if over:
+            notes.append(f"more than {MAX_PATTERNS:,} packings lie within the gap: the certificate was stopped, the "
+                         "best plan is given with its proven gap.")
+            break
+        temps: set[tuple[int, int, int]] = set(master.templates)
+        for gi in range(len(inst.groups)):
+            rc = _template_rc(a, du, gi)
+            temps.update((gi, int(i), int(r)) for i, r in np.argwhere(rc <= delta + 1e-9))
+        stats["patterns_in_ilp"] = float(len(pats))
+        stats["templates_in_ilp"] = float(len(temps))
+        _caller_cancel(cancel, "sharing: certificate ILP")
+        status, v, ilp_bound, plan = _ilp(a, sorted(pats), sorted(temps), left(), best)
+        if plan is not None and v < value - 1e-9:
+            best, value = plan, v
+        if status == "optimal" and v <= target + 1e-9 * max(1.0, target):
+            certified = True
+            bound = max(bound, v)
+            break
+        if status == "infeasible" and not math.isfinite(delta):
+            proved_infeasible = True  # every column was in the ILP and it has no plan
+            break
+        if status in ("optimal", "infeasible"):  # no plan of cost ≤ target exists: the bound rises to it
+            bound = max(bound, min(target, ilp_bound if math.isfinite(ilp_bound) else target))
+            wider = z_lp + 4 * (target - z_lp)  # the listing grows fast with the gap: widen it step by step
+            target = min(value, wider) if math.isfinite(value) else wider
+            continue
+        if math.isfinite(ilp_bound):  # stopped by the deadline: every plan ≤ target lies in its columns
+            bound = max(bound, min(target, ilp_bound))
+        break
+    stats["ilp_seconds"] = time.perf_counter() - t_ilp
+    stats["total_seconds"] = time.perf_counter() - t0
+    if best is None or not best.has_plan:
+        if proved_infeasible:
+            return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None,
+                             stats, (*notes, "no plan exists: every packing and template was tried."))
+        return JointPlan("time_limit", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats,
+                         (*notes, "no plan was found before the time limit."))
+    gap = 0.0 if certified else ((value - bound) / value if math.isfinite(bound) and value > 0 else None)
+    if gap is not None and gap <= 1e-6:
+        gap, certified = 0.0, True
+    if not certified:
+        notes.append("the joint plan is not proven optimal: " + (f"within {gap:.2%} of the bound" if gap is not None
+                                                                  else "no bound proven") + ".")
+    stats["certified"] = 1.0 if certified else 0.0
+    return JointPlan("optimal" if certified else "feasible", value, best.shared_cost_per_hour,
+                     best.dedicated_cost_per_hour, best.nodes, best.counts, best.shared, best.dedicated,
+                     bound, gap, stats, tuple(notes))

@@ -1,0 +1,215 @@
+"""The joint sharing plan of a scenario: the scenario's models, single-GPU offers and template libraries as a
+:class:`planning.sharing.joint.JointInstance`, the joint optimum and the threshold split on it, and the
+:class:`planning.sharing.plan.SharingResult` that reports both (issue 27 §1).
+
+Steps (docs/sharing.md, "One model for the split"):
+1. Profile every model on the scenario's single-GPU node types (``shared_profiles``); a model may share when it
+   fits alone on one of them and, if the user set ``options.sharing_threshold_rps``, its rate is below it (the
+   threshold is a constraint in the joint split, the rule in the threshold split).
+2. Build every model's template library (``build_template_sets``, cached): each model may be dedicated.
+3. ``solve_joint`` twice: free (the joint answer) and with the split fixed by the threshold (what the threshold
+   rule alone would give, solved as exactly), so the JSON can say by how much the joint split is cheaper.
+4. The dedicated models of the chosen answer are re-planned with ``planning.api.solve`` on what the shared nodes
+   leave (its certified optimum costs what the joint model priced; the PlanResult carries placements, baselines
+   and diagnostics).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from planning.context import (
+    CancelToken,
+    Deadline,
+    EngineContext,
+    ProgressFn,
+    check_cancel,
+    time_left,
+    timed_out,
+)
+from planning.errors import PlanningError
+from planning.result import PlanResult
+from planning.scenario import Scenario
+from planning.sharing.joint import DedicatedGroup, JointInstance, JointPlan, solve_joint
+from planning.sharing.packing import NodeType, Packing, TailModel, fits
+from planning.sharing.profiles import ModelProfile
+
+TOL = 1e-6
+RESERVE_SHARE = 0.1  # of options.time_limit_s kept for the dedicated models' re-plan
+
+
+def supported(scenario: Scenario) -> str | None:
+    """Why the joint model does not apply to ``scenario`` (None when it does): it minimises cost with every
+    group single-class; a budget, the served objective or histogram demand keep the sequential threshold split."""
+    if scenario.objective.kind != "cost":
+        return "the served objective"
+    if scenario.objective.budget_per_hour is not None:
+        return "a budget"
+    if any(m.demand.histogram for m in scenario.models):
+        return "histogram demand"
+    return None
+
+
+def joint_instance(scenario: Scenario, ctx: EngineContext, progress: ProgressFn | None = None,
+                   cancel: CancelToken | None = None
+                   ) -> tuple[JointInstance, list[ModelProfile], list[NodeType], list[str]]:
+    """The joint instance of ``scenario`` (every model may be dedicated; those that fit alone on a single-GPU
+    node type and are below the threshold, when one is set, may share): (instance, the shareable models'
+    profiles, the node types, the models that fit on no shared node).
+
+    Raises
+    ------
+    PlanningError
+        A model that can neither share nor be dedicated (no template serves it and it fits on no shared node).
+    """
+    from planning.resolve import resolve_scenario
+    from planning.sharing.plan import _tail_models, shared_profiles
+    from planning.templates.sets import build_template_sets
+
+    threshold = scenario.options.sharing_threshold_rps
+    ids = [m.id for m in scenario.models]
+    profiles, types = shared_profiles(scenario, ctx, ids)
+    tail = _tail_models(profiles, types)
+    fit_nowhere = [m.id for m in tail if not any(fits([m], t) for t in types)]
+    allowed = {m.id for m in scenario.models if threshold is None or m.demand.rate_rps < threshold}
+    shareable = [m for m in tail if m.id not in fit_nowhere and m.id in allowed]
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    sets = build_template_sets(ctx, resolved, progress, cancel)
+    shapes = tuple(resolved.shapes)
+    groups = []
+    for ts in sets:
+        g = ts.group
+        if len(g.classes) != 1:
+            raise PlanningError("models", f"{g.id} has {len(g.classes)} request classes.",
+                                "the joint sharing model plans one class per group; use sharing_split: threshold.")
+        usage = np.zeros((len(ts), len(shapes)), dtype=np.int64)
+        for k, s in enumerate(ts.shapes):
+            usage[:, shapes.index(s)] = ts.usage[:, k]
+        groups.append(DedicatedGroup(g.id, g.model, g.phase, float(g.demand), usage,
+                                     np.asarray(ts.throughput[:, 0], dtype=float), tuple(ts.key(i) for i in range(len(ts)))))
+    keep = {m.id for m in shareable}
+    for model in ids:  # a model nothing can serve: say so now, with the fix
+        dedicated_ok = all(np.any(g.throughput > 0) for g in groups if g.model == model)
+        if model not in keep and not dedicated_ok:
+            raise PlanningError(f"models.{model}", "has no template that serves it and fits on no shared node.",
+                                "relax its SLO, offer larger GPUs, or lower its demand.")
+    inst = JointInstance(tuple(shareable), tuple(types), tuple(groups), tuple(resolved.regions), shapes,
+                         resolved.price_matrix(shapes), resolved.availability_matrix(shapes), scenario.options.K)
+    by_id = {p.id: p for p in profiles}
+    return inst, [by_id[m.id] for m in shareable], list(types), fit_nowhere
+
+
+def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence[TailModel]) -> JointInstance:
+    """``inst`` with the split fixed as the threshold rule fixes it: every shareable model below the threshold
+    (all of them when it is None) shares, the others are dedicated."""
+    threshold = scenario.options.sharing_threshold_rps
+    rate = {m.id: m.demand.rate_rps for m in scenario.models}
+    below = frozenset(m.id for m in shareable if threshold is None or rate[m.id] < threshold)
+    return replace(inst, fixed_shared=below, fixed_dedicated=frozenset(m.id for m in shareable) - below)
+
+
+def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
+                        solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
+                        progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> object:
+    """The shared plan by the joint model (``split="joint"``) or by the threshold rule solved exactly
+    (``"threshold"``); both costs are reported. Returns a ``planning.sharing.plan.SharingResult``.
+
+    Parameters
+    ----------
+    scenario:
+        A cost-objective scenario without a budget or histograms (:func:`supported`).
+    ctx:
+        Engine context.
+    split:
+        ``"joint"`` or ``"threshold"``.
+    solve_dedicated:
+        ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.api.solve``).
+    progress, cancel:
+        The run contract; ``options.time_limit_s`` bounds the whole call (both solves and the re-plan).
+    """
+    from planning import api
+    from planning.sharing.plan import (
+        MIN_PART_S,
+        SharingResult,
+        _remaining,
+        _resolve,
+        _shared_nodes,
+        models_subset,
+    )
+
+    t0 = time.perf_counter()
+    limit = scenario.options.time_limit_s
+
+    def step(fraction: float, message: str) -> None:
+        if cancel is not None and cancel.is_set() and not timed_out(cancel):
+            check_cancel(cancel, message)  # the caller's cancel; the deadline stops the solves, not the report
+        if progress is not None:
+            progress(fraction, message)
+
+    step(0.0, "sharing: profiles and template libraries of every model")
+    inst, profiles, types, fit_nowhere = joint_instance(scenario, ctx, None, cancel)
+    shareable = inst.shareable
+    notes: list[str] = []
+    if fit_nowhere:
+        notes.append(f"{len(fit_nowhere)} models fit on no single-GPU node (memory, compute, TTFT) and are "
+                     f"dedicated: {', '.join(fit_nowhere)}.")
+    fixed = threshold_fixed(inst, scenario, shareable)
+    t1 = time.perf_counter()
+    step(0.2, "sharing: the threshold split, solved exactly")
+    reserve = max(MIN_PART_S, RESERVE_SHARE * limit)  # the dedicated re-plan's share of the limit
+    by_rule = solve_joint(fixed, time_limit_s=max(0.1, 0.4 * (time_left(cancel, limit) - reserve)), cancel=cancel)
+    chosen = by_rule
+    free: JointPlan | None = None
+    if split == "joint":
+        step(0.4, "sharing: the joint split (which models share, which are dedicated, how nodes are packed)")
+        free = solve_joint(inst, time_limit_s=max(0.1, time_left(cancel, limit) - reserve), cancel=cancel,
+                           start=by_rule if by_rule.has_plan else None)
+        chosen = free
+    seconds = {"profile_seconds": t1 - t0, "joint_seconds": time.perf_counter() - t1}
+    notes.extend(chosen.notes)
+    threshold = scenario.options.sharing_threshold_rps
+    rule_cost = by_rule.cost_per_hour if by_rule.has_plan else None
+    extra: dict[str, Any] = {"split": split, "threshold_split_cost_per_hour": rule_cost, "threshold_split_status": by_rule.status,
+             "threshold_split_gap": by_rule.gap, "bound_per_hour": chosen.bound if math.isfinite(chosen.bound) else None,
+             "gap": chosen.gap, "stats": dict(chosen.stats)}
+    if split == "joint" and free is not None and free.has_plan and rule_cost is not None:
+        saved = rule_cost - free.cost_per_hour
+        notes.append(f"joint split ${free.cost_per_hour:,.2f}/h vs the threshold split ${rule_cost:,.2f}/h "
+                     f"({100 * saved / rule_cost:.2f} % cheaper; both "
+                     + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
+                     + ").")
+    if not chosen.has_plan:
+        return SharingResult("exact", chosen.status, threshold, (), math.inf, chosen.status, chosen.gap, None,
+                             tuple(m.id for m in shareable), tuple(inst.models), {**seconds}, tuple(notes), **extra)
+    packing = Packing(chosen.nodes, chosen.shared_cost_per_hour, chosen.status, "exact", chosen.gap)
+    nodes = _shared_nodes(packing, profiles, types)
+    dedicated_ids = list(chosen.dedicated)
+    dedicated: PlanResult | None = None
+    if dedicated_ids:
+        step(0.8, f"dedicated templates for {len(dedicated_ids)} models on what the shared nodes leave")
+        offers, _ = _resolve(scenario, ctx.catalog)
+        sub = replace(scenario, models=models_subset(scenario, dedicated_ids),
+                      options=replace(scenario.options, sharing="off"))
+        sub = _remaining(sub, offers, nodes)
+        if solve_dedicated is not None:
+            dedicated = solve_dedicated(sub)
+        else:
+            part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
+            dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel)
+        if dedicated.has_plan and dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
+            notes.append(f"the dedicated re-plan costs ${dedicated.cost_per_hour:,.2f}/h, above the joint model's "
+                         f"${chosen.dedicated_cost_per_hour:,.2f}/h for the same models and nodes "
+                         f"(status {dedicated.status}).")
+    ok = dedicated is None or dedicated.has_plan
+    status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
+              else "feasible") if ok else (dedicated.status if dedicated is not None else "infeasible")
+    seconds["total_seconds"] = time.perf_counter() - t0
+    shared_ids = tuple(m for n in chosen.nodes for m in n.models)
+    return SharingResult("exact", status, threshold, nodes, chosen.shared_cost_per_hour, chosen.status, chosen.gap,
+                         dedicated, shared_ids, tuple(dedicated_ids), seconds, tuple(notes), **extra)

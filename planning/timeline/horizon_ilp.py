@@ -1,0 +1,165 @@
+"""The compact multi-epoch MILP over a given set of (template, region) pairs (``planning.timeline.horizon``'s last
+step, and the oracle its tests solve over every pair), and a complete MIP start from instance counts.
+
+Rows, in order: availability (E·R·S), demand (E·G), per link and region the prefill and decode pairing rows
+(E·L·R·2) and the shares' sum (E·L), the start-up rows (E per pair when K > 0). Columns: the shares s, then per
+pair its E instance counts ν and (K > 0) its E start-up costs I.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from planning.timeline.horizon import _Data
+
+
+def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float, gap: float,
+         start: Sequence[Mapping[tuple[int, int, int], int]] | None = None) -> tuple[str, float, float, list[dict]]:
+    """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch)."""
+    import highspy
+    import scipy.sparse as sp
+
+    p = d.p
+    E, R, S, G = p.epochs, len(p.regions), len(p.shapes), len(p.groups)
+    links = p.links if d.link_of else ()
+    L = len(links)
+    o_dem = E * R * S
+    o_pair = o_dem + E * G
+    o_psum = o_pair + E * L * R * 2
+    o_pen = o_psum + E * L
+    n_rows = o_pen + (E * len(pairs) if p.K > 0 else 0)
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    integer: list[bool] = []
+    pen_lower = np.zeros(E * len(pairs)) if p.K > 0 else np.zeros(0)
+
+    def add(c: float, ub: float, is_int: bool, r_: Sequence[int], v_: Sequence[float]) -> int:
+        j = len(cost)
+        cost.append(c)
+        upper.append(ub)
+        integer.append(is_int)
+        rows.append(np.asarray(r_, dtype=np.int64))
+        cols.append(np.full(len(r_), j, dtype=np.int64))
+        vals.append(np.asarray(v_, dtype=float))
+        return j
+
+    for e in range(E):
+        for li, (gp, gd) in enumerate(links):
+            for r in range(R):
+                base = o_pair + ((e * L + li) * R + r) * 2
+                add(0.0, 1.0, False, [base, base + 1, o_psum + e * L + li],
+                    [-float(p.demand[e, gp]), -float(p.demand[e, gd]), 1.0])
+    nu_cols: list[int] = []
+    for q, (gi, i, r) in enumerate(pairs):
+        g = p.groups[gi]
+        c = float(d.cost[gi][i, r])
+        nz = np.flatnonzero(g.usage[i] > 0)
+        ub = float(min((p.available[:, r, k] // g.usage[i, k]).max() for k in nz)) if nz.size else 0.0
+        first = len(cost)
+        for e in range(E):
+            r_ = [(e * R + r) * S + int(k) for k in nz] + [o_dem + e * G + gi]
+            v_ = [float(g.usage[i, k]) for k in nz] + [float(g.throughput[i])]
+            if gi in d.link_of:
+                li, j = d.link_of[gi]
+                r_.append(o_pair + ((e * L + li) * R + r) * 2 + j)
+                v_.append(float(g.throughput[i]))
+            if p.K > 0:
+                kc = p.K * p.hours * c
+                r_.append(o_pen + q * E + e)
+                v_.append(-kc)
+                if e + 1 < E:
+                    r_.append(o_pen + q * E + e + 1)
+                    v_.append(kc)
+            add(p.hours * c, ub, True, r_, v_)
+        nu_cols.append(first)
+        if p.K > 0:
+            pen_lower[q * E] = -p.K * p.hours * c * float(p.running.get((gi, i, r), 0))
+            for e in range(E):
+                add(1.0, math.inf, False, [o_pen + q * E + e], [1.0])
+    n = len(cost)
+    if not pairs:  # nothing can be bought: a plan exists only without demand
+        if (p.demand > 0).any():
+            return "infeasible", math.inf, math.inf, []
+        return "optimal", 0.0, 0.0, [{} for _ in range(E)]
+    mat = sp.csc_matrix((np.concatenate(vals) if vals else np.zeros(0),
+                         (np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
+                          np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64))), shape=(n_rows, n))
+    inf = highspy.kHighsInf
+    lower_row = np.full(n_rows, -inf)
+    upper_row = np.full(n_rows, inf)
+    upper_row[:o_dem] = p.available.reshape(-1).astype(float)
+    lower_row[o_dem:o_pair] = p.demand.reshape(-1)
+    lower_row[o_pair:o_psum] = 0.0
+    lower_row[o_psum:o_pen] = 1.0
+    lower_row[o_pen:] = pen_lower
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", float(gap))
+    h.setOptionValue("time_limit", max(float(time_limit_s), 0.05))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, n_rows
+    lp.col_cost_, lp.col_lower_ = np.array(cost), np.zeros(n)
+    lp.col_upper_ = np.array([u if math.isfinite(u) else inf for u in upper])
+    lp.row_lower_, lp.row_upper_ = lower_row, upper_row
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_ = mat.indptr.astype(np.int32), mat.indices.astype(np.int32)
+    lp.a_matrix_.value_ = mat.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer]
+    h.passModel(lp)
+    if start is not None:  # a known schedule (another policy's, or the previous step's shifted) as a MIP start
+        x0 = start_vector(d, pairs, nu_cols, start, n)
+        sol = highspy.HighsSolution()
+        sol.col_value = list(x0)
+        h.setSolution(sol)
+    h.run()
+    info = h.getInfo()
+    ms = h.getModelStatus()
+    st = highspy.HighsModelStatus
+    status = ("optimal" if ms == st.kOptimal else "infeasible" if ms in (st.kInfeasible, st.kUnboundedOrInfeasible)
+              else "time_limit" if ms == st.kTimeLimit else "other")
+    bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
+    if int(info.primal_solution_status) != 2:
+        return status, math.inf, (math.inf if status == "infeasible" else bound), []
+    x = np.asarray(h.getSolution().col_value)
+    counts: list[dict] = [{} for _ in range(E)]
+    for q, key in enumerate(pairs):
+        for e in range(E):
+            v = round(x[nu_cols[q] + e])
+            if v > 0:
+                counts[e][key] = v
+    return status, float(info.objective_function_value), bound, counts
+
+
+def start_vector(d: _Data, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
+                  start: Sequence[Mapping[tuple[int, int, int], int]], n: int) -> np.ndarray:
+    """A complete MIP start from instance counts: ν as given (epochs past the schedule hold its last epoch), the
+    start-up I = max(0, K·h·c·(ν_e − ν_{e−1})) and each link's regional shares s = min(1, capacity / demand) of
+    both phases, so HiGHS can accept it whole (a start that misses demand is rejected by HiGHS, harmlessly)."""
+    p = d.p
+    E, R, G = p.epochs, len(p.regions), len(p.groups)
+    links = p.links if d.link_of else ()
+    x0 = np.zeros(n)
+    cap = np.zeros((E, G, R))
+    for q, key in enumerate(pairs):
+        gi, i, r = key
+        nu = np.array([float(start[min(e, len(start) - 1)].get(key, 0)) if start else 0.0 for e in range(E)])
+        x0[nu_cols[q]:nu_cols[q] + E] = nu
+        cap[:, gi, r] += nu * float(p.groups[gi].throughput[i])
+        if p.K > 0:
+            kc = p.K * p.hours * float(d.cost[gi][i, r])
+            before = np.concatenate([[float(p.running.get(key, 0))], nu[:-1]])
+            x0[nu_cols[q] + E:nu_cols[q] + 2 * E] = np.maximum(0.0, kc * (nu - before))
+    for e in range(E):
+        for li, (gp, gd) in enumerate(links):
+            for r in range(R):
+                share = [cap[e, g, r] / p.demand[e, g] for g in (gp, gd) if p.demand[e, g] > 0]
+                x0[(e * len(links) + li) * R + r] = min([1.0, *share])
+    return x0

@@ -110,7 +110,7 @@ ORCHESTRATION = {"api", "api_fanout", "api_simulate", "pipeline", "assemble", "w
 def test_rooms_import_only_downstream() -> None:
     """The direction catalog → perf → templates → allocate → baselines → result → interfaces."""
     assert _rooms_imported("catalog") <= {"errors", "cli", "safeio"}  # safeio: the bounded loader, a leaf
-    parts = {"scenario_demand", "scenario_supply", "scenario_options", "scenario_io"}  # scenario.py's split
+    parts = {"scenario_demand", "scenario_supply", "scenario_options", "scenario_io", "scenario_finance"}  # scenario.py's split
     assert _rooms_imported("scenario") <= {"errors", "safeio", "scenario_fields"} | parts  # + field validators
     for part in parts:
         assert _rooms_imported(part) <= {"errors", "scenario_fields", "scenario"}, part  # io: Scenario as a type

@@ -159,9 +159,10 @@ def pool_offers(scenario: Scenario, catalog: Catalog,
     held: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for i, res in enumerate(scenario.reservations):
         row = _reservable(scenario, catalog, on_demand_rows, i)
+        terms = reservation_terms(res, row.price_on_demand * scenario.price_scale, f"reservations[{i}]",
+                                  scenario.price_scale)  # priced?
         if res.status != "held":
             continue
-        terms = reservation_terms(res, row.price_on_demand * scenario.price_scale, f"reservations[{i}]")
         held.setdefault((res.region, res.shape), []).append((int(res.count or 0), terms.effective_hourly))
     for (region, shape), parts in held.items():
         count, gpu = parse_shape(shape)
@@ -194,6 +195,9 @@ def _reservable(scenario: Scenario, catalog: Catalog, rows: Mapping[tuple[str, s
     _, gpu = parse_shape(res.shape, f"reservations[{i}].shape")
     if gpu not in catalog.gpus:
         raise UnknownIdError(f"reservations[{i}].shape", gpu, catalog.gpus)
+    if scenario.shapes and res.shape not in scenario.shapes:
+        raise PlanningError(f"reservations[{i}].shape", f"{res.shape} is not in the scenario's shapes.",
+                            f"add {res.shape} to shapes, or reserve one of {', '.join(scenario.shapes)}.")
     if res.region not in scenario.regions:
         raise PlanningError(f"reservations[{i}].region", f"{quote(res.region)} is not in the scenario's regions.",
                             f"add it to regions, or reserve in one of {', '.join(scenario.regions) or '(none)'}.")
@@ -206,9 +210,10 @@ def _reservable(scenario: Scenario, catalog: Catalog, rows: Mapping[tuple[str, s
     return row
 
 
-def reservation_terms(res: Reservation, on_demand_usd: float, field: str) -> Terms:
-    """A reservation's price per node: as given, or the cloud's published discount (``data/reservations.csv``)."""
-    if res.upfront_usd is not None and res.hourly_usd is not None:
-        return Terms(res.term_years, float(res.upfront_usd), float(res.hourly_usd), res.payment,
+def reservation_terms(res: Reservation, on_demand_usd: float, field: str, scale: float = 1.0) -> Terms:
+    """A reservation's price per node: as given (× ``scale``, the scenario's price_scale), or the cloud's published
+    discount (``data/reservations.csv``) off ``on_demand_usd`` (already scaled)."""
+    if res.upfront_usd is not None and res.hourly_usd is not None:  # given prices follow price_scale too
+        return Terms(res.term_years, float(res.upfront_usd) * scale, float(res.hourly_usd) * scale, res.payment,
                      res.source or "scenario")
     return published_terms(cloud_of(res.region), res.term_years, res.payment, on_demand_usd, field=field)

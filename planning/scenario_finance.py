@@ -188,6 +188,7 @@ class SpotPolicy:
     recovery: str = "lost"
     recovery_hours: float = 0.25
     interruptions: tuple[SpotRate, ...] = ()
+    interruption_scale: float = 1.0  # × every interruption rate (a what-if: 2 = twice as often)
 
     def __post_init__(self) -> None:
         _revalidate(self, "spot")
@@ -205,11 +206,14 @@ class SpotPolicy:
                    recovery_hours=_number(d.get("recovery_hours", 0.25), f"{path}.recovery_hours", minimum=0,
                                           strict_min=True, bound="recovery_hours"),
                    interruptions=tuple(SpotRate.from_dict(r, f"{path}.interruptions[{i}]")
-                                       for i, r in enumerate(_list(d.get("interruptions"), f"{path}.interruptions"))))
+                                       for i, r in enumerate(_list(d.get("interruptions"), f"{path}.interruptions"))),
+                   interruption_scale=_number(d.get("interruption_scale", 1.0), f"{path}.interruption_scale",
+                                              minimum=0, bound="scale"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "max_share": self.max_share, "recovery": self.recovery,
-                "recovery_hours": self.recovery_hours, "interruptions": [asdict(r) for r in self.interruptions]}
+                "recovery_hours": self.recovery_hours, "interruptions": [asdict(r) for r in self.interruptions],
+                "interruption_scale": self.interruption_scale}
 
 
 @dataclass(frozen=True)

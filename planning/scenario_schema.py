@@ -71,7 +71,7 @@ def scenario_json_schema() -> dict[str, Any]:
                       "source": {"type": "string"}}, ("region", "per_month"))
     spot = _obj({"enabled": {"type": "boolean"}, "max_share": {"type": "number", "minimum": 0, "maximum": 1},
                  "recovery": {"enum": ["lost", "on_demand"]}, "recovery_hours": _POS,
-                 "interruptions": {"type": "array", "items": spot_rate}})
+                 "interruptions": {"type": "array", "items": spot_rate}, "interruption_scale": _NONNEG})
     factors = {"type": "array", "items": _NONNEG, "minItems": 1}
     profile = _obj({"factors": factors, "epoch_hours": _POS,
                     "models": {"type": "object", "additionalProperties": factors}, "source": {"type": "string"}},

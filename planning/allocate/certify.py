@@ -217,7 +217,7 @@ def _reducible(resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> bool:
 
 def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group],
                served: bool) -> tuple[Reduction, list[ColumnBlock]]:
-    shapes = sorted({o.shape for o in resolved.offers})
+    shapes = sorted({o.shape for o in resolved.offers} | {s for ts in sets for s in ts.shapes})  # unsold: NaN
     shape_index = {s: k for k, s in enumerate(shapes)}
     current = [c for c in resolved.scenario.current if c.count > 0]
     blocks = []

@@ -9,19 +9,28 @@ is paid all the time: expected cost = the spot price p_s; expected served share 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planning.pools import SpotRisk, site_of, spot_risk
 from planning.scenario import Scenario
 
 
 def risk_of(scenario: Scenario, region: str, gpu: str) -> SpotRisk:
     """The interruption rate of spot ``gpu`` nodes in ``region``: the scenario's override for the region (that
-    GPU first, then ``*``), else the shipped table."""
+    GPU first, then ``*``), else the shipped table; × ``spot.interruption_scale`` (on the hourly rate: the
+    monthly share becomes 1 − (1 − f)^k)."""
     site = site_of(region)
+    found = None
     for want in (gpu, "*"):
         for rate in scenario.spot.interruptions:
-            if site_of(rate.region) == site and rate.gpu == want:
-                return SpotRisk(rate.per_month, "given", "scenario", rate.source)
-    return spot_risk(site, gpu)
+            if found is None and site_of(rate.region) == site and rate.gpu == want:
+                found = SpotRisk(rate.per_month, "given", "scenario", rate.source)
+    risk = found or spot_risk(site, gpu)
+    k = scenario.spot.interruption_scale
+    if k == 1.0:
+        return risk
+    return replace(risk, per_month=1.0 - (1.0 - risk.per_month) ** k,
+                   source=f"{risk.source}; × {k:g} (what-if interruption_scale)")
 
 
 def spot_price(scenario: Scenario, region: str, gpu: str, listed: float, on_demand: float) -> tuple[float, float]:

@@ -106,3 +106,13 @@ def test_commitment_must_cover_a_known_offer() -> None:
 
     with pytest.raises(PlanningError, match="commitments"):
         replace(_one_model(), commitments=(Commitment("res", 3.0, 5, (("c:nowhere", "1xg"),)),))
+
+
+def test_greedy_homo_keeps_the_spot_cap() -> None:
+    from planning.baselines.homo import homo_greedy
+
+    capped = _one_model(spot_regions=frozenset({"c:r/spot"}), spot_cap={"m": 0.5})
+    r = homo_greedy(capped)
+    assert r.feasible
+    assert r.counts.get(("A", "c:r"), 0) * 5.0 >= 5.0  # ≥ (1 − 0.5) × 10 units/s outside the spot pool
+    assert homo_greedy(_one_model()).counts == {("A", "c:r/spot"): 2}  # uncapped: all on the cheap pool

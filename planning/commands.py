@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     fmt.add_argument("--markdown", action="store_true", help="print a Markdown report")
     p.add_argument("--out", type=Path, help="also write the output to this file (atomically)")
     p.add_argument("--dump-model", type=Path, metavar="FILE", help="write the allocation model (.lp or .mps)")
+    p.add_argument("--bill", type=Path, metavar="FILE",
+                   help="write the year's bill as CSV (month × model × region × kind; scenarios with finance inputs)")
     p.add_argument("--sharing", choices=("off", "kvpr", "exact"),
                    help="pack low-rate models onto shared GPUs (default: the scenario's options.sharing)")
     p.set_defaults(func=_solve)
@@ -103,6 +105,8 @@ def _solve(args: argparse.Namespace) -> int:
 
         check_dump_path(args.dump_model, "--dump-model")
     result = api.solve(scenario, dump_model=args.dump_model)
+    if args.bill is not None:
+        atomic_write_text(args.bill, api.bill_csv(result), field="--bill")
     if args.json:
         _emit(api.result_json(result), args.out)
     elif args.markdown:

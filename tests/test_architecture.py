@@ -121,6 +121,10 @@ def test_rooms_import_only_downstream() -> None:
     assert not _rooms_imported("templates") & ({"allocate", "baselines"} | ORCHESTRATION)
     assert not _rooms_imported("allocate") & ORCHESTRATION
     assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)
+    # finance: a room (commitments, accounting, bill) whose plan.py runs the pipeline; never the interfaces' face
+    assert not _rooms_imported("finance") & {"api", "api_simulate", "api_finance", "whatif", "jobs", "viz", "commands"}
+    assert _rooms_imported("api_finance") <= {"result"}
+    assert _rooms_imported("pools") <= {"catalog", "errors"}
 
 
 _SAVING_SHAPES = re.compile(r"1(\.0)? - [^/\n]*(cost|price|only|provisioning|\$/h)[^/\n]* / |100(\.0)? \* \(1 - "

@@ -583,11 +583,16 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
                     continue
                 return answer("infeasible", "an epoch has no plan even with every reservation")
             z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
+            # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
+            z_low = sum(w * float(a.total_per_hour or 0.0) * (1.0 - float(a.gap or 0.0))
+                        for w, a in zip(hours, allocs, strict=True))
             if lam is None:  # R = 0: an exact plan
                 offer(float(z), {}, plans)
                 stats["no_reservation_value"] = float(z)
+                if not candidates:  # nothing to commit: the epochs are independent, each certified alone
+                    state["bound"] = max(float(state["bound"]), z_low)  # type: ignore[arg-type]
             else:  # a Lagrangian bound over all templates (integer epochs, pool rows priced)
-                bound = float(z) - _constant(mu, held, candidates, sum(hours))
+                bound = float(z_low) - _constant(mu, held, candidates, sum(hours))
                 stats["lagrangian_epoch_bound"] = bound
                 state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
         if not candidates:

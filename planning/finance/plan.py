@@ -87,6 +87,12 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, progress: Progr
     result = solve(hour, context=context, progress=sub_progress(report, 0.6, 1.0), cancel=cancel,
                    dump_model=dump_model, with_baselines=with_baselines, finance=False)
     resolved_hour = resolve_scenario(hour, context.catalog)
+    if sizing is not None and sizing.has_plan and candidates:
+        signed = [f"{n} × {c.shape} ({c.region}, {c.terms.term_years:g} y)" for c in candidates
+                  if (n := sizing.counts.get(c.id, 0))]
+        gap = f"proven within {sizing.gap:.1%} of the optimum" if sizing.gap is not None else "no bound proven"
+        notes.append(f"Commitment sizing over {len(epochs)} epochs: " + (", ".join(signed) + " to sign" if signed else
+                     "no reservation pays off") + f"; {gap} ({sizing.certified_over}).")
     finance = finance_view(scenario, resolved_hour, result, candidates, sizing, compare, notes)
     lines = commitment_lines(scenario, context, candidates, sizing)
     result = replace(result, scenario=scenario.to_dict(), commitments=lines, finance=finance,

@@ -283,6 +283,7 @@ class Sizing:
     certified_over: str = "all templates"
     message: str = ""
     stats: dict[str, float] = field(default_factory=dict)
+    no_reservation: Sizing | None = None  # the same horizon with R = 0 (every epoch certified alone), when computed
 
     @property
     def gap(self) -> float | None:
@@ -521,8 +522,9 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
             gap = (value - bound) / value if math.isfinite(bound) and value > 0 else math.inf
             status = "optimal" if gap <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible"
         counts = {c.id: int(state["counts"].get(c.id, 0)) for c in candidates}  # type: ignore[attr-defined]
+        zero: Sizing | None = state.get("no_reservation")  # type: ignore[assignment]
         return Sizing(status, value, min(bound, value), counts, tuple(epochs), tuple(candidates), plans,
-                      str(state["over"]), message or str(state["message"]), stats)
+                      str(state["over"]), message or str(state["message"]), stats, zero)
 
     def committed_cost(counts: Mapping[str, int]) -> float:
         return sum(c.effective_hourly * sum(hours) * counts.get(c.id, 0) for c in candidates)
@@ -589,6 +591,11 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
             if lam is None:  # R = 0: an exact plan
                 offer(float(z), {}, plans)
                 stats["no_reservation_value"] = float(z)
+                gap_0 = (z - z_low) / z if z > 0 else 0.0
+                state["no_reservation"] = Sizing(
+                    "optimal" if gap_0 <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible", float(z),
+                    float(z_low), {}, tuple(epochs), (), tuple(plans), "all templates (each epoch certified alone)",
+                    stats={"seconds": time.perf_counter() - t0})
                 if not candidates:  # nothing to commit: the epochs are independent, each certified alone
                     state["bound"] = max(float(state["bound"]), z_low)  # type: ignore[arg-type]
             else:  # a Lagrangian bound over all templates (integer epochs, pool rows priced)

@@ -246,6 +246,19 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
                 h.addCol(usd, 0.0, inf, len(rows_f), np.array(rows_f, dtype=np.int32), np.array(vals_f))
     in_lp: list[set[tuple[int, int]]] = [set() for _ in blocks]
 
+    def side_rows(gi: int, i: int, r: int) -> tuple[list[int], list[float]]:
+        """The (S) and (R) entries of column (row i of block gi, region r): its capped group's non-spot row and its
+        link's supply row in r."""
+        rows_s: list[int] = []
+        vals_s: list[float] = []
+        if gi in caps and non_spot[r]:
+            rows_s.append(s0 + cap_rows[gi])
+            vals_s.append(float(t_cap[gi][i]))
+        if gi in link_of:
+            rows_s.append(link_row[(gi, link_of[gi])] + r)
+            vals_s.append(float(blocks[gi].throughput[i]))
+        return rows_s, vals_s
+
     def add_columns(gi: int, pairs: Sequence[tuple[int, int]]) -> None:
         if not pairs:
             return
@@ -262,12 +275,9 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             if has_budget:
                 rows_list.append(n_rows - 1)
                 vals.append(float(cost[i, r]))
-            if gi in caps and non_spot[r]:
-                rows_list.append(s0 + cap_rows[gi])
-                vals.append(float(t_cap[gi][i]))
-            if gi in link_of:
-                rows_list.append(link_row[(gi, link_of[gi])] + r)
-                vals.append(float(b.throughput[i]))
+            extra_rows, extra_vals = side_rows(gi, i, r)
+            rows_list.extend(extra_rows)
+            vals.extend(extra_vals)
             cols_ptr.append(len(rows_list))
             costs.append(0.0 if served else float(cost[i, r]))
             in_lp[gi].add((i, r))
@@ -292,12 +302,9 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             nz = np.flatnonzero(b.usage[i] > 0)
             rows_k = [*(ri * K_shapes + idx[nz]).tolist(), n_avail + gi, n_avail + n_groups + gi]
             vals_k = [*b.usage[i, nz].astype(float).tolist(), float(b.throughput[i]), 1.0]
-            if gi in caps and non_spot[ri]:
-                rows_k.append(s0 + cap_rows[gi])
-                vals_k.append(float(t_cap[gi][i]))
-            if gi in link_of:
-                rows_k.append(link_row[(gi, link_of[gi])] + ri)
-                vals_k.append(float(b.throughput[i]))
+            extra_rows, extra_vals = side_rows(gi, i, ri)
+            rows_k += extra_rows
+            vals_k += extra_vals
             if has_budget:
                 rows_k.append(n_rows - 1)
                 vals_k.append(float(cost[i, ri]) / (1.0 + K))

@@ -16,10 +16,11 @@ from planning.allocate import (
     WorkloadClass,
     solve_allocation,
 )
-from planning.allocate.brute import brute_force
 from planning.allocate.synthetic import random_problem
-
-COMBOS = [("matrix", "highs"), ("pulp", "highs"), ("pulp", "cbc")]
+from tests.allocate.test_oracle import (
+    COMBOS,
+    _check,  # ILP (builder, solver) = brute force
+)
 
 
 def _capped(seed: int, classes: int, objective: str) -> AllocationProblem:
@@ -43,30 +44,18 @@ def _committed(seed: int) -> AllocationProblem:
                    commitments=(Commitment("reserve", cost, 3, (("cloud:r0/reserved", shape),)),))
 
 
-def _check(p: AllocationProblem, builder: str, solver: str) -> None:
-    b = brute_force(p, 200_000)
-    r = solve_allocation(replace(p, builder=builder, solver=solver))  # type: ignore[arg-type]
-    if not b.feasible:
-        assert r.status == "infeasible"
-        return
-    assert r.status == "optimal"
-    assert r.total_per_hour == pytest.approx(b.cost, rel=1e-6, abs=1e-6)
-    if p.objective == "served":
-        assert r.alpha == pytest.approx(b.alpha, rel=1e-6, abs=1e-7)
-
-
 @pytest.mark.parametrize(("builder", "solver"), COMBOS)
 @pytest.mark.parametrize("objective", ["cost", "served"])
 @pytest.mark.parametrize("classes", [1, 2])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 def test_spot_cap_equals_brute_force(seed: int, classes: int, objective: str, builder: str, solver: str) -> None:
-    _check(_capped(seed, classes, objective), builder, solver)
+    _check(_capped(seed, classes, objective), builder, solver, 200_000)
 
 
 @pytest.mark.parametrize(("builder", "solver"), COMBOS)
 @pytest.mark.parametrize("seed", range(8))
 def test_commitments_equal_brute_force(seed: int, builder: str, solver: str) -> None:
-    _check(_committed(seed), builder, solver)
+    _check(_committed(seed), builder, solver, 200_000)
 
 
 def _one_model(**options: object) -> AllocationProblem:

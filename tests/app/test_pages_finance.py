@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.app.conftest import app, texts, wait_for_job
+from tests.app.conftest import planned, texts
 from tests.finance.conftest import SMALL
 
 
@@ -14,15 +14,7 @@ def _planned_finance(home: Path) -> object:
 
     d = {**SMALL, "name": "fin", "spot": {"enabled": True, "max_share": 0.5}}
     save_scenario(Scenario.from_dict(d), home / "scenarios" / "fin.yaml")
-    at = app()
-    at.selectbox[0].set_value("saved:fin")
-    next(b for b in at.button if b.label == "Plan it").click()
-    at.run()
-    job_id = str(at.session_state["solve_job"])
-    assert wait_for_job(home, job_id) == "done"
-    at.run()
-    at.switch_page("views/3_Plan.py")
-    at.run()
+    at, _ = planned(home, "saved:fin", page="views/3_Plan.py")
     return at
 
 

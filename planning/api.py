@@ -136,7 +136,8 @@ __all__ = [
 SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "planning.allocate.matrix_model",
                  "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
                  "planning.baselines.homo", "planning.baselines.memp", "planning.baselines.single_type",
-                 "planning.explain", "planning.transfer", "planning.templates.search", "planning.templates.library")
+                 "planning.explain", "planning.transfer", "planning.templates.search", "planning.templates.library",
+                 "planning.finance.plan")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 _CTX_LOCK = threading.Lock()

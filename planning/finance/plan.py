@@ -26,7 +26,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from planning.context import CancelToken, Deadline, EngineContext, ProgressFn, check_cancel, sub_progress
+from planning.context import (
+    Cancelled,
+    CancelToken,
+    Deadline,
+    EngineContext,
+    ProgressFn,
+    check_cancel,
+    sub_progress,
+)
 from planning.finance.accounting import idle_capacity
 from planning.finance.bill import bill_rows, committed_pools, epoch_list, summarise
 from planning.finance.commitments import Candidate, Sizing, candidates_of, epochs_of, size
@@ -36,6 +44,7 @@ from planning.pools import HOURS_PER_YEAR, kind_of
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import CommitmentLine, PlanResult
 from planning.scenario import Reservation, Scenario
+from planning.templates.sets import TemplateSet
 
 SIZING_SHARE = 0.55
 COMPARISON_SHARE = 0.10
@@ -66,10 +75,20 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, progress: Progr
     sizing: Sizing | None = None
     compare: dict[str, Sizing] = {}
     notes: list[str] = []
+    sets: list[TemplateSet] = []
     if candidates or scenario.finance.profile is not None:
         deadline = _sub(limit * SIZING_SHARE, cancel)
         report(0.01, "sizing: serving templates for the horizon's epochs")
-        sets = build_template_sets(context, resolved, sub_progress(report, 0.01, 0.2), deadline)
+        try:
+            sets = build_template_sets(context, resolved, sub_progress(report, 0.01, 0.2), deadline)
+        except Cancelled:
+            if not deadline.timed_out():
+                raise  # the caller's cancel
+            sets = []
+            notes.append(f"Time limit: the sizing's share ({limit * SIZING_SHARE:,.0f} s of {limit:g} s) ran out while "
+                         "building the serving-template libraries, so no commitment was sized and the bill is the "
+                         "design hour's. Fix: raise options.time_limit_s (libraries are cached for the next run).")
+    if sets:
         sizing = size(resolved, sets, epochs, candidates, cancel=deadline, progress=sub_progress(report, 0.2, 0.5))
         if candidates:  # the sizing solved R = 0 on its way (every epoch certified): that is all on-demand
             compare["all on-demand"] = sizing.no_reservation or size(

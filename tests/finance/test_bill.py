@@ -87,3 +87,22 @@ def test_cli_writes_the_bill(tmp_path: Path) -> None:
     assert set(plan["cost_by_pricing_kind"]) == {"owned", "reserved", "on_demand", "spot"}
     bill = pd.read_csv(tmp_path / "bill.csv", comment="#")
     assert (bill["kind"] == "reserved").any()
+
+
+def test_exports_run_pools_in_their_region(tmp_path: Path) -> None:
+    """SkyPilot recipes of spot and reserved instances name the cloud region (spot via use_spot), never the pool."""
+    import json
+
+    from planning.api import export_plan, solve
+    from tests.finance.conftest import SMALL
+
+    s = {**SMALL, "spot": {"enabled": True}, "reservations": [
+        {"region": "aws:us-east-2", "shape": "1xL40S", "count": 1, "status": "held"}]}
+    s.pop("finance")
+    plan = solve(Scenario.from_dict(json.loads(json.dumps(s))))
+    regions = {i.region for i in plan.instances}
+    assert regions & {"aws:us-east-2/reserved", "aws:us-east-2/spot"}
+    for f in export_plan(plan, "skypilot"):
+        assert "us-east-2/" not in f.text.replace("region aws:us-east-2/", "")  # infra: aws/us-east-2 only
+        if f.instance is not None and "/spot" in f.text.splitlines()[0]:
+            assert "use_spot: true" in f.text

@@ -51,3 +51,60 @@ def test_time_limit_in_the_sizings_library_build_still_plans_the_hour(monkeypatc
     summary = finance_summary(result)
     assert summary["horizon_total_usd"] is None and summary["all_on_demand_usd"] is None  # not $0
     assert summary["bill_usd"] is not None  # the design hour's plan, billed every hour
+
+
+def _small_sizing_inputs() -> tuple[Any, Any, Any, Any]:
+    from planning.api import engine_context
+    from planning.finance.commitments import candidates_of, epochs_of
+    from planning.resolve import resolve_scenario
+    from planning.templates.sets import build_template_sets
+    from tests.finance.conftest import SMALL
+
+    s = Scenario.from_dict(SMALL)
+    ctx = engine_context()
+    resolved = resolve_scenario(s, ctx.catalog)
+    return resolved, build_template_sets(ctx, resolved), epochs_of(s), candidates_of(s, ctx.catalog)
+
+
+def test_large_library_path_finds_the_small_paths_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decomposition used for large libraries (relaxation, epochs alone, MILP over their templates, epochs
+    re-solved at R) reaches the optimum of the MILP over every template on a small scenario."""
+    import planning.finance.commitments as commitments
+
+    resolved, sets, epochs, cands = _small_sizing_inputs()
+    exact = commitments.size(resolved, sets, epochs, cands)
+    assert exact.status == "optimal" and exact.certified_over.startswith("all templates (every one")
+    monkeypatch.setattr(commitments, "REDUCE_MIN_TEMPLATES", 0)
+    forced = commitments.size(resolved, sets, epochs, cands)
+    assert "milp_value" in forced.stats  # the large path ran to its MILP
+    assert forced.value == pytest.approx(exact.value, rel=1e-6)
+    assert forced.bound <= exact.value * (1 + 1e-9)
+    assert forced.counts == exact.counts
+
+
+def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anytime: the deadline expires while the epochs are re-solved at the chosen commitments (step 4 of the
+    large-library path): the sizing returns its best plan so far with status feasible, a positive value and a
+    proven gap, never $0."""
+    import planning.finance.commitments as commitments
+    from planning.context import Deadline
+
+    resolved, sets, epochs, cands = _small_sizing_inputs()
+    monkeypatch.setattr(commitments, "REDUCE_MIN_TEMPLATES", 0)
+    real = commitments._epoch_solves
+    calls = {"n": 0}
+    deadline = Deadline(3600.0)
+
+    def expiring(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the re-solve at the chosen R: the time limit strikes
+            deadline._deadline = time.monotonic()  # the deadline expires now
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(commitments, "_epoch_solves", expiring)
+    sizing = commitments.size(resolved, sets, epochs, cands, cancel=deadline)
+    assert calls["n"] == 3 and deadline.timed_out()
+    assert sizing.status == "feasible" and sizing.has_plan
+    assert sizing.value > 0 and sizing.gap is not None and 0 <= sizing.gap < 1
+    assert "time limit" in sizing.message
+    assert len(sizing.plans) == len(epochs) and all(p.nodes for p in sizing.plans)

@@ -62,7 +62,8 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="use a shipped preset instead of a file (see `planning presets`)")
     p.add_argument("--variant", action="append", default=[], metavar="KIND=VALUE",
                    help="a what-if change, repeatable: demand=2[@MODEL], drop-gpu=L40S, drop-region=REGION, "
-                        "price=-20, availability=0.5, slo=0.8, budget=100")
+                        "price=-20, availability=0.5, slo=0.8, budget=100, term=3 (reservation years), interruptions=2 "
+                        "(spot rates × 2)")
     p.add_argument("--backend", choices=BACKENDS, help="where library builds, on-demand pricing searches and sweep "
                    "points run: the embedded process pool (default) or Ray (pip install 'planning[ray]'; PLANNING_RAY_ADDRESS for a cluster)")
 

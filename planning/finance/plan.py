@@ -4,9 +4,10 @@
 horizon or demand profile) here:
 
 1. **Commitment sizing** (when the scenario has ``status: decide`` reservations or a demand profile): the
-   two-stage MILP of :mod:`planning.finance.commitments` over the horizon's epochs, certified over every
-   template of the libraries; with reservations to decide, also the same horizon all on demand (no new
-   reservation) and all reserved (no on-demand or spot node), for the totals shown beside it.
+   two-stage MILP of :mod:`planning.finance.commitments` over the horizon's epochs (solved by
+   :mod:`planning.finance.sizing`), certified over every template of the libraries; with reservations to
+   decide, also the same horizon all on demand (no new reservation) and all reserved (no on-demand or spot
+   node), for the totals shown beside it.
 2. **The design hour's plan**: the scenario's own demand (the profile's peak) planned by the ordinary pipeline
    with the decided reservations as held ones, so the Plan page, baselines, report and exports are those of
    the capacity the company would run, with its costs by pricing kind.
@@ -37,8 +38,9 @@ from planning.context import (
 )
 from planning.finance.accounting import idle_capacity
 from planning.finance.bill import bill_rows, committed_pools, epoch_list, summarise
-from planning.finance.commitments import Candidate, Sizing, candidates_of, epochs_of, size
+from planning.finance.commitments import Candidate, Sizing, candidates_of, epochs_of
 from planning.finance.risk import lost_share, risk_of
+from planning.finance.sizing import size
 from planning.offers import ResolvedOffer, reservation_terms
 from planning.pools import HOURS_PER_YEAR, kind_of
 from planning.resolve import ResolvedScenario, resolve_scenario

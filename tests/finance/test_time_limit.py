@@ -14,7 +14,8 @@ from planning.scenario import Scenario
 def test_sizing_without_time_for_a_plan_says_so() -> None:
     from planning.api import engine_context
     from planning.context import Deadline
-    from planning.finance.commitments import candidates_of, epochs_of, size
+    from planning.finance.commitments import candidates_of, epochs_of
+    from planning.finance.sizing import size
     from planning.resolve import resolve_scenario
     from planning.templates.sets import build_template_sets
     from tests.finance.conftest import SMALL
@@ -69,13 +70,13 @@ def _small_sizing_inputs() -> tuple[Any, Any, Any, Any]:
 def test_large_library_path_finds_the_small_paths_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     """The decomposition used for large libraries (relaxation, epochs alone, MILP over their templates, epochs
     re-solved at R) reaches the optimum of the MILP over every template on a small scenario."""
-    import planning.finance.commitments as commitments
+    import planning.finance.sizing as sizing_module
 
     resolved, sets, epochs, cands = _small_sizing_inputs()
-    exact = commitments.size(resolved, sets, epochs, cands)
+    exact = sizing_module.size(resolved, sets, epochs, cands)
     assert exact.status == "optimal" and exact.certified_over.startswith("all templates (every one")
-    monkeypatch.setattr(commitments, "REDUCE_MIN_TEMPLATES", 0)
-    forced = commitments.size(resolved, sets, epochs, cands)
+    monkeypatch.setattr(sizing_module, "REDUCE_MIN_TEMPLATES", 0)
+    forced = sizing_module.size(resolved, sets, epochs, cands)
     assert "milp_value" in forced.stats  # the large path ran to its MILP
     assert forced.value == pytest.approx(exact.value, rel=1e-6)
     assert forced.bound <= exact.value * (1 + 1e-9)
@@ -86,12 +87,12 @@ def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest
     """Anytime: the deadline expires while the epochs are re-solved at the chosen commitments (step 4 of the
     large-library path): the sizing returns its best plan so far with status feasible, a positive value and a
     proven gap, never $0."""
-    import planning.finance.commitments as commitments
+    import planning.finance.sizing as sizing_module
     from planning.context import Deadline
 
     resolved, sets, epochs, cands = _small_sizing_inputs()
-    monkeypatch.setattr(commitments, "REDUCE_MIN_TEMPLATES", 0)
-    real = commitments._epoch_solves
+    monkeypatch.setattr(sizing_module, "REDUCE_MIN_TEMPLATES", 0)
+    real = sizing_module._epoch_solves
     calls = {"n": 0}
     deadline = Deadline(3600.0)
 
@@ -101,8 +102,8 @@ def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest
             deadline._deadline = time.monotonic()  # the deadline expires now
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(commitments, "_epoch_solves", expiring)
-    sizing = commitments.size(resolved, sets, epochs, cands, cancel=deadline)
+    monkeypatch.setattr(sizing_module, "_epoch_solves", expiring)
+    sizing = sizing_module.size(resolved, sets, epochs, cands, cancel=deadline)
     assert calls["n"] == 3 and deadline.timed_out()
     assert sizing.status == "feasible" and sizing.has_plan
     assert sizing.value > 0 and sizing.gap is not None and 0 <= sizing.gap < 1

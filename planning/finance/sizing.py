@@ -15,6 +15,9 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
 3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R.
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
+5. **The bound tightened** (``_ascend``) while a pass over the epochs fits in the time left: projected
+   subgradient steps move each pool's μ between epochs (Σ_e μ_pe kept at its cheapest a_j, towards the
+   epochs that use the pool most), each step one pass of step 2's certified epoch solves at the new prices.
 
 The better of R and R = 0 is returned with the better bound; status ``optimal`` when the gap is within
 ``mip_rel_gap``, else ``feasible`` with the proven gap; at the deadline the best plan so far (``feasible``), or
@@ -53,6 +56,69 @@ from planning.templates.sets import TemplateSet
 START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bound + 0.3 %
 COVER_LIMIT_S = 2.0
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
+MILP_SHARE = 0.4  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
+DUAL_STEPS = 12  # subgradient steps on the pool prices at most
+
+
+def _ascend(start: tuple[float, list[dict[tuple[str, str], int]], float], resolved: ResolvedScenario,
+            sets: Sequence[TemplateSet], epochs: Sequence[Epoch], candidates: Sequence[Candidate],
+            pools: Mapping[tuple[str, str], tuple[float, int]], cheapest: Mapping[tuple[str, str], float],
+            held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str], cancel: CancelToken | None,
+            state: dict[str, object], stats: dict[str, float], say: Callable[[str], None]) -> None:
+    """Raise ``state["bound"]`` by projected subgradient steps on the pool prices μ_pe of the epochs' Lagrangian
+    relaxation (module docstring, step 5), while a pass over the epochs fits in the time left.
+
+    μ stays on {μ ≥ 0, Σ_e μ_pe = the pool's cheapest a_j}, so C(μ) = Σ μ·H; the subgradient of pool p in epoch e
+    is its use u_pe minus its mean over the epochs (the R term is constant on that face); Polyak steps towards
+    the best plan's value, halved when a step does not raise the bound. Any μ ≥ 0 gives a valid bound; the best
+    one found is kept."""
+    bound, use, seconds = start
+    keys = sorted(pools)
+    hours = [ep.hours for ep in epochs]
+    total = sum(hours)
+    mu = {(k, e): cheapest[k] * hours[e] for k in keys for e in range(len(epochs))}
+    best, theta = bound, 1.0
+    gap = resolved.scenario.options.mip_rel_gap
+    for step in range(DUAL_STEPS):
+        value = float(state["value"])  # type: ignore[arg-type]
+        if not math.isfinite(value) or value - best <= gap * value:
+            break
+        left = time_left(cancel, math.inf, 0.0)
+        if math.isfinite(left) and left < 1.5 * seconds:
+            break
+        d = {}
+        for k in keys:
+            mean = sum(u.get(k, 0) for u in use) / len(use)
+            d.update({(k, e): u.get(k, 0) - mean for e, u in enumerate(use)})
+        norm = sum(v * v for v in d.values())
+        if norm <= 0:
+            break
+        t = theta * (value - bound) / norm
+        for k in keys:
+            moved = [max(0.0, mu[(k, e)] + t * d[(k, e)]) for e in range(len(epochs))]
+            scale = cheapest[k] * total / sum(moved) if sum(moved) > 0 else 0.0
+            mu.update({(k, e): v * scale for e, v in enumerate(moved)})
+        t0 = time.perf_counter()
+        prices = [{k: mu[(k, e)] / hours[e] for k in keys} for e in range(len(epochs))]
+        def tell(m: str, step: int = step) -> None:
+            say(f"step {step + 1}: {m}")
+
+        _plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
+                                              prices=prices)
+        seconds = time.perf_counter() - t0
+        if not all(a.has_plan for a in allocs):
+            break
+        flat = {(k[0], k[1], e): mu[(k, e)] for k in keys for e in range(len(epochs))}
+        bound = sum(w * _proven_low(a, gap) for w, a in zip(hours, allocs, strict=True)) - _constant(
+            flat, held, candidates, total)
+        use = [dict(a.nodes_used) for a in allocs]
+        stats["dual_steps"] = float(step + 1)
+        if bound > best:
+            best = bound
+            stats["dual_bound"] = best
+            state["bound"] = max(float(state["bound"]), best)  # type: ignore[arg-type]
+        else:
+            theta /= 2
 
 
 def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:
@@ -99,7 +165,10 @@ def _relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
     """The pool-priced single-period relaxation over every template (module docstring), with its LP and
     Lagrangian cover bounds (``planning.allocate.reduce``: links, pool flows and the spot cap included)."""
     relaxed = horizon_problem(resolved, sets, epochs, candidates, masks={}, drop_kinds=drop_kinds, pool_prices=mu)
-    shapes = sorted({o.shape for o in relaxed.offers})
+    all_blocks, all_where = _blocks(sets, epochs)
+    # every shape of every block, sold or not (a shape no pool sells, e.g. with on-demand dropped, is not offered:
+    # the templates using it get no column; dropping their whole block instead would drop its demand too)
+    shapes = sorted({o.shape for o in relaxed.offers} | {s for b in all_blocks for s in b.shapes})
     regions = sorted({o.region for o in relaxed.offers})
     index = {s: k for k, s in enumerate(shapes)}
     r_index = {r: i for i, r in enumerate(regions)}
@@ -108,8 +177,7 @@ def _relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
     for o in relaxed.offers:
         prices[r_index[o.region], index[o.shape]] = o.price_per_hour
         available[r_index[o.region], index[o.shape]] = o.available
-    pairs = [(b, w) for b, w in zip(*_blocks(sets, epochs), strict=True) if all(s in index for s in b.shapes)]
-    blocks, where = [b for b, _w in pairs], [w for _b, w in pairs]
+    blocks, where = all_blocks, all_where
     demand = {q.group: q.rate for q in relaxed.classes}
     group_of = {q.id: q.group for q in relaxed.classes}
     links = [tuple(group_of[q] for q in link) for link in relaxed.links]
@@ -124,6 +192,14 @@ def _relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
     held = {(o.region, o.shape): o.available for o in resolved.offers}
     hours = sum(ep.hours for ep in epochs)
     return _Relaxation(red, lag, blocks, where, d, _constant(mu, held, candidates, hours))
+
+
+def _proven_low(alloc: AllocationResult, mip_rel_gap: float) -> float:
+    """A lower bound on an epoch's optimum from its certified solve: value × (1 − its proven gap); without a gap,
+    the MILP gap when optimal, else nothing (0)."""
+    value = float(alloc.total_per_hour or 0.0)
+    gap = alloc.gap if alloc.gap is not None else (mip_rel_gap if alloc.status == "optimal" else 1.0)
+    return value * (1.0 - min(1.0, max(0.0, float(gap))))
 
 
 def _uniform_prices(epochs: Sequence[Epoch], candidates: Sequence[Candidate]) -> dict[tuple[str, str, int], float]:
@@ -162,30 +238,43 @@ def _held(resolved: ResolvedScenario) -> dict[tuple[str, str], int]:
 
 def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
                   candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
-                  drop_kinds: Sequence[str], cancel: CancelToken | None,
-                  report: Callable[[str], None]) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
+                  drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
+                  stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
+                  ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
     """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
-    candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses."""
+    candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses.
+
+    ``stop_without_plan``: the busiest epoch first, and stop at the first epoch without a plan (its allocation is
+    the last one returned; the lists then cover only the epochs solved). "All reserved" at R = 0 has no plan as
+    soon as demand exceeds the owned and held nodes: one solve says so instead of one per epoch.
+    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``."""
     from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
 
-    plans, allocs, used = [], [], []
-    for e, ep in enumerate(epochs):
+    order = list(range(len(epochs)))
+    if stop_without_plan:
+        order.sort(key=lambda e: -sum(epochs[e].factor.values()))
+    solved: dict[int, tuple[EpochPlan, AllocationResult, list[np.ndarray]]] = {}
+    for done, e in enumerate(order, 1):
         check_cancel(cancel, "sizing: epoch plans")
-        res_e = epoch_resolved(resolved, ep, candidates, pools, drop_kinds)
+        here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
+        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds)
         alloc = solve_certified(res_e, sets, cancel=cancel).result
         flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
                  else site_transfers(res_e))
-        plans.append(plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows}))
-        allocs.append(alloc)
+        plan = plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows})
         rows = [np.zeros(len(ts), dtype=bool) for ts in sets]
         for (tid, _r) in alloc.counts:
             for si, ts in enumerate(sets):
                 row = ts.row_of.get(tid)
                 if row is not None:
                     rows[si][row] = True
-        used.append(rows)
-        report(f"epoch {e + 1}/{len(epochs)}")
-    return plans, allocs, used
+        solved[e] = (plan, alloc, rows)
+        report(f"epoch {done}/{len(epochs)}")
+        if stop_without_plan and not alloc.has_plan:
+            out = [solved[k] for k in order[:done]]
+            return [p for p, _a, _u in out], [a for _p, a, _u in out], [u for _p, _a, u in out]
+    return ([solved[e][0] for e in range(len(epochs))], [solved[e][1] for e in range(len(epochs))],
+            [solved[e][2] for e in range(len(epochs))])
 
 
 def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
@@ -200,8 +289,8 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
     templates, with the reservations priced at their effective hourly rate (a Lagrangian relaxation of the pool
     rows: Σ_e w_e·z_e − C(μ) is a second lower bound) and with none (R = 0, an exact plan); (3) the MILP over the
     templates those plans use, per epoch, chooses R; (4) each epoch is re-solved alone at that R, certified over
-    all templates (the second stage is exact for the chosen commitments). The better of R and R = 0 is returned
-    with the better of the two bounds.
+    all templates (the second stage is exact for the chosen commitments); (5) subgradient steps on the pool
+    prices tighten step 2's bound while time allows. The better of R and R = 0 is returned with the best bound.
 
     Raises
     ------
@@ -271,6 +360,7 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
         # (2) each epoch alone at R = 0 (exact) and with the reservations priced at their effective rate (bound)
         masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
         levels: list[float | None] = [None, 1.0] if candidates else [None]
+        dual: tuple[float, list[dict[tuple[str, str], int]], float] | None = None
         held = _held(resolved)
         caps = {(c.pool, c.shape): sum(x.max_count for x in candidates if (x.pool, x.shape) == (c.pool, c.shape))
                 for c in candidates}
@@ -282,9 +372,11 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
             def say(m: str, what: str = what) -> None:
                 report(0.3, f"{label}: epochs alone ({what}): {m}")
 
-            plans, allocs, used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say)
+            t_pass = time.perf_counter()
+            plans, allocs, used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say,
+                                                stop_without_plan=lam is None)
             for si in range(len(sets)):  # every epoch may use what any epoch's plan used (R is shared)
-                anywhere = np.logical_or.reduce([used[e][si] for e in range(len(epochs))])
+                anywhere = np.logical_or.reduce([rows[si] for rows in used])
                 for e in range(len(epochs)):
                     masks[(si, e)] = masks.get((si, e), np.zeros(len(sets[si]), dtype=bool)) | anywhere
             if any(not a.has_plan for a in allocs):
@@ -293,7 +385,7 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
                 return answer("infeasible", "an epoch has no plan even with every reservation")
             z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
             # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
-            z_low = sum(w * float(a.total_per_hour or 0.0) * (1.0 - float(a.gap or 0.0))
+            z_low = sum(w * _proven_low(a, resolved.scenario.options.mip_rel_gap)
                         for w, a in zip(hours, allocs, strict=True))
             if lam is None:  # R = 0: an exact plan
                 offer(float(z), {}, plans)
@@ -309,6 +401,7 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
                 bound = float(z_low) - _constant(mu, held, candidates, sum(hours))
                 stats["lagrangian_epoch_bound"] = bound
                 state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
+                dual = (bound, [dict(a.nodes_used) for a in allocs], time.perf_counter() - t_pass)
         if not candidates:
             state["over"] = "all templates (each epoch certified alone)"
             return answer()
@@ -316,7 +409,7 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
         stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
         report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
         problem = horizon_problem(resolved, sets, epochs, candidates, masks=masks, drop_kinds=drop_kinds)
-        alloc = milp(problem, share=0.7)
+        alloc = milp(problem, share=MILP_SHARE)
         if alloc.has_plan:
             stats["milp_value"] = float(alloc.total_per_hour or math.inf)
             stats["milp_gap"] = float(alloc.gap) if alloc.gap is not None else math.nan
@@ -330,6 +423,11 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
             if all(a.has_plan for a in allocs):
                 second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
                 offer(second + committed_cost(chosen), chosen, plans)
+        # (5) the epochs' Lagrangian bound tightened by projected subgradient steps on the pool prices
+        if dual is not None:
+            _ascend(dual, resolved, sets, epochs, candidates, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps},
+                    cheapest, held, drop_kinds, cancel, state, stats,
+                    lambda m: report(0.95, f"{label}: tightening the bound: {m}"))
         state["over"] = ("all templates" if answer().status == "optimal" else
                          "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
                          "all templates")

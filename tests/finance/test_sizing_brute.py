@@ -129,3 +129,33 @@ def test_cli_commitments_equal_enumeration_through_the_cli(small: dict[str, Any]
     signed = {c["shape"]: c["count"] for c in plan["commitments"] if c["status"] == "sign"}
     assert {k: v for k, v in best[1].items() if v} == signed
     assert set(plan["cost_by_pricing_kind"]) == {"owned", "reserved", "on_demand", "spot"}
+
+
+def test_pool_priced_relaxation_is_a_lower_bound_for_any_prices() -> None:
+    """The Lagrangian bound the sizing tightens (``sizing._ascend``): for any pool prices μ ≥ 0 per epoch (Σ_e μ
+    below, at and above the candidate's cost), the relaxation's optimum minus C(μ) is at most the two-stage
+    optimum found by brute force."""
+    import random
+
+    from planning.finance.sizing import _constant
+
+    checked = 0
+    for seed in range(8):
+        problems, hours, cands = _epochs(seed)
+        expected = _oracle(problems, hours, cands)
+        if expected is None:  # an infeasible seed has no optimum to bound
+            continue
+        rng = random.Random(seed)
+        cand = cands[0]
+        held = {(cand.pool, cand.shape): seed % 2}
+        a = cand.effective_hourly * sum(hours)
+        for trial in range(4):
+            raw = [rng.random() for _ in hours]
+            total = a * (0.5 + trial * 0.25)
+            mu = {(cand.pool, cand.shape, e): total * r / sum(raw) for e, r in enumerate(raw)}
+            relaxed = solve_allocation(stack(problems, hours, cands, pool_prices=mu))
+            assert relaxed.status == "optimal"
+            bound = float(relaxed.total_per_hour or 0.0) - _constant(mu, held, cands, sum(hours))
+            assert bound <= expected * (1 + 1e-9) + 1e-9
+            checked += 1
+    assert checked >= 16

@@ -45,7 +45,9 @@ def run_once(limit: float | None, scale: float) -> tuple[float, dict[str, float]
           f"{int(stats.get('epochs', 0))} epochs: relaxation bound {stats.get('lagrangian_cover_bound', float('nan')):,.0f}, "
           f"epochs at R = 0 {stats.get('no_reservation_value', float('nan')):,.0f}, epochs with reservations at their "
           f"rate {stats.get('lagrangian_epoch_bound', float('nan')):,.0f}, MILP {stats.get('milp_value', float('nan')):,.0f} "
-          f"(gap {stats.get('milp_gap', float('nan')):.2%}, {int(stats.get('templates_in_milp', 0)):,} epoch templates)")
+          f"(gap {stats.get('milp_gap', float('nan')):.2%}, {int(stats.get('templates_in_milp', 0)):,} epoch templates), "
+          f"bound after {int(stats.get('dual_steps', 0))} subgradient steps "
+          f"{stats.get('dual_bound', stats.get('lagrangian_epoch_bound', float('nan'))):,.0f}")
     for c in result.commitments:
         util = f"{c.utilisation:.0%}" if c.utilisation is not None else "—"
         print(f"  {c.status:4} {c.count:3d} × {c.shape:7} {c.region:18} {c.term_years:g} y at ${c.effective_hourly:.4f}/h "

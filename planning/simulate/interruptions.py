@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from planning.simulate.engine import WAKE, Engine, ModelRoutes, Router, Sim
+from planning.simulate.engine import WAKE, Engine
+from planning.simulate.loop import Sim
+from planning.simulate.routing import ModelRoutes, Router
 
 SPOT_SUFFIX = "/spot"
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planning.api_fanout import sweep, what_if
+from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
 from planning.api_outputs import (
     compare_markets,
     export_plan,
@@ -75,16 +76,20 @@ __all__ = [
     "Scenario",
     "Variant",
     "apply_variants",
+    "bill_csv",
+    "bill_frame",
     "build_templates",
     "catalog_frames",
     "chart_frame",
     "check_custom_model",
+    "commitments_frame",
     "compare_markets",
     "comparison_frame",
     "diff_lines",
     "engine_context",
     "export_plan",
     "export_zip",
+    "finance_summary",
     "fingerprint",
     "is_plan_json",
     "json_safe",
@@ -130,8 +135,9 @@ __all__ = [
 
 SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "planning.allocate.matrix_model",
                  "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
-                 "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp", "planning.baselines.single_type",
-                 "planning.explain", "planning.transfer", "planning.templates.search", "planning.templates.library")
+                 "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp",
+                 "planning.baselines.single_type", "planning.explain", "planning.transfer", "planning.templates.search",
+                 "planning.templates.library", "planning.finance.plan")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 _CTX_LOCK = threading.Lock()

@@ -58,7 +58,8 @@ def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
 
 def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
              router: str = "proportional", trace: Trace | None = None, chunk_tokens: int | None = None,
-             max_seqs: int | None = None) -> SimResult:
+             max_seqs: int | None = None, interruptions: bool = False,
+             interruption_scale: float = 1.0) -> SimResult:
     """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
 
     Parameters
@@ -69,6 +70,8 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
     trace: a ``planning.traces.Trace`` rescaled to each model's planned rate (None: Poisson).
     chunk_tokens, max_seqs: engine limits (vLLM ``max_num_batched_tokens``, ``max_num_seqs``; None: the perf
         model's engine settings, and each aggregated instance's step budget sized to its TPOT SLO).
+    interruptions: replay spot interruptions at the plan's rates (``finance.spot.rates``, × ``interruption_scale``)
+        with its recovery time (``planning.simulate.interruptions``); the plan must be a solved PlanResult.
 
     Returns
     -------
@@ -80,8 +83,21 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
     """
     from planning.simulate import SimConfig, simulate_topology
 
+    rates: tuple[tuple[str, float], ...] = ()
+    recovery_s = 900.0
+    if interruptions:
+        spot = (target.finance or {}).get("spot") if isinstance(target, PlanResult) else None
+        if not spot:
+            raise PlanningError("interruptions", "the plan has no spot nodes with interruption rates.",
+                                "plan a scenario with spot.enabled (or pricing: spot) first.")
+        per_region: dict[str, float] = {}
+        for row in spot.get("rates", []):
+            per_region[row["region"]] = max(per_region.get(row["region"], 0.0),
+                                            float(row["interruptions_per_hour"]) * interruption_scale)
+        rates = tuple(sorted(per_region.items()))
+        recovery_s = float(spot.get("recovery_hours", 0.25)) * 3600.0
     cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
-                    chunk_tokens=chunk_tokens, max_seqs=max_seqs)
+                    chunk_tokens=chunk_tokens, max_seqs=max_seqs, interruptions=rates, recovery_s=recovery_s)
     return simulate_topology(_sim_topology(target, cfg), cfg)
 
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from planning.allocate.problem import AllocationResult
+from planning.finance.accounting import committed_per_hour, kind_costs
+from planning.pools import site_of
 from planning.resolve import ResolvedScenario
 from planning.result import (
     BaselineSummary,
@@ -98,8 +100,10 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     for ts in sets:
         counts[ts.group.id] = counts.get(ts.group.id, 0) + len(ts)
     served_fraction = min((s.fraction for s in service), default=1.0) if alloc.has_plan else 0.0
+    committed = committed_per_hour(offers)  # owned + held reservations: on every side of a comparison
     adjusted = tuple(
-        replace(b, savings_pct=savings_pct(provisioning + transfer, b.cost_per_hour, served_fraction, b.served_fraction)
+        replace(b, savings_pct=savings_pct(provisioning + transfer + committed, b.cost_per_hour, served_fraction,
+                                           b.served_fraction)
                 if b.feasible and alloc.has_plan else None)
         for b in baselines)
     # a plan the solver was stopped on (time limit) is a feasible plan with its gap; "time_limit" means no plan
@@ -111,7 +115,8 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         provenance=dict(provenance), stats=dict(stats), diagnostics=tuple(diagnostics), template_counts=counts,
         scenario=scenario.to_dict(),
         message="" if alloc.has_plan else "No plan: see diagnostics for the best achievable fraction per model.",
-        transfer_per_hour=transfer, kv_flows=flows,
+        transfer_per_hour=transfer, kv_flows=flows, committed_per_hour=committed,
+        cost_by_pricing_kind=kind_costs(offers, used) if alloc.has_plan and scenario.has_finance else {},
     )
 
 
@@ -143,6 +148,9 @@ def kv_flows(resolved: ResolvedScenario, alloc: AllocationResult) -> tuple[KvFlo
     for (model, src, dst), (share, usd, wbytes) in acc.items():
         if src == dst:
             out.append(KvFlow(model, src, dst, share))
+            continue
+        if site_of(src) == site_of(dst):  # two pricing pools of one region: its own network, no WAN
+            out.append(KvFlow(model, src, dst, share, same_site=True))
             continue
         t = transfer(src, dst)
         nbytes = wbytes / share if share > 0 else 0.0

@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     fmt.add_argument("--markdown", action="store_true", help="print a Markdown report")
     p.add_argument("--out", type=Path, help="also write the output to this file (atomically)")
     p.add_argument("--dump-model", type=Path, metavar="FILE", help="write the allocation model (.lp or .mps)")
+    p.add_argument("--bill", type=Path, metavar="FILE",
+                   help="write the year's bill as CSV (month × model × region × kind; scenarios with finance inputs)")
     p.add_argument("--sharing", choices=("off", "kvpr", "exact"),
                    help="pack low-rate models onto shared GPUs (default: the scenario's options.sharing)")
     p.set_defaults(func=_solve)
@@ -60,7 +62,8 @@ def scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="use a shipped preset instead of a file (see `planning presets`)")
     p.add_argument("--variant", action="append", default=[], metavar="KIND=VALUE",
                    help="a what-if change, repeatable: demand=2[@MODEL], drop-gpu=L40S, drop-region=REGION, "
-                        "price=-20, availability=0.5, slo=0.8, budget=100")
+                        "price=-20, availability=0.5, slo=0.8, budget=100, term=3 (reservation years), interruptions=2 "
+                        "(spot rates × 2)")
     p.add_argument("--backend", choices=BACKENDS, help="where library builds, on-demand pricing searches and sweep "
                    "points run: the embedded process pool (default) or Ray (pip install 'planning[ray]'; PLANNING_RAY_ADDRESS for a cluster)")
 
@@ -103,6 +106,8 @@ def _solve(args: argparse.Namespace) -> int:
 
         check_dump_path(args.dump_model, "--dump-model")
     result = api.solve(scenario, dump_model=args.dump_model)
+    if args.bill is not None:
+        atomic_write_text(args.bill, api.bill_csv(result), field="--bill")
     if args.json:
         _emit(api.result_json(result), args.out)
     elif args.markdown:

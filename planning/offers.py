@@ -1,13 +1,23 @@
-"""Resolve a scenario's regions, shapes, prices and availability against the catalog into purchasable offers."""
+"""Resolve a scenario's regions, shapes, prices and availability against the catalog into purchasable offers.
+
+Besides the catalog's on-demand (or spot) rows, a scenario's finance inputs become offers in pricing pools
+(``planning.pools``): owned pools at their site (marginal price = power per serving node-hour), held
+reservations in ``{region}/reserved`` (marginal price 0: paid whether used or not) and, with ``spot.enabled``,
+every on-demand (region, shape) with a spot price also in ``{region}/spot`` at its expected cost per node-hour.
+Reservations with ``status: decide`` are candidates, not capacity: ``planning.finance`` sizes them and plans
+with the sizes as held.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from planning.catalog.schema import Catalog, parse_shape, shape_key
-from planning.errors import PlanningError, UnknownIdError
-from planning.scenario import Scenario
+from planning.catalog.schema import Catalog, NodeConfig, parse_shape, shape_key
+from planning.errors import PlanningError, UnknownIdError, quote
+from planning.pools import Terms, cloud_of, pool_region, published_terms
+from planning.scenario import Reservation, Scenario
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,10 @@ class ResolvedOffer:
     source: str
     as_of: str
     overridden: bool = False
+    kind: str = "on_demand"  # pricing pool (planning.pools.KINDS)
+    fixed_per_node_hour: float = 0.0  # owned: amortised capex + ops; held reserved: the term's effective hourly
+    list_price: float = 0.0  # spot: the spot price before interruptions; reserved: the on-demand price it replaces
+    interruption_per_hour: float = 0.0  # spot: interruptions per node-hour (q)
 
 
 def resolve_offers(scenario: Scenario, catalog: Catalog) -> list[ResolvedOffer]:
@@ -75,6 +89,7 @@ def resolve_offers(scenario: Scenario, catalog: Catalog) -> list[ResolvedOffer]:
             available=math.floor(nodes * scenario.availability_scale + 1e-9),
             instance_type=cfg.instance_type, config_id=cfg.id, quality=cfg.quality,
             source=cfg.source, as_of=cfg.as_of, overridden=cfg.id in catalog.overridden,
+            kind="on_demand" if scenario.pricing == "on_demand" else "spot", list_price=price * scenario.price_scale,
         )
         key = (offer.region, shape)
         if key not in best or offer.price_per_hour < best[key].price_per_hour:
@@ -103,7 +118,102 @@ def resolve_offers(scenario: Scenario, catalog: Catalog) -> list[ResolvedOffer]:
         old = best[key]
         best[key] = ResolvedOffer(**{**old.__dict__, "available": ov.nodes, "overridden": True})
 
+    if scenario.has_finance:
+        best.update(pool_offers(scenario, catalog, best))
     if not best:
         raise PlanningError("regions", "no node configuration can be bought with these regions/shapes/pricing.",
                             "add regions or shapes, switch pricing to on_demand, or give explicit offers.")
     return [best[k] for k in sorted(best)]
+
+
+def pool_offers(scenario: Scenario, catalog: Catalog,
+                cloud: Mapping[tuple[str, str], ResolvedOffer]) -> dict[tuple[str, str], ResolvedOffer]:
+    """The offers of the scenario's pricing pools, keyed (region, shape): owned pools, held reservations (summed
+    per (region, shape)) and, with ``spot.enabled``, a spot pool beside every on-demand offer ``cloud`` holds
+    that has a catalog spot price (same node count; expected cost per node-hour, ``planning.finance.risk``).
+
+    Raises
+    ------
+    PlanningError
+        An owned pool or reservation of an unknown GPU, a reservation in a region the scenario does not list or of
+        a shape no catalog row sells there, or two owned pools of one shape at one site.
+    """
+    from planning.catalog.availability import cheapest_configs
+    from planning.finance.risk import spot_price
+
+    out: dict[tuple[str, str], ResolvedOffer] = {}
+    for i, pool in enumerate(scenario.owned):
+        count, gpu = parse_shape(pool.shape, f"owned[{i}].shape")
+        if gpu not in catalog.gpus:
+            raise UnknownIdError(f"owned[{i}].shape", gpu, catalog.gpus)
+        key = (pool.location, pool.shape)
+        if key in out:
+            raise PlanningError(f"owned[{i}]", f"a second pool of {pool.shape} at {pool.location}.",
+                                "merge the two pools into one (add their counts and capex).")
+        out[key] = ResolvedOffer(
+            region=pool.location, shape=pool.shape, gpu=gpu, gpu_count=count, price_per_hour=pool.power_usd_per_hour,
+            available=pool.count, instance_type=f"(owned{': ' + pool.name if pool.name else ''})",
+            config_id=f"{pool.location}:{pool.shape}", quality="ok", source=pool.source, as_of="", overridden=True,
+            kind="owned", fixed_per_node_hour=pool.fixed_per_node_hour)
+    on_demand_rows = cheapest_configs(catalog, "on_demand")
+    held: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for i, res in enumerate(scenario.reservations):
+        row = _reservable(scenario, catalog, on_demand_rows, i)
+        terms = reservation_terms(res, row.price_on_demand * scenario.price_scale, f"reservations[{i}]",
+                                  scenario.price_scale)  # priced?
+        if res.status != "held":
+            continue
+        held.setdefault((res.region, res.shape), []).append((int(res.count or 0), terms.effective_hourly))
+    for (region, shape), parts in held.items():
+        count, gpu = parse_shape(shape)
+        nodes = sum(n for n, _ in parts)
+        row = on_demand_rows[(region, shape)]
+        out[(pool_region(region, "reserved"), shape)] = ResolvedOffer(
+            region=pool_region(region, "reserved"), shape=shape, gpu=gpu, gpu_count=count, price_per_hour=0.0,
+            available=nodes, instance_type=f"{row.instance_type} (reserved)", config_id=row.id, quality=row.quality,
+            source="scenario reservations", as_of=row.as_of, overridden=True, kind="reserved",
+            fixed_per_node_hour=sum(n * h for n, h in parts) / nodes if nodes else 0.0,
+            list_price=row.price_on_demand * scenario.price_scale)
+    if scenario.spot.enabled:
+        spot_rows = cheapest_configs(catalog, "spot")
+        for (region, shape), offer in cloud.items():
+            cfg = spot_rows.get((region, shape))
+            if offer.kind != "on_demand" or cfg is None or cfg.price_spot is None:
+                continue
+            listed = cfg.price_spot * scenario.price_scale
+            expected, q = spot_price(scenario, region, offer.gpu, listed, offer.price_per_hour)
+            out[(pool_region(region, "spot"), shape)] = ResolvedOffer(
+                **{**offer.__dict__, "region": pool_region(region, "spot"), "price_per_hour": expected,
+                   "instance_type": f"{cfg.instance_type} (spot)", "config_id": cfg.id, "kind": "spot",
+                   "list_price": listed, "interruption_per_hour": q, "overridden": True})
+    return out
+
+
+def _reservable(scenario: Scenario, catalog: Catalog, rows: Mapping[tuple[str, str], NodeConfig], i: int) -> NodeConfig:
+    """The catalog row a reservation applies to (its region and shape sold on demand), or a clear error."""
+    res = scenario.reservations[i]
+    _, gpu = parse_shape(res.shape, f"reservations[{i}].shape")
+    if gpu not in catalog.gpus:
+        raise UnknownIdError(f"reservations[{i}].shape", gpu, catalog.gpus)
+    if scenario.shapes and res.shape not in scenario.shapes:
+        raise PlanningError(f"reservations[{i}].shape", f"{res.shape} is not in the scenario's shapes.",
+                            f"add {res.shape} to shapes, or reserve one of {', '.join(scenario.shapes)}.")
+    if res.region not in scenario.regions:
+        raise PlanningError(f"reservations[{i}].region", f"{quote(res.region)} is not in the scenario's regions.",
+                            f"add it to regions, or reserve in one of {', '.join(scenario.regions) or '(none)'}.")
+    row = rows.get((res.region, res.shape))
+    if row is None:
+        sold = sorted(s for r, s in rows if r == res.region)
+        raise PlanningError(f"reservations[{i}].shape", f"no catalog node config sells {res.shape} in {res.region}, "
+                            "so it cannot be reserved there.",
+                            f"reserve a shape sold there: {', '.join(sold[:12]) or '(none)'}.")
+    return row
+
+
+def reservation_terms(res: Reservation, on_demand_usd: float, field: str, scale: float = 1.0) -> Terms:
+    """A reservation's price per node: as given (× ``scale``, the scenario's price_scale), or the cloud's published
+    discount (``data/reservations.csv``) off ``on_demand_usd`` (already scaled)."""
+    if res.upfront_usd is not None and res.hourly_usd is not None:  # given prices follow price_scale too
+        return Terms(res.term_years, float(res.upfront_usd) * scale, float(res.hourly_usd) * scale, res.payment,
+                     res.source or "scenario")
+    return published_terms(cloud_of(res.region), res.term_years, res.payment, on_demand_usd, field=field)

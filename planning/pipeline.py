@@ -58,7 +58,7 @@ from planning.templates.sets import (
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
           cancel: CancelToken | None = None, dump_model: str | Path | None = None,
-          with_baselines: bool = True) -> PlanResult:
+          with_baselines: bool = True, finance: bool = True) -> PlanResult:
     """Plan ``scenario``: cheapest cluster (or most demand served) with placements and baselines.
 
     Parameters
@@ -75,6 +75,10 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         Write the allocation model to this ``.lp``/``.mps`` path.
     with_baselines:
         Also run the baselines (they take about as long as the plan's ILP).
+    finance:
+        A scenario with owned pools, reservations, spot pools or a finance horizon goes through
+        :func:`planning.finance.plan.solve_finance` (commitment sizing, then this plan of the design hour with the
+        commitments, the bill); False plans the design hour as the offers stand.
 
     Returns
     -------
@@ -89,6 +93,11 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         When ``cancel`` is set (or its deadline passes).
     """
     ctx = context or default_context()
+    if finance and scenario.has_finance:
+        from planning.finance.plan import solve_finance
+
+        return solve_finance(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
+                             with_baselines=with_baselines)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     start = clock
@@ -235,8 +244,10 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
         When the caller's ``cancel`` is set.
     """
     from planning.baselines import run_all_baselines
+    from planning.finance.accounting import committed_per_hour
 
     groups = resolved.groups
+    committed = committed_per_hour(resolved.offers)  # owned + held reservations, as the plan's comparable cost
     model_size = {g.id: resolved.specs[g.model].weight_bytes() for g in groups}
     request_rate = {g.id: resolved.scenario.model(g.model).demand.rate_rps for g in groups}
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
@@ -249,7 +260,7 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
             continue
         # provisioning only, like the plan's comparable_cost: the greedy Homo carries no penalty and the ILP
         # baselines' K × new-node allowance is not a bill, so adding it made savings the penalty's size
-        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour),
+        out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + committed,
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
                                    served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
     return out

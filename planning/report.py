@@ -168,6 +168,12 @@ def build_report(result: PlanResult) -> Report:
             "bill, counted in every comparison): "
             + "; ".join(f"{share(f.share)} of {f.model} prefill in {f.src}, decode in {f.dst} ({money(f.usd_per_hour)}/h, "
                         f"+{number(f.transfer_s * 1e3)} ms hand-off)" for f in result.kv_flows if f.cross_region) + ".")
+    if ok and result.committed_per_hour > 0:
+        headline.append(
+            f"Committed capacity: **{money(result.committed_per_hour)}/h** (owned pools' amortised capex and "
+            "operations, reservations' fees) paid whether it serves or idles, on top of the nodes' marginal cost; "
+            f"the whole bill is **{money(result.comparable_cost)}/h** ({money(result.comparable_cost * HOURS_PER_YEAR)} "
+            "a year), and every comparison below counts the committed part on both sides.")
     if result.penalty_per_hour > 0:
         headline.append(
             f"Start-up allowance: {money(result.penalty_per_hour)}/h on top — Coral's initialization penalty (K × the "
@@ -197,6 +203,7 @@ def build_report(result: PlanResult) -> Report:
             paragraphs=("Each baseline is planned for the same demand, regions and prices. The saving is the plan's "
                         "node cost against the baseline's, stated only when both serve the same demand.",),
             tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
+    sections += finance_sections(result)
     sections += _assumption_sections(scenario)
     price_rows = _price_rows(result)
     if price_rows:
@@ -220,6 +227,75 @@ def build_report(result: PlanResult) -> Report:
         sections.append(Section("Diagnostics", bullets=tuple(clip(d, 400) for d in result.diagnostics)))
     subtitle = str(scenario.get("description") or "").strip()
     return Report(f"Serving plan — {name}", subtitle, tuple(sections))
+
+
+KIND_LABELS = {"owned": "owned", "reserved": "reserved", "on_demand": "on-demand", "spot": "spot", "egress": "egress"}
+
+
+def finance_sections(result: PlanResult) -> list[Section]:
+    """Costs by pricing kind, commitments to sign, idle committed capacity, spot risk, the horizon's totals against
+    all on-demand and all reserved, and the year's bill (empty for a plan without finance inputs)."""
+    fin = dict(result.finance or {})
+    if not result.has_plan or not (fin or result.cost_by_pricing_kind):
+        return []
+    out: list[Section] = []
+    kinds = result.cost_by_pricing_kind
+    if kinds:
+        kind_rows = tuple((KIND_LABELS.get(k, k), money(v), money(v * HOURS_PER_MONTH), money(v * HOURS_PER_YEAR))
+                          for k, v in kinds.items())
+        out.append(Section("Cost by pricing kind (the design hour)", paragraphs=(
+            "Owned and reserved include their fixed cost for every node, serving or idle; on-demand and spot what "
+            "the plan's nodes cost (spot at its expected cost with interruptions).",),
+            tables=(Table(("kind", "$/h", "$/month", "$/year"), kind_rows),)))
+    if result.commitments:
+        commit_rows = tuple((c.status, c.region, c.shape, number(c.count), f"{number(c.term_years)} y", money(c.upfront_usd),
+                      f"${c.hourly_usd:,.4f}", f"${c.effective_hourly:,.4f}", share(c.break_even),
+                      share(c.utilisation) if c.utilisation is not None else "—") for c in result.commitments)
+        out.append(Section("Commitments", paragraphs=(
+            "Held reservations and the ones to sign (status sign: the sizing's decision). Break-even: the share of "
+            "the term's hours a reserved node must serve to cost less than on-demand; utilisation: the share it "
+            "serves in the horizon's plan.",),
+            tables=(Table(("status", "region", "shape", "nodes", "term", "upfront / node", "hourly / node",
+                           "effective $/h", "break-even", "utilisation"), commit_rows),)))
+    idle = [r for r in fin.get("idle", []) if r.get("idle")]
+    if idle:
+        out.append(Section("Idle committed capacity", paragraphs=(
+            "Paid whether it serves or not; counted in the plan's cost and in every baseline's, never as a saving.",),
+            tables=(Table(("region", "shape", "kind", "held", "used", "idle", "$/h idle"), tuple(
+                (r["region"], r["shape"], r["kind"], number(r["held"]), number(r["used"]), number(r["idle"]),
+                 money(r["idle_usd_per_hour"])) for r in idle)),)))
+    spot = fin.get("spot") or {}
+    if spot.get("models"):
+        spot_rows = tuple((m, share(v["spot_share"]), share(v["expected_served_fraction"]),
+                           number(v["interruptions_per_day"])) for m, v in sorted(spot["models"].items()))
+        out.append(Section("Spot risk", paragraphs=(
+            f"Interruptions lose capacity for {number(spot['recovery_hours'])} h ({spot['recovery']} recovery); at "
+            f"most {share(spot['max_share'])} of any model's demand depends on spot nodes. Rates and their sources: "
+            "the assumptions below.",),
+            tables=(Table(("model", "capacity on spot", "expected served", "interruptions per day"), spot_rows),)))
+    sizing = fin.get("sizing")
+    if sizing:
+        variants = [("optimal commitments", sizing), *(fin.get("comparisons") or {}).items()]
+        out.append(Section("The horizon: commitments against all on-demand and all reserved", paragraphs=(
+            "Totals over the horizon (nodes, reservations, owned pools), each the same way: " + (
+                f"the chosen commitments are proven within {share(sizing['gap'])} of the optimum "
+                f"(over {sizing['certified_over']})." if sizing.get("gap") is not None else "no bound proven."),),
+            tables=(Table(("variant", "status", "total", "proven gap"), tuple(
+                (name, s["status"], money(s["total_usd"]), share(s["gap"]) if s.get("gap") is not None else "—")
+                for name, s in variants)),)))
+    totals = fin.get("bill_totals") or {}
+    if totals:
+        tables = [Table(("month", "total"), tuple((str(m), money(v)) for m, v in totals.get("month", {}).items()))]
+        for by in ("kind", "model", "region", "cloud"):
+            tables.append(Table((by, "horizon total"), tuple((KIND_LABELS.get(k, k) if by == "kind" else k, money(v))
+                                                              for k, v in totals.get(by, {}).items())))
+        out.append(Section("The bill", paragraphs=(
+            f"From {fin.get('bill_source', 'the plan')}; committed capacity is charged to the models by use, its "
+            "idle part to (idle). The CSV (planning solve --bill FILE, or the Plan page) has every month × model × "
+            "region × kind.",), tables=tuple(tables)))
+    if fin.get("assumptions"):
+        out.append(Section("Finance assumptions", bullets=tuple(clip(a, 600) for a in fin["assumptions"])))
+    return out
 
 
 def _md_cell(text: str) -> str:

@@ -160,10 +160,11 @@ class KvFlow:
     one_way_ms: float = 0.0
     transfer_s: float = 0.0
     wan_gbps: float = 0.0
+    same_site: bool = False  # two pricing pools of one region (on-demand → reserved nodes): its network, no WAN
 
     @property
     def cross_region(self) -> bool:
-        return self.src != self.dst
+        return self.src != self.dst and not self.same_site
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,27 @@ class BaselineSummary:
 
 
 @dataclass(frozen=True)
+class CommitmentLine:
+    """A commitment of the plan: ``count`` nodes of ``shape`` reserved in ``region`` for ``term_years`` at
+    ``upfront_usd`` (once per node) + ``hourly_usd`` (per node-hour of the term). ``status``: ``held`` (signed
+    before) or ``sign`` (the sizing's decision). ``break_even`` = effective hourly / on-demand price: the share
+    of the term's hours a node must serve to beat on-demand; ``utilisation`` = the share it serves."""
+
+    region: str
+    shape: str
+    count: int
+    term_years: float
+    upfront_usd: float
+    hourly_usd: float
+    status: str
+    effective_hourly: float = 0.0
+    on_demand_price: float = 0.0
+    break_even: float = 0.0
+    utilisation: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class PlanResult:
     """Everything a plan says. Never ``None``: an infeasible plan has a status and diagnostics."""
 
@@ -238,6 +260,12 @@ class PlanResult:
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region); a real bill
     kv_flows: tuple[KvFlow, ...] = ()  # per model, how its requests go from prefill region to decode region
     stopped_at: str = ""  # the step a time limit stopped (status feasible: the best plan found by then, its gap)
+    # owned pools' amortised capex + operations and held reservations' fees: paid whether used or not, counted in
+    # the comparable cost of the plan and of every baseline alike (so idle committed capacity is never a saving)
+    committed_per_hour: float = 0.0
+    cost_by_pricing_kind: Mapping[str, float] = field(default_factory=dict)  # owned, reserved, on_demand, spot $/h
+    commitments: tuple[CommitmentLine, ...] = ()
+    finance: Mapping[str, Any] = field(default_factory=dict)  # idle capacity, spot risk, sizing, bill, assumptions
 
     # --- serialization ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -259,6 +287,7 @@ class PlanResult:
         data["baselines"] = tuple(BaselineSummary(**b) for b in data.get("baselines", ()))
         data["diagnostics"] = tuple(data.get("diagnostics", ()))
         data["kv_flows"] = tuple(KvFlow(**f) for f in data.get("kv_flows", ()))
+        data["commitments"] = tuple(CommitmentLine(**c) for c in data.get("commitments", ()))
         return cls(**data)
 
     @classmethod
@@ -344,13 +373,14 @@ class PlanResult:
 
     @property
     def comparable_cost(self) -> float:
-        """The cost every comparison uses: provisioning $/h (what the nodes cost) + cross-region KV transfer
-        (egress, a real bill; 0 unless ``options.kv_transfer`` is cross-region).
+        """The cost every comparison uses: provisioning $/h (what the nodes cost at the margin) + cross-region KV
+        transfer (egress, a real bill; 0 unless ``options.kv_transfer`` is cross-region) + the committed $/h of
+        owned pools and held reservations (paid used or idle; 0 without them).
 
-        Baselines report the same two; the initialization penalty (K × price of newly started nodes) is an
+        Baselines report the same three; the initialization penalty (K × price of newly started nodes) is an
         amortised start-up allowance the optimizer uses against churn, shown on its own line, never compared.
         """
-        return self.provisioning_per_hour + self.transfer_per_hour
+        return self.provisioning_per_hour + self.transfer_per_hour + self.committed_per_hour
 
     def savings_vs(self, baseline: BaselineSummary) -> float | None:
         """Percent this plan saves against ``baseline`` (:func:`savings_pct`; None when not comparable)."""

@@ -34,14 +34,25 @@ from planning.scenario_fields import (
     _shape,
     _text,
 )
+from planning.scenario_finance import (
+    DemandProfile,
+    Finance,
+    OwnedPool,
+    Reservation,
+    SpotPolicy,
+    SpotRate,
+    finance_from_dict,
+    finance_to_dict,
+)
 from planning.scenario_io import atomic_write_text, save_scenario
 from planning.scenario_options import KV_TRANSFER_MODES, SHARING_MODES, SOLVERS, Objective, Options
 from planning.scenario_supply import AvailabilityOverride, CurrentInstance, ExplicitTemplate, OfferSpec
 
 __all__ = [
     "KV_TRANSFER_MODES", "MAX_MODELS", "MAX_SCENARIO_BYTES", "SCENARIO_LIMITS", "SHARING_MODES", "SLO", "SOLVERS",
-    "AvailabilityOverride", "CurrentInstance", "Demand", "ExplicitTemplate", "ModelRequest", "Objective", "OfferSpec",
-    "Options", "Scenario", "SizeBucket", "atomic_write_text", "load_scenario", "parse_scenario_text", "save_scenario",
+    "AvailabilityOverride", "CurrentInstance", "Demand", "DemandProfile", "ExplicitTemplate", "Finance", "ModelRequest",
+    "Objective", "OfferSpec", "Options", "OwnedPool", "Reservation", "Scenario", "SizeBucket", "SpotPolicy", "SpotRate",
+    "atomic_write_text", "load_scenario", "parse_scenario_text", "save_scenario",
 ]
 
 MAX_SCENARIO_BYTES = 2_000_000
@@ -73,9 +84,19 @@ class Scenario:
     current: tuple[CurrentInstance, ...] = ()
     options: Options = field(default_factory=Options)
     objective: Objective = field(default_factory=Objective)
+    owned: tuple[OwnedPool, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    spot: SpotPolicy = field(default_factory=SpotPolicy)
+    finance: Finance = field(default_factory=Finance)
 
     def __post_init__(self) -> None:
         _revalidate(self, "")
+
+    @property
+    def has_finance(self) -> bool:
+        """Owned pools, reservations, spot nodes beside on-demand ones, or a horizon other than the default: the
+        plan carries commitments, costs by pricing kind and the year's bill (``planning.finance``)."""
+        return bool(self.owned or self.reservations or self.spot.enabled or self.finance != Finance())
 
     @classmethod
     def from_dict(cls, data: Any) -> Scenario:
@@ -127,6 +148,7 @@ class Scenario:
             current=tuple(CurrentInstance.from_dict(c, f"current[{i}]") for i, c in enumerate(_list(d.get("current"), "current"))),
             options=Options.from_dict(d.get("options"), "options"),
             objective=Objective.from_dict(d.get("objective"), "objective"),
+            **finance_from_dict(d),
         )
         for i, m in enumerate(scenario.models):
             if m.base is not None and m.base == m.id:
@@ -135,6 +157,14 @@ class Scenario:
             if scenario.mode == "disaggregated" and (m.slo.prefill_ms is None or m.slo.decode_ms is None):
                 raise PlanningError(f"models[{i}].slo", "needs both prefill_ms and decode_ms in disaggregated mode.",
                                     "add the missing one, or set mode: aggregated.")
+        profile = scenario.finance.profile
+        for model_id in (profile.models if profile else {}):
+            if model_id not in ids:
+                raise PlanningError(f"finance.profile.models.{model_id}", "is not a model of this scenario.",
+                                    f"use one of {', '.join(ids)}.")
+        if scenario.spot.enabled and scenario.pricing == "spot":
+            raise PlanningError("spot.enabled", "adds spot nodes beside on-demand ones, but pricing: spot already "
+                                "buys every node at spot prices.", "set pricing: on_demand (or spot.enabled: false).")
         return scenario
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,6 +188,7 @@ class Scenario:
             "current": [asdict(c) for c in self.current],
             "options": asdict(self.options),
             "objective": asdict(self.objective),
+            **finance_to_dict(self.owned, self.reservations, self.spot, self.finance),
         }
 
     def to_yaml(self) -> str:

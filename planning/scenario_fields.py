@@ -37,6 +37,14 @@ BOUNDS: dict[str, tuple[float, str]] = {
     "price_scale": (1e6, "it multiplies catalog prices"),
     "budget_per_hour": (1e9, "a $10^9/h budget is unlimited"),
     "scale": (1e6, "a what-if factor above 10^6 leaves every bound"),
+    "term_years": (10, "clouds sell 1- and 3-year commitments; a 10-year term outlives the hardware"),
+    "years": (30, "amortising GPUs over more than 30 years is not a depreciation schedule"),
+    "usd": (1e10, "$10^10 is beyond any GPU cluster's price"),
+    "usd_per_hour": (1e6, "$1,000,000/h per node is beyond any cost"),
+    "recovery_hours": (24, "a replacement node serves within a day"),
+    "growth": (10, "demand growing more than 10× a year is not a forecast"),
+    "epoch_hours": (8760, "a profile epoch is at most a year"),
+    "factor": (1e6, "a demand factor above 10^6 leaves every rate bound"),
 }
 MAX_TEXT = 200
 """Longest id, region, shape or name accepted (ids are short; messages quote at most 200 characters)."""

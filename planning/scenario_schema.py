@@ -56,6 +56,32 @@ def scenario_json_schema() -> dict[str, Any]:
                     "kv_transfer": {"enum": ["same-region", "cross-region"]}})
     objective = _obj({"kind": {"enum": ["cost", "served"]},
                       "budget_per_hour": {"type": ["number", "null"], "exclusiveMinimum": 0}})
+    owned = _obj({"location": {"type": "string", "pattern": "^owned:[^/]+$"},
+                  "shape": {"type": "string", "pattern": r"^[0-9]+x.+$"}, "count": {"type": "integer", "minimum": 1},
+                  "capex_usd": _NONNEG, "amortisation_years": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                  "power_usd_per_hour": _NONNEG, "ops_usd_per_hour": _NONNEG, "name": {"type": "string"},
+                  "source": {"type": "string"}}, ("location", "shape", "count"))
+    reservation = _obj({"region": {"type": "string"}, "shape": {"type": "string", "pattern": r"^[0-9]+x.+$"},
+                        "term_years": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                        "status": {"enum": ["held", "decide"]}, "count": {"type": ["integer", "null"], "minimum": 0},
+                        "payment": {"enum": ["no_upfront", "partial_upfront", "all_upfront"]},
+                        "upfront_usd": {"type": ["number", "null"], "minimum": 0},
+                        "hourly_usd": {"type": ["number", "null"], "minimum": 0}, "source": {"type": "string"}},
+                       ("region", "shape"))
+    spot_rate = _obj({"region": {"type": "string"}, "gpu": {"type": "string"},
+                      "per_month": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                      "source": {"type": "string"}}, ("region", "per_month"))
+    spot = _obj({"enabled": {"type": "boolean"}, "max_share": {"type": "number", "minimum": 0, "maximum": 1},
+                 "recovery": {"enum": ["lost", "on_demand"]}, "recovery_hours": _POS,
+                 "interruptions": {"type": "array", "items": spot_rate}, "interruption_scale": _NONNEG})
+    factors = {"type": "array", "items": _NONNEG, "minItems": 1}
+    profile = _obj({"factors": factors, "epoch_hours": _POS,
+                    "models": {"type": "object", "additionalProperties": factors}, "source": {"type": "string"}},
+                   ("factors",))
+    finance = _obj({"horizon_years": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                    "demand_growth_per_year": {"type": "number", "exclusiveMinimum": -1},
+                    "periods": {"type": "integer", "minimum": 1, "maximum": 120},
+                    "profile": {"oneOf": [profile, {"type": "null"}]}})
     schema = _obj({
         "name": {"type": "string"}, "description": {"type": "string"}, "source": {"type": "string"},
         "mode": {"enum": ["disaggregated", "aggregated"]}, "pricing": {"enum": ["on_demand", "spot"]},
@@ -70,6 +96,8 @@ def scenario_json_schema() -> dict[str, Any]:
         "generate_templates": {"type": "boolean"},
         "current": {"type": "array", "items": current},
         "options": options, "objective": objective,
+        "owned": {"type": "array", "items": owned}, "reservations": {"type": "array", "items": reservation},
+        "spot": spot, "finance": finance,
     }, ("models",))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "planning scenario"

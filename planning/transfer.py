@@ -6,19 +6,22 @@ read from the region name (``us-``/``northamerica-``/``eastus``… → north-ame
 so an unknown region is priced and delayed as "other continent", the conservative side).
 
 Price of moving bytes from ``src`` to ``dst``: within one cloud, its inter-region $/GB; across clouds, the
-sender's internet egress $/GB (the receiving cloud charges no ingress). A cloud missing from the table is an
+sender's internet egress $/GB (the receiving cloud charges no ingress); between two pricing pools of one region
+(``planning.pools``: on-demand, spot, reserved nodes of ``aws:us-east-2``) nothing. A cloud missing from the table is an
 error that names the file.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from planning.catalog.load import DATA_DIR, read_table
 from planning.catalog.schema import EgressPrice, WanLink
 from planning.errors import PlanningError, quote
+from planning.pools import site_of
 
 _CONTINENT_PREFIXES = (
     (("us-", "us", "northamerica-", "eastus", "westus", "centralus", "northcentralus", "southcentralus",
@@ -45,8 +48,9 @@ class Transfer:
 
 
 def continent(region: str) -> str:
-    """The continent of a region key (``cloud:region``); an unknown region is its own continent."""
-    _cloud, _sep, name = region.partition(":")
+    """The continent of a region key (``cloud:region``, pool suffixes ignored); an unknown region is its own
+    continent (an owned site ``owned:us-…`` is read like a cloud region)."""
+    _cloud, _sep, name = site_of(region).partition(":")
     name = name.lower()
     for prefixes, where in _CONTINENT_PREFIXES:
         if any(name == p or name.startswith(p) for p in prefixes):
@@ -73,6 +77,8 @@ def transfer(src: str, dst: str, data_dir: Path | None = None) -> Transfer:
         The sending cloud has no row in ``data/egress.csv``, or a table is malformed.
     """
     egress, wan = _tables(Path(data_dir) if data_dir is not None else DATA_DIR)
+    if site_of(src) == site_of(dst):  # two pricing pools of one region (planning.pools): one network
+        return Transfer(src, dst, 0.0, 0.0, math.inf, "same site: the pools of one region share its network")
     src_cloud, dst_cloud = src.partition(":")[0], dst.partition(":")[0]
     if src_cloud not in egress:
         raise PlanningError("egress.csv", f"no egress price for cloud {quote(src_cloud)} (region {quote(src)}).",

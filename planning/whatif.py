@@ -11,6 +11,8 @@ command line (``planning solve --preset coral-core --variant demand=2 --variant 
 ``availability=K``          node availability × K (scarcity below 1)
 ``slo=K``                   every SLO × K (tighter below 1)
 ``budget=USD``              objective "served" within USD per hour
+``term=YEARS``              every reservation's term (published prices for it)
+``interruptions=K``         spot interruption rates × K
 ==========================  ==========================================================
 """
 
@@ -76,7 +78,22 @@ class Budget:
     per_hour: float
 
 
-Variant = DemandScale | DropGpu | DropRegion | PriceChange | AvailabilityScale | SloScale | Budget
+@dataclass(frozen=True)
+class TermChange:
+    """Every reservation's term becomes ``years`` (published prices: that term's discount)."""
+
+    years: float
+
+
+@dataclass(frozen=True)
+class InterruptionScale:
+    """Spot interruption rates × ``factor``."""
+
+    factor: float
+
+
+Variant = (DemandScale | DropGpu | DropRegion | PriceChange | AvailabilityScale | SloScale | Budget | TermChange
+           | InterruptionScale)
 
 KINDS: dict[str, str] = {
     "demand": "Demand × k",
@@ -86,6 +103,8 @@ KINDS: dict[str, str] = {
     "availability": "Availability × k (scarcity)",
     "slo": "SLOs × k (tighten < 1 < loosen)",
     "budget": "Budget ($/h, max served)",
+    "term": "Reservation term (years)",
+    "interruptions": "Spot interruption rates × k",
 }
 
 
@@ -106,6 +125,10 @@ def label(variant: Variant) -> str:
             return f"SLOs ×{factor:g}"
         case Budget(per_hour):
             return f"budget ${per_hour:,.0f}/h"
+        case TermChange(years):
+            return f"{years:g}-year reservations"
+        case InterruptionScale(factor):
+            return f"spot interruptions ×{factor:g}"
     raise PlanningError("variant", f"{quote(variant)} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
 
 
@@ -153,6 +176,16 @@ def apply_variant(scenario: Scenario, variant: Variant) -> Scenario:
                 raise PlanningError("budget", f"must be > 0 $/h, got {per_hour:g}.", "give a positive hourly budget.")
             objective = replace(scenario.objective, kind="served", budget_per_hour=float(per_hour))
             return replace(scenario, objective=objective)
+        case TermChange(years):
+            if not scenario.reservations:
+                raise PlanningError("term", "the scenario has no reservations.", "add reservations first.")
+            return replace(scenario, reservations=tuple(replace(r, term_years=float(years))
+                                                        for r in scenario.reservations))
+        case InterruptionScale(factor):
+            if factor < 0:
+                raise PlanningError("interruptions", f"factor {factor:g} is negative.", "use a factor ≥ 0, e.g. 2.")
+            spot = replace(scenario.spot, interruption_scale=scenario.spot.interruption_scale * factor)
+            return replace(scenario, spot=spot)
     raise PlanningError("variant", f"{quote(variant)} is not a what-if variant.", f"use one of {', '.join(KINDS)}.")
 
 
@@ -185,7 +218,8 @@ def _number(text: str, field: str) -> float:
 
 
 _ALIASES = {"remove-gpu": "drop-gpu", "remove-region": "drop-region", "prices": "price"}
-_TEXT_KINDS = ("demand", "drop-gpu", "drop-region", "price", "availability", "slo", "budget")
+_TEXT_KINDS = ("demand", "drop-gpu", "drop-region", "price", "availability", "slo", "budget", "term",
+               "interruptions")
 
 
 def parse_variant(text: str) -> Variant:
@@ -217,11 +251,15 @@ def parse_variant(text: str) -> Variant:
         return SloScale(_number(value, "slo"))
     if kind == "budget":
         return Budget(_number(value.lstrip("$"), "budget"))
+    if kind == "term":
+        return TermChange(_number(value.rstrip("y"), "term"))
+    if kind == "interruptions":
+        return InterruptionScale(_number(value, "interruptions"))
     raise PlanningError("variant", f"{quote(kind)} is not a what-if kind.", f"use one of {', '.join(_TEXT_KINDS)}.")
 
 
 def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: str = "", region: str = "",
-                 pct: float = 0.0, budget: float = 0.0) -> Variant:
+                 pct: float = 0.0, budget: float = 0.0, years: float = 1.0) -> Variant:
     """The variant of one of :data:`KINDS` from form fields (the What-if page's form).
 
     Raises
@@ -232,6 +270,7 @@ def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: st
     specs: Mapping[str, Variant] = {
         "demand": DemandScale(k, model or None), "remove_gpu": DropGpu(gpu), "remove_region": DropRegion(region),
         "prices": PriceChange(pct), "availability": AvailabilityScale(k), "slo": SloScale(k), "budget": Budget(budget),
+        "term": TermChange(years), "interruptions": InterruptionScale(k),
     }
     if kind not in specs:
         raise PlanningError("kind", f"{quote(kind)} is not a what-if kind.", f"use one of {', '.join(KINDS)}.")

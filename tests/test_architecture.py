@@ -110,7 +110,7 @@ ORCHESTRATION = {"api", "api_fanout", "api_simulate", "pipeline", "assemble", "w
 def test_rooms_import_only_downstream() -> None:
     """The direction catalog → perf → templates → allocate → baselines → result → interfaces."""
     assert _rooms_imported("catalog") <= {"errors", "cli", "safeio"}  # safeio: the bounded loader, a leaf
-    parts = {"scenario_demand", "scenario_supply", "scenario_options", "scenario_io"}  # scenario.py's split
+    parts = {"scenario_demand", "scenario_supply", "scenario_options", "scenario_io", "scenario_finance"}  # scenario.py's split
     assert _rooms_imported("scenario") <= {"errors", "safeio", "scenario_fields"} | parts  # + field validators
     for part in parts:
         assert _rooms_imported(part) <= {"errors", "scenario_fields", "scenario"}, part  # io: Scenario as a type
@@ -121,6 +121,10 @@ def test_rooms_import_only_downstream() -> None:
     assert not _rooms_imported("templates") & ({"allocate", "baselines"} | ORCHESTRATION)
     assert not _rooms_imported("allocate") & ORCHESTRATION
     assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)
+    # finance: a room (commitments, accounting, bill) whose plan.py runs the pipeline; never the interfaces' face
+    assert not _rooms_imported("finance") & {"api", "api_simulate", "api_finance", "whatif", "jobs", "viz", "commands"}
+    assert _rooms_imported("api_finance") <= {"result"}
+    assert _rooms_imported("pools") <= {"catalog", "errors"}
 
 
 _SAVING_SHAPES = re.compile(r"1(\.0)? - [^/\n]*(cost|price|only|provisioning|\$/h)[^/\n]* / |100(\.0)? \* \(1 - "

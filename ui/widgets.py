@@ -115,9 +115,11 @@ def kpis(result: PlanResult) -> None:
     spot = str(result.scenario.get("pricing", "on_demand")) == "spot"
     price_kind = "spot" if spot else "on-demand"
     cols = st.columns(5)
+    committed = (f" plus ${result.committed_per_hour:,.2f}/h of owned and reserved capacity paid whether it "
+                 "serves or idles") if result.committed_per_hour > 0 else ""
     cols[0].metric("Cost per hour", f"${result.comparable_cost:,.2f}",
-                   help=f"What the rented nodes cost per hour at {price_kind} prices. Baselines and savings use the "
-                        "same figure.")
+                   help=f"What the rented nodes cost per hour at {price_kind} prices{committed}. Baselines and "
+                        "savings use the same figure.")
     cols[1].metric("Cost per month", f"${result.comparable_cost * HOURS_PER_MONTH:,.0f}",
                    help=f"Cost per hour × {HOURS_PER_MONTH:g} h; per year (× {HOURS_PER_YEAR} h): "
                         f"${result.comparable_cost * HOURS_PER_YEAR:,.0f}.")

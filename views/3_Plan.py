@@ -8,7 +8,7 @@ import streamlit as st
 
 from planning import api, viz
 from planning.scenario import Scenario
-from ui import markets, sharing, simulation, state, widgets
+from ui import finance, markets, sharing, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -60,6 +60,9 @@ if result.instances:
                                     "capacity": st.column_config.NumberColumn(format="%.0f"),
                                     "capacity_low": st.column_config.NumberColumn("low", format="%.0f"),
                                     "capacity_high": st.column_config.NumberColumn("high", format="%.0f")})
+
+if result.cost_by_pricing_kind or result.finance:
+    finance.finance_section(result, state.slug(str(result.scenario.get("name", "plan"))))
 
 st.header("Cost breakdown")
 widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "

@@ -30,9 +30,14 @@ st.subheader("Add a variant")
 kind = st.selectbox("Change", list(api.VARIANT_KINDS), format_func=api.VARIANT_KINDS.__getitem__, key="whatif_kind")
 with st.form("variant_form"):
     params: dict[str, object] = {}
-    if kind in ("demand", "availability", "slo"):
+    if kind in ("demand", "availability", "slo", "interruptions"):
         params["k"] = st.number_input("Factor k", min_value=0.0, value={"demand": 2.0, "availability": 0.5,
-                                                                        "slo": 0.8}[kind], step=0.1)
+                                                                        "slo": 0.8, "interruptions": 10.0}[kind],
+                                      step=0.1)
+    if kind == "term":
+        params["years"] = st.selectbox("Reservation term (years)", [1.0, 3.0], index=1,
+                                       help="Every reservation with that term's published discount "
+                                            "(data/reservations.csv) or its given prices.")
     if kind == "demand":
         model = st.selectbox("Model", ["(all models)", *[m.id for m in scenario.models]])
         params["model"] = None if model == "(all models)" else model

@@ -4,6 +4,7 @@ from planning.allocate.makespan import makespan_from_alpha, makespan_seconds
 from planning.allocate.problem import (
     AllocationProblem,
     AllocationResult,
+    Commitment,
     GroupDiagnostic,
     Offer,
     PhaseResult,
@@ -16,6 +17,7 @@ from planning.allocate.solve import solve_allocation
 __all__ = [
     "AllocationProblem",
     "AllocationResult",
+    "Commitment",
     "GroupDiagnostic",
     "Offer",
     "PhaseResult",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from planning.allocate.problem import AllocationProblem
+from planning.allocate.problem import AllocationProblem, Offer
 from planning.errors import PlanningError
 
 _TOL = 1e-9
@@ -18,25 +19,42 @@ class BruteResult:
     """Best plan found by enumeration (None = no plan meets the objective's requirement)."""
 
     feasible: bool
-    cost: float | None  # provisioning + penalty + KV transfer
+    cost: float | None  # provisioning + penalty + KV transfer + commitments
     alpha: float | None
     counts: dict[tuple[str, str], int]
     evaluated: int
+
+
+def _spot_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> float:
+    """The largest α constraint (S) allows single-class groups with a spot cap s: their capacity outside the spot
+    regions / ((1 − s) λ) (multi-class groups get (S) inside their LPs)."""
+    alpha = 1.0
+    by_id = {t.id: t for t in problem.templates}
+    for g, share in problem.spot_cap.items():
+        classes = [q for q in problem.classes if q.group == g]
+        if len(classes) != 1 or classes[0].rate <= 0 or share >= 1:
+            continue
+        q = classes[0]
+        cap = sum(by_id[tid].throughput.get(q.id, 0.0) * n for (tid, r), n in nu.items()
+                  if by_id[tid].group == g and r not in problem.spot_regions)
+        alpha = min(alpha, cap / ((1.0 - share) * q.rate))
+    return alpha
 
 
 def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> float:
     """Max uniform fraction servable by fixed counts (per group: direct for one class, LP otherwise)."""
     from scipy.optimize import linprog
 
-    alpha = 1.0
+    alpha = _spot_alpha(problem, nu)
     for g in problem.groups():
         classes = [q for q in problem.classes if q.group == g and q.rate > 0]
         if not classes:
             continue
-        insts = [(t, n) for t in problem.templates if t.group == g for (tid, _r), n in nu.items() if tid == t.id and n > 0]
+        insts = [(t, r, n) for t in problem.templates if t.group == g for (tid, r), n in nu.items()
+                 if tid == t.id and n > 0]
         if len([q for q in problem.classes if q.group == g]) == 1:
             q = classes[0]
-            cap = sum(t.throughput.get(q.id, 0.0) * n for t, n in insts)
+            cap = sum(t.throughput.get(q.id, 0.0) * n for t, _r, n in insts)
             alpha = min(alpha, cap / q.rate)
             continue
         # variables: x[q, i] for each class and instance group, then α; maximise α
@@ -52,16 +70,26 @@ def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> 
             row[-1] = q.rate
             a_ub.append(row)
             b_ub.append(0.0)
-        for ii, (t, n) in enumerate(insts):  # Σ_q x / T ≤ n
+        for ii, (t, _r, n) in enumerate(insts):  # Σ_q x / T ≤ n
             row = np.zeros(nq * ni + 1)
             for qi, q in enumerate(classes):
                 thr = t.throughput.get(q.id, 0.0)
                 row[qi * ni + ii] = 1.0 / thr if thr > 0 else 0.0
             a_ub.append(row)
             b_ub.append(float(n))
+        share = problem.spot_cap.get(g, 1.0)
+        if share < 1:  # (S): (1 − s) α Σ λ − Σ x over non-spot instances ≤ 0
+            row = np.zeros(nq * ni + 1)
+            row[-1] = (1.0 - share) * sum(q.rate for q in classes)
+            for qi in range(nq):
+                for ii, (_t, r, _n) in enumerate(insts):
+                    if r not in problem.spot_regions:
+                        row[qi * ni + ii] = -1.0
+            a_ub.append(row)
+            b_ub.append(0.0)
         bounds = []
         for q in classes:
-            for t, _n in insts:
+            for t, _r, _n in insts:
                 bounds.append((0.0, None if t.throughput.get(q.id, 0.0) > 0 else 0.0))
         bounds.append((0.0, 1.0))
         res = linprog(c, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
@@ -156,8 +184,19 @@ def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int],
     c = row()
     c[-1] = -1.0
     bounds = [(0.0, None)] * (n_var - 1) + [(0.0, 1.0)]
+    for g, share in problem.spot_cap.items():  # (S) for multi-class groups: (1 − s) α Σ λ − Σ non-spot x ≤ 0
+        members = [qi for qi, q in enumerate(classes) if q.group == g]
+        if len([q for q in problem.classes if q.group == g]) == 1 or not members:
+            continue
+        a = row()
+        a[-1] = (1.0 - share) * sum(classes[qi].rate for qi in members)
+        for (qi, ii), j in col.items():
+            if qi in members and insts[ii][1] not in problem.spot_regions:
+                a[j] = -1.0
+        a_ub.append(a)
+        b_ub.append(0.0)
     res = linprog(c, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
-    alpha = max(0.0, min(float(res.x[-1]) if res.status == 0 else 0.0, 1.0))
+    alpha = max(0.0, min(float(res.x[-1]) if res.status == 0 else 0.0, 1.0, _spot_alpha(problem, nu)))
     if not problem.transfers or alpha <= 0:
         return alpha, 0.0
     low = [(0.0, None)] * (n_var - 1) + [(alpha * (1 - 1e-9), 1.0)]
@@ -187,13 +226,14 @@ def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> B
     """
     offers = {(o.region, o.shape): o for o in problem.offers}
     regions = sorted({o.region for o in problem.offers})
+    reach = {k: o.available + sum(c.max_count for c in problem.commitments if k in c.offers) for k, o in offers.items()}
     pairs: list[tuple[str, str]] = []
     bounds: list[int] = []
     price: list[float] = []
     for t in problem.templates:
         for r in regions:
             if all((r, s) in offers for s in t.usage):
-                ub = min(offers[(r, s)].available // u for s, u in t.usage.items())
+                ub = min(reach[(r, s)] // u for s, u in t.usage.items())
                 if ub > 0:
                     pairs.append((t.id, r))
                     bounds.append(ub)
@@ -212,10 +252,11 @@ def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> B
         for (tid, r), n in zip(pairs, combo, strict=True):
             for s, u in usage[tid].items():
                 used[(r, s)] = used.get((r, s), 0) + n * u
-        if any(n > offers[k].available for k, n in used.items()):
+        committed = _cheapest_commitments(problem, offers, used)
+        if committed is None:
             continue
         nu = {p: n for p, n in zip(pairs, combo, strict=True) if n}
-        cost = 0.0
+        cost = committed
         for (p, n), pr in zip(zip(pairs, combo, strict=True), price, strict=True):
             cost += pr * n + problem.K * pr * max(0, n - problem.current.get(p, 0))
         if problem.budget_per_hour is not None and cost > problem.budget_per_hour + 1e-9:
@@ -237,3 +278,18 @@ def brute_force(problem: AllocationProblem, max_evaluations: int = 200_000) -> B
     if best is None:
         return BruteResult(False, None, None, {}, evaluated)
     return BruteResult(True, best[1], -best[0] if problem.objective == "served" else 1.0, best[2], evaluated)
+
+
+def _cheapest_commitments(problem: AllocationProblem, offers: Mapping[tuple[str, str], Offer],
+                          used: Mapping[tuple[str, str], int]) -> float | None:
+    """The cheapest commitments (enumerated) that make ``used`` fit the offers' availability; None if none do."""
+    deficit = {k: n - offers[k].available for k, n in used.items() if n > offers[k].available}
+    if not deficit:
+        return 0.0
+    best: float | None = None
+    for combo in itertools.product(*(range(c.max_count + 1) for c in problem.commitments)):
+        if all(sum(r for c, r in zip(problem.commitments, combo, strict=True) if k in c.offers) >= d
+               for k, d in deficit.items()):
+            cost = sum(c.cost * r for c, r in zip(problem.commitments, combo, strict=True))
+            best = cost if best is None else min(best, cost)
+    return best

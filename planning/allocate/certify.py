@@ -120,6 +120,49 @@ def transfer_prices(resolved: ResolvedScenario, groups: Sequence[Group] | None =
     return tuple(out)
 
 
+def site_transfers(resolved: ResolvedScenario, groups: Sequence[Group] | None = None) -> tuple[TransferPrice, ...]:
+    """Free flows between the pricing pools of one site (``planning.pools``: on-demand, spot and reserved nodes of
+    one region share its network), for every link: a model's prefill on on-demand nodes may hand its KV cache to
+    decode on reserved nodes of the same region. Empty when the scenario has no pools."""
+    from planning.pools import site_of
+
+    by_site: dict[str, list[str]] = {}
+    for r in resolved.regions:
+        by_site.setdefault(site_of(r), []).append(r)
+    pairs = [(a, b) for members in by_site.values() for a in members for b in members if a != b]
+    if not pairs:
+        return ()
+    return tuple(TransferPrice(sender, a, b, 0.0) for sender, *_rest in region_links(groups or resolved.groups)
+                 for a, b in pairs)
+
+
+def spot_constraint(resolved: ResolvedScenario,
+                    groups: Sequence[Group] | None = None) -> tuple[dict[str, float], frozenset[str]]:
+    """The spot cap (S) of ``scenario.spot.max_share``: (group -> share, the spot regions); empty without one."""
+    scenario = resolved.scenario
+    from planning.pools import kind_of
+
+    spot = frozenset(r for r in resolved.regions  # under pricing: spot the catalog regions are spot markets
+                     if kind_of(r) == "spot" or (scenario.pricing == "spot" and kind_of(r) == "on_demand"))
+    share = scenario.spot.max_share
+    if share >= 1 or not spot:
+        return {}, spot
+    return {g.id: share for g in (groups or resolved.groups)}, spot
+
+
+def lp_links(resolved: ResolvedScenario, groups: Sequence[Group]) -> tuple[list[tuple[str, ...]],
+                                                                          dict[tuple[int, str, str], float]]:
+    """The region links (R) for the LP reduction, by group id (one class per group there), and their allowed
+    flows: (link index, src, dst) -> $/h at the link's full rate (cross-region prices or the free flows between
+    the pools of one site)."""
+    group_of = {c.id: g.id for g in groups for c in g.classes}
+    links = [tuple(group_of[q] for q in link) for link in region_links(groups)]
+    index = {link[0]: li for li, link in enumerate(region_links(groups))}
+    flows = (transfer_prices(resolved, groups) if resolved.scenario.options.kv_transfer == "cross-region"
+             else site_transfers(resolved, groups))
+    return links, {(index[tp.sender], tp.src, tp.dst): tp.usd_per_hour for tp in flows if tp.sender in index}
+
+
 def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *,
                        groups: Sequence[Group] | None = None, objective: str | None = None,
                        dump_model: str | None = None, masks: Sequence[np.ndarray] | None = None) -> AllocationProblem:
@@ -136,7 +179,9 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
     classes = tuple(WorkloadClass(id=c.id, group=g.id, rate=c.rate) for g in (groups or resolved.groups)
                     for c in g.classes)
     links = region_links(groups or resolved.groups)
-    transfers = transfer_prices(resolved, groups) if scenario.options.kv_transfer == "cross-region" else ()
+    transfers = (transfer_prices(resolved, groups) if scenario.options.kv_transfer == "cross-region"
+                 else site_transfers(resolved, groups))
+    spot_cap, spot_regions = spot_constraint(resolved, groups)
     current = {(c.template_id, c.region): c.count for c in scenario.current}
     known = {t.id for t in templates}
     for i, (tid, _region) in enumerate(current):
@@ -151,7 +196,8 @@ def allocation_problem(resolved: ResolvedScenario, sets: Sequence[TemplateSet], 
         objective=cast(Objective, objective or scenario.objective.kind),
         budget_per_hour=scenario.objective.budget_per_hour, solver=cast(SolverName, scenario.options.solver),
         time_limit_s=scenario.options.time_limit_s, mip_rel_gap=scenario.options.mip_rel_gap,
-        dump_model=str(dump_model) if dump_model else None, links=links, transfers=transfers,
+        dump_model=str(dump_model) if dump_model else None, links=links, transfers=transfers, spot_cap=spot_cap,
+        spot_regions=spot_regions,
     )
 
 
@@ -171,7 +217,7 @@ def _reducible(resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> bool:
 
 def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group],
                served: bool) -> tuple[Reduction, list[ColumnBlock]]:
-    shapes = sorted({o.shape for o in resolved.offers})
+    shapes = sorted({o.shape for o in resolved.offers} | {s for ts in sets for s in ts.shapes})  # unsold: NaN
     shape_index = {s: k for k, s in enumerate(shapes)}
     current = [c for c in resolved.scenario.current if c.count > 0]
     blocks = []
@@ -186,9 +232,12 @@ def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: 
         blocks.append(ColumnBlock(ts.group.id, ts.shapes, ts.usage, ts.throughput[:, 0], keep, mine))
     demand = {g.id: g.demand for g in groups}
     objective = resolved.scenario.objective
+    spot_cap, spot_regions = spot_constraint(resolved, groups)
+    links, transfers = lp_links(resolved, groups)
     red = lp_reduction(blocks, shape_index, resolved.regions, resolved.price_matrix(shapes),
                        resolved.availability_matrix(shapes), demand, resolved.scenario.options.K,
-                       served=served, budget=objective.budget_per_hour if served else None)
+                       served=served, budget=objective.budget_per_hour if served else None, spot_cap=spot_cap,
+                       spot_regions=spot_regions, links=links, transfers=transfers)
     return red, blocks
 
 

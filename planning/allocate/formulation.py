@@ -28,8 +28,13 @@ Constraints
                        supply_q(r) ≥ λ_q Σ_b f_{ℓrb}  (q the sender),  supply_q(r) ≥ λ_q Σ_a f_{ℓar}  (q a
                        receiver)  ∀ r;   Σ_{a,b} f_{ℓab} ≥ α                                  (optional)
                        supply_q(r) = Σ_{τ∈g} T(τ) ν_{τr} (single-class g) or Σ_τ x_{qτr} (multi-class)
+    (S) spot cap       a group g with a cap s_g < 1 on the share of its demand that may depend on spot nodes:
+                       Σ_{(τ,r)∈P, r ∉ spot} T(τ) ν_{τr} ≥ (1 − s_g) α λ_g  (multi-class: Σ x over non-spot
+                       pairs ≥ (1 − s_g) α Σ_q λ_q): losing every spot node leaves ≥ 1 − s_g of it served
+    Commitments        R_j ∈ {0, …, max_j} (planning.finance's first stage) at cost c_j extend (A) of the
+                       offers they cover: Σ_τ U_c(τ) ν_{τr} − Σ_{j ∋ (r, c)} R_j ≤ A_r(c)
 Objectives
-    (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}] + Σ_{ℓ,a≠b} c_{ℓab} f_{ℓab}   with α = 1 (all demand
+    (a) cost    min Σ_{(τ,r)} [p_r(τ) ν_{τr} + I_{τr}] + Σ_{ℓ,a≠b} c_{ℓab} f_{ℓab} + Σ_j c_j R_j  with α = 1 (all demand
                 met); c_{ℓab} $/h of moving link ℓ's full rate of KV caches from a to b. (B) bounds the same sum.
     (b) served  phase 1: max α (subject to (B) if given); phase 2: min cost with α ≥ α* − ε.
     With one class per group (D) is Coral's Σ T(τ) ν ≥ T_m directly: no x, no (L). With several classes (D)+(L)
@@ -67,6 +72,7 @@ class PulpModel:
     build_seconds: float
     nonzeros: int = 0
     split: list[Any] | None = None
+    commit: list[Any] | None = None
 
 
 def new_var(prob: Any, name: str, low: float, up: float | None = None, cat: str = "Continuous") -> Any:
@@ -94,14 +100,25 @@ def variables(prob: Any, inst: Instance, served: bool) -> tuple[list[Any], dict[
     return nu, x, pen, alpha
 
 
+def commitment_variables(m: PulpModel) -> None:
+    """R_j ∈ {0, …, max_j}: the committed nodes of each commitment (planning.finance's first stage)."""
+    import pulp
+
+    m.commit = [new_var(m.prob, f"R_{j}", 0, int(ub), pulp.LpInteger) for j, ub in enumerate(m.inst.commit_ub)]
+
+
 def availability(m: PulpModel) -> None:
-    """(A) Σ_τ U_c(τ) ν[τ, r] ≤ A_r(c)."""
+    """(A) Σ_τ U_c(τ) ν[τ, r] − Σ_j R_j ≤ A_r(c) (R_j: commitments extending the offer)."""
     import pulp
 
     inst = m.inst
     terms: dict[int, list[tuple[Any, float]]] = {}
     for row, p, u in zip(inst.use_row, inst.use_pair, inst.use_val, strict=True):
         terms.setdefault(int(row), []).append((m.nu[int(p)], float(u)))
+    for j, rows in enumerate(inst.commit_rows):
+        for row in rows:
+            if int(row) in terms:
+                terms[int(row)].append(((m.commit or [])[j], -1.0))
     for row, t in terms.items():
         m.prob += pulp.LpAffineExpression(t) <= int(inst.offer_avail[row]), f"A_{row}"
 
@@ -177,6 +194,23 @@ def links(m: PulpModel) -> None:
         m.prob += pulp.lpSum(m.split[int(j)] for j in js) - m.alpha >= 0, f"S_{li}"
 
 
+def spot_cap(m: PulpModel) -> None:
+    """(S) capacity outside the spot regions ≥ (1 − s_g) α λ_g for every group with a spot cap."""
+    import pulp
+
+    inst = m.inst
+    spot = inst.spot_pairs()
+    for g, share in inst.spot_cap_groups():
+        if inst.single_class[g]:
+            rate = float(inst.class_rate[inst.group_class[g]])
+            supply = pulp.lpSum(float(inst.single_thr[p]) * m.nu[int(p)]
+                                for p in np.nonzero((inst.pair_group == g) & ~spot)[0])
+        else:
+            rate = float(inst.class_rate[inst.class_group == g].sum())
+            supply = pulp.lpSum(v for (q, p), v in m.x.items() if inst.class_group[q] == g and not spot[p])
+        m.prob += supply - (1.0 - share) * rate * m.alpha >= 0, f"S_g{g}"
+
+
 def cost_expression(m: PulpModel) -> Any:
     """Σ p ν + I + Σ c f; where ν′ = 0, I = K p ν is folded into ν's coefficient; c prices cross-region flows."""
     import pulp
@@ -188,6 +222,7 @@ def cost_expression(m: PulpModel) -> Any:
         factor = 1.0 if p in m.pen else 1.0 + k
         terms.append((m.nu[p], float(inst.pair_price[p]) * factor))
     terms.extend((v, 1.0) for v in m.pen.values())
+    terms.extend((v, float(c)) for v, c in zip(m.commit or [], inst.commit_cost, strict=True))
     if m.split:
         terms.extend((v, float(c)) for v, c in zip(m.split, inst.links().split_cost, strict=True) if c > 0)
     return pulp.LpAffineExpression(terms)
@@ -223,6 +258,7 @@ def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: 
     prob = pulp.LpProblem("allocation", sense)
     nu, x, pen, alpha = variables(prob, inst, served)
     m = PulpModel(inst, prob, nu, x, pen, alpha, 0.0)
+    commitment_variables(m)
     flow_variables(m)
     prob += (alpha if phase == "served" else cost_expression(m)), "objective"
     availability(m)
@@ -230,6 +266,7 @@ def build_pulp(inst: Instance, served: bool, budget_limit: float | None, phase: 
     load(m)
     penalty(m)
     links(m)
+    spot_cap(m)
     if budget_limit is not None:
         budget(m, budget_limit)
     m.build_seconds = time.perf_counter() - t0
@@ -267,7 +304,7 @@ def solve_pulp(
 
     Returns
     -------
-    ``RawSolution`` with values in the matrix builder's column order (ν, x, I, s, α).
+    ``RawSolution`` with values in the matrix builder's column order (ν, x, I, R, f, α).
     """
     import pulp
 
@@ -331,6 +368,7 @@ def _values(m: PulpModel) -> np.ndarray:
     out = [v.value() or 0.0 for v in m.nu]
     out += [m.x[(int(q), int(p))].value() or 0.0 for q, p in zip(inst.thr_class, inst.thr_pair, strict=True)]
     out += [m.pen[p].value() or 0.0 for p in pen_pairs]
+    out += [v.value() or 0.0 for v in (m.commit or [])]
     out += [v.value() or 0.0 for v in (m.split or [])]
     out.append(m.alpha.value() or 0.0)
     return np.asarray(out, dtype=float)

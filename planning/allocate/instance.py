@@ -71,6 +71,9 @@ class Instance:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     link_class: list[np.ndarray] = field(default_factory=list)  # per link of the problem: its class indices
+    commit_rows: list[np.ndarray] = field(default_factory=list)  # per commitment: the offer rows it extends
+    commit_cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    commit_ub: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_pairs(self) -> int:
@@ -78,6 +81,21 @@ class Instance:
 
     def pair_key(self, p: int) -> tuple[str, str]:
         return self.templates[int(self.pair_template[p])].id, self.regions[int(self.pair_region[p])]
+
+    @property
+    def n_commit(self) -> int:
+        return len(self.commit_rows)
+
+    def spot_pairs(self) -> np.ndarray:
+        """Per pair: whether its region is one of the problem's ``spot_regions`` (constraint (S))."""
+        spot = [i for i, r in enumerate(self.regions) if r in self.problem.spot_regions]
+        return np.isin(self.pair_region, spot)
+
+    def spot_cap_groups(self) -> list[tuple[int, float]]:
+        """(group index, share s) of every demanded group with a spot cap s < 1 (constraint (S))."""
+        index = {g: i for i, g in enumerate(self.groups)}
+        return [(index[g], s) for g, s in sorted(self.problem.spot_cap.items())
+                if g in index and np.any((self.class_group == index[g]) & (self.class_rate > 0))]
 
     @functools.cached_property
     def link_layout(self) -> Links:
@@ -422,6 +440,11 @@ def build_instance(problem: AllocationProblem) -> Instance:
     offer_keys = [(o.region, o.shape) for o in problem.offers]
     oidx = {k: i for i, k in enumerate(offer_keys)}
     offer_avail = np.array([o.available for o in problem.offers], dtype=np.int64)
+    # commitments add up to their max_count nodes to the offers they cover: pairs and bounds use the most
+    commit_rows = [np.array(sorted(oidx[k] for k in c.offers), dtype=np.int64) for c in problem.commitments]
+    reach = offer_avail.copy()
+    for c, rows in zip(problem.commitments, commit_rows, strict=True):
+        reach[rows] += int(c.max_count)
     offer_price = np.array([o.price_per_hour for o in problem.offers], dtype=float)
     shapes = sorted({o.shape for o in problem.offers})
     sidx = {s: i for i, s in enumerate(shapes)}
@@ -449,7 +472,7 @@ def build_instance(problem: AllocationProblem) -> Instance:
                 if row is None:
                     ub = 0
                     break
-                cap = int(offer_avail[row]) // u
+                cap = int(reach[row]) // u
                 ub = cap if ub is None else min(ub, cap)
             if ub:
                 pairs.append((r, ub))
@@ -547,6 +570,9 @@ def build_instance(problem: AllocationProblem) -> Instance:
         pruned_dominated=dominated,
         pruned_no_demand=no_demand,
         link_class=[np.array([cidx[q] for q in link], dtype=np.int64) for link in problem.links],
+        commit_rows=commit_rows,
+        commit_cost=np.array([c.cost for c in problem.commitments], dtype=float),
+        commit_ub=np.array([c.max_count for c in problem.commitments], dtype=np.int64),
     )
     inst.seconds = time.perf_counter() - t0
     return inst

@@ -8,6 +8,7 @@ from typing import Any
 from planning.allocate.problem import (
     AllocationProblem,
     AllocationResult,
+    Commitment,
     Offer,
     TemplateOption,
     TransferPrice,
@@ -28,6 +29,9 @@ def problem_to_dict(problem: AllocationProblem) -> dict[str, Any]:
         "classes": [asdict(q) for q in problem.classes],
         "current": [{"template": t, "region": r, "count": n} for (t, r), n in problem.current.items()],
         "transfers": [asdict(tp) for tp in problem.transfers],
+        "spot_regions": sorted(problem.spot_regions),
+        "commitments": [{"id": c.id, "cost": c.cost, "max_count": c.max_count, "offers": [list(k) for k in c.offers]}
+                        for c in problem.commitments],
     }
     for f in fields(problem):
         if f.name not in out:
@@ -53,6 +57,10 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
         current = {(c["template"], c["region"]): int(c["count"]) for c in data.get("current", [])}
         transfers = tuple(TransferPrice(str(tp["sender"]), str(tp["src"]), str(tp["dst"]), float(tp["usd_per_hour"]))
                           for tp in data.get("transfers", ()))
+        commitments = tuple(Commitment(str(c["id"]), float(c["cost"]), int(c["max_count"]),
+                                       tuple((str(r), str(s)) for r, s in c["offers"]))
+                            for c in data.get("commitments", ()))
+        spot_regions = frozenset(str(r) for r in data.get("spot_regions", ()))
     except KeyError as exc:
         raise PlanningError(str(exc.args[0]), "missing key in the allocation problem.", "See docs/allocation.md for the fields.") from exc
     except PlanningError:
@@ -60,8 +68,10 @@ def problem_from_dict(data: dict[str, Any]) -> AllocationProblem:
     except (TypeError, ValueError, OverflowError) as exc:  # a number that is not one, or beyond a float
         raise PlanningError("allocation problem", f"a count, price or rate is not a usable number ({quote(exc)}).",
                             "give plain numbers: counts as whole numbers, rates and prices as decimals.") from exc
-    options = {k: v for k, v in data.items() if k not in ("templates", "offers", "classes", "current", "transfers")}
-    return AllocationProblem(templates, offers, classes, current, transfers=transfers, **options)
+    options = {k: v for k, v in data.items()
+               if k not in ("templates", "offers", "classes", "current", "transfers", "commitments", "spot_regions")}
+    return AllocationProblem(templates, offers, classes, current, transfers=transfers, commitments=commitments,
+                             spot_regions=spot_regions, **options)
 
 
 def result_to_dict(result: AllocationResult) -> dict[str, Any]:
@@ -73,6 +83,8 @@ def result_to_dict(result: AllocationResult) -> dict[str, Any]:
         "cost_per_hour": result.cost_per_hour,
         "penalty_per_hour": result.penalty_per_hour,
         "transfer_per_hour": result.transfer_per_hour,
+        "commitments": dict(result.commitments),
+        "commitment_cost": result.commitment_cost,
         "flows": [{"sender": q, "src": a, "dst": b, "share": f} for (q, a, b), f in result.flows.items()],
         "alpha": result.alpha,
         "gap": result.gap,

@@ -1,9 +1,10 @@
 """Matrix builder: the allocation model as scipy.sparse arrays passed straight to ``highspy.Highs.passModel``.
 
 Same formulation as ``planning.allocate.formulation`` (labels (A) availability, (D) demand, (L) load,
-(P) penalty, (B) budget, (R) region links), vectorised: no per-variable Python objects, so 10^5+ columns build
-in well under a second. Column layout: [ν_p for every pair p | x_{q,p} for every positive throughput of a
-multi-class group | I_p for every pair with ν′_p > 0 (only when K > 0) | f_{ℓab} flows of linked classes (the split s_{ℓr} = f_{ℓrr}, plus priced cross-region flows) | α].
+(P) penalty, (B) budget, (R) region links, (S) spot cap), vectorised: no per-variable Python objects, so 10^5+
+columns build in well under a second. Column layout: [ν_p for every pair p | x_{q,p} for every positive
+throughput of a multi-class group | I_p for every pair with ν′_p > 0 (only when K > 0) | R_j commitments |
+f_{ℓab} flows of linked classes (the split s_{ℓr} = f_{ℓrr}, plus priced cross-region flows) | α].
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Columns:
     n_pen: int
     pen_pairs: np.ndarray
     n_split: int = 0
+    n_commit: int = 0
 
     @property
     def x0(self) -> int:
@@ -57,12 +59,16 @@ class Columns:
         return self.n_pairs + self.n_x
 
     @property
-    def s0(self) -> int:
+    def c0(self) -> int:
         return self.n_pairs + self.n_x + self.n_pen
 
     @property
+    def s0(self) -> int:
+        return self.n_pairs + self.n_x + self.n_pen + self.n_commit
+
+    @property
     def alpha(self) -> int:
-        return self.n_pairs + self.n_x + self.n_pen + self.n_split
+        return self.s0 + self.n_split
 
     @property
     def n(self) -> int:
@@ -72,7 +78,7 @@ class Columns:
 def columns(inst: Instance) -> Columns:
     """Lay out the columns: ν, x, I (pairs with running instances, K > 0), s (region splits), α."""
     pen = np.nonzero(inst.pair_current > 0)[0] if inst.problem.K > 0 else np.zeros(0, dtype=np.int64)
-    return Columns(inst.n_pairs, len(inst.thr_pair), len(pen), pen, inst.links().n_split)
+    return Columns(inst.n_pairs, len(inst.thr_pair), len(pen), pen, inst.links().n_split, inst.n_commit)
 
 
 def _at_least_zero(label: str, rows: list[np.ndarray], cols: list[np.ndarray], vals: list[np.ndarray],
@@ -116,19 +122,51 @@ def links(inst: Instance, col: Columns) -> Block:
 
 
 def availability(inst: Instance, col: Columns) -> Block:
-    """(A) Σ_τ U_c(τ) ν[τ, r] ≤ A_r(c) for every offered (region, shape) some pair uses."""
+    """(A) Σ_τ U_c(τ) ν[τ, r] − Σ_j R_j ≤ A_r(c) for every offered (region, shape) some pair uses (R_j: the
+    commitments that extend that offer)."""
     used = np.unique(inst.use_row)
     remap = np.full(len(inst.offer_keys), -1, dtype=np.int64)
     remap[used] = np.arange(len(used))
+    rows, cols, vals = [remap[inst.use_row]], [inst.use_pair], [inst.use_val]
+    for j, offer_rows in enumerate(inst.commit_rows):
+        mine = remap[offer_rows]
+        mine = mine[mine >= 0]
+        rows.append(mine)
+        cols.append(np.full(len(mine), col.c0 + j))
+        vals.append(np.full(len(mine), -1.0))
     return Block(
         "availability",
-        remap[inst.use_row],
-        inst.use_pair,
-        inst.use_val,
+        np.concatenate(rows),
+        np.concatenate(cols),
+        np.concatenate(vals),
         np.full(len(used), -INF),
         inst.offer_avail[used].astype(float),
         [inst.offer_keys[int(i)] for i in used],
     )
+
+
+def spot_cap(inst: Instance, col: Columns) -> Block:
+    """(S) a group g with spot cap s: its capacity outside the spot regions − (1 − s) λ_g α ≥ 0 (single class:
+    Σ T ν over non-spot pairs; several classes: Σ x over non-spot triplets, λ_g = Σ_q λ_q)."""
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    keys: list[Any] = []
+    spot = inst.spot_pairs()
+    for r, (g, share) in enumerate(inst.spot_cap_groups()):
+        if inst.single_class[g]:
+            rate = float(inst.class_rate[inst.group_class[g]])
+            pairs = np.nonzero((inst.pair_group == g) & (inst.single_thr > 0) & ~spot)[0]
+            terms, coef = pairs, inst.single_thr[pairs]
+        else:
+            rate = float(inst.class_rate[inst.class_group == g].sum())
+            xs = np.nonzero((inst.class_group[inst.thr_class] == g) & ~spot[inst.thr_pair])[0]
+            terms, coef = col.x0 + xs, np.ones(len(xs))
+        rows.append(np.full(len(terms) + 1, r))
+        cols.append(np.append(terms, col.alpha))
+        vals.append(np.append(coef, -(1.0 - share) * rate))
+        keys.append(("spot-cap", g))
+    return _at_least_zero("spot_cap", rows, cols, vals, keys)
 
 
 def demand(inst: Instance, col: Columns) -> Block:
@@ -195,6 +233,7 @@ def cost_vector(inst: Instance, col: Columns) -> np.ndarray:
     k = inst.problem.K
     c[: col.n_pairs] = inst.pair_price * np.where(inst.pair_current > 0, 1.0, 1.0 + k)
     c[col.i0 : col.i0 + col.n_pen] = 1.0
+    c[col.c0 : col.c0 + col.n_commit] = inst.commit_cost
     if col.n_split:
         c[col.s0 : col.s0 + col.n_split] = inst.links().split_cost
     return c
@@ -257,6 +296,8 @@ def build_matrix(inst: Instance, served: bool, budget_limit: float | None) -> Ma
         blocks.append(penalty(inst, col))
     if inst.link_class:
         blocks.append(links(inst, col))
+    if inst.spot_cap_groups():
+        blocks.append(spot_cap(inst, col))
     if budget_limit is not None:
         blocks.append(budget(inst, col, budget_limit))
     offsets: dict[str, int] = {}
@@ -278,10 +319,12 @@ def build_matrix(inst: Instance, served: bool, budget_limit: float | None) -> Ma
     col_lower = np.zeros(col.n)
     col_upper = np.full(col.n, INF)
     col_upper[: col.n_pairs] = inst.pair_ub
+    col_upper[col.c0 : col.c0 + col.n_commit] = inst.commit_ub
     col_lower[col.alpha] = 0.0 if served else 1.0
     col_upper[col.alpha] = 1.0
     integrality = np.zeros(col.n, dtype=np.int32)
     integrality[: col.n_pairs] = 1
+    integrality[col.c0 : col.c0 + col.n_commit] = 1
     return MatrixModel(
         inst, col, blocks, offsets, a, col_lower, col_upper, integrality,
         np.concatenate(lo), np.concatenate(up), time.perf_counter() - t0,

@@ -61,8 +61,10 @@ CG_HALF_ROUNDS = 8  # progress of column generation: rounds / (rounds + 8), as t
 def supported(resolved: ResolvedScenario) -> bool:
     """Whether the on-demand engine handles this scenario (else the library path runs)."""
     scenario, groups = resolved.scenario, resolved.groups
+    # a spot cap (S) is in the library path's LP reduction, not in this engine's priced search
+    capped = scenario.spot.max_share < 1 and (scenario.spot.enabled or scenario.pricing == "spot")
     return (scenario.mode == "disaggregated" and scenario.objective.kind == "cost" and scenario.generate_templates
-            and not scenario.explicit_templates and not scenario.current
+            and not scenario.explicit_templates and not scenario.current and not capped
             and all(len(g.classes) == 1 and g.phase in ("prefill", "decode") for g in groups))
 
 

@@ -148,6 +148,27 @@ class TransferPrice:
 
 
 @dataclass(frozen=True)
+class Commitment:
+    """A first-stage decision (planning.finance's commitment sizing): R ∈ {0, …, ``max_count``} nodes bought at
+    ``cost`` (for the whole horizon the problem stands for) that add R nodes to the availability of every offer
+    in ``offers`` ((region, shape) keys, e.g. one reserved pool's shape in every epoch's copy of the region)."""
+
+    id: str
+    cost: float
+    max_count: int
+    offers: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.cost) or self.cost < 0:
+            raise PlanningError(f"commitments[{self.id}].cost", f"{quote(self.cost)} is not a finite cost >= 0.",
+                                "Give the commitment's cost in USD.")
+        if not 0 <= int(self.max_count) <= MAX_NODES:
+            raise PlanningError(f"commitments[{self.id}].max_count", f"{quote(self.max_count)} is not a node count.",
+                                "Give the most nodes that may be committed.")
+        object.__setattr__(self, "offers", tuple((str(r), str(s)) for r, s in self.offers))
+
+
+@dataclass(frozen=True)
 class AllocationProblem:
     """Everything the allocation model needs, explicit and solver-agnostic.
 
@@ -165,6 +186,9 @@ class AllocationProblem:
     request's prefill), the others *receive* (its decode). ``transfers`` lists the cross-region flows allowed
     (a link's sender class, source region, destination region, $/h at the link's full rate); each adds a
     flow column f_{ℓ,src,dst} ≥ 0 priced in the cost objective and the budget. None listed = pairing per region.
+    ``spot_cap`` maps a group to the largest share s of its demand that may depend on ``spot_regions``: its
+    capacity outside them must serve at least (1 − s) α of it (constraint (S)). ``commitments`` are integer
+    first-stage columns that extend offers' availability at a cost (constraint (A) becomes Σ U ν − Σ R ≤ A).
     """
 
     templates: tuple[TemplateOption, ...]
@@ -184,6 +208,9 @@ class AllocationProblem:
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
     links: tuple[tuple[str, ...], ...] = ()
     transfers: tuple[TransferPrice, ...] = ()
+    spot_cap: Mapping[str, float] = field(default_factory=dict)
+    spot_regions: frozenset[str] = frozenset()
+    commitments: tuple[Commitment, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "templates", tuple(self.templates))
@@ -222,6 +249,19 @@ class AllocationProblem:
             if key in seen_flows:
                 raise PlanningError(f"transfers[{tp.sender} {tp.src}->{tp.dst}]", "listed twice.", "List each (sender, src, dst) once.")
             seen_flows.add(key)
+        object.__setattr__(self, "spot_cap", {str(g): float(s) for g, s in dict(self.spot_cap).items() if float(s) < 1})
+        object.__setattr__(self, "spot_regions", frozenset(self.spot_regions))
+        for g, s in self.spot_cap.items():
+            if not 0 <= s <= 1:
+                raise PlanningError(f"spot_cap[{g}]", f"share {quote(s)} is not in [0, 1].", "Give a share, e.g. 0.5.")
+        object.__setattr__(self, "commitments", tuple(self.commitments))
+        _unique("commitments", [c.id for c in self.commitments])
+        offered = {(o.region, o.shape) for o in self.offers}
+        for c in self.commitments:
+            for covered in c.offers:
+                if covered not in offered:
+                    raise PlanningError(f"commitments[{c.id}].offers", f"{covered} is not an offer of the problem.",
+                                        "List (region, shape) keys of `offers` (with the committed nodes' price).")
         ids = {t.id for t in self.templates}
         for (tid, region), n in self.start.items():
             if tid not in ids or n < 0:
@@ -351,13 +391,15 @@ class AllocationResult:
     messages: tuple[str, ...] = ()
     transfer_per_hour: float = 0.0
     flows: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    commitments: Mapping[str, int] = field(default_factory=dict)  # commitment id -> R (only R > 0)
+    commitment_cost: float = 0.0  # Σ cost·R
 
     @property
     def total_per_hour(self) -> float | None:
-        """Provisioning + initialisation penalty + KV transfer (the cost objective's value)."""
+        """Provisioning + initialisation penalty + KV transfer + commitments (the cost objective's value)."""
         if self.cost_per_hour is None:
             return None
-        return self.cost_per_hour + (self.penalty_per_hour or 0.0) + self.transfer_per_hour
+        return self.cost_per_hour + (self.penalty_per_hour or 0.0) + self.transfer_per_hour + self.commitment_cost
 
     @property
     def has_plan(self) -> bool:

@@ -110,7 +110,9 @@ def _pair_costs(usage: np.ndarray, prices: np.ndarray, offered: np.ndarray, fact
 
 def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], regions: Sequence[str],
                  prices: np.ndarray, available: np.ndarray, demand: Mapping[str, float], K: float,
-                 served: bool = False, budget: float | None = None) -> Reduction:
+                 served: bool = False, budget: float | None = None, spot_cap: Mapping[str, float] | None = None,
+                 spot_regions: frozenset[str] = frozenset(), links: Sequence[tuple[str, ...]] = (),
+                 transfers: Mapping[tuple[int, str, str], float] | None = None) -> Reduction:
     """Solve the LP relaxation over all columns by column generation and return every column's reduced cost.
 
     With ``served=True`` the LP is phase 1 of the served objective: min −α with demand rows
@@ -127,6 +129,18 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         Group -> demanded rate.
     K:
         Initialization penalty factor.
+    spot_cap, spot_regions:
+        The allocation's constraint (S) (cost objective): a group g with a cap s_g gets the row
+        Σ_{τ, r ∉ spot} min(T, (1 − s_g) D_g) ν ≥ (1 − s_g) D_g (valid for integer ν like the demand row); its dual
+        y_s lowers the reduced cost of non-spot columns by min(T, (1 − s) D)·y_s and adds y_s·(1 − s)·D to the
+        Lagrangian constant.
+    links, transfers:
+        The allocation's region links (R) (cost objective): ``links`` are tuples of group ids, the sender (a model's
+        prefill) first; flows f_{ℓab} ≥ 0 on the diagonal (a = a) and on every (ℓ, a, b) of ``transfers`` ($ at the
+        link's full rate) enter the LP as fixed columns with the rows Σ_{τ∈q} T' ν_{τr} − D_q Σ f(r) ≥ 0 per
+        linked group q and region r (f(r): the flows out of r for the sender, into r for a receiver; T' = min(T, D)
+        is valid as in the demand row) and Σ_ab f_{ℓab} ≥ 1. Their duals lower the reduced costs of the groups'
+        columns region by region and add Σ_ℓ y_ℓ (the split rows' duals) to the Lagrangian constant.
     """
     import highspy
     import scipy.sparse as sp
@@ -146,7 +160,30 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     n_avail = R * K_shapes
     n_groups = len(blocks)
     has_budget = served and budget is not None
-    n_rows = n_avail + 2 * n_groups + (1 if has_budget else 0)
+    caps = {} if served else {gi: float((spot_cap or {})[g]) for gi, g in enumerate(groups)
+                              if float((spot_cap or {}).get(g, 1.0)) < 1 and demand.get(g, 0.0) > 0}
+    cap_rows = {gi: k for k, gi in enumerate(sorted(caps))}  # group index -> its (S) row after the budget row
+    non_spot = np.array([r not in spot_regions for r in regions], dtype=bool)
+    t_cap = {gi: np.minimum(blocks[gi].throughput, (1.0 - s) * demand[groups[gi]]) for gi, s in caps.items()}
+    s0 = n_avail + 2 * n_groups + (1 if has_budget else 0)
+    # region links (R), cost objective only: per demanded group of a link one row per region, plus its split row
+    g_index = {g: gi for gi, g in enumerate(groups)}
+    link_members: list[list[int]] = []  # per link: its demanded group indices, sender first when demanded
+    if not served:
+        for link in links:
+            members = [g_index[g] for g in link if g in g_index and demand.get(g, 0.0) > 0]
+            if members:
+                link_members.append(members)
+    l0 = s0 + len(caps)
+    link_row: dict[tuple[int, int], int] = {}  # (group index, link index) -> first of its R rows
+    row = l0
+    for li, members in enumerate(link_members):
+        for gi in members:
+            link_row[(gi, li)] = row
+            row += R
+    split0 = row
+    n_rows = split0 + len(link_members)
+    link_of = {gi: li for li, members in enumerate(link_members) for gi in members}
     t_max = [float(b.throughput.max()) if b.throughput.size else 0.0 for b in blocks]
     n_min = [float(np.ceil(demand.get(g, 0.0) / t - 1e-9)) if t > 0 else 0.0 for g, t in zip(groups, t_max, strict=True)]
     max_cost = max((float(np.nanmax(np.where(np.isfinite(c), c, np.nan))) for _, c in local
@@ -175,8 +212,10 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
                                     np.full(int(has_budget), float(budget or 0.0))])
     else:
         row_lower = np.concatenate([np.full(n_avail, -inf), np.array([demand.get(g, 0.0) for g in groups]),
-                                    np.array(n_min)])
-        row_upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * n_groups, inf)])
+                                    np.array(n_min), [(1.0 - caps[gi]) * demand[groups[gi]] for gi in sorted(caps)],
+                                    np.zeros(split0 - l0), np.ones(len(link_members))])
+        row_upper = np.concatenate([available.reshape(-1).astype(float),
+                                    np.full(2 * n_groups + len(caps) + n_rows - l0, inf)])
     # slack columns first
     h.addRows(n_rows, row_lower, row_upper, 0, np.zeros(n_rows, dtype=np.int32), np.zeros(0, dtype=np.int32),
               np.zeros(0))
@@ -185,9 +224,40 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         h.addCol(-1.0, 0.0, 1.0, n_groups, (n_avail + np.arange(n_groups)).astype(np.int32), -dem)
     else:  # slack columns keep the LP feasible; a positive slack at the optimum proves the ILP infeasible
         for gi in range(n_groups):
-            h.addCol(big_m, 0.0, inf, 2, np.array([n_avail + gi, n_avail + n_groups + gi], dtype=np.int32),
-                     np.array([1.0, max(n_min[gi], 1.0)]))
+            rows = [n_avail + gi, n_avail + n_groups + gi] + ([s0 + cap_rows[gi]] if gi in caps else [])
+            vals = [1.0, max(n_min[gi], 1.0)] + ([1.0] if gi in caps else [])
+            h.addCol(big_m, 0.0, inf, len(rows), np.array(rows, dtype=np.int32), np.array(vals))
+        for li in range(len(link_members)):  # a link that no region can pair: its slack (infeasible ILP)
+            h.addCol(big_m, 0.0, inf, 1, np.array([split0 + li], dtype=np.int32), np.array([1.0]))
+        region_of_name = {r: i for i, r in enumerate(regions)}
+        for li, members in enumerate(link_members):  # the flow columns: diagonal, then the listed transfers
+            sender = members[0] if groups[members[0]] == _sender(links, groups[members[0]]) else -1
+            arcs = [(r, r, 0.0) for r in range(R)]
+            if sender >= 0:
+                arcs += [(region_of_name[src], region_of_name[dst], float(usd))
+                         for (lj, src, dst), usd in (transfers or {}).items()
+                         if lj == _link_index(links, groups[sender]) and src in region_of_name and dst in region_of_name]
+            for r_src, r_dst, usd in arcs:
+                rows_f = [split0 + li]
+                vals_f = [1.0]
+                for gi in members:
+                    rows_f.append(link_row[(gi, li)] + (r_src if gi == sender else r_dst))
+                    vals_f.append(-float(demand[groups[gi]]))
+                h.addCol(usd, 0.0, inf, len(rows_f), np.array(rows_f, dtype=np.int32), np.array(vals_f))
     in_lp: list[set[tuple[int, int]]] = [set() for _ in blocks]
+
+    def side_rows(gi: int, i: int, r: int) -> tuple[list[int], list[float]]:
+        """The (S) and (R) entries of column (row i of block gi, region r): its capped group's non-spot row and its
+        link's supply row in r."""
+        rows_s: list[int] = []
+        vals_s: list[float] = []
+        if gi in caps and non_spot[r]:
+            rows_s.append(s0 + cap_rows[gi])
+            vals_s.append(float(t_cap[gi][i]))
+        if gi in link_of:
+            rows_s.append(link_row[(gi, link_of[gi])] + r)
+            vals_s.append(float(blocks[gi].throughput[i]))
+        return rows_s, vals_s
 
     def add_columns(gi: int, pairs: Sequence[tuple[int, int]]) -> None:
         if not pairs:
@@ -205,6 +275,9 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             if has_budget:
                 rows_list.append(n_rows - 1)
                 vals.append(float(cost[i, r]))
+            extra_rows, extra_vals = side_rows(gi, i, r)
+            rows_list.extend(extra_rows)
+            vals.extend(extra_vals)
             cols_ptr.append(len(rows_list))
             costs.append(0.0 if served else float(cost[i, r]))
             in_lp[gi].add((i, r))
@@ -229,6 +302,9 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             nz = np.flatnonzero(b.usage[i] > 0)
             rows_k = [*(ri * K_shapes + idx[nz]).tolist(), n_avail + gi, n_avail + n_groups + gi]
             vals_k = [*b.usage[i, nz].astype(float).tolist(), float(b.throughput[i]), 1.0]
+            extra_rows, extra_vals = side_rows(gi, i, ri)
+            rows_k += extra_rows
+            vals_k += extra_vals
             if has_budget:
                 rows_k.append(n_rows - 1)
                 vals_k.append(float(cost[i, ri]) / (1.0 + K))
@@ -246,7 +322,10 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         y_avail = np.minimum(y[:n_avail].reshape(R, K_shapes), 0.0)
         y_dem = np.maximum(y[n_avail:n_avail + n_groups], 0.0)
         y_card = np.maximum(y[n_avail + n_groups:n_avail + 2 * n_groups], 0.0)
-        y_budget = min(float(y[n_rows - 1]), 0.0) if has_budget else 0.0
+        y_budget = min(float(y[n_avail + 2 * n_groups]), 0.0) if has_budget else 0.0
+        y_spot = {gi: max(float(y[s0 + k]), 0.0) for gi, k in cap_rows.items()}
+        y_link = {gi: np.maximum(y[link_row[(gi, li)]: link_row[(gi, li)] + R], 0.0) for gi, li in link_of.items()}
+        y_split = np.maximum(y[split0:n_rows], 0.0)
         reduced = []
         added = 0
         for gi, (b, (idx, cost)) in enumerate(zip(blocks, local, strict=True)):
@@ -254,6 +333,10 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
             lp_cost = (np.where(np.isfinite(cost), np.nan_to_num(cost, posinf=0.0) * (-y_budget), np.inf) if served
                        else cost)
             rc = lp_cost - usage_f[gi] @ y_avail[:, idx].T - (b.throughput * y_dem[gi])[:, None] - y_card[gi]
+            if gi in caps:  # (S): non-spot columns earn the cap row's dual
+                rc -= np.outer(t_cap[gi] * y_spot[gi], non_spot)
+            if gi in link_of:  # (R): each region's supply row of the link
+                rc -= np.outer(b.throughput, y_link[gi])
             rc[b.throughput <= 0, :] = np.inf
             reduced.append(rc)
             neg = np.argwhere(rc < -1e-7 * max(1.0, max_cost))
@@ -269,7 +352,7 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         z = float(h.getInfo().objective_function_value)
         feasible = rounds < MAX_ROUNDS
     else:
-        slack = values[:n_groups]
+        slack = values[: n_groups + len(link_members)]
         z = float(h.getInfo().objective_function_value) - big_m * float(slack.sum())
         feasible = bool((slack <= 1e-7 * max(1.0, max(demand.values(), default=1.0))).all()) and rounds < MAX_ROUNDS
     rc_min: list[np.ndarray] = []
@@ -285,6 +368,10 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
         for gi, i, ri, nu_f in kept_cols:
             idx, cost = local[gi]
             w = float(cost[i, ri]) / (1.0 + K) - float(usage_f[gi][i] @ y_avail[ri, idx])
+            if gi in caps and non_spot[ri]:
+                w -= float(t_cap[gi][i]) * y_spot[gi]
+            if gi in link_of:
+                w -= float(blocks[gi].throughput[i]) * float(y_link[gi][ri])
             running[gi].append((i, nu_f, w, w - float(blocks[gi].throughput[i]) * float(y_dem[gi]) - float(y_card[gi])))
     for rc in reduced:
         np.maximum(rc, 0.0, out=rc, where=np.isfinite(rc))
@@ -292,7 +379,20 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     return Reduction(z_lp=z, regions=tuple(regions), reduced_costs=reduced, feasible_lp=feasible, rounds=rounds,
                      lp_seconds=time.perf_counter() - t0, columns_total=total, rc_min=rc_min, w_min=w_min,
                      t_eff=[b.throughput for b in blocks], y_dem=y_dem, y_card=y_card,
-                     y_avail_value=float((y_avail * available).sum()), running=running)
+                     y_avail_value=float((y_avail * available).sum())
+                     + sum(y_spot.get(gi, 0.0) * (1.0 - s) * demand[groups[gi]] for gi, s in caps.items())
+                     + (float(y_split.sum()) if not served else 0.0),
+                     running=running)
+
+
+def _sender(links: Sequence[tuple[str, ...]], group: str) -> str | None:
+    """The sending group of the link ``group`` is in (None when it is in none)."""
+    return next((link[0] for link in links if group in link), None)
+
+
+def _link_index(links: Sequence[tuple[str, ...]], group: str) -> int:
+    """The index of the link ``group`` is in (in the order given)."""
+    return next(i for i, link in enumerate(links) if group in link)
 
 
 # ------------------------------------------------------------------------------------------ Lagrangian bound

@@ -53,7 +53,8 @@ class _Runner:
         from planning.allocate.matrix_model import build_matrix
 
         m = build_matrix(self.inst, self.served, self.problem.budget_per_hour)
-        self.stats = {"variables": m.col.n, "integer_variables": m.col.n_pairs, "constraints": m.n_rows, "nonzeros": int(m.matrix.nnz)}
+        self.stats = {"variables": m.col.n, "integer_variables": m.col.n_pairs + m.col.n_commit, "constraints": m.n_rows,
+                      "nonzeros": int(m.matrix.nnz)}
 
     def run(self, phase: str, alpha_lower: float | None = None, start: np.ndarray | None = None, dump: bool = False) -> RawSolution:
         p = self.problem
@@ -67,7 +68,7 @@ class _Runner:
                 m = self._matrix
                 self.stats = {
                     "variables": m.col.n,
-                    "integer_variables": m.col.n_pairs,
+                    "integer_variables": m.col.n_pairs + m.col.n_commit,
                     "constraints": m.n_rows,
                     "nonzeros": int(m.matrix.nnz),
                 }
@@ -125,7 +126,8 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
             phases.append(final.phase)
         elif not served_mode:
             final = None
-            if builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model:
+            if (builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model
+                    and not problem.commitments):  # commitments join every group's availability
                 final = _decomposed(inst, problem, runner)
                 if final is not None:
                     messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
@@ -182,7 +184,8 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
     return AllocationResult(
         status=status,
         objective=problem.objective,
-        objective_value=(alpha_star if served_mode else (plan["cost"] + plan["penalty"] + plan["transfer"] if plan else None)),
+        objective_value=(alpha_star if served_mode else
+                         (plan["cost"] + plan["penalty"] + plan["transfer"] + plan["commitment_cost"] if plan else None)),
         cost_per_hour=plan["cost"] if plan else None,
         penalty_per_hour=plan["penalty"] if plan else None,
         alpha=(alpha_star if served_mode else (1.0 if plan else None)),
@@ -200,6 +203,8 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         messages=tuple(messages),
         transfer_per_hour=plan["transfer"] if plan else 0.0,
         flows=plan["flows"] if plan else {},
+        commitments=plan["commitments"] if plan else {},
+        commitment_cost=plan["commitment_cost"] if plan else 0.0,
     )
 
 
@@ -363,8 +368,13 @@ def _extract(inst: Instance, values: np.ndarray) -> dict[str, Any]:
         qs = np.nonzero(inst.class_group == g)[0]
         fr = [served_rate[q] / inst.class_rate[q] for q in qs if inst.class_rate[q] > 0]
         served[name] = float(min(fr)) if fr else 1.0
+    n_commit = inst.n_commit
+    first = len(values) - 1 - lk.n_split - n_commit  # columns [ν | x | I | R | f | α]
+    committed = np.rint(values[first : first + n_commit]).astype(np.int64)
+    commitments = {c.id: int(r) for c, r in zip(inst.problem.commitments, committed, strict=True) if r > 0}
     return {"counts": counts, "cost": cost, "penalty": pen, "assignment": assignment, "served": served,
-            "nodes": nodes, "alpha": alpha, "transfer": transfer, "flows": flows}
+            "nodes": nodes, "alpha": alpha, "transfer": transfer, "flows": flows, "commitments": commitments,
+            "commitment_cost": float(np.dot(inst.commit_cost, committed))}
 
 
 def with_classes(problem: AllocationProblem, keep_groups: set[str], **changes: Any) -> AllocationProblem:

@@ -12,6 +12,8 @@ linked to one served before it fills, in each region, the share of demand that g
 the whole demand), from that region's pairs only; both are then served Σ_r min(their regional shares).
 The greedy never sends KV caches across regions (``problem.transfers`` are ignored: it pairs per region, so it
 has no egress); Homo-ILP and memP solve the allocation model and may use them, paying their egress.
+A spot cap s (``problem.spot_cap``, constraint (S)) is kept by letting instances in ``problem.spot_regions``
+carry at most s of a group's demand (whole instances, rounded down); the rest comes from the other pairs.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
                 cands.append((-eff, p, t.id, r, t, share))
         cands.sort(key=lambda c: c[:4])
         need = 1.0
+        spot_left = problem.spot_cap.get(g, math.inf)  # share of the demand spot instances may still carry
         region_need = dict(quota) if quota is not None else None
         here: dict[str, float] = {}
         for _neg, p, _tid, r, t, share in cands:
@@ -106,6 +109,9 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
                 continue
             k_avail = min(remaining[(r, s)] // u for s, u in t.usage.items())
             k_need = math.ceil(left / share - 1e-9)
+            if r in problem.spot_regions and math.isfinite(spot_left):
+                k_need = min(k_need, math.floor(spot_left / share + 1e-9))
+                spot_left -= min(k_avail, k_need) * share
             k = min(k_avail, k_need)
             if k <= 0:
                 continue

@@ -20,7 +20,9 @@ from planning.catalog.schema import (
     ModelSpec,
     NodeConfig,
     Region,
+    ReservationTerms,
     SLOPreset,
+    SpotInterruption,
     WanLink,
 )
 from planning.errors import PlanningError, quote
@@ -33,6 +35,8 @@ MAX_FILE_BYTES = 5_000_000
 """Largest catalog file accepted (shipped ones are a few tens of kB)."""
 
 QUALITY_FLAGS = ("ok", "anomaly", "estimated", "hypothetical")
+PAYMENTS = ("no_upfront", "partial_upfront", "all_upfront")
+FACT_QUALITY = ("published", "typical", "estimated", "assumed")  # how firm a restated price or rate is
 PARAMS_TOLERANCE = 0.03
 """Computed parameter counts must be within 3 % of the published ones."""
 
@@ -88,6 +92,13 @@ def _positive(raw: str) -> float:
 
 def _non_negative(raw: str) -> float:
     return _number(raw)
+
+
+def _fraction(raw: str) -> float:
+    value = _number(raw)
+    if value > 1:
+        raise ValueError(f"{value:g} is not a fraction; write a number in 0..1 (0.3 for 30 %)")
+    return value
 
 
 def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -250,6 +261,35 @@ _TABLES: dict[str, _Table] = {
         },
         lambda r: r["scope"],
     ),
+    # read by planning.pools (commitments and spot risk), not layered into the Catalog
+    "reservations": _Table(
+        ReservationTerms,
+        {
+            "cloud": _ident,
+            "term_years": _int_range(1, 10),
+            "payment": _choice(PAYMENTS),
+            "discount": _fraction,
+            "upfront_share": _fraction,
+            "quality": _choice(FACT_QUALITY),
+            "source": _text,
+            "as_of": _date,
+        },
+        lambda r: f"{r['cloud']}:{r['term_years']}:{r['payment']}",
+    ),
+    "spot_interruptions": _Table(
+        SpotInterruption,
+        {
+            "cloud": _ident,
+            "region": _ident,
+            "gpu": _ident,
+            "per_month": _fraction,
+            "band": _text,
+            "quality": _choice(FACT_QUALITY),
+            "source": _text,
+            "as_of": _date,
+        },
+        lambda r: f"{r['cloud']}:{r['region']}:{r['gpu']}",
+    ),
 }
 
 
@@ -266,7 +306,7 @@ def read_table(path: Path, kind: str) -> dict[str, Any]:
     path:
         CSV file with a header row.
     kind:
-        One of ``gpus``, ``regions``, ``configs``, ``slo_presets``, ``availability``, ``egress``, ``wan``.
+        One of ``gpus``, ``regions``, ``configs``, ``slo_presets``, ``availability``, ``egress``, ``wan``, ``reservations``, ``spot_interruptions``.
 
     Returns
     -------

@@ -244,6 +244,36 @@ class WanLink:
 
 
 @dataclass(frozen=True)
+class ReservationTerms:
+    """A cloud's published commitment discount for one term and payment option (``data/reservations.csv``): the
+    share off the on-demand price over the term, and the share of the term's cost paid upfront."""
+
+    cloud: str
+    term_years: int
+    payment: str
+    discount: float
+    upfront_share: float
+    quality: str
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class SpotInterruption:
+    """Share of spot nodes interrupted per month for a (cloud, region, GPU), ``*`` = any
+    (``data/spot_interruptions.csv``; AWS Spot Instance Advisor bands and stated assumptions)."""
+
+    cloud: str
+    region: str
+    gpu: str
+    per_month: float
+    band: str
+    quality: str
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
 class Availability:
     """Illustrative (editable) count of nodes of one config available in one region."""
 

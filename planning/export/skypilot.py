@@ -49,11 +49,17 @@ LAUNCH_PATH = "/tmp/planning/launch.py"
 
 def _resources(region: str, gpu: str | None, gpus: int, ports: list[int]) -> tuple[dict[str, Any], list[str]]:
     """SkyPilot resources and header lines (a region SkyPilot does not know is left to the user)."""
-    cloud, name = split_region(region)
+    from planning.pools import kind_of, site_of
+
+    cloud, name = split_region(site_of(region))  # a pricing pool ({region}/spot, /reserved) runs in its region
     res: dict[str, Any] = {}
     notes: list[str] = []
     if cloud in SKYPILOT_CLOUDS:
         res["infra"] = f"{cloud}/{name}"
+        if kind_of(region) == "spot" and gpu is not None:  # the plan's GPU nodes; a CPU proxy stays on demand
+            res["use_spot"] = True
+        elif kind_of(region) == "reserved":
+            notes.append(f"reserved capacity in {site_of(region)}: the reservation applies to matching instances")
     else:
         notes.append(f"region {region} is not a cloud SkyPilot knows: add resources.infra (e.g. aws/us-east-1)")
     if gpu is not None:

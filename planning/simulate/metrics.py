@@ -89,6 +89,8 @@ class SimResult:
     events: int
     finish_events: int = 0  # equals ``requests`` when every request finished (or dropped) exactly once
     notes: tuple[str, ...] = field(default_factory=tuple)
+    interruptions: int = 0  # spot interruptions replayed (SimConfig.interruptions)
+    down_instance_s: float = 0.0  # instance-seconds the interrupted spot instances were down
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN kept as float NaN; ``json.dumps`` writes it as NaN)."""

@@ -57,8 +57,15 @@ class SimConfig:
     trace: Trace | None = None
     chunk_tokens: int | None = None
     max_seqs: int | None = None
+    # spot interruptions to replay: (spot region, interruptions per node-hour); each interrupted instance is down
+    # for recovery_s (planning.simulate.interruptions)
+    interruptions: tuple[tuple[str, float], ...] = ()
+    recovery_s: float = 900.0
 
     def __post_init__(self) -> None:
+        if not (self.recovery_s > 0 and all(math.isfinite(q) and q >= 0 for _r, q in self.interruptions)):
+            raise PlanningError("interruptions", "rates must be ≥ 0 per node-hour and the recovery time > 0 s.",
+                                "use the plan's finance.spot.rates, e.g. interruptions=True in api.simulate.")
         if not (0 < self.duration_s <= MAX_DURATION_S):
             raise PlanningError("duration_s", f"{quote(self.duration_s)} is not a number of seconds in "
                                 f"(0, {MAX_DURATION_S:,.0f}] (a week).", "use e.g. --duration 600.")
@@ -310,12 +317,26 @@ def simulate_topology(topo: Topology, config: SimConfig | None = None, rate_scal
     sim = Sim([], req)
     routes, engines = _engines(sim, topo, cfg)
     sim.routes = routes
+    down = {}
+    if cfg.interruptions:
+        from planning.simulate.interruptions import apply, down_windows
+
+        down = down_windows([(e, sum(p.usage.values()), p.region) for e, p in engines], dict(cfg.interruptions),
+                            cfg.recovery_s, cfg.duration_s, cfg.seed)
+        apply(sim, routes, down)
+        n_down = sum(len(w) for w in down.values())
+        topo.notes.append(f"{n_down} spot interruptions replayed ({sum(b - a for w in down.values() for a, b in w) / 3600:.2f} "
+                          f"instance-hours down, {cfg.recovery_s:g} s to recover each).")
     for k, r in enumerate(routes):
         if r.first is None or (r.decode is None and topo.scenario.mode == "disaggregated"):
             topo.notes.append(f"{topo.scenario.models[k].id}: the plan has no instance for it; its requests drop.")
     _run_open(sim)
-    return _result(sim, topo, engines, cfg, scale, "trace" if cfg.trace is not None else "poisson",
-                   time.perf_counter() - wall)
+    result = _result(sim, topo, engines, cfg, scale, "trace" if cfg.trace is not None else "poisson",
+                     time.perf_counter() - wall)
+    if down:
+        result = replace(result, interruptions=sum(len(w) for w in down.values()),
+                         down_instance_s=sum(min(b, cfg.duration_s) - a for w in down.values() for a, b in w))
+    return result
 
 
 def _run_open(sim: Sim) -> None:

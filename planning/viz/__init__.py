@@ -3,6 +3,7 @@
 from planning.viz.colors import GPU_COLORS, gpu_color, gpu_of_shape
 from planning.viz.costs import COST_COLUMNS, cost_bars, cost_treemap
 from planning.viz.diff import diff_summary, gpu_diff, plan_diff, plan_diff_figure
+from planning.viz.finance import bill_figure, kind_figure
 from planning.viz.learn import mixed_pipeline_figure
 from planning.viz.pipeline import layer_ranges, pipeline_figure
 from planning.viz.plan import baselines_figure, gpu_usage_figure, savings, served_figure
@@ -16,6 +17,7 @@ __all__ = [
     "GLOSSARY",
     "GPU_COLORS",
     "baselines_figure",
+    "bill_figure",
     "cost_bars",
     "cost_treemap",
     "diff_summary",
@@ -24,6 +26,7 @@ __all__ = [
     "gpu_diff",
     "gpu_of_shape",
     "gpu_usage_figure",
+    "kind_figure",
     "layer_ranges",
     "mixed_pipeline_figure",
     "pareto_front",

@@ -24,8 +24,8 @@ def _tiny(seed: int, classes: int, objective: str) -> AllocationProblem:
     return p
 
 
-def _check(p: AllocationProblem, builder: str, solver: str) -> None:
-    b = brute_force(p, 20_000)
+def _check(p: AllocationProblem, builder: str, solver: str, evaluations: int = 20_000) -> None:
+    b = brute_force(p, evaluations)
     r = solve_allocation(replace(p, builder=builder, solver=solver))  # type: ignore[arg-type]
     if not b.feasible:
         assert r.status == "infeasible"

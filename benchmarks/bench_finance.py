@@ -1,0 +1,86 @@
+"""The enterprise preset end to end (issue 26): commitment sizing, the design hour, the bill, and the time limit.
+
+Prints per run the wall time (the contract: ≤ ``options.time_limit_s`` + 2 s), the sizing's steps and figures
+(relaxation bound, epochs alone at R = 0 and with reservations at their rate, the MILP, the certified second
+stage), the commitments to sign with their utilisation and break-even, the horizon total against all on-demand
+and all reserved, the proven gaps (of the sizing's variable cost and of the whole bill), the design hour's
+costs by pricing kind, and the medians over ``--runs``.
+
+``--limit S`` sets ``options.time_limit_s`` (default: the preset's); ``--scale K`` multiplies every interruption
+rate (a what-if). Run: ``python -m benchmarks.bench_finance [--runs 3] [--limit 120]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+from planning import api
+
+SLACK_S = 2.0
+
+
+def run_once(limit: float | None, scale: float) -> tuple[float, dict[str, float]]:
+    scenario = api.load_preset_scenario("enterprise")
+    if limit is not None:
+        scenario = replace(scenario, options=replace(scenario.options, time_limit_s=limit))
+    if scale != 1.0:
+        scenario = replace(scenario, spot=replace(scenario.spot, interruption_scale=scale))
+    t0 = time.perf_counter()
+    result = api.solve(scenario)
+    wall = time.perf_counter() - t0
+    fin = result.finance or {}
+    sizing = fin.get("sizing") or {}
+    stats = sizing.get("stats") or {}
+    comparisons = fin.get("comparisons") or {}
+    print(f"wall {wall:6.1f} s (limit {scenario.options.time_limit_s:g} s, "
+          f"{'contract met' if wall <= scenario.options.time_limit_s + SLACK_S else 'CONTRACT MISSED'}); "
+          f"design hour {result.status}, ${result.comparable_cost:,.2f}/h "
+          f"(of which committed ${result.committed_per_hour:,.2f}/h)")
+    print("  by pricing kind $/h: " + ", ".join(f"{k} {v:,.2f}" for k, v in result.cost_by_pricing_kind.items()))
+    print(f"  sizing {sizing.get('status')} in {sizing.get('seconds', float('nan')):.1f} s over "
+          f"{int(stats.get('epochs', 0))} epochs: relaxation bound {stats.get('lagrangian_cover_bound', float('nan')):,.0f}, "
+          f"epochs at R = 0 {stats.get('no_reservation_value', float('nan')):,.0f}, epochs with reservations at their "
+          f"rate {stats.get('lagrangian_epoch_bound', float('nan')):,.0f}, MILP {stats.get('milp_value', float('nan')):,.0f} "
+          f"(gap {stats.get('milp_gap', float('nan')):.2%}, {int(stats.get('templates_in_milp', 0)):,} epoch templates), "
+          f"bound after {int(stats.get('dual_steps', 0))} subgradient steps "
+          f"{stats.get('dual_bound', stats.get('lagrangian_epoch_bound', float('nan'))):,.0f}")
+    for c in result.commitments:
+        util = f"{c.utilisation:.0%}" if c.utilisation is not None else "—"
+        print(f"  {c.status:4} {c.count:3d} × {c.shape:7} {c.region:18} {c.term_years:g} y at ${c.effective_hourly:.4f}/h "
+              f"(break-even {c.break_even:.0%}, used {util})")
+    total = sizing.get("total_usd")
+    bound = sizing.get("bound_usd")
+    for name, s in [("chosen commitments", sizing), *comparisons.items()]:
+        t = s.get("total_usd")
+        print(f"  {name:20} {s.get('status', '?'):9} {'$' + format(t, ',.0f') if t is not None else 'no plan':>12}"
+              + (f"  gap {s['gap']:.2%}" if s.get("gap") is not None else ""))
+    whole = (total - bound) / total if total and bound is not None else float("nan")
+    print(f"  proven gap of the whole bill: {whole:.2%}; bill {sum((fin.get('bill_totals') or {}).get('kind', {}).values()):,.0f} "
+          "over the horizon")
+    return wall, {"total": float(total or float("nan")), "gap": float(sizing.get("gap") or float("nan")),
+                  "whole_gap": whole}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--limit", type=float, default=None, help="options.time_limit_s (default: the preset's)")
+    parser.add_argument("--scale", type=float, default=1.0, help="× every spot interruption rate")
+    args = parser.parse_args(argv)
+    walls, gaps = [], []
+    for _ in range(args.runs):
+        wall, figures = run_once(args.limit, args.scale)
+        walls.append(wall)
+        gaps.append(figures["gap"])
+    print(f"median wall {statistics.median(walls):.1f} s over {args.runs} run(s); median sizing gap "
+          f"{statistics.median(gaps):.2%}")
+    limit = args.limit if args.limit is not None else api.load_preset_scenario("enterprise").options.time_limit_s
+    return 0 if statistics.median(walls) <= limit + SLACK_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

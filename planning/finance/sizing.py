@@ -1,0 +1,440 @@
+"""How the two-stage commitment model (:mod:`planning.finance.commitments`) is solved: ``size``, anytime.
+
+Small libraries (below ``REDUCE_MIN_TEMPLATES`` templates per epoch, or histogram classes): the stacked MILP over
+every template, exact to ``mip_rel_gap``. Large ones, in four steps under one deadline:
+
+1. **Relaxation over every template.** For multipliers μ_pe ≥ 0 on the pool rows, pricing pool p's nodes at μ_pe
+   in epoch e (availability H_p + Σ cap) and dropping R gives a single-period relaxation whose value minus
+   C(μ) = Σ_pe μ_pe H_p − Σ_j min(0, a_j − Σ_e μ_{p(j)e})·cap_j is a lower bound on the two-stage optimum
+   (Lagrangian relaxation of the pool rows). μ: each pool's cheapest candidate's effective hourly rate × w_e
+   (``_uniform_prices``). ``planning.allocate.reduce`` solves its LP over all columns (links, pool flows, spot
+   cap) with per-group integer cover bounds; its thresholds keep the columns a plan near the bound may use.
+2. **Every epoch alone**, certified over all templates (``allocate.certify.solve_certified``): at R = 0 (an exact
+   plan: the "all on-demand" horizon) and with the pools at that μ and their caps (Σ_e w_e z_e(μ) − C(μ), each
+   epoch at its proven bound, is a second lower bound).
+3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R.
+4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
+   chosen commitments.
+5. **The bound tightened** (``_ascend``) while a pass over the epochs fits in the time left: projected
+   subgradient steps move each pool's μ between epochs (Σ_e μ_pe kept at its cheapest a_j, towards the
+   epochs that use the pool most), each step one pass of step 2's certified epoch solves at the new prices.
+
+The better of R and R = 0 is returned with the better bound; status ``optimal`` when the gap is within
+``mip_rel_gap``, else ``feasible`` with the proven gap; at the deadline the best plan so far (``feasible``), or
+``time_limit`` before any plan (never a $0 plan).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planning.allocate.problem import AllocationProblem, AllocationResult
+from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
+from planning.allocate.solve import solve_allocation
+from planning.context import CancelToken, ProgressFn, check_cancel, time_left
+from planning.finance.commitments import (
+    Candidate,
+    Epoch,
+    EpochPlan,
+    Sizing,
+    epoch_groups,
+    epoch_id,
+    epoch_shape,
+    horizon_problem,
+    plan_from_allocation,
+    plans_from_stacked,
+)
+from planning.pools import kind_of
+from planning.resolve import ResolvedScenario
+from planning.templates.sets import TemplateSet
+
+START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bound + 0.3 %
+COVER_LIMIT_S = 2.0
+REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
+MILP_SHARE = 0.4  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
+DUAL_STEPS = 12  # subgradient steps on the pool prices at most
+
+
+def _ascend(start: tuple[float, list[dict[tuple[str, str], int]], float], resolved: ResolvedScenario,
+            sets: Sequence[TemplateSet], epochs: Sequence[Epoch], candidates: Sequence[Candidate],
+            pools: Mapping[tuple[str, str], tuple[float, int]], cheapest: Mapping[tuple[str, str], float],
+            held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str], cancel: CancelToken | None,
+            state: dict[str, object], stats: dict[str, float], say: Callable[[str], None]) -> None:
+    """Raise ``state["bound"]`` by projected subgradient steps on the pool prices μ_pe of the epochs' Lagrangian
+    relaxation (module docstring, step 5), while a pass over the epochs fits in the time left.
+
+    μ stays on {μ ≥ 0, Σ_e μ_pe = the pool's cheapest a_j}, so C(μ) = Σ μ·H; the subgradient of pool p in epoch e
+    is its use u_pe minus its mean over the epochs (the R term is constant on that face); Polyak steps towards
+    the best plan's value, halved when a step does not raise the bound. Any μ ≥ 0 gives a valid bound; the best
+    one found is kept."""
+    bound, use, seconds = start
+    keys = sorted(pools)
+    hours = [ep.hours for ep in epochs]
+    total = sum(hours)
+    mu = {(k, e): cheapest[k] * hours[e] for k in keys for e in range(len(epochs))}
+    best, theta = bound, 1.0
+    gap = resolved.scenario.options.mip_rel_gap
+    for step in range(DUAL_STEPS):
+        value = float(state["value"])  # type: ignore[arg-type]
+        if not math.isfinite(value) or value - best <= gap * value:
+            break
+        left = time_left(cancel, math.inf, 0.0)
+        if math.isfinite(left) and left < 1.5 * seconds:
+            break
+        d = {}
+        for k in keys:
+            mean = sum(u.get(k, 0) for u in use) / len(use)
+            d.update({(k, e): u.get(k, 0) - mean for e, u in enumerate(use)})
+        norm = sum(v * v for v in d.values())
+        if norm <= 0:
+            break
+        t = theta * (value - bound) / norm
+        for k in keys:
+            moved = [max(0.0, mu[(k, e)] + t * d[(k, e)]) for e in range(len(epochs))]
+            scale = cheapest[k] * total / sum(moved) if sum(moved) > 0 else 0.0
+            mu.update({(k, e): v * scale for e, v in enumerate(moved)})
+        t0 = time.perf_counter()
+        prices = [{k: mu[(k, e)] / hours[e] for k in keys} for e in range(len(epochs))]
+        def tell(m: str, step: int = step) -> None:
+            say(f"step {step + 1}: {m}")
+
+        _plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
+                                              prices=prices)
+        seconds = time.perf_counter() - t0
+        if not all(a.has_plan for a in allocs):
+            break
+        flat = {(k[0], k[1], e): mu[(k, e)] for k in keys for e in range(len(epochs))}
+        bound = sum(w * _proven_low(a, gap) for w, a in zip(hours, allocs, strict=True)) - _constant(
+            flat, held, candidates, total)
+        use = [dict(a.nodes_used) for a in allocs]
+        stats["dual_steps"] = float(step + 1)
+        if bound > best:
+            best = bound
+            stats["dual_bound"] = best
+            state["bound"] = max(float(state["bound"]), best)  # type: ignore[arg-type]
+        else:
+            theta /= 2
+
+
+def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:
+    blocks, where = [], []
+    for e in range(len(epochs)):
+        for si, ts in enumerate(sets):
+            blocks.append(ColumnBlock(epoch_id(ts.group.id, e), tuple(epoch_shape(s, e) for s in ts.shapes),
+                                      ts.usage, ts.throughput[:, 0]))
+            where.append((si, e))
+    return blocks, where
+
+
+def _constant(mu: Mapping[tuple[str, str, int], float], held: Mapping[tuple[str, str], int],
+              candidates: Sequence[Candidate], hours: float) -> float:
+    """C(μ) = Σ μ·H − Σ_j min(0, a_j − Σ_e μ_{p(j)e})·cap_j (the relaxation's value minus C is a lower bound)."""
+    c = sum(v * held.get((pool, shape), 0) for (pool, shape, _e), v in mu.items())
+    for cand in candidates:
+        paid = sum(v for (pool, shape, _e), v in mu.items() if (pool, shape) == (cand.pool, cand.shape))
+        c -= min(0.0, cand.effective_hourly * hours - paid) * cand.max_count
+    return c
+
+
+@dataclass
+class _Relaxation:
+    red: Reduction
+    lag: LagrangianBound
+    blocks: list[ColumnBlock]
+    where: list[tuple[int, int]]
+    demand: list[float]
+    constant: float
+
+    @property
+    def bound(self) -> float:
+        return float(self.lag.z_lb) - self.constant
+
+    def masks(self, target: float) -> dict[tuple[int, int], np.ndarray]:
+        keep = self.red.select(self.lag.thresholds(self.red, self.demand, target + self.constant), self.blocks)
+        return {w: m for w, m in zip(self.where, keep, strict=True)}
+
+
+def _relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+                candidates: Sequence[Candidate], mu: Mapping[tuple[str, str, int], float],
+                drop_kinds: Sequence[str], cancel: CancelToken | None) -> _Relaxation | None:
+    """The pool-priced single-period relaxation over every template (module docstring), with its LP and
+    Lagrangian cover bounds (``planning.allocate.reduce``: links, pool flows and the spot cap included)."""
+    relaxed = horizon_problem(resolved, sets, epochs, candidates, masks={}, drop_kinds=drop_kinds, pool_prices=mu)
+    all_blocks, all_where = _blocks(sets, epochs)
+    # every shape of every block, sold or not (a shape no pool sells, e.g. with on-demand dropped, is not offered:
+    # the templates using it get no column; dropping their whole block instead would drop its demand too)
+    shapes = sorted({o.shape for o in relaxed.offers} | {s for b in all_blocks for s in b.shapes})
+    regions = sorted({o.region for o in relaxed.offers})
+    index = {s: k for k, s in enumerate(shapes)}
+    r_index = {r: i for i, r in enumerate(regions)}
+    prices = np.full((len(regions), len(shapes)), np.nan)
+    available = np.zeros((len(regions), len(shapes)))
+    for o in relaxed.offers:
+        prices[r_index[o.region], index[o.shape]] = o.price_per_hour
+        available[r_index[o.region], index[o.shape]] = o.available
+    blocks, where = all_blocks, all_where
+    demand = {q.group: q.rate for q in relaxed.classes}
+    group_of = {q.id: q.group for q in relaxed.classes}
+    links = [tuple(group_of[q] for q in link) for link in relaxed.links]
+    first = {link[0]: li for li, link in enumerate(relaxed.links)}
+    flows = {(first[tp.sender], tp.src, tp.dst): tp.usd_per_hour for tp in relaxed.transfers if tp.sender in first}
+    red = lp_reduction(blocks, index, regions, prices, available, demand, 0.0, spot_cap=relaxed.spot_cap,
+                       spot_regions=relaxed.spot_regions, links=links, transfers=flows)
+    if not red.feasible_lp:
+        return None
+    d = [demand.get(b.group, 0.0) for b in blocks]
+    lag = lagrangian_bound(red, d, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)))
+    held = {(o.region, o.shape): o.available for o in resolved.offers}
+    hours = sum(ep.hours for ep in epochs)
+    return _Relaxation(red, lag, blocks, where, d, _constant(mu, held, candidates, hours))
+
+
+def _proven_low(alloc: AllocationResult, mip_rel_gap: float) -> float:
+    """A lower bound on an epoch's optimum from its certified solve: value × (1 − its proven gap); without a gap,
+    the MILP gap when optimal, else nothing (0)."""
+    value = float(alloc.total_per_hour or 0.0)
+    gap = alloc.gap if alloc.gap is not None else (mip_rel_gap if alloc.status == "optimal" else 1.0)
+    return value * (1.0 - min(1.0, max(0.0, float(gap))))
+
+
+def _uniform_prices(epochs: Sequence[Epoch], candidates: Sequence[Candidate]) -> dict[tuple[str, str, int], float]:
+    """μ: each pool's cheapest candidate's effective hourly price in every epoch (× w_e): Σ_e μ = min_j a_j."""
+    out: dict[tuple[str, str, int], float] = {}
+    for c in candidates:
+        for e, ep in enumerate(epochs):
+            key = (c.pool, c.shape, e)
+            out[key] = min(out.get(key, math.inf), c.effective_hourly * ep.hours)
+    return out
+
+
+def epoch_resolved(resolved: ResolvedScenario, epoch: Epoch, candidates: Sequence[Candidate],
+                   pools: Mapping[tuple[str, str], tuple[float, int]], drop_kinds: Sequence[str] = ()) -> ResolvedScenario:
+    """Epoch ``epoch``'s single-hour scenario: its demand, K = 0, ``drop_kinds`` left out, and each candidate pool
+    (pool region, shape) offered at ``pools[key] = ($/node-hour, nodes)`` (held nodes included; absent = the
+    held nodes only, at 0 $/h)."""
+    scenario = replace(resolved.scenario, options=replace(resolved.scenario.options, K=0.0), current=())
+    offers = [o for o in resolved.offers if kind_of(o.region) not in drop_kinds and (o.region, o.shape) not in pools]
+    proto = {(o.region, o.shape): o for o in resolved.offers if kind_of(o.region) == "on_demand"}
+    for c in candidates:
+        key = (c.pool, c.shape)
+        if key not in pools or any((o.region, o.shape) == key for o in offers):
+            continue
+        price, nodes = pools[key]
+        base = next((o for o in resolved.offers if (o.region, o.shape) == key), None) or proto.get((c.region, c.shape))
+        if base is None or nodes <= 0:
+            continue
+        offers.append(replace(base, region=c.pool, price_per_hour=price, available=int(nodes), kind="reserved"))
+    return ResolvedScenario.from_offers(scenario, offers, resolved.specs, epoch_groups(resolved.groups, epoch))
+
+
+def _held(resolved: ResolvedScenario) -> dict[tuple[str, str], int]:
+    return {(o.region, o.shape): o.available for o in resolved.offers if kind_of(o.region) == "reserved"}
+
+
+def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+                  candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
+                  drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
+                  stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
+                  ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
+    """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
+    candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses.
+
+    ``stop_without_plan``: the busiest epoch first, and stop at the first epoch without a plan (its allocation is
+    the last one returned; the lists then cover only the epochs solved). "All reserved" at R = 0 has no plan as
+    soon as demand exceeds the owned and held nodes: one solve says so instead of one per epoch.
+    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``."""
+    from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
+
+    order = list(range(len(epochs)))
+    if stop_without_plan:
+        order.sort(key=lambda e: -sum(epochs[e].factor.values()))
+    solved: dict[int, tuple[EpochPlan, AllocationResult, list[np.ndarray]]] = {}
+    for done, e in enumerate(order, 1):
+        check_cancel(cancel, "sizing: epoch plans")
+        here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
+        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds)
+        alloc = solve_certified(res_e, sets, cancel=cancel).result
+        flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
+                 else site_transfers(res_e))
+        plan = plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows})
+        rows = [np.zeros(len(ts), dtype=bool) for ts in sets]
+        for (tid, _r) in alloc.counts:
+            for si, ts in enumerate(sets):
+                row = ts.row_of.get(tid)
+                if row is not None:
+                    rows[si][row] = True
+        solved[e] = (plan, alloc, rows)
+        report(f"epoch {done}/{len(epochs)}")
+        if stop_without_plan and not alloc.has_plan:
+            out = [solved[k] for k in order[:done]]
+            return [p for p, _a, _u in out], [a for _p, a, _u in out], [u for _p, _a, u in out]
+    return ([solved[e][0] for e in range(len(epochs))], [solved[e][1] for e in range(len(epochs))],
+            [solved[e][2] for e in range(len(epochs))])
+
+
+def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+         candidates: Sequence[Candidate], *, drop_kinds: Sequence[str] = (), cancel: CancelToken | None = None,
+         progress: ProgressFn | None = None, label: str = "sizing") -> Sizing:
+    """Solve the two-stage model over the templates of ``sets``; anytime: at the deadline of ``cancel`` the best
+    plan found is returned with status ``feasible`` and its proven gap.
+
+    Small libraries (below ``REDUCE_MIN_TEMPLATES`` per epoch, or several classes per group): the MILP over every
+    template (exact to its gap). Large ones: (1) the pool-priced relaxation over every template gives a lower
+    bound (LP with links and spot cap, Lagrangian covers); (2) every epoch is solved alone, certified over all
+    templates, with the reservations priced at their effective hourly rate (a Lagrangian relaxation of the pool
+    rows: Σ_e w_e·z_e − C(μ) is a second lower bound) and with none (R = 0, an exact plan); (3) the MILP over the
+    templates those plans use, per epoch, chooses R; (4) each epoch is re-solved alone at that R, certified over
+    all templates (the second stage is exact for the chosen commitments); (5) subgradient steps on the pool
+    prices tighten step 2's bound while time allows. The better of R and R = 0 is returned with the best bound.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set by the caller (not by its deadline).
+    """
+    from planning.context import Cancelled, timed_out
+
+    t0 = time.perf_counter()
+    stats: dict[str, float] = {"epochs": float(len(epochs)), "candidates": float(len(candidates))}
+    report: Callable[[float, str], None] = progress or (lambda _f, _m: None)
+    hours = [ep.hours for ep in epochs]
+    state: dict[str, object] = {"value": math.inf, "counts": {}, "plans": (), "bound": -math.inf,
+                                "over": "all templates", "message": ""}
+
+    def offer(value: float, counts: Mapping[str, int], plans: Sequence[EpochPlan]) -> None:
+        if value < float(state["value"]) - 1e-9 * max(1.0, abs(value)):  # type: ignore[arg-type]
+            state.update(value=value, counts=dict(counts), plans=tuple(plans))
+
+    def answer(status: str | None = None, message: str = "") -> Sizing:
+        value, bound = float(state["value"]), float(state["bound"])  # type: ignore[arg-type]
+        stats["seconds"] = time.perf_counter() - t0
+        plans: tuple[EpochPlan, ...] = state["plans"]  # type: ignore[assignment]
+        if status is None:
+            gap = (value - bound) / value if math.isfinite(bound) and value > 0 else math.inf
+            status = "optimal" if gap <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible"
+        counts = {c.id: int(state["counts"].get(c.id, 0)) for c in candidates}  # type: ignore[attr-defined]
+        zero: Sizing | None = state.get("no_reservation")  # type: ignore[assignment]
+        return Sizing(status, value, min(bound, value), counts, tuple(epochs), tuple(candidates), plans,
+                      str(state["over"]), message or str(state["message"]), stats, zero)
+
+    def committed_cost(counts: Mapping[str, int]) -> float:
+        return sum(c.effective_hourly * sum(hours) * counts.get(c.id, 0) for c in candidates)
+
+    def milp(problem: AllocationProblem, share: float = 1.0) -> AllocationResult:
+        check_cancel(cancel, f"{label}: two-stage MILP")
+        limit = time_left(cancel, problem.time_limit_s)
+        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, limit * share)), diagnose=False)
+        if alloc.has_plan and alloc.total_per_hour is not None:
+            offer(float(alloc.total_per_hour), alloc.commitments, plans_from_stacked(alloc, problem, epochs))
+        return alloc
+
+    try:
+        per_epoch = sum(len(ts) for ts in sets)
+        reducible = per_epoch >= REDUCE_MIN_TEMPLATES and all(len(g.classes) == 1 for g in resolved.groups)
+        if not reducible:
+            state["over"] = "all templates (every one in the MILP)"
+            report(0.1, f"{label}: two-stage MILP over {per_epoch * len(epochs):,} epoch templates")
+            alloc = milp(horizon_problem(resolved, sets, epochs, candidates, drop_kinds=drop_kinds))
+            last = alloc.phases[-1] if alloc.phases else None
+            if alloc.status == "infeasible":
+                return answer("infeasible", "no plan serves every epoch's demand")
+            if last is not None and last.bound is not None and math.isfinite(last.bound):
+                state["bound"] = float(last.bound)
+            if not alloc.has_plan:
+                return answer("time_limit", f"time limit reached in {label} before any plan")
+            return answer("optimal" if alloc.status == "optimal" else "feasible")
+        # (1) the relaxation over every template
+        report(0.05, f"{label}: LP relaxation over {per_epoch * len(epochs):,} epoch templates")
+        mu = _uniform_prices(epochs, candidates)
+        relax = _relaxation(resolved, sets, epochs, candidates, mu, drop_kinds, cancel)
+        if relax is None:  # the relaxation's LP is infeasible: so is the two-stage model
+            return answer("infeasible", "no plan serves every epoch's demand (the LP relaxation is infeasible)")
+        state["bound"] = relax.bound
+        stats["lp_bound"] = float(relax.red.z_lp) - relax.constant
+        stats["lagrangian_cover_bound"] = relax.bound
+        # (2) each epoch alone at R = 0 (exact) and with the reservations priced at their effective rate (bound)
+        masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
+        levels: list[float | None] = [None, 1.0] if candidates else [None]
+        dual: tuple[float, list[dict[tuple[str, str], int]], float] | None = None
+        held = _held(resolved)
+        caps = {(c.pool, c.shape): sum(x.max_count for x in candidates if (x.pool, x.shape) == (c.pool, c.shape))
+                for c in candidates}
+        cheapest = {key: min(c.effective_hourly for c in candidates if (c.pool, c.shape) == key) for key in caps}
+        for lam in levels:
+            pools = ({} if lam is None else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
+            what = "no reservation" if lam is None else "reservations at their rate"
+
+            def say(m: str, what: str = what) -> None:
+                report(0.3, f"{label}: epochs alone ({what}): {m}")
+
+            t_pass = time.perf_counter()
+            plans, allocs, used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say,
+                                                stop_without_plan=lam is None)
+            for si in range(len(sets)):  # every epoch may use what any epoch's plan used (R is shared)
+                anywhere = np.logical_or.reduce([rows[si] for rows in used])
+                for e in range(len(epochs)):
+                    masks[(si, e)] = masks.get((si, e), np.zeros(len(sets[si]), dtype=bool)) | anywhere
+            if any(not a.has_plan for a in allocs):
+                if lam is None:
+                    continue
+                return answer("infeasible", "an epoch has no plan even with every reservation")
+            z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
+            # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
+            z_low = sum(w * _proven_low(a, resolved.scenario.options.mip_rel_gap)
+                        for w, a in zip(hours, allocs, strict=True))
+            if lam is None:  # R = 0: an exact plan
+                offer(float(z), {}, plans)
+                stats["no_reservation_value"] = float(z)
+                gap_0 = (z - z_low) / z if z > 0 else 0.0
+                state["no_reservation"] = Sizing(
+                    "optimal" if gap_0 <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible", float(z),
+                    float(z_low), {}, tuple(epochs), (), tuple(plans), "all templates (each epoch certified alone)",
+                    stats={"seconds": time.perf_counter() - t0})
+                if not candidates:  # nothing to commit: the epochs are independent, each certified alone
+                    state["bound"] = max(float(state["bound"]), z_low)  # type: ignore[arg-type]
+            else:  # a Lagrangian bound over all templates (integer epochs, pool rows priced)
+                bound = float(z_low) - _constant(mu, held, candidates, sum(hours))
+                stats["lagrangian_epoch_bound"] = bound
+                state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
+                dual = (bound, [dict(a.nodes_used) for a in allocs], time.perf_counter() - t_pass)
+        if not candidates:
+            state["over"] = "all templates (each epoch certified alone)"
+            return answer()
+        # (3) the two-stage MILP over the templates of those plans (and the relaxation's cheapest), to choose R
+        stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
+        report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
+        problem = horizon_problem(resolved, sets, epochs, candidates, masks=masks, drop_kinds=drop_kinds)
+        alloc = milp(problem, share=MILP_SHARE)
+        if alloc.has_plan:
+            stats["milp_value"] = float(alloc.total_per_hour or math.inf)
+            stats["milp_gap"] = float(alloc.gap) if alloc.gap is not None else math.nan
+            # (4) the second stage at the chosen R, each epoch certified over all templates
+            chosen = dict(alloc.commitments)
+            pools = {(c.pool, c.shape): (0.0, held.get((c.pool, c.shape), 0)
+                                         + sum(chosen.get(x.id, 0) for x in candidates
+                                               if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
+            plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel,
+                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"))
+            if all(a.has_plan for a in allocs):
+                second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
+                offer(second + committed_cost(chosen), chosen, plans)
+        # (5) the epochs' Lagrangian bound tightened by projected subgradient steps on the pool prices
+        if dual is not None:
+            _ascend(dual, resolved, sets, epochs, candidates, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps},
+                    cheapest, held, drop_kinds, cancel, state, stats,
+                    lambda m: report(0.95, f"{label}: tightening the bound: {m}"))
+        state["over"] = ("all templates" if answer().status == "optimal" else
+                         "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
+                         "all templates")
+        return answer()
+    except Cancelled:
+        if not timed_out(cancel):
+            raise
+        if not math.isfinite(float(state["value"])):  # type: ignore[arg-type]
+            return answer("time_limit", f"time limit reached in {label} before any plan")
+        return answer("feasible", f"time limit reached in {label}: the best plan found, with its proven gap")

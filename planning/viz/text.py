@@ -26,6 +26,16 @@ EXPLANATIONS: dict[str, str] = {
         "Demand each model and phase asked for against what the plan serves. A bar under 100 % means the "
         "budget or the available GPUs could not cover all requests within the latency targets."
     ),
+    "bill_figure": (
+        "The bill month by month over the finance horizon, stacked by pricing kind (owned, reserved, on-demand, "
+        "spot) or by model, region or cloud. Reserved and owned blocks stay the same each month: they are "
+        "paid whether the plan uses them or not."
+    ),
+    "kind_figure": (
+        "The plan's dollars per hour by how the capacity is bought: owned and reserved nodes carry their fixed "
+        "cost (used or idle), on-demand and spot what the plan rents. Idle owned capacity is a cost, never a "
+        "saving."
+    ),
     "baselines_figure": (
         "The mixed-GPU plan next to the baselines: homogeneous replicas, Cauchy's prefill–decode GPU combos, a "
         "single GPU type, memP. The percentage is what the plan saves against each; a grey 'infeasible' bar means "

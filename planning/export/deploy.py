@@ -37,6 +37,11 @@ TOY_PROXY_URL = (f"https://raw.githubusercontent.com/vllm-project/vllm/v{VLLM_VE
 """vLLM's reference prefill/decode proxy for NixlConnector (round robin over the listed engines), fetched at
 the pinned tag when the proxy starts."""
 SERVE_PORT = 8000
+# Paths on the *deployed* node or pod (never on the machine running the planner): scratch for the files a recipe
+# fetches or writes at start, and the shared-memory mount NCCL and vLLM's workers need in a container.
+NODE_SCRATCH = "/tmp/planning"
+TOY_PROXY_PATH = f"{NODE_SCRATCH}/toy_proxy_server.py"
+SHM_PATH = "/dev/shm"
 RAY_PORT = 6379
 NIXL_PORT = 5600  # VLLM_NIXL_SIDE_CHANNEL_PORT: the decode engine reads a request's KV from here
 

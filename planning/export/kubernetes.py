@@ -24,8 +24,11 @@ from typing import Any
 from planning.export.deploy import (
     K8S_GPU_PRODUCTS,
     NIXL_PORT,
+    NODE_SCRATCH,
     RAY_PORT,
     SERVE_PORT,
+    SHM_PATH,
+    TOY_PROXY_PATH,
     TOY_PROXY_URL,
     VLLM_IMAGE,
     VLLM_VERSION,
@@ -81,9 +84,9 @@ def _pod(slot: NodeSlot, script: str, env: list[dict[str, Any]], *, serving: boo
     probe: dict[str, Any] = (
         {"httpGet": {"path": "/health", "port": SERVE_PORT}, "initialDelaySeconds": 30, "periodSeconds": 10,
          "failureThreshold": 3} if serving else
-        {"exec": {"command": ["/bin/sh", "-c", f"ray status --address=\"$(cat /tmp/ray-head):{RAY_PORT}\" >/dev/null"]},
+        {"exec": {"command": ["/bin/sh", "-c", f"ray status --address=\"$(cat {NODE_SCRATCH}/ray-head):{RAY_PORT}\" >/dev/null"]},
          "initialDelaySeconds": 15, "periodSeconds": 30, "timeoutSeconds": 20})
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": SHM_PATH}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     if launch:
         mounts.append({"name": "launch", "mountPath": LAUNCH_DIR, "readOnly": True})
@@ -140,7 +143,7 @@ def _engine_docs(recipe: InstanceRecipe, k: int, engine: EngineLayout, namespace
         else:
             address = f"{head_set}-${{ORDINAL}}.{head_set}.{namespace}.svc.cluster.local"
             script = ("set -uo pipefail\nORDINAL=\"${HOSTNAME##*-}\"\n"
-                      f"HEAD=\"{address}\"\necho \"$HEAD\" > /tmp/ray-head\n"
+                      f"HEAD=\"{address}\"\nmkdir -p {NODE_SCRATCH} && echo \"$HEAD\" > {NODE_SCRATCH}/ray-head\n"
                       + ray_worker("$HEAD", slot.gpus, str(slot.index)))
         pod = _pod(slot, script, _env(recipe, engine, kv and head), serving=head, ray=True,
                    kv=kv and head, launch=head)
@@ -163,9 +166,9 @@ def _proxy_docs(model: str, prefill: list[tuple[str, int]], decode: list[tuple[s
         return [f"{svc}.{namespace}.svc.cluster.local" for svc, n in items for _ in range(n)]
 
     p_hosts, d_hosts = hosts(prefill), hosts(decode)
-    fetch = (f"python3 -c \"import urllib.request; urllib.request.urlretrieve({TOY_PROXY_URL!r}, "
-             "'/tmp/toy_proxy_server.py')\"")
-    run = ["python3", "/tmp/toy_proxy_server.py", "--host", "0.0.0.0", "--port", str(SERVE_PORT),
+    fetch = (f"mkdir -p {NODE_SCRATCH} && python3 -c \"import urllib.request; urllib.request.urlretrieve({TOY_PROXY_URL!r}, "
+             f"{TOY_PROXY_PATH!r})\"")
+    run = ["python3", TOY_PROXY_PATH, "--host", "0.0.0.0", "--port", str(SERVE_PORT),
            "--prefiller-hosts", *p_hosts, "--prefiller-ports", *[str(SERVE_PORT)] * len(p_hosts),
            "--decoder-hosts", *d_hosts, "--decoder-ports", *[str(SERVE_PORT)] * len(d_hosts)]
     script = "set -euo pipefail\n" + fetch + "\nexec " + " ".join(shlex.quote(a) for a in run) + "\n"

@@ -21,9 +21,11 @@ from typing import Any
 
 from planning.export.deploy import (
     NIXL_PORT,
+    NODE_SCRATCH,
     SERVE_PORT,
     SKYPILOT_ACCELERATORS,
     SKYPILOT_CLOUDS,
+    TOY_PROXY_PATH,
     TOY_PROXY_URL,
     VLLM_IMAGE,
     VLLM_VERSION,
@@ -44,7 +46,7 @@ from planning.export.engine import EngineLayout, TpOptions
 from planning.export.scripts import launch_and_serve, ray_head, ray_worker, write_launch_script
 from planning.result import PlanResult
 
-LAUNCH_PATH = "/tmp/planning/launch.py"
+LAUNCH_PATH = f"{NODE_SCRATCH}/launch.py"
 
 
 def _resources(region: str, gpu: str | None, gpus: int, ports: list[int]) -> tuple[dict[str, Any], list[str]]:
@@ -159,11 +161,12 @@ def _proxy(model: str, members: Mapping[str, list[tuple[str, int]]], region: str
     name = f"{slug(model)}-pd-proxy"
     resources, notes = _resources(region, None, 0, [SERVE_PORT])
     run = ("set -euo pipefail\n"
+           f"mkdir -p {NODE_SCRATCH}\n"
            f"python3 -c \"import urllib.request; urllib.request.urlretrieve('{TOY_PROXY_URL}', "
-           "'/tmp/toy_proxy_server.py')\"\n"
+           f"'{TOY_PROXY_PATH}')\"\n"
            "hosts() { for e in $1; do e=\"${e#http://}\"; printf '%s ' \"${e%:*}\"; done; }\n"
            "ports() { for e in $1; do printf '%s ' \"${e##*:}\"; done; }\n"
-           f"exec python3 /tmp/toy_proxy_server.py --host 0.0.0.0 --port {SERVE_PORT} \\\n"
+           f"exec python3 {TOY_PROXY_PATH} --host 0.0.0.0 --port {SERVE_PORT} \\\n"
            "  --prefiller-hosts $(hosts \"$PREFILL_ENDPOINTS\") --prefiller-ports $(ports \"$PREFILL_ENDPOINTS\") \\\n"
            "  --decoder-hosts $(hosts \"$DECODE_ENDPOINTS\") --decoder-ports $(ports \"$DECODE_ENDPOINTS\")\n")
     task = {"name": name, "resources": resources, "envs": {"PREFILL_ENDPOINTS": None, "DECODE_ENDPOINTS": None},

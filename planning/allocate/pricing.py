@@ -169,32 +169,38 @@ class ColumnLP:
 
     def add(self, gi: int, P: np.ndarray, codes: np.ndarray, T: np.ndarray, regions: np.ndarray) -> int:
         """Add columns (multiset row i in region regions[i]); returns how many were new."""
-        import scipy.sparse as sp
-
         pg = self.groups[gi]
         G = len(self.groups)
         Kn = self.K_shapes
-        rows, ptr, vals, costs = [], [0], [], []
-        for i in range(P.shape[0]):
-            key = (gi, int(codes[i]), int(regions[i]))
+        new: list[int] = []
+        for i, (c, r) in enumerate(zip(codes.tolist(), regions.tolist(), strict=True)):
+            key = (gi, int(c), int(r))
             if key in self.columns:
                 continue
             self.columns.add(key)
             self.order.append(key)
-            r = int(regions[i])
-            ks, cnt = np.unique(P[i][P[i] < Kn], return_counts=True)
-            rows.extend((r * Kn + ks).tolist())
-            vals.extend(cnt.astype(float).tolist())
-            rows.extend([self.n_avail + gi, self.n_avail + G + gi])
-            vals.extend([float(min(T[i], pg.demand)), 1.0])
-            ptr.append(len(rows))
-            costs.append(float((self.node_cost[r, ks] * cnt).sum()))
-        n = len(costs)
+            new.append(i)
+        n = len(new)
         if n:
-            mat = sp.csc_matrix((np.array(vals), np.array(rows, dtype=np.int32), np.array(ptr, dtype=np.int32)),
-                                shape=(self.n_rows, n))
-            self.h.addCols(n, np.array(costs), np.zeros(n), np.full(n, self.inf), int(mat.nnz),
-                           mat.indptr.astype(np.int32), mat.indices.astype(np.int32), mat.data.astype(float))
+            idx = np.asarray(new, dtype=np.int64)
+            Pn, reg = P[idx], regions[idx].astype(np.int64)
+            counts = np.zeros((n, Kn + 1))  # node counts per shape (column Kn: the padding)
+            np.add.at(counts, (np.repeat(np.arange(n), Pn.shape[1]), Pn.reshape(-1)), 1.0)
+            counts = counts[:, :Kn]
+            costs = np.where(counts > 0, self.node_cost[reg], 0.0)
+            costs = (costs * counts).sum(axis=1)  # inf where a node is not sold in the column's region
+            # availability rows r·Kn + k (ascending k within a column), then the demand and count rows
+            col, k = np.nonzero(counts)
+            avail_rows = reg[col] * Kn + k
+            extra_rows = np.stack([np.full(n, self.n_avail + gi), np.full(n, self.n_avail + G + gi)], axis=1)
+            extra_vals = np.stack([np.minimum(T[idx], pg.demand).astype(float), np.ones(n)], axis=1)
+            row_ix = np.concatenate([avail_rows, extra_rows.reshape(-1)])
+            val = np.concatenate([counts[col, k], extra_vals.reshape(-1)])
+            owner = np.concatenate([col, np.repeat(np.arange(n), 2)])
+            order = np.argsort(owner, kind="stable")  # column-major: each column's availability rows, then its two
+            ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int32)
+            self.h.addCols(n, costs.astype(float), np.zeros(n), np.full(n, self.inf), int(row_ix.size), ptr,
+                           row_ix[order].astype(np.int32), val[order].astype(float))
         return n
 
     def best_columns(self, per_group: int) -> list[tuple[int, int, int]]:
@@ -328,20 +334,33 @@ class RoundState:
     added: int = 0
 
     def farley_bound(self, upper: float) -> float:
-        """A lower bound on every plan of value ≤ ``upper`` (−inf when none can be given).
+        """A lower bound on the optimal plan's cost (−inf when none can be given; ``upper`` only gates it: no plan
+        yet, no bound needed).
 
-        For an integer plan ν (no slack) and the master's duals y: cost(ν) = Σ rc·ν + y·(Aν) ≥ Σ_g floor_g·N_g + y·b,
-        and y·b = z (the restricted master's optimum). A plan of value ≤ ``upper`` has Σ_g N_g ≤ upper / c_min
-        instances in all (every instance costs at least the cheapest node, c_min), so
-        cost ≥ z + Σ_g min(0, floor_g)·N_g ≥ z + min(0, min_g floor_g)·upper / c_min.
+        For an integer plan ν (no slack) and the master's duals y: cost(ν) = Σ rc·ν + y·(Aν) ≥ Σ rc·ν + y·b, and
+        y·b = z (the restricted master's optimum). Some optimal plan uses only columns of throughput T > 0 (they
+        alone cover the demand, and the instance-count row n_g = ⌈D_g / T̄_g⌉ follows from that cover), and such a
+        column of group g holds a node of some shape with v_k > 0 (T ≤ Σ v_k), so it costs c_j ≥ c_g, the cheapest
+        such node. With rc_j ≥ floor_g: rc_j ≥ r·c_j for r = min_g min(0, floor_g / c_g), so
+        cost ≥ z + r·cost, i.e. cost ≥ z / (1 − r) (Farley's ratio bound, per group). The older form,
+        z + min_g floor_g · upper / c_min, is never larger for plans of cost ≤ ``upper``: it puts every instance
+        in the worst group at the cheapest node of any group.
         """
         if self.floors is None or not self.feasible or not math.isfinite(upper):
             return -math.inf
-        finite = self.lp.node_cost[np.isfinite(self.lp.node_cost)]
-        c_min = float(finite.min()) if finite.size else 0.0
-        if c_min <= 0:
-            return -math.inf
-        return self.z + float(min(float(self.floors.min()), 0.0)) * upper / c_min
+        cheapest = np.min(self.lp.node_cost, axis=0) if self.lp.node_cost.size else np.zeros(0)  # (K,), inf: unsold
+        r = 0.0
+        for pg, floor in zip(self.lp.groups, self.floors.tolist(), strict=True):
+            if floor >= 0:
+                continue
+            usable = cheapest[pg.space.v > 0]
+            c_g = float(usable.min()) if usable.size else math.inf
+            if not math.isfinite(c_g):
+                continue  # no shape serves the group: it has no column with T > 0 (the LP would be infeasible)
+            if c_g <= 0:
+                return -math.inf
+            r = min(r, floor / c_g)
+        return self.z / (1.0 - r) if self.z >= 0 else -math.inf
 
 
 def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,

@@ -143,6 +143,8 @@ class MultisetSpace:
         self.pow = (K + 1) ** np.arange(self.nmax, dtype=np.int64)
         self.cache: dict[int, tuple[float, tuple[Any, ...]]] = {}  # code -> (throughput, (pattern, ids, result))
         self._cover: np.ndarray | None = None  # the coverage tables, built at the first search (``cover``)
+        self._ext: dict[str, np.ndarray] | None = None  # ``upper_bound``'s padded tables (``_extended``)
+        self._cover_flat: list[np.ndarray] = []  # … and its coverage tables per stage count, flattened
 
     @property
     def K(self) -> int:
@@ -181,16 +183,14 @@ class MultisetSpace:
         the first grid point T_g where it drops below L bounds T < T_g.
         """
         K, L = self.K, self.layers
-        pad = np.zeros((1,))
         n = (P < K).sum(axis=1)
-        t1 = np.concatenate([self.t1, pad])[P].sum(axis=1)
-        ext = lambda a: np.concatenate([a, np.zeros((1, *a.shape[1:]))])  # noqa: E731  empty slot → 0
-        area = ext(self.area)[P].sum(axis=1)
-        first = ext(self.first)[P].sum(axis=1)
-        jm = ext(self.jmax)[P].sum(axis=1)
+        ext = self._extended()  # the per-shape tables with a zero row for the empty slot (index K)
+        t1 = ext["t1"][P].sum(axis=1)
+        area = ext["area"][P].sum(axis=1)
+        first = ext["first"][P].sum(axis=1)
+        jm = ext["jmax"][P].sum(axis=1)
         depth = self.tables.shape[1]
         ub = np.where(jm[:, 0] >= L, t1, 0.0)
-        cover = ext(self.cover)  # (K + 1, depth, G)  (builds self.grid on first use)
         G = self.grid.size
         grid_hi = np.append(self.grid, np.inf)
         for S in range(2, min(depth, L, self.nmax) + 1):
@@ -198,7 +198,8 @@ class MultisetSpace:
             if not ok.any():
                 continue
             rows = np.flatnonzero(ok)
-            Pr = P[rows]
+            flat = self._cover_flat[S - 1]  # cover[:, S − 1, :] flattened: one contiguous gather per step
+            base = P[rows] * G
             lo = np.full(rows.size, -1)  # largest g with Σ cover ≥ L (−1: none; T_−1 = 0 always holds here)
             hi_ = np.full(rows.size, G)
             while True:
@@ -206,14 +207,28 @@ class MultisetSpace:
                 if not open_.any():
                     break
                 mid = (lo + hi_) // 2
-                val = cover[Pr, S - 1, np.minimum(mid, G - 1)[:, None]].sum(axis=1)
+                val = flat[base + np.minimum(mid, G - 1)[:, None]].sum(axis=1)
                 good = val >= L - 1e-9
                 lo = np.where(open_ & good, mid, lo)
                 hi_ = np.where(open_ & ~good, mid, hi_)
             b = np.minimum(np.minimum(area[rows, S - 1], first[rows, S - 1]), grid_hi[lo + 1])
             ub[rows] = np.maximum(ub[rows], b)
-        mem = ext(self.mem_gb)[P].sum(axis=1)
+        mem = ext["mem_gb"][P].sum(axis=1)
         return np.where(mem <= self.cap, ub, 0.0)
+
+    def _extended(self) -> dict[str, np.ndarray]:
+        """``upper_bound``'s tables with a zero row appended (padded slots index K), built once per space: a
+        search calls the bound once per depth, and copying the coverage tables each time (K+1 × depth × 700)
+        was a fifth of a pricing round on catalog-wide."""
+        if self._ext is None:
+            def ext(a: np.ndarray) -> np.ndarray:
+                return np.concatenate([a, np.zeros((1, *a.shape[1:]))])
+
+            self._ext = {"t1": ext(self.t1), "area": ext(self.area), "first": ext(self.first),
+                         "jmax": ext(self.jmax), "mem_gb": ext(self.mem_gb)}
+            cover = ext(self.cover)  # (K + 1, depth, G)  (builds self.grid on first use)
+            self._cover_flat = [np.ascontiguousarray(cover[:, S, :]).reshape(-1) for S in range(cover.shape[1])]
+        return self._ext
 
     def search(self, weights: np.ndarray, y_d: float, y_n: float, demand: float, theta: float,
                per_region: bool = True) -> tuple[np.ndarray, np.ndarray]:

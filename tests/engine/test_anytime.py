@@ -15,6 +15,7 @@ import planning.pipeline as pipeline
 from planning import api
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.pricers import LocalPricers
+from planning.allocate.pricing import RoundState
 from planning.context import CancelFlag, check_cancel
 from planning.scenario import Scenario
 
@@ -163,6 +164,14 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
     resolved = _resolved(priced, offers)
     full = solve_allocation(allocation_problem(resolved, _library_sets(priced)))
     sources = _record_offers(monkeypatch)
+    farley: list[float] = []
+    plain_farley = RoundState.farley_bound
+
+    def recorded(self: RoundState, upper: float) -> float:
+        farley.append(plain_farley(self, upper))
+        return farley[-1]
+
+    monkeypatch.setattr(RoundState, "farley_bound", recorded)
     anytime = Anytime()
     plan = ondemand.allocate_on_demand(priced, resolved, anytime=anytime,
                                        cancel=Deadline(600.0) if near else None)
@@ -179,6 +188,9 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
     assert anytime.first_plan_s is not None and anytime.best is not None
     assert anytime.gap() == pytest.approx(proven_gap(anytime.value, anytime.bound))
     assert any(s.startswith("restricted master ILP over the seed columns") for s in sources)
+    # the per-group Farley ratio bound of every priced round: a proof (≤ the optimum), and one is finite
+    assert any(math.isfinite(b) for b in farley)
+    assert all(b <= optimum * (1 + 1e-6) + 1e-6 for b in farley)
 
 
 def test_near_the_deadline_the_first_plan_comes_from_the_lp_support(monkeypatch: pytest.MonkeyPatch,

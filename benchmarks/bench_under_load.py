@@ -10,6 +10,11 @@ prints:
 - ``final``: wall seconds of the whole call (plan, baselines, diagnostics), its status, proven gap and cost;
 - ``overrun``: wall − limit (the contract: ≤ 2 s), and how many baselines did not run for lack of time.
 
+``--home cold`` gives every solve a new, empty ``PLANNING_HOME`` (the first solve on a machine); ``--home warm``
+one per preset, filled by an untimed solve before the load starts (a later ``planning solve`` or job worker: the
+perf model's T̂ tables and decode batch curves are read from disk, ``planning.perf.tables.TableCache``). The
+default prints both.
+
 Run: ``python -m benchmarks.bench_under_load [--busy 0 2 4 8] [--limits default 10] [--presets ...] [--runs 1]``.
 With ``--runs`` > 1 each figure is the median over the runs. Exits 1 when a median overrun exceeds 2 s.
 """
@@ -23,6 +28,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from typing import Any
@@ -71,12 +77,13 @@ def _child(preset: str, limit: float | None) -> dict[str, Any]:
             "first_gap": first_gap, "not_run": not_run}
 
 
-def run_case(preset: str, limit: float | None) -> dict[str, Any]:
-    """The figures of one solve in a fresh Python process."""
+def run_case(preset: str, limit: float | None, home: str | None = None) -> dict[str, Any]:
+    """The figures of one solve in a fresh Python process (``home``: its PLANNING_HOME; None: a new empty one)."""
     code = ("import json, sys; from benchmarks.bench_under_load import _child; "
             f"print('RESULT', json.dumps(_child({preset!r}, {limit!r})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                         env={**os.environ, "PLANNING_JOB_PROCESSES": "0"})
+    with tempfile.TemporaryDirectory(prefix="planning-home-") as fresh:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PLANNING_JOB_PROCESSES": "0", "PLANNING_HOME": home or fresh})
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             figures: dict[str, Any] = json.loads(line[len("RESULT "):])
@@ -95,6 +102,18 @@ def _fmt(x: float | None, spec: str, none: str = "-") -> str:
     return none if x is None else format(x, spec)
 
 
+def _print_row(busy: int, kind: str, preset: str, rows: list[dict[str, Any]]) -> bool:
+    """One line of medians; False when the median overrun exceeds ``SLACK_S``."""
+    wall, lim_s = _median(rows, "wall"), rows[0]["limit"]
+    over = wall - lim_s
+    gap, first_gap = _median(rows, "gap"), _median(rows, "first_gap")
+    print(f"{busy:>4} {kind:4} {preset:15} {lim_s:>6.0f} | {_fmt(_median(rows, 'first_s'), '7.2f'):>7} "
+          f"{_fmt(_median(rows, 'first_cost'), '9.2f'):>9} {_fmt(first_gap, '7.1%'):>7} | "
+          f"{wall:7.2f} {rows[0]['status']:9} {_fmt(gap, '6.2%'):>6} "
+          f"{_fmt(_median(rows, 'cost'), '9.2f'):>9} | {over:+7.2f} {_median(rows, 'not_run'):>10}", flush=True)
+    return bool(over <= SLACK_S)
+
+
 def main() -> int:
     """Parse the arguments, print one line per (busy processes, preset, limit); 1 when an overrun exceeds 2 s."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -102,31 +121,33 @@ def main() -> int:
     parser.add_argument("--limits", nargs="+", default=["default", "10"])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--home", nargs="+", default=["cold", "warm"], choices=["cold", "warm"],
+                        help="cold: an empty PLANNING_HOME per solve; warm: one per preset, filled before the load")
     parser.add_argument("--isolate", action="store_true",
                         help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
     args = parser.parse_args()
     if args.isolate:
         print(isolate())
     print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {args.runs} run(s)")
-    print(f"{'busy':>4} {'preset':15} {'limit':>6} | {'first s':>7} {'1st $/h':>9} {'1st gap':>7} | "
+    print(f"{'busy':>4} {'home':4} {'preset':15} {'limit':>6} | {'first s':>7} {'1st $/h':>9} {'1st gap':>7} | "
           f"{'final s':>7} {'status':9} {'gap':>6} {'$/h':>9} | {'overrun':>7} {'bl not run':>10}")
     ok = True
-    for busy in args.busy:
-        with Busy(busy):
-            print(load_line(busy), flush=True)
-            for preset in args.presets:
-                for lim in args.limits:
-                    limit = None if lim == "default" else float(lim)
-                    rows = [run_case(preset, limit) for _ in range(args.runs)]
-                    wall, lim_s = _median(rows, "wall"), rows[0]["limit"]
-                    over = wall - lim_s
-                    ok &= over <= SLACK_S
-                    gap, first_gap = _median(rows, "gap"), _median(rows, "first_gap")
-                    print(f"{busy:>4} {preset:15} {lim_s:>6.0f} | {_fmt(_median(rows, 'first_s'), '7.2f'):>7} "
-                          f"{_fmt(_median(rows, 'first_cost'), '9.2f'):>9} {_fmt(first_gap, '7.1%'):>7} | "
-                          f"{wall:7.2f} {rows[0]['status']:9} {_fmt(gap, '6.2%'):>6} "
-                          f"{_fmt(_median(rows, 'cost'), '9.2f'):>9} | {over:+7.2f} {_median(rows, 'not_run'):>10}",
-                          flush=True)
+    with tempfile.TemporaryDirectory(prefix="planning-warm-") as warm_root:
+        homes: dict[str, str] = {}
+        if "warm" in args.home:
+            for preset in args.presets:  # untimed, before any load: what an earlier solve left on disk
+                homes[preset] = os.path.join(warm_root, preset)
+                run_case(preset, None, homes[preset])
+        for busy in args.busy:
+            with Busy(busy):
+                print(load_line(busy), flush=True)
+                for preset in args.presets:
+                    for kind in args.home:
+                        for lim in args.limits:
+                            limit = None if lim == "default" else float(lim)
+                            rows = [run_case(preset, limit, homes.get(preset) if kind == "warm" else None)
+                                    for _ in range(args.runs)]
+                            ok &= _print_row(busy, kind, preset, rows)
     print("contract (overrun <= 2 s): " + ("met" if ok else "MISSED"))
     return 0 if ok else 1
 

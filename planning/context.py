@@ -188,4 +188,7 @@ def default_context(cache_dir: Path | None = None) -> EngineContext:
     from planning.perf import PerfModel
 
     catalog = load_catalog()
-    return EngineContext(catalog=catalog, perf=PerfModel(catalog=catalog), cache_dir=cache_dir)
+    # the perf model's T̂ tables and decode batch curves are mirrored on disk beside the template libraries, so a
+    # new process (a CLI call, a job worker) reads what an earlier one computed
+    perf = PerfModel(catalog=catalog, cache_dir=cache_dir / "perf" if cache_dir is not None else None)
+    return EngineContext(catalog=catalog, perf=perf, cache_dir=cache_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -115,7 +116,11 @@ class PerfModel:
         self.calibration = calibration if calibration is not None else load_calibration()
         self.profiles = profiles
         self.bands = bands if bands is not None else load_bands()
-        self._tables = TableCache(cache_dir, cache_size)
+        self._tables = TableCache(None, cache_size)  # one shape's table, in memory
+        # on disk: one file per stacked request (``stage_tables``: all shapes of a group; ``stacked_decode_curves``:
+        # dp and tau), not per shape: a file costs ~1 ms to write, catalog-wide has 672 (model, shape) tables
+        self._bundles = TableCache(cache_dir, 64, prefix="T")
+        self._curve_files = TableCache(cache_dir, 4, prefix="C")
         self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
@@ -123,8 +128,8 @@ class PerfModel:
 
     @property
     def cache_dir(self) -> Path | None:
-        """Directory mirroring the table cache (None: memory only)."""
-        return self._tables.cache_dir
+        """Directory mirroring the stacked tables and curves (None: memory only)."""
+        return self._bundles.cache_dir
 
     # ----------------------------------------------------------------- lookups
     def model(self, model_id: str) -> ModelSpec:
@@ -237,11 +242,7 @@ class PerfModel:
         ------
         PlanningError: bad shape, phase, SLO, or FP8 on a GPU without it. UnknownIdError: unknown GPU.
         """
-        count, gpu_id = parse_shape(shape)
-        key = TableCache.key((model, self.gpu(gpu_id), count, phase, float(slo_ms), workload, max_stages, dtype,
-                              ttft_ms if phase == "aggregated" else None,
-                              self.network_gbps(shape), self._calibration_fingerprint(),
-                              self.profiles.fingerprint() if self.profiles is not None else None))
+        key = self._table_key(model, shape, phase, slo_ms, workload, max_stages, dtype, ttft_ms)
         hit = self._tables.get(key)
         if hit is not None:
             return hit
@@ -249,14 +250,34 @@ class PerfModel:
         self._tables.put(key, table)
         return table
 
+    def _table_key(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, workload: Workload,
+                   max_stages: int, dtype: str | None, ttft_ms: float | None) -> str:
+        """Content key of one ``stage_table`` entry (everything the table depends on)."""
+        count, gpu_id = parse_shape(shape)
+        return TableCache.key((model, self.gpu(gpu_id), count, phase, float(slo_ms), workload, max_stages, dtype,
+                               ttft_ms if phase == "aggregated" else None,
+                               self.network_gbps(shape), self._calibration_fingerprint(),
+                               self.profiles.fingerprint() if self.profiles is not None else None))
+
     def stage_tables(self, model: ModelSpec, shapes: list[str] | tuple[str, ...], phase: str, slo_ms: float,
                      workload: Workload, max_stages: int = 6, dtype: str | None = None,
                      ttft_ms: float | None = None) -> np.ndarray:
-        """``stage_table`` for many shapes at once: array (len(shapes), max_stages, L), each cached."""
-        tables = [self.stage_table(model, s, phase, slo_ms, workload, max_stages, dtype, ttft_ms) for s in shapes]
-        if not tables:
+        """``stage_table`` for many shapes at once: array (len(shapes), max_stages, L), each cached in memory and the
+        stack mirrored on disk when the model has a ``cache_dir``."""
+        if not shapes:
             return np.zeros((0, max_stages, model.layers))
-        return np.stack(tables)
+        key = ""
+        if self._bundles.cache_dir is not None:
+            key = TableCache.key(("stage-tables", tuple(self._table_key(model, s, phase, slo_ms, workload, max_stages,
+                                                                         dtype, ttft_ms) for s in shapes)))
+            hit = self._bundles.get(key)
+            if hit is not None and hit.shape == (len(shapes), max_stages, model.layers):
+                return hit
+        stacked = np.stack([self.stage_table(model, s, phase, slo_ms, workload, max_stages, dtype, ttft_ms)
+                            for s in shapes])
+        if key:
+            self._bundles.put(key, stacked)
+        return stacked
 
     def _compute_table(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,
                        max_stages: int, dtype: str | None, ttft_ms: float | None = None) -> np.ndarray:
@@ -301,6 +322,34 @@ class PerfModel:
                   for tp in self.tp_options(model, count)]
         return budget, curves
 
+    def _curves_key(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload, max_stages: int,
+                    dtype: str | None) -> str:
+        count, gpu_id = parse_shape(shape)
+        return TableCache.key(("decode-batch-curves", model, self.gpu(gpu_id), count, float(slo_ms), workload,
+                               max_stages, dtype, self.network_gbps(shape), self._calibration_fingerprint(),
+                               self.profiles.fingerprint() if self.profiles is not None else None))
+
+    def stacked_decode_curves(self, model: ModelSpec, shapes: Sequence[str], slo_ms: float, workload: Workload,
+                              max_stages: int = 6,
+                              dtype: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(batches (B,), dp (K, S, L), tau (K, S, L, B)): :meth:`decode_batch_curves` of every shape, stacked; the
+        stack is mirrored on disk (dp and tau files) when the model has a ``cache_dir``."""
+        batches = self._grid("decode", workload)
+        key = ""
+        if self._curve_files.cache_dir is not None:
+            key = TableCache.key(("stacked-decode-curves",
+                                  tuple(self._curves_key(model, s, slo_ms, workload, max_stages, dtype)
+                                        for s in shapes)))
+            dp, tau = self._curve_files.get(key + "-dp"), self._curve_files.get(key + "-tau")
+            if dp is not None and tau is not None and dp.shape[0] == tau.shape[0] == len(shapes):
+                return batches, dp, tau
+        curves = [self.decode_batch_curves(model, s, slo_ms, workload, max_stages, dtype) for s in shapes]
+        dp, tau = np.stack([c[1] for c in curves]), np.stack([c[2] for c in curves])
+        if key:
+            self._curve_files.put(key + "-dp", dp)
+            self._curve_files.put(key + "-tau", tau)
+        return batches, dp, tau
+
     def decode_batch_curves(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload,
                             max_stages: int = 6,
                             dtype: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -310,10 +359,7 @@ class PerfModel:
         ``tau[S-1, j-1, b]`` (float32) seconds per step of the node with ``batches[b]`` sequences per copy
         (``inf`` where that batch does not fit or misses the per-stage budget). Cached (small LRU).
         """
-        count, gpu_id = parse_shape(shape)
-        key = TableCache.key(("decode-batch-curves", model, self.gpu(gpu_id), count, float(slo_ms), workload,
-                              max_stages, dtype, self.network_gbps(shape), self._calibration_fingerprint(),
-                              self.profiles.fingerprint() if self.profiles is not None else None))
+        key = self._curves_key(model, shape, slo_ms, workload, max_stages, dtype)
         hit = self._batch_curves.get(key)
         if hit is not None:
             return hit

@@ -348,8 +348,7 @@ def stacked_batch_curves(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str]
     from planning.perf import Workload
 
     wl = Workload(input_len=sizes[0], output_len=sizes[1])
-    curves = [perf.decode_batch_curves(spec, s, slo_ms, wl, max_stages) for s in shapes]
-    return curves[0][0], np.stack([c[1] for c in curves]), np.stack([c[2] for c in curves])
+    return perf.stacked_decode_curves(spec, list(shapes), slo_ms, wl, max_stages)
 
 
 def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,

@@ -16,18 +16,63 @@ ROOT = Path(__file__).resolve().parents[2]
 WL = Workload(1000, 200)
 
 
-def test_stage_tables_stack_and_cache(pm: PerfModel, tmp_path: Path) -> None:
+def test_stage_tables_stack_and_cache(pm: PerfModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = pm.model("phi-4")
     shapes = ["1xL40S", "2xL40S", "4xL4"]
     many = pm.stage_tables(spec, shapes, "prefill", 1200, WL)
     for k, s in enumerate(shapes):
         assert np.array_equal(many[k], pm.stage_table(spec, s, "prefill", 1200, WL))
     disk = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
-    first = disk.stage_table(spec, "2xL40S", "decode", 60, WL)
-    assert len(list(tmp_path.glob("T_*.npy"))) == 1
+    first = disk.stage_tables(spec, shapes, "decode", 60, WL)
+    assert len(list(tmp_path.glob("T_*.npy"))) == 1  # one file for the stack, not one per shape
     again = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
-    assert np.array_equal(again.stage_table(spec, "2xL40S", "decode", 60, WL), first)
+    monkeypatch.setattr(again, "_compute_table", lambda *_a, **_k: pytest.fail("computed although on disk"))
+    assert np.array_equal(again.stage_tables(spec, shapes, "decode", 60, WL), first)
     assert not first.flags.writeable
+    monkeypatch.undo()
+    assert np.array_equal(again.stage_table(spec, "2xL40S", "decode", 60, WL), first[1])
+
+
+def test_batch_curves_are_mirrored_on_disk(pm: PerfModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second process reads the decode batch curves an earlier one computed (equal arrays, no computation)."""
+    spec = pm.model("llama-3-8b")
+    first = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    b, dp, tau = first.stacked_decode_curves(spec, ["1xL4", "2xL4"], 60, WL)
+    assert len(list(tmp_path.glob("C_*.npy"))) == 2  # dp and tau
+    assert np.array_equal(tau[1], first.decode_batch_curves(spec, "2xL4", 60, WL)[2])
+    again = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+
+    def no_compute(*_a: object, **_k: object) -> None:
+        raise AssertionError("computed although the curves are on disk")
+
+    monkeypatch.setattr(again, "_budget_and_curves", no_compute)
+    b2, dp2, tau2 = again.stacked_decode_curves(spec, ["1xL4", "2xL4"], 60, WL)
+    assert np.array_equal(b, b2) and np.array_equal(dp, dp2) and np.array_equal(tau, tau2)
+
+
+def test_disk_tables_of_other_code_damaged_files_and_size_are_handled(pm: PerfModel, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file name carries the perf code's fingerprint (an edit without a PHYSICS_VERSION bump reads nothing
+    stale); a damaged file is a miss, recomputed; the first write prunes other code's files, prune() the oldest."""
+    import planning.perf.tables as tables_mod
+
+    spec = pm.model("llama-3-8b")
+    disk = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    good = disk.stage_tables(spec, ["1xL4"], "decode", 60, WL)
+    (path,) = tmp_path.glob("T_*.npy")
+    assert tables_mod.code_fingerprint() in path.name
+    path.write_bytes(b"not a table")
+    fresh = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    assert np.array_equal(fresh.stage_tables(spec, ["1xL4"], "decode", 60, WL), good)
+    assert np.array_equal(np.load(path), good)  # rewritten whole
+    monkeypatch.setattr(tables_mod, "_CODE_FP", "edited-code")
+    edited = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    edited.stage_tables(spec, ["1xL4"], "decode", 60, WL)  # a miss: computed; its first write prunes the old file
+    (only,) = tmp_path.glob("T_*.npy")
+    assert "edited-code" in only.name
+    edited.stage_tables(spec, ["2xL4"], "decode", 60, WL)
+    assert len(list(tmp_path.glob("T_*.npy"))) == 2
+    assert edited._bundles.prune(max_bytes=only.stat().st_size) == 1  # the oldest goes
 
 
 def test_fingerprint_follows_calibration(pm: PerfModel) -> None:
@@ -48,13 +93,13 @@ def test_fingerprint_and_table_keys_follow_the_physics_and_the_memory(pm: PerfMo
     import planning.perf.model as model_mod
 
     spec = pm.model("llama-3-8b")
-    PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path).stage_table(spec, "1xL4", "decode",
-                                                                                              60, WL)
+    PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path).stage_tables(spec, ["1xL4"],
+                                                                                               "decode", 60, WL)
     before = pm.fingerprint()
     monkeypatch.setattr(model_mod, "PHYSICS_VERSION", "perf-next")
     fresh = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
     assert fresh.fingerprint() != before
-    fresh.stage_table(spec, "1xL4", "decode", 60, WL)
+    fresh.stage_tables(spec, ["1xL4"], "decode", 60, WL)
     assert len(list(tmp_path.glob("T_*.npy"))) == 2
     monkeypatch.undo()
     l4 = replace(pm.catalog.gpus["L4"], memory_mib=22000.0)

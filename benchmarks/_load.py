@@ -12,6 +12,7 @@ burners and nothing else).
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import os
 import time
@@ -83,3 +84,16 @@ def load_line(busy: int) -> str:
     ideal = min(1.0, cores / (busy + 1))
     return (f"load: {busy} busy processes on {cores} cores; a busy loop gets {cpu_share():.2f} of a core "
             f"(ideal alone {ideal:.2f}); load average {os.getloadavg()[0]:.1f}")
+
+
+def parse_with_isolate(parser: argparse.ArgumentParser, runs: int | None = None) -> argparse.Namespace:
+    """``parser`` with ``--isolate`` added, parsed; isolates when asked and prints the machine line (each solve
+    in a fresh process, medians of ``args.runs`` or ``runs``)."""
+    parser.add_argument("--isolate", action="store_true",
+                        help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
+    args = parser.parse_args()
+    if args.isolate:
+        print(isolate())
+    n = runs if runs is not None else getattr(args, "runs", 1)
+    print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {n} run(s)")
+    return args

@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from benchmarks._load import Busy, isolate, load_line
+from benchmarks._load import Busy, load_line, parse_with_isolate
 
 PATHS = ("library", "served", "what-if", "sweep", "sharing-exact", "finance")
 SLACK_S = 2.0
@@ -101,12 +101,7 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=10.0)
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--isolate", action="store_true",
-                        help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
-    args = parser.parse_args()
-    if args.isolate:
-        print(isolate())
-    print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {args.runs} run(s)")
+    args = parse_with_isolate(parser)
     print(f"{'busy':>4} {'path':14} {'limit':>6} | {'wall s':>7} {'overrun':>8} | {'status':10} {'gap':>7}")
     ok = True
     for busy in args.busy:

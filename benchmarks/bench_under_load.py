@@ -33,7 +33,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from benchmarks._load import Busy, isolate, load_line
+from benchmarks._load import Busy, load_line, parse_with_isolate
 
 PRESETS = ("coral-core", "coral-extended", "catalog-wide", "long-tail")
 SHARED = {"long-tail"}  # planned with options.sharing kvpr through api.solve_shared
@@ -123,12 +123,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--home", nargs="+", default=["cold", "warm"], choices=["cold", "warm"],
                         help="cold: an empty PLANNING_HOME per solve; warm: one per preset, filled before the load")
-    parser.add_argument("--isolate", action="store_true",
-                        help="run in a heavily weighted CPU cgroup (root): the cores as if nothing else ran")
-    args = parser.parse_args()
-    if args.isolate:
-        print(isolate())
-    print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {args.runs} run(s)")
+    args = parse_with_isolate(parser)
     print(f"{'busy':>4} {'home':4} {'preset':15} {'limit':>6} | {'first s':>7} {'1st $/h':>9} {'1st gap':>7} | "
           f"{'final s':>7} {'status':9} {'gap':>6} {'$/h':>9} | {'overrun':>7} {'bl not run':>10}")
     ok = True

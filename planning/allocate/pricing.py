@@ -247,20 +247,26 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
 
     Candidates are placed exactly in order of their bound; with a limit the scan stops once ``limit`` columns
     are found (a heuristic round), without one every candidate is placed (a proof round). ``floor`` ≤ the reduced
-    cost of every column of the group (the smallest admissible bound of the candidates, or theta: every
-    non-candidate has rc > theta), whether or not the scan stopped early: the round's Farley bound uses it.
+    cost of every column of the group with T > 0: the smallest exact reduced cost of the placed candidates, the
+    search bound of the first candidate not placed (the list is sorted by bound), and theta (every non-candidate
+    has rc > theta), whether or not the scan stopped early: the round's Farley bound uses it.
     """
     sp = pg.space
-    P, _lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
+    P, lb = sp.search(w, y_d, y_n, pg.demand, theta, per_region=per_region)
     out_p, out_r, out_rc = [], [], []
     found = 0
-    for a in range(0, P.shape[0], EVAL_BATCH):
+    floor = float(theta)  # every non-candidate has rc > theta
+    a = 0
+    while a < P.shape[0]:
         check_cancel(cancel, "pricing search")
         chunk = P[a : a + EVAL_BATCH]
+        a += chunk.shape[0]
         T = sp.throughput(chunk)
         with np.errstate(invalid="ignore"):
             rc = column_costs(sp, chunk, w) - y_d * np.minimum(T, pg.demand)[:, None] - y_n
         rc[T <= 0] = np.inf
+        if rc.size:
+            floor = min(floor, float(np.nanmin(rc)))  # placed candidates: their exact reduced costs
         i, r = np.nonzero(rc <= theta)
         out_p.append(chunk[i])
         out_r.append(r)
@@ -268,7 +274,8 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
         found += i.size
         if limit is not None and found >= limit:
             break
-    floor = float(min(theta, float(_lb.min()))) if _lb.size else float(theta)
+    if a < P.shape[0]:  # stopped early: the candidates not placed are bounded by their search bounds (ascending)
+        floor = min(floor, float(lb[a]))
     if not out_p:
         empty = np.zeros(0, dtype=np.int64)
         return np.zeros((0, sp.nmax), dtype=np.int64), empty, empty, np.zeros(0), floor

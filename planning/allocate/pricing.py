@@ -347,8 +347,8 @@ class RoundState:
         For an integer plan ν (no slack) and the master's duals y: cost(ν) = Σ rc·ν + y·(Aν) ≥ Σ rc·ν + y·b, and
         y·b = z (the restricted master's optimum). Some optimal plan uses only columns of throughput T > 0 (they
         alone cover the demand, and the instance-count row n_g = ⌈D_g / T̄_g⌉ follows from that cover), and such a
-        column of group g holds a node of some shape with v_k > 0 (T ≤ Σ v_k), so it costs c_j ≥ c_g, the cheapest
-        such node. With rc_j ≥ floor_g: rc_j ≥ r·c_j for r = min_g min(0, floor_g / c_g), so
+        column of group g holds a node of some shape with v_k > 0 (T ≤ Σ v_k) and covers every layer, so it costs
+        c_j ≥ c_g = max(the cheapest such node, L · min_k cost_k / J_k), J_k the most layers node k serves. With rc_j ≥ floor_g: rc_j ≥ r·c_j for r = min_g min(0, floor_g / c_g), so
         cost ≥ z + r·cost, i.e. cost ≥ z / (1 − r) (Farley's ratio bound, per group). The older form,
         z + min_g floor_g · upper / c_min, is never larger for plans of cost ≤ ``upper``: it puts every instance
         in the worst group at the cheapest node of any group.
@@ -360,8 +360,18 @@ class RoundState:
         for pg, floor in zip(self.lp.groups, self.floors.tolist(), strict=True):
             if floor >= 0:
                 continue
-            usable = cheapest[pg.space.v > 0]
+            sp = pg.space
+            usable = cheapest[sp.v > 0]
             c_g = float(usable.min()) if usable.size else math.inf
+            # a column with T > 0 covers all L layers with stages of j_b layers, each stage's nodes having
+            # T̂_{j_b} > 0, so j_b ≤ J_k (the most layers node k serves at any S) and the column costs at least
+            # L · min_k cost_k / J_k (a 70B model's column is not one T4)
+            held = (sp.tables > 0).any(axis=1)  # (K, L): node k serves j layers at some S
+            J = np.where(held.any(axis=1), held.shape[1] - np.argmax(held[:, ::-1], axis=1), 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per_layer = np.where(J > 0, cheapest / np.where(J > 0, J, 1), np.inf)
+            if per_layer.size and np.isfinite(per_layer).any():
+                c_g = max(c_g, sp.layers * float(per_layer[np.isfinite(per_layer)].min()))
             if not math.isfinite(c_g):
                 continue  # no shape serves the group: it has no column with T > 0 (the LP would be infeasible)
             if c_g <= 0:

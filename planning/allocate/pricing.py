@@ -366,7 +366,7 @@ class RoundState:
             # a column with T > 0 covers all L layers with stages of j_b layers, each stage's nodes having
             # T̂_{j_b} > 0, so j_b ≤ J_k (the most layers node k serves at any S) and the column costs at least
             # L · min_k cost_k / J_k (a 70B model's column is not one T4)
-            held = (sp.tables > 0).any(axis=1)  # (K, L): node k serves j layers at some S
+            held: np.ndarray = np.any(np.asarray(sp.tables) > 0, axis=1)  # (K, L): node k serves j layers at some S
             J = np.where(held.any(axis=1), held.shape[1] - np.argmax(held[:, ::-1], axis=1), 0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 per_layer = np.where(J > 0, cheapest / np.where(J > 0, J, 1), np.inf)

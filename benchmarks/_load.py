@@ -18,6 +18,7 @@ import os
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 CGROUP_NAME = "planning-bench"
 
@@ -97,3 +98,22 @@ def parse_with_isolate(parser: argparse.ArgumentParser, runs: int | None = None)
     n = runs if runs is not None else getattr(args, "runs", 1)
     print(f"machine: {os.cpu_count()} cores; each solve in a fresh process; medians of {n} run(s)")
     return args
+
+
+def run_child(module: str, func: str, args: tuple[Any, ...], label: str, home: str | None = None) -> dict[str, Any]:
+    """``module.func(*args)`` in a fresh Python process (PLANNING_JOB_PROCESSES=0, ``PLANNING_HOME`` = ``home``
+    or a new empty folder); the dict it returns (JSON), or RuntimeError naming ``label`` with the child's output."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    code = f"import json; from {module} import {func}; print('RESULT', json.dumps({func}(*{args!r})))"
+    with tempfile.TemporaryDirectory(prefix="planning-home-") as fresh:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PLANNING_JOB_PROCESSES": "0", "PLANNING_HOME": home or fresh})
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            figures: dict[str, Any] = json.loads(line[len("RESULT "):])
+            return figures
+    raise RuntimeError(f"{label}: no result\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")

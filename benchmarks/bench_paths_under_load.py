@@ -21,17 +21,13 @@ Run: ``python -m benchmarks.bench_paths_under_load --isolate [--busy 8] [--limit
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from typing import Any
 
-from benchmarks._load import Busy, load_line, parse_with_isolate
+from benchmarks._load import Busy, load_line, parse_with_isolate, run_child
 
 PATHS = ("library", "served", "what-if", "sweep", "sharing-exact", "finance")
 SLACK_S = 2.0
@@ -82,16 +78,7 @@ def _child(path: str, limit: float) -> dict[str, Any]:
 
 def run_case(path: str, limit: float) -> dict[str, Any]:
     """The figures of one solve in a fresh Python process with an empty PLANNING_HOME."""
-    code = ("import json; from benchmarks.bench_paths_under_load import _child; "
-            f"print('RESULT', json.dumps(_child({path!r}, {limit!r})))")
-    with tempfile.TemporaryDirectory(prefix="planning-home-") as home:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                             env={**os.environ, "PLANNING_JOB_PROCESSES": "0", "PLANNING_HOME": home})
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            figures: dict[str, Any] = json.loads(line[len("RESULT "):])
-            return figures
-    raise RuntimeError(f"{path}: no result\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return run_child("benchmarks.bench_paths_under_load", "_child", (path, limit), path)
 
 
 def main() -> int:

@@ -22,18 +22,16 @@ With ``--runs`` > 1 each figure is the median over the runs. Exits 1 when a medi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from typing import Any
 
-from benchmarks._load import Busy, load_line, parse_with_isolate
+from benchmarks._load import Busy, load_line, parse_with_isolate, run_child
 
 PRESETS = ("coral-core", "coral-extended", "catalog-wide", "long-tail")
 SHARED = {"long-tail"}  # planned with options.sharing kvpr through api.solve_shared
@@ -79,16 +77,7 @@ def _child(preset: str, limit: float | None) -> dict[str, Any]:
 
 def run_case(preset: str, limit: float | None, home: str | None = None) -> dict[str, Any]:
     """The figures of one solve in a fresh Python process (``home``: its PLANNING_HOME; None: a new empty one)."""
-    code = ("import json, sys; from benchmarks.bench_under_load import _child; "
-            f"print('RESULT', json.dumps(_child({preset!r}, {limit!r})))")
-    with tempfile.TemporaryDirectory(prefix="planning-home-") as fresh:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                             env={**os.environ, "PLANNING_JOB_PROCESSES": "0", "PLANNING_HOME": home or fresh})
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            figures: dict[str, Any] = json.loads(line[len("RESULT "):])
-            return figures
-    raise RuntimeError(f"{preset}: no result\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return run_child("benchmarks.bench_under_load", "_child", (preset, limit), preset, home)
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> Any:

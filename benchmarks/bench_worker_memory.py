@@ -12,14 +12,13 @@ Each backend runs in a fresh subprocess with an empty ``PLANNING_HOME``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
+
+from benchmarks._load import run_child
 
 
 def measured_point(point: tuple[dict[str, Any], str, float]) -> tuple[float, int, float]:
@@ -50,16 +49,7 @@ def _child(preset: str, points: int, workers: int, backend: str) -> dict[str, An
 
 def run_case(preset: str, points: int, workers: int, backend: str) -> dict[str, Any]:
     """One fan-out in a fresh process with an empty PLANNING_HOME."""
-    code = ("import json; from benchmarks.bench_worker_memory import _child; "
-            f"print('RESULT', json.dumps(_child({preset!r}, {points}, {workers}, {backend!r})))")
-    with tempfile.TemporaryDirectory(prefix="planning-home-") as home:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                             env={**os.environ, "PLANNING_JOB_PROCESSES": "0", "PLANNING_HOME": home})
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            figures: dict[str, Any] = json.loads(line[len("RESULT "):])
-            return figures
-    raise RuntimeError(f"{backend}: no result\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return run_child("benchmarks.bench_worker_memory", "_child", (preset, points, workers, backend), backend)
 
 
 def main() -> int:

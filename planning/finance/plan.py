@@ -116,7 +116,8 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, progress: Progr
         gap = f"proven within {sizing.gap:.1%} of the optimum" if sizing.gap is not None else "no bound proven"
         notes.append(f"Commitment sizing over {len(epochs)} epochs: " + (", ".join(signed) + " to sign" if signed else
                      "no reservation pays off") + f"; {gap} ({sizing.certified_over}).")
-    finance = finance_view(scenario, resolved_hour, result, candidates, sizing, compare, notes)
+    finance = finance_view(scenario, resolved_hour, result, candidates, sizing, compare, notes,
+                           committed_before=resolved.offers)
     lines = commitment_lines(scenario, context, candidates, sizing)
     result = replace(result, scenario=scenario.to_dict(), commitments=lines, finance=finance,
                      diagnostics=(*result.diagnostics, *notes))
@@ -201,17 +202,22 @@ def _total(sizing: Sizing, fixed_over_horizon: float) -> dict[str, Any]:
 
 
 def finance_view(scenario: Scenario, resolved: ResolvedScenario, result: PlanResult, candidates: tuple[Candidate, ...],
-                 sizing: Sizing | None, compare: dict[str, Sizing], notes: list[str]) -> dict[str, Any]:
+                 sizing: Sizing | None, compare: dict[str, Sizing], notes: list[str],
+                 committed_before: tuple[ResolvedOffer, ...] | None = None) -> dict[str, Any]:
     """``PlanResult.finance``: idle committed capacity, spot risk, the sizing and its comparisons, the bill, and
-    every assumption behind them."""
+    every assumption behind them.
+
+    ``resolved`` is the design hour's (the decided reservations held); ``committed_before`` the scenario's own
+    offers (owned pools and reservations held before the sizing; default: ``resolved``'s). Their fixed cost is
+    what every horizon total carries alike; the signed reservations' fees are in the sizing's value only (a pool
+    with held and signed nodes is not charged the signed ones twice, nor to "all on-demand")."""
     used = {(c.region, c.shape): c.used for c in result.capacity}
     view: dict[str, Any] = {
         "idle": idle_capacity(resolved.offers, used) if result.has_plan else [],
         "spot": spot_risk(scenario, resolved.offers, result),
         "assumptions": assumptions(scenario, resolved.offers, candidates),
     }
-    base_offers = [o for o in resolved.offers if not (o.kind == "reserved" and o.region.endswith("/reserved")
-                                                      and _decided(scenario, o))]
+    base_offers = list(committed_before if committed_before is not None else resolved.offers)
     fixed_h = sum(o.fixed_per_node_hour * o.available for o in base_offers if o.kind in ("owned", "reserved"))
     hours = scenario.finance.horizon_years * HOURS_PER_YEAR
     if sizing is not None:
@@ -233,12 +239,6 @@ def finance_view(scenario: Scenario, resolved: ResolvedScenario, result: PlanRes
         view["bill"] = _flat_bill(result, scenario)
         view["bill_totals"] = {by: summarise(view["bill"], by) for by in ("kind", "model", "region", "cloud", "month")}
     return view
-
-
-def _decided(scenario: Scenario, offer: ResolvedOffer) -> bool:
-    """Whether a reserved pool offer comes (only) from reservations the sizing signed (not held before)."""
-    return not any(r.status == "held" and f"{r.region}/reserved" == offer.region and r.shape == offer.shape
-                   for r in scenario.reservations)
 
 
 def _flat_bill(result: PlanResult, scenario: Scenario) -> list[dict[str, object]]:

@@ -97,3 +97,39 @@ def test_what_if_variants_count_the_committed_cost_on_every_row(small: dict[str,
     ran = frame[frame["cost_per_hour"].notna()]
     assert len(ran) >= 4
     assert (ran["cost_per_hour"] >= fixed - 1e-9).all()  # plan and baseline rows alike carry the owned pool
+
+
+def test_horizon_comparisons_count_owned_and_held_capacity_like_the_plan(small: dict[str, Any]) -> None:
+    """The sizing's horizon totals (chosen commitments, all on-demand, all reserved) carry the same owned and held
+    costs, and "all on-demand" is exactly its epochs planned alone as design hours through ``api.solve`` (whose
+    comparable cost counts the owned pool's fixed cost and the held reservation's fee): Σ_e w_e · comparable_e."""
+    from dataclasses import replace
+
+    from planning.api import solve
+    from planning.finance.commitments import epochs_of
+
+    held = {"region": "aws:us-east-2", "shape": "1xL4", "count": 1, "status": "held", "upfront_usd": 0,
+            "hourly_usd": 0.5}
+    scenario = Scenario.from_dict({**small, "owned": _owned(count=1, power=0.2),
+                                   "reservations": [*small["reservations"], held]})
+    result = solve(scenario)
+    fin = result.finance
+    assert result.has_plan and fin["sizing"]["status"] == "optimal"
+    on_demand = fin["comparisons"]["all on-demand"]
+    assert on_demand["status"] == "optimal"
+    # the owned pool and the held reservation are in the design hour's committed cost (what every total carries)
+    assert result.committed_per_hour > 0.5
+    # "all on-demand" is what its epochs cost as design hours, planned alone through the public API
+    total = 0.0
+    for epoch in epochs_of(scenario):
+        models = tuple(replace(m, demand=replace(m.demand, rate_rps=m.demand.rate_rps * epoch.factor[m.id]))
+                       for m in scenario.models)
+        hour = replace(scenario, models=models, finance=replace(scenario.finance, profile=None),
+                       reservations=tuple(r for r in scenario.reservations if r.status == "held"),
+                       options=replace(scenario.options, K=0.0))
+        planned = solve(hour, with_baselines=False)
+        assert planned.has_plan
+        total += epoch.hours * planned.comparable_cost
+    assert on_demand["total_usd"] == pytest.approx(total, rel=1e-6)
+    # the chosen commitments never cost more than all on-demand, which is one of their options (R = 0)
+    assert fin["sizing"]["total_usd"] <= on_demand["total_usd"] * (1 + 1e-9)

@@ -216,7 +216,7 @@ def _reducible(resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> bool:
 
 
 def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group],
-               served: bool) -> tuple[Reduction, list[ColumnBlock]]:
+               served: bool, cancel: CancelToken | None = None) -> tuple[Reduction, list[ColumnBlock]]:
     shapes = sorted({o.shape for o in resolved.offers} | {s for ts in sets for s in ts.shapes})  # unsold: NaN
     shape_index = {s: k for k, s in enumerate(shapes)}
     current = [c for c in resolved.scenario.current if c.count > 0]
@@ -237,7 +237,7 @@ def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: 
     red = lp_reduction(blocks, shape_index, resolved.regions, resolved.price_matrix(shapes),
                        resolved.availability_matrix(shapes), demand, resolved.scenario.options.K,
                        served=served, budget=objective.budget_per_hour if served else None, spot_cap=spot_cap,
-                       spot_regions=spot_regions, links=links, transfers=transfers)
+                       spot_regions=spot_regions, links=links, transfers=transfers, cancel=cancel)
     return red, blocks
 
 
@@ -306,7 +306,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     if progress:
         progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
     t0 = time.perf_counter()
-    red, blocks = _reduction(resolved, sets, groups, served)
+    red, blocks = _reduction(resolved, sets, groups, served, cancel)
     timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
     if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
         return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
@@ -317,7 +317,8 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     lag: LagrangianBound | None = None
     demand = [next((g.demand for g in groups if g.id == b.group), 0.0) for b in blocks]
     if not served:  # per-group integer cover bounds: a far smaller ILP than plain reduced-cost fixing keeps
-        lag = lagrangian_bound(red, demand, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)))
+        lag = lagrangian_bound(red, demand, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)),
+                               budget_s=time_left(cancel, math.inf))
         timings["lagrangian_seconds"] = timings.get("lagrangian_seconds", 0.0) + lag.seconds
         stats["lagrangian_bound_per_hour"] = lag.z_lb
         if not phase_two:

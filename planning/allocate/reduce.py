@@ -31,11 +31,14 @@ feasible; a positive slack at the LP optimum proves the ILP infeasible (nothing 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from planning.context import CancelToken, check_cancel
 
 BIG_M_FACTOR = 1e4
 INITIAL_PER_GROUP_REGION = 48
@@ -112,8 +115,11 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
                  prices: np.ndarray, available: np.ndarray, demand: Mapping[str, float], K: float,
                  served: bool = False, budget: float | None = None, spot_cap: Mapping[str, float] | None = None,
                  spot_regions: frozenset[str] = frozenset(), links: Sequence[tuple[str, ...]] = (),
-                 transfers: Mapping[tuple[int, str, str], float] | None = None) -> Reduction:
+                 transfers: Mapping[tuple[int, str, str], float] | None = None,
+                 cancel: CancelToken | None = None) -> Reduction:
     """Solve the LP relaxation over all columns by column generation and return every column's reduced cost.
+
+    ``cancel`` is checked between pricing rounds (a deadline raises :class:`planning.context.Cancelled`).
 
     With ``served=True`` the LP is phase 1 of the served objective: min −α with demand rows
     Σ T' ν − α D ≥ 0, an optional budget row Σ (1 + K) p ν ≤ budget, zero column costs and no slack (α = 0 is
@@ -315,6 +321,7 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
     rounds = 0
     reduced: list[np.ndarray] = []
     while True:
+        check_cancel(cancel, "LP reduction")
         rounds += 1
         h.run()
         sol = h.getSolution()
@@ -470,8 +477,12 @@ class LagrangianBound:
                 for g, d in enumerate(demand)]
 
 
-def lagrangian_bound(red: Reduction, demand: Sequence[float], time_limit_s: float = 2.0) -> LagrangianBound:
+def lagrangian_bound(red: Reduction, demand: Sequence[float], time_limit_s: float = 2.0,
+                     budget_s: float = math.inf) -> LagrangianBound:
     """Per-group integer cover bounds at the LP's availability duals (cost objective; ``red`` from lp_reduction).
+
+    Each cover ILP stops at ``time_limit_s``, all of them together at ``budget_s`` (wall): past it the groups
+    left give no cover bound, and the bound is the LP's (z_lag = −inf), as when a group has no integer cover.
 
     Per group: U = the cover ILP over the ``COVER_SEED`` best rows and the running columns; every column a cover
     of cost ≤ U may use has rc ≤ U − y_d·D − y_n − corr (as in ``thresholds``); L_g = the cover ILP's dual bound
@@ -488,16 +499,21 @@ def lagrangian_bound(red: Reduction, demand: Sequence[float], time_limit_s: floa
         corr[g] = sum(min(rc, 0.0) * n for _i, n, _w, rc in run)
         if D <= 0:
             continue
+        left = budget_s - (time.perf_counter() - t0)
+        if left <= 0:
+            L[g] = -np.inf  # out of time: the LP bound stands
+            continue
         w, t, rcm = red.w_min[g], red.t_eff[g], red.rc_min[g]
         ok = np.flatnonzero(np.isfinite(w) & (t > 0))
         seed = ok[np.argsort(w[ok] / t[ok], kind="stable")[:COVER_SEED]]
-        upper, _ = _cover_with_running(w, t, seed, run, D, time_limit_s)
+        upper, _ = _cover_with_running(w, t, seed, run, D, min(time_limit_s, left))
         if not np.isfinite(upper):
             L[g] = -np.inf  # no integer cover at all: leave the bound to the LP
             continue
         theta = upper - float(red.y_dem[g]) * D - float(red.y_card[g]) - corr[g]
         rows = ok[rcm[ok] <= theta * (1 + 1e-9) + 1e-9]
-        _value, bound = _cover_with_running(w, t, rows, run, D, time_limit_s)
+        _value, bound = _cover_with_running(w, t, rows, run, D,
+                                            min(time_limit_s, max(0.01, budget_s - (time.perf_counter() - t0))))
         L[g] = min(bound, upper)
     z_lag = float(L.sum()) + red.y_avail_value if np.isfinite(L).all() else -np.inf
     return LagrangianBound(z_lag, red.z_lp, L, corr, time.perf_counter() - t0)

@@ -15,9 +15,17 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
 3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R.
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
-5. **The bound tightened** (``_ascend``) while a pass over the epochs fits in the time left: projected
-   subgradient steps move each pool's μ between epochs (Σ_e μ_pe kept at its cheapest a_j, towards the
-   epochs that use the pool most), each step one pass of step 2's certified epoch solves at the new prices.
+5. **The Lagrangian dual** (``_kelley``): Kelley's cutting planes in a box (a bundle step) over every epoch plan
+   seen (:func:`planning.finance.cuts.next_prices`, the Dantzig–Wolfe pricing of the pool rows) propose prices
+   π_e per epoch; each proposal is one pass of step 2's certified epoch solves, a bound, new plans and cuts.
+6. **The cut master over R** (``_master_loop``, :mod:`planning.finance.cuts`): every certified epoch solve of
+   steps 2–5 is a cut on that epoch's second-stage value z_e(K) (Lagrangian at prices, monotone at a point);
+   the MILP over R ∈ ℤ and one θ_e per epoch is a lower bound at least as good as every Lagrangian one. Its R̂
+   is solved exactly (every epoch at K(R̂), certified), giving a plan and exact cuts there, until the gap closes
+   or a pass no longer fits in the time left: finitely many steps to the optimum.
+
+Steps 1–6 also run on a horizon whose epochs repeat a demand level: each distinct level is solved once,
+weighted by the hours of all its epochs (``dedupe_epochs``).
 
 The better of R and R = 0 is returned with the better bound; status ``optimal`` when the gap is within
 ``mip_rel_gap``, else ``feasible`` with the proven gap; at the deadline the best plan so far (``feasible``), or
@@ -29,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,6 +57,7 @@ from planning.finance.commitments import (
     plan_from_allocation,
     plans_from_stacked,
 )
+from planning.finance.cuts import Cut, PlanPoint, next_prices, solve_master
 from planning.pools import kind_of
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
@@ -56,50 +65,49 @@ from planning.templates.sets import TemplateSet
 START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bound + 0.3 %
 COVER_LIMIT_S = 2.0
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
-MILP_SHARE = 0.4  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
+MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
 DUAL_STEPS = 12  # subgradient steps on the pool prices at most
+MASTER_STEPS = 40  # cut-master iterations at most (each one pass over the epochs)
+MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
 
-def _ascend(start: tuple[float, list[dict[tuple[str, str], int]], float], resolved: ResolvedScenario,
-            sets: Sequence[TemplateSet], epochs: Sequence[Epoch], candidates: Sequence[Candidate],
-            pools: Mapping[tuple[str, str], tuple[float, int]], cheapest: Mapping[tuple[str, str], float],
-            held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str], cancel: CancelToken | None,
-            state: dict[str, object], stats: dict[str, float], say: Callable[[str], None]) -> None:
-    """Raise ``state["bound"]`` by projected subgradient steps on the pool prices μ_pe of the epochs' Lagrangian
-    relaxation (module docstring, step 5), while a pass over the epochs fits in the time left.
-
-    μ stays on {μ ≥ 0, Σ_e μ_pe = the pool's cheapest a_j}, so C(μ) = Σ μ·H; the subgradient of pool p in epoch e
-    is its use u_pe minus its mean over the epochs (the R term is constant on that face); Polyak steps towards
-    the best plan's value, halved when a step does not raise the bound. Any μ ≥ 0 gives a valid bound; the best
-    one found is kept."""
-    bound, use, seconds = start
+def _kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+            candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
+            cheapest: Mapping[tuple[str, str], float], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
+            cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], say: Callable[[str], None],
+            proof: _Proof) -> None:
+    """Raise ``state["bound"]`` towards the Lagrangian dual of the pool rows (module docstring, step 5) by
+    Kelley's cutting planes with a box around the best prices (a bundle step): :func:`planning.finance.cuts.
+    next_prices` over every epoch plan seen so far proposes π_e per epoch; one pass of certified epoch solves at
+    π (pools at their caps) gives the bound Σ_e w_e·low_e(π) − C(π), new plans and new cuts. A step that raises
+    the bound moves the box there; one that does not halves it. Stops when the model proves the dual cannot
+    close the gap, the box is tiny, or a pass no longer fits in the time left."""
+    gap = resolved.scenario.options.mip_rel_gap
     keys = sorted(pools)
     hours = [ep.hours for ep in epochs]
     total = sum(hours)
-    mu = {(k, e): cheapest[k] * hours[e] for k in keys for e in range(len(epochs))}
-    best, theta = bound, 1.0
-    gap = resolved.scenario.options.mip_rel_gap
+    rows = [(c.id, (c.pool, c.shape), c.max_count, c.effective_hourly * total) for c in candidates]
+    centre: list[dict[tuple[str, str], float]] = [{k: cheapest[k] for k in keys} for _e in epochs]
+    radius = max(cheapest.values(), default=0.0)
+    best = float(state["bound"])  # type: ignore[arg-type]
+    seconds = float(stats.get("pass_seconds", 0.0))
     for step in range(DUAL_STEPS):
         value = float(state["value"])  # type: ignore[arg-type]
-        if not math.isfinite(value) or value - best <= gap * value:
+        if not math.isfinite(value) or value - float(state["bound"]) <= gap * value:  # type: ignore[arg-type]
             break
         left = time_left(cancel, math.inf, 0.0)
         if math.isfinite(left) and left < 1.5 * seconds:
             break
-        d = {}
-        for k in keys:
-            mean = sum(u.get(k, 0) for u in use) / len(use)
-            d.update({(k, e): u.get(k, 0) - mean for e, u in enumerate(use)})
-        norm = sum(v * v for v in d.values())
-        if norm <= 0:
+        step_to = next_prices(proof.points, hours, rows, held, centre, radius)
+        if step_to is None:
             break
-        t = theta * (value - bound) / norm
-        for k in keys:
-            moved = [max(0.0, mu[(k, e)] + t * d[(k, e)]) for e in range(len(epochs))]
-            scale = cheapest[k] * total / sum(moved) if sum(moved) > 0 else 0.0
-            mu.update({(k, e): v * scale for e, v in enumerate(moved)})
+        prices, model = step_to
+        stats["dual_model"] = model
+        if model - best <= 1e-9 * abs(value) or (model - best <= gap * value
+                                                  and radius >= max(cheapest.values(), default=0.0)):
+            break  # the model's best prices raise nothing (in the box), or could not close the gap at all
         t0 = time.perf_counter()
-        prices = [{k: mu[(k, e)] / hours[e] for k in keys} for e in range(len(epochs))]
+
         def tell(m: str, step: int = step) -> None:
             say(f"step {step + 1}: {m}")
 
@@ -108,17 +116,95 @@ def _ascend(start: tuple[float, list[dict[tuple[str, str], int]], float], resolv
         seconds = time.perf_counter() - t0
         if not all(a.has_plan for a in allocs):
             break
-        flat = {(k[0], k[1], e): mu[(k, e)] for k in keys for e in range(len(epochs))}
+        proof.record(allocs, gap, prices=prices)
+        mu = {(k[0], k[1], e): prices[e][k] * hours[e] for k in keys for e in range(len(epochs))}
         bound = sum(w * _proven_low(a, gap) for w, a in zip(hours, allocs, strict=True)) - _constant(
-            flat, held, candidates, total)
-        use = [dict(a.nodes_used) for a in allocs]
+            mu, held, candidates, total)
         stats["dual_steps"] = float(step + 1)
         if bound > best:
-            best = bound
+            best, centre = bound, prices
             stats["dual_bound"] = best
             state["bound"] = max(float(state["bound"]), best)  # type: ignore[arg-type]
         else:
-            theta /= 2
+            radius /= 2
+            if radius < 1e-3 * max(cheapest.values(), default=1.0):
+                break
+
+
+@dataclass
+class _Proof:
+    """What the certified epoch solves proved: cuts on z_e for the cut master, and the plans (cost, pool use)
+    for Kelley's model of the Lagrangian dual."""
+
+    cuts: list[Cut] = field(default_factory=list)
+    points: list[PlanPoint] = field(default_factory=list)
+
+    def record(self, allocs: Sequence[AllocationResult], mip_rel_gap: float,
+               prices: Sequence[Mapping[tuple[str, str], float]] | Mapping[tuple[str, str], float] | None = None,
+               point: Mapping[tuple[str, str], int] | None = None) -> None:
+        """One pass over every epoch (``allocs`` in epoch order): at ``prices`` (per epoch, or one for all;
+        $/node-hour) with every candidate's cap (Lagrangian cuts), or with the pools free at ``point`` nodes
+        (monotone cuts). Epochs without a plan give nothing."""
+        for e, a in enumerate(allocs):
+            if not a.has_plan:
+                continue
+            here = dict((prices[e] if isinstance(prices, Sequence) else prices) if prices is not None else {})
+            self.cuts.append(Cut(e, _proven_low(a, mip_rel_gap), here, dict(point) if point is not None else None))
+            use = {k: int(n) for k, n in a.nodes_used.items() if k in here or (point is not None and k in point)}
+            paid = sum(here.get(k, 0.0) * n for k, n in use.items())
+            self.points.append(PlanPoint(e, float(a.total_per_hour or 0.0) - paid, use))
+
+
+def _closed(state: Mapping[str, object], gap: float) -> bool:
+    value, bound = float(state["value"]), float(state["bound"])  # type: ignore[arg-type]
+    return math.isfinite(value) and value - bound <= gap * value
+
+
+def _master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+                 candidates: Sequence[Candidate], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
+                 cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], proof: _Proof,
+                 offer: Callable[[float, Mapping[str, int], Sequence[EpochPlan]], None],
+                 committed_cost: Callable[[Mapping[str, int]], float], say: Callable[[str], None]) -> None:
+    """Step 6 (:mod:`planning.finance.cuts`): raise ``state["bound"]`` to the cut master's bound; while the gap is
+    open and a pass over the epochs fits in the time left, solve every epoch at the master's R exactly (pools
+    free at K(R̂), certified over all templates), offer that plan and add its monotone cuts."""
+    gap = resolved.scenario.options.mip_rel_gap
+    hours = [ep.hours for ep in epochs]
+    total = sum(hours)
+    rows = [(c.id, (c.pool, c.shape), c.max_count, c.effective_hourly * total) for c in candidates]
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    seconds = float(stats.get("pass_seconds", 0.0))
+    for step in range(MASTER_STEPS):
+        left = time_left(cancel, math.inf, 0.0)
+        master = solve_master(proof.cuts, hours, rows, held, min(MASTER_LIMIT_S, max(0.05, 0.2 * left)))
+        if master is None:
+            return
+        stats["master_steps"] = float(step + 1)
+        stats["master_bound"] = master.bound
+        state["bound"] = max(float(state["bound"]), master.bound)  # type: ignore[arg-type]
+        value = float(state["value"])  # type: ignore[arg-type]
+        say(f"step {step + 1}: bound {master.bound:,.0f}, best plan {value:,.0f}")
+        key = tuple(sorted(master.counts.items()))
+        if value - float(state["bound"]) <= gap * value or not master.counts or key in seen:  # type: ignore[arg-type]
+            return
+        left = time_left(cancel, math.inf, 0.0)
+        if math.isfinite(left) and left < 1.5 * seconds:
+            return
+        seen.add(key)
+        pools = {(c.pool, c.shape): (0.0, held.get((c.pool, c.shape), 0)
+                                     + sum(master.counts.get(x.id, 0) for x in candidates
+                                           if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
+        t0 = time.perf_counter()
+
+        def tell(m: str, step: int = step) -> None:
+            say(f"step {step + 1}: {m}")
+
+        plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell)
+        seconds = time.perf_counter() - t0
+        proof.record(allocs, gap, point={k: n for k, (_p, n) in pools.items()})
+        if all(a.has_plan for a in allocs):
+            second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
+            offer(second + committed_cost(master.counts), master.counts, plans)
 
 
 def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:
@@ -184,11 +270,12 @@ def _relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
     first = {link[0]: li for li, link in enumerate(relaxed.links)}
     flows = {(first[tp.sender], tp.src, tp.dst): tp.usd_per_hour for tp in relaxed.transfers if tp.sender in first}
     red = lp_reduction(blocks, index, regions, prices, available, demand, 0.0, spot_cap=relaxed.spot_cap,
-                       spot_regions=relaxed.spot_regions, links=links, transfers=flows)
+                       spot_regions=relaxed.spot_regions, links=links, transfers=flows, cancel=cancel)
     if not red.feasible_lp:
         return None
     d = [demand.get(b.group, 0.0) for b in blocks]
-    lag = lagrangian_bound(red, d, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)))
+    lag = lagrangian_bound(red, d, min(COVER_LIMIT_S, time_left(cancel, COVER_LIMIT_S)),
+                           budget_s=time_left(cancel, math.inf))
     held = {(o.region, o.shape): o.available for o in resolved.offers}
     hours = sum(ep.hours for ep in epochs)
     return _Relaxation(red, lag, blocks, where, d, _constant(mu, held, candidates, hours))
@@ -277,9 +364,46 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
             [solved[e][2] for e in range(len(epochs))])
 
 
+def dedupe_epochs(epochs: Sequence[Epoch]) -> tuple[list[Epoch], list[int]]:
+    """The distinct demand levels of a horizon (a day profile repeated over growth-free periods, or a profile
+    that repeats a level): one epoch per level standing for all its hours, and each epoch's level."""
+    levels: list[Epoch] = []
+    where: list[int] = []
+    index: dict[tuple[tuple[str, float], ...], int] = {}
+    for ep in epochs:
+        key = tuple(sorted(ep.factor.items()))
+        if key not in index:
+            index[key] = len(levels)
+            levels.append(replace(ep, index=len(levels), hours=0.0))
+        lv = index[key]
+        levels[lv] = replace(levels[lv], hours=levels[lv].hours + ep.hours)
+        where.append(lv)
+    return levels, where
+
+
 def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
          candidates: Sequence[Candidate], *, drop_kinds: Sequence[str] = (), cancel: CancelToken | None = None,
          progress: ProgressFn | None = None, label: str = "sizing") -> Sizing:
+    """Solve the two-stage model (:func:`_size`) once per distinct demand level (:func:`dedupe_epochs`) and
+    give every epoch its level's plan: the value and bound are the same sums (Σ_e w_e z_e groups by level)."""
+    levels, where = dedupe_epochs(epochs)
+    if len(levels) == len(epochs):
+        return _size(resolved, sets, epochs, candidates, drop_kinds=drop_kinds, cancel=cancel, progress=progress,
+                     label=label)
+    out = _size(resolved, sets, levels, candidates, drop_kinds=drop_kinds, cancel=cancel, progress=progress,
+                label=label)
+
+    def spread(sz: Sizing) -> Sizing:
+        plans = tuple(sz.plans[lv] for lv in where) if sz.plans else ()
+        return replace(sz, epochs=tuple(epochs), plans=plans,
+                       stats={**sz.stats, "epochs": float(len(epochs)), "distinct_epochs": float(len(levels))})
+
+    return replace(spread(out), no_reservation=spread(out.no_reservation) if out.no_reservation else None)
+
+
+def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
+          candidates: Sequence[Candidate], *, drop_kinds: Sequence[str] = (), cancel: CancelToken | None = None,
+          progress: ProgressFn | None = None, label: str = "sizing") -> Sizing:
     """Solve the two-stage model over the templates of ``sets``; anytime: at the deadline of ``cancel`` the best
     plan found is returned with status ``feasible`` and its proven gap.
 
@@ -360,7 +484,8 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
         # (2) each epoch alone at R = 0 (exact) and with the reservations priced at their effective rate (bound)
         masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
         levels: list[float | None] = [None, 1.0] if candidates else [None]
-        dual: tuple[float, list[dict[tuple[str, str], int]], float] | None = None
+        dual = False  # the epochs' Lagrangian bound was computed (step 5 starts from it)
+        proof = _Proof()
         held = _held(resolved)
         caps = {(c.pool, c.shape): sum(x.max_count for x in candidates if (x.pool, x.shape) == (c.pool, c.shape))
                 for c in candidates}
@@ -383,6 +508,12 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
                 if lam is None:
                     continue
                 return answer("infeasible", "an epoch has no plan even with every reservation")
+            stats["pass_seconds"] = max(stats.get("pass_seconds", 0.0), time.perf_counter() - t_pass)
+            gap_milp = resolved.scenario.options.mip_rel_gap
+            if lam is None:
+                proof.record(allocs, gap_milp, point={k: held.get(k, 0) for k in caps})
+            else:
+                proof.record(allocs, gap_milp, prices={k: p for k, (p, _n) in pools.items()})
             z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
             # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
             z_low = sum(w * _proven_low(a, resolved.scenario.options.mip_rel_gap)
@@ -401,7 +532,7 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
                 bound = float(z_low) - _constant(mu, held, candidates, sum(hours))
                 stats["lagrangian_epoch_bound"] = bound
                 state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
-                dual = (bound, [dict(a.nodes_used) for a in allocs], time.perf_counter() - t_pass)
+                dual = True
         if not candidates:
             state["over"] = "all templates (each epoch certified alone)"
             return answer()
@@ -423,11 +554,16 @@ def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequen
             if all(a.has_plan for a in allocs):
                 second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
                 offer(second + committed_cost(chosen), chosen, plans)
-        # (5) the epochs' Lagrangian bound tightened by projected subgradient steps on the pool prices
-        if dual is not None:
-            _ascend(dual, resolved, sets, epochs, candidates, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps},
+                proof.record(allocs, resolved.scenario.options.mip_rel_gap,
+                             point={k: n for k, (_p, n) in pools.items()})
+        # (5) the Lagrangian dual of the pool rows by Kelley's cutting planes (each pass's epochs are cuts)
+        if dual and not _closed(state, resolved.scenario.options.mip_rel_gap):
+            _kelley(resolved, sets, epochs, candidates, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps},
                     cheapest, held, drop_kinds, cancel, state, stats,
-                    lambda m: report(0.95, f"{label}: tightening the bound: {m}"))
+                    lambda m: report(0.9, f"{label}: tightening the bound: {m}"), proof)
+        # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
+        _master_loop(resolved, sets, epochs, candidates, held, drop_kinds, cancel, state, stats, proof, offer,
+                     committed_cost, lambda m: report(0.95, f"{label}: cut master: {m}"))
         state["over"] = ("all templates" if answer().status == "optimal" else
                          "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
                          "all templates")

@@ -168,3 +168,25 @@ def test_lagrangian_fixing_certifies_the_full_ilp_optimum(seed: int, K: float, r
         target = sub.total_per_hour if sub.has_plan else lag.z_lb + 4 * (target - lag.z_lb)
     assert sub.total_per_hour == pytest.approx(full.total_per_hour, rel=1e-7, abs=1e-7)
 
+
+
+def test_the_reduction_holds_its_deadline() -> None:
+    """The LP's column generation checks the deadline between rounds, and the cover ILPs share one budget: at
+    the deadline the LP stops with Cancelled, and a spent budget leaves the LP's bound (never a wrong one)."""
+    import time
+
+    from planning.allocate.reduce import lagrangian_bound
+    from planning.context import Cancelled, Deadline
+
+    blocks, demand, shapes, regions, prices, available = _instance(3)
+    index = {s: k for k, s in enumerate(shapes)}
+    expired = Deadline(0.5)
+    time.sleep(0.6)
+    with pytest.raises(Cancelled):
+        lp_reduction(blocks, index, regions, prices, available, demand, K=0.1, cancel=expired)
+    red = lp_reduction(blocks, index, regions, prices, available, demand, K=0.1, cancel=Deadline(600.0))
+    dem = [demand[b.group] for b in blocks]
+    full = lagrangian_bound(red, dem)
+    spent = lagrangian_bound(red, dem, budget_s=0.0)
+    assert spent.z_lb == red.z_lp <= full.z_lb
+    assert spent.thresholds(red, dem, full.z_lb * 1.01) == [full.z_lb * 1.01 - red.z_lp] * len(dem)

@@ -69,7 +69,8 @@ def _small_sizing_inputs() -> tuple[Any, Any, Any, Any]:
 
 def test_large_library_path_finds_the_small_paths_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     """The decomposition used for large libraries (relaxation, epochs alone, MILP over their templates, epochs
-    re-solved at R) reaches the optimum of the MILP over every template on a small scenario."""
+    re-solved at R, the cut master) reaches the optimum of the MILP over every template on a small scenario and
+    proves it: the cut master's bound closes the gap (status optimal)."""
     import planning.finance.sizing as sizing_module
 
     resolved, sets, epochs, cands = _small_sizing_inputs()
@@ -81,6 +82,8 @@ def test_large_library_path_finds_the_small_paths_optimum(monkeypatch: pytest.Mo
     assert forced.value == pytest.approx(exact.value, rel=1e-6)
     assert forced.bound <= exact.value * (1 + 1e-9)
     assert forced.counts == exact.counts
+    assert forced.stats["master_bound"] > forced.stats["lagrangian_epoch_bound"]  # the master proved more
+    assert forced.status == "optimal" and forced.gap is not None and forced.gap <= 1e-6
 
 
 def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,3 +112,23 @@ def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest
     assert sizing.value > 0 and sizing.gap is not None and 0 <= sizing.gap < 1
     assert "time limit" in sizing.message
     assert len(sizing.plans) == len(epochs) and all(p.nodes for p in sizing.plans)
+
+
+def test_repeated_demand_levels_are_solved_once_with_the_same_answer() -> None:
+    """A profile that repeats a level (0.6 twice): ``size`` solves three levels, the 0.6 one weighted by both
+    epochs' hours, and returns the same value, bound and commitments as the model over all four epochs, with
+    the repeated epochs' plans equal."""
+    import planning.finance.sizing as sizing_module
+    from planning.finance.commitments import Epoch
+
+    resolved, sets, epochs, cands = _small_sizing_inputs()
+    repeated = [*epochs[:3], Epoch(3, 0, 3, epochs[3].hours, dict(epochs[1].factor))]
+    levels, where = sizing_module.dedupe_epochs(repeated)
+    assert len(levels) == 3 and where == [0, 1, 2, 1] and levels[1].hours == 2 * epochs[1].hours
+    once = sizing_module.size(resolved, sets, repeated, cands)
+    every = sizing_module._size(resolved, sets, repeated, cands)
+    assert once.stats["distinct_epochs"] == 3 and len(once.plans) == len(once.epochs) == 4
+    assert once.status == every.status == "optimal"
+    assert once.value == pytest.approx(every.value, rel=1e-6)
+    assert once.counts == every.counts
+    assert once.plans[3] == once.plans[1]

@@ -2,12 +2,13 @@
 
 Prints per run the wall time (the contract: ≤ ``options.time_limit_s`` + 2 s), the sizing's steps and figures
 (relaxation bound, epochs alone at R = 0 and with reservations at their rate, the MILP, the certified second
-stage), the commitments to sign with their utilisation and break-even, the horizon total against all on-demand
-and all reserved, the proven gaps (of the sizing's variable cost and of the whole bill), the design hour's
-costs by pricing kind, and the medians over ``--runs``.
+stage, the Lagrangian dual by Kelley's steps, the cut master), the commitments to sign with their utilisation
+and break-even, the horizon total against all on-demand and all reserved, the proven gaps (of the sizing's
+variable cost and of the whole bill), the design hour's costs by pricing kind, and the medians over ``--runs``.
 
 ``--limit S`` sets ``options.time_limit_s`` (default: the preset's); ``--scale K`` multiplies every interruption
-rate (a what-if). Run: ``python -m benchmarks.bench_finance [--runs 3] [--limit 120]``.
+rate (a what-if). ``--sizing-only`` runs the commitment sizing alone with ``--limit`` as its deadline (its
+steps, bound and proven gap). Run: ``python -m benchmarks.bench_finance [--runs 3] [--limit 120] [--sizing-only]``.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def run_once(limit: float | None, scale: float) -> tuple[float, dict[str, float]
           f"epochs at R = 0 {stats.get('no_reservation_value', float('nan')):,.0f}, epochs with reservations at their "
           f"rate {stats.get('lagrangian_epoch_bound', float('nan')):,.0f}, MILP {stats.get('milp_value', float('nan')):,.0f} "
           f"(gap {stats.get('milp_gap', float('nan')):.2%}, {int(stats.get('templates_in_milp', 0)):,} epoch templates), "
-          f"bound after {int(stats.get('dual_steps', 0))} subgradient steps "
-          f"{stats.get('dual_bound', stats.get('lagrangian_epoch_bound', float('nan'))):,.0f}")
+          f"bound after {int(stats.get('dual_steps', 0))} Kelley steps "
+          f"{stats.get('dual_bound', stats.get('lagrangian_epoch_bound', float('nan'))):,.0f}, "
+          f"cut master {stats.get('master_bound', float('nan')):,.0f} after {int(stats.get('master_steps', 0))} "
+          "steps")
     for c in result.commitments:
         util = f"{c.utilisation:.0%}" if c.utilisation is not None else "—"
         print(f"  {c.status:4} {c.count:3d} × {c.shape:7} {c.region:18} {c.term_years:g} y at ${c.effective_hourly:.4f}/h "
@@ -65,12 +68,45 @@ def run_once(limit: float | None, scale: float) -> tuple[float, dict[str, float]
                   "whole_gap": whole}
 
 
+def sizing_only(limit: float) -> float:
+    """The enterprise commitment sizing alone (no comparisons, no design hour) under a deadline of ``limit`` s:
+    prints its steps' figures and returns its proven gap (of the variable cost)."""
+    from planning.api import engine_context
+    from planning.context import Deadline
+    from planning.finance.commitments import candidates_of, epochs_of
+    from planning.finance.sizing import size
+    from planning.resolve import resolve_scenario
+    from planning.templates.sets import build_template_sets
+
+    scenario = api.load_preset_scenario("enterprise")
+    ctx = engine_context()
+    resolved = resolve_scenario(scenario, ctx.catalog)
+    t0 = time.perf_counter()
+    sets = build_template_sets(ctx, resolved)
+    print(f"library {sum(len(ts) for ts in sets):,} templates per epoch in {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    sz = size(resolved, sets, epochs_of(scenario), candidates_of(scenario, ctx.catalog), cancel=Deadline(limit))
+    wall = time.perf_counter() - t0
+    st = sz.stats
+    print(f"sizing {sz.status} in {wall:.1f} s (deadline {limit:g} s): value ${sz.value:,.0f}, bound ${sz.bound:,.0f}, "
+          f"gap {sz.gap:.3%}; Kelley {int(st.get('dual_steps', 0))} steps to ${st.get('dual_bound', float('nan')):,.0f} "
+          f"(model ${st.get('dual_model', float('nan')):,.0f}), cut master {int(st.get('master_steps', 0))} steps to "
+          f"${st.get('master_bound', float('nan')):,.0f}; commitments "
+          + ", ".join(f"{n} × {c.shape} {c.region}" for c in sz.candidates if (n := sz.counts.get(c.id, 0))))
+    return float(sz.gap if sz.gap is not None else float("nan"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--limit", type=float, default=None, help="options.time_limit_s (default: the preset's)")
     parser.add_argument("--scale", type=float, default=1.0, help="× every spot interruption rate")
+    parser.add_argument("--sizing-only", action="store_true",
+                        help="run only the commitment sizing, with --limit as its deadline (default 600 s)")
     args = parser.parse_args(argv)
+    if args.sizing_only:
+        sizing_only(args.limit if args.limit is not None else 600.0)
+        return 0
     walls, gaps = [], []
     for _ in range(args.runs):
         wall, figures = run_once(args.limit, args.scale)

@@ -66,7 +66,8 @@ START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bo
 COVER_LIMIT_S = 2.0
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
 MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
-DUAL_STEPS = 12  # subgradient steps on the pool prices at most
+DUAL_STEPS = 12  # Kelley steps on the pool prices at most
+DUAL_SHARE = 0.35  # of the time left when they start (the rest: the cut master's exact points)
 MASTER_STEPS = 40  # cut-master iterations at most (each one pass over the epochs)
 MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
@@ -91,12 +92,13 @@ def _kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seq
     radius = max(cheapest.values(), default=0.0)
     best = float(state["bound"])  # type: ignore[arg-type]
     seconds = float(stats.get("pass_seconds", 0.0))
+    budget = DUAL_SHARE * time_left(cancel, math.inf, 0.0)  # the rest is the cut master's
+    t_start = time.perf_counter()
     for step in range(DUAL_STEPS):
         value = float(state["value"])  # type: ignore[arg-type]
         if not math.isfinite(value) or value - float(state["bound"]) <= gap * value:  # type: ignore[arg-type]
             break
-        left = time_left(cancel, math.inf, 0.0)
-        if math.isfinite(left) and left < 1.5 * seconds:
+        if math.isfinite(budget) and budget - (time.perf_counter() - t_start) < seconds:
             break
         step_to = next_prices(proof.points, hours, rows, held, centre, radius)
         if step_to is None:

@@ -147,7 +147,7 @@ class PlanPoint:
 def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
                 candidates: Sequence[tuple[str, PoolKey, int, float]], held: Mapping[PoolKey, int],
                 centre: Sequence[Mapping[PoolKey, float]] | None = None, radius: float = math.inf,
-                at: Mapping[PoolKey, int] | None = None) -> tuple[list[dict[PoolKey, float]], float] | None:
+                ) -> tuple[list[dict[PoolKey, float]], float] | None:
     """Kelley's step on the Lagrangian dual of the pool rows (Dantzig–Wolfe pricing): the prices π_ek ≥ 0
     maximising the dual's model over the plans seen,
 
@@ -156,10 +156,7 @@ def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
              s_j ≤ a_j − Σ_e w_e π_e,k(j),  s_j ≤ 0,
 
     within ``radius`` of ``centre`` (a box; ``radius`` in $/node-hour). Returns the prices per epoch and the
-    model's value (an upper bound on the Lagrangian dual inside the box), or None when the LP fails.
-
-    ``at`` a point K̂ (the cut master's): instead, per epoch the prices of the strongest cut at K̂ in the model,
-    max Σ_e w_e (η_e − π_e·K̂) over the same rows (no s_j): the Lagrangian cuts that bound z_e near K̂."""
+    model's value (an upper bound on the Lagrangian dual inside the box), or None when the LP fails."""
     import highspy
 
     pools = sorted({k for _id, k, _c, _a in candidates})
@@ -177,15 +174,14 @@ def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
             for k, key in enumerate(pools):
                 c = float(centre[e].get(key, 0.0))
                 lo[pi(e, k)], hi[pi(e, k)] = max(0.0, c - radius), c + radius
-    base = at if at is not None else held
-    cost_pi = np.array([-hours[e] * base.get(pools[k], 0) for e in range(n_e) for k in range(n_k)], dtype=float)
+    cost_pi = np.array([-hours[e] * held.get(pools[k], 0) for e in range(n_e) for k in range(n_k)], dtype=float)
     h.addVars(n_e * n_k, lo, hi)
     h.changeColsCost(n_e * n_k, np.arange(n_e * n_k, dtype=np.int32), cost_pi)
     eta0 = n_e * n_k
     h.addVars(n_e, np.full(n_e, -inf), np.full(n_e, inf))
     h.changeColsCost(n_e, np.arange(eta0, eta0 + n_e, dtype=np.int32), np.asarray(hours, dtype=float))
     s0 = eta0 + n_e
-    n_j = len(candidates) if at is None else 0
+    n_j = len(candidates)
     h.addVars(n_j, np.full(n_j, -inf), np.zeros(n_j))
     h.changeColsCost(n_j, np.arange(s0, s0 + n_j, dtype=np.int32), np.array([float(c) for _i, _k, c, _a in candidates]))
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
@@ -197,7 +193,7 @@ def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
         h.addRow(-inf, float(p.cost), len(idx), np.array(idx, dtype=np.int32), np.array(val))
     if not all(seen):
         return None
-    for j, (_id, key, _c, a) in enumerate(candidates[:n_j]):
+    for j, (_id, key, _c, a) in enumerate(candidates):
         k = pools.index(key)
         idx = [s0 + j] + [pi(e, k) for e in range(n_e)]
         val = [1.0] + [float(hours[e]) for e in range(n_e)]

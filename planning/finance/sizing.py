@@ -67,7 +67,7 @@ COVER_LIMIT_S = 2.0
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
 MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
 DUAL_STEPS = 12  # Kelley steps on the pool prices at most
-DUAL_SHARE = 0.2  # of the time left when they start (the rest: the cut master's exact points)
+DUAL_SHARE = 0.35  # of the time left when they start (the rest: the cut master's exact points)
 MASTER_STEPS = 40  # cut-master iterations at most (each one pass over the epochs)
 MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
@@ -202,21 +202,11 @@ def _master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
             say(f"step {step + 1}: {m}")
 
         plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell)
-        point = {k: n for k, (_p, n) in pools.items()}
-        proof.record(allocs, gap, point=point)
+        seconds = time.perf_counter() - t0
+        proof.record(allocs, gap, point={k: n for k, (_p, n) in pools.items()})
         if all(a.has_plan for a in allocs):
             second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
             offer(second + committed_cost(master.counts), master.counts, plans)
-        # the Lagrangian cuts strongest at K(R̂) in the model of the plans seen: one pass at those prices
-        near = next_prices(proof.points, hours, rows, held, at=point)
-        left = time_left(cancel, math.inf, 0.0)
-        if near is not None and any(any(v > 0 for v in p.values()) for p in near[0]) and (
-                not math.isfinite(left) or left >= (time.perf_counter() - t0) * 2.5):
-            caps = {k: held.get(k, 0) + sum(c.max_count for c in candidates if (c.pool, c.shape) == k) for k in point}
-            _p2, priced, _u2 = _epoch_solves(resolved, sets, epochs, candidates, {k: (0.0, n) for k, n in caps.items()},
-                                             drop_kinds, cancel, tell, prices=near[0])
-            proof.record(priced, gap, prices=near[0])
-        seconds = time.perf_counter() - t0
 
 
 def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:

@@ -27,7 +27,7 @@ def test_deadline_between_attempts_returns_the_best_plan_with_its_gap(monkeypatc
     full = certify.solve_certified(resolved, sets)  # no deadline: the certified optimum
     monkeypatch.setattr(certify, "REDUCE_START_FRACTION", 0.0)  # first ILP over the LP's support only
     # and plain reduced-cost fixing (no Lagrangian bound, which certifies coral-core at the first attempt)
-    monkeypatch.setattr(certify, "lagrangian_bound", lambda red, demand, limit: LagrangianBound(
+    monkeypatch.setattr(certify, "lagrangian_bound", lambda red, demand, limit, budget_s=None: LagrangianBound(
         -math.inf, red.z_lp, np.full(len(demand), -np.inf), np.zeros(len(demand)), 0.0))
     real = certify._solve
     calls: list[float] = []

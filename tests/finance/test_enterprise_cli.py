@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-LIMIT_S = 120.0  # the preset's 300 s, shortened: the contract is the same at any limit
+LIMIT_S = 180.0  # the preset's 300 s, shortened; the sizing's 55 % must hold its first pass over 24 epochs under load
 
 
 @pytest.mark.slow

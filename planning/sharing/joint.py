@@ -64,6 +64,7 @@ from planning.sharing.joint_columns import (
     BIG_M,
     EXACT_PER_ROUND,
     _best_pattern,
+    _Duals,
     _duals,
     _enumerate,
     _farley_bound,
@@ -71,6 +72,10 @@ from planning.sharing.joint_columns import (
     _ilp,
     _Master,
     _pattern_base,
+    _plan_costs,
+    _plan_rc_lower,
+    _price_plan,
+    _start_plans,
     _template_rc,
 )
 from planning.sharing.joint_model import DedicatedGroup, JointInstance, JointPlan, _Arrays
@@ -140,12 +145,19 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         for n_ in start.nodes:
             t = next(t for t, nt in enumerate(inst.types) if nt.key == n_.type)
             master.add_pattern(t, tuple(sorted(a.shareable_index[m] for m in n_.models)))
-    for gi, g in enumerate(inst.groups):  # seed templates: the best cost per throughput per region
+        for gi, q in _start_plans(a, start):
+            master.add_plan(gi, q)
+    for gi, g in enumerate(inst.groups):  # seeds: the best cost per throughput per region
         c = a.cost[gi] / np.maximum(g.throughput, 1e-12)[:, None]
         for r in range(len(inst.regions)):
             ok = np.flatnonzero(np.isfinite(c[:, r]))
             for i in ok[np.argsort(c[ok, r])[:24]]:
-                master.add_template(gi, int(i), r)
+                if a.planned[gi]:  # as whole-group plans: enough instances of one template
+                    master.add_plan(gi, ((int(i), r, math.ceil(g.demand / float(g.throughput[i]) - 1e-9)),))
+                else:
+                    master.add_template(gi, int(i), r)
+        if a.planned[gi]:
+            master.add_plan(gi, _price_plan(a, _Duals.zero(a), gi)[1])
     rounds = 0
     t_lp = time.perf_counter()
     while True:
@@ -155,6 +167,12 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         du = _duals(master, y)
         added = 0
         for gi in range(len(inst.groups)):
+            if a.planned[gi]:
+                if _plan_rc_lower(a, du, gi) < -1e-7 * a.max_cost:  # the knapsack's LP bound says it may pay
+                    rc_q, q_plan = _price_plan(a, du, gi)
+                    if rc_q < -1e-7 * a.max_cost:
+                        added += master.add_plan(gi, q_plan)
+                continue
             rc = _template_rc(a, du, gi)
             neg = np.argwhere(rc < -1e-7 * a.max_cost)
             if neg.size:
@@ -217,7 +235,9 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
             break
         temps: set[tuple[int, int, int]] = set(master.templates)
         for gi in range(len(inst.groups)):
-            rc = _template_rc(a, du, gi)
+            # a planned group's template is in some plan of rc ≤ Δ only if c' − μ ≤ Δ (the plan's other items
+            # have c' ≥ 0); a paired group's ν columns by their own reduced cost
+            rc = _plan_costs(a, du, gi) - du.y_dem[gi] if a.planned[gi] else _template_rc(a, du, gi)
             temps.update((gi, int(i), int(r)) for i, r in np.argwhere(rc <= delta + 1e-9))
         stats["patterns_in_ilp"] = float(len(pats))
         stats["templates_in_ilp"] = float(len(temps))

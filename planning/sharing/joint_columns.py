@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planning.errors import PlanningError
+from planning.sharing.joint_groups import cheapest_cover
 from planning.sharing.joint_model import JointPlan, _Arrays
 from planning.sharing.packing import Node, fits
 
@@ -23,8 +24,9 @@ ZERO = 1e-9
 # ---------------------------------------------------------------------------------------------- the master LP
 class _Master:
     """The restricted master LP (HiGHS, columns added as they are priced). Row layout:
-    cover[i] (= 1, shareable model i) | demand[g] (≥) | card[g] (≥) | pair[(m, r, 0|1)] (≥ 0) | pairsum[m] (≥) |
-    avail[r, k] (≤ A)."""
+    cover[i] (= 1, shareable model i) | demand[g] (≥; for a planned group its convexity row Σ_q w_q − d = 0, or
+    = 1 when it must be dedicated) | card[g] (≥; unused for planned groups) | pair[(m, r, 0|1)] (≥ 0) |
+    pairsum[m] (≥) | avail[r, k] (≤ A)."""
 
     def __init__(self, a: _Arrays) -> None:
         import highspy
@@ -52,6 +54,9 @@ class _Master:
         shareable = set(a.shareable_index)
         for gi, g in enumerate(inst.groups):
             fixed = g.model not in shareable  # a must-dedicate model: constant right-hand sides
+            if a.planned[gi]:  # convexity: one plan when dedicated
+                lower[self.o_dem + gi] = upper[self.o_dem + gi] = 1.0 if fixed else 0.0
+                continue
             lower[self.o_dem + gi] = g.demand if fixed else 0.0
             lower[self.o_card + gi] = a.card[gi] if fixed else 0.0
         lower[self.o_pair:self.o_psum] = 0.0
@@ -62,13 +67,17 @@ class _Master:
                        np.zeros(0, dtype=np.int32), np.zeros(0))
         self.columns: list[tuple[str, object]] = []  # ("slack", row) | ("d", i) | ("s", (m, r)) | ("z", P) | ("nu", (g, i, r))
         big = BIG_M * a.max_cost
-        for row in [*range(nS), *[self.o_dem + gi for gi in range(nG)], *[self.o_card + gi for gi in range(nG)],
+        for row in [*range(nS), *[self.o_dem + gi for gi in range(nG)],
+                    *[self.o_card + gi for gi in range(nG) if not a.planned[gi]],
                     *[self.o_psum + i for i in self.pairsum_rows.values()]]:
             self._add("slack", row, big, [row], [1.0])  # keeps the LP feasible; positive at its optimum: no plan
         for m, i in a.shareable_index.items():  # d_m: dedicated instead of shared
             rows, vals = [self.o_cover + i], [1.0]
             for gi, g in enumerate(inst.groups):
-                if g.model == m:
+                if g.model == m and a.planned[gi]:
+                    rows.append(self.o_dem + gi)
+                    vals.append(-1.0)
+                elif g.model == m:
                     rows += [self.o_dem + gi, self.o_card + gi]
                     vals += [-g.demand, -a.card[gi]]
             if m in self.pairsum_rows:
@@ -82,7 +91,8 @@ class _Master:
                 vals = [-inst.groups[gp].demand, -inst.groups[gd].demand, 1.0]
                 self._add("s", (m, r), 0.0, rows, vals)
         self.patterns: set[tuple[int, tuple[int, ...]]] = set()
-        self.templates: set[tuple[int, int, int]] = set()
+        self.templates: set[tuple[int, int, int]] = set()  # ν columns (paired groups) and the templates of plans
+        self.plans: set[tuple[int, tuple[tuple[int, int, int], ...]]] = set()  # (group, ((template, region, n), ...))
 
     def _add(self, kind: str, key: object, cost: float, rows: Sequence[int], vals: Sequence[float]) -> None:
         self.h.addCol(float(cost), 0.0, float("inf"), len(rows), np.asarray(rows, dtype=np.int32),
@@ -97,6 +107,24 @@ class _Master:
         rows = [self.o_cover + i for i in models] + [self.o_av + r * a.inst.prices.shape[1] + k]
         self._add("z", (t, models), a.inst.types[t].price_per_hour, rows, [1.0] * len(rows))
         self.patterns.add((t, models))
+        return True
+
+    def add_plan(self, gi: int, plan: tuple[tuple[int, int, int], ...]) -> bool:
+        """A whole-group plan column: ``plan`` lists (template, region, instances) covering the group's demand."""
+        if not plan or (gi, plan) in self.plans:
+            return False
+        a = self.a
+        g = a.inst.groups[gi]
+        Ks = a.inst.prices.shape[1]
+        use: dict[int, float] = {}
+        for i, r, n in plan:
+            for k in np.flatnonzero(g.usage[i] > 0):
+                row = self.o_av + r * Ks + int(k)
+                use[row] = use.get(row, 0.0) + n * float(g.usage[i, k])
+            self.templates.add((gi, i, r))
+        cost = sum(n * float(a.cost[gi][i, r]) for i, r, n in plan)
+        self._add("q", (gi, plan), cost, [self.o_dem + gi, *use], [1.0, *use.values()])
+        self.plans.add((gi, plan))
         return True
 
     def add_template(self, gi: int, i: int, r: int) -> bool:
@@ -137,17 +165,23 @@ class _Master:
 @dataclass
 class _Duals:
     pi: np.ndarray  # cover (free)
-    y_dem: np.ndarray  # ≥ 0
+    y_dem: np.ndarray  # ≥ 0 (free for a planned group's convexity row: μ_g)
     y_card: np.ndarray  # ≥ 0
     y_pair: dict[tuple[str, int, int], float]  # ≥ 0
     sigma: np.ndarray  # (R, K) ≤ 0
+
+    @classmethod
+    def zero(cls, a: _Arrays) -> _Duals:
+        nS, nG = len(a.inst.shareable), len(a.inst.groups)
+        return cls(np.zeros(nS), np.zeros(nG), np.zeros(nG), {}, np.zeros(a.inst.prices.shape))
 
 
 def _duals(master: _Master, y: np.ndarray) -> _Duals:
     a = master.a
     R, Ks = a.inst.prices.shape
     nS, nG = len(a.inst.shareable), len(a.inst.groups)
-    return _Duals(pi=y[:nS].copy(), y_dem=np.maximum(y[master.o_dem:master.o_dem + nG], 0.0),
+    raw = y[master.o_dem:master.o_dem + nG]
+    return _Duals(pi=y[:nS].copy(), y_dem=np.where(a.planned, raw, np.maximum(raw, 0.0)),
                   y_card=np.maximum(y[master.o_card:master.o_card + nG], 0.0),
                   y_pair={key: max(float(y[master.o_pair + i]), 0.0) for key, i in master.pair_rows.items()},
                   sigma=np.minimum(y[master.o_av:master.o_av + R * Ks].reshape(R, Ks), 0.0))
@@ -162,6 +196,42 @@ def _template_rc(a: _Arrays, du: _Duals, gi: int) -> np.ndarray:
         pair = np.array([du.y_pair[(g.model, r, j)] for r in range(len(a.inst.regions))])
         rc = rc - a.t_eff[gi][:, None] * pair[None, :]
     return rc
+
+
+def _plan_costs(a: _Arrays, du: _Duals, gi: int) -> np.ndarray:
+    """(n, R) costs c' = c − Σ_k σ_rk U_τk of a planned group's (template, region) items (inf where not sold)."""
+    return a.cost[gi] - a.inst.groups[gi].usage.astype(float) @ du.sigma.T
+
+
+def _price_plan(a: _Arrays, du: _Duals, gi: int) -> tuple[float, tuple[tuple[int, int, int], ...]]:
+    """The cheapest plan of planned group gi under the duals: (its reduced cost, the plan)."""
+    c = _plan_costs(a, du, gi)
+    g = a.inst.groups[gi]
+    R = c.shape[1]
+    value, counts = cheapest_cover(c.reshape(-1), np.repeat(g.throughput.astype(float), R), g.demand)
+    plan = tuple(sorted((j // R, j % R, n) for j, n in counts))
+    return value - float(du.y_dem[gi]), plan
+
+
+def _start_plans(a: _Arrays, start: JointPlan) -> list[tuple[int, tuple[tuple[int, int, int], ...]]]:
+    """The whole-group plans of a known plan's dedicated instances (planned groups only)."""
+    inst = a.inst
+    index = {(g.ids[i], r_name): (gi, i, r) for gi, g in enumerate(inst.groups) if a.planned[gi]
+             for i in range(len(g.ids)) for r, r_name in enumerate(inst.regions)}
+    plans: dict[int, list[tuple[int, int, int]]] = {}
+    for key, n in start.counts.items():
+        if key in index and n > 0:
+            gi, i, r = index[key]
+            plans.setdefault(gi, []).append((i, r, int(n)))
+    return [(gi, tuple(sorted(p))) for gi, p in plans.items()]
+
+
+def _plan_rc_lower(a: _Arrays, du: _Duals, gi: int) -> float:
+    """A lower bound on every plan's reduced cost in group gi (the knapsack's LP bound): λ·min c'/min(T, λ) − μ."""
+    c = _plan_costs(a, du, gi)
+    ratio = c / np.maximum(a.t_eff[gi], 1e-12)[:, None]
+    best = float(ratio[np.isfinite(ratio)].min()) if np.isfinite(ratio).any() else math.inf
+    return a.inst.groups[gi].demand * best - float(du.y_dem[gi])
 
 
 def _pattern_base(a: _Arrays, du: _Duals, t: int) -> float:
@@ -243,13 +313,27 @@ def _best_pattern(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], need: 
     if seconds is not None:  # the bound question: −(HiGHS's dual bound) ≥ every set's Σ π
         dual = h.getInfo().mip_dual_bound
         return (-float(dual) if math.isfinite(dual) else math.inf), ()
-    if int(h.getInfo().primal_solution_status) != 2:
-        return 0.0, ()
-    x = np.asarray(h.getSolution().col_value)[:n]
+    chosen, gain = _chosen(h, cand, n, du)
+    if math.isfinite(need) and gain <= need and h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        # the first improving set HiGHS met may lie below ``need`` (it stops at its first incumbent, not at the
+        # first above the cutoff): only a search run to its end proves that no set qualifies
+        h.setOptionValue("mip_max_improving_sols", 2147483647)
+        h.clearSolver()
+        h.run()
+        chosen, gain = _chosen(h, cand, n, du)
+    if chosen and not fits([a.inst.shareable[i] for i in chosen], node):
+        raise PlanningError("sharing", f"the pattern pricing chose models {chosen} that do not fit on "
+                            f"{node.key} (a numerical slip in the knapsack).", "report this scenario.")
+    return gain, chosen
+
+
+def _chosen(h: object, cand: Sequence[int], n: int, du: _Duals) -> tuple[tuple[int, ...], float]:
+    """The knapsack's chosen models and their Σ π (((), 0) without a solution)."""
+    if int(h.getInfo().primal_solution_status) != 2:  # type: ignore[attr-defined]
+        return (), 0.0
+    x = np.asarray(h.getSolution().col_value)[:n]  # type: ignore[attr-defined]
     chosen = tuple(sorted(cand[j] for j in range(n) if x[j] > 0.5))
-    if chosen and not fits([a.inst.shareable[i] for i in chosen], node):  # numerical safety
-        return 0.0, ()
-    return float(sum(du.pi[i] for i in chosen)), chosen
+    return chosen, float(sum(du.pi[i] for i in chosen))
 
 
 def _enumerate(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: float, cap: int
@@ -444,9 +528,13 @@ def _farley_bound(a: _Arrays, du: _Duals, z_rmp: float, allowed: Sequence[Sequen
     search stops early too). −inf when a template column is still negative (those are priced exhaustively)."""
     import highspy
 
-    if any((_template_rc(a, du, gi) < -1e-7 * a.max_cost).any() for gi in range(len(a.inst.groups))):
+    if any((_template_rc(a, du, gi) < -1e-7 * a.max_cost).any() for gi in range(len(a.inst.groups))
+           if not a.planned[gi]):
         return -math.inf
     total = z_rmp  # the restricted master's LP value, slack included: a plan has no slack, so it is ≥ the full LP
+    for gi in range(len(a.inst.groups)):  # a plan has one whole-group plan per planned group at most
+        if a.planned[gi]:
+            total += min(0.0, _plan_rc_lower(a, du, gi))
     per = max(0.05, seconds / max(1, len(a.inst.types)))
     for t, node in enumerate(a.inst.types):
         cand = [i for i in allowed[t] if du.pi[i] > ZERO]

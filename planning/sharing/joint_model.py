@@ -90,6 +90,7 @@ class _Arrays:
     card: list[float]  # per group: ⌈λ / max T⌉
     model_of_group: list[str]
     linked: dict[str, tuple[int, int]]  # model -> (prefill group, decode group) when paired per region
+    planned: list[bool]  # per group: covered by whole-group plan columns (``joint_groups``), not per-template ν
     shareable_index: dict[str, int]
     max_cost: float
 
@@ -123,5 +124,7 @@ class _Arrays:
                     linked[model] = (i, by[(model, "decode")])
         finite = [float(c[np.isfinite(c)].max()) for c in costs if np.isfinite(c).any()]
         max_cost = max([*finite, *(t.price_per_hour for t in inst.types), 1.0])
-        return cls(inst, rk, fit_on, costs, t_eff, card, [g.model for g in inst.groups], linked,
+        paired = {gi for pair in linked.values() for gi in pair}
+        planned = [gi not in paired and g.demand > 0 for gi, g in enumerate(inst.groups)]
+        return cls(inst, rk, fit_on, costs, t_eff, card, [g.model for g in inst.groups], linked, planned,
                    {m.id: i for i, m in enumerate(inst.shareable)}, max_cost)

@@ -1,0 +1,57 @@
+"""The joint sharing master's pricing oracles against brute force: the covering knapsack that prices whole-group
+plans, and the pattern knapsack asked for a set above a threshold (a "no" must mean none exists, or column
+generation stops early and its LP value is no bound)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from planning.sharing.joint_columns import _best_pattern, _Duals
+from planning.sharing.joint_groups import cheapest_cover
+from planning.sharing.joint_model import _Arrays
+from planning.sharing.packing import fits
+from tests.sharing.test_joint import _instance
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cheapest_cover_equals_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 5)
+    cost = np.array([rng.choice([math.inf, *[rng.uniform(0.5, 5.0)] * 5]) for _ in range(n)])
+    thr = np.array([rng.uniform(0.1, 3.0) for _ in range(n)])
+    demand = rng.uniform(0.05, 6.0)
+    value, counts = cheapest_cover(cost, thr, demand)
+    best = math.inf
+    for ns in itertools.product(*[range(math.ceil(demand / t) + 1) for t in thr]):
+        if sum(k * t for k, t in zip(ns, thr, strict=True)) >= demand - 1e-9:
+            c = sum(k * c_ for k, c_ in zip(ns, cost, strict=True) if k)
+            best = min(best, c)
+    assert value == pytest.approx(best, rel=1e-9) if math.isfinite(best) else math.isinf(value)
+    if math.isfinite(value):  # the plan it returns covers the demand at the value it reports
+        assert sum(thr[j] * k for j, k in counts) >= demand - 1e-9
+        assert sum(cost[j] * k for j, k in counts) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pattern_pricing_finds_a_set_above_the_threshold_whenever_one_exists(seed: int) -> None:
+    inst, _extra = _instance(seed)
+    a = _Arrays.build(inst)
+    rng = np.random.default_rng(seed)
+    du = _Duals.zero(a)
+    du.pi[:] = rng.uniform(0.0, 1.5, len(inst.shareable))
+    for t, node in enumerate(inst.types):
+        allowed = a.fit_on[t]
+        best = max((float(du.pi[list(s)].sum()) for k in range(1, len(allowed) + 1)
+                    for s in itertools.combinations(allowed, k) if fits([inst.shareable[i] for i in s], node)),
+                   default=0.0)
+        for need in (best - 0.3, best - 1e-3, best + 1e-3):
+            gain, chosen = _best_pattern(a, du, t, allowed, need=need)
+            if best > need:
+                assert gain > need and fits([inst.shareable[i] for i in chosen], node)
+            else:
+                assert gain <= need + 1e-9

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +39,7 @@ from planning.scenario import Scenario
 from planning.sharing.joint import DedicatedGroup, JointInstance, JointPlan, solve_joint
 from planning.sharing.packing import NodeType, Packing, TailModel, fits
 from planning.sharing.profiles import ModelProfile
+from planning.templates.sets import TemplateSet
 
 TOL = 1e-6
 RESERVE_SHARE = 0.1  # of options.time_limit_s kept for the dedicated models' re-plan
@@ -58,10 +59,10 @@ def supported(scenario: Scenario) -> str | None:
 
 def joint_instance(scenario: Scenario, ctx: EngineContext, progress: ProgressFn | None = None,
                    cancel: CancelToken | None = None
-                   ) -> tuple[JointInstance, list[ModelProfile], list[NodeType], list[str]]:
+                   ) -> tuple[JointInstance, list[ModelProfile], list[NodeType], list[str], list[TemplateSet]]:
     """The joint instance of ``scenario`` (every model may be dedicated; those that fit alone on a single-GPU
     node type and are below the threshold, when one is set, may share): (instance, the shareable models'
-    profiles, the node types, the models that fit on no shared node).
+    profiles, the node types, the models that fit on no shared node, every group's template set).
 
     Raises
     ------
@@ -102,7 +103,35 @@ def joint_instance(scenario: Scenario, ctx: EngineContext, progress: ProgressFn 
     inst = JointInstance(tuple(shareable), tuple(types), tuple(groups), tuple(resolved.regions), shapes,
                          resolved.price_matrix(shapes), resolved.availability_matrix(shapes), scenario.options.K)
     by_id = {p.id: p for p in profiles}
-    return inst, [by_id[m.id] for m in shareable], list(types), fit_nowhere
+    return inst, [by_id[m.id] for m in shareable], list(types), fit_nowhere, list(sets)
+
+
+def plan_of_counts(sub: Scenario, ctx: EngineContext, sets: Sequence[TemplateSet],
+                   counts: Mapping[tuple[str, str], int]) -> PlanResult:
+    """The PlanResult of ``sub`` (the dedicated models on what the shared nodes leave) over only the templates
+    the joint model chose (``counts``: (template key, region) → instances): the allocation ILP over those rows,
+    whose optimum is at most the joint model's dedicated cost (its counts fit what the shared nodes leave)."""
+    from planning.allocate.certify import solve_certified
+    from planning.assemble import build_plan_result
+    from planning.pipeline import perf_provenance
+    from planning.resolve import resolve_scenario
+
+    resolved = resolve_scenario(sub, ctx.catalog)
+    keys = {key for key, _region in counts}
+    by_group = {g.id: g for g in resolved.groups}
+    rows = []
+    for ts in sets:
+        if ts.group.id not in by_group:
+            continue
+        keep = np.array([i for i in range(len(ts)) if ts.key(i) in keys], dtype=np.int64)
+        rows.append(replace(ts, group=by_group[ts.group.id], ids=tuple(ts.ids[i] for i in keep),
+                            usage=ts.usage[keep], throughput=ts.throughput[keep],
+                            stages_json=tuple(ts.stages_json[i] for i in keep),
+                            provenance=tuple(ts.provenance[i] for i in keep)))
+    t0 = time.perf_counter()
+    alloc = solve_certified(resolved, rows)
+    return build_plan_result(resolved, rows, alloc.result, [], timings={"allocation_seconds": time.perf_counter() - t0},
+                             provenance=perf_provenance(ctx, rows), stats=dict(alloc.stats))
 
 
 def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence[TailModel]) -> JointInstance:
@@ -153,7 +182,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
             progress(fraction, message)
 
     step(0.0, "sharing: profiles and template libraries of every model")
-    inst, profiles, types, fit_nowhere = joint_instance(scenario, ctx, None, cancel)
+    inst, profiles, types, fit_nowhere, sets = joint_instance(scenario, ctx, None, cancel)
     shareable = inst.shareable
     notes: list[str] = []
     if fit_nowhere:
@@ -202,10 +231,19 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         else:
             part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
             dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel)
-        if dedicated.has_plan and dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
-            notes.append(f"the dedicated re-plan costs ${dedicated.cost_per_hour:,.2f}/h, above the joint model's "
-                         f"${chosen.dedicated_cost_per_hour:,.2f}/h for the same models and nodes "
-                         f"(status {dedicated.status}).")
+        if not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
+            # the re-plan stopped above what the joint model priced (its own limit): the joint model's instance
+            # counts are a plan on what the shared nodes leave, so they are planned instead (never dearer)
+            own = plan_of_counts(sub, ctx, sets, chosen.counts)
+            if own.has_plan and (not dedicated.has_plan or own.cost_per_hour < dedicated.cost_per_hour - TOL):
+                was = (f"${dedicated.cost_per_hour:,.2f}/h, status {dedicated.status}" if dedicated.has_plan
+                       else f"no plan, status {dedicated.status}")
+                notes.append(f"the dedicated models are planned with the joint model's own instances "
+                             f"(${own.cost_per_hour:,.2f}/h): the allocation engine's re-plan on what the shared "
+                             f"nodes leave stopped above it ({was}).")
+                # the joint certificate covers shared + dedicated together: the joint status and gap hold
+                dedicated = replace(own, status="optimal" if chosen.status == "optimal" else "feasible",
+                                    mip_gap=chosen.gap, baselines=dedicated.baselines)
     ok = dedicated is None or dedicated.has_plan
     status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok else (dedicated.status if dedicated is not None else "infeasible")

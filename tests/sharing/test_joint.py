@@ -244,3 +244,29 @@ def test_joint_path_at_its_time_limit_returns_time_limit_not_a_traceback(small: 
     small["options"].update(time_limit_s=30)
     with pytest.raises(Cancelled):
         solve_shared(Scenario.from_dict(small), cancel=flag)
+
+
+def test_a_dedicated_re_plan_that_stops_dear_gives_way_to_the_joint_models_own_instances(small: dict[str, Any]) -> None:
+    """When the allocation engine's re-plan of the dedicated models stops above what the joint model priced (or
+    without a plan), the joint model's own instance counts are planned instead: the total is the joint model's
+    value, never above the threshold split it is compared with, and the status keeps the joint proof."""
+    from dataclasses import replace as dc_replace
+
+    from planning import api
+    from planning.scenario import Scenario
+    from planning.sharing import solve_shared
+
+    small["options"].update(sharing="exact", time_limit_s=120)
+    sc = Scenario.from_dict(small)
+    honest = solve_shared(sc)
+    assert honest.dedicated is not None and honest.dedicated.has_plan
+
+    def too_short(sub: Scenario) -> Any:  # a re-plan that runs out of time before any plan
+        return api.solve(dc_replace(sub, options=dc_replace(sub.options, time_limit_s=1e-6)))
+
+    res = solve_shared(sc, solve_dedicated=too_short)
+    assert res.dedicated is not None and res.dedicated.has_plan and res.dedicated.instances
+    assert res.cost_per_hour == pytest.approx(honest.cost_per_hour, rel=1e-6)
+    assert res.cost_per_hour <= (res.threshold_split_cost_per_hour or math.inf) + 1e-6
+    assert any("joint model's own instances" in n for n in res.notes)
+    assert res.status == honest.status

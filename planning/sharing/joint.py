@@ -70,6 +70,7 @@ from planning.sharing.joint_columns import (
     _farley_bound,
     _greedy_patterns,
     _ilp,
+    _listing,
     _Master,
     _pattern_base,
     _plan_costs,
@@ -86,6 +87,8 @@ MAX_PATTERNS = 400_000  # enumerated patterns beyond which the certificate is ab
 MAX_ROUNDS = 500
 TARGET_START = 0.002  # first certificate target: z_LP · (1 + 0.2 %), unless the incumbent is already lower
 LP_SHARE = 0.6  # of the time limit column generation may use before the incumbent ILP and the bound
+LIST_PER_ROUND = 60  # negative patterns listed per node type and round when the greedy finds none
+LIST_NODES = 50_000  # search nodes of that listing before the exact knapsack decides instead
 MAX_ATTEMPTS = 8  # certificate targets tried (each widens the listed columns fourfold)
 
 
@@ -182,8 +185,12 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         greedy = sum(master.add_pattern(t, ms) for t in range(len(inst.types))
                      for ms in _greedy_patterns(a, du, t, allowed[t], tol))
         added += greedy
-        if not greedy:  # the heuristic found nothing: the exact knapsack per node type decides
+        if not greedy:  # the heuristic found nothing: list negative patterns, or the exact knapsack decides
             for t in range(len(inst.types)):
+                found, state = _listing(a, du, t, allowed[t], -tol, LIST_PER_ROUND, LIST_NODES)
+                added += sum(master.add_pattern(t, ms) for ms, _rc in found)
+                if found or state == "complete":  # columns, or the listing proved there are none
+                    continue
                 pool = list(allowed[t])
                 for _ in range(EXACT_PER_ROUND):  # disjoint sets: several columns per (costly) exact search
                     gain, ms = _best_pattern(a, du, t, pool, need=_pattern_base(a, du, t) + tol)

@@ -341,6 +341,14 @@ def _enumerate(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: fl
     """Every pattern of type t over ``allowed`` models with reduced cost ≤ ``delta`` (None when more than
     ``cap``): depth-first over models by π descending; a branch is cut when even adding every remaining model of
     positive π that the memory left can hold (fractional knapsack) cannot bring rc down to ``delta``."""
+    out, state = _listing(a, du, t, allowed, delta, cap, math.inf)
+    return out if state == "complete" else None
+
+
+def _listing(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: float, cap: int, max_nodes: float
+             ) -> tuple[list[tuple[tuple[int, ...], float]], str]:
+    """:func:`_enumerate`'s search: (the patterns found, ``"complete"`` | ``"cap"`` (more than ``cap``) |
+    ``"nodes"`` (more than ``max_nodes`` search nodes: the listing is partial))."""
     node = a.inst.types[t]
     base = _pattern_base(a, du, t)
     order = sorted(allowed, key=lambda i: -du.pi[i])
@@ -365,12 +373,19 @@ def _enumerate(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: fl
         return total
 
     chosen: list[int] = []
+    state = ["complete"]
+    nodes = [0]
 
     def dfs(s: int, gain: float, used_mem: float) -> bool:
         """Record the current set when it qualifies, then try each later model; False when over the cap."""
+        nodes[0] += 1
+        if nodes[0] > max_nodes:
+            state[0] = "nodes"
+            return False
         if chosen and gain >= need - 1e-9:
             out.append((tuple(sorted(order[j] for j in chosen)), base - gain))
             if len(out) > cap:
+                state[0] = "cap"
                 return False
         room = node.capacity_gb - used_mem
         for j in range(s, len(order)):
@@ -384,8 +399,8 @@ def _enumerate(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: fl
             chosen.pop()
         return True
 
-    ok = dfs(0, 0.0, 0.0)
-    return out if ok else None
+    dfs(0, 0.0, 0.0)
+    return out, state[0]
 
 
 # ---------------------------------------------------------------------------------------------- the ILP

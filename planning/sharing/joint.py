@@ -231,11 +231,11 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
         over = False
         for t in range(len(inst.types)):
-            found = _enumerate(a, du, t, allowed[t], delta, MAX_PATTERNS - len(pats))
-            if found is None:
+            listed = _enumerate(a, du, t, allowed[t], delta, MAX_PATTERNS - len(pats))
+            if listed is None:
                 over = True
                 break
-            pats.update((t, ms) for ms, _rc in found)
+            pats.update((t, ms) for ms, _rc in listed)
         if over:
             notes.append(f"more than {MAX_PATTERNS:,} packings lie within the gap: the certificate was stopped, the "
                          "best plan is given with its proven gap.")

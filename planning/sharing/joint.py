@@ -84,6 +84,7 @@ from planning.sharing.joint_model import DedicatedGroup, JointInstance, JointPla
 __all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]
 
 MAX_PATTERNS = 400_000  # enumerated patterns beyond which the certificate is abandoned (best plan, proven gap)
+PATTERNS_PER_SECOND = 2_000  # and beyond this many per second left (building and solving the ILP takes time)
 MAX_ROUNDS = 500
 TARGET_START = 0.002  # first certificate target: z_LP · (1 + 0.2 %), unless the incumbent is already lower
 LP_SHARE = 0.6  # of the time limit column generation may use before the incumbent ILP and the bound
@@ -231,14 +232,15 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
         over = False
         for t in range(len(inst.types)):
-            listed = _enumerate(a, du, t, allowed[t], delta, MAX_PATTERNS - len(pats))
+            cap = min(MAX_PATTERNS, int(PATTERNS_PER_SECOND * left()))  # the ILP must be built and solved in time
+            listed = _enumerate(a, du, t, allowed[t], delta, cap - len(pats))
             if listed is None:
                 over = True
                 break
             pats.update((t, ms) for ms, _rc in listed)
         if over:
-            notes.append(f"more than {MAX_PATTERNS:,} packings lie within the gap: the certificate was stopped, the "
-                         "best plan is given with its proven gap.")
+            notes.append(f"more than {cap:,} packings lie within the gap (at most {PATTERNS_PER_SECOND:,} per second "
+                         "left): the certificate was stopped, the best plan is given with its proven gap.")
             break
         temps: set[tuple[int, int, int]] = set(master.templates)
         for gi in range(len(inst.groups)):

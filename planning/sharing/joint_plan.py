@@ -45,9 +45,19 @@ TOL = 1e-6
 RESERVE_SHARE = 0.1  # of options.time_limit_s kept for the dedicated models' re-plan
 
 
+JOINT_MAX_OFFERS = 128
+"""Offers (region × shape, plus explicit ones) above which the joint model is not built: it needs every model's
+template library over all of them (platform-100's 610 offers took over 120 s in the library build alone); the
+threshold split is then solved part by part, the shared part by column generation with its proven bound."""
+
+
 def supported(scenario: Scenario) -> str | None:
     """Why the joint model does not apply to ``scenario`` (None when it does): it minimises cost with every
-    group single-class; a budget, the served objective or histogram demand keep the sequential threshold split."""
+    group single-class; a budget, the served objective, histogram demand or more than ``JOINT_MAX_OFFERS``
+    offers keep the sequential threshold split."""
+    offers = max(1, len(scenario.regions)) * len(scenario.shapes) + len(scenario.offers)
+    if offers > JOINT_MAX_OFFERS:
+        return f"{offers} offers (more than {JOINT_MAX_OFFERS}: every model's template library over them)"
     if scenario.objective.kind != "cost":
         return "the served objective"
     if scenario.objective.budget_per_hour is not None:
@@ -132,6 +142,34 @@ def plan_of_counts(sub: Scenario, ctx: EngineContext, sets: Sequence[TemplateSet
     alloc = solve_certified(resolved, rows)
     return build_plan_result(resolved, rows, alloc.result, [], timings={"allocation_seconds": time.perf_counter() - t0},
                              provenance=perf_provenance(ctx, rows), stats=dict(alloc.stats))
+
+
+def column_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, time_limit_s: float,
+                   cancel: CancelToken | None = None) -> Packing:
+    """The cheapest packing of ``models`` (all shared) on ``types`` by the joint model's column generation, with
+    its proven gap: the joint instance with no dedicated groups and every model fixed to share.
+
+    Returns
+    -------
+    Packing with status ``optimal`` (gap 0), ``feasible`` (its gap), ``infeasible`` or ``time_limit``.
+    """
+    regions = tuple(dict.fromkeys(t.key.split(" ", 1)[0] for t in types))
+    shapes = tuple(dict.fromkeys(t.key.split(" ", 1)[1] for t in types))
+    prices = np.full((len(regions), len(shapes)), np.nan)
+    available = np.zeros((len(regions), len(shapes)))
+    for t in types:
+        r, k = t.key.split(" ", 1)
+        prices[regions.index(r), shapes.index(k)] = t.price_per_hour
+        available[regions.index(r), shapes.index(k)] = t.available
+    inst = JointInstance(tuple(models), tuple(types), (), regions, shapes, prices, available,
+                         fixed_shared=frozenset(m.id for m in models))
+    t0 = time.perf_counter()
+    plan = solve_joint(inst, time_limit_s=time_limit_s, cancel=cancel)
+    status = plan.status if plan.has_plan or plan.status == "infeasible" else "time_limit"
+    bound = f"${plan.bound:,.2f}/h" if math.isfinite(plan.bound) else "none"
+    return Packing(plan.nodes, plan.cost_per_hour, status, "exact", plan.gap, time.perf_counter() - t0,
+                   (*plan.notes, f"shared part by column generation: lower bound {bound}, "
+                    f"{plan.stats.get('lp_rounds', 0):.0f} LP rounds."), bound_per_hour=plan.bound)
 
 
 def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence[TailModel]) -> JointInstance:

@@ -92,6 +92,7 @@ class Packing:
     gap: float | None = None
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    bound_per_hour: float | None = None  # a proven lower bound when the method gives one beside the gap
 
     @property
     def feasible(self) -> bool:

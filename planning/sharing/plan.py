@@ -286,6 +286,11 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
     tail = _tail_models(profiles, types)
     if method == "kvpr":
         packing = kvpr_packing(tail, types)
+    elif len(tail) * len(types) >= COLUMN_PACKING_MIN:
+        from planning.sharing.joint_plan import column_packing
+
+        packing = column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, scenario.options.time_limit_s, 0.4),
+                                 cancel=cancel)
     else:
         packing = exact_packing(tail, types, time_limit_s=time_left(cancel, scenario.options.time_limit_s, 0.2),
                                 mip_rel_gap=scenario.options.mip_rel_gap)
@@ -449,6 +454,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                              (*notes, "the shared models cannot be packed within availability."))
     dedicated: PlanResult | None = None
     coupled = False
+    bound: float | None = None  # each part's proven bound with every node available, added (cost objective)
     if dedicated_ids:
         offers, _ = _resolve(scenario, ctx.catalog)
         sub = replace(scenario, models=models_subset(scenario, dedicated_ids))
@@ -478,6 +484,9 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
         free = solve_part(sub, 0.5)  # the popular models' optimum with every node available
         dedicated = free
         packing_free = packing  # the shared part's packing with every node available
+        if scenario.objective.kind == "cost" and budget is None:  # each part's bound with every node, added
+            bound = _part_bound(packing_free.cost_per_hour, packing_free.gap, packing_free.bound_per_hour) \
+                + _part_bound(free.cost_per_hour, free.mip_gap, None) if free.has_plan else None
         if free.instances and not _fits_together(offers, _node_usage(nodes), _plan_usage(free)):
             coupled = True
             step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
@@ -527,10 +536,28 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
     if method == "kvpr":
         notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
     timings["total_seconds"] = time.perf_counter() - t0
+    total = packing.cost_per_hour + (dedicated.cost_per_hour if dedicated is not None else 0.0)
+    if not dedicated_ids and scenario.objective.kind == "cost" and scenario.objective.budget_per_hour is None:
+        bound = _part_bound(packing.cost_per_hour, packing.gap, packing.bound_per_hour)
+    gap = (max(0.0, (total - bound) / total) if bound is not None and math.isfinite(bound) and ok_dedicated
+           and total > 0 else None)
+    if gap is not None and status == "optimal":
+        gap = 0.0
     return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
-                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes))
+                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes),
+                         bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap)
 
 
+def _part_bound(cost: float, gap: float | None, bound: float | None) -> float:
+    """A part's proven lower bound: its own, else cost × (1 − gap); −inf when none is proven."""
+    if bound is not None and math.isfinite(bound):
+        return bound
+    return cost * (1.0 - gap) if gap is not None and math.isfinite(cost) else -math.inf
+
+
+COLUMN_PACKING_MIN = 2_000
+"""Models × node types from which the exact packing is solved by column generation (``joint_plan.column_packing``)
+instead of the compact MILP of ``planning.sharing.packing`` (whose symmetric node copies grow with the product)."""
 MIN_PART_S = 0.5
 """A dedicated solve gets at least this many seconds (its own anytime incumbent needs a moment)."""
 

@@ -7,7 +7,9 @@ the split fixed by the rate threshold), how much cheaper the joint split is, GPU
 ``solve_shared`` call (median of ``--runs``). Scenarios: ``long-tail`` (its threshold, 1 req/s, is a constraint on
 the joint split: only the 41 tail models may share), ``long-tail`` with no threshold (every model that fits may
 share; the threshold split then shares every one of them), and a 100-model variant (the preset + 56 variants at
-½ and ¼ the rate, as ``bench_sharing.py``'s), with its own time limit.
+½ and ¼ the rate, as ``bench_sharing.py``'s), with its own time limit. ``--only platform-100`` plans issue 29's
+preset (610 offers: the threshold split part by part, the shared part by column generation) and prints its proven
+gap and the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -45,6 +48,8 @@ def run(name: str, s: Scenario, runs: int) -> None:
     rule = res.threshold_split_cost_per_hour
     cheaper = f"{100 * (rule - res.cost_per_hour) / rule:.2f} %" if rule else "n/a"
     gap = "certified (gap 0)" if res.gap == 0 else (f"proven gap {res.gap:.2%}" if res.gap is not None else "no bound")
+    if res.bound_per_hour is not None:
+        gap += f", bound ${res.bound_per_hour:.2f}/h"
     rule_gap = ("certified" if res.threshold_split_gap == 0 else
                 f"gap {res.threshold_split_gap:.2%}" if res.threshold_split_gap is not None else "no bound")
     print(f"{name}: {len(s.models)} models, time limit {s.options.time_limit_s:g} s")
@@ -64,10 +69,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--big-time-limit", type=float, default=300.0)
-    ap.add_argument("--only", choices=("long-tail", "free", "100"), default=None)
+    ap.add_argument("--only", choices=("long-tail", "free", "100", "platform-100"), default=None)
     args = ap.parse_args()
     print(f"# {platform.platform()}, python {platform.python_version()}, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.only == "platform-100":
+        run("platform-100", api.load_preset_scenario("platform-100"), args.runs)
+        print(f"# peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; load average after: "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     base = api.load_preset_scenario("long-tail")
     t0 = time.perf_counter()  # build (or load) the template libraries once, outside the timed runs
     solve_shared(replace(base, options=replace(base.options, time_limit_s=max(args.time_limit, 120.0))), method="exact")
@@ -79,7 +89,8 @@ def main() -> None:
         run("long-tail, no threshold", replace(lt, options=replace(lt.options, sharing_threshold_rps=None)), args.runs)
     if args.only in (None, "100"):
         big = hundred(base)
-        run("100-model variant", replace(big, options=replace(big.options, time_limit_s=args.big_time_limit)), 1)
+        run("100-model variant", replace(big, options=replace(big.options, time_limit_s=args.big_time_limit)),
+            args.runs)
     print(f"# load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

@@ -472,16 +472,17 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
         t2 = time.perf_counter()
         step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
 
-        def solve_part(part: Scenario, lo: float) -> PlanResult:
+        def solve_part(part: Scenario, lo: float, baselines: bool = True) -> PlanResult:
             if solve_dedicated is not None:
                 return solve_dedicated(part)
             check_cancel(deadline, "the dedicated models' plan")
             left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
             part = replace(part, options=replace(part.options, time_limit_s=left))
             return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
-                             if progress is not None else None)
+                             if progress is not None else None, with_baselines=baselines)
 
-        free = solve_part(sub, 0.5)  # the popular models' optimum with every node available
+        # the popular models' optimum with every node available; its baselines only when it is the answer (below)
+        free = solve_part(sub, 0.5, baselines=False)
         dedicated = free
         packing_free = packing  # the shared part's packing with every node available
         if scenario.objective.kind == "cost" and budget is None:  # each part's bound with every node, added
@@ -524,6 +525,10 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                 total = packing.cost_per_hour + dedicated.cost_per_hour
                 coupled = not (packing.status == "optimal" and dedicated.status == "optimal"
                                and total <= bound * (1 + 1e-9) + 1e-9)  # the bound is met: optimal after all
+        if dedicated is free and free.has_plan and solve_dedicated is None and not deadline.expired():
+            again = solve_part(sub, 0.9)  # the free plan is the answer: solved again with its baselines
+            if again.has_plan and again.cost_per_hour <= free.cost_per_hour * (1 + 1e-9) + 1e-9:
+                dedicated = again
         timings["dedicated_seconds"] = time.perf_counter() - t2
     ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
     status = ("optimal" if packing.status == "optimal" and not coupled

@@ -29,24 +29,33 @@ A node's packing is a **pattern** P = (t, M_P): a set of models that fit togethe
 (cover) Σ_{P ∋ m} z_P + d_m = 1 for m ∈ S and (avail) Σ_{P on (r,k)} z_P + Σ U ν ≤ A, the rest as above; the
 compact MILP's integer solutions and the master's are the same plans (a bought node with its models is a
 pattern), and the master's LP bound is at least the compact LP's (Dantzig–Wolfe).
-1. **LP by column generation.** Templates are priced by numpy over every column; patterns by an exact binary
-   knapsack per node type (HiGHS, gap 0): max Σ π_m x_m over models that fit together, so a pattern's reduced
-   cost rc = p_t − σ_t − Σ_{m∈P} π_m (π cover duals, σ ≤ 0 availability duals). The strengthened rows of the
-   allocation LP apply (T' = min(T, λ) in demand and pairing rows, a cardinality cut Σ ν ≥ ⌈λ/max T⌉ d). At
-   convergence no column has rc < 0: z_LP is a lower bound on every plan.
+1. **LP by column generation.** A dedicated group not paired across regions is covered by **group plans** q
+   (ν ∈ ℤ≥0 over (τ, r) with Σ T ν ≥ λ_g; (convexity) Σ_q w_q = d_m, or 1 for a must-dedicate model), priced by
+   an exact covering knapsack (``joint_groups``): rc = Σ (c − σU) ν − μ_g; so the LP sees the integer rounding
+   of instance counts. Paired groups keep per-template columns, priced by numpy over every column, with the
+   strengthened rows of the allocation LP (T' = min(T, λ) in demand and pairing rows, a cardinality cut
+   Σ ν ≥ ⌈λ/max T⌉ d). Patterns: a greedy, then a depth-first listing of negative patterns, then (when that runs
+   out of nodes) an exact binary knapsack per node type (HiGHS, gap 0, run to its end before it answers none):
+   max Σ π_m x_m over models that fit together, so a pattern's reduced cost rc = p_t − σ_t − Σ_{m∈P} π_m
+   (π cover duals, σ ≤ 0 availability duals). At convergence no column has rc < 0: z_LP is a lower bound on
+   every plan.
 2. **Reduced-cost enumeration.** For any integer plan, cost ≥ z_LP + Σ rc·x (weak duality; every column has
    rc ≥ 0), so a plan of cost ≤ a target θ uses only columns with rc ≤ θ − z_LP. Every pattern with rc ≤ Δ is
    listed by a depth-first search per node type (models by π, pruned with a fractional-knapsack bound; fitting
-   is monotone: dropping a model keeps a pattern feasible), every template column by numpy.
-3. **ILP and certificate.** The set-partitioning ILP over those columns (HiGHS, gap 0). A plan of cost ≤ θ is
+   is monotone: dropping a model keeps a pattern feasible), every template column by numpy (a planned group's
+   template τ lies in some plan of rc ≤ Δ only if c'_τ − μ_g ≤ Δ, since the plan's other items cost c' ≥ 0).
+3. **ILP and certificate.** The set-partitioning ILP over those patterns and integer template counts (HiGHS,
+   gap 0). A plan of cost ≤ θ is
    optimal over all packings and templates; an ILP optimum above θ proves the bound θ and the target rises to
    that optimum (then the listed columns provably contain an optimum). θ starts at the restricted master ILP's
-   plan (over the columns generated in step 1). When the listing exceeds ``MAX_PATTERNS`` or the deadline
-   passes, the best plan is returned with its proven gap (status ``feasible``).
+   plan (over the columns generated in step 1). When the listing exceeds ``MAX_PATTERNS`` (or
+   ``PATTERNS_PER_SECOND`` × the seconds left) or the deadline passes, the best plan is returned with its proven
+   gap (status ``feasible``).
 
 Tests: ``tests/sharing/test_joint.py`` (brute force over every split, packing and dedicated plan on 30 tiny seeded
 instances, one and two regions, aggregated and disaggregated, K = 0 and 0.5; a designed instance computed by hand;
-the threshold split never cheaper; the CLI on long-tail). Modules: ``joint_model`` (the instance and its
+the threshold split never cheaper; the CLI on long-tail; ``test_joint_columns.py``: both pricing oracles and the
+column packing against brute force or the compact MILP). Modules: ``joint_model`` (the instance and its
 indexing), ``joint_columns`` (the master LP, pricing, the enumeration, the ILP), this one (the driver).
 """
 

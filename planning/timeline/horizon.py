@@ -47,7 +47,7 @@ import numpy as np
 
 from planning.context import CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
-from planning.timeline.horizon_ilp import pairs_ilp
+from planning.timeline.horizon_ilp import pairs_ilp, run_until, schedule_value
 
 BIG_M = 1e4
 INITIAL_PER_GROUP_REGION = 24
@@ -57,6 +57,8 @@ TARGET_START = 0.003
 MAX_ATTEMPTS = 6
 CHUNK_ROWS = 20_000  # pricing works on this many templates at a time (E × R floats each)
 GAP_ZERO_COLUMNS = 60_000  # an ILP with at most this many integer columns is solved to gap 0
+ILP_COLUMNS_PER_S = 8_000  # a later attempt starts only with (integer columns / this) seconds left: HiGHS's
+# presolve and feasibility jump took 4.6 s on 62,000 (coral-core's day) before its first interrupt point
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,10 +250,16 @@ class _Master:
         self.pairs[key] = first
         return True
 
-    def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
+    def solve(self, seconds: float = math.inf) -> tuple[float, np.ndarray, np.ndarray] | None:
+        """The LP's value, row duals and column values; None when ``seconds`` passed before it was solved."""
         import highspy
 
-        self.h.run()
+        if math.isfinite(seconds):
+            run_until(self.h, seconds)
+        else:
+            self.h.run()
+        if self.h.getModelStatus() in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kInterrupt):
+            return None
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             raise PlanningError("timeline", "the multi-epoch LP stopped with status "
                                 f"{self.h.modelStatusToString(self.h.getModelStatus())}.",
@@ -298,6 +306,8 @@ def _all_rc(d: _Data, m: _Master, y: np.ndarray, pairing: bool = True) -> list[n
 # ---------------------------------------------------------------------------------------------- Lagrangian bound
 COVER_SEED = 64  # pairs per group (smallest reduced cost) for the first cover, whose value bounds the listing
 COVER_LIMIT_S = 2.0
+COVER_MIP_COLUMNS = 6_000  # a larger cover is bounded by its LP (HiGHS's root cut separation on bigger ones
+# ignored the time limit: 40 s past 10 s on a 38,400-column cover of a 24-epoch horizon)
 
 
 @dataclass
@@ -324,14 +334,16 @@ def _cover(d: _Data, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndarray, r
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", 1e-9)
-    h.setOptionValue("time_limit", max(0.05, float(seconds)))
     inf = highspy.kHighsInf
     tmax = np.array([d.p.groups[gi].throughput[i] for i, _r in pairs])
     t_eff = np.array([d.t_eff[gi][i] for i, _r in pairs])  # (n, E)
     ub = np.ceil(dem.max(initial=0.0) / np.maximum(np.minimum(tmax, dem.max(initial=0.0)), 1e-12))
     h.addVars(n * E, np.zeros(n * E), np.repeat(ub, E))
     h.changeColsCost(n * E, np.arange(n * E, dtype=np.int32), w.reshape(-1))
-    h.changeColsIntegrality(n * E, np.arange(n * E, dtype=np.int32), np.full(n * E, highspy.HighsVarType.kInteger))
+    relaxed = n * E > COVER_MIP_COLUMNS
+    if not relaxed:
+        h.changeColsIntegrality(n * E, np.arange(n * E, dtype=np.int32),
+                                np.full(n * E, highspy.HighsVarType.kInteger))
     for e in range(E):
         if dem[e] <= 0:
             continue
@@ -341,20 +353,38 @@ def _cover(d: _Data, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndarray, r
     if p.K > 0:
         h.addVars(n * E, np.zeros(n * E), np.full(n * E, inf))
         h.changeColsCost(n * E, np.arange(n * E, 2 * n * E, dtype=np.int32), np.ones(n * E))
-        for q, (i, r) in enumerate(pairs):
-            kc = p.K * p.hours * float(d.cost[gi][i, r])
-            for e in range(E):  # I − K·h·c·(ν_e − ν_{e−1}) ≥ 0 (ν_{−1} = ν′)
-                cols = [n * E + q * E + e, q * E + e] + ([q * E + e - 1] if e else [])
-                vals = [1.0, -kc] + ([kc] if e else [])
-                lo = -kc * float(running.get((i, r), 0)) if e == 0 else 0.0
-                h.addRow(lo, inf, len(cols), np.array(cols, dtype=np.int32), np.array(vals))
-    h.run()
+        # I − K·h·c·(ν_e − ν_{e−1}) ≥ 0 (ν_{−1} = ν′), one row per (pair, epoch), all added at once
+        kc = p.K * p.hours * np.array([float(d.cost[gi][i, r]) for i, r in pairs])
+        pq, pe = np.divmod(np.arange(n * E), E)
+        has_prev = pe > 0
+        lengths = 2 + has_prev.astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        index = np.empty(int(lengths.sum()), dtype=np.int32)
+        coef = np.empty(index.size)
+        index[starts], coef[starts] = n * E + pq * E + pe, 1.0
+        index[starts + 1], coef[starts + 1] = pq * E + pe, -kc[pq]
+        index[(starts + 2)[has_prev]], coef[(starts + 2)[has_prev]] = (pq * E + pe - 1)[has_prev], kc[pq][has_prev]
+        run = np.array([float(running.get(pair, 0)) for pair in pairs])
+        lower = np.where(pe == 0, -kc[pq] * run[pq], 0.0)
+        h.addRows(n * E, lower, np.full(n * E, inf), index.size, starts.astype(np.int32), index, coef)
+    run_until(h, seconds)
     info = h.getInfo()
-    value = float(info.objective_function_value) if int(info.primal_solution_status) == 2 else math.inf
-    bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
-    if h.getModelStatus() in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
-        bound = math.inf
-    return value, min(bound, value)
+    status = h.getModelStatus()
+    if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
+        return math.inf, math.inf
+    if relaxed:  # the LP's value bounds the cover; ν rounded up (I recomputed) is a cover, its value an upper one
+        if status != highspy.HighsModelStatus.kOptimal:
+            return math.inf, -math.inf
+        nu = np.ceil(np.asarray(h.getSolution().col_value[: n * E]).reshape(n, E) - 1e-9)
+        cover = float((w * nu).sum())
+        if p.K > 0:
+            kc = p.K * p.hours * np.array([float(d.cost[gi][i, r]) for i, r in pairs])
+            before = np.concatenate([np.array([[float(running.get(pair, 0))] for pair in pairs]), nu[:, :-1]], axis=1)
+            cover += float((kc[:, None] * np.maximum(0.0, nu - before)).sum())
+        return cover, min(float(info.objective_function_value), cover)
+    found = float(info.objective_function_value) if int(info.primal_solution_status) == 2 else math.inf
+    dual = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
+    return found, min(dual, found)
 
 
 def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray], seconds: float) -> _Lagrange | None:
@@ -363,7 +393,8 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
     part is ≥ L_g, the dual bound of its own multi-epoch cover over every pair that a cover of cost ≤ U_g can use
     (rc without the pairing duals ≤ U_g − base_g, base_g = Σ_e (y_d·D + y_n·n) − Σ_running π₀·K·h·c·ν′: the
     group's LP dual value, by weak duality every pair of such a cover has that reduced cost; U_g from the cover over
-    the ``COVER_SEED`` best pairs and the running ones). None when some group has no cover."""
+    the ``COVER_SEED`` best pairs and the running ones). None when some group has no cover. ``seconds`` bounds
+    the whole step (model building included): once they are gone a group keeps its LP dual value base_g."""
     p = d.p
     E, R, S, G = m.E, m.R, m.S, m.G
     sigma = np.minimum(y[m.o_av:m.o_dem].reshape(E, R, S), 0.0)
@@ -372,6 +403,7 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
     L = np.zeros(G)
     base = np.zeros(G)
     per = max(0.05, seconds / max(1, G))
+    end = time.perf_counter() + seconds
     for gi, g in enumerate(p.groups):
         if not (p.demand[:, gi] > 0).any():
             continue
@@ -380,6 +412,7 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
                    for (i, r), n in running.items() if (gi, i, r) in m.pen_row)
         base[gi] = float((y_d[:, gi] * p.demand[:, gi]).sum() + (y_n[:, gi] * d.card[:, gi]).sum()) - pen0
         rc = rc_np[gi]
+        remaining = end - time.perf_counter()
         finite = np.argwhere(np.isfinite(rc))
         if finite.size and float(rc[finite[:, 0], finite[:, 1]].min()) < -1e-7 * max(1.0, d.max_cost):
             return None  # these duals are not feasible for the group alone (a pairing dual dropped): no base_g
@@ -392,14 +425,21 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
             sg = np.stack([sigma[:, r, :] for _i, r in pairs])  # (n, E, S)
             return p.hours * c[:, None] - np.einsum("nk,nek->ne", u, sg)
 
+        if remaining <= 0.1:
+            L[gi] = base[gi]  # the caller's deadline: the group's LP dual value is still a bound
+            continue
         seed_l = sorted(seed)
-        upper, _ = _cover(d, gi, seed_l, w_of(seed_l), running, per)
+        upper, _ = _cover(d, gi, seed_l, w_of(seed_l), running, min(per, 0.5 * remaining))
         if not math.isfinite(upper):
             L[gi] = base[gi]  # no cover found in time: the group's LP dual value is still a bound
             continue
         keep = {(int(i), int(r)) for i, r in np.argwhere(rc <= upper - base[gi] + 1e-9 * max(1.0, abs(upper)))}
         rows = sorted(keep | seed)
-        _value, bound = _cover(d, gi, rows, w_of(rows), running, per)
+        remaining = end - time.perf_counter()
+        if remaining <= 0.1:
+            L[gi] = base[gi]
+            continue
+        _value, bound = _cover(d, gi, rows, w_of(rows), running, min(per, 0.5 * remaining))
         # the cover's dual bound (−inf when its search had none in time); never below base_g, the value of a
         # dual-feasible point of the group's LP (every pair's cheapest lifetime has rc ≥ 0 at these duals)
         L[gi] = max(base[gi], min(bound, upper))
@@ -453,10 +493,17 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
                 m.add_pair(gi, int(i), r)
     rounds = 0
     tol = 1e-7 * d.max_cost
+    z, y, x = -math.inf, np.zeros(0), np.zeros(0)
+    rcs: list[np.ndarray] = [np.zeros((0, len(problem.regions))) for _ in problem.groups]
+    added = -1  # no LP solved yet
     while True:
         rounds += 1
         caller()
-        z, y, x = m.solve()
+        got = m.solve(left())
+        if got is None:  # the deadline stopped this LP: unconverged, the ILP takes the pairs so far
+            added = -1
+            break
+        z, y, x = got
         rcs = _all_rc(d, m, y)
         added = 0
         for gi, rc in enumerate(rcs):
@@ -466,13 +513,13 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
                 added += sum(m.add_pair(gi, int(i), int(r)) for i, r in neg[order])
         if added == 0 or rounds >= MAX_ROUNDS or left() <= 0.05:
             break
-    slack = float(x[m.slack].sum()) if m.slack else 0.0
+    converged = added == 0
+    slack = float(x[m.slack].sum()) if m.slack and x.size else 0.0
     z_lp = z - BIG_M * d.max_cost * slack
-    rc_np = _all_rc(d, m, y, pairing=False) if d.link_of else rcs
+    rc_np = _all_rc(d, m, y, pairing=False) if d.link_of and converged else rcs
     rc_np = [r_np if r_np.size or not r.size else r for r_np, r in zip(rc_np, rcs, strict=True)]
     stats: dict[str, float] = {"lp_rounds": float(rounds), "lp_bound": z_lp, "lp_pairs": float(len(m.pairs)),
                                "lp_seconds": time.perf_counter() - t0}
-    converged = added == 0
     if converged and slack > 1e-6 * max(1.0, float(problem.demand.max(initial=1.0))):
         return HorizonPlan("infeasible", (), math.inf, math.inf, None, True, stats)
     bound = z_lp if converged else -math.inf
@@ -489,6 +536,11 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
     keep_always = set(m.pairs)  # (a superset of the pairs a plan ≤ target can use keeps every claim below)
     if start is not None:  # the start's own pairs, so the ILP can take it whole
         keep_always.update(k for counts in start for k, v in counts.items() if v > 0 and k[0] < len(problem.groups))
+    # a whole schedule (and an earlier attempt's plan) is kept aside and compared at the end (``schedule_value``):
+    # handed to HiGHS it slowed the coral-core day's ILP from 5.6 s to optimal to 16.5 s, interrupted, without
+    # improving on it; a shorter one (the previous look-ahead step's, shifted) is the first attempt's MIP start
+    full_start = start is not None and len(start) == problem.epochs
+    hint = None if full_start else start
     for _attempt in range(MAX_ATTEMPTS):
         caller()
         if left() <= 0.05:
@@ -503,7 +555,10 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         pairs = sorted(chosen)
         stats["pairs_in_ilp"] = float(len(pairs))
         ilp_gap = 0.0 if len(pairs) * problem.epochs <= GAP_ZERO_COLUMNS else mip_rel_gap
-        status, v, ilp_bound, counts = pairs_ilp(d, pairs, left(), ilp_gap, best or start)
+        if best is not None and left() < len(pairs) * problem.epochs / ILP_COLUMNS_PER_S:
+            stats["ilp_skipped"] = float(len(pairs))  # too big for the time left: HiGHS's presolve and first
+            break  # heuristics would run past the limit (they do not answer its interrupts)
+        status, v, ilp_bound, counts = pairs_ilp(d, pairs, left, ilp_gap, hint if best is None else None)
         if counts and v < value - 1e-9:
             best, value = counts, v
         if not converged:
@@ -521,6 +576,11 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         if math.isfinite(ilp_bound):  # the deadline stopped it: every plan ≤ target is within its columns
             bound = max(bound, min(target, ilp_bound))
         break
+    if start is not None and full_start:  # never dearer than the start, even when the ILP found nothing in time
+        v_start = schedule_value(d, start)
+        if v_start < value - 1e-9 * max(1.0, abs(v_start)):
+            best, value = [dict(c) for c in start], v_start
+            certified = False
     stats["seconds"] = time.perf_counter() - t0
     if best is None:
         return HorizonPlan("time_limit", (), math.inf, bound, None, False, stats)

@@ -9,18 +9,47 @@ pair its E instance counts ν and (K > 0) its E start-up costs I.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+
+def run_until(h: Any, seconds: float, presolve: str | None = None) -> None:
+    """``h.run()`` stopped after ``seconds`` of wall time. HiGHS's own ``time_limit`` is read between its steps
+    (presolve, heuristics, a node's LP) and was seen overrunning by 2-3× on a busy machine; the simplex, IPM and
+    MIP interrupt callbacks come every few iterations, so the stop lands within a fraction of a second, except in
+    the root's cut separation after HiGHS's presolve (40 s past a 10 s limit on a 38,400-column cover): the
+    multi-epoch models pass ``presolve="off"``, which kept that limit (10.3 s) with the same or a better bound."""
+    import time
+
+    deadline = time.perf_counter() + max(float(seconds), 0.05)
+
+    def stop(event: Any) -> None:
+        if time.perf_counter() >= deadline:
+            event.interrupt()
+
+    h.setOptionValue("time_limit", max(float(seconds), 0.05))
+    if presolve is not None:
+        h.setOptionValue("presolve", presolve)
+    h.cbSimplexInterrupt += stop
+    h.cbIpmInterrupt += stop
+    h.cbMipInterrupt += stop
+    try:
+        h.run()
+    finally:
+        h.cbSimplexInterrupt -= stop
+        h.cbIpmInterrupt -= stop
+        h.cbMipInterrupt -= stop
 
 if TYPE_CHECKING:
     from planning.timeline.horizon import _Data
 
 
-def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float, gap: float,
+def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float | Callable[[], float], gap: float,
          start: Sequence[Mapping[tuple[int, int, int], int]] | None = None) -> tuple[str, float, float, list[dict]]:
-    """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch)."""
+    """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch). ``time_limit_s``: seconds,
+    or a function giving the seconds left, read when HiGHS starts (so building the model counts against it)."""
     import highspy
     import scipy.sparse as sp
 
@@ -103,7 +132,6 @@ def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: flo
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", float(gap))
-    h.setOptionValue("time_limit", max(float(time_limit_s), 0.05))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, n_rows
     lp.col_cost_, lp.col_lower_ = np.array(cost), np.zeros(n)
@@ -119,12 +147,13 @@ def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: flo
         sol = highspy.HighsSolution()
         sol.col_value = list(x0)
         h.setSolution(sol)
-    h.run()
+    left = float(time_limit_s() if callable(time_limit_s) else time_limit_s)
+    run_until(h, left)
     info = h.getInfo()
     ms = h.getModelStatus()
     st = highspy.HighsModelStatus
     status = ("optimal" if ms == st.kOptimal else "infeasible" if ms in (st.kInfeasible, st.kUnboundedOrInfeasible)
-              else "time_limit" if ms == st.kTimeLimit else "other")
+              else "time_limit" if ms in (st.kTimeLimit, st.kInterrupt) else "other")
     bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
     if int(info.primal_solution_status) != 2:
         return status, math.inf, (math.inf if status == "infeasible" else bound), []
@@ -163,3 +192,37 @@ def start_vector(d: _Data, pairs: Sequence[tuple[int, int, int]], nu_cols: Seque
                 share = [cap[e, g, r] / p.demand[e, g] for g in (gp, gd) if p.demand[e, g] > 0]
                 x0[(e * len(links) + li) * R + r] = min([1.0, *share])
     return x0
+
+
+def schedule_value(d: _Data, schedule: Sequence[Mapping[tuple[int, int, int], int]]) -> float:
+    """The MILP's objective for a schedule (counts per epoch), or inf when it breaks a row: availability, demand,
+    or (several regions) a link's prefill and decode not paired in regions that together carry its requests."""
+    p = d.p
+    E, R, G = p.epochs, len(p.regions), len(p.groups)
+    if len(schedule) != E:
+        return math.inf
+    used = np.zeros((E, R, len(p.shapes)))
+    cap = np.zeros((E, G, R))
+    total = 0.0
+    prev: Mapping[tuple[int, int, int], int] = p.running
+    for e, counts in enumerate(schedule):
+        for (gi, i, r), nu in counts.items():
+            c = float(d.cost[gi][i, r])
+            if nu <= 0:
+                continue
+            if not math.isfinite(c):
+                return math.inf
+            used[e, r] += nu * p.groups[gi].usage[i]
+            cap[e, gi, r] += nu * float(p.groups[gi].throughput[i])
+            total += p.hours * c * nu + p.K * p.hours * c * max(0, nu - prev.get((gi, i, r), 0))
+        prev = counts
+    tol = 1e-9
+    if (used > p.available + tol).any() or (cap.sum(axis=2) < p.demand * (1 - tol) - tol).any():
+        return math.inf
+    for gp, gd in (p.links if d.link_of else ()):
+        for e in range(E):
+            shares = [min((cap[e, g, r] / p.demand[e, g] if p.demand[e, g] > 0 else math.inf) for g in (gp, gd))
+                      for r in range(R)]
+            if sum(min(1.0, s) for s in shares) < 1 - 1e-9:
+                return math.inf
+    return total

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
                    help="look-ahead epochs (default: the scenario's options.lookahead_epochs, 3)")
     p.add_argument("--offline-time-limit", type=float, default=600.0, metavar="S",
                    help="seconds for the offline multi-epoch MILP (default 600; past it the best plan and its gap)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="with K = 0 the epochs do not chain: solve their distinct problems on N processes "
+                        "(0: one per core; with --backend ray, as Ray tasks). Default 1: here, one after another")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the result as JSON")
     fmt.add_argument("--csv", action="store_true", help="print one row per (epoch, model) as CSV")
@@ -78,7 +81,7 @@ def _timeline(args: argparse.Namespace) -> int:
                               spot=SpotOptions(enabled=args.spot, preemption_per_hour=args.preemption,
                                                restart_hours=args.restart),
                               policies=tuple(args.policy or ("myopic",)), horizon=args.horizon,
-                              offline_time_limit_s=args.offline_time_limit)
+                              offline_time_limit_s=args.offline_time_limit, workers=args.workers)
     result = api.timeline(scenario, demand, availability=availability, options=options)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")

@@ -60,6 +60,10 @@ class TimelineOptions:
     policies: tuple[str, ...] = ("myopic",)
     horizon: int | None = None
     offline_time_limit_s: float = 600.0
+    # epochs that do not chain (K = 0, myopic): each distinct problem solved once, on this many processes (1: here)
+    # or as Ray tasks (backend "ray"; None: the default backend); ``planning.timeline.fanout``
+    workers: int = 1
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         from planning.timeline.policies import POLICIES
@@ -71,6 +75,9 @@ class TimelineOptions:
         if self.horizon is not None and not (isinstance(self.horizon, int) and 1 <= self.horizon <= 168):
             raise PlanningError("--horizon", f"must be a whole number of epochs in 1..168, got {self.horizon!r}.",
                                 "e.g. --horizon 3.")
+        if not (isinstance(self.workers, int) and 0 <= self.workers <= 256):
+            raise PlanningError("--workers", f"must be a whole number in 0..256, got {self.workers!r}.",
+                                "e.g. --workers 2 (0: one per core).")
         if not (math.isfinite(self.offline_time_limit_s) and self.offline_time_limit_s > 0):
             raise PlanningError("offline_time_limit_s", f"must be > 0, got {self.offline_time_limit_s!r}.",
                                 "give seconds, e.g. 600.")
@@ -286,6 +293,16 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     horizon = opts.horizon or design.options.lookahead_epochs
     scns = [with_availability(design, avail_at[e], known) for e in range(n_epochs)]
     runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel)
+    distinct = n_epochs
+    t_independent = time.perf_counter()
+    if K == 0 and opts.policies[0] == "myopic":  # no penalty: the epochs do not chain (fanout module docstring)
+        from planning.timeline.fanout import solve_independent
+
+        runs.independent, distinct = solve_independent(
+            prep, scns, per_epoch_groups, goodput_fallback=opts.goodput_fallback, workers=opts.workers,
+            backend=opts.backend, cancel=cancel,
+            progress=(lambda f, m: progress(0.3 + 0.3 * f, m)) if progress else None)
+    t_independent = time.perf_counter() - t_independent
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
 
     epochs: list[EpochResult] = []
@@ -401,6 +418,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
               "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
         timings={"templates_seconds": t_templates, "epochs_seconds": t_epochs, "static_seconds": t_static,
                  **{f"{p}_seconds": sch.seconds for p, sch in runs.schedules.items()},
+                 "independent_epochs_seconds": t_independent, "distinct_epoch_problems": float(distinct),
                  "total_seconds": time.perf_counter() - t_start},
         notes=tuple(notes))
 
@@ -418,10 +436,13 @@ class _Runs:
     cancel: CancelToken | None
     schedules: dict[str, policies.Schedule]
     myopic_solves: dict[int, engine.EpochSolve]
+    independent: list[engine.EpochSolve] = field(default_factory=list)  # K = 0: every epoch, solved on its own
 
     def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
         """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
         primary = self.opts.policies[0]
+        if primary == "myopic" and self.independent:
+            return self.independent[e]
         sch = self.schedules.get(primary)
         if primary == "myopic" or sch is None or not sch.counts:
             return engine.solve_epoch(self.prep, replace(self.scns[e], current=engine.current_of(prev)),

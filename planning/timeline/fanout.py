@@ -1,0 +1,107 @@
+"""Epochs that do not chain, solved once per distinct problem and fanned out on the backend (issue 29 §2).
+
+With K = 0 Coral's initialization penalty is zero, so an epoch's allocation does not depend on the instances of the
+epoch before: every epoch is an independent problem given by its class rates and its availability. Epochs with the
+same rates and availability (an hourly week repeats its demand levels; a repeated day repeats them all) are one
+problem, solved once. The distinct problems run here one after another (``workers`` ≤ 1 on the process backend),
+on the embedded process pool, or as Ray tasks (``planning.parallel.run_tasks``), and are merged in epoch order, so
+every backend gives the sequential plans and total (``tests/timeline/test_fanout.py``). With K > 0 the epochs chain
+through the penalty and stay in the sequential loop (or are planned together by the look-ahead and offline
+policies).
+
+A task carries the design scenario and the epoch's scenario as dicts and the epoch's rates; a worker process builds
+(or loads from the template cache) the design's libraries once and keeps them for its next tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from planning.context import CancelToken, EngineContext, ProgressFn
+from planning.groups import Group
+from planning.scenario import Scenario
+from planning.timeline import engine
+
+_PREPARED: dict[str, engine.Prepared] = {}  # per worker process: the design's libraries, by its dict's digest
+
+
+def epoch_key(scenario: Scenario, groups: Sequence[Group]) -> tuple[Any, ...]:
+    """What makes an epoch's problem (K = 0): its class rates and its availability overrides."""
+    rates = tuple((c.id, round(float(c.rate), 12)) for g in groups for c in g.classes)
+    return rates, tuple(scenario.availability_overrides)
+
+
+def distinct_epochs(scns: Sequence[Scenario], groups: Sequence[Sequence[Group]]) -> list[int]:
+    """For every epoch, the first epoch with the same problem (itself when it is the first)."""
+    first: dict[tuple[Any, ...], int] = {}
+    return [first.setdefault(epoch_key(s, g), e) for e, (s, g) in enumerate(zip(scns, groups, strict=True))]
+
+
+def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: Sequence[Sequence[Group]], *,
+                      goodput_fallback: bool, workers: int = 1, backend: str | None = None,
+                      cancel: CancelToken | None = None, progress: ProgressFn | None = None,
+                      ) -> tuple[list[engine.EpochSolve], int]:
+    """Every epoch's allocation (K = 0: no running instances), each distinct problem solved once; returns the
+    solves in epoch order and how many distinct problems there were.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` is set.
+    PlanningError
+        Ray missing or unreachable, or work lost on a Ray cluster after its retries.
+    """
+    from planning.parallel import resolve_backend, run_tasks
+
+    source = distinct_epochs(scns, groups)
+    todo = sorted(set(source))
+    name = resolve_backend(backend)
+    done = 0
+
+    def landed(_i: int, _r: Any) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done / len(todo), f"epoch problem {done}/{len(todo)} ({len(scns)} epochs)")
+
+    if name == "process" and workers <= 1:
+        solved = []
+        for i, e in enumerate(todo):
+            solved.append(engine.solve_epoch(prep, replace(scns[e], current=()), groups[e],
+                                             goodput_fallback=goodput_fallback, cancel=cancel))
+            landed(i, solved[-1])
+    else:
+        design = prep.scenario.to_dict()
+        items = [(design, replace(scns[e], current=()).to_dict(),
+                  [[float(c.rate) for c in g.classes] for g in groups[e]], goodput_fallback) for e in todo]
+        solved = run_tasks(epoch_task, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
+                           on_result=landed, what="timeline epochs")
+    by_epoch = dict(zip(todo, solved, strict=True))
+    return [by_epoch[source[e]] for e in range(len(scns))], len(todo)
+
+
+def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool]) -> engine.EpochSolve:
+    """One epoch problem on a worker: (design scenario, epoch scenario, class rates per group, goodput fallback)."""
+    design, data, rates, goodput = item
+    prep = _prepared(design)
+    groups = [replace(g, classes=tuple(replace(c, rate=r) for c, r in zip(g.classes, row, strict=True)))
+              for g, row in zip(prep.groups, rates, strict=True)]
+    return engine.solve_epoch(prep, Scenario.from_dict(data), groups, goodput_fallback=goodput)
+
+
+def _prepared(design: dict[str, Any], ctx: EngineContext | None = None) -> engine.Prepared:
+    key = hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()
+    prep = _PREPARED.get(key)
+    if prep is None:
+        if ctx is None:
+            from planning.api import engine_context
+
+            ctx = engine_context()
+        _PREPARED.clear()  # one design at a time per worker: its libraries can be large
+        prep = _PREPARED[key] = engine.prepare(Scenario.from_dict(design), ctx)
+    return prep

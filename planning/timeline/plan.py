@@ -437,6 +437,7 @@ class _Runs:
     schedules: dict[str, policies.Schedule]
     myopic_solves: dict[int, engine.EpochSolve]
     independent: list[engine.EpochSolve] = field(default_factory=list)  # K = 0: every epoch, solved on its own
+    memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)
 
     def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
         """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
@@ -445,13 +446,26 @@ class _Runs:
             return self.independent[e]
         sch = self.schedules.get(primary)
         if primary == "myopic" or sch is None or not sch.counts:
-            return engine.solve_epoch(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
-                                      self.groups[e], goodput_fallback=self.opts.goodput_fallback, cancel=self.cancel)
+            return self.myopic_epoch(e, prev)
         if e in self.myopic_solves:  # a look-ahead step planned myopically (its horizon was short of nodes)
             return self.myopic_solves[e]
         status = "optimal" if sch.status == "optimal" else "feasible"
         return policies.fixed_epoch(self.prep, self.scns[e], self.groups[e], sch.counts[e], prev, status, sch.gap,
                                     sch.seconds / max(1, len(sch.counts)))
+
+    def myopic_epoch(self, e: int, prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve:
+        """Epoch ``e``'s allocation ILP with ``prev`` running; an epoch with the same rates, availability and
+        running instances as one solved before (a repeated day settles into the same hours) reuses its answer."""
+        from planning.timeline.fanout import epoch_key
+
+        key = (epoch_key(self.scns[e], self.groups[e]), tuple(sorted(prev.items())))
+        solved = self.memo.get(key)
+        if solved is None:
+            solved = engine.solve_epoch(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
+                                        self.groups[e], goodput_fallback=self.opts.goodput_fallback,
+                                        cancel=self.cancel)
+            self.memo[key] = solved
+        return solved
 
     def info(self, horizon: int) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}
@@ -479,8 +493,7 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
     limit, gap = design.options.time_limit_s, design.options.mip_rel_gap
 
     def myopic(t: int, prev: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
-        solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
-                                    goodput_fallback=opts.goodput_fallback, cancel=cancel)
+        solved = runs.myopic_epoch(t, prev)
         runs.myopic_solves[t] = solved
         return dict(solved.counts)
 
@@ -489,8 +502,7 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
         prev: dict[tuple[str, str], int] = {}
         counts = []
         for t in range(len(scns)):
-            solved = engine.solve_epoch(prep, replace(scns[t], current=engine.current_of(prev)), groups[t],
-                                        goodput_fallback=opts.goodput_fallback, cancel=cancel)
+            solved = runs.myopic_epoch(t, prev)
             prev = dict(solved.counts)
             counts.append(prev)
         return policies.Schedule("myopic", counts, seconds=time.perf_counter() - t0)

@@ -164,11 +164,20 @@ def lookahead(adapter: HorizonAdapter, horizon: int, *, time_limit_s: float, mip
     fallback: list[int] = []
     uncertified = 0
     previous: HorizonPlan | None = None
+    seen: dict[bytes, HorizonPlan] = {}  # a step's problem → its plan (a repeated day repeats its steps)
+    reused = 0
     for t in range(adapter.epochs):
         last = min(t + horizon, adapter.epochs)
-        start = (list(previous.counts[1:]) or None) if previous is not None and previous.has_plan else None
-        plan = solve_horizon(adapter.problem(t, last, prev), time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap,
-                             cancel=cancel, start=start)
+        problem = adapter.problem(t, last, prev)
+        key = step_key(problem)
+        plan = seen.get(key)
+        if plan is None:
+            start = (list(previous.counts[1:]) or None) if previous is not None and previous.has_plan else None
+            plan = solve_horizon(problem, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, cancel=cancel,
+                                 start=start)
+            seen[key] = plan
+        else:
+            reused += 1
         if plan.has_plan:
             now = adapter.counts(plan.counts[0])
             uncertified += plan.status != "optimal"
@@ -188,7 +197,22 @@ def lookahead(adapter: HorizonAdapter, horizon: int, *, time_limit_s: float, mip
     if uncertified:
         notes.append(f"look-ahead: {uncertified} horizon MILPs stopped before their proof (time limit "
                      f"{time_limit_s:g} s each); their best plans were used.")
-    return Schedule("lookahead", out, "feasible", None, None, tuple(fallback), time.perf_counter() - t0, tuple(notes))
+    return Schedule("lookahead", out, "feasible", None, None, tuple(fallback), time.perf_counter() - t0, tuple(notes),
+                    {"steps_reused": float(reused)})
+
+
+def step_key(problem: HorizonProblem) -> bytes:
+    """What a look-ahead step's MILP depends on besides the fixed columns and prices: its epochs' demand and
+    availability, K, the epoch length and the running instances (two steps with the same key have one answer)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for arr in (problem.demand, problem.available):
+        a = np.ascontiguousarray(arr, dtype=float)
+        h.update(repr(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(repr((problem.K, problem.hours, sorted(problem.running.items()))).encode())
+    return h.digest()
 
 
 def offline(adapter: HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,

@@ -89,3 +89,45 @@ class _C:
 class _G:
     def __init__(self, classes: list[tuple[str, float]]) -> None:
         self.classes = tuple(_C(i, r) for i, r in classes)
+
+
+def _two_days(scenario: Scenario) -> list:
+    out = []
+    for m in scenario.models:
+        s = diurnal(m.id, [1.0, 0.4, 0.7, 0.25], m.demand.rate_rps, m.demand.input_len, m.demand.output_len,
+                    epoch_hours=6.0)
+        out.append(replace(s, rate_rps=s.rate_rps * 2, input_len=s.input_len * 2, output_len=s.output_len * 2,
+                           labels=()))
+    return out
+
+
+@pytest.mark.parametrize("policy", ["myopic", "lookahead"])
+def test_a_repeated_day_reuses_its_steps_with_the_plans_of_a_run_without_reuse(
+        small: Scenario, policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """K > 0: an epoch (myopic) or a horizon step (look-ahead) whose demand, availability and running instances
+    were seen before reuses that answer; the plans and the total are those of a run that solves every one."""
+    from planning.timeline import policies
+
+    calls = []
+    real_epoch, real_horizon = tl_engine.solve_epoch, policies.solve_horizon
+
+    def counting_epoch(*a, **k):  # type: ignore[no-untyped-def]
+        calls.append("epoch")
+        return real_epoch(*a, **k)
+
+    def counting_horizon(*a, **k):  # type: ignore[no-untyped-def]
+        calls.append("step")
+        return real_horizon(*a, **k)
+
+    monkeypatch.setattr(tl_engine, "solve_epoch", counting_epoch)
+    monkeypatch.setattr(policies, "solve_horizon", counting_horizon)
+    opts = TimelineOptions(K=0.1, baselines=(), static_peak=False, policies=(policy,), horizon=2)
+    reused = run_timeline(small, _two_days(small), options=opts, context=api.engine_context())
+    n_reused = len(calls)
+    calls.clear()
+    counter = iter(range(10**6))
+    monkeypatch.setattr(fanout, "epoch_key", lambda *a: ("unique", next(counter)))
+    monkeypatch.setattr(policies, "step_key", lambda *a: str(next(counter)).encode())
+    every = run_timeline(small, _two_days(small), options=opts, context=api.engine_context())
+    assert len(calls) == 8 and n_reused < 8
+    assert _plans(reused) == _plans(every) and reused.total_cost == every.total_cost

@@ -28,6 +28,7 @@ from planning.scenario import Scenario
 from planning.timeline import engine
 
 _PREPARED: dict[str, engine.Prepared] = {}  # per worker process: the design's libraries, by its dict's digest
+_CONTEXTS: dict[str | None, EngineContext] = {}
 
 
 def epoch_key(scenario: Scenario, groups: Sequence[Group]) -> tuple[Any, ...]:
@@ -77,31 +78,40 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
             landed(i, solved[-1])
     else:
         design = prep.scenario.to_dict()
+        cache = str(prep.ctx.cache_dir) if prep.ctx.cache_dir is not None else None
         items = [(design, replace(scns[e], current=()).to_dict(),
-                  [[float(c.rate) for c in g.classes] for g in groups[e]], goodput_fallback) for e in todo]
+                  [[float(c.rate) for c in g.classes] for g in groups[e]], goodput_fallback, cache) for e in todo]
         solved = run_tasks(epoch_task, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
                            on_result=landed, what="timeline epochs")
     by_epoch = dict(zip(todo, solved, strict=True))
     return [by_epoch[source[e]] for e in range(len(scns))], len(todo)
 
 
-def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool]) -> engine.EpochSolve:
-    """One epoch problem on a worker: (design scenario, epoch scenario, class rates per group, goodput fallback)."""
-    design, data, rates, goodput = item
-    prep = _prepared(design)
+def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool, str | None]
+               ) -> engine.EpochSolve:
+    """One epoch problem on a worker: (design scenario, epoch scenario, class rates per group, goodput fallback,
+    the driver's template cache directory)."""
+    design, data, rates, goodput, cache = item
+    prep = _prepared(design, cache)
     groups = [replace(g, classes=tuple(replace(c, rate=r) for c, r in zip(g.classes, row, strict=True)))
               for g, row in zip(prep.groups, rates, strict=True)]
     return engine.solve_epoch(prep, Scenario.from_dict(data), groups, goodput_fallback=goodput)
 
 
-def _prepared(design: dict[str, Any], ctx: EngineContext | None = None) -> engine.Prepared:
-    key = hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()
+def _prepared(design: dict[str, Any], cache: str | None) -> engine.Prepared:
+    """The design's libraries in this worker (built, or loaded from the driver's template cache), kept for the
+    worker's next tasks; the catalog and perf model are the shipped ones with the user's overrides, as the
+    driver's ``default_context``."""
+    key = hashlib.sha256(json.dumps([design, cache], sort_keys=True, default=str).encode()).hexdigest()
     prep = _PREPARED.get(key)
     if prep is None:
-        if ctx is None:
-            from planning.api import engine_context
+        from pathlib import Path
 
-            ctx = engine_context()
+        from planning.context import default_context
+
         _PREPARED.clear()  # one design at a time per worker: its libraries can be large
+        ctx = _CONTEXTS.get(cache)
+        if ctx is None:
+            ctx = _CONTEXTS[cache] = default_context(cache_dir=Path(cache) if cache else None)
         prep = _PREPARED[key] = engine.prepare(Scenario.from_dict(design), ctx)
     return prep

@@ -47,7 +47,7 @@ import numpy as np
 
 from planning.context import CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
-from planning.timeline.horizon_ilp import pairs_ilp, run_until, schedule_value
+from planning.timeline.horizon_ilp import pairs_ilp_within, run_until, schedule_value
 
 BIG_M = 1e4
 INITIAL_PER_GROUP_REGION = 24
@@ -306,6 +306,8 @@ def _all_rc(d: _Data, m: _Master, y: np.ndarray, pairing: bool = True) -> list[n
 # ---------------------------------------------------------------------------------------------- Lagrangian bound
 COVER_SEED = 64  # pairs per group (smallest reduced cost) for the first cover, whose value bounds the listing
 COVER_LIMIT_S = 2.0
+MAX_COVER_CELLS = 400_000  # pairs × epochs of a group's full cover; above it the group keeps its LP dual value
+# (coral-core's week: building covers of ~10⁴ pairs × 168 epochs took 72 s of a 24 s budget and 8 GB)
 COVER_MIP_COLUMNS = 6_000  # a larger cover is bounded by its LP (HiGHS's root cut separation on bigger ones
 # ignored the time limit: 40 s past 10 s on a 38,400-column cover of a 24-epoch horizon)
 
@@ -433,12 +435,12 @@ def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray]
         if not math.isfinite(upper):
             L[gi] = base[gi]  # no cover found in time: the group's LP dual value is still a bound
             continue
-        keep = {(int(i), int(r)) for i, r in np.argwhere(rc <= upper - base[gi] + 1e-9 * max(1.0, abs(upper)))}
-        rows = sorted(keep | seed)
+        within = np.argwhere(rc <= upper - base[gi] + 1e-9 * max(1.0, abs(upper)))
         remaining = end - time.perf_counter()
-        if remaining <= 0.1:
-            L[gi] = base[gi]
+        if remaining <= 0.1 or (len(within) + len(seed)) * E > MAX_COVER_CELLS:
+            L[gi] = base[gi]  # no time, or a cover too large to build in it: the LP dual value still bounds
             continue
+        rows = sorted({(int(i), int(r)) for i, r in within} | seed)
         _value, bound = _cover(d, gi, rows, w_of(rows), running, min(per, 0.5 * remaining))
         # the cover's dual bound (−inf when its search had none in time); never below base_g, the value of a
         # dual-feasible point of the group's LP (every pair's cheapest lifetime has rc ≥ 0 at these duals)
@@ -555,10 +557,19 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         pairs = sorted(chosen)
         stats["pairs_in_ilp"] = float(len(pairs))
         ilp_gap = 0.0 if len(pairs) * problem.epochs <= GAP_ZERO_COLUMNS else mip_rel_gap
-        if best is not None and left() < len(pairs) * problem.epochs / ILP_COLUMNS_PER_S:
-            stats["ilp_skipped"] = float(len(pairs))  # too big for the time left: HiGHS's presolve and first
-            break  # heuristics would run past the limit (they do not answer its interrupts)
-        status, v, ilp_bound, counts = pairs_ilp(d, pairs, left, ilp_gap, hint if best is None else None)
+        restricted = False
+        if left() < len(pairs) * problem.epochs / ILP_COLUMNS_PER_S:  # too big for the time left: building it and
+            # HiGHS's presolve and first heuristics (deaf to its interrupts) would run past the limit
+            if best is not None or len(keep_always) >= len(pairs):
+                stats["ilp_skipped"] = float(len(pairs))
+                break
+            pairs, restricted = sorted(keep_always), True  # a first plan over the LP's (and the start's) pairs
+            stats["pairs_in_ilp"] = float(len(pairs))
+        status, v, ilp_bound, counts = pairs_ilp_within(d, pairs, left, ilp_gap, hint if best is None else None)
+        if restricted:  # no claim on the optimum from a restricted ILP
+            if counts and v < value - 1e-9:
+                best, value = counts, v
+            break
         if counts and v < value - 1e-9:
             best, value = counts, v
         if not converged:

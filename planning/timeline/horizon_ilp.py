@@ -226,3 +226,50 @@ def schedule_value(d: _Data, schedule: Sequence[Mapping[tuple[int, int, int], in
             if sum(min(1.0, s) for s in shares) < 1 - 1e-9:
                 return math.inf
     return total
+
+
+CHILD_COLUMNS = 50_000  # an ILP with more integer columns runs in a child process that is killed at the deadline
+
+
+def pairs_ilp_within(d: _Data, pairs: Sequence[tuple[int, int, int]], left: Callable[[], float], gap: float,
+                     start: Sequence[Mapping[tuple[int, int, int], int]] | None = None,
+                     ) -> tuple[str, float, float, list[dict]]:
+    """:func:`pairs_ilp` that returns by ``left()`` seconds whatever HiGHS does. A large ILP (more than
+    ``CHILD_COLUMNS`` integer columns) runs in a spawned child process, killed at the deadline (status
+    ``time_limit``, no plan): on coral-core's week HiGHS spent 305 s of a 45 s limit on an 85,680-column ILP
+    without reaching an interrupt point. Where a child cannot be started (inside a daemonic pool worker) it runs
+    here."""
+    import multiprocessing
+
+    if len(pairs) * d.p.epochs <= CHILD_COLUMNS:
+        return pairs_ilp(d, pairs, left, gap, start)
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    try:
+        proc = ctx.Process(target=_ilp_child, args=(send, d, list(pairs), left() - CHILD_START_S, gap, start),
+                           daemon=True)
+        proc.start()
+    except (AssertionError, OSError):  # a daemonic process may not have children
+        return pairs_ilp(d, pairs, left, gap, start)
+    send.close()
+    try:
+        if receive.poll(max(0.0, left())):
+            try:
+                return receive.recv()
+            except EOFError:  # the child died without an answer
+                return "other", math.inf, -math.inf, []
+        return "time_limit", math.inf, -math.inf, []
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=1.0)
+        receive.close()
+
+
+CHILD_START_S = 1.5  # spawning the child and importing numpy and highspy, kept back from its limit
+
+
+def _ilp_child(send: Any, d: _Data, pairs: list[tuple[int, int, int]], seconds: float, gap: float,
+               start: Sequence[Mapping[tuple[int, int, int], int]] | None) -> None:
+    send.send(pairs_ilp(d, pairs, max(seconds, 0.05), gap, start))
+    send.close()

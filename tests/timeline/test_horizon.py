@@ -219,3 +219,32 @@ def test_the_time_limit_holds_and_the_incumbent_comes_back(limit: float) -> None
     assert plan.has_plan and plan.status == "feasible"
     assert plan.gap is not None and 0 < plan.gap < 1 and plan.bound <= plan.value
     assert plan.value <= start_value + 1e-6 * start_value
+
+
+def test_a_large_ilp_in_its_child_process_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child-process route (ILPs above CHILD_COLUMNS, killed at the deadline) answers like the ILP here."""
+    from planning.timeline import horizon_ilp
+
+    p = _problem(3, epochs=4)
+    here = solve_horizon(p, time_limit_s=60)
+    monkeypatch.setattr(horizon_ilp, "CHILD_COLUMNS", 0)
+    there = solve_horizon(p, time_limit_s=60)
+    assert (there.status, there.value) == (here.status, pytest.approx(here.value, rel=1e-9))
+
+
+def test_a_child_ilp_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that does not answer by the deadline is killed: time_limit, no plan, back within the limit + 2 s."""
+    import time
+
+    from planning.timeline import horizon_ilp
+
+    monkeypatch.setattr(horizon_ilp, "CHILD_COLUMNS", 0)
+    monkeypatch.setattr(horizon_ilp, "CHILD_START_S", -30.0)  # the child's HiGHS gets 30 s more than the caller
+    p = _long_horizon()
+    d = _Data.build(p)
+    pairs = [(gi, i, r) for gi in range(2) for i in range(200) for r in range(2)]
+    end = time.perf_counter() + 2.0
+    t0 = time.perf_counter()
+    status, value, _bound, counts = horizon_ilp.pairs_ilp_within(d, pairs, lambda: end - time.perf_counter(), 0.0)
+    assert time.perf_counter() - t0 <= 2.0 + 2.0  # the deadline + the 2 s every limit may run over
+    assert status == "time_limit" and not counts and math.isinf(value)

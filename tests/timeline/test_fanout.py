@@ -4,7 +4,9 @@ timeline is in tests/parallel/test_ray_cluster.py.)"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +133,25 @@ def test_a_repeated_day_reuses_its_steps_with_the_plans_of_a_run_without_reuse(
     every = run_timeline(small, _two_days(small), options=opts, context=api.engine_context())
     assert len(calls) == 8 and n_reused < 8
     assert _plans(reused) == _plans(every) and reused.total_cost == every.total_cost
+
+
+def test_cli_workers_give_the_sequential_week(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the CLI: `planning timeline … --K 0 --workers 2` prints the plans and total of `--workers 1`; a bad
+    --workers is a clear error naming the flag."""
+    from planning.cli import main
+    from planning.scenario import save_scenario
+    from tests.timeline.conftest import TWO_MODELS
+
+    f = save_scenario(Scenario.from_dict(TWO_MODELS), tmp_path / "small.yaml")
+    day = Path(__file__).resolve().parents[2] / "data" / "demand" / "azure_conv_day.csv"
+    args = ["timeline", str(f), "--demand", f"llama-3-8b={day}", "--epoch", "4h", "--K", "0", "--no-baselines",
+            "--json"]
+    runs = {}
+    for workers in ("1", "2"):
+        assert main([*args, "--workers", workers]) == 0
+        out = json.loads(capsys.readouterr().out)
+        runs[workers] = (out["total_cost"], [(e["cost_per_hour"], e["nodes_started"], e["nodes_stopped"])
+                                             for e in out["epochs"]])
+    assert runs["2"] == runs["1"] and len(runs["1"][1]) == 6
+    assert main([*args, "--workers", "-1"]) == 2
+    assert "--workers" in capsys.readouterr().err

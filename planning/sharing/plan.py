@@ -151,6 +151,9 @@ class SharingResult:
         base.update({
             "status": self.status,
             "cost_per_hour": self.cost_per_hour,
+            # the whole plan's proven gap (both parts), None when the shared part has no bound (kvpr's heuristic):
+            # the dedicated part's own gap stays in sharing.dedicated_gap
+            "mip_gap": self.gap,
             "gpus": self.gpus(),
             "n_gpus": self.n_gpus,
             "split": self.split,
@@ -164,6 +167,7 @@ class SharingResult:
                         "shared_status": self.shared_status, "shared_gap": self.shared_gap,
                         "shared_cost_per_hour": self.shared_cost_per_hour,
                         "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
+                        "dedicated_gap": self.dedicated.mip_gap if self.dedicated is not None else None,
                         "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
                         "timings": dict(self.timings), "notes": list(self.notes)},
         })

@@ -157,6 +157,12 @@ def test_cli_sharing_json_equals_api(small: dict[str, Any], tmp_path: Path, caps
     node = cli["shared_nodes"][0]
     assert node["weights_gb"] + node["kv_pool_gb"] + node["free_gb"] == pytest.approx(node["capacity_gb"])
     assert cli["sharing"]["method"] == "exact"
+    # the top-level gap is the whole plan's (both parts), not the dedicated part's alone
+    assert cli["mip_gap"] == api_res.gap and cli["sharing"]["gap"] == api_res.gap
+    assert cli["sharing"]["dedicated_gap"] == (api_res.dedicated.mip_gap if api_res.dedicated else None)
+    assert main(["solve", str(path), "--sharing", "kvpr", "--json"]) == 0
+    kvpr = json.loads(capsys.readouterr().out)
+    assert kvpr["mip_gap"] is None  # the heuristic packing proves no bound: no gap is claimed for the whole plan
     # sharing off: the plain plan
     assert main(["solve", str(path), "--sharing", "off", "--json"]) == 0
     assert "shared_nodes" not in json.loads(capsys.readouterr().out)

@@ -19,7 +19,7 @@ def test_platform_100_covers_the_catalog_and_restates_its_spot_prices() -> None:
     threshold = scenario.options.sharing_threshold_rps
     popular = [m for m in scenario.models if m.demand.rate_rps >= threshold]
     tail = [m for m in scenario.models if m.demand.rate_rps < threshold]
-    assert len(popular) == 10 and len(tail) == 90 and scenario.options.sharing == "kvpr"
+    assert len(popular) == 10 and len(tail) == 90 and scenario.options.sharing == "exact"
     assert all(m.base in catalog.models for m in tail)  # variants of catalog models
     configs = list(catalog.configs.values())
     assert set(scenario.regions) == {c.region_key for c in configs}

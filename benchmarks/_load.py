@@ -13,8 +13,12 @@ burners and nothing else).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -103,11 +107,6 @@ def parse_with_isolate(parser: argparse.ArgumentParser, runs: int | None = None)
 def run_child(module: str, func: str, args: tuple[Any, ...], label: str, home: str | None = None) -> dict[str, Any]:
     """``module.func(*args)`` in a fresh Python process (PLANNING_JOB_PROCESSES=0, ``PLANNING_HOME`` = ``home``
     or a new empty folder); the dict it returns (JSON), or RuntimeError naming ``label`` with the child's output."""
-    import json
-    import subprocess
-    import sys
-    import tempfile
-
     code = f"import json; from {module} import {func}; print('RESULT', json.dumps({func}(*{args!r})))"
     with tempfile.TemporaryDirectory(prefix="planning-home-") as fresh:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,

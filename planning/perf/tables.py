@@ -13,6 +13,8 @@ step with the batch (:func:`kv_room`).
 from __future__ import annotations
 
 import hashlib
+import os
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,9 +214,6 @@ class TableCache:
         while len(self._mem) > self._size:
             self._mem.popitem(last=False)
         if write and self.cache_dir is not None:
-            import os
-            import uuid
-
             path = self._path(key)
             tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.npy")
             try:
@@ -232,8 +231,6 @@ class TableCache:
         written ones until the directory holds at most ``max_bytes``; returns how many files went."""
         if self.cache_dir is None or not self.cache_dir.is_dir():
             return 0
-        import os
-
         current = f"{self._prefix}_{code_fingerprint()}_"
         files: list[tuple[float, int, Path]] = []
         removed = 0

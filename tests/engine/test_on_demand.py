@@ -109,6 +109,24 @@ def test_upper_bound_is_admissible_and_throughput_matches_the_library(seed: int)
     assert np.allclose(frame["throughput"].to_numpy(), lib["throughput"].to_numpy())
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_coverage_tables_equal_their_definition(seed: int) -> None:
+    """a[k, S, g] = max_j min(j, j·T̂^S_j(k) / T_g), computed here row by row and grid point by grid point; the
+    space computes it by sorted prefix/suffix maxima. Zero entries (stages that do not fit) and ties included."""
+    rng = np.random.default_rng(seed)
+    sp = _space(MODELS[seed % len(MODELS)], ("prefill", "decode")[seed % 2], SHAPES, nmax=4, rng=rng)
+    tab = sp.tables * rng.uniform(0.2, 1.0, size=sp.tables.shape)
+    tab[rng.random(tab.shape) < 0.2] = 0.0
+    tab[..., 1::3] = tab[..., 0::3][..., : tab[..., 1::3].shape[-1]]  # equal throughputs: ties in the sort
+    sp = MultisetSpace(sp.shapes, sp.mem_gb, tab, sp.weight_gb, sp.layers, nmax=3)
+    a = sp.cover
+    jj = np.arange(1, sp.layers + 1, dtype=float)
+    for g in rng.choice(sp.grid.size, size=40, replace=False):
+        want = np.minimum(jj, tab * jj / sp.grid[g]).max(axis=2)
+        assert np.allclose(a[:, :, g], want, rtol=1e-12, atol=0.0)
+    assert np.all(np.isnan(MultisetSpace(sp.shapes, sp.mem_gb, tab * 0.0, sp.weight_gb, sp.layers, nmax=3).cover))
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_search_returns_every_multiset_below_the_threshold(seed: int) -> None:
     rng = np.random.default_rng(100 + seed)

@@ -24,7 +24,14 @@ from planning.perf.engines import EngineMemory, RouterBatching
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
-from planning.perf.tables import TableCache, batch_curves, best_over_batches, entry_point, step_elasticity
+from planning.perf.tables import (
+    TableCache,
+    batch_curves,
+    best_over_batches,
+    entry_point,
+    step_elasticity,
+    table_and_batch_curves,
+)
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -277,6 +284,13 @@ class PerfModel:
                             for s in shapes])
         if key:
             self._bundles.put(key, stacked)
+            if phase == "decode":  # the decode tables just computed left their batch curves: keep the stack too
+                keys = [self._curves_key(model, s, slo_ms, workload, max_stages, dtype) for s in shapes]
+                fresh = [self._batch_curves.get(k) for k in keys]
+                if all(f is not None for f in fresh):
+                    ckey = self._stacked_curves_key(keys)
+                    self._curve_files.put(ckey + "-dp", np.stack([f[1] for f in fresh if f is not None]))
+                    self._curve_files.put(ckey + "-tau", np.stack([f[2] for f in fresh if f is not None]))
         return stacked
 
     def _compute_table(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,
@@ -298,6 +312,12 @@ class PerfModel:
         if phase not in PHASES:
             raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill', 'decode' or 'aggregated'.")
         budget, curves = self._budget_and_curves(model, shape, phase, slo_ms, wl, max_stages, dtype)
+        if phase == "decode":  # the table and its batch curves in one pass (decode_batch_curves reads them later)
+            best, dp, tau = table_and_batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages,
+                                                   kv_extra=0.0, kv_sigmas=s.kv_sigmas)
+            self._keep_curves(self._curves_key(model, shape, slo_ms, wl, max_stages, dtype),
+                              (self._grid("decode", wl), dp, tau))
+            return best
         return best_over_batches(curves, arch.full_in_window, arch.layers, budget, max_stages,
                                  kv_extra=0.0 if phase == "decode" else 1.0,
                                  load_cap=s.prefill_max_load if phase == "prefill" else 1.0,
@@ -337,9 +357,8 @@ class PerfModel:
         batches = self._grid("decode", workload)
         key = ""
         if self._curve_files.cache_dir is not None:
-            key = TableCache.key(("stacked-decode-curves",
-                                  tuple(self._curves_key(model, s, slo_ms, workload, max_stages, dtype)
-                                        for s in shapes)))
+            key = self._stacked_curves_key([self._curves_key(model, s, slo_ms, workload, max_stages, dtype)
+                                            for s in shapes])
             dp, tau = self._curve_files.get(key + "-dp"), self._curve_files.get(key + "-tau")
             if dp is not None and tau is not None and dp.shape[0] == tau.shape[0] == len(shapes):
                 return batches, dp, tau
@@ -349,6 +368,18 @@ class PerfModel:
             self._curve_files.put(key + "-dp", dp)
             self._curve_files.put(key + "-tau", tau)
         return batches, dp, tau
+
+    @staticmethod
+    def _stacked_curves_key(keys: Sequence[str]) -> str:
+        """Content key of one group's stacked decode curves (:meth:`stacked_decode_curves`) from its shapes' keys."""
+        return TableCache.key(("stacked-decode-curves", tuple(keys)))
+
+    def _keep_curves(self, key: str, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Remember one shape's decode batch curves (a small LRU: the oldest entry goes first)."""
+        self._batch_curves.pop(key, None)
+        while len(self._batch_curves) >= BATCH_CURVES_CACHE:
+            self._batch_curves.pop(next(iter(self._batch_curves)))
+        self._batch_curves[key] = out
 
     def decode_batch_curves(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload,
                             max_stages: int = 6,
@@ -368,9 +399,7 @@ class PerfModel:
         dp, tau = batch_curves(curves, arch.full_in_window, arch.layers, budget, max_stages, kv_extra=0.0,
                                kv_sigmas=self.calibration.settings.kv_sigmas)
         out = (self._grid("decode", workload), dp, tau)
-        while len(self._batch_curves) >= BATCH_CURVES_CACHE:
-            self._batch_curves.pop(next(iter(self._batch_curves)))
-        self._batch_curves[key] = out
+        self._keep_curves(key, out)
         return out
 
     def stage_point(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, workload: Workload, stages: int,

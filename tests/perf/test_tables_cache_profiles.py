@@ -11,6 +11,7 @@ import pytest
 from planning.errors import PlanningError
 from planning.perf import PerfModel, Workload, load_profiles
 from planning.perf.calibration import Calibration
+from planning.perf.tables import best_over_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 WL = Workload(1000, 200)
@@ -48,6 +49,29 @@ def test_batch_curves_are_mirrored_on_disk(pm: PerfModel, tmp_path: Path, monkey
     monkeypatch.setattr(again, "_budget_and_curves", no_compute)
     b2, dp2, tau2 = again.stacked_decode_curves(spec, ["1xL4", "2xL4"], 60, WL)
     assert np.array_equal(b, b2) and np.array_equal(dp, dp2) and np.array_equal(tau, tau2)
+
+
+def test_decode_tables_leave_their_batch_curves(pm: PerfModel, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's decode T̂ tables and its batch curves come from one evaluation of the node curves: reading the
+    curves afterwards computes nothing, and both equal what a model computing each on its own gives."""
+    spec = pm.model("llama-3-8b")
+    shapes = ["1xL4", "2xL4", "1xL40S"]
+    one = PerfModel(catalog=pm.catalog, calibration=pm.calibration, cache_dir=tmp_path)
+    tables = one.stage_tables(spec, shapes, "decode", 60, WL)
+    monkeypatch.setattr(one, "_budget_and_curves", lambda *_a, **_k: pytest.fail("curves evaluated twice"))
+    b, dp, tau = one.stacked_decode_curves(spec, shapes, 60, WL)
+    monkeypatch.undo()
+    alone = PerfModel(catalog=pm.catalog, calibration=pm.calibration)
+    b2, dp2, tau2 = alone.stacked_decode_curves(spec, shapes, 60, WL)
+    assert np.array_equal(b, b2) and np.array_equal(dp, dp2) and np.array_equal(tau, tau2)
+    separate = PerfModel(catalog=pm.catalog, calibration=pm.calibration)
+    for k, s in enumerate(shapes):  # the prefill-style evaluation (best over batches alone) gives the same table
+        budget, curves = separate._budget_and_curves(spec, s, "decode", 60, WL, 6, None)
+        arch = separate._layer_arch(spec)
+        want = best_over_batches(curves, arch.full_in_window, arch.layers, budget, 6, kv_extra=0.0,
+                                 kv_sigmas=separate.calibration.settings.kv_sigmas)
+        assert np.array_equal(tables[k], want)
 
 
 def test_disk_tables_of_other_code_damaged_files_and_size_are_handled(pm: PerfModel, tmp_path: Path,

@@ -64,7 +64,7 @@ from planning.whatif import (
 )
 
 if TYPE_CHECKING:
-    from planning.sharing.plan import SharingResult
+    from planning.sharing.result import SharingResult
 
 __all__ = [
     "SOLVE_MODULES",

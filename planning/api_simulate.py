@@ -14,7 +14,7 @@ from planning.scenario import Scenario
 
 if TYPE_CHECKING:
     from planning.context import EngineContext
-    from planning.sharing.plan import SharingResult
+    from planning.sharing.result import SharingResult
     from planning.sharing.simulate import SharedSimResult
     from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
     from planning.simulate.run import SimConfig, Topology

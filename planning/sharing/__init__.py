@@ -10,14 +10,8 @@ from planning.sharing.packing import (
     exact_packing,
     kvpr_packing,
 )
-from planning.sharing.plan import (
-    SharedModel,
-    SharedNode,
-    SharingResult,
-    solve_shared,
-    split_models,
-    threshold_sweep,
-)
+from planning.sharing.plan import solve_shared, split_models, threshold_sweep
+from planning.sharing.result import SharedModel, SharedNode, SharingResult
 
 __all__ = [
     "Admission",

@@ -22,11 +22,10 @@ Steps (documented in docs/sharing.md):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
@@ -50,147 +49,11 @@ from planning.sharing.profiles import (
     perf_with_specs,
     usable_memory_gb,
 )
+from planning.sharing.result import SharedModel, SharedNode, SharingResult
 
 if TYPE_CHECKING:
     from planning.offers import ResolvedOffer
     from planning.perf import PerfModel
-
-
-@dataclass(frozen=True)
-class SharedModel:
-    """One model on a shared node: memory split (GB), compute load at peak, analytic TTFT attainment."""
-
-    model: str
-    base: str
-    rate_rps: float
-    weights_gb: float
-    kv_pool_gb: float
-    load: float
-    attainment_estimate: float
-
-
-@dataclass(frozen=True)
-class SharedNode:
-    """One shared single-GPU node: where it is bought, its price and its co-located models."""
-
-    region: str
-    shape: str
-    gpu: str
-    price_per_hour: float
-    capacity_gb: float
-    models: tuple[SharedModel, ...]
-
-    @property
-    def weights_gb(self) -> float:
-        return sum(m.weights_gb for m in self.models)
-
-    @property
-    def kv_pool_gb(self) -> float:
-        return sum(m.kv_pool_gb for m in self.models)
-
-    @property
-    def load(self) -> float:
-        return sum(m.load for m in self.models)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "weights_gb": self.weights_gb, "kv_pool_gb": self.kv_pool_gb,
-                "free_gb": self.capacity_gb - self.weights_gb - self.kv_pool_gb, "load": self.load, "gpus": 1}
-
-
-@dataclass(frozen=True)
-class SharingResult:
-    """The shared plan: shared nodes + the dedicated plan of the popular models, totals over both parts."""
-
-    sharing: str
-    status: str
-    threshold_rps: float | None
-    shared_nodes: tuple[SharedNode, ...]
-    shared_cost_per_hour: float
-    shared_status: str
-    shared_gap: float | None
-    dedicated: PlanResult | None
-    shared_models: tuple[str, ...]
-    dedicated_models: tuple[str, ...]
-    timings: Mapping[str, float] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    split: str = "threshold"  # "joint": one model decided the split; "threshold": the rate threshold did
-    threshold_split_cost_per_hour: float | None = None  # the threshold split solved exactly (for comparison)
-    threshold_split_status: str | None = None
-    threshold_split_gap: float | None = None
-    bound_per_hour: float | None = None  # proven lower bound of the (joint or threshold) model's optimum
-    gap: float | None = None  # its proven relative gap (0: certified)
-    stats: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def dedicated_cost_per_hour(self) -> float:
-        return self.dedicated.cost_per_hour if self.dedicated is not None else 0.0
-
-    @property
-    def cost_per_hour(self) -> float:
-        return self.shared_cost_per_hour + self.dedicated_cost_per_hour
-
-    def gpus(self) -> dict[str, int]:
-        """GPUs by type over both parts."""
-        out: dict[str, int] = {}
-        for n in self.shared_nodes:
-            out[n.gpu] = out.get(n.gpu, 0) + 1
-        if self.dedicated is not None:
-            for g, k in self.dedicated.gpus_by_type().items():
-                out[g] = out.get(g, 0) + k
-        return dict(sorted(out.items()))
-
-    @property
-    def n_gpus(self) -> int:
-        return sum(self.gpus().values())
-
-    def to_dict(self) -> dict[str, Any]:
-        """The dedicated part's PlanResult dict with ``cost_per_hour`` and ``gpus`` over both parts, plus
-        ``shared_nodes`` and a ``sharing`` summary."""
-        base: dict[str, Any] = (self.dedicated.to_dict() if self.dedicated is not None
-                                else {"status": self.status, "instances": []})
-        base.update({
-            "status": self.status,
-            "cost_per_hour": self.cost_per_hour,
-            # the whole plan's proven gap (both parts), None when the shared part has no bound (kvpr's heuristic):
-            # the dedicated part's own gap stays in sharing.dedicated_gap
-            "mip_gap": self.gap,
-            "gpus": self.gpus(),
-            "n_gpus": self.n_gpus,
-            "split": self.split,
-            "threshold_split_cost_per_hour": self.threshold_split_cost_per_hour,
-            "shared_nodes": [n.to_dict() for n in self.shared_nodes],
-            "sharing": {"method": self.sharing, "threshold_rps": self.threshold_rps, "split": self.split,
-                        "threshold_split_cost_per_hour": self.threshold_split_cost_per_hour,
-                        "threshold_split_status": self.threshold_split_status,
-                        "threshold_split_gap": self.threshold_split_gap, "bound_per_hour": self.bound_per_hour,
-                        "gap": self.gap, "stats": dict(self.stats),
-                        "shared_status": self.shared_status, "shared_gap": self.shared_gap,
-                        "shared_cost_per_hour": self.shared_cost_per_hour,
-                        "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
-                        "dedicated_gap": self.dedicated.mip_gap if self.dedicated is not None else None,
-                        "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
-                        "timings": dict(self.timings), "notes": list(self.notes)},
-        })
-        return base
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=float)
-
-    def summary(self) -> str:
-        """A short plain-text summary for the terminal."""
-        split = (f"split: {self.split}" + (f" (threshold split ${self.threshold_split_cost_per_hour:,.2f}/h)"
-                                           if self.threshold_split_cost_per_hour is not None else "")
-                 + (f", proven gap {self.gap:.2%}" if self.gap else ""))
-        lines = [f"status: {self.status}    cost: ${self.cost_per_hour:,.2f}/h    GPUs: {self.n_gpus} "
-                 f"({', '.join(f'{n}×{g}' for g, n in self.gpus().items())})", split,
-                 f"sharing: {self.sharing} ({len(self.shared_models)} models on {len(self.shared_nodes)} shared GPUs, "
-                 f"${self.shared_cost_per_hour:,.2f}/h; {len(self.dedicated_models)} dedicated, "
-                 f"${self.dedicated_cost_per_hour:,.2f}/h)"]
-        for i, n in enumerate(self.shared_nodes):
-            lines.append(f"  node {i}: {n.shape} {n.region}  weights {n.weights_gb:.1f} GB + KV {n.kv_pool_gb:.1f} GB "
-                         f"of {n.capacity_gb:.1f} GB, load {n.load:.2f}: " + ", ".join(m.model for m in n.models))
-        lines.extend(f"note: {x}" for x in self.notes)
-        return "\n".join(lines) + "\n"
 
 
 def models_subset(scenario: Scenario, keep: Sequence[str]) -> tuple[ModelRequest, ...]:

@@ -49,7 +49,7 @@ from planning.sharing.profiles import ModelProfile
 if TYPE_CHECKING:
     from planning.context import EngineContext
     from planning.scenario import Scenario
-    from planning.sharing.plan import SharingResult
+    from planning.sharing.result import SharingResult
 
 ADMISSIONS = ("moore-hodgson", "fcfs")
 KV_MODES = ("paged", "reserve")

@@ -31,6 +31,7 @@ from planning.context import Cancelled, ProgressFn
 from planning.errors import PlanningError
 from planning.jobs.reporting import Heartbeat, JobToken, ProgressWriter
 from planning.jobs.store import RESUBMIT, JobStore
+from planning.spawning import spawn_context
 
 JobFn = Callable[[dict[str, Any], ProgressFn, JobToken], dict[str, Any]]
 Outcome = tuple[str, Any, str]  # ("done", result, "") | ("cancelled", reason, text) | ("error", field, text)
@@ -316,7 +317,7 @@ class WorkerPool:
     """
 
     def __init__(self, size: int, warm_modules: tuple[str, ...]) -> None:
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = spawn_context()  # workers do not re-run the caller's script
         self._size = size
         self._warm = warm_modules
         self._idle: list[Worker] = []

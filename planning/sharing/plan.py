@@ -479,8 +479,15 @@ MIN_PART_S = 0.5
 
 
 def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, method: str = "kvpr",
-                    context: EngineContext | None = None) -> list[dict[str, Any]]:
+                    context: EngineContext | None = None, progress: ProgressFn | None = None,
+                    cancel: CancelToken | None = None, backend: str | None = None,
+                    workers: int = 0) -> list[dict[str, Any]]:
     """Cost and GPUs of the shared plan as the sharing threshold varies (for a what-if slider).
+
+    Each threshold is an independent shared plan (its split, packing and dedicated part), so the points fan out
+    like ``planning.api.sweep``'s: here one after another by default (the engine's warm tables make a point after
+    the first cheap), on the process pool with ``workers`` ≥ 2, or as Ray tasks with ``backend="ray"``; the rows
+    are the same on every backend.
 
     Parameters
     ----------
@@ -490,17 +497,40 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
         Rates in req/s.
     method:
         ``"kvpr"`` (fast) or ``"exact"``.
+    context:
+        The engine context of the points solved here (the pool's and Ray's workers use their own).
+    progress, cancel, backend, workers:
+        As for ``planning.api.sweep``.
 
     Returns
     -------
     One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
     shared_models (count).
     """
-    rows = []
-    for th in thresholds:
-        variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
-        res = solve_shared(variant, method=method, context=context)
-        rows.append({"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
-                     "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
-                     "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)})
-    return rows
+    from planning.api_fanout import _fan_out
+    from planning.parallel import resolve_backend
+
+    points = [(scenario.to_dict(), th, method) for th in thresholds]
+    labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]
+    if resolve_backend(backend) != "ray" and workers < 2:  # here: reuse this caller's engine context
+        rows = []
+        for i, point in enumerate(points):
+            check_cancel(cancel, "sharing threshold sweep")
+            rows.append(threshold_point(point, cancel=cancel, context=context))
+            if progress is not None:
+                progress((i + 1) / len(points), labels[i])
+        return rows
+    return list(_fan_out(threshold_point, points, labels, backend=backend, workers=workers, progress=progress,
+                         cancel=cancel, what="sharing threshold sweep"))
+
+
+def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: CancelToken | None = None,
+                    context: EngineContext | None = None) -> dict[str, Any]:
+    """One threshold sweep point (scenario as a dict, threshold, method) → its row (a task of any backend)."""
+    data, th, method = point
+    scenario = Scenario.from_dict(data)
+    variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
+    res = solve_shared(variant, method=method, context=context, cancel=cancel)
+    return {"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
+            "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
+            "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)}

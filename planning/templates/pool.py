@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from planning.spawning import spawn_context
 from planning.templates.chunks import ChunkResult, solve_chunk_general, solve_chunk_monotone
 from planning.templates.partitions import Block
 
@@ -20,12 +20,13 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
     """One long-lived process pool per worker count (spawning and importing numpy costs ~1 s per pool).
 
     "spawn", not fork: the library is also built from worker threads of a running server (Streamlit), where
-    forking a multi-threaded process can deadlock on locks held by other threads.
+    forking a multi-threaded process can deadlock on locks held by other threads. The workers do not re-run the
+    caller's script (``planning.spawning``), so a script without a ``__main__`` guard works too.
     """
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None:
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context())
             _POOLS[workers] = pool
             atexit.register(pool.shutdown, wait=False, cancel_futures=True)
         return pool

@@ -46,6 +46,21 @@ def test_what_if_on_the_pool_equals_the_sequential_what_if() -> None:
     assert here["demand ×2 (all models)"].comparable_cost > here["base"].comparable_cost
 
 
+def test_sharing_threshold_sweep_on_the_pool_equals_the_sequential_sweep() -> None:
+    """Sharing packings fan out too: one shared plan per threshold, the same rows on the pool as here."""
+    from planning.sharing import threshold_sweep
+
+    scenario = api.load_preset_scenario("long-tail")
+    values = [0.2, 0.5, None]
+    here = threshold_sweep(scenario, values)
+    seen: list[str] = []
+    pooled = threshold_sweep(scenario, values, workers=2, progress=lambda _f, m: seen.append(m))
+    assert pooled == here
+    assert sorted(seen) == sorted(["sharing threshold 0.2 req/s", "sharing threshold 0.5 req/s",
+                                   "sharing threshold: none"])
+    assert [r["threshold_rps"] for r in here] == values and here[0]["shared_models"] < here[-1]["shared_models"]
+
+
 def test_what_if_groups_changes_and_refuses_bad_input() -> None:
     scenario = api.load_preset_scenario(PRESET)
     out = api.what_if(scenario, {"cheap and busy": [DemandScale(2.0), PriceChange(-50.0)]}, base=False)

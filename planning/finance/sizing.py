@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from planning.allocate.certify import AvailabilityDuals
 from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
 from planning.allocate.solve import solve_allocation
@@ -114,7 +115,7 @@ def _kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seq
             say(f"step {step + 1}: {m}")
 
         _plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
-                                              prices=prices)
+                                              prices=prices, proof=proof)
         seconds = time.perf_counter() - t0
         if not all(a.has_plan for a in allocs):
             break
@@ -140,6 +141,7 @@ class _Proof:
 
     cuts: list[Cut] = field(default_factory=list)
     points: list[PlanPoint] = field(default_factory=list)
+    benders_cuts: int = 0
 
     def record(self, allocs: Sequence[AllocationResult], mip_rel_gap: float,
                prices: Sequence[Mapping[tuple[str, str], float]] | Mapping[tuple[str, str], float] | None = None,
@@ -155,6 +157,17 @@ class _Proof:
             use = {k: int(n) for k, n in a.nodes_used.items() if k in here or (point is not None and k in point)}
             paid = sum(here.get(k, 0.0) * n for k, n in use.items())
             self.points.append(PlanPoint(e, float(a.total_per_hour or 0.0) - paid, use))
+
+    def benders(self, epoch: int, duals: AvailabilityDuals, pools: Mapping[tuple[str, str], tuple[float, int]]) -> None:
+        """Epoch ``epoch``'s certified solve with pool k at p_k $/node-hour and A_k nodes (``pools``; every pool
+        offered) as a cut valid for every K: its bound as a function of the availabilities
+        (:class:`planning.allocate.certify.AvailabilityDuals`) gives z_p(K) ≥ bound − Σ_k π_k (K_k − A_k) for the
+        priced problem, and z_e(K) ≥ z_p(K) − Σ_k p_k K_k (a plan within K pays p·u ≤ p·K), so
+        z_e(K) ≥ (bound + π·A) − (p + π)·K."""
+        low = duals.bound + sum(duals.prices.get(k, 0.0) * n for k, (_p, n) in pools.items())
+        prices = {k: p + duals.prices.get(k, 0.0) for k, (p, _n) in pools.items()}
+        self.cuts.append(Cut(epoch, float(low), prices, None))
+        self.benders_cuts += 1
 
 
 def _closed(state: Mapping[str, object], gap: float) -> bool:
@@ -201,7 +214,8 @@ def _master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
         def tell(m: str, step: int = step) -> None:
             say(f"step {step + 1}: {m}")
 
-        plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell)
+        plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
+                                             proof=proof)
         seconds = time.perf_counter() - t0
         proof.record(allocs, gap, point={k: n for k, (_p, n) in pools.items()})
         if all(a.has_plan for a in allocs):
@@ -302,10 +316,12 @@ def _uniform_prices(epochs: Sequence[Epoch], candidates: Sequence[Candidate]) ->
 
 
 def epoch_resolved(resolved: ResolvedScenario, epoch: Epoch, candidates: Sequence[Candidate],
-                   pools: Mapping[tuple[str, str], tuple[float, int]], drop_kinds: Sequence[str] = ()) -> ResolvedScenario:
+                   pools: Mapping[tuple[str, str], tuple[float, int]], drop_kinds: Sequence[str] = (),
+                   zero_pools: bool = False) -> ResolvedScenario:
     """Epoch ``epoch``'s single-hour scenario: its demand, K = 0, ``drop_kinds`` left out, and each candidate pool
     (pool region, shape) offered at ``pools[key] = ($/node-hour, nodes)`` (held nodes included; absent = the
-    held nodes only, at 0 $/h)."""
+    held nodes only, at 0 $/h). ``zero_pools``: a pool of 0 nodes is offered too (with nothing available), so
+    the certified solve's LP prices its columns and its availability dual is a valid slope (a Benders cut)."""
     scenario = replace(resolved.scenario, options=replace(resolved.scenario.options, K=0.0), current=())
     offers = [o for o in resolved.offers if kind_of(o.region) not in drop_kinds and (o.region, o.shape) not in pools]
     proto = {(o.region, o.shape): o for o in resolved.offers if kind_of(o.region) == "on_demand"}
@@ -315,7 +331,7 @@ def epoch_resolved(resolved: ResolvedScenario, epoch: Epoch, candidates: Sequenc
             continue
         price, nodes = pools[key]
         base = next((o for o in resolved.offers if (o.region, o.shape) == key), None) or proto.get((c.region, c.shape))
-        if base is None or nodes <= 0:
+        if base is None or (nodes <= 0 and not zero_pools):
             continue
         offers.append(replace(base, region=c.pool, price_per_hour=price, available=int(nodes), kind="reserved"))
     return ResolvedScenario.from_offers(scenario, offers, resolved.specs, epoch_groups(resolved.groups, epoch))
@@ -329,25 +345,30 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
                   candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
                   drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
                   stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
-                  ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
+                  proof: _Proof | None = None) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
     """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
     candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses.
 
     ``stop_without_plan``: the busiest epoch first, and stop at the first epoch without a plan (its allocation is
     the last one returned; the lists then cover only the epochs solved). "All reserved" at R = 0 has no plan as
     soon as demand exceeds the owned and held nodes: one solve says so instead of one per epoch.
-    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``."""
+    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``. ``proof``: receives
+    each epoch's Benders cut (:meth:`_Proof.benders`; every pool of ``pools`` is then offered, 0 nodes too)."""
     from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
 
     order = list(range(len(epochs)))
+    every_pool = {(c.pool, c.shape) for c in candidates}
     if stop_without_plan:
         order.sort(key=lambda e: -sum(epochs[e].factor.values()))
     solved: dict[int, tuple[EpochPlan, AllocationResult, list[np.ndarray]]] = {}
     for done, e in enumerate(order, 1):
         check_cancel(cancel, "sizing: epoch plans")
         here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
-        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds)
-        alloc = solve_certified(res_e, sets, cancel=cancel).result
+        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds, zero_pools=proof is not None)
+        certified = solve_certified(res_e, sets, cancel=cancel)
+        alloc = certified.result
+        if proof is not None and certified.duals is not None and alloc.has_plan and every_pool <= set(here):
+            proof.benders(e, certified.duals, here)
         flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
                  else site_transfers(res_e))
         plan = plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows})
@@ -493,7 +514,8 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
                 for c in candidates}
         cheapest = {key: min(c.effective_hourly for c in candidates if (c.pool, c.shape) == key) for key in caps}
         for lam in levels:
-            pools = ({} if lam is None else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
+            pools = ({k: (0.0, held.get(k, 0)) for k in caps} if lam is None
+                     else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
             what = "no reservation" if lam is None else "reservations at their rate"
 
             def say(m: str, what: str = what) -> None:
@@ -501,7 +523,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
 
             t_pass = time.perf_counter()
             plans, allocs, used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say,
-                                                stop_without_plan=lam is None)
+                                                stop_without_plan=lam is None, proof=proof)
             for si in range(len(sets)):  # every epoch may use what any epoch's plan used (R is shared)
                 anywhere = np.logical_or.reduce([rows[si] for rows in used])
                 for e in range(len(epochs)):
@@ -552,7 +574,8 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
                                          + sum(chosen.get(x.id, 0) for x in candidates
                                                if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
             plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel,
-                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"))
+                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"),
+                                                 proof=proof)
             if all(a.has_plan for a in allocs):
                 second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
                 offer(second + committed_cost(chosen), chosen, plans)

@@ -12,7 +12,8 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
 2. **Every epoch alone**, certified over all templates (``allocate.certify.solve_certified``): at R = 0 (an exact
    plan: the "all on-demand" horizon) and with the pools at that μ and their caps (Σ_e w_e z_e(μ) − C(μ), each
    epoch at its proven bound, is a second lower bound).
-3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R.
+3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R
+   (within ``MILP_LIMIT_S``: it only proposes R; its plans are re-solved exactly in step 4).
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
 5. **The Lagrangian dual** (``_kelley``): Kelley's cutting planes in a box (a bundle step) over every epoch plan

@@ -39,6 +39,7 @@ The better of R and R = 0 is returned with the better bound; status ``optimal`` 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -74,8 +75,9 @@ MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: 
 MILP_LIMIT_S = 15.0  # and at most this: it only proposes R (found in seconds; the rest of its time went to
 # polishing epoch plans that step 4 re-solves exactly anyway: enterprise, 10 s limit: the same R at a 4.3 % gap)
 DUAL_STEPS = 12  # Kelley steps on the pool prices at most
-DUAL_SHARE = 0.35  # of the time left when they start (the rest: the cut master's exact points)
+DUAL_SHARE = 0.6  # of the time left when they start (the rest: the cut master's points, solved only as far as needed)
 MASTER_STEPS = 200  # cut-master iterations at most (each solves the epochs its point needs, at most all)
+EPOCH_THREADS = min(2, os.cpu_count() or 1)  # epochs of one pass solved at once (threads; HiGHS frees the GIL)
 MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
 
@@ -421,14 +423,14 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
     if stop_without_plan:
         order.sort(key=lambda e: -sum(epochs[e].factor.values()))
     solved: dict[int, tuple[EpochPlan, AllocationResult, list[np.ndarray]]] = {}
-    for done, e in enumerate(order, 1):
+
+    def one(e: int) -> tuple[EpochPlan, AllocationResult, list[np.ndarray], AvailabilityDuals | None,
+                             Mapping[tuple[str, str], tuple[float, int]]]:
         check_cancel(cancel, "sizing: epoch plans")
         here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
         res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds, zero_pools=proof is not None)
         certified = solve_certified(res_e, sets, cancel=cancel)
         alloc = certified.result
-        if proof is not None and certified.duals is not None and alloc.has_plan and every_pool <= set(here):
-            proof.benders(e, certified.duals, here)
         flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
                  else site_transfers(res_e))
         plan = plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows})
@@ -438,9 +440,31 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
                 row = ts.row_of.get(tid)
                 if row is not None:
                     rows[si][row] = True
+        return plan, alloc, rows, certified.duals, here
+
+    def keep(e: int, out: tuple[EpochPlan, AllocationResult, list[np.ndarray], AvailabilityDuals | None,
+                                Mapping[tuple[str, str], tuple[float, int]]]) -> None:
+        plan, alloc, rows, duals, here = out
+        if proof is not None and duals is not None and alloc.has_plan and every_pool <= set(here):
+            proof.benders(e, duals, here)
         solved[e] = (plan, alloc, rows)
+
+    threads = EPOCH_THREADS if not stop_without_plan and len(order) > 1 else 1
+    if threads > 1:  # HiGHS releases the GIL while it solves: two epochs at once; cuts kept in epoch order
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sizing-epoch")
+        try:
+            futures = {e: pool.submit(one, e) for e in order}
+            for done, e in enumerate(order, 1):
+                keep(e, futures[e].result())
+                report(f"epoch {done}/{len(order)}")
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+    for done, e in enumerate(order if threads == 1 else (), 1):
+        keep(e, one(e))
         report(f"epoch {done}/{len(order)}")
-        if stop_without_plan and not alloc.has_plan:
+        if stop_without_plan and not solved[e][1].has_plan:
             out = [solved[k] for k in order[:done]]
             return [p for p, _a, _u in out], [a for _p, a, _u in out], [u for _p, _a, u in out]
     back = range(len(epochs)) if which is None else which

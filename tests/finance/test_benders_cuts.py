@@ -75,3 +75,22 @@ def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -
             useful += cut.low - sum(cut.prices.get(p, 0.0) * n for p, n in point.items()) >= 0.5 * z > 0
     assert useful >= len(epochs)  # not vacuous: many come within half of z_e at their point (the small
     # instance's integer gap is wide; the enterprise epochs' is ~0.3 %)
+
+
+def test_epochs_solved_two_at_a_time_give_the_serial_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass with two epochs at once (threads) returns the same plans and the same cuts, in the same order."""
+    import planning.allocate.certify as certify_module
+    from planning.finance import sizing
+
+    monkeypatch.setattr(certify_module, "REDUCE_MIN_TEMPLATES", 0)
+    resolved, sets, epochs, cands = _inputs()
+    pools = {(c.pool, c.shape): (0.3, c.max_count) for c in cands}
+    answers = []
+    for threads in (1, 2):
+        monkeypatch.setattr(sizing, "EPOCH_THREADS", threads)
+        proof = sizing._Proof()
+        _plans, allocs, _used = sizing._epoch_solves(resolved, sets, epochs, cands, pools, (), None,
+                                                     lambda _m: None, proof=proof)
+        answers.append(([a.total_per_hour for a in allocs], [dict(a.counts) for a in allocs], proof.cuts))
+    assert answers[0] == answers[1]
+    assert len(answers[0][2]) == len(epochs)

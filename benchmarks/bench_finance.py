@@ -14,6 +14,7 @@ steps, bound and proven gap). Run: ``python -m benchmarks.bench_finance [--runs 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -91,7 +92,8 @@ def sizing_only(limit: float) -> float:
     print(f"sizing {sz.status} in {wall:.1f} s (deadline {limit:g} s): value ${sz.value:,.0f}, bound ${sz.bound:,.0f}, "
           f"gap {sz.gap:.3%}; Kelley {int(st.get('dual_steps', 0))} steps to ${st.get('dual_bound', float('nan')):,.0f} "
           f"(model ${st.get('dual_model', float('nan')):,.0f}), cut master {int(st.get('master_steps', 0))} steps to "
-          f"${st.get('master_bound', float('nan')):,.0f}; commitments "
+          f"${st.get('master_bound', float('nan')):,.0f} ({int(st.get('master_epoch_solves', 0))} epoch solves, "
+          f"{int(st.get('benders_cuts', 0))} Benders cuts); commitments "
           + ", ".join(f"{n} × {c.shape} {c.region}" for c in sz.candidates if (n := sz.counts.get(c.id, 0))))
     return float(sz.gap if sz.gap is not None else float("nan"))
 
@@ -105,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only the commitment sizing, with --limit as its deadline (default 600 s)")
     args = parser.parse_args(argv)
     if args.sizing_only:
+        print(f"load before: {os.getloadavg()[0]:.1f} (1-min average)")
         sizing_only(args.limit if args.limit is not None else 600.0)
+        print(f"load after: {os.getloadavg()[0]:.1f} (1-min average)")
         return 0
     walls, gaps = [], []
     for _ in range(args.runs):

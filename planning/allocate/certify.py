@@ -61,6 +61,21 @@ class Allocation:
     stats: dict[str, float] = field(default_factory=dict)  # model sizes: templates total / in ILP, LP bound …
     timings: dict[str, float] = field(default_factory=dict)
     sets: list[TemplateSet] | None = None  # on-demand: the template sets the search generated
+    duals: AvailabilityDuals | None = None  # the reduction's bound as a function of the availabilities (cost)
+
+
+@dataclass(frozen=True)
+class AvailabilityDuals:
+    """The certified solve's lower bound as a function of the offers' availabilities (a Benders cut).
+
+    The Lagrangian bound z_LB = Σ_g L_g + Σ_a y_a·A_a + (the other rows' terms) relaxes the availability rows
+    with the LP's duals y_a ≤ 0, and A enters it only through Σ y_a·A_a; so with π_a = −y_a ≥ 0, for every
+    availability vector A′ (the rest of the problem unchanged) the ILP optimum is ≥ ``bound`` − Σ_a π_a·(A′_a −
+    A_a). ``prices``: π_a > 0 per (region, shape); ``available``: A_a of those offers in the solve."""
+
+    bound: float
+    prices: dict[tuple[str, str], float]
+    available: dict[tuple[str, str], float]
 
 
 def _template_options(sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] | None = None) -> Iterator[TemplateOption]:
@@ -297,11 +312,13 @@ def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Seque
 def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
                   dump_model: str | None, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
                   progress: ProgressFn | None, cancel: CancelToken | None, anytime: Anytime,
-                  alpha: float | None = None) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
+                  alpha: float | None = None, duals: list[AvailabilityDuals] | None = None,
+                  ) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
     """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
     "served": value = −α of phase 1). Every plan and bound goes to ``anytime``; a deadline raises
     :class:`Cancelled` (the caller returns the incumbent). ``alpha``: the served objective's phase 2 (the cost
-    at α* on demand scaled by α*), whose plans are offered as serving α*."""
+    at α* on demand scaled by α*), whose plans are offered as serving α*. ``duals`` receives the reduction's
+    bound as a function of the availabilities (cost objective)."""
     served = objective == "served"
     if progress:
         progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
@@ -323,6 +340,8 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         stats["lagrangian_bound_per_hour"] = lag.z_lb
         if not phase_two:
             anytime.raise_bound(lag.z_lb, "Lagrangian bound")
+            if duals is not None and alpha is None and red.y_avail is not None:
+                duals.append(_availability_duals(resolved, sets, red.y_avail, float(lag.z_lb)))
     z_bound = lag.z_lb if lag is not None else red.z_lp
     target = z_bound + max(REDUCE_START_FRACTION * abs(z_bound), 1e-9)
     for attempt in range(MAX_ATTEMPTS):
@@ -362,6 +381,25 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
 
 
+def _availability_duals(resolved: ResolvedScenario, sets: Sequence[TemplateSet], y_avail: np.ndarray,
+                        bound: float) -> AvailabilityDuals:
+    """:class:`AvailabilityDuals` from the reduction's (R, K) duals (the shape order of :func:`_reduction`)."""
+    shapes = sorted({o.shape for o in resolved.offers} | {s for ts in sets for s in ts.shapes})
+    shape_index = {s: k for k, s in enumerate(shapes)}
+    region_index = {r: i for i, r in enumerate(resolved.regions)}
+    prices: dict[tuple[str, str], float] = {}
+    available: dict[tuple[str, str], float] = {}
+    for o in resolved.offers:
+        r, k = region_index.get(o.region), shape_index.get(o.shape)
+        if r is None or k is None:
+            continue
+        pi = -float(y_avail[r, k])
+        if pi > 0:
+            prices[(o.region, o.shape)] = pi
+            available[(o.region, o.shape)] = float(o.available)
+    return AvailabilityDuals(bound, prices, available)
+
+
 def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,
                     progress: ProgressFn | None = None, cancel: CancelToken | None = None,
                     anytime: Anytime | None = None) -> Allocation:
@@ -397,12 +435,13 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
     own = anytime is None
     tracker = anytime if anytime is not None else Anytime(served=objective == "served")
     groups = resolved.groups
+    duals: list[AvailabilityDuals] = []
     try:
         if not _reducible(resolved, sets):
             alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel, tracker)
         elif objective == "cost":
             alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
-                                                  progress, cancel, tracker)
+                                                  progress, cancel, tracker, duals=duals)
         else:
             phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel, tracker)
             alloc, problem, masks = phase1
@@ -420,4 +459,5 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
         if not own or tracker.best is None or not timed_out(cancel):
             raise
         return tracker.allocation("allocation", stats, timings)
-    return Allocation(result=alloc, problem=problem, masks=masks, stats=stats, timings=timings)
+    return Allocation(result=alloc, problem=problem, masks=masks, stats=stats, timings=timings,
+                      duals=duals[0] if duals else None)

@@ -80,6 +80,7 @@ class Reduction:
     y_card: np.ndarray | None = None
     y_avail_value: float = 0.0
     running: list[list[tuple[int, float, float, float]]] = field(default_factory=list)
+    y_avail: np.ndarray | None = None  # (R, K) availability duals (≤ 0) at the LP optimum; None when served
 
     def select(self, threshold: float | Sequence[float], blocks: Sequence[ColumnBlock]) -> list[np.ndarray]:
         """Rows (templates) with some pair of reduced cost ≤ threshold (one for all groups, or one per group),
@@ -389,7 +390,7 @@ def lp_reduction(blocks: Sequence[ColumnBlock], shape_index: Mapping[str, int], 
                      y_avail_value=float((y_avail * available).sum())
                      + sum(y_spot.get(gi, 0.0) * (1.0 - s) * demand[groups[gi]] for gi, s in caps.items())
                      + (float(y_split.sum()) if not served else 0.0),
-                     running=running)
+                     running=running, y_avail=None if served else y_avail)
 
 
 def _sender(links: Sequence[tuple[str, ...]], group: str) -> str | None:

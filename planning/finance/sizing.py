@@ -12,7 +12,8 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
 2. **Every epoch alone**, certified over all templates (``allocate.certify.solve_certified``): at R = 0 (an exact
    plan: the "all on-demand" horizon) and with the pools at that μ and their caps (Σ_e w_e z_e(μ) − C(μ), each
    epoch at its proven bound, is a second lower bound).
-3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R.
+3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R
+   (within ``MILP_LIMIT_S``: it only proposes R; its plans are re-solved exactly in step 4).
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
 5. **The Lagrangian dual** (``_kelley``): Kelley's cutting planes in a box (a bundle step) over every epoch plan
@@ -21,8 +22,11 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
 6. **The cut master over R** (``_master_loop``, :mod:`planning.finance.cuts`): every certified epoch solve of
    steps 2–5 is a cut on that epoch's second-stage value z_e(K) (Lagrangian at prices, monotone at a point);
    the MILP over R ∈ ℤ and one θ_e per epoch is a lower bound at least as good as every Lagrangian one. Its R̂
-   is solved exactly (every epoch at K(R̂), certified), giving a plan and exact cuts there, until the gap closes
-   or a pass no longer fits in the time left: finitely many steps to the optimum.
+   is solved exactly (epochs at K(R̂), certified), giving exact cuts there, until the gap closes or time runs
+   out: finitely many steps to the optimum. Only the epochs that can refute R̂ are solved, the most promising
+   first, until the cuts prove R̂ no better than the best plan (a point not refuted is solved in full and is
+   a plan). Every certified epoch solve is also a Benders cut valid for every K (the Lagrangian bound's
+   availability duals, ``allocate.certify.AvailabilityDuals``).
 
 Steps 1–6 also run on a horizon whose epochs repeat a demand level: each distinct level is solved once,
 weighted by the hours of all its epochs (``dedupe_epochs``).
@@ -35,12 +39,14 @@ The better of R and R = 0 is returned with the better bound; status ``optimal`` 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from planning.allocate.certify import AvailabilityDuals
 from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
 from planning.allocate.solve import solve_allocation
@@ -66,9 +72,12 @@ START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bo
 COVER_LIMIT_S = 2.0
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
 MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
+MILP_LIMIT_S = 15.0  # and at most this: it only proposes R (found in seconds; the rest of its time went to
+# polishing epoch plans that step 4 re-solves exactly anyway: enterprise, 10 s limit: the same R at a 4.3 % gap)
 DUAL_STEPS = 12  # Kelley steps on the pool prices at most
-DUAL_SHARE = 0.35  # of the time left when they start (the rest: the cut master's exact points)
-MASTER_STEPS = 40  # cut-master iterations at most (each one pass over the epochs)
+DUAL_SHARE = 0.6  # of the time left when they start (the rest: the cut master's points, solved only as far as needed)
+MASTER_STEPS = 200  # cut-master iterations at most (each solves the epochs its point needs, at most all)
+EPOCH_THREADS = min(2, os.cpu_count() or 1)  # epochs of one pass solved at once (threads; HiGHS frees the GIL)
 MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
 
@@ -114,7 +123,7 @@ def _kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seq
             say(f"step {step + 1}: {m}")
 
         _plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
-                                              prices=prices)
+                                              prices=prices, proof=proof)
         seconds = time.perf_counter() - t0
         if not all(a.has_plan for a in allocs):
             break
@@ -140,14 +149,15 @@ class _Proof:
 
     cuts: list[Cut] = field(default_factory=list)
     points: list[PlanPoint] = field(default_factory=list)
+    benders_cuts: int = 0
 
     def record(self, allocs: Sequence[AllocationResult], mip_rel_gap: float,
                prices: Sequence[Mapping[tuple[str, str], float]] | Mapping[tuple[str, str], float] | None = None,
-               point: Mapping[tuple[str, str], int] | None = None) -> None:
-        """One pass over every epoch (``allocs`` in epoch order): at ``prices`` (per epoch, or one for all;
-        $/node-hour) with every candidate's cap (Lagrangian cuts), or with the pools free at ``point`` nodes
-        (monotone cuts). Epochs without a plan give nothing."""
-        for e, a in enumerate(allocs):
+               point: Mapping[tuple[str, str], int] | None = None, which: Sequence[int] | None = None) -> None:
+        """One pass over every epoch (``allocs`` in epoch order; ``which``: the epochs ``allocs`` are of): at
+        ``prices`` (per epoch, or one for all; $/node-hour) with every candidate's cap (Lagrangian cuts), or with
+        the pools free at ``point`` nodes (monotone cuts). Epochs without a plan give nothing."""
+        for e, a in zip(which if which is not None else range(len(allocs)), allocs, strict=True):
             if not a.has_plan:
                 continue
             here = dict((prices[e] if isinstance(prices, Sequence) else prices) if prices is not None else {})
@@ -155,6 +165,36 @@ class _Proof:
             use = {k: int(n) for k, n in a.nodes_used.items() if k in here or (point is not None and k in point)}
             paid = sum(here.get(k, 0.0) * n for k, n in use.items())
             self.points.append(PlanPoint(e, float(a.total_per_hour or 0.0) - paid, use))
+
+    def low(self, epoch: int, k: Mapping[tuple[str, str], int]) -> float:
+        """θ_e(K): the best lower bound the cuts prove on epoch ``epoch``'s z_e at pool sizes ``k`` (0 if none)."""
+        best = 0.0
+        for c in self.cuts:
+            if c.epoch != epoch:
+                continue
+            if c.point is not None:
+                if all(n <= c.point.get(key, n) for key, n in k.items()):
+                    best = max(best, c.low)
+            else:
+                best = max(best, c.low - sum(p * k.get(key, 0) for key, p in c.prices.items()))
+        return best
+
+    def high(self, epoch: int, k: Mapping[tuple[str, str], int]) -> float:
+        """The cheapest plan seen for epoch ``epoch`` that fits pool sizes ``k`` (its cost with the pools free;
+        inf if none): an upper bound on z_e(K)."""
+        return min((p.cost for p in self.points if p.epoch == epoch
+                    and all(n <= k.get(key, 0) for key, n in p.use.items())), default=math.inf)
+
+    def benders(self, epoch: int, duals: AvailabilityDuals, pools: Mapping[tuple[str, str], tuple[float, int]]) -> None:
+        """Epoch ``epoch``'s certified solve with pool k at p_k $/node-hour and A_k nodes (``pools``; every pool
+        offered) as a cut valid for every K: its bound as a function of the availabilities
+        (:class:`planning.allocate.certify.AvailabilityDuals`) gives z_p(K) ≥ bound − Σ_k π_k (K_k − A_k) for the
+        priced problem, and z_e(K) ≥ z_p(K) − Σ_k p_k K_k (a plan within K pays p·u ≤ p·K), so
+        z_e(K) ≥ (bound + π·A) − (p + π)·K."""
+        low = duals.bound + sum(duals.prices.get(k, 0.0) * n for k, (_p, n) in pools.items())
+        prices = {k: p + duals.prices.get(k, 0.0) for k, (p, _n) in pools.items()}
+        self.cuts.append(Cut(epoch, float(low), prices, None))
+        self.benders_cuts += 1
 
 
 def _closed(state: Mapping[str, object], gap: float) -> bool:
@@ -168,14 +208,22 @@ def _master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
                  offer: Callable[[float, Mapping[str, int], Sequence[EpochPlan]], None],
                  committed_cost: Callable[[Mapping[str, int]], float], say: Callable[[str], None]) -> None:
     """Step 6 (:mod:`planning.finance.cuts`): raise ``state["bound"]`` to the cut master's bound; while the gap is
-    open and a pass over the epochs fits in the time left, solve every epoch at the master's R exactly (pools
-    free at K(R̂), certified over all templates), offer that plan and add its monotone cuts."""
+    open and time is left, solve epochs at the master's R̂ exactly (pools free at K(R̂), certified over all
+    templates), adding their monotone and Benders cuts, until R̂ is refuted or every epoch is solved.
+
+    Only the epochs that can refute R̂ are solved: the epochs in order of w_e × (the cheapest plan seen that fits
+    K(R̂) − θ_e(K(R̂))), stopping as soon as the cuts prove R̂ cannot beat the best plan (Σ_j a_j R̂_j +
+    Σ_e w_e θ_e ≥ value × (1 − gap/2)); an epoch whose plan at another point fits K(R̂) and is proven there has
+    nothing to gain and is not re-solved. A point that is not refuted is solved in full and offered as a plan;
+    a point the master proposes again is solved in full. Before time runs out a last master solve turns the
+    cuts so far into the bound."""
     gap = resolved.scenario.options.mip_rel_gap
     hours = [ep.hours for ep in epochs]
     total = sum(hours)
     rows = [(c.id, (c.pool, c.shape), c.max_count, c.effective_hourly * total) for c in candidates]
-    seen: set[tuple[tuple[str, int], ...]] = set()
-    seconds = float(stats.get("pass_seconds", 0.0))
+    seen: dict[tuple[tuple[str, int], ...], dict[int, tuple[EpochPlan, AllocationResult]]] = {}
+    per_epoch = float(stats.get("pass_seconds", 0.0)) / max(1, len(epochs))  # one certified epoch solve
+    stats["master_epoch_solves"] = 0.0
     for step in range(MASTER_STEPS):
         left = time_left(cancel, math.inf, 0.0)
         master = solve_master(proof.cuts, hours, rows, held, min(MASTER_LIMIT_S, max(0.05, 0.2 * left)))
@@ -183,30 +231,57 @@ def _master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
             return
         stats["master_steps"] = float(step + 1)
         stats["master_bound"] = master.bound
+        stats["benders_cuts"] = float(proof.benders_cuts)
         state["bound"] = max(float(state["bound"]), master.bound)  # type: ignore[arg-type]
         value = float(state["value"])  # type: ignore[arg-type]
         say(f"step {step + 1}: bound {master.bound:,.0f}, best plan {value:,.0f}")
         key = tuple(sorted(master.counts.items()))
-        if value - float(state["bound"]) <= gap * value or not master.counts or key in seen:  # type: ignore[arg-type]
+        if value - float(state["bound"]) <= gap * value or not master.counts:  # type: ignore[arg-type]
             return
+        solved = seen.get(key)
+        if solved is not None and len(solved) == len(epochs):
+            return  # evaluated exactly already: the master cannot move
+        early = solved is None  # a point proposed again is solved in full
+        solved = seen.setdefault(key, {})
+        k_hat = {(c.pool, c.shape): held.get((c.pool, c.shape), 0)
+                 + sum(master.counts.get(x.id, 0) for x in candidates if (x.pool, x.shape) == (c.pool, c.shape))
+                 for c in candidates}
+        pools = {key_k: (0.0, n) for key_k, n in k_hat.items()}
+        # the epochs whose cut can raise the master most first: w_e × (best plan that fits K̂ − θ_e(K̂)); an
+        # epoch whose plan at another point fits K̂ and is proven there (θ = its cost) has nothing to gain
+        low = {e: proof.low(e, k_hat) for e in range(len(epochs))}
+        gain = {e: hours[e] * (proof.high(e, k_hat) - low[e]) for e in range(len(epochs)) if e not in solved}
+        for e in sorted(gain, key=lambda x: -gain[x]):
+            floor = committed_cost(master.counts) + sum(w * low[x] for x, w in enumerate(hours))
+            if early and floor >= value * (1 - gap / 2):
+                break  # R̂ is refuted (it cannot beat the best plan): back to the master with the new cuts
+            left = time_left(cancel, math.inf, 0.0)
+            if math.isfinite(left) and left < 3 * per_epoch + min(MASTER_LIMIT_S, 2.0):
+                break  # no time for another epoch: a last master solve proves what the cuts so far give
+            t0 = time.perf_counter()
+
+            def tell(_m: str, step: int = step, e: int = e) -> None:
+                say(f"step {step + 1}: epoch {e + 1}")
+
+            plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
+                                                 proof=proof, which=[e])
+            per_epoch = max(0.5 * per_epoch, time.perf_counter() - t0) if per_epoch else time.perf_counter() - t0
+            stats["master_epoch_solves"] += 1.0
+            proof.record(allocs, gap, point=k_hat, which=[e])
+            if not allocs[0].has_plan:
+                break
+            solved[e] = (plans[0], allocs[0])
+            low[e] = max(low[e], proof.low(e, k_hat))
+        if len(solved) == len(epochs):
+            second = sum(w * float(solved[e][1].total_per_hour or 0.0) for e, w in enumerate(hours))
+            offer(second + committed_cost(master.counts), master.counts, [solved[e][0] for e in range(len(epochs))])
         left = time_left(cancel, math.inf, 0.0)
-        if math.isfinite(left) and left < 1.5 * seconds:
+        if math.isfinite(left) and left < 3 * per_epoch + min(MASTER_LIMIT_S, 2.0):
+            last = solve_master(proof.cuts, hours, rows, held, max(0.05, min(MASTER_LIMIT_S, 0.5 * left)))
+            if last is not None:
+                stats["master_bound"] = max(float(stats["master_bound"]), last.bound)
+                state["bound"] = max(float(state["bound"]), last.bound)  # type: ignore[arg-type]
             return
-        seen.add(key)
-        pools = {(c.pool, c.shape): (0.0, held.get((c.pool, c.shape), 0)
-                                     + sum(master.counts.get(x.id, 0) for x in candidates
-                                           if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
-        t0 = time.perf_counter()
-
-        def tell(m: str, step: int = step) -> None:
-            say(f"step {step + 1}: {m}")
-
-        plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell)
-        seconds = time.perf_counter() - t0
-        proof.record(allocs, gap, point={k: n for k, (_p, n) in pools.items()})
-        if all(a.has_plan for a in allocs):
-            second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
-            offer(second + committed_cost(master.counts), master.counts, plans)
 
 
 def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:
@@ -302,10 +377,12 @@ def _uniform_prices(epochs: Sequence[Epoch], candidates: Sequence[Candidate]) ->
 
 
 def epoch_resolved(resolved: ResolvedScenario, epoch: Epoch, candidates: Sequence[Candidate],
-                   pools: Mapping[tuple[str, str], tuple[float, int]], drop_kinds: Sequence[str] = ()) -> ResolvedScenario:
+                   pools: Mapping[tuple[str, str], tuple[float, int]], drop_kinds: Sequence[str] = (),
+                   zero_pools: bool = False) -> ResolvedScenario:
     """Epoch ``epoch``'s single-hour scenario: its demand, K = 0, ``drop_kinds`` left out, and each candidate pool
     (pool region, shape) offered at ``pools[key] = ($/node-hour, nodes)`` (held nodes included; absent = the
-    held nodes only, at 0 $/h)."""
+    held nodes only, at 0 $/h). ``zero_pools``: a pool of 0 nodes is offered too (with nothing available), so
+    the certified solve's LP prices its columns and its availability dual is a valid slope (a Benders cut)."""
     scenario = replace(resolved.scenario, options=replace(resolved.scenario.options, K=0.0), current=())
     offers = [o for o in resolved.offers if kind_of(o.region) not in drop_kinds and (o.region, o.shape) not in pools]
     proto = {(o.region, o.shape): o for o in resolved.offers if kind_of(o.region) == "on_demand"}
@@ -315,7 +392,7 @@ def epoch_resolved(resolved: ResolvedScenario, epoch: Epoch, candidates: Sequenc
             continue
         price, nodes = pools[key]
         base = next((o for o in resolved.offers if (o.region, o.shape) == key), None) or proto.get((c.region, c.shape))
-        if base is None or nodes <= 0:
+        if base is None or (nodes <= 0 and not zero_pools):
             continue
         offers.append(replace(base, region=c.pool, price_per_hour=price, available=int(nodes), kind="reserved"))
     return ResolvedScenario.from_offers(scenario, offers, resolved.specs, epoch_groups(resolved.groups, epoch))
@@ -329,6 +406,7 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
                   candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
                   drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
                   stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
+                  proof: _Proof | None = None, which: Sequence[int] | None = None,
                   ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
     """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
     candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses.
@@ -336,18 +414,23 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
     ``stop_without_plan``: the busiest epoch first, and stop at the first epoch without a plan (its allocation is
     the last one returned; the lists then cover only the epochs solved). "All reserved" at R = 0 has no plan as
     soon as demand exceeds the owned and held nodes: one solve says so instead of one per epoch.
-    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``."""
+    ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``. ``proof``: receives
+    each epoch's Benders cut (:meth:`_Proof.benders`; every pool of ``pools`` is then offered, 0 nodes too)."""
     from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
 
-    order = list(range(len(epochs)))
+    order = list(range(len(epochs))) if which is None else list(which)
+    every_pool = {(c.pool, c.shape) for c in candidates}
     if stop_without_plan:
         order.sort(key=lambda e: -sum(epochs[e].factor.values()))
     solved: dict[int, tuple[EpochPlan, AllocationResult, list[np.ndarray]]] = {}
-    for done, e in enumerate(order, 1):
+
+    def one(e: int) -> tuple[EpochPlan, AllocationResult, list[np.ndarray], AvailabilityDuals | None,
+                             Mapping[tuple[str, str], tuple[float, int]]]:
         check_cancel(cancel, "sizing: epoch plans")
         here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
-        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds)
-        alloc = solve_certified(res_e, sets, cancel=cancel).result
+        res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds, zero_pools=proof is not None)
+        certified = solve_certified(res_e, sets, cancel=cancel)
+        alloc = certified.result
         flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
                  else site_transfers(res_e))
         plan = plan_from_allocation(alloc, sets, {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in flows})
@@ -357,13 +440,35 @@ def _epoch_solves(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epoch
                 row = ts.row_of.get(tid)
                 if row is not None:
                     rows[si][row] = True
+        return plan, alloc, rows, certified.duals, here
+
+    def keep(e: int, out: tuple[EpochPlan, AllocationResult, list[np.ndarray], AvailabilityDuals | None,
+                                Mapping[tuple[str, str], tuple[float, int]]]) -> None:
+        plan, alloc, rows, duals, here = out
+        if proof is not None and duals is not None and alloc.has_plan and every_pool <= set(here):
+            proof.benders(e, duals, here)
         solved[e] = (plan, alloc, rows)
-        report(f"epoch {done}/{len(epochs)}")
-        if stop_without_plan and not alloc.has_plan:
+
+    threads = EPOCH_THREADS if not stop_without_plan and len(order) > 1 else 1
+    if threads > 1:  # HiGHS releases the GIL while it solves: two epochs at once; cuts kept in epoch order
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sizing-epoch")
+        try:
+            futures = {e: pool.submit(one, e) for e in order}
+            for done, e in enumerate(order, 1):
+                keep(e, futures[e].result())
+                report(f"epoch {done}/{len(order)}")
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+    for done, e in enumerate(order if threads == 1 else (), 1):
+        keep(e, one(e))
+        report(f"epoch {done}/{len(order)}")
+        if stop_without_plan and not solved[e][1].has_plan:
             out = [solved[k] for k in order[:done]]
             return [p for p, _a, _u in out], [a for _p, a, _u in out], [u for _p, _a, u in out]
-    return ([solved[e][0] for e in range(len(epochs))], [solved[e][1] for e in range(len(epochs))],
-            [solved[e][2] for e in range(len(epochs))])
+    back = range(len(epochs)) if which is None else which
+    return [solved[e][0] for e in back], [solved[e][1] for e in back], [solved[e][2] for e in back]
 
 
 def dedupe_epochs(epochs: Sequence[Epoch]) -> tuple[list[Epoch], list[int]]:
@@ -451,10 +556,10 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
     def committed_cost(counts: Mapping[str, int]) -> float:
         return sum(c.effective_hourly * sum(hours) * counts.get(c.id, 0) for c in candidates)
 
-    def milp(problem: AllocationProblem, share: float = 1.0) -> AllocationResult:
+    def milp(problem: AllocationProblem, share: float = 1.0, cap: float = math.inf) -> AllocationResult:
         check_cancel(cancel, f"{label}: two-stage MILP")
         limit = time_left(cancel, problem.time_limit_s)
-        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, limit * share)), diagnose=False)
+        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, min(limit * share, cap))), diagnose=False)
         if alloc.has_plan and alloc.total_per_hour is not None:
             offer(float(alloc.total_per_hour), alloc.commitments, plans_from_stacked(alloc, problem, epochs))
         return alloc
@@ -493,7 +598,8 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
                 for c in candidates}
         cheapest = {key: min(c.effective_hourly for c in candidates if (c.pool, c.shape) == key) for key in caps}
         for lam in levels:
-            pools = ({} if lam is None else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
+            pools = ({k: (0.0, held.get(k, 0)) for k in caps} if lam is None
+                     else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
             what = "no reservation" if lam is None else "reservations at their rate"
 
             def say(m: str, what: str = what) -> None:
@@ -501,7 +607,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
 
             t_pass = time.perf_counter()
             plans, allocs, used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say,
-                                                stop_without_plan=lam is None)
+                                                stop_without_plan=lam is None, proof=proof)
             for si in range(len(sets)):  # every epoch may use what any epoch's plan used (R is shared)
                 anywhere = np.logical_or.reduce([rows[si] for rows in used])
                 for e in range(len(epochs)):
@@ -542,7 +648,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
         stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
         report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
         problem = horizon_problem(resolved, sets, epochs, candidates, masks=masks, drop_kinds=drop_kinds)
-        alloc = milp(problem, share=MILP_SHARE)
+        alloc = milp(problem, share=MILP_SHARE, cap=MILP_LIMIT_S)
         if alloc.has_plan:
             stats["milp_value"] = float(alloc.total_per_hour or math.inf)
             stats["milp_gap"] = float(alloc.gap) if alloc.gap is not None else math.nan
@@ -552,7 +658,8 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
                                          + sum(chosen.get(x.id, 0) for x in candidates
                                                if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
             plans, allocs, _used = _epoch_solves(resolved, sets, epochs, candidates, pools, drop_kinds, cancel,
-                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"))
+                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"),
+                                                 proof=proof)
             if all(a.has_plan for a in allocs):
                 second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
                 offer(second + committed_cost(chosen), chosen, plans)
@@ -566,6 +673,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
         # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
         _master_loop(resolved, sets, epochs, candidates, held, drop_kinds, cancel, state, stats, proof, offer,
                      committed_cost, lambda m: report(0.95, f"{label}: cut master: {m}"))
+        stats["benders_cuts"] = float(proof.benders_cuts)
         state["over"] = ("all templates" if answer().status == "optimal" else
                          "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
                          "all templates")

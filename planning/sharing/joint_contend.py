@@ -29,7 +29,11 @@ at the dearer prices, so LB_S(p + δ) ≥ z_LP + Σ δ_c A_c and
     L(δ) ≥ z_LP + LB_D(p + δ/(1 + K)),
 
 one dedicated solve (its certified optimum, or cost × (1 − gap)). The dedicated part then pays for a contended
-node what it is worth to the packing, and takes y_c of them only where they save it more.
+node what it is worth to the packing, and takes y_c of them only where they save it more. When the LP's duals
+are 0 there (degenerate) or the gap stays above ``STOP_GAP``: subgradient steps (Polyak) δ ← max(0, δ + θ(U − L)
+/‖g‖² · g), g_c = x_S,c + y_D,c − A_c (x_S the packing's nodes at those prices, whose bound is then the packing's
+proven one, ILP-lifted), U the best plan, θ halved when L does not rise; at most ``MAX_ROUNDS``, and only while
+more than three rounds' time is left.
 
 The plans
 ---------
@@ -51,15 +55,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from planning.context import Deadline
+from planning.context import Cancelled, Deadline, EngineContext, time_left
+from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Scenario
 from planning.scenario_supply import OfferSpec
-from planning.sharing.packing import Packing
+from planning.sharing.packing import NodeType, Packing, fits
 
 if TYPE_CHECKING:
     from planning.offers import ResolvedOffer
     from planning.sharing.plan import SharedNode
+    from planning.sharing.profiles import ModelProfile
 
 MAX_ROUNDS = 8
 """Multiplier rounds (each a packing LP and a dedicated solve) at most."""
@@ -158,7 +164,10 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
     used_s, used_f = _node_usage(nodes), _plan_usage(free)
     rows = contended(offers, used_s, used_f)
     notes: list[str] = []
-    stats: dict[str, float] = {"contended_offers": float(len(rows))}
+    stats: dict[str, float] = {"contended_offers": float(len(rows)),
+                               "contended_nodes": float(sum(rows.values())),
+                               "contended_in_packing": float(sum(used_s.get(key, 0) for key in rows)),
+                               "contended_in_free_plan": float(sum(used_f.get(key, 0) for key in rows))}
     best: list[tuple[float, str, Packing, tuple[SharedNode, ...], PlanResult, Scenario, bool]] = []
     free_ok = free.status in ("optimal", "feasible")
 
@@ -205,72 +214,88 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         if got is not None:
             add("popular first", got[0], got[1], free, sub, False)
 
-    # 1. Lagrangian multipliers on the contended offers: the bound, and the split each dedicated plan suggests
-    if cost_objective and free_ok and lagrangian_applies(scenario, offers, rows):
-        t_start = time.perf_counter()
-        z0, prices, _ = shared_lp({})
-        factor = 1.0 + scenario.options.K
-        delta = {key: prices.get(key, 0.0) for key in rows}
-        splits: set[tuple[int, ...]] = set()
-        theta = 1.0
-        for it in range(MAX_ROUNDS):
-            t_round = time.perf_counter()
-            if it == 0:  # the LP's duals with σ_c raised to 0 stay feasible at the dearer prices (docstring)
-                lb_s = z0 + sum(delta[key] * rows[key] for key in rows)
-                if not any(d > 0 for d in delta.values()) and packing.bound_per_hour is not None:
-                    lb_s = max(lb_s, packing.bound_per_hour)  # no price: the packing's own bound (ILP-lifted)
-                elif not any(d > 0 for d in delta.values()) and packing.status == "optimal":
-                    lb_s = max(lb_s, packing.cost_per_hour)
-                x_s: Mapping[tuple[str, str], float] = used_s
-            else:
-                lb_s, _p, x_s = shared_lp({key: d for key, d in delta.items() if d > 0})
-            if not math.isfinite(lb_s):
-                break
-            dearer = {key: d / factor for key, d in delta.items() if d > 1e-9}
-            at = solve_part(priced(sub, offers, dearer), 0.7, False) if dearer else free
-            if at.status not in ("optimal", "feasible"):
-                break
-            lagrange = lb_s + _part_bound(at.cost_per_hour, at.mip_gap, None) - sum(
-                delta[key] * rows[key] for key in rows)
-            stats["multiplier_rounds"] = float(it + 1)
-            if math.isfinite(lagrange) and (bound is None or lagrange > bound + 1e-9):
-                bound = lagrange
-                stats["lagrangian_bound_per_hour"] = lagrange
-                stats["node_price_total"] = float(sum(delta.values()))
-                priced_at = ", ".join(f"{r} {s} +${d:,.4f}/h" for (r, s), d in sorted(delta.items()) if d > 1e-9)
-                lagrange_note = (f"lower bound ${lagrange:,.2f}/h: a Lagrangian bound over the {len(rows)} "
-                                 "contended offers, the packing LP plus the popular models' optimum with those "
-                                 f"nodes priced at their value to the packing ({priced_at or 'no extra price'}).")
-            else:
-                theta /= 2
-            taken = _plan_usage(at)
-            split = tuple(taken.get(key, 0) for key in rows)
-            if split not in splits:  # a split not tried: the packing on what this plan leaves, then re-planned
-                splits.add(split)
-                if at is free:
-                    popular_first()
+    found: dict[str, str] = {}  # the Lagrangian bound's note, when it raised the bound
+
+    def explore() -> None:
+        """The multipliers and the orders (a time limit inside a solve raises ``Cancelled``: the caller keeps the
+        pairs found)."""
+        nonlocal bound
+
+        # 1. Lagrangian multipliers on the contended offers: the bound, and the split each dedicated plan suggests
+        if cost_objective and free_ok and lagrangian_applies(scenario, offers, rows):
+            t_start = time.perf_counter()
+            z0, prices, _ = shared_lp({})
+            factor = 1.0 + scenario.options.K
+            delta = {key: prices.get(key, 0.0) for key in rows}
+            splits: set[tuple[int, ...]] = set()
+            theta = 1.0
+            for it in range(MAX_ROUNDS):
+                if deadline.expired():
+                    break
+                t_round = time.perf_counter()
+                if it == 0:  # the LP's duals with σ_c raised to 0 stay feasible at the dearer prices (docstring)
+                    lb_s = z0 + sum(delta[key] * rows[key] for key in rows)
+                    if not any(d > 0 for d in delta.values()) and packing.bound_per_hour is not None:
+                        lb_s = max(lb_s, packing.bound_per_hour)  # no price: the packing's own bound (ILP-lifted)
+                    elif not any(d > 0 for d in delta.values()) and packing.status == "optimal":
+                        lb_s = max(lb_s, packing.cost_per_hour)
+                    x_s: Mapping[tuple[str, str], float] = used_s
                 else:
-                    got = packed_on(_remaining(scenario, offers, taken))
-                    if got is not None:
-                        packed_first(got[0], got[1], "lagrangian", 0.8)
-            timed("lagrangian_seconds", t_round)
-            g = {key: float(x_s.get(key, 0.0)) + taken.get(key, 0) - rows[key] for key in rows}
-            norm = sum(v * v for v in g.values())
-            left = deadline.remaining_s()
-            if close() or norm < 1e-12 or (left is not None and left < 3 * (time.perf_counter() - t_round)):
-                break
-            target = total() if math.isfinite(total()) else lagrange + 0.05 * abs(lagrange) + 1e-6
-            step = theta * max(target - lagrange, 1e-6 * abs(target)) / norm
-            delta = {key: max(0.0, delta[key] + step * g[key]) for key in rows}
-        stats["lagrangian_seconds"] = time.perf_counter() - t_start
-        if "lagrangian_bound_per_hour" in stats:
-            notes.append(lagrange_note)
-    # 2. the popular models' free optimum first, the packing on what it leaves (cost objective: a packing only)
-    if cost_objective and free_ok and not popular_first_tried and not close():
-        popular_first()
-    # 3. the packing first, the popular models on what it leaves
-    if not close() or not best:
-        packed_first(packing, nodes, "shared first", 0.7)
+                    lb_s, _p, x_s = shared_lp({key: d for key, d in delta.items() if d > 0})
+                if not math.isfinite(lb_s):
+                    break
+                dearer = {key: d / factor for key, d in delta.items() if d > 1e-9}
+                at = solve_part(priced(sub, offers, dearer), 0.7, False) if dearer else free
+                if at.status not in ("optimal", "feasible"):
+                    break
+                lagrange = lb_s + _part_bound(at.cost_per_hour, at.mip_gap, None) - sum(
+                    delta[key] * rows[key] for key in rows)
+                stats["multiplier_rounds"] = float(it + 1)
+                if math.isfinite(lagrange) and (bound is None or lagrange > bound + 1e-9):
+                    bound = lagrange
+                    stats["lagrangian_bound_per_hour"] = lagrange
+                    stats["node_price_total"] = float(sum(delta.values()))
+                    priced_at = ", ".join(f"{r} {s} +${d:,.4f}/h" for (r, s), d in sorted(delta.items()) if d > 1e-9)
+                    found["note"] = (f"lower bound ${lagrange:,.2f}/h: a Lagrangian bound over the {len(rows)} "
+                                     "contended offers, the packing LP plus the popular models' optimum with those "
+                                     f"nodes priced at their value to the packing ({priced_at or 'no extra price'}).")
+                else:
+                    theta /= 2
+                taken = _plan_usage(at)
+                split = tuple(taken.get(key, 0) for key in rows)
+                if split not in splits:  # a split not tried: the packing on what this plan leaves, then re-planned
+                    splits.add(split)
+                    if at is free:
+                        popular_first()
+                    else:
+                        got = packed_on(_remaining(scenario, offers, taken))
+                        if got is not None:
+                            packed_first(got[0], got[1], "lagrangian", 0.8)
+                timed("lagrangian_seconds", t_round)
+                g = {key: float(x_s.get(key, 0.0)) + taken.get(key, 0) - rows[key] for key in rows}
+                norm = sum(v * v for v in g.values())
+                left = deadline.remaining_s()
+                if close() or norm < 1e-12 or (left is not None and left < 3 * (time.perf_counter() - t_round)):
+                    break
+                target = total() if math.isfinite(total()) else lagrange + 0.05 * abs(lagrange) + 1e-6
+                step = theta * max(target - lagrange, 1e-6 * abs(target)) / norm
+                delta = {key: max(0.0, delta[key] + step * g[key]) for key in rows}
+            stats["lagrangian_seconds"] = time.perf_counter() - t_start
+        # 2. the popular models' free optimum first, the packing on what it leaves (cost objective: a packing only)
+        if cost_objective and free_ok and not popular_first_tried and not close():
+            popular_first()
+        # 3. the packing first, the popular models on what it leaves
+        if not close() or not best:
+            packed_first(packing, nodes, "shared first", 0.7)
+    try:
+        explore()
+    except Cancelled:
+        if not deadline.timed_out():
+            raise
+        notes.append("the time limit stopped the search for a cheaper split of the contended nodes.")
+    if "note" in found:
+        notes.append(found["note"])
+
     if not best:  # no pair in time: the packing with no dedicated plan (the caller reports the time limit)
         empty = replace(free, status="time_limit", instances=(), cost_lines=(), cost_per_hour=0.0,
                         provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0,
@@ -295,3 +320,31 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
     optimal = (bound is not None and math.isfinite(bound) and pk.status == "optimal" and ded.status == "optimal"
                and value <= bound * (1 + 1e-9) + 1e-9)
     return Settled(pk, nd, ded, on, bound, optimal, notes, stats)
+
+
+def pack_on(rest: Scenario, ctx: EngineContext, shared_ids: Sequence[str], method: str, deadline: Deadline
+            ) -> tuple[Packing, tuple[SharedNode, ...]] | None:
+    """The shared models packed on ``rest``'s availability (None when they cannot be)."""
+    from planning.sharing.plan import _shared_nodes, pack
+
+    try:
+        alt, profiles, types = pack(rest, ctx, shared_ids, method, deadline)
+    except PlanningError:
+        return None
+    return (alt, _shared_nodes(alt, profiles, types)) if alt.feasible else None
+
+
+def shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType], method: str,
+              deadline: Deadline, extra: Prices) -> tuple[float, Prices, Prices]:
+    """The packing's bound with the offers in ``extra`` dearer (``joint_plan.packing_lp``: with none, its LP, the
+    column packing's own when it has one); none for the heuristic, whose gap the plan does not claim."""
+    if not extra and packing.lp_bound_per_hour is not None:
+        return packing.lp_bound_per_hour, packing.node_prices, {}
+    if method != "exact":
+        return -math.inf, {}, {}
+    from planning.sharing.joint_plan import packing_lp
+    from planning.sharing.plan import _tail_models
+
+    tail = [m for m in _tail_models(profiles, types) if any(fits([m], t) for t in types)]
+    return packing_lp(tail, types, time_limit_s=time_left(deadline, 15.0, 0.2), cancel=deadline, extra=extra,
+                      lp_only=not extra)

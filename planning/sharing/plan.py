@@ -343,7 +343,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                   progress: ProgressFn | None, cancel: CancelToken | None) -> SharingResult:
     """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
     from planning import api
-    from planning.sharing.joint_contend import settle
+    from planning.sharing.joint_contend import pack_on, settle, shared_lp
 
     profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
     # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
@@ -360,10 +360,13 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
     nodes = _shared_nodes(packing, profiles, types)
     timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
     notes.extend(packing.notes)
-    if not packing.feasible:
-        return SharingResult(method, "infeasible", threshold, (), math.inf, packing.status, packing.gap, None,
-                             tuple(shared_ids), tuple(dedicated_ids), timings,
-                             (*notes, "the shared models cannot be packed within availability."))
+    if not packing.feasible:  # no packing: proven (infeasible) or none found in time (time_limit)
+        late = packing.status == "time_limit"
+        return SharingResult(method, "time_limit" if late else "infeasible", threshold, (), math.inf, packing.status,
+                             packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings, (*notes, (
+                                 "no packing of the shared models was found before the time limit; raise "
+                                 "options.time_limit_s.") if late else "the shared models cannot be packed within "
+                             "availability."))
     dedicated: PlanResult | None = None
     stats: dict[str, float] = {}  # the contention's (joint_contend), when the parts compete for nodes
     coupled = False
@@ -407,8 +410,8 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                 bound = packing_free.cost_per_hour + free.cost_per_hour
                 notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
             settled = settle(scenario, sub, offers, packing, nodes, free, bound, deadline=deadline, solve_part=solve_part,
-                             pack_on=lambda rest: _pack_on(rest, ctx, shared_ids, method, deadline),
-                             shared_lp=lambda d: _shared_lp(packing_free, profiles, types, method, deadline, d))
+                             pack_on=lambda rest: pack_on(rest, ctx, shared_ids, method, deadline),
+                             shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d))
             packing, nodes, dedicated, bound = settled.packing, settled.nodes, settled.dedicated, settled.bound
             notes.extend(settled.notes)
             coupled, stats = not settled.optimal, settled.stats
@@ -439,32 +442,6 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                          dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes),
                          bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap,
                          stats=stats)
-
-
-def _pack_on(rest: Scenario, ctx: EngineContext, shared_ids: Sequence[str], method: str, deadline: Deadline
-             ) -> tuple[Packing, tuple[SharedNode, ...]] | None:
-    """The shared models packed on ``rest``'s availability (None when they cannot be)."""
-    try:
-        alt, profiles, types = pack(rest, ctx, shared_ids, method, deadline)
-    except PlanningError:
-        return None
-    return (alt, _shared_nodes(alt, profiles, types)) if alt.feasible else None
-
-
-def _shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType], method: str,
-               deadline: Deadline, extra: Mapping[tuple[str, str], float]
-               ) -> tuple[float, Mapping[tuple[str, str], float], Mapping[tuple[str, str], float]]:
-    """The packing's bound with the offers in ``extra`` dearer (``joint_plan.packing_lp``: with none, its LP, the
-    column packing's own when it has one); none for the heuristic, whose gap the plan does not claim."""
-    if not extra and packing.lp_bound_per_hour is not None:
-        return packing.lp_bound_per_hour, packing.node_prices, {}
-    if method != "exact":
-        return -math.inf, {}, {}
-    from planning.sharing.joint_plan import packing_lp
-
-    tail = [m for m in _tail_models(profiles, types) if any(fits([m], t) for t in types)]
-    return packing_lp(tail, types, time_limit_s=time_left(deadline, 15.0, 0.2), cancel=deadline, extra=extra,
-                      lp_only=not extra)
 
 
 def _part_bound(cost: float, gap: float | None, bound: float | None) -> float:

@@ -37,6 +37,7 @@ def _instance(small: dict[str, Any], avail: tuple[int, int, int], seed: int, K: 
         if seed:
             o["price_per_hour"] = round(o["price_per_hour"] * rng.uniform(0.8, 1.2), 3)
     small["options"]["K"] = K
+    small["options"]["time_limit_s"] = 600  # a busy machine must not turn a case into a time limit
     return small
 
 

@@ -209,12 +209,9 @@ def _plan_usage(plan: PlanResult) -> dict[tuple[str, str], int]:
 
 def _fits_together(offers: Sequence[ResolvedOffer], *usages: Mapping[tuple[str, str], int]) -> bool:
     """Whether the summed node counts stay within every (region, shape)'s availability."""
-    avail = {(o.region, o.shape): int(o.available) for o in offers}
-    total: dict[tuple[str, str], int] = {}
-    for used in usages:
-        for key, k in used.items():
-            total[key] = total.get(key, 0) + k
-    return all(k <= avail.get(key, 0) for key, k in total.items())
+    from planning.sharing.joint_contend import contended
+
+    return not contended(offers, *usages)
 
 
 def _remaining(scenario: Scenario, offers: Sequence[ResolvedOffer],

@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from planning.context import Cancelled, Deadline, EngineContext, time_left
+from planning.context import Cancelled, Deadline, time_left
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import AvailabilityOverride, Scenario
@@ -74,7 +74,7 @@ STOP_GAP = 0.005
 packing and possibly a dedicated solve)."""
 
 Usage = Mapping[tuple[str, str], int]
-PackOn = Callable[[Scenario], "tuple[Packing, tuple[SharedNode, ...]] | None"]
+PackOn = Callable[[Usage], "tuple[Packing, tuple[SharedNode, ...]] | None"]
 SolvePart = Callable[[Scenario, float, bool], PlanResult]
 Prices = Mapping[tuple[str, str], float]
 SharedLP = Callable[[Prices], tuple[float, Prices, Prices]]
@@ -145,7 +145,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
     bound:
         Each part's bound with every node, added (None when not a cost objective).
     pack_on:
-        ``f(scenario) -> (packing, nodes)`` (None when no packing) on a scenario's availability.
+        ``f(usage) -> (packing, nodes)`` (None when no packing) on what ``usage`` leaves of the availability.
     solve_part:
         ``f(scenario, progress from, with baselines) -> PlanResult`` for the popular models.
     shared_lp:
@@ -196,11 +196,11 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         add(label, pk, nd, solve_part(on, lo, baselines), on, baselines)
         timed("replan_seconds", t0)
 
-    def packed_on(rest: Scenario) -> tuple[Packing, tuple[SharedNode, ...]] | None:
+    def packed_on(taken: Usage) -> tuple[Packing, tuple[SharedNode, ...]] | None:
         if deadline.expired():
             return None
         t0 = time.perf_counter()
-        got = pack_on(rest)
+        got = pack_on(taken)
         timed("repack_seconds", t0)
         return got
 
@@ -210,7 +210,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         """The popular models' free optimum first, the packing on what it leaves (a packing only)."""
         nonlocal popular_first_tried
         popular_first_tried = True
-        got = packed_on(_remaining(scenario, offers, used_f))
+        got = packed_on(used_f)
         if got is not None:
             add("popular first", got[0], got[1], free, sub, False)
 
@@ -268,7 +268,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
                     if at is free:
                         popular_first()
                     else:
-                        got = packed_on(_remaining(scenario, offers, taken))
+                        got = packed_on(taken)
                         if got is not None:
                             packed_first(got[0], got[1], "lagrangian", 0.8)
                 timed("lagrangian_seconds", t_round)
@@ -322,16 +322,23 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
     return Settled(pk, nd, ded, on, bound, optimal, notes, stats)
 
 
-def pack_on(rest: Scenario, ctx: EngineContext, shared_ids: Sequence[str], method: str, deadline: Deadline
-            ) -> tuple[Packing, tuple[SharedNode, ...]] | None:
-    """The shared models packed on ``rest``'s availability (None when they cannot be)."""
-    from planning.sharing.plan import _shared_nodes, pack
+def pack_on(taken: Usage, scenario: Scenario, profiles: Sequence[ModelProfile], types: Sequence[NodeType],
+            method: str, deadline: Deadline) -> tuple[Packing, tuple[SharedNode, ...]] | None:
+    """The shared models (``profiles``, profiled on ``types`` once) packed on what ``taken`` leaves of ``types``
+    (None when they cannot be)."""
+    from planning.sharing.plan import _shared_nodes, _tail_models, pack_tail
 
+    rest = []
+    for t in types:
+        region, shape = t.key.split(" ", 1)
+        left = t.available - taken.get((region, shape), 0)
+        if left > 0:
+            rest.append(replace(t, available=left))
     try:
-        alt, profiles, types = pack(rest, ctx, shared_ids, method, deadline)
+        packing = pack_tail(scenario, _tail_models(profiles, rest), rest, method, deadline)
     except PlanningError:
         return None
-    return (alt, _shared_nodes(alt, profiles, types)) if alt.feasible else None
+    return (packing, _shared_nodes(packing, profiles, rest)) if packing.feasible else None
 
 
 def shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType], method: str,

@@ -163,18 +163,21 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
     if model_ids and not types:
         raise PlanningError("shapes", "offers no single-GPU node with availability for shared models.",
                             "add a 1-GPU shape (e.g. 1xL40S, 1xH100) or set options.sharing: off.")
-    tail = _tail_models(profiles, types)
+    return pack_tail(scenario, _tail_models(profiles, types), types, method, cancel), profiles, types
+
+
+def pack_tail(scenario: Scenario, tail: Sequence[TailModel], types: Sequence[NodeType], method: str,
+              cancel: CancelToken | None = None) -> Packing:
+    """:func:`pack`'s packing of profiled models: KVPR, the compact MILP, or from ``COLUMN_PACKING_MIN`` models ×
+    types the column generation (half the time left)."""
     if method == "kvpr":
-        packing = kvpr_packing(tail, types)
-    elif len(tail) * len(types) >= COLUMN_PACKING_MIN:
+        return kvpr_packing(tail, types)
+    limit = scenario.options.time_limit_s
+    if len(tail) * len(types) >= COLUMN_PACKING_MIN:
         from planning.sharing.joint_plan import column_packing
 
-        packing = column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, scenario.options.time_limit_s, 0.4),
-                                 cancel=cancel)
-    else:
-        packing = exact_packing(tail, types, time_limit_s=time_left(cancel, scenario.options.time_limit_s, 0.2),
-                                mip_rel_gap=scenario.options.mip_rel_gap)
-    return packing, profiles, types
+        return column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, limit, 0.4), cancel=cancel)
+    return exact_packing(tail, types, time_limit_s=time_left(cancel, limit, 0.2), mip_rel_gap=scenario.options.mip_rel_gap)
 
 
 def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> tuple[SharedNode, ...]:
@@ -407,7 +410,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                 bound = packing_free.cost_per_hour + free.cost_per_hour
                 notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
             settled = settle(scenario, sub, offers, packing, nodes, free, bound, deadline=deadline, solve_part=solve_part,
-                             pack_on=lambda rest: pack_on(rest, ctx, shared_ids, method, deadline),
+                             pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
                              shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d))
             packing, nodes, dedicated, bound = settled.packing, settled.nodes, settled.dedicated, settled.bound
             notes.extend(settled.notes)

@@ -10,7 +10,7 @@ each solved alone with every node available. When their free optima overflow som
     min  c_S(x_S) + c_D(x_D)   s.t.   u_S(x_S) + u_D(x_D) ≤ A   (every offer (r, k)), each part's own rows,
 
 and "each part's optimum with every node, added" is only a lower bound that ignores the competition (on
-platform-100: 36 spot A100s in eastus, all wanted by the packing and 10 of them by the popular models; that
+platform-100: 36 spot A100s in eastus, all wanted by the packing and 9 of them by the popular models; that
 bound was 4.92 % below the plan).
 
 The bound (Lagrangian over the contended rows)

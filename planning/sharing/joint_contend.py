@@ -64,8 +64,8 @@ from planning.sharing.packing import NodeType, Packing, fits
 
 if TYPE_CHECKING:
     from planning.offers import ResolvedOffer
-    from planning.sharing.plan import SharedNode
     from planning.sharing.profiles import ModelProfile
+    from planning.sharing.result import SharedNode
 
 MAX_ROUNDS = 8
 """Multiplier rounds (each a packing LP and a dedicated solve) at most."""

@@ -10,16 +10,24 @@ share; the threshold split then shares every one of them), and a 100-model varia
 ½ and ¼ the rate, as ``bench_sharing.py``'s), with its own time limit. ``--only platform-100`` plans issue 29's
 preset (610 offers: the threshold split part by part, the shared part by column generation) and prints its proven
 gap and the process's peak RSS.
+
+``--fresh`` (issue 29's figures): each run is a new process with an empty ``PLANNING_HOME`` (profiles and template
+libraries built from nothing), three runs per scenario (``--runs``) of platform-100, long-tail and the 100-model
+variant (``--only`` picks one); it prints per run and as medians: the process's wall time, the ``solve_shared``
+call's, its peak RSS, cost, status, proven gap and bound, and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -64,13 +72,75 @@ def run(name: str, s: Scenario, runs: int) -> None:
         print(f"  note: {note}")
 
 
+def scenario_named(name: str, time_limit: float, big_time_limit: float) -> Scenario:
+    """One of the fresh-run scenarios: ``platform-100`` (its preset's options), ``long-tail`` (``time_limit``) or
+    ``100`` (the 100-model variant, ``big_time_limit``)."""
+    if name == "platform-100":
+        return api.load_preset_scenario("platform-100")
+    base = api.load_preset_scenario("long-tail")
+    if name == "long-tail":
+        return replace(base, options=replace(base.options, time_limit_s=time_limit))
+    big = hundred(base)
+    return replace(big, options=replace(big.options, time_limit_s=big_time_limit))
+
+
+def child(name: str, time_limit: float, big_time_limit: float) -> None:
+    """One run in this (fresh) process: a JSON line with the figures."""
+    s = scenario_named(name, time_limit, big_time_limit)
+    t0 = time.perf_counter()
+    res = solve_shared(s, method="exact")
+    seconds = time.perf_counter() - t0
+    rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    print(json.dumps({"solve_seconds": seconds, "rss_mb": rss / 1024, "cost": res.cost_per_hour, "status": res.status,
+                      "gap": res.gap, "bound": res.bound_per_hour, "models": len(s.models),
+                      "time_limit": s.options.time_limit_s}))
+
+
+def fresh(names: list[str], runs: int, time_limit: float, big_time_limit: float) -> None:
+    """``runs`` new processes per scenario, each with an empty PLANNING_HOME; per run and medians."""
+    for name in names:
+        rows = []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory(prefix="bench-joint-home-") as home:
+                load = os.getloadavg()[0]
+                t0 = time.perf_counter()
+                out = subprocess.run([sys.executable, __file__, "--child", name, "--time-limit", str(time_limit),
+                                      "--big-time-limit", str(big_time_limit)], env={**os.environ, "PLANNING_HOME": home},
+                                     capture_output=True, text=True, check=True)
+                wall = time.perf_counter() - t0
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            row.update(wall=wall, load=load)
+            rows.append(row)
+            gap = "certified" if row["gap"] == 0 else (f"gap {row['gap']:.2%}" if row["gap"] is not None else "no bound")
+            bound = f"${row['bound']:.3f}/h" if row["bound"] is not None else "none"
+            print(f"  {name}: wall {wall:.1f} s (solve {row['solve_seconds']:.1f} s), peak RSS {row['rss_mb']:.0f} MB, "
+                  f"${row['cost']:.3f}/h {row['status']} {gap}, bound {bound}; load before {load:.1f}", flush=True)
+        gaps = [r["gap"] for r in rows if r["gap"] is not None]
+        med = {key: statistics.median(r[key] for r in rows) for key in ("wall", "solve_seconds", "rss_mb", "cost")}
+        print(f"{name} ({rows[0]['models']} models, time limit {rows[0]['time_limit']:g} s): median of {runs}: wall "
+              f"{med['wall']:.1f} s, solve {med['solve_seconds']:.1f} s, peak RSS {med['rss_mb']:.0f} MB, cost "
+              f"${med['cost']:.3f}/h, " + (f"gap {statistics.median(gaps):.2%}" if gaps else "no gap"), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--big-time-limit", type=float, default=300.0)
     ap.add_argument("--only", choices=("long-tail", "free", "100", "platform-100"), default=None)
+    ap.add_argument("--fresh", action="store_true", help="new process and empty PLANNING_HOME per run")
+    ap.add_argument("--child", choices=("long-tail", "100", "platform-100"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        child(args.child, args.time_limit, args.big_time_limit)
+        return
+    if args.fresh:
+        print(f"# {platform.platform()}, python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        names = [args.only] if args.only in ("long-tail", "100", "platform-100") else ["platform-100", "long-tail", "100"]
+        fresh(names, args.runs, args.time_limit, args.big_time_limit)
+        print(f"# load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     print(f"# {platform.platform()}, python {platform.python_version()}, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.only == "platform-100":

@@ -111,7 +111,7 @@ def _caller_cancel(cancel: CancelToken | None, where: str) -> None:
 
 
 def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: CancelToken | None = None,
-                start: JointPlan | None = None) -> JointPlan:
+                start: JointPlan | None = None, lp_only: bool = False) -> JointPlan:
     """The joint sharing optimum (module docstring): certified over every packing and template, or the best
     plan found with its proven gap when the deadline or the enumeration cap stops the proof.
 
@@ -125,11 +125,16 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         Checked between steps.
     start:
         A known plan (e.g. the heuristic's): its patterns seed the LP and it is the ILP's MIP start.
+    lp_only:
+        Stop after the column generation: status ``lp``, no plan, the LP bound (Farley's when it did not
+        converge), the converged LP's node prices (``JointPlan.node_prices``) and its shared nodes per
+        offer (``JointPlan.lp_nodes``, fractional).
 
     Returns
     -------
     JointPlan with status ``optimal`` (certified, gap 0), ``feasible`` (a plan with its proven gap),
-    ``infeasible`` (the LP proves no plan exists) or ``time_limit`` (no plan by the deadline).
+    ``infeasible`` (the LP proves no plan exists), ``time_limit`` (no plan by the deadline) or ``lp``
+    (``lp_only``).
     """
     t0 = time.perf_counter()
 
@@ -223,6 +228,18 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
                           "dedicated.",))
     bound = z_lp if converged else _farley_bound(a, du, z, allowed, min(left(), 5.0))
     stats["farley_bound_per_hour"] = bound if not converged else z_lp
+    stats["lp_converged"] = 1.0 if converged else 0.0
+    R, Ks = inst.prices.shape
+    prices = {(inst.regions[r], inst.shapes[k]): -float(du.sigma[r, k]) for r in range(R) for k in range(Ks)
+              if du.sigma[r, k] < -1e-12} if converged else {}
+    if lp_only:  # the LP's shared nodes per offer
+        used: dict[tuple[str, str], float] = {}
+        for j, (kind, key) in enumerate(master.columns):
+            if kind == "z" and values[j] > 1e-9:
+                r, k = a.type_rk[key[0]]  # type: ignore[index]
+                used[(inst.regions[r], inst.shapes[k])] = used.get((inst.regions[r], inst.shapes[k]), 0.0) + values[j]
+        return JointPlan("lp", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats, (),
+                         prices, used)
     # the incumbent: the ILP over the generated columns
     t_ilp = time.perf_counter()
     status, value, _b, best = _ilp(a, sorted(master.patterns), sorted(master.templates), min(left(), 10.0), start)
@@ -295,4 +312,4 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
     stats["certified"] = 1.0 if certified else 0.0
     return JointPlan("optimal" if certified else "feasible", value, best.shared_cost_per_hour,
                      best.dedicated_cost_per_hour, best.nodes, best.counts, best.shared, best.dedicated,
-                     bound, gap, stats, tuple(notes))
+                     bound, gap, stats, tuple(notes), prices)

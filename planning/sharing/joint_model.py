@@ -71,6 +71,10 @@ class JointPlan:
     gap: float | None
     stats: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # the converged LP's availability duals as node prices, (region, shape) -> −σ ≥ 0 (empty when the column
+    # generation did not converge): what one more node of that offer would save the LP (joint_contend uses them)
+    node_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    lp_nodes: Mapping[tuple[str, str], float] = field(default_factory=dict)  # ``lp_only``: the LP's shared nodes
 
     @property
     def has_plan(self) -> bool:

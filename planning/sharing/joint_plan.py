@@ -144,15 +144,9 @@ def plan_of_counts(sub: Scenario, ctx: EngineContext, sets: Sequence[TemplateSet
                              provenance=perf_provenance(ctx, rows), stats=dict(alloc.stats))
 
 
-def column_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, time_limit_s: float,
-                   cancel: CancelToken | None = None) -> Packing:
-    """The cheapest packing of ``models`` (all shared) on ``types`` by the joint model's column generation, with
-    its proven gap: the joint instance with no dedicated groups and every model fixed to share.
-
-    Returns
-    -------
-    Packing with status ``optimal`` (gap 0), ``feasible`` (its gap), ``infeasible`` or ``time_limit``.
-    """
+def packing_instance(models: Sequence[TailModel], types: Sequence[NodeType]) -> JointInstance:
+    """The joint instance of a packing alone: no dedicated groups, every model fixed to share, the offers those of
+    ``types`` (their prices and availability)."""
     regions = tuple(dict.fromkeys(t.key.split(" ", 1)[0] for t in types))
     shapes = tuple(dict.fromkeys(t.key.split(" ", 1)[1] for t in types))
     prices = np.full((len(regions), len(shapes)), np.nan)
@@ -161,15 +155,51 @@ def column_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, ti
         r, k = t.key.split(" ", 1)
         prices[regions.index(r), shapes.index(k)] = t.price_per_hour
         available[regions.index(r), shapes.index(k)] = t.available
-    inst = JointInstance(tuple(models), tuple(types), (), regions, shapes, prices, available,
+    return JointInstance(tuple(models), tuple(types), (), regions, shapes, prices, available,
                          fixed_shared=frozenset(m.id for m in models))
+
+
+def packing_lp(models: Sequence[TailModel], types: Sequence[NodeType], *, time_limit_s: float,
+               cancel: CancelToken | None = None, extra: Mapping[tuple[str, str], float] | None = None,
+               lp_only: bool = True) -> tuple[float, Mapping[tuple[str, str], float], Mapping[tuple[str, str], float]]:
+    """The packing of ``models`` on ``types`` with the offers in ``extra`` dearer by that much per node-hour, by
+    column generation: (a lower bound on every packing, −inf when none was proven; the converged LP's node
+    prices, empty when it did not converge; nodes per (region, shape): the LP's, fractional, or with ``lp_only``
+    False the best plan's, whose ILP and certificate may lift the bound above the LP)."""
+    dearer = []
+    for t in types:
+        region, shape = t.key.split(" ", 1)
+        dearer.append(replace(t, price_per_hour=t.price_per_hour + (extra or {}).get((region, shape), 0.0)))
+    plan = solve_joint(packing_instance(models, dearer), time_limit_s=time_limit_s, cancel=cancel, lp_only=lp_only)
+    if lp_only:
+        return plan.bound, plan.node_prices, plan.lp_nodes
+    used: dict[tuple[str, str], float] = {}
+    for n in plan.nodes:
+        region, shape = n.type.split(" ", 1)
+        used[(region, shape)] = used.get((region, shape), 0.0) + 1.0
+    return plan.bound, plan.node_prices, used
+
+
+def column_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, time_limit_s: float,
+                   cancel: CancelToken | None = None) -> Packing:
+    """The cheapest packing of ``models`` (all shared) on ``types`` by the joint model's column generation, with
+    its proven gap: the joint instance with no dedicated groups and every model fixed to share.
+
+    Returns
+    -------
+    Packing with status ``optimal`` (gap 0), ``feasible`` (its gap), ``infeasible`` or ``time_limit``; with the
+    converged LP's value and node prices when it converged.
+    """
     t0 = time.perf_counter()
-    plan = solve_joint(inst, time_limit_s=time_limit_s, cancel=cancel)
+    plan = solve_joint(packing_instance(models, types), time_limit_s=time_limit_s, cancel=cancel)
     status = plan.status if plan.has_plan or plan.status == "infeasible" else "time_limit"
     bound = f"${plan.bound:,.2f}/h" if math.isfinite(plan.bound) else "none"
+    converged = plan.stats.get("lp_converged", 0.0) == 1.0
     return Packing(plan.nodes, plan.cost_per_hour, status, "exact", plan.gap, time.perf_counter() - t0,
                    (*plan.notes, f"shared part by column generation: lower bound {bound}, "
-                    f"{plan.stats.get('lp_rounds', 0):.0f} LP rounds."), bound_per_hour=plan.bound)
+                    f"{plan.stats.get('lp_rounds', 0):.0f} LP rounds."), bound_per_hour=plan.bound,
+                   lp_bound_per_hour=plan.stats.get("lp_bound_per_hour") if converged else None,
+                   node_prices=plan.node_prices)
 
 
 def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence[TailModel]) -> JointInstance:

@@ -93,6 +93,8 @@ class Packing:
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     bound_per_hour: float | None = None  # a proven lower bound when the method gives one beside the gap
+    lp_bound_per_hour: float | None = None  # the converged packing LP's value (column generation only) …
+    node_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)  # … and its node prices (−duals)
 
     @property
     def feasible(self) -> bool:

@@ -14,9 +14,9 @@ Steps (documented in docs/sharing.md):
    them) with the whole availability and the budget left after the shared nodes. When the two parts' nodes fit
    the availability together, the pair is the joint optimum of the split (each part is optimal on its own and
    neither took anything from the other): status ``optimal`` when both parts are. Otherwise the parts compete
-   for nodes: the popular models are re-solved on what the shared nodes leave, and (cost objective) the other
-   order is tried too, shared nodes packed on what the popular models' free optimum leaves; the cheaper pair is
-   kept, status ``feasible``, and a note gives the lower bound (the two free optima added).
+   for nodes (``planning.sharing.joint_contend``): with the cost objective a Lagrangian bound prices the
+   contended nodes at their value to the packing LP and its dedicated plan suggests the split; the orders
+   (popular models first, shared nodes first) are tried while needed; the cheapest pair is kept, with the bound.
 5. Report one cost and one GPU count covering both parts, and each shared node's models and memory split.
 """
 
@@ -163,18 +163,21 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
     if model_ids and not types:
         raise PlanningError("shapes", "offers no single-GPU node with availability for shared models.",
                             "add a 1-GPU shape (e.g. 1xL40S, 1xH100) or set options.sharing: off.")
-    tail = _tail_models(profiles, types)
+    return pack_tail(scenario, _tail_models(profiles, types), types, method, cancel), profiles, types
+
+
+def pack_tail(scenario: Scenario, tail: Sequence[TailModel], types: Sequence[NodeType], method: str,
+              cancel: CancelToken | None = None) -> Packing:
+    """:func:`pack`'s packing of profiled models: KVPR, the compact MILP, or from ``COLUMN_PACKING_MIN`` models ×
+    types the column generation (half the time left)."""
     if method == "kvpr":
-        packing = kvpr_packing(tail, types)
-    elif len(tail) * len(types) >= COLUMN_PACKING_MIN:
+        return kvpr_packing(tail, types)
+    limit = scenario.options.time_limit_s
+    if len(tail) * len(types) >= COLUMN_PACKING_MIN:
         from planning.sharing.joint_plan import column_packing
 
-        packing = column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, scenario.options.time_limit_s, 0.4),
-                                 cancel=cancel)
-    else:
-        packing = exact_packing(tail, types, time_limit_s=time_left(cancel, scenario.options.time_limit_s, 0.2),
-                                mip_rel_gap=scenario.options.mip_rel_gap)
-    return packing, profiles, types
+        return column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, limit, 0.4), cancel=cancel)
+    return exact_packing(tail, types, time_limit_s=time_left(cancel, limit, 0.2), mip_rel_gap=scenario.options.mip_rel_gap)
 
 
 def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> tuple[SharedNode, ...]:
@@ -209,12 +212,9 @@ def _plan_usage(plan: PlanResult) -> dict[tuple[str, str], int]:
 
 def _fits_together(offers: Sequence[ResolvedOffer], *usages: Mapping[tuple[str, str], int]) -> bool:
     """Whether the summed node counts stay within every (region, shape)'s availability."""
-    avail = {(o.region, o.shape): int(o.available) for o in offers}
-    total: dict[tuple[str, str], int] = {}
-    for used in usages:
-        for key, k in used.items():
-            total[key] = total.get(key, 0) + k
-    return all(k <= avail.get(key, 0) for key, k in total.items())
+    from planning.sharing.joint_contend import contended
+
+    return not contended(offers, *usages)
 
 
 def _remaining(scenario: Scenario, offers: Sequence[ResolvedOffer],
@@ -343,6 +343,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                   progress: ProgressFn | None, cancel: CancelToken | None) -> SharingResult:
     """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
     from planning import api
+    from planning.sharing.joint_contend import pack_on, settle, shared_lp
 
     profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
     # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
@@ -359,11 +360,15 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
     nodes = _shared_nodes(packing, profiles, types)
     timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
     notes.extend(packing.notes)
-    if not packing.feasible:
-        return SharingResult(method, "infeasible", threshold, (), math.inf, packing.status, packing.gap, None,
-                             tuple(shared_ids), tuple(dedicated_ids), timings,
-                             (*notes, "the shared models cannot be packed within availability."))
+    if not packing.feasible:  # no packing: proven (infeasible) or none found in time (time_limit)
+        late = packing.status == "time_limit"
+        return SharingResult(method, "time_limit" if late else "infeasible", threshold, (), math.inf, packing.status,
+                             packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings, (*notes, (
+                                 "no packing of the shared models was found before the time limit; raise "
+                                 "options.time_limit_s.") if late else "the shared models cannot be packed within "
+                             "availability."))
     dedicated: PlanResult | None = None
+    stats: dict[str, float] = {}  # the contention's (joint_contend), when the parts compete for nodes
     coupled = False
     bound: float | None = None  # each part's proven bound with every node available, added (cost objective)
     if dedicated_ids:
@@ -400,42 +405,16 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
             bound = _part_bound(packing_free.cost_per_hour, packing_free.gap, packing_free.bound_per_hour) \
                 + _part_bound(free.cost_per_hour, free.mip_gap, None) if free.has_plan else None
         if free.instances and not _fits_together(offers, _node_usage(nodes), _plan_usage(free)):
-            coupled = True
             step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
-            if deadline.expired():  # no time left for the re-solve: only the other order (packing, fast) is tried
-                dedicated = replace(free, status="time_limit", instances=(), cost_lines=(), cost_per_hour=0.0,
-                                    provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0,
-                                    message="time limit reached before the re-plan on what the shared nodes leave")
-                notes.append("time limit reached before the popular models could be re-planned on what the "
-                             "shared nodes leave; the other order was tried instead.")
-            else:
-                dedicated = solve_part(_remaining(sub, offers, nodes), 0.7)
-            alternative = None
-            if scenario.objective.kind == "cost" and budget is None:
-                # the other order: popular models first (their free optimum), shared nodes packed on the rest
-                rest = _remaining(scenario, offers, _plan_usage(free))
-                try:
-                    alt, alt_profiles, alt_types = pack(rest, ctx, shared_ids, method, deadline)
-                except PlanningError:
-                    alt = None
-                if alt is not None and alt.feasible and free.status in ("optimal", "feasible"):
-                    alternative = (alt, _shared_nodes(alt, alt_profiles, alt_types))
-            first = (packing.cost_per_hour + dedicated.cost_per_hour
-                     if dedicated.status in ("optimal", "feasible") else math.inf)
-            if alternative is not None and alternative[0].cost_per_hour + free.cost_per_hour < first - 1e-9:
-                packing, nodes = alternative
-                dedicated = free
-                notes.append("the parts compete for nodes: the popular models were planned first and the shared "
-                             "nodes packed on what they leave (cheaper than the other order).")
-            else:
-                notes.append("the parts compete for nodes: the shared nodes were packed first and the popular "
-                             "models planned on what they leave.")
             if free.status == "optimal" and packing_free.status == "optimal" and scenario.objective.kind == "cost":
                 bound = packing_free.cost_per_hour + free.cost_per_hour
                 notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
-                total = packing.cost_per_hour + dedicated.cost_per_hour
-                coupled = not (packing.status == "optimal" and dedicated.status == "optimal"
-                               and total <= bound * (1 + 1e-9) + 1e-9)  # the bound is met: optimal after all
+            settled = settle(scenario, sub, offers, packing, nodes, free, bound, deadline=deadline, solve_part=solve_part,
+                             pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
+                             shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d))
+            packing, nodes, dedicated, bound = settled.packing, settled.nodes, settled.dedicated, settled.bound
+            notes.extend(settled.notes)
+            coupled, stats = not settled.optimal, settled.stats
         if dedicated is free and free.has_plan and solve_dedicated is None and not deadline.expired():
             again = solve_part(sub, 0.9)  # the free plan is the answer: solved again with its baselines
             if again.has_plan and again.cost_per_hour <= free.cost_per_hour * (1 + 1e-9) + 1e-9:
@@ -461,7 +440,8 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
         gap = 0.0
     return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
                          dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes),
-                         bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap)
+                         bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap,
+                         stats=stats)
 
 
 def _part_bound(cost: float, gap: float | None, bound: float | None) -> float:

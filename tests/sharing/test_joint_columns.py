@@ -76,3 +76,35 @@ def test_column_packing_equals_the_compact_packing_milp(seed: int) -> None:
     assert col.bound_per_hour is not None and col.bound_per_hour <= col.cost_per_hour + 1e-9
     for node in col.nodes:
         assert fits([m for m in models if m.id in node.models], next(t for t in inst.types if t.key == node.type))
+
+
+@pytest.mark.parametrize("fewer", [0, 1])
+@pytest.mark.parametrize("seed", range(12))
+def test_packing_lp_node_prices_bound_the_dearer_packing(seed: int, fewer: int) -> None:
+    """The packing LP's node prices (its availability duals) are what ``joint_contend`` charges the dedicated
+    part: with those offers dearer by their price, every packing costs at least z_LP + Σ price·available (the
+    LP's duals stay feasible). Checked against the compact MILP's optimum at the dearer prices, with the seeded
+    availability and one node fewer of each type (more binding rows: 3 of the 24 cases have prices)."""
+    from dataclasses import replace
+
+    from planning.sharing.joint_plan import packing_lp
+    from planning.sharing.packing import exact_packing
+
+    inst, _extra = _instance(seed)
+    inst = replace(inst, types=tuple(replace(t, available=max(1, t.available - fewer)) for t in inst.types))
+    models = [m for m in inst.shareable if any(fits([m], t) for t in inst.types)]
+    z, prices, lp_nodes = packing_lp(models, inst.types, time_limit_s=60)
+    mip = exact_packing(models, inst.types, time_limit_s=60, mip_rel_gap=0.0)
+    if not mip.feasible:
+        return
+    assert z <= mip.cost_per_hour + 1e-9
+    avail = {tuple(t.key.split(" ", 1)): t.available for t in inst.types}
+    assert all(p >= 0 for p in prices.values()) and set(prices) <= set(avail)
+    assert all(0 <= n <= avail[key] + 1e-9 for key, n in lp_nodes.items())
+    dearer = [replace(t, price_per_hour=t.price_per_hour + prices.get(tuple(t.key.split(" ", 1)), 0.0))
+              for t in inst.types]
+    at = exact_packing(models, dearer, time_limit_s=60, mip_rel_gap=0.0)
+    shifted = z + sum(p * avail[key] for key, p in prices.items())
+    assert at.status == "optimal" and shifted <= at.cost_per_hour + 1e-7
+    z_dearer, _p, _n = packing_lp(models, dearer, time_limit_s=60, extra=None)
+    assert shifted <= z_dearer + 1e-7  # the LP at the dearer prices agrees

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_timeline_policies.py [--preset coral-core] [--days 1] [--horizon 3]
 [--policies myopic lookahead offline] [--offline-time-limit 600] [--repeats 1] [--K 0] [--workers 2]
-[--backend process|ray]``.
+[--backend process|ray] [--hours N] [--templates auto|on-demand|library]``.
 
 ``--K 0`` (no initialization penalty: the epochs do not chain) with myopic first solves each distinct epoch problem
 once, here (``--workers 1``), on the process pool or as Ray tasks (``PLANNING_RAY_ADDRESS`` for a cluster); the
@@ -20,7 +20,9 @@ then the static peak plan on the same rows, and the wall time of the whole ``api
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -45,14 +47,19 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default=None, choices=("process", "ray"))
     ap.add_argument("--no-static", action="store_true", help="skip the static peak plan")
+    ap.add_argument("--hours", type=int, default=0, help="only the first N hourly epochs (0: all; a measured prefix)")
+    ap.add_argument("--templates", default="auto", choices=("auto", "on-demand", "library"),
+                    help="serving templates: priced on demand per distinct epoch demand, or full libraries")
     args = ap.parse_args()
     scenario = api.load_preset_scenario(args.preset)
-    demand = day_demand(scenario, args.days, 24 * args.days)
+    demand = day_demand(scenario, args.days, args.hours or 24 * args.days)
     opts = TimelineOptions(baselines=(), policies=tuple(args.policies), horizon=args.horizon,
                            offline_time_limit_s=args.offline_time_limit, K=args.K, workers=args.workers,
-                           backend=args.backend, static_peak=not args.no_static)
+                           backend=args.backend, static_peak=not args.no_static,
+                           templates=args.templates)
     print(f"# {platform.platform()}, python {platform.python_version()}; {args.preset}, {len(demand[0])} hourly "
-          f"epochs, policies {args.policies}, H={args.horizon or scenario.options.lookahead_epochs}")
+          f"epochs, policies {args.policies}, H={args.horizon or scenario.options.lookahead_epochs}, "
+          f"templates {args.templates}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.repeats > 1:  # build (or load) the template libraries once before the timed repeats
         api.timeline(scenario, demand, options=TimelineOptions(baselines=(), static_peak=False))
     walls, result = [], None
@@ -91,6 +98,17 @@ def main() -> int:
           f"(K = {result.K:g}, workers {args.workers}, backend {args.backend or 'default'})")
     print(f"api.timeline wall: median {statistics.median(walls):.1f} s of {len(walls)} "
           f"(templates {result.timings['templates_seconds']:.1f} s, epochs {result.timings['epochs_seconds']:.1f} s)")
+    t = result.timings
+    if t.get("shared_epochs"):
+        print(f"shared plans per epoch (options.sharing {scenario.options.sharing}): "
+              f"{t['distinct_epoch_problems']:g} distinct problems (static peak included)")
+    elif t.get("templates_on_demand"):
+        print(f"templates on demand: {t['pool_problems']:g} distinct problems ({t['pool_certified']:g} certified over "
+              f"all templates) in {t['pool_seconds']:.1f} s; pool {t['pool_templates']:,.0f} templates")
+    else:
+        print("templates: full libraries")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process); "
+          f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

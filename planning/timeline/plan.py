@@ -30,7 +30,7 @@ from planning.errors import PlanningError
 from planning.groups import Group
 from planning.resolve import resolve_scenario
 from planning.scenario import Demand, Scenario, SizeBucket
-from planning.timeline import engine, policies
+from planning.timeline import engine, policies, shared
 from planning.timeline.availability import (
     AvailabilitySeries,
     SpotOptions,
@@ -296,6 +296,15 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     scns = [with_availability(design, avail_at[e], known) for e in range(n_epochs)]
     peak_scn = with_availability(design, {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}, known)
     peak_groups = _peak_groups(per_epoch_groups)
+    why = shared.unsupported(design, series, K, opts.policies)
+    if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
+        return shared.run(scenario, scns, peak_scn if opts.static_peak else None, series, demand, K=K,
+                          epoch_hours=epoch_h, ctx=context, workers=opts.workers, backend=opts.backend, notes=notes,
+                          availability_source=availability.source if availability is not None
+                          else "scenario (constant)", progress=progress, cancel=cancel)
+    if why:
+        notes.append(f"sharing ({design.options.sharing}) is not applied in this timeline: it does not plan {why}; "
+                     "every model is planned on dedicated instances.")
 
     t0 = time.perf_counter()
     pool = None

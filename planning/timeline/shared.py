@@ -15,7 +15,6 @@ policies, histogram demand.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -130,33 +129,15 @@ def solve_epochs(scenarios: Sequence[Scenario], ctx: EngineContext, *, workers: 
     """
     import json
 
-    from planning.parallel import resolve_backend, run_tasks
+    from planning.timeline.fanout import run_distinct
 
     keys = [json.dumps(s.to_dict(), sort_keys=True, default=str) for s in scenarios]
     first: dict[str, int] = {}
-    source = [first.setdefault(k, i) for i, k in enumerate(keys)]
-    todo = sorted(set(source))
-    done = 0
-
-    def landed(_i: int, _r: Any) -> None:
-        nonlocal done
-        done += 1
-        if progress:
-            progress(done / len(todo), f"shared plan {done}/{len(todo)} ({len(scenarios)} epochs)")
-
-    name = resolve_backend(backend)
     cache = str(ctx.cache_dir) if ctx.cache_dir is not None else None
-    if name == "process" and workers <= 1:
-        solved = []
-        for i, e in enumerate(todo):
-            solved.append(_solve(scenarios[e], ctx, cancel))
-            landed(i, solved[-1])
-    else:
-        items = [(scenarios[e].to_dict(), cache) for e in todo]
-        solved = run_tasks(shared_epoch_task, items, backend=name, workers=workers or (os.cpu_count() or 1),
-                           cancel=cancel, on_result=landed, what="shared timeline epochs")
-    by = dict(zip(todo, solved, strict=True))
-    return [by[source[i]] for i in range(len(scenarios))], len(todo)
+    return run_distinct([first.setdefault(k, i) for i, k in enumerate(keys)],
+                        lambda e: _solve(scenarios[e], ctx, cancel), shared_epoch_task,
+                        lambda e: (scenarios[e].to_dict(), cache), workers=workers, backend=backend, cancel=cancel,
+                        progress=progress, label="shared plan", what="shared timeline epochs")
 
 
 def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = None) -> SharedEpoch:

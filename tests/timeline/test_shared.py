@@ -21,6 +21,7 @@ LEVELS = [1.0, 0.15, 1.0, 0.15]
 def _scenario(method: str = "kvpr") -> Scenario:
     d = copy.deepcopy(SMALL)
     d["options"]["sharing"] = method
+    d["options"]["time_limit_s"] = 600  # the fixture's 30 s can run out on a busy machine (status time_limit)
     return Scenario.from_dict(d)
 
 

@@ -63,9 +63,18 @@ def main() -> int:
     if args.repeats > 1:  # build (or load) the template libraries once before the timed repeats
         api.timeline(scenario, demand, options=TimelineOptions(baselines=(), static_peak=False))
     walls, result = [], None
+    last = [0.0]
+
+    def progress(fraction: float, message: str) -> None:  # partial progress on stderr, at most every 10 s
+        now = time.perf_counter()
+        if now - last[0] >= 10 or fraction >= 1:
+            last[0] = now
+            print(f"  [{now - t0:7.1f} s, cpu {time.process_time():7.1f} s] {fraction:.0%} {message}",
+                  file=sys.stderr, flush=True)
+
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        result = api.timeline(scenario, demand, options=opts)
+        result = api.timeline(scenario, demand, options=opts, progress=progress)
         walls.append(time.perf_counter() - t0)
     assert result is not None
     totals = result.policy_totals()

@@ -11,7 +11,7 @@ generation (a warm start: fewer pricing rounds, the same certified answer). The 
 
 The timeline then plans on the union of these columns (the **pool**): per group, every template of every epoch's
 fixing ILP (all columns within the certificate's reduced-cost threshold of that epoch's LP optimum) plus every
-single-GPU-type template (the homogeneous and single-type baselines' columns, as the library route has them).
+single-shape template (the homogeneous baselines' columns, as the library route has them).
 Myopic epochs with running instances ν′, the look-ahead horizon MILPs and the static plan are the library route's
 models over the pool. What the pool route certifies: with K = 0 (no running-instance discount) each epoch's plan is
 the on-demand optimum over all templates; with K > 0 an epoch whose plan is best over all templates at the new
@@ -71,7 +71,7 @@ class _Pool:
         shapes = self.shapes.setdefault(gid, ts.shapes)
         self.first.setdefault(gid, ts)
         mine = self.rows.setdefault(gid, {})
-        keep = np.ones(len(ts), dtype=bool) if mask is None else np.asarray(mask, dtype=bool) | ts.single_gpu_type
+        keep = np.ones(len(ts), dtype=bool) if mask is None else np.asarray(mask, dtype=bool) | ts.single_shape
         col = [ts.shapes.index(s) if s in ts.shapes else -1 for s in shapes]
         if set(ts.shapes) - set(shapes):
             raise ValueError(f"{gid}: an epoch's templates use shapes the first epoch's do not")  # one design

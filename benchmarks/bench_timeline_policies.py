@@ -26,6 +26,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,11 +48,15 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default=None, choices=("process", "ray"))
     ap.add_argument("--no-static", action="store_true", help="skip the static peak plan")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="options.time_limit_s per epoch solve (default: the preset's; raise it on a busy machine)")
     ap.add_argument("--hours", type=int, default=0, help="only the first N hourly epochs (0: all; a measured prefix)")
     ap.add_argument("--templates", default="auto", choices=("auto", "on-demand", "library"),
                     help="serving templates: priced on demand per distinct epoch demand, or full libraries")
     args = ap.parse_args()
     scenario = api.load_preset_scenario(args.preset)
+    if args.time_limit is not None:
+        scenario = replace(scenario, options=replace(scenario.options, time_limit_s=args.time_limit))
     demand = day_demand(scenario, args.days, args.hours or 24 * args.days)
     opts = TimelineOptions(baselines=(), policies=tuple(args.policies), horizon=args.horizon,
                            offline_time_limit_s=args.offline_time_limit, K=args.K, workers=args.workers,

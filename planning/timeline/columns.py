@@ -114,6 +114,15 @@ class PoolResult:
     certified: int  # of them, certified optimal over all templates
     seconds: float
     templates: int  # rows in the pool (all groups)
+    used: dict[str, set[str]] = field(default_factory=dict)  # group id -> template ids some problem's plan uses
+
+    def horizon_rows(self) -> list[np.ndarray]:
+        """Per pool set, the rows the look-ahead MILPs plan on: the templates some epoch's certified plan uses,
+        plus the single-shape ones (a few per shape). A step's MILP over every pool column was too large to
+        solve in the time (coral-extended: more than 16,000 (template, region) pairs within its fixing
+        threshold, a child ILP of 1.1 GB for one step)."""
+        return [np.array([tid in self.used.get(ts.group.id, set()) for tid in ts.ids], dtype=bool) | ts.single_shape
+                for ts in self.sets]
 
 
 def build_pool(ctx: EngineContext, design: Scenario, groups: Sequence[Group], problems: Sequence[tuple[Scenario,
@@ -143,6 +152,7 @@ def build_pool(ctx: EngineContext, design: Scenario, groups: Sequence[Group], pr
     pool = _Pool()
     warm: dict[str, np.ndarray] = {}
     certified = 0
+    plan_ids: dict[str, set[str]] = {}
     resolved_by_avail: dict[tuple[object, ...], ResolvedScenario] = {}
     for n, (scn, gs) in enumerate(todo):
         check_cancel(cancel, "timeline: on-demand columns")
@@ -167,11 +177,12 @@ def build_pool(ctx: EngineContext, design: Scenario, groups: Sequence[Group], pr
                 row = ts.row_of.get(str(tkey))
                 if row is not None and cnt > 0:
                     used.setdefault(ts.group.id, []).append(row)
+                    plan_ids.setdefault(ts.group.id, set()).add(ts.ids[row])
         warm = {ts.group.id: padded_rows(ts, sorted(set(used.get(ts.group.id, []))), nmax) for ts in alloc.sets}
     if any(g.id not in pool.first for g in groups):
         return None  # no problem had a plan: nothing to pool (the library route reports the diagnostics)
     sets = pool.sets(groups)
-    return PoolResult(sets, len(todo), certified, time.perf_counter() - t0, sum(len(ts) for ts in sets))
+    return PoolResult(sets, len(todo), certified, time.perf_counter() - t0, sum(len(ts) for ts in sets), plan_ids)
 
 
 def _lp_infeasible_ok(resolved: ResolvedScenario) -> bool:

@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
 from planning.errors import PlanningError
@@ -323,7 +324,8 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     prep = engine.prepare(design, context, (lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None, cancel,
                           sets=pool.sets if pool is not None else None)
     t_templates = time.perf_counter() - t0
-    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel)
+    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel,
+                             pool.horizon_rows() if pool is not None else None)
     distinct = n_epochs
     t_independent = time.perf_counter()
     if K == 0 and opts.policies[0] == "myopic":  # no penalty: the epochs do not chain (fanout module docstring)
@@ -472,9 +474,8 @@ def _pool_timings(pool: object | None) -> dict[str, float]:
 
     if not isinstance(pool, PoolResult):
         return {"templates_on_demand": 0.0}
-    return {"templates_on_demand": 1.0, "pool_problems": float(pool.problems),
-            "pool_certified": float(pool.certified), "pool_templates": float(pool.templates),
-            "pool_seconds": pool.seconds}
+    return {"templates_on_demand": 1.0, "pool_problems": float(pool.problems), "pool_certified": float(pool.certified),
+            "pool_templates": float(pool.templates), "pool_seconds": pool.seconds}
 
 
 
@@ -534,7 +535,7 @@ class _Runs:
 
 def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenario], groups: list[list[Group]],
                       opts: TimelineOptions, horizon: int, hours: float, K: float, progress: ProgressFn | None,
-                      cancel: CancelToken | None) -> _Runs:
+                      cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
     it is only compared)."""
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
@@ -543,7 +544,7 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
         return runs
     for p in opts.policies:
         policies.check_supported(design, groups[0], p)
-    adapter = policies.HorizonAdapter.build(prep, scns, groups, hours, K) if wanted else None
+    adapter = policies.HorizonAdapter.build(prep, scns, groups, hours, K, rows) if wanted else None
     limit, gap = design.options.time_limit_s, design.options.mip_rel_gap
 
     def myopic(t: int, prev: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:

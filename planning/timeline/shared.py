@@ -109,9 +109,11 @@ def summarize(res: Any, seconds: float) -> SharedEpoch:
         for s in plan.service:
             served[s.model] = min(served.get(s.model, 1.0), float(s.fraction))
     has_plan = res.status in ("optimal", "feasible")
+    if not has_plan:  # a part without a plan (e.g. the time limit): nothing is bought, nothing served
+        nodes, cost_by_model, served = {}, {}, {m: 0.0 for m in served}
     return SharedEpoch(str(res.status), has_plan, float(res.cost_per_hour) if has_plan else 0.0, res.gap,
-                       nodes, dict(res.gpus()), cost_by_model, served, len(res.shared_models), len(res.shared_nodes),
-                       seconds, tuple(res.notes))
+                       nodes, dict(res.gpus()) if has_plan else {}, cost_by_model, served, len(res.shared_models),
+                       len(res.shared_nodes), seconds, tuple(res.notes))
 
 
 def solve_epochs(scenarios: Sequence[Scenario], ctx: EngineContext, *, workers: int = 1, backend: str | None = None,

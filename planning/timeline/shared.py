@@ -16,7 +16,7 @@ policies, histogram demand.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,28 +40,22 @@ def unsupported(scenario: Scenario, series: Mapping[str, DemandSeries], K: float
 
 def epoch_scenario(scenario: Scenario, series: Mapping[str, DemandSeries], e: int) -> Scenario:
     """``scenario`` with every series' model at epoch ``e``'s rate and request sizes (others keep theirs)."""
-    models = []
-    for m in scenario.models:
-        s = series.get(m.id)
-        if s is None:
-            models.append(m)
-            continue
-        i = at(s, e)
-        models.append(replace(m, demand=Demand(rate_rps=max(float(s.rate_rps[i]), 1e-9), input_len=s.input_len[i],
-                                               output_len=s.output_len[i])))
-    return replace(scenario, models=tuple(models), current=())
+    return _at(scenario, series, lambda s: at(s, e))
 
 
 def peak_scenario(scenario: Scenario, series: Mapping[str, DemandSeries], n_epochs: int) -> Scenario:
     """Every series' model at its peak rate (at that epoch's request sizes)."""
+    return _at(scenario, series, lambda s: at(s, max(range(n_epochs), key=lambda k: s.rate_rps[at(s, k)])))
+
+
+def _at(scenario: Scenario, series: Mapping[str, DemandSeries], index: Callable[[DemandSeries], int]) -> Scenario:
     models = []
     for m in scenario.models:
         s = series.get(m.id)
         if s is None:
             models.append(m)
             continue
-        e = max(range(n_epochs), key=lambda k: s.rate_rps[at(s, k)])
-        i = at(s, e)
+        i = index(s)
         models.append(replace(m, demand=Demand(rate_rps=max(float(s.rate_rps[i]), 1e-9), input_len=s.input_len[i],
                                                output_len=s.output_len[i])))
     return replace(scenario, models=tuple(models), current=())

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_timeline_policies.py [--preset coral-core] [--days 1] [--horizon 3]
 [--policies myopic lookahead offline] [--offline-time-limit 600] [--repeats 1] [--K 0] [--workers 2]
-[--backend process|ray]``.
+[--backend process|ray] [--hours N] [--templates auto|on-demand|library]``.
 
 ``--K 0`` (no initialization penalty: the epochs do not chain) with myopic first solves each distinct epoch problem
 once, here (``--workers 1``), on the process pool or as Ray tasks (``PLANNING_RAY_ADDRESS`` for a cluster); the
@@ -20,10 +20,13 @@ then the static peak plan on the same rows, and the wall time of the whole ``api
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import resource
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,20 +48,38 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--backend", default=None, choices=("process", "ray"))
     ap.add_argument("--no-static", action="store_true", help="skip the static peak plan")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="options.time_limit_s per epoch solve (default: the preset's; raise it on a busy machine)")
+    ap.add_argument("--hours", type=int, default=0, help="only the first N hourly epochs (0: all; a measured prefix)")
+    ap.add_argument("--templates", default="auto", choices=("auto", "on-demand", "library"),
+                    help="serving templates: priced on demand per distinct epoch demand, or full libraries")
     args = ap.parse_args()
     scenario = api.load_preset_scenario(args.preset)
-    demand = day_demand(scenario, args.days, 24 * args.days)
+    if args.time_limit is not None:
+        scenario = replace(scenario, options=replace(scenario.options, time_limit_s=args.time_limit))
+    demand = day_demand(scenario, args.days, args.hours or 24 * args.days)
     opts = TimelineOptions(baselines=(), policies=tuple(args.policies), horizon=args.horizon,
                            offline_time_limit_s=args.offline_time_limit, K=args.K, workers=args.workers,
-                           backend=args.backend, static_peak=not args.no_static)
+                           backend=args.backend, static_peak=not args.no_static,
+                           templates=args.templates)
     print(f"# {platform.platform()}, python {platform.python_version()}; {args.preset}, {len(demand[0])} hourly "
-          f"epochs, policies {args.policies}, H={args.horizon or scenario.options.lookahead_epochs}")
+          f"epochs, policies {args.policies}, H={args.horizon or scenario.options.lookahead_epochs}, "
+          f"templates {args.templates}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.repeats > 1:  # build (or load) the template libraries once before the timed repeats
         api.timeline(scenario, demand, options=TimelineOptions(baselines=(), static_peak=False))
     walls, result = [], None
+    last = [0.0]
+
+    def progress(fraction: float, message: str) -> None:  # partial progress on stderr, at most every 10 s
+        now = time.perf_counter()
+        if now - last[0] >= 10 or fraction >= 1:
+            last[0] = now
+            print(f"  [{now - t0:7.1f} s, cpu {time.process_time():7.1f} s] {fraction:.0%} {message}",
+                  file=sys.stderr, flush=True)
+
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        result = api.timeline(scenario, demand, options=opts)
+        result = api.timeline(scenario, demand, options=opts, progress=progress)
         walls.append(time.perf_counter() - t0)
     assert result is not None
     totals = result.policy_totals()
@@ -91,6 +112,17 @@ def main() -> int:
           f"(K = {result.K:g}, workers {args.workers}, backend {args.backend or 'default'})")
     print(f"api.timeline wall: median {statistics.median(walls):.1f} s of {len(walls)} "
           f"(templates {result.timings['templates_seconds']:.1f} s, epochs {result.timings['epochs_seconds']:.1f} s)")
+    t = result.timings
+    if t.get("shared_epochs"):
+        print(f"shared plans per epoch (options.sharing {scenario.options.sharing}): "
+              f"{t['distinct_epoch_problems']:g} distinct problems (static peak included)")
+    elif t.get("templates_on_demand"):
+        print(f"templates on demand: {t['pool_problems']:g} distinct problems ({t['pool_certified']:g} certified over "
+              f"all templates) in {t['pool_seconds']:.1f} s; pool {t['pool_templates']:,.0f} templates")
+    else:
+        print("templates: full libraries")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process); "
+          f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -351,7 +351,8 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
 
 
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
-                    cancel: CancelToken | None = None, anytime: Anytime | None = None) -> Allocation | None:
+                    cancel: CancelToken | None = None, anytime: Anytime | None = None,
+                    warm: Mapping[str, np.ndarray] | None = None) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -365,6 +366,10 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         The run contract of :mod:`planning.context`; progress covers 0..1 of this call.
     anytime:
         Receives every plan and bound found on the way (``planning.allocate.incumbent``).
+    warm:
+        Per group id, padded multisets (``MultisetSpace`` rows) to start column generation with beside the seed
+        columns, e.g. the columns the previous timeline epoch used (``planning.timeline.columns``); the result is
+        the cold start's, certified over all templates.
 
     Returns
     -------
@@ -391,7 +396,8 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         check_cancel(cancel, f"pricing: T̂ tables of {g.id}")
         sp = build_space(ctx.perf, ctx.catalog, resolved.specs[g.model], g, resolved.shapes, opts.nmax, opts.rho,
                          opts.max_stages)
-        priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}))
+        priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {},
+                                  None if warm is None else warm.get(g.id)))
     timings["tables_seconds"] = time.perf_counter() - t0
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:

@@ -77,6 +77,8 @@ class PricedGroup:
     demand: float
     t_bar: float
     pool: dict[int, np.ndarray]
+    warm: np.ndarray | None = None  # padded multisets found by an earlier solve: initial columns in every region
+
 
     def pool_row(self, code: int) -> np.ndarray:
         """The padded row of a generated multiset."""
@@ -323,6 +325,25 @@ def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return rows[idx], sp.codes(rows[idx]), reg, T[idx]
 
 
+def warm_columns(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Initial columns from ``pg.warm`` (a warm start: the columns an earlier solve of a neighbouring problem used,
+    e.g. the epoch before), in every region that sells all their shapes. They only start the master: pricing still
+    proves the LP optimal over all templates, so the answer is the cold start's (fewer rounds to reach it)."""
+    sp = pg.space
+    empty = (np.zeros((0, sp.nmax), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    if pg.warm is None or not len(pg.warm):
+        return empty
+    rows = np.asarray(pg.warm, dtype=np.int64)
+    T = sp.throughput(rows)
+    rows = rows[T > 0]
+    if not len(rows):
+        return empty
+    T = T[T > 0]
+    cost = column_costs(sp, rows, node_cost)
+    idx, reg = np.nonzero(np.isfinite(cost))
+    return rows[idx], sp.codes(rows[idx]), reg.astype(np.int64), T[idx]
+
+
 @dataclass(frozen=True)
 class RoundState:
     """What a column generation round knows, for ``solve_lp``'s ``on_round`` hook (anytime incumbents, bounds).
@@ -397,10 +418,10 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
     lp = ColumnLP(groups, prices, available, K)
     for gi, pg in enumerate(groups):
         check_cancel(cancel, "pricing: seed columns")
-        P, codes, reg, T = seed(pg, lp.node_cost)
-        lp.add(gi, P, codes, T, reg)
-        for c, row in zip(codes.tolist(), P, strict=True):
-            pg.pool[c] = row
+        for P, codes, reg, T in (seed(pg, lp.node_cost), warm_columns(pg, lp.node_cost)):
+            lp.add(gi, P, codes, T, reg)
+            for c, row in zip(codes.tolist(), P, strict=True):
+                pg.pool[c] = row
     tol = TOL * max(1.0, lp.max_cost)
     rounds = 0
     while True:

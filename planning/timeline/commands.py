@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="with K = 0 the epochs do not chain: solve their distinct problems on N processes "
                         "(0: one per core; with --backend ray, as Ray tasks). Default 1: here, one after another")
+    p.add_argument("--templates", choices=("auto", "on-demand", "library"), default="auto",
+                   help="serving templates: priced on demand per distinct epoch demand, or every group's full "
+                        "library (default auto: on demand unless the libraries are small or --policy offline)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the result as JSON")
     fmt.add_argument("--csv", action="store_true", help="print one row per (epoch, model) as CSV")
@@ -81,7 +84,8 @@ def _timeline(args: argparse.Namespace) -> int:
                               spot=SpotOptions(enabled=args.spot, preemption_per_hour=args.preemption,
                                                restart_hours=args.restart),
                               policies=tuple(args.policy or ("myopic",)), horizon=args.horizon,
-                              offline_time_limit_s=args.offline_time_limit, workers=args.workers)
+                              offline_time_limit_s=args.offline_time_limit, workers=args.workers,
+                              templates=args.templates)
     result = api.timeline(scenario, demand, availability=availability, options=options)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")

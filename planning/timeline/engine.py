@@ -59,10 +59,14 @@ class EpochSolve:
 
 
 def prepare(scenario: Scenario, ctx: EngineContext, progress: ProgressFn | None = None,
-            cancel: CancelToken | None = None) -> Prepared:
-    """Resolve ``scenario`` and build (or load from the cache) its template libraries once."""
+            cancel: CancelToken | None = None, *, sets: Sequence[TemplateSet] | None = None) -> Prepared:
+    """Resolve ``scenario`` and build (or load from the cache) its template libraries once; ``sets`` given (one per
+    resolved group, in order: the on-demand pool of ``planning.timeline.columns``): those instead."""
     resolved = resolve_scenario(scenario, ctx.catalog)
-    sets = build_template_sets(ctx, resolved, progress, cancel)
+    if sets is None:
+        sets = build_template_sets(ctx, resolved, progress, cancel)
+    elif [ts.group.id for ts in sets] != [g.id for g in resolved.groups]:
+        raise ValueError("prepare: the given template sets are not the scenario's groups")
     masks = tuple(np.asarray(ts.single_shape, dtype=bool) for ts in sets)
     return Prepared(scenario, ctx, tuple(resolved.groups), tuple(sets), masks)
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.groups import Group
@@ -57,9 +57,30 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
     PlanningError
         Ray missing or unreachable, or work lost on a Ray cluster after its retries.
     """
+    design = prep.scenario.to_dict()
+    cache = str(prep.ctx.cache_dir) if prep.ctx.cache_dir is not None else None
+    return run_distinct(
+        distinct_epochs(scns, groups),
+        lambda e: engine.solve_epoch(prep, replace(scns[e], current=()), groups[e], goodput_fallback=goodput_fallback,
+                                     cancel=cancel),
+        epoch_task,
+        lambda e: (design, replace(scns[e], current=()).to_dict(), [[float(c.rate) for c in g.classes]
+                                                                    for g in groups[e]], goodput_fallback, cache),
+        workers=workers, backend=backend, cancel=cancel, progress=progress, label="epoch problem",
+        what="timeline epochs")
+
+
+R = TypeVar("R")
+
+
+def run_distinct(source: Sequence[int], here: Callable[[int], R], task: Callable[[Any], R],
+                 item: Callable[[int], Any], *, workers: int, backend: str | None, cancel: CancelToken | None,
+                 progress: ProgressFn | None, label: str, what: str) -> tuple[list[R], int]:
+    """``source[e]``: the first index with problem e's answer (itself when first). Each first index is solved once:
+    ``here(e)`` one after another (process backend, ``workers`` ≤ 1), else ``task(item(e))`` on the process pool or
+    as Ray tasks; returns the answers in index order and how many were solved."""
     from planning.parallel import resolve_backend, run_tasks
 
-    source = distinct_epochs(scns, groups)
     todo = sorted(set(source))
     name = resolve_backend(backend)
     done = 0
@@ -68,23 +89,18 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
         nonlocal done
         done += 1
         if progress:
-            progress(done / len(todo), f"epoch problem {done}/{len(todo)} ({len(scns)} epochs)")
+            progress(done / len(todo), f"{label} {done}/{len(todo)} ({len(source)} epochs)")
 
     if name == "process" and workers <= 1:
         solved = []
         for i, e in enumerate(todo):
-            solved.append(engine.solve_epoch(prep, replace(scns[e], current=()), groups[e],
-                                             goodput_fallback=goodput_fallback, cancel=cancel))
+            solved.append(here(e))
             landed(i, solved[-1])
     else:
-        design = prep.scenario.to_dict()
-        cache = str(prep.ctx.cache_dir) if prep.ctx.cache_dir is not None else None
-        items = [(design, replace(scns[e], current=()).to_dict(),
-                  [[float(c.rate) for c in g.classes] for g in groups[e]], goodput_fallback, cache) for e in todo]
-        solved = run_tasks(epoch_task, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
-                           on_result=landed, what="timeline epochs")
-    by_epoch = dict(zip(todo, solved, strict=True))
-    return [by_epoch[source[e]] for e in range(len(scns))], len(todo)
+        solved = run_tasks(task, [item(e) for e in todo], backend=name, workers=workers or (os.cpu_count() or 1),
+                           cancel=cancel, on_result=landed, what=what)
+    by_index = dict(zip(todo, solved, strict=True))
+    return [by_index[source[e]] for e in range(len(source))], len(todo)
 
 
 def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool, str | None]

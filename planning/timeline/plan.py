@@ -24,12 +24,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.groups import Group
+from planning.resolve import resolve_scenario
 from planning.scenario import Demand, Scenario, SizeBucket
-from planning.timeline import engine, policies
+from planning.timeline import engine, policies, shared
 from planning.timeline.availability import (
     AvailabilitySeries,
     SpotOptions,
@@ -64,6 +66,8 @@ class TimelineOptions:
     # or as Ray tasks (backend "ray"; None: the default backend); ``planning.timeline.fanout``
     workers: int = 1
     backend: str | None = None
+    # serving templates: "auto" | "on-demand" (priced per distinct epoch demand) | "library" (``template_route``)
+    templates: str = "auto"
 
     def __post_init__(self) -> None:
         from planning.timeline.policies import POLICIES
@@ -78,6 +82,9 @@ class TimelineOptions:
         if not (isinstance(self.workers, int) and 0 <= self.workers <= 256):
             raise PlanningError("--workers", f"must be a whole number in 0..256, got {self.workers!r}.",
                                 "e.g. --workers 2 (0: one per core).")
+        if self.templates not in ("auto", "on-demand", "library"):
+            raise PlanningError("templates", f"must be auto, on-demand or library, got {self.templates!r}.",
+                                "e.g. templates='on-demand'.")
         if not (math.isfinite(self.offline_time_limit_s) and self.offline_time_limit_s > 0):
             raise PlanningError("offline_time_limit_s", f"must be > 0, got {self.offline_time_limit_s!r}.",
                                 "give seconds, e.g. 600.")
@@ -266,18 +273,14 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     def check() -> None:
         check_cancel(cancel, "timeline")
 
-    if progress:
-        progress(0.01, "serving templates (built once for every epoch)")
-    t0 = time.perf_counter()
-    prep = engine.prepare(design, context, (lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None, cancel)
-    t_templates = time.perf_counter() - t0
-    base_offers = engine.offers_for(prep, design)
+    resolved_design = resolve_scenario(design, context.catalog)
+    base_offers = resolved_design.offers
     known = [(o.region, o.shape) for o in base_offers]
     default_avail = {(o.region, o.shape): o.available for o in base_offers}
     price = {(o.region, o.shape): o.price_per_hour for o in base_offers}
     models = tuple(m.id for m in scenario.models)
 
-    per_epoch_groups = [epoch_groups(prep.groups, series, e) for e in range(n_epochs)]
+    per_epoch_groups = [epoch_groups(resolved_design.groups, series, e) for e in range(n_epochs)]
     avail_at = [dict(availability.at(e)) if availability is not None else {} for e in range(n_epochs)]
     unknown_keys = sorted({k for a in avail_at for k in a} - set(known))
     notes: list[str] = []
@@ -292,7 +295,37 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
 
     horizon = opts.horizon or design.options.lookahead_epochs
     scns = [with_availability(design, avail_at[e], known) for e in range(n_epochs)]
-    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel)
+    peak_scn = with_availability(design, {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}, known)
+    peak_groups = _peak_groups(per_epoch_groups)
+    why = shared.unsupported(design, series, K, opts.policies)
+    if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
+        return shared.run(scenario, scns, peak_scn if opts.static_peak else None, series, demand, K=K,
+                          epoch_hours=epoch_h, ctx=context, workers=opts.workers, backend=opts.backend, notes=notes,
+                          availability_source=availability.source if availability is not None
+                          else "scenario (constant)", progress=progress, cancel=cancel)
+    if why:
+        notes.append(f"sharing ({design.options.sharing}) is not applied in this timeline: it does not plan {why}; "
+                     "every model is planned on dedicated instances.")
+
+    t0 = time.perf_counter()
+    pool = None
+    if template_route(opts, design, context) == "on-demand":
+        from planning.timeline.columns import build_pool
+
+        if progress:
+            progress(0.01, "pricing: serving templates on demand, per distinct epoch demand")
+        problems = [(scns[e], per_epoch_groups[e]) for e in range(n_epochs)]
+        if opts.static_peak:
+            problems.append((peak_scn, peak_groups))
+        pool = build_pool(context, design, resolved_design.groups, problems, cancel=cancel,
+                          progress=(lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None)
+    if pool is None and progress:
+        progress(0.01, "serving templates (built once for every epoch)")
+    prep = engine.prepare(design, context, (lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None, cancel,
+                          sets=pool.sets if pool is not None else None)
+    t_templates = time.perf_counter() - t0
+    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel,
+                             pool.horizon_rows() if pool is not None else None)
     distinct = n_epochs
     t_independent = time.perf_counter()
     if K == 0 and opts.policies[0] == "myopic":  # no penalty: the epochs do not chain (fanout module docstring)
@@ -377,10 +410,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     t_static = time.perf_counter()
     if opts.static_peak:
         check()
-        peak = _peak_groups(per_epoch_groups)
-        low = {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}
-        sscn = with_availability(design, low, known)
-        st = engine.solve_epoch(prep, sscn, peak, goodput_fallback=True, cancel=cancel)
+        st = engine.solve_epoch(prep, peak_scn, peak_groups, goodput_fallback=True, cancel=cancel)
         static_ok = st.objective == "cost" and st.result.status in ("optimal", "feasible")
         static_cost = st.result.comparable_cost  # nodes + cross-region KV egress, as every method counts
         initial = st.result.penalty_per_hour
@@ -416,11 +446,36 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         availability_source=availability.source if availability is not None else "scenario (constant)",
         spot={"enabled": opts.spot.enabled, "preemption_per_hour": opts.spot.preemption_per_hour,
               "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
-        timings={"templates_seconds": t_templates, "epochs_seconds": t_epochs, "static_seconds": t_static,
+        timings={"templates_seconds": t_templates, **_pool_timings(pool), "epochs_seconds": t_epochs, "static_seconds": t_static,
                  **{f"{p}_seconds": sch.seconds for p, sch in runs.schedules.items()},
                  "independent_epochs_seconds": t_independent, "distinct_epoch_problems": float(distinct),
                  "total_seconds": time.perf_counter() - t_start},
         notes=tuple(notes))
+
+
+def template_route(opts: TimelineOptions, design: Scenario, context: EngineContext) -> str:
+    """``"on-demand"`` (columns priced per distinct epoch demand, ``planning.timeline.columns``) or ``"library"``
+    (every group's full template library). ``"auto"``: on demand when the scenario asks for it
+    (``options.templates``), the engine supports it, no offline optimum is asked for (its bound is proven over
+    every template, so it keeps the library) and the libraries are not small (``columns.small_library``: there the
+    library is built in about a second, coral-core's published figures stay the library's)."""
+    if opts.templates == "library":
+        return "library"
+    from planning.timeline.columns import small_library, supported
+
+    if opts.templates == "auto" and (design.options.templates != "on-demand" or "offline" in opts.policies
+                                     or small_library(design, context)):
+        return "library"
+    return "on-demand" if supported(design, context) else "library"
+
+
+def _pool_timings(pool: object | None) -> dict[str, float]:
+    from planning.timeline.columns import PoolResult
+
+    if not isinstance(pool, PoolResult):
+        return {"templates_on_demand": 0.0}
+    return {"templates_on_demand": 1.0, "pool_problems": float(pool.problems), "pool_certified": float(pool.certified),
+            "pool_templates": float(pool.templates), "pool_seconds": pool.seconds}
 
 
 
@@ -480,7 +535,7 @@ class _Runs:
 
 def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenario], groups: list[list[Group]],
                       opts: TimelineOptions, horizon: int, hours: float, K: float, progress: ProgressFn | None,
-                      cancel: CancelToken | None) -> _Runs:
+                      cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
     it is only compared)."""
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
@@ -489,7 +544,7 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
         return runs
     for p in opts.policies:
         policies.check_supported(design, groups[0], p)
-    adapter = policies.HorizonAdapter.build(prep, scns, groups, hours, K) if wanted else None
+    adapter = policies.HorizonAdapter.build(prep, scns, groups, hours, K, rows) if wanted else None
     limit, gap = design.options.time_limit_s, design.options.mip_rel_gap
 
     def myopic(t: int, prev: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:

@@ -83,7 +83,8 @@ class HorizonAdapter:
 
     @classmethod
     def build(cls, prep: engine.Prepared, epoch_scenarios: Sequence[Scenario], epoch_groups: Sequence[Sequence[Group]],
-              hours: float, K: float) -> HorizonAdapter:
+              hours: float, K: float, rows: Sequence[np.ndarray] | None = None) -> HorizonAdapter:
+        """``rows``: per template set, the rows the MILPs may use (None: all; ``columns.PoolResult.horizon_rows``)."""
         offers0 = engine.offers_for(prep, epoch_scenarios[0])
         regions = tuple(sorted({o.region for o in offers0}))
         shapes = tuple(sorted({o.shape for o in offers0}))
@@ -97,14 +98,15 @@ class HorizonAdapter:
                     available[e, regions.index(o.region), shapes.index(o.shape)] = o.available
         groups, row_of = [], {}
         for gi, ts in enumerate(prep.sets):
-            usage = np.zeros((len(ts), len(shapes)), dtype=np.int64)
-            throughput = np.asarray(ts.throughput[:, 0], dtype=float).copy()
+            sel = np.flatnonzero(rows[gi]) if rows is not None else np.arange(len(ts))
+            usage = np.zeros((len(sel), len(shapes)), dtype=np.int64)
+            throughput = np.asarray(ts.throughput[sel, 0], dtype=float).copy()
             for k, s in enumerate(ts.shapes):
                 if s in shapes:
-                    usage[:, shapes.index(s)] = ts.usage[:, k]
+                    usage[:, shapes.index(s)] = ts.usage[sel, k]
                 else:  # a shape no epoch offers: the template cannot be bought (no throughput, no column)
-                    throughput[ts.usage[:, k] > 0] = 0.0
-            keys = tuple(ts.key(i) for i in range(len(ts)))
+                    throughput[ts.usage[sel, k] > 0] = 0.0
+            keys = tuple(ts.key(int(i)) for i in sel)
             groups.append(HorizonGroup(ts.group.id, ts.group.model, ts.group.phase, usage, throughput, keys))
             row_of.update({k: (gi, i) for i, k in enumerate(keys)})
         gid = [ts.group.id for ts in prep.sets]

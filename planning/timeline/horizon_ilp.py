@@ -239,11 +239,11 @@ def pairs_ilp_within(d: _Data, pairs: Sequence[tuple[int, int, int]], left: Call
     ``time_limit``, no plan): on coral-core's week HiGHS spent 305 s of a 45 s limit on an 85,680-column ILP
     without reaching an interrupt point. Where a child cannot be started (inside a daemonic pool worker) it runs
     here."""
-    import multiprocessing
+    from planning.spawning import spawn_context
 
     if len(pairs) * d.p.epochs <= CHILD_COLUMNS:
         return pairs_ilp(d, pairs, left, gap, start)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = spawn_context()  # the child does not re-run the caller's script
     receive, send = ctx.Pipe(duplex=False)
     try:
         proc = ctx.Process(target=_ilp_child, args=(send, d, list(pairs), left() - CHILD_START_S, gap, start),

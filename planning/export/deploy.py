@@ -37,9 +37,12 @@ TOY_PROXY_URL = (f"https://raw.githubusercontent.com/vllm-project/vllm/v{VLLM_VE
 """vLLM's reference prefill/decode proxy for NixlConnector (round robin over the listed engines), fetched at
 the pinned tag when the proxy starts."""
 SERVE_PORT = 8000
-# Paths on the *deployed* node or pod (never on the machine running the planner): scratch for the files a recipe
-# fetches or writes at start, and the shared-memory mount NCCL and vLLM's workers need in a container.
-NODE_SCRATCH = "/tmp/planning"
+# Paths on the *deployed* node or pod (never on the machine running the planner). The files a recipe fetches or
+# writes at start (launch script, toy proxy, the Ray head's address) go under the task's own working directory
+# (SkyPilot's workdir or home, the image's WORKDIR in a pod; setup, run and probes all start there), not a fixed
+# machine path: two tasks on one node never share them. SHM_PATH is where Linux, NCCL and vLLM's workers expect
+# shared memory, which a pod must mount explicitly (a memory-backed emptyDir).
+NODE_SCRATCH = ".planning"
 TOY_PROXY_PATH = f"{NODE_SCRATCH}/toy_proxy_server.py"
 SHM_PATH = "/dev/shm"
 RAY_PORT = 6379

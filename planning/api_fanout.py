@@ -24,10 +24,11 @@ from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
 
 
-def _fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
-             progress: ProgressFn | None, cancel: CancelToken | None, what: str) -> list[Any]:
+def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
+            progress: ProgressFn | None, cancel: CancelToken | None, what: str, here: Any = None) -> list[Any]:
     """``[fn(item) for item in items]``: here (``workers`` ≤ 1 on the process backend, each task sees
-    ``cancel``), on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
+    ``cancel``; ``here(item, cancel=…)`` instead of ``fn`` when given, e.g. to reuse the caller's engine context),
+    on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
     from planning.parallel import resolve_backend, run_tasks
 
     name = resolve_backend(backend)
@@ -42,10 +43,11 @@ def _fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: s
     if name == "ray" or workers >= 2:
         return run_tasks(fn, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
                          on_result=landed, what=what)
+    local = here if here is not None else fn
     out = []
     for i, item in enumerate(items):
         check_cancel(cancel, what)
-        out.append(fn(item, cancel=cancel))
+        out.append(local(item, cancel=cancel))
         landed(i, out[-1])
     return out
 
@@ -67,7 +69,7 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
     if not values:
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     points = [(scenario.to_dict(), kind, float(x)) for x in values]
-    per_point = _fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values], backend=backend,
+    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values], backend=backend,
                          workers=workers, progress=progress, cancel=cancel, what="sweep")
     return pd.DataFrame([row for rows in per_point for row in rows])
 
@@ -117,7 +119,7 @@ def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequ
         raise PlanningError("variants", "a variant is labelled 'base', the scenario's own plan.", "rename it.")
     cases = {"base": scenario} if base else {}
     cases.update({name: apply_variants(scenario, list(changes)) for name, changes in named.items()})
-    results = _fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases), backend=backend,
+    results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases), backend=backend,
                        workers=workers, progress=progress, cancel=cancel, what="what-if")
     return dict(zip(cases, results, strict=True))
 

@@ -487,21 +487,13 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
     One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
     shared_models (count).
     """
-    from planning.api_fanout import _fan_out
-    from planning.parallel import resolve_backend
+    from planning.api_fanout import fan_out
 
     points = [(scenario.to_dict(), th, method) for th in thresholds]
     labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]
-    if resolve_backend(backend) != "ray" and workers < 2:  # here: reuse this caller's engine context
-        rows = []
-        for i, point in enumerate(points):
-            check_cancel(cancel, "sharing threshold sweep")
-            rows.append(threshold_point(point, cancel=cancel, context=context))
-            if progress is not None:
-                progress((i + 1) / len(points), labels[i])
-        return rows
-    return list(_fan_out(threshold_point, points, labels, backend=backend, workers=workers, progress=progress,
-                         cancel=cancel, what="sharing threshold sweep"))
+    return list(fan_out(threshold_point, points, labels, backend=backend, workers=workers, progress=progress,
+                        cancel=cancel, what="sharing threshold sweep",
+                        here=lambda point, cancel=None: threshold_point(point, cancel=cancel, context=context)))
 
 
 def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: CancelToken | None = None,

@@ -340,7 +340,13 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         if refuted is not None:
             anytime.raise_bound(refuted, f"certificate target refuted by fixing ILP{again}")
         _check(cancel)
-        target = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
+        raised = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
+        # the next target need not exceed the best plan found so far (an incumbent ILP's, often far below this
+        # fixing ILP's over its few templates): a plan of that value exists, so the certificate at it succeeds
+        # once the ILP holds every template that can be in a plan at least as cheap
+        if anytime.value < raised and anytime.value > target * (1 + 1e-9) + 1e-9:
+            raised = anytime.value
+        target = raised
         delta = target - z_lb
     if not certified and anytime.best is not None:  # out of attempts: the best plan found, with its proven gap
         best = anytime.best

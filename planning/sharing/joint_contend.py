@@ -132,7 +132,7 @@ def lagrangian_applies(scenario: Scenario, offers: Sequence[ResolvedOffer], rows
 def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], packing: Packing,
            nodes: tuple[SharedNode, ...], free: PlanResult, bound: float | None, *, pack_on: PackOn,
            solve_part: SolvePart, shared_lp: SharedLP,
-           deadline: Deadline) -> Settled:
+           deadline: Deadline, baselines: bool = True) -> Settled:
     """Resolve the competition between the packing (``packing``, ``nodes``: optimal or best with every node) and
     the popular models' free plan ``free`` (module docstring).
 
@@ -153,6 +153,8 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         ``extra`` dearer by that much (−inf when no bound; prices empty when the LP did not converge).
     deadline:
         The whole call's.
+    baselines:
+        The answer's dedicated plan with its baselines (False: none is solved for them).
 
     Returns
     -------
@@ -192,8 +194,8 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
             return
         t0 = time.perf_counter()
         on = _remaining(sub, offers, _node_usage(nd))
-        baselines = not any(c[6] for c in best)
-        add(label, pk, nd, solve_part(on, lo, baselines), on, baselines)
+        with_baselines = baselines and not any(c[6] for c in best)
+        add(label, pk, nd, solve_part(on, lo, with_baselines), on, with_baselines)
         timed("replan_seconds", t0)
 
     def packed_on(taken: Usage) -> tuple[Packing, tuple[SharedNode, ...]] | None:
@@ -303,8 +305,8 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         notes.append("time limit reached before the popular models could be re-planned on what the shared nodes "
                      "leave.")
         return Settled(packing, nodes, empty, sub, bound, False, notes, stats)
-    value, label, pk, nd, ded, on, baselines = min(best, key=lambda c: c[0])
-    if label != "popular first" and not baselines and not deadline.expired():
+    value, label, pk, nd, ded, on, has_baselines = min(best, key=lambda c: c[0])
+    if baselines and label != "popular first" and not has_baselines and not deadline.expired():
         again = solve_part(on, 0.9, True)  # the answer with its baselines
         if again.status in ("optimal", "feasible") and again.cost_per_hour <= ded.cost_per_hour * (1 + 1e-9) + 1e-9:
             ded, value = again, pk.cost_per_hour + again.cost_per_hour

@@ -213,7 +213,8 @@ def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence
 
 def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
                         solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
-                        progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> object:
+                        progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                        baselines: bool = True) -> object:
     """The shared plan by the joint model (``split="joint"``) or by the threshold rule solved exactly
     (``"threshold"``); both costs are reported. Returns a ``planning.sharing.plan.SharingResult``.
 
@@ -229,6 +230,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.api.solve``).
     progress, cancel:
         The run contract; ``options.time_limit_s`` bounds the whole call (both solves and the re-plan).
+    baselines:
+        The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
     from planning import api
     from planning.sharing.plan import (
@@ -298,7 +301,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
             dedicated = solve_dedicated(sub)
         else:
             part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
-            dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel)
+            dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
+                                  with_baselines=baselines)
         if not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
             # the re-plan stopped above what the joint model priced (its own limit): the joint model's instance
             # counts are a plan on what the shared nodes leave, so they are planned instead (never dearer)

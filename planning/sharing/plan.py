@@ -230,7 +230,8 @@ def _remaining(scenario: Scenario, offers: Sequence[ResolvedOffer],
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, context: EngineContext | None = None,
                  solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
-                 progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> SharingResult:
+                 progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                 baselines: bool = True) -> SharingResult:
     """Plan ``scenario`` with GPU sharing for its low-rate models (module docstring).
 
     Parameters
@@ -248,6 +249,9 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         ``options.time_limit_s`` bounds the whole call: the packing MILP and each dedicated solve get the time
         left (a dedicated solve at its limit returns its best plan, status ``feasible``); past the limit the
         re-solve of coupled parts is skipped and the other order (popular models first) is used if it fits.
+    baselines:
+        Also run the dedicated plan's baselines (False: a timeline epoch, which shows none; the answer's plan is
+        then not solved again for them).
 
     Returns
     -------
@@ -285,10 +289,10 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
                 step(0.0, "sharing: a first plan by KV-pressure packing (the joint model may not finish in the "
                           "time left on this machine)")
                 first = _solve_shared(scenario, ctx, "kvpr", threshold, list(shared_ids), list(dedicated_ids), [],
-                                      deadline, t0, step, solve_dedicated, progress, cancel)
+                                      deadline, t0, step, solve_dedicated, progress, cancel, baselines)
             exact = cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
                                                             solve_dedicated=solve_dedicated, progress=progress,
-                                                            cancel=deadline))
+                                                            cancel=deadline, baselines=baselines))
         except Cancelled as exc:
             if not deadline.timed_out() or exc.reason != "time limit":
                 raise
@@ -304,7 +308,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
         notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
         return _solve_shared(scenario, ctx, method, threshold, shared_ids, dedicated_ids, notes, deadline, t0, step,
-                             solve_dedicated, progress, cancel)
+                             solve_dedicated, progress, cancel, baselines)
     except Cancelled as exc:
         if not deadline.timed_out() or exc.reason != "time limit":
             raise
@@ -340,7 +344,7 @@ def _no_plan_in_time(scenario: Scenario, method: str, threshold: float | None, s
 def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold: float | None,
                   shared_ids: list[str], dedicated_ids: list[str], notes: list[str], deadline: Deadline, t0: float,
                   step: Callable[[float, str], None], solve_dedicated: Callable[[Scenario], PlanResult] | None,
-                  progress: ProgressFn | None, cancel: CancelToken | None) -> SharingResult:
+                  progress: ProgressFn | None, cancel: CancelToken | None, baselines: bool = True) -> SharingResult:
     """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
     from planning import api
     from planning.sharing.joint_contend import pack_on, settle, shared_lp
@@ -388,17 +392,17 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
         t2 = time.perf_counter()
         step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
 
-        def solve_part(part: Scenario, lo: float, baselines: bool = True) -> PlanResult:
+        def solve_part(part: Scenario, lo: float, with_baselines: bool = True) -> PlanResult:
             if solve_dedicated is not None:
                 return solve_dedicated(part)
             check_cancel(deadline, "the dedicated models' plan")
             left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
             part = replace(part, options=replace(part.options, time_limit_s=left))
             return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
-                             if progress is not None else None, with_baselines=baselines)
+                             if progress is not None else None, with_baselines=with_baselines and baselines)
 
         # the popular models' optimum with every node available; its baselines only when it is the answer (below)
-        free = solve_part(sub, 0.5, baselines=False)
+        free = solve_part(sub, 0.5, with_baselines=False)
         dedicated = free
         packing_free = packing  # the shared part's packing with every node available
         if scenario.objective.kind == "cost" and budget is None:  # each part's bound with every node, added
@@ -411,11 +415,12 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                 notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
             settled = settle(scenario, sub, offers, packing, nodes, free, bound, deadline=deadline, solve_part=solve_part,
                              pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
-                             shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d))
+                             shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d),
+                             baselines=baselines)
             packing, nodes, dedicated, bound = settled.packing, settled.nodes, settled.dedicated, settled.bound
             notes.extend(settled.notes)
             coupled, stats = not settled.optimal, settled.stats
-        if dedicated is free and free.has_plan and solve_dedicated is None and not deadline.expired():
+        if dedicated is free and free.has_plan and solve_dedicated is None and baselines and not deadline.expired():
             again = solve_part(sub, 0.9)  # the free plan is the answer: solved again with its baselines
             if again.has_plan and again.cost_per_hour <= free.cost_per_hour * (1 + 1e-9) + 1e-9:
                 dedicated = again

@@ -140,7 +140,7 @@ def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = 
     from planning.sharing import solve_shared
 
     t0 = time.perf_counter()
-    res = solve_shared(scenario, context=ctx, cancel=cancel)
+    res = solve_shared(scenario, context=ctx, cancel=cancel, baselines=False)  # an epoch shows no baselines
     return summarize(res, time.perf_counter() - t0)
 
 

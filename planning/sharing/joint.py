@@ -234,7 +234,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
               if du.sigma[r, k] < -1e-12} if converged else {}
     if lp_only:  # the LP's shared nodes per offer
         used: dict[tuple[str, str], float] = {}
-        for j, (kind, key) in enumerate(master.columns):
+        for j, (kind, key) in enumerate(master.columns[: len(values)]):  # the columns of the last LP solved
             if kind == "z" and values[j] > 1e-9:
                 r, k = a.type_rk[key[0]]  # type: ignore[index]
                 used[(inst.regions[r], inst.shapes[k])] = used.get((inst.regions[r], inst.shapes[k]), 0.0) + values[j]

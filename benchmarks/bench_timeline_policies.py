@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_timeline_policies.py [--preset coral-core] [--days 1] [--horizon 3]
 [--policies myopic lookahead offline] [--offline-time-limit 600] [--repeats 1] [--K 0] [--workers 2]
-[--backend process|ray] [--hours N] [--templates auto|on-demand|library]``.
+[--backend process|ray] [--hours N] [--templates auto|on-demand|library] [--isolate] [--ray-nodes N] [--save result.json]``.
 
 ``--K 0`` (no initialization penalty: the epochs do not chain) with myopic first solves each distinct epoch problem
 once, here (``--workers 1``), on the process pool or as Ray tasks (``PLANNING_RAY_ADDRESS`` for a cluster); the
@@ -20,17 +20,20 @@ then the static peak plan on the same rows, and the wall time of the whole ``api
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import resource
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._load import parse_with_isolate
 from benchmarks.bench_timeline import day_demand
 from planning import api
 from planning.timeline import TimelineOptions
@@ -53,7 +56,37 @@ def main() -> int:
     ap.add_argument("--hours", type=int, default=0, help="only the first N hourly epochs (0: all; a measured prefix)")
     ap.add_argument("--templates", default="auto", choices=("auto", "on-demand", "library"),
                     help="serving templates: priced on demand per distinct epoch demand, or full libraries")
-    args = ap.parse_args()
+    ap.add_argument("--save", default="", help="write the timeline result (JSON) here, e.g. to compare backends")
+    ap.add_argument("--ray-nodes", type=int, default=0,
+                    help="start a local Ray cluster of N one-CPU nodes (`ray start` processes) and plan on it")
+    args = parse_with_isolate(ap, runs=1)  # --isolate: a weighted cgroup, as if nothing else ran on the cores
+    if args.ray_nodes:
+        with ray_cluster(args.ray_nodes) as address:
+            print(f"Ray cluster: {args.ray_nodes} nodes of 1 CPU at {address}")
+            args.backend = "ray"
+            return run(args)
+    return run(args)
+
+
+@contextlib.contextmanager
+def ray_cluster(nodes: int) -> Iterator[str]:
+    """A head and ``nodes`` − 1 workers, each a ``ray start`` of one CPU (``tests/parallel/ray_cluster.py``);
+    yields its address with ``PLANNING_RAY_ADDRESS`` set for this process, stops it after."""
+    import tempfile
+
+    from tests.parallel.ray_cluster import DRIVER_ENV, LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix="planning-ray-") as tmp:
+        cluster = LocalCluster(Path(tmp))
+        try:
+            cluster.start(head_cpus=1, worker_cpus=[1] * (nodes - 1))
+            os.environ.update({**DRIVER_ENV, "PLANNING_RAY_ADDRESS": cluster.address})
+            yield cluster.address
+        finally:
+            cluster.stop()
+
+
+def run(args: argparse.Namespace) -> int:
     scenario = api.load_preset_scenario(args.preset)
     if args.time_limit is not None:
         scenario = replace(scenario, options=replace(scenario.options, time_limit_s=args.time_limit))
@@ -82,6 +115,8 @@ def main() -> int:
         result = api.timeline(scenario, demand, options=opts, progress=progress)
         walls.append(time.perf_counter() - t0)
     assert result is not None
+    if args.save:
+        Path(args.save).write_text(result.to_json())
     totals = result.policy_totals()
     offline = totals.get("offline", {}).get("total_cost")
     print(f"{'policy':<22} {'total $':>11} {'starts':>7} {'stops':>7} {'worst served':>13} {'short':>6} "
@@ -105,7 +140,7 @@ def main() -> int:
     if info:
         print(f"offline proof: status {info.get('status')}, bound {info.get('bound')}, gap {info.get('gap')}")
     for note in result.notes:
-        if "look-ahead" in note or "offline" in note:
+        if "look-ahead" in note or "offline" in note or result.timings.get("shared_epochs"):
             print("note:", note)
     print(f"epoch problems: {result.timings.get('distinct_epoch_problems', len(result.epochs)):g} distinct of "
           f"{len(result.epochs)}, {result.timings.get('independent_epochs_seconds', 0.0):.1f} s "
@@ -116,12 +151,20 @@ def main() -> int:
     if t.get("shared_epochs"):
         print(f"shared plans per epoch (options.sharing {scenario.options.sharing}): "
               f"{t['distinct_epoch_problems']:g} distinct problems (static peak included)")
+        gaps = sorted((e.gap, e.index) for e in result.epochs if e.gap is not None)
+        if gaps:
+            print(f"epoch proven gaps ({len(gaps)} of {len(result.epochs)} epochs): median "
+                  f"{statistics.median(g for g, _ in gaps):.2%}, p90 {gaps[int(0.9 * (len(gaps) - 1))][0]:.2%}, "
+                  f"max {gaps[-1][0]:.2%} (epoch {gaps[-1][1]}); epoch seconds median "
+                  f"{statistics.median(e.seconds for e in result.epochs):.1f}, max "
+                  f"{max(e.seconds for e in result.epochs):.1f}")
     elif t.get("templates_on_demand"):
         print(f"templates on demand: {t['pool_problems']:g} distinct problems ({t['pool_certified']:g} certified over "
               f"all templates) in {t['pool_seconds']:.1f} s; pool {t['pool_templates']:,.0f} templates")
     else:
         print("templates: full libraries")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process); "
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process), "
+          f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MB (largest finished child); "
           f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -59,6 +59,7 @@ class EpochResult:
     methods: Mapping[str, MethodEpoch] = field(default_factory=dict)
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region), in cost_per_hour
     has_plan: bool = True  # False: the time limit came before any plan (cost unknown, never counted as $0)
+    gap: float | None = None  # the epoch plan's proven gap where its solve states one (shared epochs), else None
 
 
 @dataclass(frozen=True)

@@ -207,19 +207,24 @@ def run(scenario: Scenario, scns: Sequence[Scenario], peak: Scenario | None, ser
             served_fraction={m: ep.served.get(m, 1.0 if ep.has_plan else 0.0) for m in models}, goodput_tok_s={},
             demand_rps={m: scn.model(m).demand.rate_rps for m in models}, gpus=ep.gpus,
             gpus_available=dict(sorted(gpus_available.items())), nodes_started=started, nodes_stopped=stopped,
-            instances=sum(ep.nodes.values()), seconds=ep.seconds, methods=methods))
+            instances=sum(ep.nodes.values()), seconds=ep.seconds, methods=methods, gap=ep.gap if ep.has_plan else None))
         prev = ep.nodes
     if static is not None and not static.has_plan:
         out_notes.append("no shared static plan serves every model's peak within the scarcest availability.")
     lost = [ep.index for ep in epochs if not ep.has_plan]
     if lost:
         out_notes.append(f"{len(lost)} epochs have no shared plan (e.g. epoch {lost[0]}): their cost is unknown.")
-    uncertified = [ep for ep in solved if ep.has_plan and (ep.gap is None or ep.gap > 0)]
+    uncertified = [ep for ep in epochs if ep.has_plan and (ep.gap is None or ep.gap > 0)]
     if uncertified:
         worst = max((ep.gap for ep in uncertified if ep.gap is not None), default=None)
-        out_notes.append(f"sharing ({scenario.options.sharing}): {len(uncertified)} of {len(solved)} epoch plans are "
+        out_notes.append(f"sharing ({scenario.options.sharing}): {len(uncertified)} of {len(epochs)} epoch plans are "
                          "not proven optimal" + (f" (worst proven gap {worst:.2%})." if worst is not None else
                                                  " (no bound for the shared part)."))
+        if not lost and all(ep.gap is not None for ep in epochs):  # each epoch's bound, added: the horizon's
+            total = sum(ep.cost_per_hour for ep in epochs) * epoch_hours
+            bound = sum(ep.cost_per_hour * (1.0 - float(ep.gap or 0.0)) for ep in epochs) * epoch_hours
+            out_notes.append(f"the horizon's total ${total:,.2f} is within {(total - bound) / total:.2%} of its proven "
+                             f"lower bound ${bound:,.2f} (each epoch's bound, added).")
     return TimelineResult(
         policy="myopic", horizon_epochs=1,
         policy_info={"myopic": {"label": f"shared plan per epoch ({scenario.options.sharing})", "status": "feasible",

@@ -42,6 +42,7 @@ def test_each_epoch_is_the_shared_plan_of_its_demand(method: str) -> None:
                                                 output_len=m.demand.output_len)) for m in s.models)
         alone = solve_shared(replace(s, models=models))
         assert ep.has_plan and ep.cost_per_hour == pytest.approx(alone.cost_per_hour, rel=1e-9)
+        assert ep.gap == alone.gap  # the epoch's proven gap, as its shared plan states it
         assert sum(ep.gpus.values()) == alone.n_gpus
     low, high = res.epochs[1], res.epochs[2]
     assert low.cost_per_hour < high.cost_per_hour  # less demand is cheaper …
@@ -66,3 +67,19 @@ def test_a_chained_timeline_says_sharing_was_not_applied() -> None:
                        context=api.engine_context())
     assert "shared_epochs" not in res.timings
     assert any("sharing (kvpr) is not applied" in n and "K = 0.1" in n for n in res.notes)
+
+
+def test_the_horizon_total_is_stated_against_the_epochs_bounds_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Epoch plans not proven optimal: the horizon's total is stated against its proven lower bound (each epoch's
+    cost × (1 − its gap), added)."""
+    from planning.timeline import shared
+
+    real = shared._solve
+    monkeypatch.setattr(shared, "_solve", lambda *a, **k: replace(real(*a, **k), gap=0.1))
+    s = _scenario()
+    res = run_timeline(s, _demand(s), options=TimelineOptions(baselines=(), static_peak=False),
+                       context=api.engine_context())
+    assert all(e.gap == 0.1 for e in res.epochs)
+    total = res.total_cost
+    assert any(f"the horizon's total ${total:,.2f} is within 10.00% of its proven lower bound ${0.9 * total:,.2f}" in n
+               for n in res.notes), res.notes

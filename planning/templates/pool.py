@@ -26,7 +26,7 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
     with _POOLS_LOCK:
         pool = _POOLS.get(workers)
         if pool is None:
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context())
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(die_with_parent=True))
             _POOLS[workers] = pool
             atexit.register(pool.shutdown, wait=False, cancel_futures=True)
         return pool

@@ -243,7 +243,7 @@ def pairs_ilp_within(d: _Data, pairs: Sequence[tuple[int, int, int]], left: Call
 
     if len(pairs) * d.p.epochs <= CHILD_COLUMNS:
         return pairs_ilp(d, pairs, left, gap, start)
-    ctx = spawn_context()  # the child does not re-run the caller's script
+    ctx = spawn_context(die_with_parent=True)  # the child does not re-run the caller's script
     receive, send = ctx.Pipe(duplex=False)
     try:
         proc = ctx.Process(target=_ilp_child, args=(send, d, list(pairs), left() - CHILD_START_S, gap, start),

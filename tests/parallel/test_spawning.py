@@ -48,3 +48,56 @@ def test_other_spawned_processes_keep_the_standard_preparation() -> None:
         _LOCAL.starting = False
     assert "init_main_from_path" not in data and "init_main_from_name" not in data
     assert {k: v for k, v in standard.items() if k not in ("init_main_from_path", "init_main_from_name")} == data
+
+
+ORPHAN = textwrap.dedent("""
+    import threading, time
+
+    from planning.templates.pool import shared_pool
+
+    def start() -> None:  # from a short-lived thread, as a Streamlit script run would
+        pool = shared_pool(1)
+        pool.submit(time.sleep, 120)
+        time.sleep(0.5)
+        print("worker", *pool._processes, flush=True)
+
+    t = threading.Thread(target=start)
+    t.start()
+    t.join()
+    time.sleep(120)
+""")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] == "Z"  # exited, not reaped
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def test_a_pool_worker_exits_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """A driver killed by a signal left its pool's workers computing the tasks queued to them; now they exit
+    within about a second. The pool is started from a thread that ends first: the workers stay alive while the
+    parent does (unlike the kernel's parent-death signal, which follows the starting thread)."""
+    import signal
+    import time
+
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "PLANNING_HOME": str(tmp_path / "home")})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("worker "), line
+        worker = int(line.split()[1])
+        time.sleep(2.0)
+        assert not _gone(worker)  # the starting thread has ended, the parent lives: the worker stays
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _gone(worker), f"worker {worker} outlived its killed parent"
+    finally:
+        proc.kill()

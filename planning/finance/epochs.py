@@ -61,11 +61,11 @@ def held_pools(resolved: ResolvedScenario) -> dict[tuple[str, str], int]:
 
 
 def solve_epochs(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-                  candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
-                  drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
-                  stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
-                  proof: Proof | None = None, which: Sequence[int] | None = None,
-                  ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
+                 candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
+                 drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
+                 stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
+                 proof: Proof | None = None, which: Sequence[int] | None = None,
+                 ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
     """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
     candidate pools as given: the plans, the allocations, and per epoch the template rows each plan uses.
 

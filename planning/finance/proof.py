@@ -27,10 +27,10 @@ MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound h
 
 
 def kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-            candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
-            cheapest: Mapping[tuple[str, str], float], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
-            cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], say: Callable[[str], None],
-            proof: Proof) -> None:
+           candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
+           cheapest: Mapping[tuple[str, str], float], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
+           cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], say: Callable[[str], None],
+           proof: Proof) -> None:
     """Raise ``state["bound"]`` towards the Lagrangian dual of the pool rows (module docstring, step 5) by
     Kelley's cutting planes with a box around the best prices (a bundle step): :func:`planning.finance.cuts.
     next_prices` over every epoch plan seen so far proposes π_e per epoch; one pass of certified epoch solves at
@@ -148,10 +148,10 @@ def closed(state: Mapping[str, object], gap: float) -> bool:
 
 
 def master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-                 candidates: Sequence[Candidate], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
-                 cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], proof: Proof,
-                 offer: Callable[[float, Mapping[str, int], Sequence[EpochPlan]], None],
-                 committed_cost: Callable[[Mapping[str, int]], float], say: Callable[[str], None]) -> None:
+                candidates: Sequence[Candidate], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
+                cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], proof: Proof,
+                offer: Callable[[float, Mapping[str, int], Sequence[EpochPlan]], None],
+                committed_cost: Callable[[Mapping[str, int]], float], say: Callable[[str], None]) -> None:
     """Step 6 (:mod:`planning.finance.cuts`): raise ``state["bound"]`` to the cut master's bound; while the gap is
     open and time is left, solve epochs at the master's R̂ exactly (pools free at K(R̂), certified over all
     templates), adding their monotone and Benders cuts, until R̂ is refuted or every epoch is solved.

@@ -31,7 +31,7 @@ def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[
 
 
 def pool_constant(mu: Mapping[tuple[str, str, int], float], held: Mapping[tuple[str, str], int],
-              candidates: Sequence[Candidate], hours: float) -> float:
+                  candidates: Sequence[Candidate], hours: float) -> float:
     """C(μ) = Σ μ·H − Σ_j min(0, a_j − Σ_e μ_{p(j)e})·cap_j (the relaxation's value minus C is a lower bound)."""
     c = sum(v * held.get((pool, shape), 0) for (pool, shape, _e), v in mu.items())
     for cand in candidates:
@@ -59,8 +59,8 @@ class Relaxation:
 
 
 def relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-                candidates: Sequence[Candidate], mu: Mapping[tuple[str, str, int], float],
-                drop_kinds: Sequence[str], cancel: CancelToken | None) -> Relaxation | None:
+               candidates: Sequence[Candidate], mu: Mapping[tuple[str, str, int], float],
+               drop_kinds: Sequence[str], cancel: CancelToken | None) -> Relaxation | None:
     """The pool-priced single-period relaxation over every template (module docstring), with its LP and
     Lagrangian cover bounds (``planning.allocate.reduce``: links, pool flows and the spot cap included)."""
     relaxed = horizon_problem(resolved, sets, epochs, candidates, masks={}, drop_kinds=drop_kinds, pool_prices=mu)

@@ -23,6 +23,8 @@ from planning.templates.sets import TemplateSet
 if TYPE_CHECKING:
     from planning.finance.proof import Proof
 
+EPOCH_GAP_SHARE = 0.1  # each epoch ILP's gap: this × options.mip_rel_gap (its cuts lose at most that much; gap 0
+# could take minutes: an ILP over free pools proving its last 0.01 % among symmetric plans, enterprise at a master point)
 EPOCH_THREADS = min(2, os.cpu_count() or 1)  # epochs of one pass solved at once (threads; HiGHS frees the GIL)
 
 
@@ -73,9 +75,12 @@ def solve_epochs(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
     the last one returned; the lists then cover only the epochs solved). "All reserved" at R = 0 has no plan as
     soon as demand exceeds the owned and held nodes: one solve says so instead of one per epoch.
     ``prices[e][pool]``: epoch e's $/node-hour of a pool instead of the one in ``pools``. ``proof``: receives
-    each epoch's Benders cut (:meth:`Proof.benders`; every pool of ``pools`` is then offered, 0 nodes too)."""
+    each epoch's Benders cut (:meth:`Proof.benders`; every pool of ``pools`` is then offered, 0 nodes too), and
+    its plans seen so far warm-start each solve: the cheapest that fits, priced here, caps the certificate's
+    targets (:meth:`Proof.upper`; the same answer, never the blind ×4 growth or the ILP over every template)."""
     from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
 
+    ilp_gap = EPOCH_GAP_SHARE * resolved.scenario.options.mip_rel_gap  # each epoch's proven low: value × (1 − gap)
     order = list(range(len(epochs))) if which is None else list(which)
     every_pool = {(c.pool, c.shape) for c in candidates}
     if stop_without_plan:
@@ -87,7 +92,8 @@ def solve_epochs(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
         check_cancel(cancel, "sizing: epoch plans")
         here = pools if prices is None else {k: (prices[e][k], n) for k, (_p, n) in pools.items()}
         res_e = epoch_resolved(resolved, epochs[e], candidates, here, drop_kinds, zero_pools=proof is not None)
-        certified = solve_certified(res_e, sets, cancel=cancel)
+        hint = proof.upper(e, here) if proof is not None else None  # a plan seen that fits: caps the targets
+        certified = solve_certified(res_e, sets, cancel=cancel, upper=hint, ilp_gap=ilp_gap)
         alloc = certified.result
         flows = (transfer_prices(res_e) if res_e.scenario.options.kv_transfer == "cross-region"
                  else site_transfers(res_e))

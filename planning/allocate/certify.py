@@ -268,11 +268,12 @@ def exact_when_small(problem: AllocationProblem) -> AllocationProblem:
     return replace(problem, mip_rel_gap=0.0) if len(problem.templates) <= GAP_ZERO_TEMPLATES else problem
 
 
-def _solve(problem: AllocationProblem, cancel: CancelToken | None) -> AllocationResult:
+def _solve(problem: AllocationProblem, cancel: CancelToken | None, ilp_gap: float | None = None) -> AllocationResult:
     """One ILP within the time left on ``cancel``'s deadline (and never more than ``options.time_limit_s``),
     to a proven gap of 0 when it is small (:func:`exact_when_small`)."""
     check_cancel(cancel, "allocation ILP")
-    return solve_allocation(exact_when_small(replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s))))
+    timed = replace(problem, time_limit_s=time_left(cancel, problem.time_limit_s))
+    return solve_allocation(exact_when_small(timed) if ilp_gap is None else replace(timed, mip_rel_gap=ilp_gap))
 
 
 def refuted_target(alloc: AllocationResult, target: float) -> float | None:
@@ -291,11 +292,12 @@ def refuted_target(alloc: AllocationResult, target: float) -> float | None:
 
 def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
           dump_model: str | None, progress: ProgressFn | None, cancel: CancelToken | None,
-          anytime: Anytime, alpha: float | None = None) -> tuple[AllocationResult, AllocationProblem, None]:
+          anytime: Anytime, alpha: float | None = None, ilp_gap: float | None = None,
+          ) -> tuple[AllocationResult, AllocationProblem, None]:
     problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, objective=objective)
     if progress:
         progress(0.0, f"ILP: {len(problem.templates):,} templates")
-    alloc = _solve(problem, cancel)
+    alloc = _solve(problem, cancel, ilp_gap)
     anytime.offer(alloc if alpha is None else replace(alloc, objective="served", alpha=alpha), sets, None,
                   f"ILP over all {len(problem.templates):,} templates")
     first, last = (alloc.phases[0], alloc.phases[-1]) if alloc.phases else (None, None)
@@ -313,12 +315,15 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
                   dump_model: str | None, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
                   progress: ProgressFn | None, cancel: CancelToken | None, anytime: Anytime,
                   alpha: float | None = None, duals: list[AvailabilityDuals] | None = None,
+                  upper: float | None = None, ilp_gap: float | None = None,
                   ) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
     """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
     "served": value = −α of phase 1). Every plan and bound goes to ``anytime``; a deadline raises
     :class:`Cancelled` (the caller returns the incumbent). ``alpha``: the served objective's phase 2 (the cost
     at α* on demand scaled by α*), whose plans are offered as serving α*. ``duals`` receives the reduction's
-    bound as a function of the availabilities (cost objective)."""
+    bound as a function of the availabilities (cost objective). ``upper``: the value of a plan known to exist
+    (cost objective): a raised target never exceeds it (the ILP at target ``upper`` holds every column such a
+    plan uses, so it finds one and is certified), instead of growing blindly ×4 or falling back to every template."""
     served = objective == "served"
     if progress:
         progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
@@ -326,7 +331,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     red, blocks = _reduction(resolved, sets, groups, served, cancel)
     timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
     if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
-        return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
+        return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha, ilp_gap)
     phase_two = anytime.served and not served  # the cost phase of the served objective: α is already bounded
     if not phase_two:
         anytime.raise_bound(red.z_lp, "LP relaxation over all templates")
@@ -352,7 +357,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         again = f" (attempt {attempt + 1})" if attempt else ""
         if progress:
             progress(0.1 + 0.15 * attempt, f"ILP: {len(problem.templates):,} templates after the LP reduction{again}")
-        alloc = _solve(problem, cancel)
+        alloc = _solve(problem, cancel, ilp_gap)
         anytime.offer(alloc if alpha is None else replace(alloc, objective="served", alpha=alpha), sets, masks,
                       f"ILP{again} over {len(problem.templates):,} templates after the LP reduction")
         # every excluded column's plans cost more than ``bound``: the Lagrangian thresholds were set from the
@@ -364,7 +369,12 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
         value = -(alloc.alpha or 0.0) if served else (cost if cost is not None else np.inf)
         stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in masks))
         stats["lp_bound_alpha" if served else "lp_bound_per_hour"] = -red.z_lp if served else red.z_lp
-        if alloc.has_plan and value <= bound + 1e-9 * max(1.0, abs(bound)):
+        low = value  # with an ILP gap: its own dual bound ≤ target proves the optimum ≥ it (plans beyond cost more)
+        last = alloc.phases[-1] if alloc.phases else None
+        if ilp_gap is not None and not served and last is not None and last.bound is not None \
+                and math.isfinite(last.bound):
+            low = min(value, float(last.bound))
+        if alloc.has_plan and low <= bound + 1e-9 * max(1.0, abs(bound)):
             if alloc.status in ("optimal", "feasible"):  # the ILP finished (not stopped by the time limit)
                 stats["reduction_certified"] = 1.0
             return alloc, problem, masks
@@ -377,8 +387,12 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
             anytime.raise_bound(refuted, f"certificate target refuted by ILP{again}")
         check_cancel(cancel, "allocation")  # the ILP ran out of the solve's time: the caller returns the incumbent
         threshold = (value - red.z_lp) if alloc.has_plan else threshold * 4
-        target = value if alloc.has_plan else z_bound + 4 * (target - z_bound)
-    return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha)
+        grown = value if alloc.has_plan else z_bound + 4 * (target - z_bound)
+        if upper is not None and not served and math.isfinite(upper) and target < upper < grown:
+            grown = float(upper)  # a plan of value ≤ upper exists: the next ILP holds its columns
+            stats["upper_target"] = stats.get("upper_target", 0.0) + 1.0
+        target = grown
+    return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha, ilp_gap)
 
 
 def _availability_duals(resolved: ResolvedScenario, sets: Sequence[TemplateSet], y_avail: np.ndarray,
@@ -402,7 +416,8 @@ def _availability_duals(resolved: ResolvedScenario, sets: Sequence[TemplateSet],
 
 def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, dump_model: str | None = None,
                     progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-                    anytime: Anytime | None = None) -> Allocation:
+                    anytime: Anytime | None = None, upper: float | None = None,
+                    ilp_gap: float | None = None) -> Allocation:
     """Solve the allocation ILP, over the LP-reduced template set when that is provably lossless; anytime.
 
     Parameters
@@ -417,6 +432,15 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
         Receives every plan and bound found (``planning.allocate.incumbent``); when given, a deadline raises
         :class:`Cancelled` and the caller returns its incumbent. Without it, the incumbent at a deadline is
         returned here (status ``feasible`` with its proven gap).
+    upper:
+        Objective "cost": the value of a plan known to be feasible (e.g. an earlier solve's plan of the same
+        demand, priced at these offers). Speed only: when a certificate attempt fails, the next target is at most
+        ``upper`` (that ILP holds every column a plan of value ≤ ``upper`` uses, so it is certified); the answer
+        is the same.
+    ilp_gap:
+        Objective "cost": every ILP's relative gap instead of :func:`exact_when_small`'s 0 for small ones (a
+        caller that uses the answer's proven bound, value × (1 − gap), like the commitment sizing's epoch
+        solves: an ILP over free pools can spend minutes proving its last 0.01 % among symmetric plans).
 
     Returns
     -------
@@ -438,10 +462,12 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
     duals: list[AvailabilityDuals] = []
     try:
         if not _reducible(resolved, sets):
-            alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel, tracker)
+            alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel, tracker,
+                                          ilp_gap=ilp_gap if objective == "cost" else None)
         elif objective == "cost":
             alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
-                                                  progress, cancel, tracker, duals=duals)
+                                                  progress, cancel, tracker, duals=duals, upper=upper,
+                                                  ilp_gap=ilp_gap)
         else:
             phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel, tracker)
             alloc, problem, masks = phase1

@@ -146,7 +146,8 @@ class PlanPoint:
 
 def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
                 candidates: Sequence[tuple[str, PoolKey, int, float]], held: Mapping[PoolKey, int],
-                centre: Sequence[Mapping[PoolKey, float]] | None = None, radius: float = math.inf,
+                centre: Sequence[Mapping[PoolKey, float]] | None = None,
+                radius: float | Mapping[PoolKey, float] = math.inf,
                 ) -> tuple[list[dict[PoolKey, float]], float] | None:
     """Kelley's step on the Lagrangian dual of the pool rows (Dantzig–Wolfe pricing): the prices π_ek ≥ 0
     maximising the dual's model over the plans seen,
@@ -155,7 +156,7 @@ def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
         s.t. η_e ≤ c_x + Σ_k u_xk π_ek   (every plan x seen in epoch e: φ_e(π) ≤ its priced cost)
              s_j ≤ a_j − Σ_e w_e π_e,k(j),  s_j ≤ 0,
 
-    within ``radius`` of ``centre`` (a box; ``radius`` in $/node-hour). Returns the prices per epoch and the
+    within ``radius`` of ``centre`` (a box; ``radius`` in $/node-hour, one for every pool or one per pool). Returns the prices per epoch and the
     model's value (an upper bound on the Lagrangian dual inside the box), or None when the LP fails."""
     import highspy
 
@@ -169,11 +170,13 @@ def next_prices(points: Sequence[PlanPoint], hours: Sequence[float],
     pi = lambda e, k: e * n_k + k  # noqa: E731 - column index of π_ek
     lo = np.zeros(n_e * n_k)
     hi = np.full(n_e * n_k, inf)
-    if centre is not None and math.isfinite(radius):
+    if centre is not None:
         for e in range(n_e):
             for k, key in enumerate(pools):
                 c = float(centre[e].get(key, 0.0))
-                lo[pi(e, k)], hi[pi(e, k)] = max(0.0, c - radius), c + radius
+                r = float(radius.get(key, math.inf) if isinstance(radius, Mapping) else radius)
+                if math.isfinite(r):
+                    lo[pi(e, k)], hi[pi(e, k)] = max(0.0, c - r), c + r
     cost_pi = np.array([-hours[e] * held.get(pools[k], 0) for e in range(n_e) for k in range(n_k)], dtype=float)
     h.addVars(n_e * n_k, lo, hi)
     h.changeColsCost(n_e * n_k, np.arange(n_e * n_k, dtype=np.int32), cost_pi)

@@ -24,3 +24,17 @@ def small() -> dict[str, Any]:
     import copy
 
     return copy.deepcopy(SMALL)
+
+
+def small_sizing_inputs() -> tuple[Any, Any, Any, Any]:
+    """SMALL resolved, its template libraries, its epochs and its candidates (the sizing's inputs)."""
+    from planning.api import engine_context
+    from planning.finance.commitments import candidates_of, epochs_of
+    from planning.resolve import resolve_scenario
+    from planning.scenario import Scenario
+    from planning.templates.sets import build_template_sets
+
+    s = Scenario.from_dict(SMALL)
+    ctx = engine_context()
+    resolved = resolve_scenario(s, ctx.catalog)
+    return resolved, build_template_sets(ctx, resolved), epochs_of(s), candidates_of(s, ctx.catalog)

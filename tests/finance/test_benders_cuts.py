@@ -1,4 +1,4 @@
-"""The Benders cuts of the sizing (``sizing._Proof.benders``, from ``certify.AvailabilityDuals``) against exact
+"""The Benders cuts of the sizing (``proof.Proof.benders``, from ``certify.AvailabilityDuals``) against exact
 second-stage values: on the small seeded scenario, each epoch solved at random pool prices and availabilities
 (and at pools free at a point) gives a cut z_e(K) ≥ low − π·K that holds at every K of the grid, where z_e(K) is
 the ILP over every template with the pools free at K; and the cuts are not vacuous."""
@@ -33,7 +33,7 @@ def _exact(resolved: Any, sets: Any, epoch: Any, cands: Any, k: dict[tuple[str, 
 
     from planning.allocate.certify import allocation_problem
     from planning.allocate.solve import solve_allocation
-    from planning.finance.sizing import epoch_resolved
+    from planning.finance.epochs import epoch_resolved
 
     res = epoch_resolved(resolved, epoch, cands, {p: (0.0, n) for p, n in k.items()})
     alloc = solve_allocation(replace(allocation_problem(res, sets), mip_rel_gap=1e-9))
@@ -43,7 +43,8 @@ def _exact(resolved: Any, sets: Any, epoch: Any, cands: Any, k: dict[tuple[str, 
 
 def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -> None:
     import planning.allocate.certify as certify_module
-    from planning.finance import sizing
+    from planning.finance import epochs as epochs_module
+    from planning.finance import proof as proof_module
 
     monkeypatch.setattr(certify_module, "REDUCE_MIN_TEMPLATES", 0)  # the reduced path, whose duals give cuts
     resolved, sets, epochs, cands = _inputs()
@@ -51,7 +52,7 @@ def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -
     caps = {k: sum(c.max_count for c in cands if (c.pool, c.shape) == k) for k in keys}
     grid = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(range(caps[k] + 1) for k in keys))]
     rng = random.Random(7)
-    proof = sizing._Proof()
+    proof = proof_module.Proof()
     settings: list[dict[tuple[str, str], tuple[float, int]]] = [
         {k: (0.0, 0) for k in keys},  # R = 0: every pool offered with no node
         {k: (0.0, caps[k]) for k in keys},  # every pool free and full
@@ -60,7 +61,7 @@ def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -
         {k: (rng.uniform(0.1, 1.5), caps[k]) for k in keys},
     ]
     for pools in settings:
-        sizing._epoch_solves(resolved, sets, epochs, cands, pools, (), None, lambda _m: None, proof=proof)
+        epochs_module.solve_epochs(resolved, sets, epochs, cands, pools, (), None, lambda _m: None, proof=proof)
     assert proof.benders_cuts == len(settings) * len(epochs)
     exact = {(e, tuple(k.values())): _exact(resolved, sets, ep, cands, k) for e, ep in enumerate(epochs) for k in grid}
     useful = 0
@@ -80,16 +81,17 @@ def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -
 def test_epochs_solved_two_at_a_time_give_the_serial_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass with two epochs at once (threads) returns the same plans and the same cuts, in the same order."""
     import planning.allocate.certify as certify_module
-    from planning.finance import sizing
+    from planning.finance import epochs as epochs_module
+    from planning.finance import proof as proof_module
 
     monkeypatch.setattr(certify_module, "REDUCE_MIN_TEMPLATES", 0)
     resolved, sets, epochs, cands = _inputs()
     pools = {(c.pool, c.shape): (0.3, c.max_count) for c in cands}
     answers = []
     for threads in (1, 2):
-        monkeypatch.setattr(sizing, "EPOCH_THREADS", threads)
-        proof = sizing._Proof()
-        _plans, allocs, _used = sizing._epoch_solves(resolved, sets, epochs, cands, pools, (), None,
+        monkeypatch.setattr(epochs_module, "EPOCH_THREADS", threads)
+        proof = proof_module.Proof()
+        _plans, allocs, _used = epochs_module.solve_epochs(resolved, sets, epochs, cands, pools, (), None,
                                                      lambda _m: None, proof=proof)
         answers.append(([a.total_per_hour for a in allocs], [dict(a.counts) for a in allocs], proof.cuts))
     assert answers[0] == answers[1]

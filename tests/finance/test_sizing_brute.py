@@ -132,12 +132,12 @@ def test_cli_commitments_equal_enumeration_through_the_cli(small: dict[str, Any]
 
 
 def test_pool_priced_relaxation_is_a_lower_bound_for_any_prices() -> None:
-    """The Lagrangian bound the sizing tightens (``sizing._ascend``): for any pool prices μ ≥ 0 per epoch (Σ_e μ
+    """The Lagrangian bound the sizing tightens (``proof.kelley``): for any pool prices μ ≥ 0 per epoch (Σ_e μ
     below, at and above the candidate's cost), the relaxation's optimum minus C(μ) is at most the two-stage
     optimum found by brute force."""
     import random
 
-    from planning.finance.sizing import _constant
+    from planning.finance.relaxation import pool_constant
 
     checked = 0
     for seed in range(8):
@@ -155,7 +155,7 @@ def test_pool_priced_relaxation_is_a_lower_bound_for_any_prices() -> None:
             mu = {(cand.pool, cand.shape, e): total * r / sum(raw) for e, r in enumerate(raw)}
             relaxed = solve_allocation(stack(problems, hours, cands, pool_prices=mu))
             assert relaxed.status == "optimal"
-            bound = float(relaxed.total_per_hour or 0.0) - _constant(mu, held, cands, sum(hours))
+            bound = float(relaxed.total_per_hour or 0.0) - pool_constant(mu, held, cands, sum(hours))
             assert bound <= expected * (1 + 1e-9) + 1e-9
             checked += 1
     assert checked >= 16

@@ -95,7 +95,7 @@ def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest
 
     resolved, sets, epochs, cands = _small_sizing_inputs()
     monkeypatch.setattr(sizing_module, "REDUCE_MIN_TEMPLATES", 0)
-    real = sizing_module._epoch_solves
+    real = sizing_module.solve_epochs
     calls = {"n": 0}
     deadline = Deadline(3600.0)
 
@@ -105,7 +105,7 @@ def test_sizing_stopped_after_a_plan_returns_it_with_its_gap(monkeypatch: pytest
             deadline._deadline = time.monotonic()  # the deadline expires now
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sizing_module, "_epoch_solves", expiring)
+    monkeypatch.setattr(sizing_module, "solve_epochs", expiring)
     sizing = sizing_module.size(resolved, sets, epochs, cands, cancel=deadline)
     assert calls["n"] == 3 and deadline.timed_out()
     assert sizing.status == "feasible" and sizing.has_plan

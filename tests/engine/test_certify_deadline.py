@@ -32,9 +32,9 @@ def test_deadline_between_attempts_returns_the_best_plan_with_its_gap(monkeypatc
     real = certify._solve
     calls: list[float] = []
 
-    def solve_then_expire(problem: Any, cancel: Any) -> Any:
+    def solve_then_expire(problem: Any, cancel: Any, ilp_gap: float | None = None) -> Any:
         calls.append(problem.time_limit_s)
-        out = real(problem, cancel)
+        out = real(problem, cancel, ilp_gap)
         time.sleep((cancel.remaining_s() or 0) + 0.02)
         return out
 

@@ -13,6 +13,15 @@ import pandas as pd
 
 from planning.api_fanout import sweep, what_if
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
+from planning.api_measurements import (
+    ImportReport,
+    fit_frame,
+    fit_measurements,
+    import_measurements,
+    measurements_frame,
+    points_frame,
+    read_measurements,
+)
 from planning.api_outputs import (
     compare_markets,
     export_plan,
@@ -71,6 +80,7 @@ __all__ = [
     "VARIANT_KINDS",
     "CancelToken",
     "Cancelled",
+    "ImportReport",
     "PlanResult",
     "ProgressFn",
     "Scenario",
@@ -91,6 +101,9 @@ __all__ = [
     "export_zip",
     "finance_summary",
     "fingerprint",
+    "fit_frame",
+    "fit_measurements",
+    "import_measurements",
     "is_plan_json",
     "json_safe",
     "lesson",
@@ -100,6 +113,7 @@ __all__ = [
     "load_scenario",
     "load_trace",
     "make_variant",
+    "measurements_frame",
     "offers_frame",
     "parse_scenario_text",
     "parse_variant",
@@ -107,7 +121,9 @@ __all__ = [
     "plan_report",
     "plan_uncertainty",
     "planning_home",
+    "points_frame",
     "preset_summaries",
+    "read_measurements",
     "read_model_config",
     "result_json",
     "result_summary",

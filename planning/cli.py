@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "planning.simulate.commands",
     "planning.melange_import",
     "planning.timeline.commands",
+    "planning.measurements.commands",
 )
 
 

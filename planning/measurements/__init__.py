@@ -1,0 +1,1 @@
+"""Measurements: the user's own serving benchmarks imported, checked, and fitted into the perf model."""

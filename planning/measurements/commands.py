@@ -1,0 +1,110 @@
+"""`planning measurements`: import the user's own benchmark files, list them, fit the perf model to them."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from planning.measurements.readers import FORMATS, Setup
+from planning.measurements.schema import DTYPES, ENGINES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``measurements`` sub-command and its actions."""
+    p = subparsers.add_parser(
+        "measurements", help="import your own serving benchmarks (vLLM, GuideLLM, CSV), list them, fit the model",
+        description="Your benchmark files, as `vllm bench serve --save-result`, `guidellm benchmark` or a plain CSV "
+                    "write them, stored under $PLANNING_HOME/measurements; `fit` corrects the perf model for each "
+                    "(model, GPU, count, TP, engine) so the simulator reproduces them (docs/measurements.md).")
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    imp = sub.add_parser("import", help="read, check and store benchmark files")
+    imp.add_argument("files", nargs="+", help="vLLM result JSON, GuideLLM report JSON or CSV files")
+    imp.add_argument("--model", help="catalog model id (when the file names none, or another name)")
+    imp.add_argument("--gpu", help="GPU id the run used (no benchmark file says it)")
+    imp.add_argument("--count", type=int, help="GPUs in the node (default: --tp)")
+    imp.add_argument("--tp", type=int, help="tensor-parallel degree (default: --count)")
+    imp.add_argument("--engine", choices=ENGINES, help="serving engine (default vllm)")
+    imp.add_argument("--engine-version", help="engine version, e.g. 0.9.2 (sets its default scheduling)")
+    imp.add_argument("--dtype", choices=DTYPES, help="weights dtype (default: the model's own)")
+    imp.add_argument("--instance", help="the plan instance this run measured (for validate-plan)")
+    imp.add_argument("--format", choices=FORMATS, default="auto", help="file format (default: by content)")
+    imp.add_argument("--json", action="store_true", help="print JSON")
+    imp.set_defaults(func=run_import)
+    ls = sub.add_parser("list", help="the stored measurements")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=run_list)
+    fit = sub.add_parser("fit", help="fit the perf model's corrections to the stored measurements")
+    fit.add_argument("--no-loo", action="store_true", help="skip the leave-one-out figure (faster)")
+    fit.add_argument("--json", action="store_true", help="print JSON")
+    fit.set_defaults(func=run_fit)
+
+
+def _setup(args: argparse.Namespace) -> Setup:
+    return Setup(model=args.model, gpu=args.gpu, count=args.count, tp=args.tp, engine=args.engine,
+                 engine_version=args.engine_version, dtype=args.dtype, instance=args.instance)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Execute ``planning measurements import``."""
+    from planning import api
+    from planning.cli import print_json
+
+    rep = api.import_measurements(args.files, _setup(args), fmt=args.format)
+    if args.json:
+        print_json({"added": rep.added, "total": rep.total, "store": str(rep.store),
+                    "points": [m.as_row() for m in rep.points]})
+        return 0
+    for m in rep.points:
+        print(f"  {m.label}: TTFT {_fmt(m.ttft_ms_mean)} ms, ITL {_fmt(m.itl_ms_mean)} ms, "
+              f"TPOT {_fmt(m.tpot_ms_mean)} ms, {_fmt(m.output_tokens_per_s)} output tok/s")
+    print(f"{len(rep.points)} point(s) read, {rep.added} new; {rep.total} stored in {rep.store}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Execute ``planning measurements list``."""
+    from planning import api
+    from planning.cli import print_json
+
+    frame = api.measurements_frame()
+    if args.json:
+        print_json(frame.to_dict("records"))
+        return 0
+    if frame.empty:
+        print("no measurements stored; import some with `planning measurements import FILE --gpu ...`.")
+        return 0
+    cols = ["model", "gpu", "count", "tp", "engine", "concurrency", "request_rate", "ttft_ms_mean", "itl_ms_mean",
+            "tpot_ms_mean", "output_tokens_per_s", "source", "file"]
+    print(frame[cols].to_string(index=False))
+    return 0
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Execute ``planning measurements fit``."""
+    from planning import api
+    from planning.cli import print_json
+
+    fits = api.fit_measurements(loo=not args.no_loo)
+    frame = api.fit_frame(fits)
+    if args.json:
+        print_json({"settings": frame.to_dict("records"), "points": api.points_frame(fits).to_dict("records")})
+        return 0
+    if frame.empty:
+        print("no measurements stored; import some first.")
+        return 0
+    for row in frame.to_dict("records"):
+        loo = row["error_leave_one_out"]
+        loo_text = "-" if loo is None else f"{100 * loo:.1f} %"
+        print(f"{row['model']} on {row['shape']} TP{row['tp']} ({row['engine']}, {row['points']} point(s)): "
+              f"prefill ×{row['prefill_factor']:.3f}, decode ×{row['decode_factor']:.3f}, "
+              f"step {row['step_ms_added']:+.2f} ms; median error {100 * row['error_before']:.1f} % → "
+              f"{100 * row['error_after']:.1f} % (leave-one-out {loo_text})")
+    return 0

@@ -1,0 +1,206 @@
+"""Fit the perf model's physical corrections to the user's end-to-end measurements through the simulator.
+
+Formulation. For one setting k = (model, GPU, count, TP, engine) with measured points i ∈ M_k and quantities
+q ∈ {TTFT, ITL (else TPOT), output tok/s} measured at i, the simulator's benchmark mode (``simulate.run.benchmark``
+for a closed loop of c clients, ``simulate.run.replay`` for Poisson arrivals at a rate) predicts ŷ_iq(x) under the
+corrections x = (ln a_p, ln a_d, s):
+  a_p  multiplies the GPU's compute efficiency (prefill rate),  a_p · eff_compute ≤ 1,
+  a_d  multiplies its memory-bandwidth efficiency (decode rate), a_d · eff_bw ≤ 1,
+  s    adds to its per-step overhead (ms),                      step_ms + s ≥ 0.
+  minimize  Σ_i Σ_q ln(ŷ_iq(x) / y_iq)²  +  λ ‖x‖²        (λ small: a setting with one point stays near the model)
+by Nelder–Mead on the box (the simulator is piecewise in x). The error of a point set is the median of
+|ŷ/y − 1| over its (point, quantity) pairs; the leave-one-out error refits without each point and predicts it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planning.measurements.schema import Measurement
+from planning.perf.calibration import Calibration
+from planning.perf.engines import published_engine
+from planning.perf.model import PerfModel
+from planning.simulate.metrics import BenchmarkResult
+from planning.simulate.run import benchmark, replay
+
+RIDGE = 0.01
+STEP_SCALE_MS = 10.0  # the ridge counts 10 ms of step overhead like a factor e
+MAX_SIM_REQUESTS = 400  # a point's simulated run (the measured count when smaller): enough for stable means
+OPEN_LOOP_SEED = 0
+QUANTITIES = ("ttft_ms", "itl_ms", "output_tokens_per_s")
+
+
+@dataclass(frozen=True)
+class Corrections:
+    """Factors on the GPU's compute (prefill) and bandwidth (decode) efficiency, and ms added to each step."""
+
+    prefill: float = 1.0
+    decode: float = 1.0
+    step_ms: float = 0.0
+
+    @property
+    def is_identity(self) -> bool:
+        return self.prefill == 1.0 and self.decode == 1.0 and self.step_ms == 0.0
+
+
+def corrected_perf(perf: PerfModel, gpu: str, c: Corrections) -> PerfModel:
+    """A perf model whose ``gpu`` calibration carries ``c`` (efficiencies capped at 1, step overhead ≥ 0)."""
+    if c.is_identity:
+        return perf
+    cal = perf.gpu_calibration(gpu)
+    fixed = replace(cal, eff_compute_bf16=min(1.0, cal.eff_compute_bf16 * c.prefill),
+                    eff_compute_fp8=min(1.0, cal.eff_compute_fp8 * c.prefill),
+                    eff_bw=min(1.0, cal.eff_bw * c.decode), step_ms=max(0.0, cal.step_ms + c.step_ms),
+                    provenance="measured", source=f"{cal.source}; corrected by your measurements")
+    calib = Calibration(gpus={**perf.calibration.gpus, gpu: fixed}, settings=perf.calibration.settings,
+                        as_of=perf.calibration.as_of, path=perf.calibration.path)
+    return PerfModel(catalog=perf.catalog, calibration=calib, profiles=perf.profiles, bands=perf.bands)
+
+
+def measured(m: Measurement, q: str) -> float | None:
+    """The measured value of quantity ``q`` (ITL falls back to TPOT, the mean to the median)."""
+    if q == "ttft_ms":
+        return m.ttft_ms_mean if m.ttft_ms_mean is not None else m.ttft_ms_p50
+    if q == "itl_ms":
+        for v in (m.itl_ms_mean, m.tpot_ms_mean, m.itl_ms_p50, m.tpot_ms_p50):
+            if v is not None:
+                return v
+        return None
+    return m.output_tokens_per_s
+
+
+def predicted(r: BenchmarkResult, q: str) -> float:
+    """The simulated value of quantity ``q``."""
+    return {"ttft_ms": r.ttft_ms_mean, "itl_ms": r.itl_ms_mean, "output_tokens_per_s": r.output_tokens_per_s}[q]
+
+
+def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
+    """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version."""
+    eng = published_engine(perf, m.engine, m.engine_version, m.gpu, m.tp)
+    kw = {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
+          "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow",
+          "router": eng.router}
+    n = min(m.requests or MAX_SIM_REQUESTS, MAX_SIM_REQUESTS)
+    common = {"count": m.count, "tp": m.tp, "dtype": m.dtype, "perf": perf, **kw}
+    inp, out = max(1, round(m.input_len)), max(1, round(m.output_len))
+    if m.concurrency is not None:
+        n = max(n, m.concurrency)
+        return benchmark(m.model, m.gpu, input_len=inp, output_len=out, concurrency=m.concurrency, requests=n,
+                         **common)
+    rate = m.request_rate or math.inf
+    rng = np.random.default_rng(OPEN_LOOP_SEED)
+    arrivals = np.zeros(n) if math.isinf(rate) else np.cumsum(rng.exponential(1.0 / rate, n))
+    return replay(m.model, m.gpu, arrival_s=arrivals, input_lens=np.full(n, inp), output_lens=np.full(n, out),
+                  **common)
+
+
+@dataclass(frozen=True)
+class PointError:
+    """One measured quantity of one point beside the simulator's value."""
+
+    point: Measurement
+    quantity: str
+    measured: float
+    predicted: float
+
+    @property
+    def rel_error(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+
+def point_errors(points: Sequence[Measurement], perf: PerfModel, c: Corrections = Corrections()) -> list[PointError]:
+    """Every measured quantity of ``points`` beside the simulator under corrections ``c``."""
+    out = []
+    for m in points:
+        run = simulate_point(m, corrected_perf(perf, m.gpu, c))
+        for q in QUANTITIES:
+            y = measured(m, q)
+            if y is not None:
+                out.append(PointError(m, q, y, predicted(run, q)))
+    return out
+
+
+def median_error(errors: Iterable[PointError]) -> float:
+    """Median |predicted / measured − 1| (NaN for no points)."""
+    vals = [abs(e.rel_error) for e in errors]
+    return float(np.median(vals)) if vals else math.nan
+
+
+def _from_x(x: Sequence[float]) -> Corrections:
+    return Corrections(prefill=math.exp(x[0]), decode=math.exp(x[1]), step_ms=float(x[2]))
+
+
+def fit_corrections(points: Sequence[Measurement], perf: PerfModel, max_evals: int = 90) -> Corrections:
+    """The corrections that make the simulator reproduce ``points`` (one setting), by the formulation above."""
+    from scipy.optimize import minimize
+
+    if not points:
+        return Corrections()
+    gpu = points[0].gpu
+    cal = perf.gpu_calibration(gpu)
+    hi_p = math.log(1.0 / min(cal.eff_compute_bf16, cal.eff_compute_fp8))
+    hi_d = math.log(1.0 / cal.eff_bw)
+    lo_s = -cal.step_ms
+
+    def loss(x: np.ndarray) -> float:
+        x = np.array([min(max(x[0], -3.0), hi_p), min(max(x[1], -3.0), hi_d), min(max(x[2], lo_s), 1000.0)])
+        errs = point_errors(points, perf, _from_x(x))
+        return sum(math.log(e.predicted / e.measured) ** 2 for e in errs) + RIDGE * float(x[0] ** 2 + x[1] ** 2 + (x[2] / STEP_SCALE_MS) ** 2)
+
+    res = minimize(loss, np.zeros(3), method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex":
+                            np.array([[0, 0, 0], [-0.3, 0, 0], [0, -0.3, 0], [0, 0, 3.0]])})
+    x = res.x
+    return _from_x([min(max(x[0], -3.0), hi_p), min(max(x[1], -3.0), hi_d), min(max(x[2], lo_s), 1000.0)])
+
+
+@dataclass(frozen=True)
+class SettingFit:
+    """The fit of one setting: corrections, errors on its points before and after, and leave-one-out."""
+
+    key: tuple[str, str, int, int, str]
+    corrections: Corrections
+    before: tuple[PointError, ...]
+    after: tuple[PointError, ...]
+    loo_error: float  # median error of each point predicted by the fit on the others (NaN with one point)
+    sources: tuple[str, ...]
+
+    @property
+    def error_before(self) -> float:
+        return median_error(self.before)
+
+    @property
+    def error_after(self) -> float:
+        return median_error(self.after)
+
+
+def leave_one_out(points: Sequence[Measurement], perf: PerfModel, max_evals: int = 90) -> float:
+    """Median error of each point under the corrections fitted on the other points (NaN below two points)."""
+    if len(points) < 2:
+        return math.nan
+    errs: list[PointError] = []
+    for i, m in enumerate(points):
+        c = fit_corrections([p for j, p in enumerate(points) if j != i], perf, max_evals)
+        errs += point_errors([m], perf, c)
+    return median_error(errs)
+
+
+def fit_setting(points: Sequence[Measurement], perf: PerfModel, *, loo: bool = True, max_evals: int = 90) -> SettingFit:
+    """Corrections for one setting's points with errors before/after (and leave-one-out when ``loo``)."""
+    c = fit_corrections(points, perf, max_evals)
+    return SettingFit(key=points[0].key, corrections=c, before=tuple(point_errors(points, perf)),
+                      after=tuple(point_errors(points, perf, c)),
+                      loo_error=leave_one_out(points, perf, max_evals) if loo else math.nan,
+                      sources=tuple(sorted({m.file or m.source for m in points})))
+
+
+def by_setting(points: Iterable[Measurement]) -> dict[tuple[str, str, int, int, str], list[Measurement]]:
+    """Points grouped by (model, GPU, count, TP, engine), in first-seen order."""
+    out: dict[tuple[str, str, int, int, str], list[Measurement]] = {}
+    for m in points:
+        out.setdefault(m.key, []).append(m)
+    return out

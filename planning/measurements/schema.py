@@ -1,0 +1,162 @@
+"""One measured serving benchmark point in the project's own schema, with its bounds and the field it came from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from planning.errors import PlanningError, quote
+
+ENGINES = ("vllm", "sglang", "trtllm", "tgi", "nim-trtllm", "other")
+DTYPES = ("bf16", "fp16", "fp8", "mxfp4")
+MAX_COUNT = 64  # GPUs in one node
+MAX_TOKENS = 16_777_216  # one request's tokens (perf.model.MAX_TOKENS)
+MAX_CONCURRENCY = 65_536  # closed-loop clients (simulate.run.MAX_CONCURRENCY)
+MAX_RATE = 1e5  # requests per second offered to one instance
+MAX_REQUESTS = 1_000_000
+# Latencies in milliseconds: an inter-token latency below 0.1 ms or a TTFT below 0.5 ms is no GPU's step (the file
+# holds seconds); above these tops the file holds microseconds, or the run was broken.
+LATENCY_BOUNDS_MS = {"ttft": (0.5, 3_600_000.0), "itl": (0.1, 10_000.0), "tpot": (0.1, 10_000.0)}
+MAX_OUTPUT_TOKENS_PER_S = 1e7
+MAX_REQUESTS_PER_S = 1e5
+
+LATENCY_FIELDS = ("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99",
+                  "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p99")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmark run of one node: setup, workload, measured statistics and where it came from.
+
+    ``concurrency`` set: a closed loop of that many clients (``vllm bench serve --max-concurrency``, GuideLLM
+    ``concurrent``); else ``request_rate`` requests/s (Poisson; ``math.inf`` = every prompt at once). Latencies in
+    ms, None where the file does not say. ``source`` names the tool (``vllm-bench-serve``, ``guidellm``, ``csv``);
+    ``file`` the file it was read from and ``instance`` the plan instance it measured (``validate-plan``), if any.
+    """
+
+    model: str
+    gpu: str
+    count: int
+    tp: int
+    engine: str
+    engine_version: str
+    dtype: str
+    input_len: float
+    output_len: float
+    concurrency: int | None
+    request_rate: float | None
+    requests: int | None
+    ttft_ms_mean: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    itl_ms_mean: float | None = None
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p99: float | None = None
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    source: str = "csv"
+    date: str = ""
+    file: str = ""
+    instance: str = ""
+
+    def __post_init__(self) -> None:
+        check_measurement(self)
+
+    @property
+    def key(self) -> tuple[str, str, int, int, str]:
+        """(model, GPU, count, TP, engine): the setting one set of corrections is fitted for."""
+        return (self.model, self.gpu, self.count, self.tp, self.engine)
+
+    @property
+    def label(self) -> str:
+        """A short name of the point for messages: file and load."""
+        load = f"concurrency {self.concurrency}" if self.concurrency else f"rate {self.request_rate:g} req/s"
+        return f"{self.file or self.source} ({self.model} on {self.count}x{self.gpu} TP{self.tp}, {load})"
+
+    def as_row(self) -> dict[str, Any]:
+        """The stored row (CSV columns of :data:`COLUMNS`)."""
+        return asdict(self)
+
+
+COLUMNS = tuple(f.name for f in fields(Measurement))
+REQUIRED = ("model", "gpu", "count", "tp", "input_len", "output_len")
+
+
+def _where(m: Measurement, name: str) -> str:
+    return f"{m.file}:{name}" if m.file else name
+
+
+def _check_number(m: Measurement, name: str, lo: float, hi: float, fix: str, *, allow_inf: bool = False) -> None:
+    v = getattr(m, name)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
+        raise PlanningError(_where(m, name), f"{quote(v)} is not a number.", fix)
+    if allow_inf and v == math.inf:
+        return
+    if not (lo <= v <= hi):
+        raise PlanningError(_where(m, name), f"{quote(v)} is outside [{lo:g}, {hi:g}].", fix)
+
+
+def _check_latency(m: Measurement, name: str) -> None:
+    v = getattr(m, name)
+    if v is None:
+        return
+    lo, hi = LATENCY_BOUNDS_MS[name.split("_")[0]]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise PlanningError(_where(m, name), f"{quote(v)} is not a finite number of milliseconds.",
+                            "write the latency in ms as a plain number.")
+    if v <= 0:
+        raise PlanningError(_where(m, name), f"{quote(v)} ms is not a positive latency.",
+                            "a latency is > 0 ms; check the file was written by the benchmark, not edited.")
+    if v < lo:
+        raise PlanningError(_where(m, name), f"{v:g} ms is below any GPU's step time: the value is probably in "
+                            "seconds.", "convert to milliseconds (× 1000).")
+    if v > hi:
+        raise PlanningError(_where(m, name), f"{v:g} ms is above {hi:g} ms: the value is probably in "
+                            "microseconds, or the run failed.", "convert to milliseconds (÷ 1000), or rerun.")
+
+
+def check_measurement(m: Measurement) -> None:
+    """Refuse a point whose fields are out of range, naming the field and the fix.
+
+    Raises
+    ------
+    PlanningError: the first bad field (units off by 1000, negative or non-finite values, absurd rates).
+    """
+    for name in ("model", "gpu", "engine", "engine_version", "dtype", "source", "date", "file", "instance"):
+        if not isinstance(getattr(m, name), str):
+            raise PlanningError(_where(m, name), f"{quote(getattr(m, name))} is not text.", "write a plain string.")
+    for name in ("model", "gpu"):
+        if not getattr(m, name):
+            raise PlanningError(_where(m, name), "is not stated.",
+                                f"pass --{name} (or a sidecar YAML with {name}:) for this file.")
+    if m.engine not in ENGINES:
+        raise PlanningError(_where(m, "engine"), f"unknown engine {quote(m.engine)}.", f"use one of {', '.join(ENGINES)}.")
+    if m.dtype not in DTYPES:
+        raise PlanningError(_where(m, "dtype"), f"unknown dtype {quote(m.dtype)}.", f"use one of {', '.join(DTYPES)}.")
+    _check_number(m, "count", 1, MAX_COUNT, "pass --count, the GPUs of the node (1 to 64).")
+    _check_number(m, "tp", 1, MAX_COUNT, "pass --tp, the tensor-parallel degree (1 to the GPU count).")
+    if m.tp > m.count or m.count % m.tp:
+        raise PlanningError(_where(m, "tp"), f"TP {m.tp} does not divide {m.count} GPUs.",
+                            "pass the --tp the engine ran with (a divisor of --count).")
+    for name in ("input_len", "output_len"):
+        _check_number(m, name, 1, MAX_TOKENS, f"give the mean {name.replace('_', ' ')} in tokens (≥ 1).")
+    _check_number(m, "concurrency", 1, MAX_CONCURRENCY, f"give the clients of the closed loop (1 to {MAX_CONCURRENCY:,}).")
+    _check_number(m, "request_rate", 1e-6, MAX_RATE, f"give the request rate in req/s (at most {MAX_RATE:g}) or inf.",
+                  allow_inf=True)
+    _check_number(m, "requests", 1, MAX_REQUESTS, f"give the completed requests (1 to {MAX_REQUESTS:,}).")
+    if m.concurrency is None and m.request_rate is None:
+        raise PlanningError(_where(m, "concurrency"), "neither a concurrency nor a request rate is stated.",
+                            "add the closed loop's clients (concurrency) or the request rate (req/s).")
+    for name in LATENCY_FIELDS:
+        _check_latency(m, name)
+    _check_number(m, "output_tokens_per_s", 1e-6, MAX_OUTPUT_TOKENS_PER_S, "give output tokens per second (> 0).")
+    _check_number(m, "requests_per_s", 1e-9, MAX_REQUESTS_PER_S, "give completed requests per second (> 0).")
+    if all(getattr(m, n) is None for n in (*LATENCY_FIELDS, "output_tokens_per_s", "requests_per_s")):
+        raise PlanningError(_where(m, "ttft_ms_mean"), "states no measured latency or throughput.",
+                            "give at least one of TTFT, ITL, TPOT or output tokens/s.")

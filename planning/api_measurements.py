@@ -72,14 +72,15 @@ def measurements_frame(home: str | os.PathLike[str] | None = None) -> pd.DataFra
 
 
 def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os.PathLike[str] | None = None,
-                     loo: bool = True) -> list[SettingFit]:
+                     loo: bool = True, max_evals: int = 90) -> list[SettingFit]:
     """Fit each setting's corrections (prefill rate, decode rate, step overhead) to ``points`` (default: the
-    store's) through the simulator's benchmark mode; errors before/after and leave-one-out per setting."""
+    store's) through the simulator's benchmark mode; errors before/after and leave-one-out per setting
+    (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits)."""
     from planning.perf.model import PerfModel
 
     pts = list(points) if points is not None else load_store(store_path(home))
     perf = PerfModel()
-    return [fit_setting(group, perf, loo=loo) for group in by_setting(pts).values()]
+    return [fit_setting(group, perf, loo=loo, max_evals=max_evals) for group in by_setting(pts).values()]
 
 
 def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
@@ -92,6 +93,7 @@ def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
                      "decode_factor": f.corrections.decode, "step_ms_added": f.corrections.step_ms,
                      "error_before": f.error_before, "error_after": f.error_after,
                      "error_leave_one_out": f.loo_error if not math.isnan(f.loo_error) else None,
+                     "trusted": f.trusted,
                      "sources": "; ".join(f.sources)})
     return pd.DataFrame(rows)
 

@@ -7,9 +7,12 @@ corrections x = (ln a_p, ln a_d, s):
   a_p  multiplies the GPU's compute efficiency (prefill rate),  a_p · eff_compute ≤ 1,
   a_d  multiplies its memory-bandwidth efficiency (decode rate), a_d · eff_bw ≤ 1,
   s    adds to its per-step overhead (ms),                      step_ms + s ≥ 0.
-  minimize  Σ_i Σ_q ln(ŷ_iq(x) / y_iq)²  +  λ ‖x‖²        (λ small: a setting with one point stays near the model)
+  minimize  mean_iq ln(ŷ_iq(x) / y_iq)²  +  λ (x₁² + x₂² + (x₃ / 10 ms)²)
+(λ = 0.05: a correction must buy more than its own size in fit, so few points stay near the model)
 by Nelder–Mead on the box (the simulator is piecewise in x). The error of a point set is the median of
 |ŷ/y − 1| over its (point, quantity) pairs; the leave-one-out error refits without each point and predicts it.
+A setting's corrections are *trusted* (used by plans) only when their leave-one-out error beats the model's
+error before: a fit that only explains its own points changes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from planning.perf.model import PerfModel
 from planning.simulate.metrics import BenchmarkResult
 from planning.simulate.run import benchmark, replay
 
-RIDGE = 0.01
+RIDGE = 0.05
 STEP_SCALE_MS = 10.0  # the ridge counts 10 ms of step overhead like a factor e
 MAX_SIM_REQUESTS = 400  # a point's simulated run (the measured count when smaller): enough for stable means
 OPEN_LOOP_SEED = 0
@@ -149,7 +152,7 @@ def fit_corrections(points: Sequence[Measurement], perf: PerfModel, max_evals: i
     def loss(x: np.ndarray) -> float:
         x = np.array([min(max(x[0], -3.0), hi_p), min(max(x[1], -3.0), hi_d), min(max(x[2], lo_s), 1000.0)])
         errs = point_errors(points, perf, _from_x(x))
-        return sum(math.log(e.predicted / e.measured) ** 2 for e in errs) + RIDGE * float(x[0] ** 2 + x[1] ** 2 + (x[2] / STEP_SCALE_MS) ** 2)
+        return float(np.mean([math.log(e.predicted / e.measured) ** 2 for e in errs])) + RIDGE * float(x[0] ** 2 + x[1] ** 2 + (x[2] / STEP_SCALE_MS) ** 2)
 
     res = minimize(loss, np.zeros(3), method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex":
@@ -172,6 +175,13 @@ class SettingFit:
     @property
     def error_before(self) -> float:
         return median_error(self.before)
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the corrections predict points they were not fitted on better than the model does: the
+        leave-one-out error beats the error before (one point: the fit's own error does)."""
+        ref = self.loo_error if not math.isnan(self.loo_error) else self.error_after
+        return ref < self.error_before
 
     @property
     def error_after(self) -> float:

@@ -55,3 +55,18 @@ def test_cli_import_and_list(home: Path, tmp_path: Path, a10g_run: BenchmarkResu
     assert [(r["model"], r["gpu"], r["concurrency"]) for r in rows] == [("llama-3-8b", "A10G", 8)]
     assert main(["measurements", "import", str(path)]) == 2  # no --gpu: a named error, exit code 2
     assert "--gpu" in capsys.readouterr().err
+
+
+def test_cli_fit_prints_errors_before_and_after(home: Path, tmp_path: Path, a10g_run: BenchmarkResult,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["measurements", "fit"]) == 0
+    assert "no measurements stored" in capsys.readouterr().out
+    path = write_json(tmp_path / "bench.json", vllm_result(a10g_run, concurrency=8))
+    assert main(["measurements", "import", str(path), "--gpu", "A10G", "--tp", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["measurements", "fit", "--no-loo", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [row] = out["settings"]
+    assert (row["model"], row["shape"], row["points"]) == ("llama-3-8b", "1xA10G", 1)
+    assert row["error_before"] < 0.05 and row["error_leave_one_out"] is None  # the simulator's own run
+    assert {p["quantity"] for p in out["points"]} == {"ttft_ms", "itl_ms", "output_tokens_per_s"}

@@ -15,12 +15,15 @@ from planning.api_fanout import sweep, what_if
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
 from planning.api_measurements import (
     ImportReport,
+    PlanValidation,
     fit_frame,
     fit_measurements,
     import_measurements,
     measurements_frame,
+    plan_diff,
     points_frame,
     read_measurements,
+    validate_plan,
 )
 from planning.api_outputs import (
     compare_markets,
@@ -82,6 +85,7 @@ __all__ = [
     "Cancelled",
     "ImportReport",
     "PlanResult",
+    "PlanValidation",
     "ProgressFn",
     "Scenario",
     "Variant",
@@ -117,6 +121,7 @@ __all__ = [
     "offers_frame",
     "parse_scenario_text",
     "parse_variant",
+    "plan_diff",
     "plan_from_json",
     "plan_report",
     "plan_uncertainty",
@@ -145,6 +150,7 @@ __all__ = [
     "timeline_result",
     "timeline_samples",
     "validate",
+    "validate_plan",
     "variant_label",
     "what_if",
 ]

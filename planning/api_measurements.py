@@ -8,14 +8,24 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from planning.errors import PlanningError
 from planning.measurements.checks import check_point
 from planning.measurements.fit import SettingFit, by_setting, fit_setting
 from planning.measurements.readers import Setup, read_files
 from planning.measurements.schema import COLUMNS, Measurement
 from planning.measurements.store import add, load_store, store_path
+from planning.measurements.validate import (
+    TOLERANCE,
+    InstanceCheck,
+    check_instances,
+    corrections_text,
+    perf_with,
+)
+from planning.result import PlanResult
 
 __all__ = ["ImportReport", "Setup", "fit_frame", "fit_measurements", "import_measurements", "measurements_frame", "points_frame",
            "read_measurements"]
@@ -109,3 +119,81 @@ def points_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
                          "predicted_after": a.predicted, "error_before": b.rel_error, "error_after": a.rel_error,
                          "file": b.point.file})
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class PlanValidation:
+    """``validate_plan``'s answer: each measured instance beside its prediction, the fits of the measured settings,
+    and (when an instance misses and the plan carries its scenario) the plan re-solved on the corrected model."""
+
+    checks: tuple[InstanceCheck, ...]
+    fits: tuple[SettingFit, ...]
+    replanned: PlanResult | None
+    note: str
+
+    @property
+    def missing(self) -> list[int]:
+        """Plan instances whose measurements miss (sorted, once each)."""
+        return sorted({c.instance for c in self.checks if c.misses})
+
+    def frame(self) -> pd.DataFrame:
+        """One row per measured point: measured vs predicted, SLOs, whether it misses and why."""
+        return pd.DataFrame([c.as_row() for c in self.checks])
+
+
+def plan_diff(before: PlanResult, after: PlanResult) -> pd.DataFrame:
+    """Instances of two plans side by side: (model, phase, template, region) with their counts and $/h, before
+    and after (0 where a plan has none), and a total row; both costs are provisioning ($/h of the nodes)."""
+    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for side, plan in (("before", before), ("after", after)):
+        for inst in plan.instances:
+            row = rows.setdefault((inst.model, inst.phase, inst.template_id, inst.region),
+                                  {"count_before": 0, "count_after": 0, "usd_h_before": 0.0, "usd_h_after": 0.0})
+            row[f"count_{side}"] += inst.count
+            row[f"usd_h_{side}"] += inst.cost_per_hour
+    out = [{"model": k[0], "phase": k[1], "template": k[2], "region": k[3], **v} for k, v in sorted(rows.items())]
+    out.append({"model": "total", "phase": "", "template": "", "region": "",
+                "count_before": sum(r["count_before"] for r in out), "count_after": sum(r["count_after"] for r in out),
+                "usd_h_before": before.provisioning_per_hour, "usd_h_after": after.provisioning_per_hour})
+    return pd.DataFrame(out)
+
+
+def validate_plan(plan: PlanResult, paths: Sequence[str | os.PathLike[str]], setup: Setup | None = None,
+                  fmt: str = "auto", replan: bool = True) -> PlanValidation:
+    """Measured vs predicted per plan instance, the instances that miss, and a re-plan with the measurements.
+
+    Parameters
+    ----------
+    plan: a saved plan (``planning solve --json``) whose instances were deployed (``planning export``).
+    paths: the benchmark results of its instances (the recipes' ``vllm bench serve`` command writes them with
+        the instance index in ``--metadata``; other files name it with ``setup.instance``).
+    replan: re-solve the plan's scenario on the model corrected by the measurements when an instance misses.
+
+    Raises
+    ------
+    PlanningError: bad files (see :func:`read_measurements`), a point no instance matches, a plan without a plan.
+    """
+    from planning.context import default_context
+
+    if not plan.has_plan:
+        raise PlanningError("plan", f"has no plan to validate (status {plan.status}).", "give a solved PLAN.json.")
+    points = read_measurements(paths, setup, fmt)
+    base = default_context()
+    checks = check_instances(plan, points, base.perf)
+    fits = [fit_setting(group, base.perf, loo=len(group) > 1) for group in by_setting(points).values()]
+    if not any(c.misses for c in checks):
+        return PlanValidation(tuple(checks), tuple(fits), None, "every measured instance is within "
+                              f"{100 * TOLERANCE:.0f} % of its prediction and meets its SLOs.")
+    if not replan or not plan.scenario:
+        return PlanValidation(tuple(checks), tuple(fits), None, "not re-planned: " + (
+            "the plan carries no scenario." if replan else "re-planning was not asked for."))
+    from planning.context import EngineContext
+    from planning.pipeline import solve as pipeline_solve
+    from planning.scenario import Scenario
+
+    perf = perf_with(fits, base.perf)
+    used = [f"{f.key[0]} on {f.key[2]}x{f.key[1]}: {corrections_text(f.corrections)}" for f in fits if f.trusted]
+    ctx = EngineContext(catalog=base.catalog, perf=perf, cache_dir=None)
+    new = pipeline_solve(Scenario.from_dict(plan.scenario), context=ctx, with_baselines=False)
+    return PlanValidation(tuple(checks), tuple(fits), new,
+                          "re-planned with your measurements (" + ("; ".join(used) or "no trusted fit") + ").")

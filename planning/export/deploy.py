@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from planning.errors import PlanningError
+from planning.export.bench import bench_lines
 from planning.export.engine import EngineLayout, TpOptions, engine_layouts
 from planning.result import InstancePlan, PlanResult
 
@@ -90,6 +91,7 @@ class EngineSettings:
     max_seqs: int | None = None
     kv_connector: bool = False
     memory_utilization: float | None = None  # --gpu-memory-utilization: the plan's KV budget (perf.engines)
+    bench: tuple[str, ...] = ()  # header lines: the benchmark command that measures the instance (export.bench)
 
 
 def slug(text: str, lead: bool = True) -> str:
@@ -171,7 +173,7 @@ def layout_comment(inst: InstancePlan, engines: Sequence[EngineLayout], settings
     elif settings.step_tokens:
         lines.append(f"per-step token budget {settings.step_tokens} (--max-num-batched-tokens): the largest chunk "
                      "whose step keeps the TPOT SLO (planner and simulator assume it)")
-    return lines
+    return lines + list(settings.bench)
 
 
 def engine_share(inst: InstancePlan, engine: EngineLayout) -> float:
@@ -322,9 +324,12 @@ def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = No
             continue
         inst = placed
         disaggregated = {"prefill", "decode"} <= phases[inst.model] and inst.phase in ("prefill", "decode")
-        settings = EngineSettings(repos.get(inst.model, f"/models/{inst.model}"), inst.phase, budgets.get(idx),
-                                  seqs.get(idx), kv_connector=disaggregated, memory_utilization=memory_utilization)
         engines = tuple(engine_layouts(inst, tp_options))
+        ref = repos.get(inst.model, f"/models/{inst.model}")
+        settings = EngineSettings(ref, inst.phase, budgets.get(idx), seqs.get(idx), kv_connector=disaggregated,
+                                  memory_utilization=memory_utilization,
+                                  bench=bench_lines(idx, inst, result.scenario, ref, VLLM_VERSION,
+                                                    [e.tp for e in engines]))
         notes: tuple[str, ...] = ()
         if disaggregated and any(e.pp > 1 for e in engines):
             notes = (f"no KV transfer: vLLM {VLLM_VERSION}'s NixlConnector does not support pipeline-parallel "

@@ -39,6 +39,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--no-loo", action="store_true", help="skip the leave-one-out figure (faster)")
     fit.add_argument("--json", action="store_true", help="print JSON")
     fit.set_defaults(func=run_fit)
+    val = subparsers.add_parser(
+        "validate-plan", help="measured vs predicted per plan instance; flag the misses and re-plan with them",
+        description="Compare the benchmark results of a deployed plan's instances (the `vllm bench serve` command "
+                    "in each exported recipe writes them) with the planner's predictions, flag the instances that "
+                    "miss, and re-solve the plan's scenario on the perf model corrected by the measurements.")
+    val.add_argument("plan", help="PLAN.json (planning solve --json)")
+    val.add_argument("results", nargs="+", help="benchmark result files of its instances")
+    val.add_argument("--instance", help="the plan instance of results that do not name one")
+    val.add_argument("--gpu", help="GPU id, for results that do not say it")
+    val.add_argument("--tp", type=int, help="tensor-parallel degree, for results that do not say it")
+    val.add_argument("--no-replan", action="store_true", help="only compare; do not re-solve")
+    val.add_argument("--json", action="store_true", help="print JSON")
+    val.set_defaults(func=run_validate)
 
 
 def _setup(args: argparse.Namespace) -> Setup:
@@ -108,4 +121,30 @@ def run_fit(args: argparse.Namespace) -> int:
               f"step {row['step_ms_added']:+.2f} ms; median error {100 * row['error_before']:.1f} % → "
               f"{100 * row['error_after']:.1f} % (leave-one-out {loo_text}); "
               f"{'trusted: plans use it' if row['trusted'] else 'not trusted: leave-one-out does not beat the model'}")
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Execute ``planning validate-plan``."""
+    from planning import api
+    from planning.cli import print_json
+
+    plan = api.load_plan(args.plan)
+    setup = Setup(gpu=args.gpu, tp=args.tp, instance=args.instance)
+    report = api.validate_plan(plan, args.results, setup, replan=not args.no_replan)
+    diff = api.plan_diff(plan, report.replanned) if report.replanned is not None else None
+    if args.json:
+        print_json({"instances": report.frame().to_dict("records"), "missing": report.missing,
+                    "note": report.note, "diff": None if diff is None else diff.to_dict("records"),
+                    "replanned_cost_per_hour": None if report.replanned is None else report.replanned.cost_per_hour})
+        return 0
+    for c in report.checks:
+        flag = "MISSES" if c.misses else "ok"
+        print(f"instance {c.instance} ({c.point.model} on {c.point.count}x{c.point.gpu}, {c.point.file}): {flag}; "
+              f"TTFT {_fmt(c.ttft_ms[0])} ms measured vs {_fmt(c.ttft_ms[1])} predicted, TPOT "
+              f"{_fmt(c.tpot_ms[0])} vs {_fmt(c.tpot_ms[1])} ms, {_fmt(c.output_tokens_per_s[0])} vs "
+              f"{_fmt(c.output_tokens_per_s[1])} output tok/s" + (f" — {'; '.join(c.reasons)}" if c.reasons else ""))
+    print(report.note)
+    if diff is not None:
+        print(diff.to_string(index=False))
     return 0

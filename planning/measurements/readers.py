@@ -346,13 +346,13 @@ def read_csv(text: str, setup: Setup, catalog: Catalog, name: str) -> list[Measu
 
 
 # ----------------------------------------------------------------------------------------------- dispatch
-def detect(data: Any) -> str:
-    """``vllm`` or ``guidellm`` for a parsed JSON document."""
+def detect(data: Any, name: str = "file") -> str:
+    """``vllm`` or ``guidellm`` for a parsed JSON document (``name``: the file, for the error)."""
     if isinstance(data, Mapping) and isinstance(data.get("benchmarks"), list):
         return "guidellm"
     if isinstance(data, Mapping) and ("completed" in data and ("output_throughput" in data or "duration" in data)):
         return "vllm"
-    raise PlanningError("file", "is neither a vLLM bench serve result nor a GuideLLM report.",
+    raise PlanningError(name, "is neither a vLLM bench serve result nor a GuideLLM report.",
                         "import the JSON written by `vllm bench serve --save-result` or `guidellm benchmark`, "
                         "or a CSV with the documented columns.")
 
@@ -387,7 +387,7 @@ def read_file(path: str | Path, setup: Setup | None = None, catalog: Catalog | N
     if fmt == "csv" or (fmt == "auto" and not text.lstrip().startswith(("{", "["))):
         return read_csv(text, given, catalog, p.name)
     data = load_json(text, field=p.name, origin=p.name, limits=JSON_LIMITS)
-    kind = detect(data) if fmt == "auto" else fmt
+    kind = detect(data, p.name) if fmt == "auto" else fmt
     reader = read_vllm if kind == "vllm" else read_guidellm
     return reader(data, given, catalog, p.name)
 

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -60,12 +61,12 @@ def published() -> list[Measurement]:
     out = []
     for conc, g in frame.groupby("concurrency"):
         rec = g.iloc[0]
-        values = {FIELD[str(q)]: float(v) for q, v in zip(g["quantity"], g["value"], strict=True)}
-        out.append(Measurement(model=str(rec["model"]), gpu=str(rec["gpu"]), count=int(rec["n_gpus"]),
-                               tp=int(rec["tp"]), engine="vllm", engine_version="0.4.3", dtype=str(rec["dtype"]),
-                               input_len=float(rec["input_len"]), output_len=float(rec["output_len"]),
-                               concurrency=round(in_flight(str(rec["notes"])) or int(conc)), request_rate=None,
-                               requests=100, source=SOURCE, file=f"c{int(conc)}", **values))
+        values: dict[str, Any] = {FIELD[str(q)]: float(v) for q, v in zip(g["quantity"], g["value"], strict=True)}
+        out.append(Measurement(model=str(rec["model"]), gpu=str(rec["gpu"]), count=int(str(rec["n_gpus"])),
+                               tp=int(str(rec["tp"])), engine="vllm", engine_version="0.4.3", dtype=str(rec["dtype"]),
+                               input_len=float(str(rec["input_len"])), output_len=float(str(rec["output_len"])),
+                               concurrency=round(in_flight(str(rec["notes"])) or int(str(conc))), request_rate=None,
+                               requests=100, source=SOURCE, file=f"c{conc}", **values))
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -84,11 +85,11 @@ def predicted(r: BenchmarkResult, q: str) -> float:
 def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
     """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version."""
     eng = published_engine(perf, m.engine, m.engine_version, m.gpu, m.tp)
-    kw = {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
+    kw: dict[str, Any] = {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
           "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow",
           "router": eng.router}
     n = min(m.requests or MAX_SIM_REQUESTS, MAX_SIM_REQUESTS)
-    common = {"count": m.count, "tp": m.tp, "dtype": m.dtype, "perf": perf, **kw}
+    common: dict[str, Any] = {"count": m.count, "tp": m.tp, "dtype": m.dtype, "perf": perf, **kw}
     inp, out = max(1, round(m.input_len)), max(1, round(m.output_len))
     if m.concurrency is not None:
         n = max(n, m.concurrency)
@@ -133,7 +134,7 @@ def median_error(errors: Iterable[PointError]) -> float:
     return float(np.median(vals)) if vals else math.nan
 
 
-def _from_x(x: Sequence[float]) -> Corrections:
+def _from_x(x: Sequence[float] | np.ndarray) -> Corrections:
     return Corrections(prefill=math.exp(x[0]), decode=math.exp(x[1]), step_ms=float(x[2]))
 
 

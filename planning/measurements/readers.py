@@ -160,8 +160,8 @@ def _vllm_setup(data: Mapping[str, Any]) -> Setup:
     return Setup(**values)
 
 
-def _vllm_stats(data: Mapping[str, Any], where: str) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
+def _vllm_stats(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for metric in ("ttft", "itl", "tpot"):
         out[f"{metric}_ms_mean"] = _num(data, f"mean_{metric}_ms", where)
         out[f"{metric}_ms_p50"] = _num(data, f"median_{metric}_ms", where)
@@ -259,7 +259,7 @@ def _guidellm_point(bench: Mapping[str, Any], setup: Setup, catalog: Catalog, na
     file_model = backend.get("model") if isinstance(backend, Mapping) else None
     ids = _resolve(catalog, setup, file_model if isinstance(file_model, str) else None, name)
     conc, rate = _guidellm_load(cfg, f"{name}.config")
-    stats: dict[str, float | None] = {}
+    stats: dict[str, Any] = {}
     for field, key in (("ttft", "time_to_first_token_ms"), ("itl", "inter_token_latency_ms"),
                        ("tpot", "time_per_output_token_ms")):
         stats[f"{field}_ms_mean"], stats[f"{field}_ms_p50"], stats[f"{field}_ms_p99"] = _dist_stats(

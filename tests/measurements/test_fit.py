@@ -39,6 +39,7 @@ def _measured(perf: PerfModel, truth: Corrections, concurrencies: tuple[int, ...
 def test_corrections_reach_the_simulator(perf: PerfModel) -> None:
     [m] = _measured(perf, Corrections(), (8,))
     [slow] = _measured(perf, TRUTH, (8,))
+    assert slow.itl_ms_mean is not None and m.itl_ms_mean is not None
     assert slow.itl_ms_mean > 1.3 * m.itl_ms_mean  # slower decode and step overhead both lengthen a step
     assert corrected_perf(perf, "A10G", Corrections()) is perf
     assert corrected_perf(perf, "A10G", Corrections(decode=100.0)).gpu_calibration("A10G").eff_bw == 1.0

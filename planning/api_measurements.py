@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from planning.context import EngineContext
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
 from planning.measurements.fit import SettingFit, by_setting, fit_setting
@@ -26,9 +27,11 @@ from planning.measurements.validate import (
     perf_with,
 )
 from planning.result import PlanResult
+from planning.scenario import Scenario
 
-__all__ = ["ImportReport", "Setup", "fit_frame", "fit_measurements", "import_measurements", "measurements_frame", "points_frame",
-           "read_measurements"]
+__all__ = ["ImportReport", "MeasuredWhatIf", "PlanValidation", "Setup", "fit_frame", "fit_measurements",
+           "import_measurements", "measured_lines", "measurements_frame", "measurements_what_if", "plan_diff",
+           "points_frame", "read_measurements", "validate_plan"]
 
 
 @dataclass(frozen=True)
@@ -187,13 +190,58 @@ def validate_plan(plan: PlanResult, paths: Sequence[str | os.PathLike[str]], set
     if not replan or not plan.scenario:
         return PlanValidation(tuple(checks), tuple(fits), None, "not re-planned: " + (
             "the plan carries no scenario." if replan else "re-planning was not asked for."))
-    from planning.context import EngineContext
-    from planning.pipeline import solve as pipeline_solve
-    from planning.scenario import Scenario
+    new = _solve_measured(Scenario.from_dict(plan.scenario), fits, base)
+    return PlanValidation(tuple(checks), tuple(fits), new, "re-planned with your measurements (" + (
+        "; ".join(measured_lines(fits)) or "no trusted fit") + ").")
 
-    perf = perf_with(fits, base.perf)
-    used = [f"{f.key[0]} on {f.key[2]}x{f.key[1]}: {corrections_text(f.corrections)}" for f in fits if f.trusted]
-    ctx = EngineContext(catalog=base.catalog, perf=perf, cache_dir=None)
-    new = pipeline_solve(Scenario.from_dict(plan.scenario), context=ctx, with_baselines=False)
-    return PlanValidation(tuple(checks), tuple(fits), new,
-                          "re-planned with your measurements (" + ("; ".join(used) or "no trusted fit") + ").")
+
+def measured_lines(fits: Sequence[SettingFit]) -> list[str]:
+    """One line per trusted fit: the setting, its corrections, band "measured (yours)" and its source files."""
+    return [f"{f.key[0]} on {f.key[2]}x{f.key[1]} TP{f.key[3]}: {corrections_text(f.corrections)}; band "
+            f"\"measured (yours)\", source {', '.join(f.sources)}" for f in fits if f.trusted]
+
+
+def _solve_measured(scenario: Scenario, fits: Sequence[SettingFit], base: EngineContext) -> PlanResult:
+    """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, its diagnostics naming
+    them (templates on a corrected GPU carry provenance ``measured``)."""
+    from planning.pipeline import solve as pipeline_solve
+
+    ctx = EngineContext(catalog=base.catalog, perf=perf_with(fits, base.perf), cache_dir=None)
+    result = pipeline_solve(scenario, context=ctx, with_baselines=False)
+    lines = tuple(f"perf model corrected by your measurements: {line}" for line in measured_lines(fits))
+    return replace(result, diagnostics=(*result.diagnostics, *lines))
+
+
+@dataclass(frozen=True)
+class MeasuredWhatIf:
+    """A scenario planned without and with the user's stored measurements, and the plan diff."""
+
+    without: PlanResult
+    with_measurements: PlanResult
+    fits: tuple[SettingFit, ...]
+
+    def diff(self) -> pd.DataFrame:
+        return plan_diff(self.without, self.with_measurements)
+
+
+def measurements_what_if(scenario: Scenario, points: Sequence[Measurement] | None = None,
+                         home: str | os.PathLike[str] | None = None) -> MeasuredWhatIf:
+    """What-if: ``scenario`` planned on the shipped model and on the model corrected by ``points`` (default: the
+    store's measurements of the scenario's models; only trusted fits correct anything).
+
+    Raises
+    ------
+    PlanningError: no measurement of any of the scenario's models.
+    """
+    from planning.context import default_context
+    from planning.pipeline import solve as pipeline_solve
+
+    models = {m.id for m in scenario.models}
+    pts = [m for m in (list(points) if points is not None else load_store(store_path(home))) if m.model in models]
+    if not pts:
+        raise PlanningError("measurements", f"none of {', '.join(sorted(models))} has a measurement.",
+                            "import some with `planning measurements import FILE --gpu ...`.")
+    base = default_context()
+    fits = [fit_setting(group, base.perf, loo=len(group) > 1) for group in by_setting(pts).values()]
+    without = pipeline_solve(scenario, context=base, with_baselines=False)
+    return MeasuredWhatIf(without, _solve_measured(scenario, fits, base), tuple(fits))

@@ -39,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument("--no-loo", action="store_true", help="skip the leave-one-out figure (faster)")
     fit.add_argument("--json", action="store_true", help="print JSON")
     fit.set_defaults(func=run_fit)
+    wi = sub.add_parser("what-if", help="plan a scenario without and with your measurements; print the plan diff")
+    wi.add_argument("scenario", help="scenario YAML/JSON")
+    wi.add_argument("--json", action="store_true", help="print JSON")
+    wi.set_defaults(func=run_what_if)
     val = subparsers.add_parser(
         "validate-plan", help="measured vs predicted per plan instance; flag the misses and re-plan with them",
         description="Compare the benchmark results of a deployed plan's instances (the `vllm bench serve` command "
@@ -147,4 +151,22 @@ def run_validate(args: argparse.Namespace) -> int:
     print(report.note)
     if diff is not None:
         print(diff.to_string(index=False))
+    return 0
+
+
+def run_what_if(args: argparse.Namespace) -> int:
+    """Execute ``planning measurements what-if``."""
+    from planning import api
+    from planning.cli import print_json
+
+    answer = api.measurements_what_if(api.load_scenario(args.scenario))
+    diff = answer.diff()
+    lines = api.measured_lines(answer.fits)
+    if args.json:
+        print_json({"without_cost_per_hour": answer.without.cost_per_hour,
+                    "with_cost_per_hour": answer.with_measurements.cost_per_hour, "corrections": lines,
+                    "diff": diff.to_dict("records")})
+        return 0
+    print("\n".join(lines) or "no trusted fit: the plan with your measurements is the plan without them.")
+    print(diff.to_string(index=False))
     return 0

@@ -117,3 +117,24 @@ def test_validate_plan_flags_the_slow_instance_and_replans(plan: PlanResult, tmp
 def test_validate_plan_passes_a_plan_that_measures_as_predicted(plan: PlanResult, tmp_path: Path) -> None:
     report = api.validate_plan(plan, [_result_file(plan, 0, 1.0, tmp_path)])
     assert report.missing == [] and report.replanned is None and "within 10 %" in report.note
+
+
+def test_what_if_plans_with_and_without_the_measurements(plan: PlanResult, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
+    slow = _result_file(plan, 0, 1.2, tmp_path)
+    assert main(["measurements", "import", str(slow)]) == 0
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(SCENARIO), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["measurements", "what-if", str(scenario), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (gpu, count), = plan.instances[0].gpus.items()
+    assert len(out["corrections"]) == 1 and f"on {count}x{gpu}" in out["corrections"][0]
+    assert '"measured (yours)"' in out["corrections"][0] and slow.name in out["corrections"][0]
+    assert out["with_cost_per_hour"] >= out["without_cost_per_hour"] - 1e-9
+    answer = api.measurements_what_if(api.parse_scenario_text(json.dumps(SCENARIO)))
+    assert any("measured (yours)" in d for d in answer.with_measurements.diagnostics)
+    assert all(i.provenance == "measured" for i in answer.with_measurements.instances if gpu in i.gpus)
+    assert not any("measured (yours)" in d for d in answer.without.diagnostics)

@@ -16,6 +16,7 @@ PAGES = [
     st.Page("views/6_Catalog.py", title="Catalog", icon=":material/menu_book:"),
     st.Page("views/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("views/8_Learn.py", title="Learn", icon=":material/school:"),
+    st.Page("views/9_Measurements.py", title="Measurements", icon=":material/speed:"),
 ]
 
 # Worker processes are spawned, and a spawned child re-runs the main module (this script) as "__mp_main__" before

@@ -28,6 +28,7 @@ from planning.api_measurements import (
     read_measurements,
     validate_plan,
 )
+from planning.api_measurements import Setup as MeasurementSetup
 from planning.api_outputs import (
     compare_markets,
     export_plan,
@@ -88,6 +89,7 @@ __all__ = [
     "Cancelled",
     "ImportReport",
     "MeasuredWhatIf",
+    "MeasurementSetup",
     "PlanResult",
     "PlanValidation",
     "ProgressFn",

@@ -145,3 +145,16 @@ def sharing_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken)
 
 
 SHARED_SIM_S = 600.0
+
+
+def fit_request(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job request for fitting the perf model to the stored measurements (their rows: a new import refits)."""
+    return {"points": points, "engine": engine_fingerprint()}
+
+
+def fit_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """Run ``planning.api.fit_measurements`` on the store → ``{"settings": [...], "points": [...]}``."""
+    progress(0.05, "fitting the simulator to your measurements")
+    fits = api.fit_measurements()
+    cancel.check()
+    return {"settings": _records(api.fit_frame(fits)), "points": _records(api.points_frame(fits))}

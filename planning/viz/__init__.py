@@ -5,6 +5,7 @@ from planning.viz.costs import COST_COLUMNS, cost_bars, cost_treemap
 from planning.viz.diff import diff_summary, gpu_diff, plan_diff, plan_diff_figure
 from planning.viz.finance import bill_figure, kind_figure
 from planning.viz.learn import mixed_pipeline_figure
+from planning.viz.measurements import fit_figure
 from planning.viz.pipeline import layer_ranges, pipeline_figure
 from planning.viz.plan import baselines_figure, gpu_usage_figure, savings, served_figure
 from planning.viz.templates import pareto_front, template_category, template_scatter
@@ -22,6 +23,7 @@ __all__ = [
     "cost_treemap",
     "diff_summary",
     "explain",
+    "fit_figure",
     "gpu_color",
     "gpu_diff",
     "gpu_of_shape",

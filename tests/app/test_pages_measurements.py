@@ -1,0 +1,34 @@
+"""Measurements page: the stored points, a fit job, its before/after figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from planning import api
+from planning.simulate.run import benchmark
+from tests.app.conftest import app, texts, wait_for_job
+from tests.measurements.builders import vllm_result, write_json
+
+
+def test_page_without_measurements_says_how_to_import(planning_home: Path) -> None:
+    at = app("views/9_Measurements.py")
+    assert not at.exception
+    assert "No measurements yet" in texts(at)
+
+
+def test_page_lists_fits_and_draws_before_after(planning_home: Path, tmp_path: Path) -> None:
+    run = benchmark("llama-3-8b", "A10G", input_len=512, output_len=128, concurrency=8, requests=48)
+    path = write_json(tmp_path / "bench.json", vllm_result(run, concurrency=8))
+    api.import_measurements([path], api.MeasurementSetup(gpu="A10G", tp=1))
+    at = app("views/9_Measurements.py")
+    assert not at.exception
+    assert "Stored measurements (1)" in texts(at)
+    assert at.dataframe[0].value["file"].tolist() == ["bench.json"]
+    next(b for b in at.button if b.label.startswith("Fit the perf model")).click().run()
+    job_id = at.session_state["fit_job"]
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception
+    shown = texts(at)
+    assert "llama-3-8b on 1xA10G TP1" in shown and "median error" in shown
+    assert len(at.get("plotly_chart")) == 1

@@ -147,7 +147,9 @@ def run_validate(args: argparse.Namespace) -> int:
         print(f"instance {c.instance} ({c.point.model} on {c.point.count}x{c.point.gpu}, {c.point.file}): {flag}; "
               f"TTFT {_fmt(c.ttft_ms[0])} ms measured vs {_fmt(c.ttft_ms[1])} predicted, TPOT "
               f"{_fmt(c.tpot_ms[0])} vs {_fmt(c.tpot_ms[1])} ms, {_fmt(c.output_tokens_per_s[0])} vs "
-              f"{_fmt(c.output_tokens_per_s[1])} output tok/s" + (f" — {'; '.join(c.reasons)}" if c.reasons else ""))
+              f"{_fmt(c.output_tokens_per_s[1])} output tok/s"
+              + (f", {100 * c.point.slo_attainment:.1f} % of requests within the SLOs"
+                 if c.point.slo_attainment is not None else "") + (f" — {'; '.join(c.reasons)}" if c.reasons else ""))
     print(report.note)
     if diff is not None:
         print(diff.to_string(index=False))

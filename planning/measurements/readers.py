@@ -168,6 +168,9 @@ def _vllm_stats(data: Mapping[str, Any], where: str) -> dict[str, Any]:
         out[f"{metric}_ms_p99"] = _num(data, f"p99_{metric}_ms", where)
     out["output_tokens_per_s"] = _num(data, "output_throughput", where)
     out["requests_per_s"] = _num(data, "request_throughput", where)
+    goodput = _num(data, "request_goodput", where)  # with --goodput: requests/s that met every SLO
+    rps = out["requests_per_s"]
+    out["slo_attainment"] = min(1.0, goodput / rps) if goodput is not None and rps else None
     return out
 
 

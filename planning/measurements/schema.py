@@ -58,6 +58,7 @@ class Measurement:
     tpot_ms_p99: float | None = None
     output_tokens_per_s: float | None = None
     requests_per_s: float | None = None
+    slo_attainment: float | None = None  # share of requests within the run's SLOs (vLLM --goodput)
     source: str = "csv"
     date: str = ""
     file: str = ""
@@ -157,6 +158,7 @@ def check_measurement(m: Measurement) -> None:
         _check_latency(m, name)
     _check_number(m, "output_tokens_per_s", 1e-6, MAX_OUTPUT_TOKENS_PER_S, "give output tokens per second (> 0).")
     _check_number(m, "requests_per_s", 1e-9, MAX_REQUESTS_PER_S, "give completed requests per second (> 0).")
+    _check_number(m, "slo_attainment", 0.0, 1.0, "give the share of requests within the SLOs, in [0, 1].")
     if all(getattr(m, n) is None for n in (*LATENCY_FIELDS, "output_tokens_per_s", "requests_per_s")):
         raise PlanningError(_where(m, "ttft_ms_mean"), "states no measured latency or throughput.",
                             "give at least one of TTFT, ITL, TPOT or output tokens/s.")

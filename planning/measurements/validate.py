@@ -52,7 +52,8 @@ class InstanceCheck:
                 "tpot_ms_measured": self.tpot_ms[0], "tpot_ms_predicted": self.tpot_ms[1],
                 "output_tokens_per_s_measured": self.output_tokens_per_s[0],
                 "output_tokens_per_s_predicted": self.output_tokens_per_s[1], "slo_ttft_ms": self.slo_ttft_ms,
-                "slo_tpot_ms": self.slo_tpot_ms, "misses": self.misses, "reasons": "; ".join(self.reasons),
+                "slo_tpot_ms": self.slo_tpot_ms, "slo_attainment_measured": self.point.slo_attainment,
+                "misses": self.misses, "reasons": "; ".join(self.reasons),
                 "file": self.point.file}
 
 

@@ -19,8 +19,9 @@ from planning.simulate.metrics import BenchmarkResult
 
 def vllm_result(run: BenchmarkResult, *, model_id: str = "meta-llama/Meta-Llama-3-8B-Instruct",
                 concurrency: int | None = None, request_rate: float | str = "inf", detailed: bool = False,
-                metadata: dict[str, str] | None = None) -> dict[str, Any]:
-    """A ``vllm bench serve --save-result`` JSON for a run with ``run``'s statistics."""
+                metadata: dict[str, str] | None = None, within_slo: float | None = None) -> dict[str, Any]:
+    """A ``vllm bench serve --save-result`` JSON for a run with ``run``'s statistics (``within_slo``: the share
+    of requests meeting ``--goodput``'s SLOs, None = run without ``--goodput``)."""
     n = run.requests
     duration = n / run.requests_per_s
     out: dict[str, Any] = {"date": "20261128-101500", "endpoint_type": "openai-chat", "backend": "openai-chat",
@@ -30,7 +31,7 @@ def vllm_result(run: BenchmarkResult, *, model_id: str = "meta-llama/Meta-Llama-
     out.update({
         "duration": duration, "completed": n, "failed": 0, "total_input_tokens": run.input_len * n,
         "total_output_tokens": run.output_len * n, "request_throughput": run.requests_per_s,
-        "request_goodput": None, "output_throughput": run.output_tokens_per_s,
+        "request_goodput": None if within_slo is None else within_slo * run.requests_per_s, "output_throughput": run.output_tokens_per_s,
         "total_token_throughput": run.total_tokens_per_s,
         "latencies": [run.e2e_latency_ms_mean / 1e3] * n, "queue_times": [0.0] * n,
         "max_output_tokens_per_s": run.output_tokens_per_s * 1.2, "max_concurrent_requests": concurrency or n,

@@ -31,6 +31,13 @@ def test_vllm_save_result_reads_setup_from_flags(tmp_path: Path, a10g_run: Bench
     assert m.source == "vllm-bench-serve" and m.file == "bench.json" and m.date == "20261128-101500"
 
 
+def test_vllm_goodput_gives_the_slo_attainment(tmp_path: Path, a10g_run: BenchmarkResult) -> None:
+    [m] = read_file(write_json(tmp_path / "g.json", vllm_result(a10g_run, concurrency=8, within_slo=0.75)), A10G)
+    assert m.slo_attainment == pytest.approx(0.75)
+    [n] = read_file(write_json(tmp_path / "n.json", vllm_result(a10g_run, concurrency=8)), A10G)
+    assert n.slo_attainment is None
+
+
 def test_vllm_metadata_and_sidecar_give_the_setup(tmp_path: Path, a10g_run: BenchmarkResult) -> None:
     meta = {"gpu": "A10G", "tp": "1", "engine_version": "0.9.2", "instance": "3"}
     [m] = read_file(write_json(tmp_path / "a.json", vllm_result(a10g_run, concurrency=8, metadata=meta)))

@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "planning.melange_import",
     "planning.timeline.commands",
     "planning.measurements.commands",
+    "planning.catalog.price_commands",
 )
 
 

@@ -185,9 +185,10 @@ class EngineContext:
 def default_context(cache_dir: Path | None = None) -> EngineContext:
     """Catalog + perf model loaded from the shipped data (and user overrides under PLANNING_HOME)."""
     from planning.catalog import load_catalog
+    from planning.catalog.prices import user_overrides
     from planning.perf import PerfModel
 
-    catalog = load_catalog()
+    catalog = load_catalog(overrides_dir=user_overrides())  # the user's price layer (`planning prices refresh`)
     # the perf model's T̂ tables and decode batch curves are mirrored on disk beside the template libraries, so a
     # new process (a CLI call, a job worker) reads what an earlier one computed
     perf = PerfModel(catalog=catalog, cache_dir=cache_dir / "perf" if cache_dir is not None else None)

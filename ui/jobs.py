@@ -158,3 +158,28 @@ def fit_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> 
     fits = api.fit_measurements()
     cancel.check()
     return {"settings": _records(api.fit_frame(fits)), "points": _records(api.points_frame(fits))}
+
+
+def validate_request(plan_json: str, results: dict[str, str]) -> dict[str, Any]:
+    """The job request for ``validate-plan``: the plan's JSON and the result files' texts by name."""
+    return {"plan": plan_json, "results": results, "engine": engine_fingerprint()}
+
+
+def validate_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """Run ``planning.api.validate_plan`` → measured vs predicted rows, the misses, the note and the plan diff."""
+    import tempfile
+    from pathlib import Path
+
+    plan = api.plan_from_json(request["plan"], origin="uploaded plan")
+    progress(0.05, "comparing the measurements with the plan's predictions")
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for name, text in request["results"].items():
+            path = Path(folder) / Path(name).name
+            path.write_text(text, encoding="utf-8")
+            paths.append(path)
+        report = api.validate_plan(plan, paths)
+    cancel.check()
+    diff = api.plan_diff(plan, report.replanned) if report.replanned is not None else None
+    return {"instances": _records(report.frame()), "missing": report.missing, "note": report.note,
+            "diff": None if diff is None else _records(diff)}

@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api, viz
 from planning.errors import PlanningError
 from ui import state, widgets
-from ui.jobs import fit_job, fit_request
+from ui.jobs import fit_job, fit_request, validate_job, validate_request
 
 FROM_FILE = "(from the file)"
 SHOWN = ["model", "gpu", "count", "tp", "engine", "engine_version", "concurrency", "request_rate", "ttft_ms_mean",
@@ -47,6 +47,41 @@ if submitted and uploads:
             widgets.show_error(exc)
         else:
             st.success(f"{len(report.points)} point(s) read, {report.added} new; {report.total} stored.")
+
+st.subheader("Check a deployed plan")
+widgets.explain("validate_plan", "Upload the plan (PLAN.json) and the files its recipes' benchmark command wrote: "
+                "each instance measured vs predicted, the ones that miss, and the plan re-solved with your numbers.")
+with st.form("validate_plan"):
+    plan_file = st.file_uploader("Plan (PLAN.json)", type=["json"], key="validate_plan_file")
+    result_files = st.file_uploader("Benchmark results of its instances", type=["json", "csv"],
+                                    accept_multiple_files=True, key="validate_results")
+    check = st.form_submit_button("Check the plan")
+if check and plan_file is not None and result_files:
+    try:
+        texts = {f.name: f.getvalue().decode("utf-8") for f in result_files}
+        plan_text = plan_file.getvalue().decode("utf-8")
+    except UnicodeDecodeError:
+        widgets.show_error(PlanningError("upload", "a file is not UTF-8 text.", "upload the JSON files as written."))
+    else:
+        st.session_state["validate_job"] = state.runner().submit("validate-plan", validate_request(plan_text, texts),
+                                                                 validate_job, owner=st.session_state["owner"])
+        st.rerun()
+checked = state.find_job(st.session_state.get("validate_job"))
+if checked is not None and not checked.is_terminal:
+    widgets.live_jobs({"validate-plan": checked.id}, key="validate")
+elif checked is not None and checked.status == "done" and checked.result is not None:
+    missing = checked.result["missing"]
+    if missing:
+        st.warning(f"Instance(s) {', '.join(map(str, missing))} miss their prediction or SLOs.", icon=":material/warning:")
+    else:
+        st.success("Every measured instance is within 10 % of its prediction and meets its SLOs.")
+    st.dataframe(pd.DataFrame(checked.result["instances"]), hide_index=True, width="stretch")
+    st.caption(checked.result["note"])
+    if checked.result["diff"] is not None:
+        st.markdown("**Plan diff** (provisioning $/h before and after re-planning with your measurements)")
+        st.dataframe(pd.DataFrame(checked.result["diff"]), hide_index=True, width="stretch")
+elif checked is not None:
+    widgets.show_job_outcome(checked)
 
 stored = api.measurements_frame()
 st.subheader(f"Stored measurements ({len(stored)})")

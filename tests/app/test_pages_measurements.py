@@ -32,3 +32,22 @@ def test_page_lists_fits_and_draws_before_after(planning_home: Path, tmp_path: P
     shown = texts(at)
     assert "llama-3-8b on 1xA10G TP1" in shown and "median error" in shown
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_validate_job_flags_the_slow_instance(planning_home: Path, tmp_path: Path) -> None:
+    import json
+
+    from tests.measurements.test_close_loop import SCENARIO, _result_file
+    from ui.jobs import validate_job, validate_request
+
+    plan = api.solve(api.parse_scenario_text(json.dumps(SCENARIO)))
+    slow = _result_file(plan, 0, 1.2, tmp_path)
+    request = validate_request(api.result_json(plan), {slow.name: slow.read_text(encoding="utf-8")})
+
+    class _Token:
+        def check(self) -> None:
+            return None
+
+    out = validate_job(request, lambda _f, _m: None, _Token())  # type: ignore[arg-type]
+    assert out["missing"] == [0] and out["instances"][0]["misses"]
+    assert out["note"].startswith("re-planned") and out["diff"][-1]["model"] == "total"

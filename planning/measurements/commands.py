@@ -80,7 +80,8 @@ def run_import(args: argparse.Namespace) -> int:
                     "points": [m.as_row() for m in rep.points]})
         return 0
     for m in rep.points:
-        print(f"  {m.label}: TTFT {_fmt(m.ttft_ms_mean)} ms, ITL {_fmt(m.itl_ms_mean)} ms, "
+        print(f"  {m.label} [{m.engine} {m.engine_version or '(version unstated)'}, {m.dtype}]: "
+              f"TTFT {_fmt(m.ttft_ms_mean)} ms, ITL {_fmt(m.itl_ms_mean)} ms, "
               f"TPOT {_fmt(m.tpot_ms_mean)} ms, {_fmt(m.output_tokens_per_s)} output tok/s")
     print(f"{len(rep.points)} point(s) read, {rep.added} new; {rep.total} stored in {rep.store}")
     return 0

@@ -8,26 +8,22 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from planning.context import EngineContext
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
-from planning.measurements.fit import SettingFit, by_setting, fit_setting
 from planning.measurements.readers import Setup, read_files
 from planning.measurements.schema import COLUMNS, Measurement
 from planning.measurements.store import add, load_store, store_path
-from planning.measurements.validate import (
-    TOLERANCE,
-    InstanceCheck,
-    check_instances,
-    corrections_text,
-    perf_with,
-)
 from planning.result import PlanResult
 from planning.scenario import Scenario
+
+if TYPE_CHECKING:  # the fit and the plan check load the simulator: imported when called, not with the face
+    from planning.measurements.fit import SettingFit
+    from planning.measurements.validate import InstanceCheck
 
 __all__ = ["ImportReport", "MeasuredWhatIf", "PlanValidation", "Setup", "fit_frame", "fit_measurements",
            "import_measurements", "measured_lines", "measurements_frame", "measurements_what_if", "plan_diff",
@@ -89,6 +85,7 @@ def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os
     """Fit each setting's corrections (prefill rate, decode rate, step overhead) to ``points`` (default: the
     store's) through the simulator's benchmark mode; errors before/after and leave-one-out per setting
     (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits)."""
+    from planning.measurements.fit import by_setting, fit_setting
     from planning.perf.model import PerfModel
 
     pts = list(points) if points is not None else load_store(store_path(home))
@@ -177,6 +174,8 @@ def validate_plan(plan: PlanResult, paths: Sequence[str | os.PathLike[str]], set
     PlanningError: bad files (see :func:`read_measurements`), a point no instance matches, a plan without a plan.
     """
     from planning.context import default_context
+    from planning.measurements.fit import by_setting, fit_setting
+    from planning.measurements.validate import TOLERANCE, check_instances
 
     if not plan.has_plan:
         raise PlanningError("plan", f"has no plan to validate (status {plan.status}).", "give a solved PLAN.json.")
@@ -197,6 +196,8 @@ def validate_plan(plan: PlanResult, paths: Sequence[str | os.PathLike[str]], set
 
 def measured_lines(fits: Sequence[SettingFit]) -> list[str]:
     """One line per trusted fit: the setting, its corrections, band "measured (yours)" and its source files."""
+    from planning.measurements.validate import corrections_text
+
     return [f"{f.key[0]} on {f.key[2]}x{f.key[1]} TP{f.key[3]}: {corrections_text(f.corrections)}; band "
             f"\"measured (yours)\", source {', '.join(f.sources)}" for f in fits if f.trusted]
 
@@ -204,6 +205,7 @@ def measured_lines(fits: Sequence[SettingFit]) -> list[str]:
 def _solve_measured(scenario: Scenario, fits: Sequence[SettingFit], base: EngineContext) -> PlanResult:
     """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, its diagnostics naming
     them (templates on a corrected GPU carry provenance ``measured``)."""
+    from planning.measurements.validate import perf_with
     from planning.pipeline import solve as pipeline_solve
 
     ctx = EngineContext(catalog=base.catalog, perf=perf_with(fits, base.perf), cache_dir=None)
@@ -234,6 +236,7 @@ def measurements_what_if(scenario: Scenario, points: Sequence[Measurement] | Non
     PlanningError: no measurement of any of the scenario's models.
     """
     from planning.context import default_context
+    from planning.measurements.fit import by_setting, fit_setting
     from planning.pipeline import solve as pipeline_solve
 
     models = {m.id for m in scenario.models}

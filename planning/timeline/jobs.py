@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from planning.timeline.demand import DemandSeries
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
-RESULT_VERSION = 2  # 2: policies (myopic, look-ahead, offline) and their labels
+RESULT_VERSION = 3  # 2: policies (myopic, look-ahead, offline) and their labels; 3: demand matched to the scenario
 
 
 def shipped_samples() -> dict[str, Path]:
@@ -36,14 +36,18 @@ def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, e
                      rate_scale: float = 1.0, K: float | None = None, spot: dict[str, Any] | None = None,
                      availability: str | None = None, baselines: tuple[str, ...] = ("homo", "homo-ilp"),
                      engine: str = "", policies: tuple[str, ...] = ("myopic",), horizon: int | None = None,
-                     offline_time_limit_s: float = 600.0) -> dict[str, Any]:
+                     offline_time_limit_s: float = 600.0, demand_match: str = "peak") -> dict[str, Any]:
     """The job request. ``demand[model]`` is ``{"sample": stem}``, ``{"text": csv, "name": file}`` or
     ``{"diurnal": [24 values], "peak_rps": r, "input_len": i, "output_len": o}``; ``availability`` a CSV text
-    or a shipped stem; ``policies`` the planning policies (the first plans the epochs, the others are compared)."""
+    or a shipped stem; ``policies`` the planning policies (the first plans the epochs, the others are compared);
+    ``demand_match`` how the series are set on the scenario's demand (peak, mean or absolute;
+    ``planning.timeline.matching``)."""
+    from planning.timeline.matching import check_match
+
     return {"scenario": scenario.to_dict(), "demand": demand, "epoch": epoch, "rate_scale": float(rate_scale),
             "K": K, "spot": spot or {}, "availability": availability, "baselines": list(baselines),
             "policies": list(policies), "horizon": horizon, "offline_time_limit_s": float(offline_time_limit_s),
-            "engine": f"{engine}/t{RESULT_VERSION}"}
+            "demand_match": check_match(demand_match), "engine": f"{engine}/t{RESULT_VERSION}"}
 
 
 def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
@@ -100,6 +104,6 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
                               policies=tuple(request.get("policies") or ("myopic",)), horizon=request.get("horizon"),
                               offline_time_limit_s=float(request.get("offline_time_limit_s", 600.0)))
     result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
-                          cancel=cancel)  # Cancelled propagates: the job runner records it as cancelled
+                          cancel=cancel, demand_match=str(request.get("demand_match", "peak")))  # Cancelled propagates: the job runner records it as cancelled
     out: dict[str, Any] = result.to_dict()
     return out

@@ -15,7 +15,9 @@ from planning.api_fanout import sweep, what_if
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
 from planning.api_outputs import (
     compare_markets,
+    export_alternative,
     export_plan,
+    export_preview,
     export_zip,
     lesson,
     plan_report,
@@ -88,7 +90,9 @@ __all__ = [
     "comparison_frame",
     "diff_lines",
     "engine_context",
+    "export_alternative",
     "export_plan",
+    "export_preview",
     "export_zip",
     "finance_summary",
     "fingerprint",

@@ -1,16 +1,18 @@
 """A demand series' shape on the scenario's own rates and request sizes (peak or mean matched), or as given.
 
-A trace (or epoch table) is a sample of *somebody's* traffic: the shipped Azure day runs at about 1 req/s with
-28-token answers. A planner asks "my 20 req/s of 300-token answers, with this daily shape". Matching keeps the
-series' shape (the rate of each epoch relative to the others, each epoch's request size relative to the
-horizon's mean) and sets the absolute level from the scenario's demand:
+A trace (or epoch table) is a sample of *somebody's* traffic: the shipped Azure conversation day runs at 3–5.5 req/s
+with 211-token answers. A planner asks "my 20 req/s of 300-token answers, with this daily shape". Matching keeps the
+series' shape (the rate of each epoch relative to the others; a histogram's request-size mix) and sets the
+absolute level from the scenario's demand:
 
 - ``peak``: the busiest epoch runs at the scenario's ``rate_rps`` (the scenario's rate is the peak to serve);
 - ``mean``: the time-mean rate over the horizon is the scenario's ``rate_rps`` (the same requests per day);
 - ``absolute``: the series as given (the trace's own requests per second and token counts).
 
-In ``peak`` and ``mean`` the request sizes are scaled so that their rate-weighted horizon mean (the size the
-libraries are built for, :meth:`DemandSeries.design_sizes`) is the scenario's ``input_len`` / ``output_len``.
+In ``peak`` and ``mean`` every epoch has the scenario's ``input_len`` / ``output_len`` (so with ``peak`` the busiest
+epoch is exactly the scenario's demand and the static peak plan is its constant plan); a request-size histogram
+(``--histogram``) keeps its mix, its buckets scaled so that their rate-weighted horizon mean (the size the
+libraries are built for, :meth:`DemandSeries.design_sizes`) is the scenario's.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ def _scaled_sizes(values: tuple[float, ...], target: float, design: float) -> tu
 
 def match_series(series: DemandSeries, rate_rps: float, input_len: float, output_len: float,
                  how: str = "peak") -> DemandSeries:
-    """``series``' shape at the given rate (peak or mean matched) and mean request sizes; unchanged for
-    ``absolute``.
+    """``series``' rate shape at the given rate (peak or mean matched) with the given request sizes (a histogram:
+    its size mix at those mean sizes); unchanged for ``absolute``.
 
     Raises
     ------
@@ -61,14 +63,19 @@ def match_series(series: DemandSeries, rate_rps: float, input_len: float, output
         new_rates = (float(rate_rps),) * len(rates)
     else:
         new_rates = tuple(rate_rps * r / ref for r in rates)
-    d_in, d_out = series.design_sizes()
-    k_in, k_out = input_len / d_in, output_len / d_out
-    buckets = tuple((max(1.0, i * k_in), max(1.0, o * k_out)) for i, o in series.buckets)
+    n = len(rates)
+    if series.buckets:  # a request-size histogram keeps its mix, scaled to the scenario's mean sizes
+        d_in, d_out = series.design_sizes()
+        k_in, k_out = input_len / d_in, output_len / d_out
+        buckets = tuple((max(1.0, i * k_in), max(1.0, o * k_out)) for i, o in series.buckets)
+        new_in, new_out = _scaled_sizes(series.input_len, input_len, d_in), _scaled_sizes(series.output_len,
+                                                                                          output_len, d_out)
+    else:  # the scenario's request sizes in every epoch: the busiest epoch is exactly the scenario's demand
+        buckets, new_in, new_out = (), (float(input_len),) * n, (float(output_len),) * n
     bucket_rates = tuple(tuple(x * k_rate for x in row) for row in series.bucket_rates)
     source = (f"{series.source}; shape at {rate_rps:g} req/s "
               f"({'peak' if how == 'peak' else 'mean'}), {input_len:g} in / {output_len:g} out tokens")
-    return replace(series, rate_rps=new_rates, input_len=_scaled_sizes(series.input_len, input_len, d_in),
-                   output_len=_scaled_sizes(series.output_len, output_len, d_out), buckets=buckets,
+    return replace(series, rate_rps=new_rates, input_len=new_in, output_len=new_out, buckets=buckets,
                    bucket_rates=bucket_rates, source=source)
 
 

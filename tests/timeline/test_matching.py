@@ -31,9 +31,8 @@ def test_peak_match_keeps_the_shape_and_sets_the_busiest_epoch() -> None:
     p = match_series(s, 20.0, 1000.0, 300.0, "peak")
     assert p.rate_rps == pytest.approx((10.0, 20.0, 5.0))
     assert max(p.rate_rps) == 20.0
-    # sizes keep their epoch-to-epoch ratios and their rate-weighted mean becomes the scenario's
-    assert p.design_sizes() == pytest.approx((1000.0, 300.0))
-    assert p.input_len[1] / p.input_len[0] == pytest.approx(3.0)
+    # every epoch at the scenario's request sizes: the busiest one is exactly the scenario's demand
+    assert p.input_len == (1000.0,) * 3 and p.output_len == (300.0,) * 3
     assert "20 req/s (peak)" in p.source
 
 
@@ -60,6 +59,7 @@ def test_histogram_buckets_scale_with_the_sizes_and_rates() -> None:
         assert sum(row) == pytest.approx(rate)
     ratio_in = p.buckets[0][0] / s.buckets[0][0]
     assert all(b[0] / a[0] == pytest.approx(ratio_in) for a, b in zip(s.buckets, p.buckets, strict=True))
+    assert p.design_sizes() == pytest.approx((1100.0, 120.0))  # the mix kept, its mean the scenario's
 
 
 def test_unknown_match_and_unknown_model_name_the_field(small: Scenario) -> None:
@@ -116,3 +116,16 @@ def test_cli_match_mean_and_the_trace_column(tmp_path: Path, capsys: pytest.Capt
     with pytest.raises(SystemExit) as bad:  # argparse names the choices
         main(["timeline", str(scenario), "--demand", f"llama-3-8b={table}", "--match", "median"])
     assert bad.value.code == 2
+
+
+def test_peak_matched_static_plan_is_the_constant_plan(small: Scenario) -> None:
+    """With the busiest epoch at the scenario's demand, the plan sized for the peak is the scenario's own plan, so
+    the timeline's month can no longer come out below the constant plan's static peak (issue 38 §3)."""
+    scenario = replace(small, options=replace(small.options, K=0.0))
+    shaped = [_table(m.id, [(0.3, 400, 20), (0.93, 900, 35), (0.6, 700, 28)]) for m in scenario.models]
+    res = api.timeline(scenario, shaped, options=TimelineOptions(baselines=()))
+    constant = api.solve(scenario, with_baselines=False)
+    assert res.static_peak_cost_per_hour == pytest.approx(constant.cost_per_hour, rel=1e-6)
+    busiest = res.epochs[1]
+    assert busiest.cost_per_hour == pytest.approx(constant.cost_per_hour, rel=1e-6)
+    assert all(e.cost_per_hour <= constant.cost_per_hour + 1e-9 for e in res.epochs)

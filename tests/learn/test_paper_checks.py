@@ -101,3 +101,26 @@ def test_glossary_defines_the_terms_the_pages_use() -> None:
     for term in ("ILP", "MIP gap", "goodput", "attainment", "headroom", "KV cache", "Nmax", "ρ", "K", "memP",
                  "roofline", "makespan", "break-even", "TP-2", "T/$"):
         assert len(viz.GLOSSARY.get(term, "")) > 40, term
+
+
+def test_workbench_doc_shows_the_fig1a_table_the_page_computes() -> None:
+    """docs/workbench.md's Coral Fig. 1(a) table is the page's: same setups, templates, GPUs and tok/s per $/h."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "workbench.md").read_text(encoding="utf-8")
+    section = doc[doc.index("| setup (1800 ms, nodes ≤ 2 GPUs)"):]
+    rows = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = (cells[1].split(" ")[0], int(cells[2]), float(cells[5].replace(",", "")))
+    lesson = api.lesson("coral-mixed-pipeline")
+    page = {("the paper's mix" if r["setup"].startswith("the paper's mix") else r["setup"]):
+            (r["template"], r["gpus"], round(r["per_dollar"])) for r in lesson.rows}
+    assert set(rows) == set(page)
+    for setup, (template, gpus, per_dollar) in rows.items():
+        assert (template, gpus) == page[setup][:2], setup
+        assert per_dollar == pytest.approx(page[setup][2], abs=1), setup
+    ratio = lesson.ours["paper's mix ÷ best pure H100 (×)"]
+    assert f"the paper's mix gives {ratio:.2f}× the best" in re.sub(r"\s+", " ", doc)

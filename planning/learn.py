@@ -315,6 +315,33 @@ def _layers(stages_json: str) -> str:
     return " | ".join(str(int(s["layers"])) for s in json.loads(stages_json))
 
 
+def _mixed_pipeline_text(rows: list[dict[str, Any]], ours: dict[str, float], slo_ms: float, nmax: int) -> str:
+    """Coral Fig. 1(a)'s ratios (added to ``ours``) and its takeaway, computed from the rows it describes."""
+    best_one = max((r for r in rows if r["kind"] == "one GPU type"), key=lambda r: r["per_dollar"], default=None)
+    best_mixed = rows[-1] if rows and rows[-1]["setup"] == "best mixed pipeline" else None
+    h100 = next((r for r in rows if r["setup"] == "best H100 only"), None)
+    paper_mix = next((r for r in rows if r["kind"] == "mixed" and r["setup"] != "best mixed pipeline"), None)
+    if best_one is not None and best_mixed is not None:
+        ours["best mixed ÷ best one-type (×)"] = round(best_mixed["per_dollar"] / best_one["per_dollar"], 3)
+    if paper_mix is not None and h100 is not None:
+        ours["paper's mix ÷ best pure H100 (×)"] = round(paper_mix["per_dollar"] / h100["per_dollar"], 3)
+    if best_mixed is None:
+        takeaway = f"No mixed pipeline of up to {nmax} nodes meets a {slo_ms:g} ms SLO here; only one GPU type serves."
+    elif best_one is None:
+        takeaway = (f"No pipeline of one GPU type meets a {slo_ms:g} ms SLO within {nmax} nodes; only a mixed pipeline "
+                    f"({best_mixed['template']}) serves the model at all.")
+    elif best_mixed["per_dollar"] > best_one["per_dollar"]:
+        takeaway = (f"The mixed pipeline {best_mixed['template']} gives {best_mixed['per_dollar']:,.0f} prompt tok/s "
+                    f"per $/h, {best_mixed['per_dollar'] / best_one['per_dollar']:.2f}× the best setup of one GPU "
+                    f"type ({best_one['template']}, {best_one['per_dollar']:,.0f}): cheaper GPUs take the layers the "
+                    "expensive ones would serve at a worse price.")
+    else:
+        takeaway = (f"Here one GPU type wins: {best_one['template']} gives {best_one['per_dollar']:,.0f} prompt tok/s "
+                    f"per $/h against {best_mixed['per_dollar']:,.0f} for the best mixed pipeline "
+                    f"({best_mixed['template']}); heterogeneity pays where node sizes and prices leave gaps.")
+    return takeaway
+
+
 def coral_mixed_pipeline(build_templates: Callable[[Any], Any], slo_ms: float = 1800.0,
                          max_gpus_per_node: int = 2, nmax: int = 6) -> Lesson:
     """Coral Fig. 1(a): one model's prefill on one GPU type per pipeline vs a mixed pipeline, in tok/s per $/h.
@@ -385,28 +412,7 @@ def coral_mixed_pipeline(build_templates: Callable[[Any], Any], slo_ms: float = 
         rows.append(row("best mixed pipeline", "mixed", mixed.loc[mixed["per_dollar"].idxmax()]))
 
     ours: dict[str, float] = {f"{r['setup']} (tok/s per $/h)": r["per_dollar"] for r in rows}
-    best_one = max((r for r in rows if r["kind"] == "one GPU type"), key=lambda r: r["per_dollar"], default=None)
-    best_mixed = rows[-1] if rows and rows[-1]["setup"] == "best mixed pipeline" else None
-    h100 = next((r for r in rows if r["setup"] == "best H100 only"), None)
-    paper_mix = next((r for r in rows if r["kind"] == "mixed" and r["setup"] != "best mixed pipeline"), None)
-    if best_one is not None and best_mixed is not None:
-        ours["best mixed ÷ best one-type (×)"] = round(best_mixed["per_dollar"] / best_one["per_dollar"], 3)
-    if paper_mix is not None and h100 is not None:
-        ours["paper's mix ÷ best pure H100 (×)"] = round(paper_mix["per_dollar"] / h100["per_dollar"], 3)
-    if best_mixed is None:
-        takeaway = f"No mixed pipeline of up to {nmax} nodes meets a {slo_ms:g} ms SLO here; only one GPU type serves."
-    elif best_one is None:
-        takeaway = (f"No pipeline of one GPU type meets a {slo_ms:g} ms SLO within {nmax} nodes; only a mixed pipeline "
-                    f"({best_mixed['template']}) serves the model at all.")
-    elif best_mixed["per_dollar"] > best_one["per_dollar"]:
-        takeaway = (f"The mixed pipeline {best_mixed['template']} gives {best_mixed['per_dollar']:,.0f} prompt tok/s "
-                    f"per $/h, {best_mixed['per_dollar'] / best_one['per_dollar']:.2f}× the best setup of one GPU "
-                    f"type ({best_one['template']}, {best_one['per_dollar']:,.0f}): cheaper GPUs take the layers the "
-                    "expensive ones would serve at a worse price.")
-    else:
-        takeaway = (f"Here one GPU type wins: {best_one['template']} gives {best_one['per_dollar']:,.0f} prompt tok/s "
-                    f"per $/h against {best_mixed['per_dollar']:,.0f} for the best mixed pipeline "
-                    f"({best_mixed['template']}); heterogeneity pays where node sizes and prices leave gaps.")
+    takeaway = _mixed_pipeline_text(rows, ours, slo_ms, nmax)
     return Lesson(
         key="coral-mixed-pipeline", title="A mixed L40S + H100 pipeline beats one GPU type per dollar",
         paper="Coral, Sec. 2.2 and Fig. 1(a): Qwen-3 235B prefill, SLO 1800 ms, GPUs of Table 1",

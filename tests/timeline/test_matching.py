@@ -129,3 +129,12 @@ def test_peak_matched_static_plan_is_the_constant_plan(small: Scenario) -> None:
     busiest = res.epochs[1]
     assert busiest.cost_per_hour == pytest.approx(constant.cost_per_hour, rel=1e-6)
     assert all(e.cost_per_hour <= constant.cost_per_hour + 1e-9 for e in res.epochs)
+
+
+def test_job_request_carries_the_matching_and_refuses_unknown_options(small: Scenario) -> None:
+    request = api.timeline_request(small, {"llama-3-8b": {"sample": "azure_conv_day"}}, demand_match="mean")
+    assert request["demand_match"] == "mean" and request["epoch"] == "1h"
+    with pytest.raises(PlanningError, match="epok"):
+        api.timeline_request(small, {}, epok="1h")
+    with pytest.raises(PlanningError, match="demand_match"):
+        api.timeline_request(small, {}, demand_match="median")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from planning.allocate import (
@@ -42,7 +41,6 @@ from planning.result import savings_pct
 __all__ = ["Lesson", "PaperCheck", "coral_contention", "coral_mixed_pipeline", "coral_throughput_spectrum",
            "demystifying_worked_example", "lessons", "melange_request_size", "slo_changes_the_answer"]
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "learn"
 # Demystifying App. C's symbols, as the lesson defines them on the page
 DEMYSTIFYING_SYMBOLS = (
     "t1, t2, t3: the paper's three GPU types (abstract, not named), rented at 4, 2 and 2 $/h, two of each.",

@@ -1,5 +1,5 @@
 """What a finished plan becomes, re-exported by :mod:`planning.api`: deployable files (``export_plan``,
-``export_zip``), the finance report (``plan_report``), how far to trust its capacity (``plan_uncertainty``), and
+``export_zip``, and ``export_preview``: what they run differently from the plan and what it costs), the finance report (``plan_report``), how far to trust its capacity (``plan_uncertainty``), and
 the views beside a plan: the same demand in every market (``compare_markets``) and the teaching examples
 (``lesson``). Split from ``api.py`` along its use cases (the module had grown past 600 lines)."""
 
@@ -18,6 +18,7 @@ from planning.scenario import Scenario
 if TYPE_CHECKING:
     from planning.context import EngineContext
     from planning.export import ExportFile
+    from planning.export.preview import ExportPreview
     from planning.learn import Lesson
 
 
@@ -114,6 +115,40 @@ def plan_report(result: PlanResult, fmt: str = "markdown") -> str:
     if fmt not in ("markdown", "html"):
         raise PlanningError("format", f"unknown report format {fmt[:40]!r}.", "use markdown or html.")
     return report_markdown(result) if fmt == "markdown" else report_html(result)
+
+
+def export_preview(result: PlanResult, *, price_alternative: bool = True,
+                   alternative: PlanResult | None = None) -> ExportPreview:
+    """What the exported recipes run differently from ``result`` and what each difference costs, before export
+    (``planning.export.preview``). Where an instance is exported without its planned KV transfer, the plan that
+    deploys as planned is the scenario planned without pipelines (:func:`export_alternative`): pass its result as
+    ``alternative``, or let ``price_alternative`` solve it here (one more solve).
+
+    Raises
+    ------
+    PlanningError
+        A result without a plan (as :func:`export_plan`).
+    """
+    from planning.export.preview import preview
+
+    files = export_plan(result, "all")
+    first = preview(result, files)
+    if not any(d.kind == "kv-transfer" for d in first.differences):
+        return first
+    if alternative is not None:
+        return preview(result, files, alternative, priced=True)
+    scenario = export_alternative(result)
+    if not price_alternative or scenario is None:
+        return first
+    return preview(result, files, _api().solve(scenario, with_baselines=False), priced=True)
+
+
+def export_alternative(result: PlanResult) -> Scenario | None:
+    """The scenario planned without pipelines (``options.max_stages: 1``), whose plan every recipe deploys with
+    its KV transfer; None when ``result`` carries no scenario or has no pipelines to remove."""
+    from planning.export.preview import alternative_scenario
+
+    return alternative_scenario(result)
 
 
 def export_zip(result: PlanResult, fmt: str = "all") -> bytes:

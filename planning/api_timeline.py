@@ -23,15 +23,25 @@ def _engine_context() -> EngineContext:
 
 def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
              options: TimelineOptions | None = None, progress: ProgressFn | None = None,
-             cancel: CancelToken | None = None) -> TimelineResult:
+             cancel: CancelToken | None = None, demand_match: str = "peak") -> TimelineResult:
     """Re-plan ``scenario`` epoch by epoch over demand (and availability) series; see :mod:`planning.timeline`.
 
-    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines).
+    ``demand_match`` sets each series on its model's demand in ``scenario`` (``planning.timeline.matching``):
+    ``peak`` (default: the series' shape with its busiest epoch at the scenario's rate, request sizes at the
+    scenario's means), ``mean`` (its mean rate at the scenario's) or ``absolute`` (the series' own numbers).
+
+    Returns a ``planning.timeline.TimelineResult`` (adaptive plan, static peak plan, homogeneous baselines) that
+    records the matching and each series' own rate per epoch.
+
+    Raises ``PlanningError`` for bad inputs (an unknown ``demand_match``, a series for a model not in the scenario).
     """
     from planning.timeline import run_timeline
+    from planning.timeline.matching import match_demand, with_trace_rates
 
-    return run_timeline(scenario, demand, availability=availability, options=options, context=_engine_context(),
-                        progress=progress, cancel=cancel)
+    matched = match_demand(scenario, demand, demand_match)
+    result = run_timeline(scenario, matched, availability=availability, options=options, context=_engine_context(),
+                          progress=progress, cancel=cancel)
+    return with_trace_rates(result, demand, demand_match)
 
 
 def timeline_samples() -> dict[str, Path]:
@@ -46,6 +56,13 @@ def timeline_availability_samples() -> dict[str, Path]:
     from planning.timeline.jobs import shipped_availability
 
     return shipped_availability()
+
+
+def timeline_match_text(demand_match: str) -> str:
+    """What a demand matching (``peak``, ``mean``, ``absolute``) plans, in words, for the page and reports."""
+    from planning.timeline.demand import DEMAND_MATCHES
+
+    return DEMAND_MATCHES.get(demand_match, demand_match)
 
 
 def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ sizes, or a request-size histogram)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -111,6 +112,23 @@ class Demand:
                       tuple(replace(b, rate_rps=b.rate_rps * k) for b in self.histogram), self.burstiness)
 
 
+_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _weights(value: Any, path: str) -> str:
+    """A weights source: a Hugging Face repository id or an absolute path (a mounted volume); "" when not given."""
+    text = _text(value, path, max_len=300).strip()
+    if not text:
+        return ""
+    if text.startswith("/") and not any(c.isspace() or c in "'\"$`;&|" for c in text) and ".." not in text.split("/"):
+        return text
+    if _HF_REPO.fullmatch(text):
+        return text
+    raise PlanningError(path, f"{quote(text, 60)} is neither a Hugging Face repository id nor an absolute path.",
+                        "write e.g. weights: my-org/my-model (downloaded from Hugging Face at start) or weights: "
+                        "/mnt/models/my-model (a volume mounted on every node).")
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """One model to serve: catalog id (or a custom HF ``config.json`` as a dict), its SLO and demand.
@@ -124,6 +142,10 @@ class ModelRequest:
     demand: Demand
     custom_config: Mapping[str, Any] | None = None
     base: str | None = None
+    # where the deployed engine reads the weights (planning export): a Hugging Face repository id ("org/name") or
+    # the absolute path of a mounted volume ("/mnt/models/x"); "" = the catalog's repository (custom models and
+    # fine-tunes have none: their exports say so)
+    weights: str = ""
 
     def __post_init__(self) -> None:
         _revalidate(self, "model")
@@ -149,7 +171,7 @@ class ModelRequest:
                                 "e.g. base: llama-3-8b (the architecture this fine-tune shares).")
         return cls(id=model_id.strip(), slo=SLO.from_dict(d["slo"], f"{path}.slo"),
                    demand=Demand.from_dict(d["demand"], f"{path}.demand"), custom_config=custom,
-                   base=base.strip() if base else None)
+                   base=base.strip() if base else None, weights=_weights(d.get("weights"), f"{path}.weights"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "slo": asdict(self.slo), "demand": self.demand.to_dict()}
@@ -157,5 +179,7 @@ class ModelRequest:
             out["custom_config"] = dict(self.custom_config)
         if self.base is not None:
             out["base"] = self.base
+        if self.weights:
+            out["weights"] = self.weights
         return out
 

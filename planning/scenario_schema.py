@@ -33,7 +33,8 @@ def scenario_json_schema() -> dict[str, Any]:
            "minProperties": 1}
     model = _obj({"id": {"type": "string", "minLength": 1}, "slo": slo, "demand": demand,
                   "custom_config": {"type": ["object", "null"]},
-                  "base": {"type": ["string", "null"], "minLength": 1}}, ("id", "slo", "demand"))
+                  "base": {"type": ["string", "null"], "minLength": 1}, "weights": {"type": "string"}},
+                 ("id", "slo", "demand"))
     offer = _obj({"region": {"type": "string"}, "shape": {"type": "string", "pattern": r"^[0-9]+x.+$"},
                   "price_per_hour": _NONNEG, "available": _NONNEG_INT, "source": {"type": "string"}},
                  ("region", "shape", "price_per_hour", "available"))

@@ -60,6 +60,8 @@ def models_from_frame(scenario: Scenario, frame: pd.DataFrame) -> list[dict[str,
             entry["demand"] = {k: row[k] for k in ("rate_rps", "input_len", "output_len")}
         if old is not None and old.custom_config is not None:
             entry["custom_config"] = dict(old.custom_config)
+        if old is not None and old.weights:
+            entry["weights"] = old.weights
         out.append(entry)
     return out
 

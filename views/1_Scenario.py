@@ -10,7 +10,7 @@ import streamlit as st
 
 from planning import api
 from planning.errors import PlanningError
-from planning.scenario import SLO, Demand, ModelRequest, Scenario, parse_scenario_text
+from planning.scenario import ModelRequest, Scenario, parse_scenario_text
 from ui import state, tables, widgets
 
 widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
@@ -223,6 +223,10 @@ with st.form("custom_model_form"):
     c1, c2 = st.columns([2, 3])
     custom_id = c1.text_input("Model id", "my-model")
     config_file = c2.file_uploader("config.json", type=["json"])
+    weights = st.text_input("Weights for deployment (a Hugging Face repository id or a mounted volume's path)", "",
+                            placeholder="my-org/my-model or /mnt/models/my-model", key="custom_weights",
+                            help="Where the exported vLLM recipes read the weights. Left empty, the export says "
+                                 "that no source is given and marks its files as manual.")
     c1, c2, c3, c4, c5 = st.columns(5)
     ttft = c1.number_input("TTFT ms", min_value=1.0, value=1500.0)
     tpot = c2.number_input("TPOT ms", min_value=1.0, value=80.0)
@@ -235,7 +239,10 @@ if add_custom:
         if config_file is None:
             raise PlanningError("config.json", "no file uploaded.", "choose the model's config.json file.")
         config = api.read_model_config(config_file.getvalue(), custom_id)  # names the bad key or the syntax error
-        request = ModelRequest(custom_id, SLO(ttft, tpot), Demand(rate, in_len, out_len), custom_config=config)
+        request = ModelRequest.from_dict(
+            {"id": custom_id, "slo": {"prefill_ms": ttft, "decode_ms": tpot},
+             "demand": {"rate_rps": rate, "input_len": in_len, "output_len": out_len}, "custom_config": config,
+             "weights": weights}, "custom model")  # validates the weights source like the YAML field
         others = tuple(m for m in scenario.models if m.id != custom_id)
         name, description = _renamed(scenario, scenario.name, scenario.description)
         _accept(replace(scenario, models=(*others, request), name=name, description=description))

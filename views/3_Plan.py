@@ -8,7 +8,7 @@ import streamlit as st
 
 from planning import api, viz
 from planning.scenario import Scenario
-from ui import finance, markets, sharing, simulation, state, widgets
+from ui import export_check, finance, markets, sharing, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -153,6 +153,8 @@ widgets.explain("export", "The report states every assumption (models, SLOs, tra
                 "source and date) and the comparison with the baselines; print the HTML page to PDF. The deployment "
                 "files are SkyPilot task YAML and Kubernetes manifests per instance (mixed-GPU pipelines are marked "
                 "as needing manual steps).")
+if result.instances:  # what the files run differently from the plan, and its price, before the download
+    export_check.export_check_section(result, record.id)
 cols = st.columns(3)
 cols[0].download_button("Report (printable HTML)", api.plan_report(result, "html"), file_name=f"{name}.report.html",
                         mime="text/html", icon=":material/print:")

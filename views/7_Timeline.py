@@ -19,6 +19,8 @@ scenario = state.current_scenario()
 st.session_state.setdefault("timeline_job", None)
 POLICY_NAMES = {"myopic": "myopic (Coral)", "lookahead": "look-ahead (rolling horizon)",
                 "offline": "offline optimum (lower bound)"}
+MATCHES = {"peak": "scenario's rate at the peak", "mean": "scenario's rate as the mean",
+           "absolute": "the trace's own numbers"}
 samples = list(api.timeline_samples())
 sources = ["constant (scenario demand)", *[f"sample: {s}" for s in samples], "diurnal curve", "upload"]
 
@@ -59,6 +61,11 @@ with st.form("timeline_form"):
         else:
             demand[m.id] = {"diurnal": [1.0], "peak_rps": m.demand.rate_rps, "input_len": m.demand.input_len,
                             "output_len": m.demand.output_len}
+    match = st.radio("Demand level", list(MATCHES), format_func=MATCHES.__getitem__, horizontal=True,
+                     key="tl_match",
+                     help="A trace or table gives the shape of the day; by default the rates and request sizes "
+                          "are the scenario's (its rate at the busiest epoch, or as the day's mean). Pick the "
+                          "trace's own numbers to plan exactly the traffic it recorded.")
     c1, c2, c3, c4 = st.columns(4)
     epoch = c1.selectbox("Epoch", ["1h", "30m", "2h", "4h"], key="tl_epoch")
     rate_scale = c2.number_input("Rate scale ×", min_value=0.0, value=1.0, step=0.5, key="tl_scale")
@@ -90,7 +97,7 @@ if run:
                 spot={"enabled": True, "preemption_per_hour": q, "restart_hours": tau} if use_spot else None,
                 availability=None if avail_choice.startswith("constant") else avail_choice,
                 engine=engine_fingerprint(), policies=tuple(chosen_policies or ["myopic"]), horizon=int(horizon),
-                offline_time_limit_s=float(offline_limit))
+                offline_time_limit_s=float(offline_limit), demand_match=match)
             st.session_state["timeline_job"] = state.runner().submit("timeline", request, api.timeline_job,
                                                                      owner=st.session_state["owner"])
         except PlanningError as exc:
@@ -110,6 +117,14 @@ if record.status != "done" or record.result_json is None:
     st.stop()
 
 result = api.timeline_result(json.loads(record.result_json))
+EPOCH_HEADERS = {"label": "time", "trace_rps": st.column_config.NumberColumn("trace req/s", format="%.3g"),
+                 "demand_rps": st.column_config.NumberColumn("planned req/s", format="%.3g"),
+                 "cost_per_hour": st.column_config.NumberColumn("model $/h", format="$%.2f"),
+                 "served_fraction": st.column_config.NumberColumn("served", format="percent"),
+                 "goodput_tok_s": st.column_config.NumberColumn("goodput tok/s", format="%.0f"),
+                 "epoch_cost_per_hour": st.column_config.NumberColumn("epoch $/h", format="$%.2f"),
+                 "penalty_per_hour": st.column_config.NumberColumn("start-up penalty $/h", format="$%.2f"),
+                 "nodes_started": "nodes started", "nodes_stopped": "nodes stopped"}
 summary = result.summary_frame()
 static = summary[summary["method"] == "static peak"]
 k1, k2, k3, k4 = st.columns(4)
@@ -125,6 +140,8 @@ if not static.empty and saving is not None:
               delta=f"{saving:.1f} % saved by re-planning", delta_color="off")
 k3.metric("Node starts / stops", f"{result.nodes_started} / {result.nodes_stopped}")
 k4.metric("Worst served fraction", f"{result.min_served_fraction:.1%}")
+st.caption(f"Demand planned: {api.timeline_match_text(result.demand_match)} (times the rate scale). The table "
+           "per epoch and model shows the trace's own rate beside the planned one.")
 for note in result.notes:
     st.warning(note)
 
@@ -150,7 +167,7 @@ left.plotly_chart(tviz.served_figure(result), width="stretch", key="tl_served")
 right.plotly_chart(tviz.churn_figure(result), width="stretch", key="tl_churn")
 st.plotly_chart(tviz.goodput_figure(result), width="stretch", key="tl_goodput")
 with st.expander("Per epoch and model"):
-    st.dataframe(result.epochs_frame(), hide_index=True, width="stretch")
+    st.dataframe(result.epochs_frame(), hide_index=True, width="stretch", column_config=EPOCH_HEADERS)
 st.caption(f"Demand: {'; '.join(f'{m}: {s}' for m, s in result.demand_sources.items())}. "
            f"Availability: {result.availability_source}. Timings: "
            + ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items()) + ".")

@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--preset", help="plan a shipped preset first (see `planning presets`)")
     p.add_argument("--format", choices=("skypilot", "kubernetes", "all"), default="skypilot")
     p.add_argument("--out", type=Path, help="directory to write the files to (printed to stdout when omitted)")
+    p.add_argument("--no-alternative", action="store_true",
+                   help="do not price the plan that deploys as planned (one more solve) when an instance is exported "
+                        "without its planned KV transfer")
     p.set_defaults(func=_export)
 
 
@@ -42,6 +45,8 @@ def _export(args: argparse.Namespace) -> int:
         print(f"error: the plan has no instances (status {plan.status}); nothing to deploy.", file=sys.stderr)
         return 1
     files = api.export_plan(plan, args.format)
+    for line in api.export_preview(plan, price_alternative=not args.no_alternative).lines():
+        print(line, file=sys.stderr)  # before any file is written: what differs from the plan and what it costs
     if args.out is None:
         for f in files:
             sys.stdout.write(f"--- # {f.name} ({f.deployable})\n{f.text}")
@@ -55,7 +60,6 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {len(files)} file(s) to {args.out}" + (f"; {manual} need manual steps (see their comments)" if manual else ""))
     differ = [f.name for f in files if f.notes]
     if differ:
-        print(f"note: {len(differ)} file(s) run the plan differently where vLLM needs it (see 'differs from the plan' "
-              f"in their headers, docs/deploy.md): {', '.join(differ[:4])}{' …' if len(differ) > 4 else ''}",
-              file=sys.stderr)
+        print(f"note: {len(differ)} file(s) say so in their headers ('differs from the plan'): "
+              f"{', '.join(differ[:4])}{' …' if len(differ) > 4 else ''}", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ import yaml
 from planning.errors import PlanningError
 from planning.export.bench import bench_lines
 from planning.export.engine import EngineLayout, TpOptions, engine_layouts
+from planning.export.weights import WeightsSource
 from planning.result import InstancePlan, PlanResult
 
 if TYPE_CHECKING:
@@ -264,6 +265,16 @@ class InstanceRecipe:
     engines: tuple[EngineLayout, ...]
     settings: EngineSettings
     notes: tuple[str, ...] = ()
+    weights: WeightsSource | None = None  # where vllm serve reads the weights (planning.export.weights)
+
+    def weights_header(self, fmt: str) -> list[str]:
+        """The header lines on the model's weights (``fmt``: skypilot or kubernetes)."""
+        return self.weights.header(fmt, slug) if self.weights is not None else []
+
+    @property
+    def one_command(self) -> bool:
+        """False when the weights need a step first (a volume to create, or no source at all)."""
+        return self.weights is None or self.weights.deployable
 
     def settings_for(self, engine: EngineLayout) -> EngineSettings:
         """Serve settings of one engine: the plan's engine limits on its share of the instance
@@ -325,18 +336,18 @@ def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = No
         inst = placed
         disaggregated = {"prefill", "decode"} <= phases[inst.model] and inst.phase in ("prefill", "decode")
         engines = tuple(engine_layouts(inst, tp_options))
-        ref = repos.get(inst.model, f"/models/{inst.model}")
-        settings = EngineSettings(ref, inst.phase, budgets.get(idx), seqs.get(idx), kv_connector=disaggregated,
-                                  memory_utilization=memory_utilization,
-                                  bench=bench_lines(idx, inst, result.scenario, ref, VLLM_VERSION,
+        weights = WeightsSource.of(inst.model, repos.get(inst.model))
+        settings = EngineSettings(weights.ref, inst.phase, budgets.get(idx), seqs.get(idx),
+                                  kv_connector=disaggregated, memory_utilization=memory_utilization,
+                                  bench=bench_lines(idx, inst, result.scenario, weights.ref, VLLM_VERSION,
                                                     [e.tp for e in engines]))
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = (weights.note(),) if weights.note() else ()
         if disaggregated and any(e.pp > 1 for e in engines):
-            notes = (f"no KV transfer: vLLM {VLLM_VERSION}'s NixlConnector does not support pipeline-parallel "
+            notes += (f"no KV transfer: vLLM {VLLM_VERSION}'s NixlConnector does not support pipeline-parallel "
                      "engines (vLLM issue #52913), so this engine serves whole requests (prefill and decode) outside "
                      f"the {inst.model} prefill/decode proxy. Fix: plan this model with single-stage templates "
                      "(options.max_stages: 1) or in aggregated mode",)
-        out.append(InstanceRecipe(idx, inst, instance_base(inst, idx), engines, settings, notes))
+        out.append(InstanceRecipe(idx, inst, instance_base(inst, idx), engines, settings, notes, weights))
     return out
 
 
@@ -364,15 +375,20 @@ def model_facts(result: PlanResult, ctx: EngineContext) -> ModelFacts:
     """The catalog's models and the plan's own custom ones (from its scenario, when it still resolves), with
     vLLM's head rule for TP through ``ctx.perf.tp_options``."""
     models = dict(ctx.catalog.models)
+    weights: dict[str, str] = {}
     if result.scenario:
         from planning.resolve import resolve_scenario
         from planning.scenario import Scenario
 
         with contextlib.suppress(PlanningError):  # a scenario that no longer resolves: catalog models only
-            models |= resolve_scenario(Scenario.from_dict(result.scenario), ctx.catalog).specs
+            scenario = Scenario.from_dict(result.scenario)
+            weights = {m.id: m.weights for m in scenario.models if m.weights}
+            models |= resolve_scenario(scenario, ctx.catalog).specs
 
     def tp_options(model: str, gpus: int) -> list[int]:
         return ctx.perf.tp_options(models[model], gpus) if model in models else [1]
 
-    return ModelFacts({m.id: m.hf_repo for m in models.values() if m.hf_repo},
-                      {m.id: m.layers for m in models.values()}, tp_options)
+    # a catalog model's repository under its own id (a fine-tune's spec is its base's: it keeps no repository);
+    # the scenario's models[].weights override it (planning.export.weights)
+    repos = {m.id: m.hf_repo for m in ctx.catalog.models.values() if m.hf_repo} | weights
+    return ModelFacts(repos, {m_id: m.layers for m_id, m in models.items()}, tp_options)

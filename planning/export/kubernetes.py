@@ -46,6 +46,7 @@ from planning.export.deploy import (
 )
 from planning.export.engine import EngineLayout, NodeSlot, TpOptions
 from planning.export.scripts import LAUNCH_SCRIPT, launch_and_serve, ray_head, ray_worker
+from planning.export.weights import mount_weights
 from planning.result import PlanResult
 
 LAUNCH_CONFIGMAP = "planning-launch"
@@ -126,6 +127,8 @@ def _engine_docs(recipe: InstanceRecipe, k: int, engine: EngineLayout, namespace
         script = "set -euo pipefail\nexec " + serve + "\n"
         pod = _pod(engine.slots[0], script, _env(recipe, engine, kv), serving=True, ray=False, kv=kv,
                    launch=False)
+        if recipe.weights is not None:
+            pod = mount_weights(pod, recipe.weights, slug)
         deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
                       "metadata": {"name": name, "namespace": namespace, "labels": labels},
                       "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
@@ -147,6 +150,8 @@ def _engine_docs(recipe: InstanceRecipe, k: int, engine: EngineLayout, namespace
                       + ray_worker("$HEAD", slot.gpus, str(slot.index)))
         pod = _pod(slot, script, _env(recipe, engine, kv and head), serving=head, ray=True,
                    kv=kv and head, launch=head)
+        if recipe.weights is not None:  # every rank loads its layers from the weights
+            pod = mount_weights(pod, recipe.weights, slug)
         docs.append({"apiVersion": "apps/v1", "kind": "StatefulSet",
                      "metadata": {"name": set_name, "namespace": namespace, "labels": labels},
                      "spec": {"replicas": replicas, "serviceName": set_name, "podManagementPolicy": "Parallel",
@@ -230,12 +235,12 @@ def kubernetes_manifests(result: PlanResult, hf_repos: Mapping[str, str] | None 
         "kubernetes", "one-command")]
     for r in recipes:
         docs = [d for k, e in enumerate(r.engines) for d in _engine_docs(r, k, e, ns)]
-        lines = layout_comment(r.inst, r.engines, r.settings, r.notes)
+        lines = layout_comment(r.inst, r.engines, r.settings, r.notes) + r.weights_header("kubernetes")
         entry = f"{r.base}.{ns}.svc.cluster.local:{SERVE_PORT}" if len(r.engines) == 1 else \
             f"{r.base}-e<k>.{ns}.svc.cluster.local:{SERVE_PORT}"
         lines.append(f"endpoint: http://{entry} (Service; port-forward or an Ingress to reach it from outside)")
-        files.append(ExportFile(f"{r.base}.k8s.yaml", comment(lines) + dump_yaml(docs), "kubernetes", "one-command",
-                                instance=r.idx, notes=tuple(n for e in r.engines for n in e.notes) + r.notes))
+        files.append(ExportFile(f"{r.base}.k8s.yaml", comment(lines) + dump_yaml(docs), "kubernetes",
+                                "one-command" if r.one_command else "manual", instance=r.idx, notes=tuple(n for e in r.engines for n in e.notes) + r.notes))
     for model, members in proxy_members(recipes).items():
         lines = [f"planning export — prefill/decode proxy of {model}: vLLM's toy_proxy_server.py (v{VLLM_VERSION}), "
                  "NixlConnector KV transfer",

@@ -95,11 +95,11 @@ def _single_node(r: InstanceRecipe, k: int, engine: EngineLayout) -> ExportFile:
                     "replicas": r.inst.count * engine.copies},
         "run": run,
     }
-    header = layout_comment(r.inst, r.engines, r.settings, r.notes) + notes + [
+    header = layout_comment(r.inst, r.engines, r.settings, r.notes) + notes + r.weights_header("skypilot") + [
         f"launch: sky serve up -n {name} {name}.yaml  (SkyServe keeps {r.inst.count * engine.copies} replica(s); "
         "gated models: add --secret HF_TOKEN)"]
-    return ExportFile(f"{name}.yaml", _yaml(header, task), "skypilot", "one-command", instance=r.idx,
-                      notes=tuple(engine.notes) + r.notes)
+    return ExportFile(f"{name}.yaml", _yaml(header, task), "skypilot", "one-command" if r.one_command else "manual",
+                      instance=r.idx, notes=tuple(engine.notes) + r.notes)
 
 
 def _multi_node(r: InstanceRecipe, k: int, engine: EngineLayout) -> list[ExportFile]:
@@ -150,9 +150,9 @@ def _multi_node(r: InstanceRecipe, k: int, engine: EngineLayout) -> list[ExportF
                       "  the head starts vllm serve once every node has joined; repeat for each pipeline (i = 1.."
                       f"{clusters}, PLANNING_CLUSTERS); the clusters must reach each other on Ray's ports (same region and VPC, a "
                       "security group that allows traffic between them)"]
-        header = layout_comment(r.inst, r.engines, r.settings, r.notes) + notes + launch
+        header = layout_comment(r.inst, r.engines, r.settings, r.notes) + notes + r.weights_header("skypilot") + launch
         files.append(ExportFile(f"{task_name}.yaml", _yaml(header, task), "skypilot",
-                                "manual" if mixed else "one-command", instance=r.idx,
+                                "manual" if mixed or not r.one_command else "one-command", instance=r.idx,
                                 notes=tuple(engine.notes) + r.notes))
     return files
 

@@ -17,7 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--demand", action="append", default=[], metavar="MODEL=FILE",
                    help="demand of one model: an Azure/Mooncake trace or an epoch table "
                         "(epoch_start,rate_rps,input_len,output_len); repeat per model")
-    p.add_argument("--rate-scale", type=float, default=1.0, metavar="K", help="multiply every demand rate by K")
+    p.add_argument("--match", choices=("peak", "mean", "absolute"), default="peak",
+                   help="how a series meets the scenario's demand: peak (default: its shape with the busiest epoch "
+                        "at the scenario's rate_rps, request sizes at the scenario's means), mean (its mean rate at "
+                        "rate_rps) or absolute (the trace's own rates and token counts)")
+    p.add_argument("--rate-scale", type=float, default=1.0, metavar="K",
+                   help="multiply every demand rate by K (after --match)")
     p.add_argument("--availability", type=Path, metavar="FILE",
                    help="node counts over time: timestamp,region,shape,nodes[,pricing]")
     p.add_argument("--epoch", default="1h", help="epoch length, e.g. 1h, 30m (default 1h)")
@@ -86,7 +91,7 @@ def _timeline(args: argparse.Namespace) -> int:
                               policies=tuple(args.policy or ("myopic",)), horizon=args.horizon,
                               offline_time_limit_s=args.offline_time_limit, workers=args.workers,
                               templates=args.templates)
-    result = api.timeline(scenario, demand, availability=availability, options=options)
+    result = api.timeline(scenario, demand, availability=availability, options=options, demand_match=args.match)
     if args.json:
         sys.stdout.write(result.to_json() + "\n")
     elif args.csv:

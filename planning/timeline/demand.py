@@ -32,6 +32,13 @@ MAX_EPOCHS = 24 * 7 * 6  # a week of 10-minute epochs
 # same counts on a doubling scale (the paper's exact edges are only drawn in its figure).
 INPUT_EDGES = (0, 25, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, math.inf)
 OUTPUT_EDGES = (0, 25, 100, 250, 500, 1000, math.inf)
+# how a series' absolute level is set (planning.timeline.matching): its shape at the scenario's rate as the peak
+# or as the mean, or the series' own numbers; the words say which on the page, in the CLI summary and the docs
+DEMAND_MATCHES = {"peak": "the series' shape with its busiest epoch at the scenario's rate, at the scenario's "
+                          "request sizes",
+                  "mean": "the series' shape with its mean rate over the horizon at the scenario's rate, at the "
+                          "scenario's request sizes",
+                  "absolute": "the series' own rates and request sizes (the scenario's demand is not used)"}
 
 
 @dataclass(frozen=True)

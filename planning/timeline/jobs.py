@@ -8,6 +8,7 @@ text, and the engine fingerprint.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from planning.timeline.demand import DemandSeries
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "data" / "demand"
-RESULT_VERSION = 2  # 2: policies (myopic, look-ahead, offline) and their labels
+RESULT_VERSION = 3  # 2: policies (myopic, look-ahead, offline) and their labels; 3: demand matched to the scenario
 
 
 def shipped_samples() -> dict[str, Path]:
@@ -32,18 +33,46 @@ def shipped_availability() -> dict[str, Path]:
     return {p.stem: p for p in sorted(SAMPLES_DIR.glob("availability_*.csv"))}
 
 
-def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], *, epoch: str = "1h",
-                     rate_scale: float = 1.0, K: float | None = None, spot: dict[str, Any] | None = None,
-                     availability: str | None = None, baselines: tuple[str, ...] = ("homo", "homo-ilp"),
-                     engine: str = "", policies: tuple[str, ...] = ("myopic",), horizon: int | None = None,
-                     offline_time_limit_s: float = 600.0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TimelineJobOptions:
+    """What a timeline job runs with besides the scenario and its demand (see :func:`timeline_request`)."""
+
+    epoch: str = "1h"
+    rate_scale: float = 1.0
+    K: float | None = None
+    spot: dict[str, Any] | None = None
+    availability: str | None = None
+    baselines: tuple[str, ...] = ("homo", "homo-ilp")
+    engine: str = ""
+    policies: tuple[str, ...] = ("myopic",)
+    horizon: int | None = None
+    offline_time_limit_s: float = 600.0
+    demand_match: str = "peak"
+
+
+def timeline_request(scenario: Scenario, demand: dict[str, dict[str, Any]], **options: Any) -> dict[str, Any]:
     """The job request. ``demand[model]`` is ``{"sample": stem}``, ``{"text": csv, "name": file}`` or
-    ``{"diurnal": [24 values], "peak_rps": r, "input_len": i, "output_len": o}``; ``availability`` a CSV text
-    or a shipped stem; ``policies`` the planning policies (the first plans the epochs, the others are compared)."""
-    return {"scenario": scenario.to_dict(), "demand": demand, "epoch": epoch, "rate_scale": float(rate_scale),
-            "K": K, "spot": spot or {}, "availability": availability, "baselines": list(baselines),
-            "policies": list(policies), "horizon": horizon, "offline_time_limit_s": float(offline_time_limit_s),
-            "engine": f"{engine}/t{RESULT_VERSION}"}
+    ``{"diurnal": [24 values], "peak_rps": r, "input_len": i, "output_len": o}``; ``options`` are
+    :class:`TimelineJobOptions` fields: ``availability`` a CSV text or a shipped stem; ``policies`` the planning
+    policies (the first plans the epochs, the others are compared); ``demand_match`` how the series are set on the
+    scenario's demand (peak, mean or absolute; ``planning.timeline.matching``).
+
+    Raises
+    ------
+    PlanningError
+        An unknown option or demand matching.
+    """
+    from planning.timeline.matching import check_match
+
+    unknown = sorted(set(options) - {f.name for f in fields(TimelineJobOptions)})
+    if unknown:
+        raise PlanningError("timeline options", f"unknown option(s) {', '.join(unknown)}.",
+                            f"use {', '.join(f.name for f in fields(TimelineJobOptions))}.")
+    o = TimelineJobOptions(**options)
+    return {"scenario": scenario.to_dict(), "demand": demand, "epoch": o.epoch, "rate_scale": float(o.rate_scale),
+            "K": o.K, "spot": o.spot or {}, "availability": o.availability, "baselines": list(o.baselines),
+            "policies": list(o.policies), "horizon": o.horizon, "offline_time_limit_s": float(o.offline_time_limit_s),
+            "demand_match": check_match(o.demand_match), "engine": f"{o.engine}/t{RESULT_VERSION}"}
 
 
 def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
@@ -100,6 +129,6 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
                               policies=tuple(request.get("policies") or ("myopic",)), horizon=request.get("horizon"),
                               offline_time_limit_s=float(request.get("offline_time_limit_s", 600.0)))
     result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
-                          cancel=cancel)  # Cancelled propagates: the job runner records it as cancelled
+                          cancel=cancel, demand_match=str(request.get("demand_match", "peak")))  # Cancelled propagates: the job runner records it as cancelled
     out: dict[str, Any] = result.to_dict()
     return out

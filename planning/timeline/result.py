@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from planning.result import HOURS_PER_MONTH, savings_pct
+from planning.timeline.demand import DEMAND_MATCHES
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class TimelineResult:
     policy: str = "myopic"  # the policy that planned ``epochs`` (planning.timeline.policies)
     horizon_epochs: int = 1  # the look-ahead's H (1: no look-ahead)
     policy_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per policy: label, status, bound, gap
+    # how the series were set on the scenario's demand (planning.timeline.matching: peak, mean, absolute) and,
+    # per model, the series' own rate per epoch before matching (the epochs table shows it beside the planned rate)
+    demand_match: str = "absolute"
+    trace_rps: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -210,6 +215,8 @@ class TimelineResult:
             "policies": self.policy_totals(),
             "min_served_fraction": self.min_served_fraction,
             "demand_sources": dict(self.demand_sources),
+            "demand_match": self.demand_match,
+            "trace_rps": {k: list(v) for k, v in self.trace_rps.items()},
             "availability_source": self.availability_source,
             "spot": dict(self.spot),
             "timings": dict(self.timings),
@@ -234,14 +241,21 @@ class TimelineResult:
                    static_peak_feasible=bool(d["static_peak_feasible"]), demand_sources=d.get("demand_sources", {}),
                    availability_source=d.get("availability_source", ""), spot=d.get("spot", {}),
                    timings=d.get("timings", {}), notes=tuple(d.get("notes", ())), policy=d.get("policy", "myopic"),
-                   horizon_epochs=int(d.get("horizon_epochs", 1)), policy_info=d.get("policy_info", {}))
+                   horizon_epochs=int(d.get("horizon_epochs", 1)), policy_info=d.get("policy_info", {}),
+                   demand_match=str(d.get("demand_match", "absolute")),
+                   trace_rps={k: tuple(float(x) for x in v) for k, v in d.get("trace_rps", {}).items()})
 
     def epochs_frame(self) -> pd.DataFrame:
-        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn of the epoch."""
+        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn of the epoch.
+
+        ``demand_rps`` is the rate planned; ``trace_rps`` the demand series' own rate in that epoch before it was
+        matched to the scenario (equal to ``demand_rps`` ÷ the rate scale when the trace's numbers are used)."""
         rows = []
         for e in self.epochs:
             for m in self.models:
+                raw = self.trace_rps.get(m, ())
                 rows.append({"epoch": e.index, "start": e.start, "label": e.label, "model": m,
+                             "trace_rps": raw[min(e.index, len(raw) - 1)] if raw else float("nan"),
                              "demand_rps": e.demand_rps.get(m, 0.0),
                              "cost_per_hour": e.cost_by_model.get(m, 0.0) if e.has_plan else float("nan"),
                              "served_fraction": e.served_fraction.get(m, 1.0),
@@ -299,7 +313,8 @@ class TimelineResult:
         lines = [f"{self.scenario_name}: {len(self.epochs)} epochs of {self.epoch_hours:g} h, K = {self.K:g}",
                  f"{adaptive}; "
                  f"static peak ${self.static_peak_total_cost:,.2f} (month ${self.month(self.static_peak_total_cost):,.0f})"
-                 + ("" if self.static_peak_feasible else " [static plan cannot serve the peak]")]
+                 + ("" if self.static_peak_feasible else " [static plan cannot serve the peak]"),
+                 f"demand planned: {DEMAND_MATCHES.get(self.demand_match, self.demand_match)}"]
         saving = self.saving_vs_static_pct
         if saving is not None:
             lines.append(f"saving vs static peak plan: {saving:.1f} %; "

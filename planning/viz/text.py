@@ -124,6 +124,51 @@ GLOSSARY: dict[str, str] = {
         "A simpler plan to compare against, usually one that uses a single GPU type everywhere; the savings "
         "figure is measured against it."
     ),
+    "ILP": (
+        "Integer linear program: a model of the choice (how many of each template, where) as whole-number "
+        "variables, linear costs and linear limits, solved exactly by a solver such as HiGHS."
+    ),
+    "MIP gap": (
+        "How far the best plan found may still be from the best possible one, as a share of its cost: the "
+        "solver proves no plan is cheaper than cost × (1 − gap). 0 % means the plan is proven optimal."
+    ),
+    "goodput": (
+        "Tokens per second of requests served within their latency targets; requests that miss the SLO do "
+        "not count."
+    ),
+    "attainment": "The share of requests that met both latency targets (TTFT and TPOT) in a simulation.",
+    "headroom": (
+        "How much more traffic a plan carries before attainment drops below its target, as a factor of the "
+        "planned demand (×1.3 = 30 % spare)."
+    ),
+    "KV cache": (
+        "The model's memory of a request's tokens (keys and values of every layer), kept on the GPU while the "
+        "answer is written. Its size limits how many requests a GPU can batch."
+    ),
+    "Nmax": "The most nodes one serving template (one pipeline) may span; Coral prunes templates at 6.",
+    "ρ": (
+        "rho: how many of the cheapest templates per GPU-type combination are kept when the library is pruned "
+        "(Coral uses 12)."
+    ),
+    "K": (
+        "The start-up penalty factor: starting a node costs K × its hourly price (Coral: 0.1, a node takes "
+        "about 6 minutes of an hour to start and load weights)."
+    ),
+    "memP": (
+        "LLMFabric's memory-proportional baseline: each model gets GPUs in proportion to its memory needs, "
+        "without looking at prices or latency."
+    ),
+    "roofline": (
+        "A performance model that bounds each step by the slower of compute (FLOPs ÷ peak FLOP/s) and memory "
+        "traffic (bytes ÷ bandwidth); calibration factors bring it to measured speeds."
+    ),
+    "makespan": "The time to finish a fixed batch of requests: the finishing time of the slowest GPU.",
+    "break-even": (
+        "The point where two options cost the same, e.g. the hours of use per month above which owning or "
+        "reserving a GPU is cheaper than renting it on demand."
+    ),
+    "TP-2": "Tensor parallelism over two GPUs: one model replica whose layers are split across two GPUs.",
+    "T/$": "Tokens per dollar: output tokens a GPU produces per dollar of its hourly price (Mélange's measure).",
 }
 
 

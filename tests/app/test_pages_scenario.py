@@ -151,3 +151,30 @@ def test_kv_transfer_option_is_applied(planning_home: Path) -> None:
     at.run()
     assert not at.exception
     assert at.session_state["scenario"].options.kv_transfer == "cross-region"
+
+
+def _add_custom(weights: str) -> object:
+    import json as _json
+
+    from tests.export.test_weights import LLAMA_3B
+
+    at = app("views/1_Scenario.py")
+    next(t for t in at.text_input if t.label == "Model id").set_value("my-3b")
+    next(f for f in at.file_uploader if f.label == "config.json").upload(
+        "config.json", _json.dumps(LLAMA_3B).encode(), "application/json")
+    at.text_input(key="custom_weights").set_value(weights)
+    next(b for b in at.button if b.label == "Add model").click()
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_custom_model_takes_its_weights_source() -> None:
+    """Issue 38 §5: a custom model's weights (a Hugging Face id or a mounted path) reach the scenario the exports
+    read; a malformed source is refused with the field and the fix."""
+    at = _add_custom("my-org/my-3b")
+    model = next(m for m in at.session_state["scenario"].models if m.id == "my-3b")
+    assert model.weights == "my-org/my-3b"
+    bad = _add_custom("not a repo")
+    assert "weights" in "\n".join(str(e.value) for e in bad.error)
+    assert all(m.id != "my-3b" for m in bad.session_state["scenario"].models)

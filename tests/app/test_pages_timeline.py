@@ -103,19 +103,27 @@ def test_timeline_page_rejects_a_curve_that_is_not_numbers(planning_home: Path) 
     assert "llama-3-8b curve" in message and "not a list of numbers" in message
 
 
-def test_timeline_page_plans_an_uploaded_epoch_table(planning_home: Path) -> None:
-    table = "epoch_start,rate_rps,input_len,output_len\n" + "".join(
-        f"{h},{r},{400 + 10 * h},{100}\n" for h, r in enumerate([1.0, 3.0, 2.0, 0.5]))
+_EVENING = "epoch_start,rate_rps,input_len,output_len\n" + "".join(
+    f"{h},{r},{400 + 10 * h},{100}\n" for h, r in enumerate([1.0, 3.0, 2.0, 0.5]))
 
+
+@pytest.mark.parametrize(("match", "planned"), [("absolute", [1.0, 3.0, 2.0, 0.5]),
+                                                ("peak", [2 / 3, 2.0, 4 / 3, 1 / 3])])
+def test_timeline_page_plans_an_uploaded_epoch_table(planning_home: Path, match: str, planned: list[float]) -> None:
+    """The table's own rates on request; by default its shape with the peak at the scenario's 2 req/s."""
     def setup(at: AppTest) -> None:
         at.selectbox(key="tl_src_llama-3-8b").set_value("upload")
         at.run()
-        at.file_uploader(key="tl_up_llama-3-8b").upload("evening.csv", table.encode(), "text/csv")
+        at.file_uploader(key="tl_up_llama-3-8b").upload("evening.csv", _EVENING.encode(), "text/csv")
+        at.radio(key="tl_match").set_value(match)
 
     at = _run_timeline(planning_home, setup)
     result = _finished(planning_home, at)
-    assert [ep["demand_rps"]["llama-3-8b"] for ep in result["epochs"]] == pytest.approx([1.0, 3.0, 2.0, 0.5])
+    assert [ep["demand_rps"]["llama-3-8b"] for ep in result["epochs"]] == pytest.approx(planned)
+    assert result["trace_rps"]["llama-3-8b"] == pytest.approx([1.0, 3.0, 2.0, 0.5])
+    assert result["demand_match"] == match
     assert "evening.csv" in result["demand_sources"]["llama-3-8b"]
+    assert any("Demand planned:" in c.value for c in at.caption)
 
 
 def test_timeline_page_explains_a_bad_upload(planning_home: Path) -> None:

@@ -204,3 +204,23 @@ def test_disaggregated_presets_connect_prefill_and_decode(preset_exports) -> Non
         else:
             role = "kv_producer" if inst.phase == "prefill" else "kv_consumer"
             assert role in text and "VLLM_NIXL_SIDE_CHANNEL_HOST" in text
+
+
+@pytest.mark.slow
+def test_every_preset_export_deploys_as_planned_or_says_what_differs_and_its_cost(preset_exports) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38 §5 target: for every preset, each instance's files either run the plan as it is, or the preview
+    shown before export lists what differs with a cost; where a planned KV transfer is lost, the plan that deploys
+    as planned is priced (coral-core: qwen3-32b's pipelines)."""
+    lost = []
+    for name, plan, files, _ in preset_exports:
+        preview = api.export_preview(plan, price_alternative=False)
+        noted = {f.instance for f in files if f.instance is not None and f.notes}
+        assert noted == {d.instance for d in preview.differences}, name
+        assert all(d.cost and d.kind in ("kv-transfer", "weights", "layout") for d in preview.differences), name
+        if any(d.kind == "kv-transfer" for d in preview.differences):
+            lost.append(name)
+            priced = api.export_preview(plan)
+            text = priced.alternative_text()
+            assert priced.alternative_priced and ("$" in text or "has no plan with" in text), name
+            assert priced.alternative_cost_per_hour is None or priced.alternative_cost_per_hour > 0
+    assert "coral-core" in lost

@@ -94,11 +94,12 @@ def _azure_trace(path: Path, per_hour: tuple[int, ...]) -> Path:
 
 
 def test_cli_azure_trace_rate_scale_and_month_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An Azure-format trace as FILE: epochs from its timestamps, rate = requests per epoch / 3600 × --rate-scale,
-    month = day total × 730 / horizon hours, saving vs the static plan from the two totals."""
+    """An Azure-format trace as FILE at its own numbers (--match absolute): epochs from its timestamps, rate =
+    requests per epoch / 3600 × --rate-scale, month = day total × 730 / horizon hours, saving vs the static plan
+    from the two totals."""
     trace = _azure_trace(tmp_path / "azure.csv", (360, 180))
     code = main(["timeline", str(_scenario_file(tmp_path)), "--demand", f"llama-3-8b={trace}", "--rate-scale", "2",
-                 "--no-baselines", "--json"])
+                 "--match", "absolute", "--no-baselines", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     # hour 0: 360 requests / 3600 s × 2; hour 1 is cut short by the trace's end (first arrival 5 s, last 7190 s),
@@ -118,7 +119,7 @@ def test_cli_azure_trace_rate_scale_and_month_totals(tmp_path: Path, capsys: pyt
 
 def test_cli_preset_with_a_shipped_sample(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["timeline", "--preset", "coral-core", "--demand", f"phi-4={DATA / 'azure_conv_day.csv'}",
-                 "--epoch", "12h", "--no-baselines", "--json"])
+                 "--epoch", "12h", "--match", "absolute", "--no-baselines", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["scenario"] == "coral-core" and len(out["epochs"]) == 2
@@ -128,7 +129,7 @@ def test_cli_preset_with_a_shipped_sample(capsys: pytest.CaptureFixture[str]) ->
 
 def test_cli_mooncake_jsonl_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A Mooncake JSONL trace (timestamp in ms, input_length, output_length) as FILE: hourly epochs from its
-    timestamps, rate and mean sizes per epoch."""
+    timestamps, rate and mean sizes per epoch (its own numbers: --match absolute)."""
     lines = []
     for i in range(540):  # 360 requests in hour 0 (inputs 800), 180 in hour 1 (inputs 1600)
         hour = 0 if i < 360 else 1
@@ -138,7 +139,7 @@ def test_cli_mooncake_jsonl_trace(tmp_path: Path, capsys: pytest.CaptureFixture[
     trace = tmp_path / "mooncake.jsonl"
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code = main(["timeline", str(_scenario_file(tmp_path)), "--demand", f"llama-3-8b={trace}", "--no-baselines",
-                 "--json"])
+                 "--match", "absolute", "--json"])
     assert code == 0, capsys.readouterr().err
     out = json.loads(capsys.readouterr().out)
     assert len(out["epochs"]) == 2

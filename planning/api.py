@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planning.api_fanout import sweep, what_if
-from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
+from planning.api_finance import bill_csv, bill_frame, commitments_frame, cost_lines_csv, finance_summary
 from planning.api_outputs import (
     compare_markets,
     export_plan,
@@ -85,6 +85,7 @@ __all__ = [
     "commitments_frame",
     "compare_markets",
     "comparison_frame",
+    "cost_lines_csv",
     "diff_lines",
     "engine_context",
     "export_plan",

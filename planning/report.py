@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from planning.billing import pricing_kinds_text
 from planning.result import HOURS_PER_MONTH, PlanResult
 
-HOURS_PER_YEAR = 8760.0
+CANNOT = "cannot meet demand"  # a baseline whose cost buys less than the demand: never "$0.00/h"
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
     return rows
 
 
-def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
+def _assumption_sections(scenario: Mapping[str, Any], prices: str) -> list[Section]:
+    """The models' table and the other assumptions; ``prices`` the pricing kinds the plan pays."""
     models = []
     for m in scenario.get("models", ()):
         slo = m.get("slo", {}) or {}
@@ -125,7 +127,7 @@ def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
     bullets = [
         f"Serving mode: {scenario.get('mode', 'disaggregated')} "
         "(disaggregated = prefill and decode on separate nodes; aggregated = both on the same engine).",
-        f"Prices: {str(scenario.get('pricing', 'on_demand')).replace('_', '-')}; regions: "
+        f"Prices: {prices}; regions: "
         f"{', '.join(scenario.get('regions', ())) or 'all in the catalog'}; node shapes: "
         f"{', '.join(scenario.get('shapes', ())) or 'all in the catalog'}.",
         f"Availability: catalog node counts × {number(scenario.get('availability_scale', 1.0))}"
@@ -149,14 +151,15 @@ def build_report(result: PlanResult) -> Report:
     scenario = dict(result.scenario or {})
     name = str(scenario.get("name") or "scenario")
     ok = result.has_plan
-    provisioning = result.provisioning_per_hour
     if ok:
+        bill = result.bill
         headline = [
             f"Status: **{result.status}** ({result.proof()})"
             + f"; serves {share(result.served_fraction)} of the demand.",
-            f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
-            f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
+            bill.headline() + f" ({number(HOURS_PER_MONTH)} h a month.)",
         ]
+        if bill.design_hour_text():
+            headline.append(bill.design_hour_text())
         if result.stopped_at:
             headline.append(f"The time limit stopped the solver at: {result.stopped_at}. This is the best plan found "
                             "by then; the gap above bounds how much cheaper the optimum can be.")
@@ -168,12 +171,6 @@ def build_report(result: PlanResult) -> Report:
             "bill, counted in every comparison): "
             + "; ".join(f"{share(f.share)} of {f.model} prefill in {f.src}, decode in {f.dst} ({money(f.usd_per_hour)}/h, "
                         f"+{number(f.transfer_s * 1e3)} ms hand-off)" for f in result.kv_flows if f.cross_region) + ".")
-    if ok and result.committed_per_hour > 0:
-        headline.append(
-            f"Committed capacity: **{money(result.committed_per_hour)}/h** (owned pools' amortised capex and "
-            "operations, reservations' fees) paid whether it serves or idles, on top of the nodes' marginal cost; "
-            f"the whole bill is **{money(result.comparable_cost)}/h** ({money(result.comparable_cost * HOURS_PER_YEAR)} "
-            "a year), and every comparison below counts the committed part on both sides.")
     if result.penalty_per_hour > 0:
         headline.append(
             f"Start-up allowance: {money(result.penalty_per_hour)}/h on top — Coral's initialization penalty (K × the "
@@ -190,6 +187,10 @@ def build_report(result: PlanResult) -> Report:
         if not b.ran:  # the time limit left no time for it: no figures, never $0
             comparison_rows.append((b.name, "not run", "not run", "—", "—", clip(b.note)))
             continue
+        if not b.feasible:  # its cost buys less than the demand: no $/h, $/month or saving to compare
+            comparison_rows.append((b.name, CANNOT, CANNOT, f"{share(b.served_fraction)} (worst model)", "—",
+                                    clip(f"serves {b.shortfall}; {b.note}" if b.shortfall else b.note)))
+            continue
         pct = result.savings_vs(b) if ok else None  # one formula and one "same demand" rule (result.savings_pct)
         saving = pct / 100.0 if pct is not None else None
         comparison_rows.append((b.name, money(b.cost_per_hour), money(b.cost_per_hour * HOURS_PER_MONTH),
@@ -197,14 +198,20 @@ def build_report(result: PlanResult) -> Report:
                                 share(saving) if saving is not None else "not comparable (serves different demand)",
                                 clip(b.note)))
     sections = [Section("Headline", paragraphs=tuple(headline))]
+    if comparison_rows and ok:
+        full = result.comparable_cost
+        comparison_rows.insert(0, ("this plan (design hour, full cost)", money(full), money(full * HOURS_PER_MONTH),
+                                   share(result.served_fraction), "—", result.status))
     if comparison_rows:
         sections.append(Section(
             "Compared with simpler strategies",
-            paragraphs=("Each baseline is planned for the same demand, regions and prices. The saving is the plan's "
-                        "node cost against the baseline's, stated only when both serve the same demand.",),
+            paragraphs=("Each baseline is planned for the same demand, regions and prices, at the design hour's full "
+                        "cost (marginal node prices, egress and committed capacity on both sides). The saving is "
+                        "stated only when both serve the same demand.",),
             tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
     sections += finance_sections(result)
-    sections += _assumption_sections(scenario)
+    sections += _assumption_sections(scenario, pricing_kinds_text(result.cost_by_pricing_kind,
+                                                                  str(scenario.get("pricing", "on_demand"))))
     price_rows = _price_rows(result)
     if price_rows:
         sections.append(Section("Prices used (per node-hour)", tables=(Table(
@@ -241,12 +248,12 @@ def finance_sections(result: PlanResult) -> list[Section]:
     out: list[Section] = []
     kinds = result.cost_by_pricing_kind
     if kinds:
-        kind_rows = tuple((KIND_LABELS.get(k, k), money(v), money(v * HOURS_PER_MONTH), money(v * HOURS_PER_YEAR))
-                          for k, v in kinds.items())
-        out.append(Section("Cost by pricing kind (the design hour)", paragraphs=(
+        kind_rows = tuple((KIND_LABELS.get(k, k), money(v)) for k, v in kinds.items())
+        out.append(Section("Cost by pricing kind (the design hour, full cost)", paragraphs=(
             "Owned and reserved include their fixed cost for every node, serving or idle; on-demand and spot what "
-            "the plan's nodes cost (spot at its expected cost with interruptions).",),
-            tables=(Table(("kind", "$/h", "$/month", "$/year"), kind_rows),)))
+            "the plan's nodes cost (spot at its expected cost with interruptions). With the KV egress they add up "
+            "to the design hour's full cost; the bill above is what the horizon pays.",),
+            tables=(Table(("kind", "$/h (design hour)"), kind_rows),)))
     if result.commitments:
         commit_rows = tuple((c.status, c.region, c.shape, number(c.count), f"{number(c.term_years)} y", money(c.upfront_usd),
                       f"${c.hourly_usd:,.4f}", f"${c.effective_hourly:,.4f}", share(c.break_even),
@@ -285,7 +292,7 @@ def finance_sections(result: PlanResult) -> list[Section]:
                 for name, s in variants)),)))
     totals = fin.get("bill_totals") or {}
     if totals:
-        tables = [Table(("month", "total"), tuple((str(m), money(v)) for m, v in totals.get("month", {}).items()))]
+        tables = [Table(("month", "total"), tuple((str(m), money(v)) for m, v in result.bill.months))]
         for by in ("kind", "model", "region", "cloud"):
             tables.append(Table((by, "horizon total"), tuple((KIND_LABELS.get(k, k) if by == "kind" else k, money(v))
                                                               for k, v in totals.get(by, {}).items())))

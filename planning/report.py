@@ -12,6 +12,7 @@ explained, never mixed into a saving. A saving is stated only when both plans se
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import math
 from collections.abc import Mapping, Sequence
@@ -39,10 +40,20 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Chart:
+    """A bar chart for the printable page: labelled values in one unit (drawn as inline SVG, no script)."""
+
+    title: str
+    bars: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
 class Report:
     title: str
     subtitle: str
     sections: tuple[Section, ...] = field(default_factory=tuple)
+    written: str = ""  # the day the report was written (ISO), shown under the title
+    charts: tuple[Chart, ...] = ()
 
 
 def money(value: float | None) -> str:
@@ -146,8 +157,9 @@ def _assumption_sections(scenario: Mapping[str, Any], prices: str) -> list[Secti
     ]
 
 
-def build_report(result: PlanResult) -> Report:
-    """The report's content for a plan (the scenario it was solved for travels inside ``result``)."""
+def build_report(result: PlanResult, today: dt.date | None = None) -> Report:
+    """The report's content for a plan (the scenario it was solved for travels inside ``result``), written
+    ``today`` (default: the local date)."""
     scenario = dict(result.scenario or {})
     name = str(scenario.get("name") or "scenario")
     ok = result.has_plan
@@ -233,7 +245,27 @@ def build_report(result: PlanResult) -> Report:
     if result.diagnostics:
         sections.append(Section("Diagnostics", bullets=tuple(clip(d, 400) for d in result.diagnostics)))
     subtitle = str(scenario.get("description") or "").strip()
-    return Report(f"Serving plan — {name}", subtitle, tuple(sections))
+    return Report(f"Serving plan — {name}", subtitle, tuple(sections), (today or dt.date.today()).isoformat(),
+                  report_charts(result))
+
+
+def report_charts(result: PlanResult) -> tuple[Chart, ...]:
+    """The bill by month (a horizon bill), the design hour's full cost by pricing kind, and the plan against the
+    baselines that meet demand ($/h, the design hour's full cost on both sides); none without a plan."""
+    if not result.has_plan:
+        return ()
+    charts = []
+    bill = result.bill
+    if bill.months:
+        charts.append(Chart("The bill by month ($)", tuple((str(m), v) for m, v in bill.months)))
+    kinds = [(KIND_LABELS.get(k, k), v) for k, v in result.cost_by_pricing_kind.items() if v > 0]
+    if len(kinds) > 1:
+        charts.append(Chart("Design hour by pricing kind ($/h, full cost)", tuple(kinds)))
+    rivals = [(b.name, b.cost_per_hour) for b in result.baselines if b.ran and b.feasible]
+    if rivals:
+        charts.append(Chart("This plan against the baselines that meet demand ($/h)",
+                            (("this plan", result.comparable_cost), *sorted(rivals, key=lambda r: r[1]))))
+    return tuple(charts)
 
 
 KIND_LABELS = {"owned": "owned", "reserved": "reserved", "on_demand": "on-demand", "spot": "spot", "egress": "egress"}
@@ -312,7 +344,7 @@ def _md_cell(text: str) -> str:
 def report_markdown(result: PlanResult) -> str:
     """The report as Markdown."""
     rep = build_report(result)
-    out = [f"# {rep.title}", ""]
+    out = [f"# {rep.title}", "", f"Written {rep.written}.", ""]
     if rep.subtitle:
         out += [rep.subtitle, ""]
     for sec in rep.sections:
@@ -336,7 +368,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:96
 line-height:1.45;padding:0 1rem}h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:1.6rem;
 border-bottom:1px solid #ddd;padding-bottom:.2rem}table{border-collapse:collapse;width:100%;font-size:.88rem;
 margin:.6rem 0}th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.subtitle{color:#555}@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}
+th{background:#f3f3f3}.subtitle,.written{color:#555}.charts svg{margin:.4rem 1rem .4rem 0}@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}
 table{page-break-inside:auto}tr{page-break-inside:avoid}}
 """
 
@@ -347,13 +379,34 @@ def _inline(text: str) -> str:
     return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
 
 
+def svg_bars(chart: Chart, width: int = 440, bar: int = 18) -> str:
+    """One horizontal bar chart as inline SVG (printable, no script): a bar per label, its value at its end."""
+    top = max((v for _, v in chart.bars), default=0.0) or 1.0
+    label_w, value_w = 130, 90
+    span = width - label_w - value_w
+    rows = []
+    for i, (label, value) in enumerate(chart.bars):
+        y = 26 + i * (bar + 6)
+        w = max(0.0, value) / top * span
+        rows.append(f"<text x='{label_w - 6}' y='{y + bar - 5}' text-anchor='end' font-size='12'>"
+                    f"{html.escape(clip(label, 20))}</text><rect x='{label_w}' y='{y}' width='{w:.1f}' "
+                    f"height='{bar}' fill='#4c78a8'/><text x='{label_w + w + 4:.1f}' y='{y + bar - 5}' "
+                    f"font-size='12'>{html.escape(money(value))}</text>")
+    height = 32 + len(chart.bars) * (bar + 6)
+    return (f"<svg width='{width}' height='{height}' role='img' "
+            f"aria-label='{html.escape(chart.title)}'><text x='0' y='14' font-size='13' font-weight='600'>"
+            f"{html.escape(chart.title)}</text>{''.join(rows)}</svg>")
+
+
 def report_html(result: PlanResult) -> str:
     """The report as one self-contained, printable HTML page (no scripts, no external resources)."""
     rep = build_report(result)
-    body = [f"<h1>{html.escape(rep.title)}</h1>"]
+    body = [f"<h1>{html.escape(rep.title)}</h1>", f"<p class='written'>Written {html.escape(rep.written)}</p>"]
     if rep.subtitle:
         body.append(f"<p class='subtitle'>{html.escape(rep.subtitle)}</p>")
-    for sec in rep.sections:
+    for i, sec in enumerate(rep.sections):
+        if i == 1 and rep.charts:  # after the headline
+            body.append("<div class='charts'>" + "".join(svg_bars(c) for c in rep.charts) + "</div>")
         body.append(f"<h2>{html.escape(sec.heading)}</h2>")
         body += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         if sec.bullets:

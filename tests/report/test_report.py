@@ -75,3 +75,24 @@ def test_infeasible_plan_report_says_so() -> None:
     assert "# Serving plan — tiny" in md and "**no plan** (infeasible)" in md
     assert "$0" not in md and "0 per month" not in md  # no cost is stated for a plan that does not exist
     assert "not comparable" in md and "short by 3 nodes" in md
+
+
+def test_html_has_its_date_and_charts(plan: PlanResult) -> None:
+    """Issue 38 §6: the printable report had no charts and no date."""
+    import datetime as dt
+
+    from planning.report import report_charts, svg_bars
+
+    rep = build_report(plan, today=dt.date(2026, 11, 28))
+    assert rep.written == "2026-11-28"
+    page = report_html(plan)
+    assert f"Written {dt.date.today().isoformat()}" in page
+    assert f"Written {dt.date.today().isoformat()}." in report_markdown(plan)
+    charts = report_charts(plan)
+    versus = next(c for c in charts if c.title.startswith("This plan against the baselines"))
+    assert versus.bars[0] == ("this plan", plan.comparable_cost)
+    assert [name for name, _ in versus.bars[1:]] == [b.name for b in sorted(
+        (b for b in plan.baselines if b.ran and b.feasible), key=lambda b: b.cost_per_hour)]
+    assert page.count("<svg") == len(charts) >= 1 and "<script" not in page
+    svg = svg_bars(versus)
+    assert svg.count("<rect") == len(versus.bars) and f"${plan.comparable_cost:,.2f}" in svg

@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api
 from planning.errors import PlanningError
 from planning.scenario import SLO, Demand, ModelRequest, Scenario, parse_scenario_text
-from ui import state, tables, widgets
+from ui import scenario_finance, state, tables, widgets
 
 widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
 
@@ -236,6 +236,10 @@ if save_offers:
         _accept(replace(new, **_renamed(scenario, scenario.name, scenario.description)))
     except PlanningError as exc:
         widgets.show_error(exc)
+
+# --- owned GPUs, reservations, spot, the horizon (ui/scenario_finance.py) --------------------------------------
+if (with_finance := scenario_finance.finance_form(scenario, shape_ids, gpu_ids)) is not None:
+    _accept(replace(with_finance, **_renamed(scenario, scenario.name, scenario.description)))
 
 # --- custom model from a Hugging Face config.json -------------------------------------------------------------
 st.subheader("Custom model")

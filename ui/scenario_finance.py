@@ -54,9 +54,9 @@ def _as_before(new: Any, old: Any) -> Any:
 def rows_of(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     """The rows of an edited table as scenario entries: empty cells left out (the field's default applies), empty
     rows dropped, whole numbers as integers."""
-    out = []
+    out: list[dict[str, Any]] = []
     for record in pd.DataFrame(frame, columns=columns).to_dict("records"):
-        row = {k: _clean(v) for k, v in record.items()}
+        row = {str(k): _clean(v) for k, v in record.items()}
         row = {k: v for k, v in row.items() if v is not None}
         if row:
             out.append(row)

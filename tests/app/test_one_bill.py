@@ -1,7 +1,7 @@
 """Issue 38 §1: one bill. The plan's cost per hour, month and year is read off every surface — the KPIs (Home and
 Plan), the report (Markdown and HTML), the CLI's Markdown, the bill CSV, the cost-lines CSV and the JSON — and each
 quantity has one number. The default suite walks three small plans (on-demand only; owned, reserved and spot
-capacity over a day's profile; owned capacity without a profile); ``-m slow`` walks every preset."""
+capacity over a day's profile; owned capacity without a profile); the slow test walks every preset."""
 
 from __future__ import annotations
 
@@ -69,9 +69,17 @@ def surfaces(result: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
     html = plan_report(result, "html").replace("<strong>", "**").replace("</strong>", "**")
     (out["report (HTML)"],) = _bill_lines(html)
     (out["CLI Markdown"],) = _bill_lines(result.to_markdown())
-    bill = json.loads(result.to_json())["bill"]
-    out["JSON"] = (f"${bill['per_hour']:,.2f}", f"${bill['per_month']:,.0f}", f"${bill['per_year']:,.0f}")
     return out
+
+
+def check_json(result: Any, shown: tuple[str, str, str]) -> None:
+    """The JSON's bill is the same figures to the cent (whole dollars on screen: within half a dollar of them)."""
+    bill = json.loads(result.to_json())["bill"]
+    exact = result.bill
+    for key, text, value in zip(("per_hour", "per_month", "per_year"), shown,
+                                (exact.per_hour, exact.per_month, exact.per_year), strict=True):
+        assert bill[key] == round(value, 2), key
+        assert abs(bill[key] - _dollars(text)) <= (0.005 if key == "per_hour" else 0.505), (key, text, bill[key])
 
 
 def check_one_number(result: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str, str]]:
@@ -82,6 +90,7 @@ def check_one_number(result: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     shown = surfaces(result, tmp_path, monkeypatch)
     assert len(set(shown.values())) == 1, shown
     hour, month, year = next(iter(shown.values()))
+    check_json(result, (hour, month, year))
     assert abs(_dollars(month) * 12 - _dollars(year)) <= 12  # whole-dollar rounding of each
     bill = result.bill
     rows = pd.read_csv(io.StringIO(bill_csv(result)), comment="#")
@@ -162,6 +171,8 @@ def test_home_and_plan_pages_show_the_bill(planning_home: Path) -> None:
     assert "Bill: " + home[0] in "\n".join(str(m.value) for m in at.markdown)
 
 
+LIMIT_S = 30.0
+LIMITS = {"platform-100": 300.0}  # its column generation needs ~130 s on a busy machine before a first plan
 PRESETS = ["coral-core", "coral-extended", "melange-arena", "demystifying", "catalog-wide", "enterprise",
            "long-tail", "platform-100"]
 
@@ -169,7 +180,14 @@ PRESETS = ["coral-core", "coral-extended", "melange-arena", "demystifying", "cat
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_one_number(preset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
     from planning.api import list_presets, load_preset_scenario, solve
 
     assert sorted(PRESETS) == sorted(list_presets())  # a new preset joins this walk
-    check_one_number(solve(load_preset_scenario(preset)), tmp_path, monkeypatch)
+    scenario = load_preset_scenario(preset)
+    # any plan reconciles, optimal or not: every preset returns one within a short limit (docs/benchmarks.md, #23)
+    limit = LIMITS.get(preset, LIMIT_S)
+    scenario = replace(scenario, options=replace(scenario.options, time_limit_s=min(scenario.options.time_limit_s,
+                                                                                    limit)))
+    check_one_number(solve(scenario), tmp_path, monkeypatch)

@@ -169,6 +169,11 @@ def test_home_and_plan_pages_show_the_bill(planning_home: Path) -> None:
     horizon = next(m for m in at.metric if m.label == "Horizon total")
     assert horizon.value == home[2]  # one year: the horizon's total is the bill's year
     assert "Bill: " + home[0] in "\n".join(str(m.value) for m in at.markdown)
+    assert "**Prices:** owned" in "\n".join(str(m.value) for m in at.markdown)  # by kind
+    at.switch_page("views/5_Jobs.py")  # the Jobs table: the same bill, the prices by kind
+    at.run()
+    row = at.dataframe[0].value.iloc[0]
+    assert f"${row['cost $/h']:,.2f}" == home[0] and row["prices"] == "owned"  # the plan runs on the owned pool only
 
 
 LIMIT_S = 30.0

@@ -141,7 +141,9 @@ st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole hom
            "replicas, each phase on one GPU configuration; Token/USD), deployed by an ILP (Coral's comparison). "
            "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
            "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
-st.dataframe(widgets.baselines_table(result), hide_index=True, width="stretch")
+st.dataframe(widgets.baselines_table(result), hide_index=True, width="stretch",
+             column_config={"plan": st.column_config.TextColumn(width="medium"),
+                            "note": st.column_config.TextColumn(width="large")})
 
 if len(result.scenario.get("models", [])) >= 3:  # sharing pays off with many (mostly low-traffic) models
     st.header("Share GPUs between low-traffic models")

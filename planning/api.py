@@ -354,8 +354,10 @@ def result_summary(result: PlanResult) -> str:
         lines.extend(f"note: {d}" for d in result.diagnostics)
         return "\n".join(lines) + "\n"
     gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
-    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
-             f"served: {result.served_fraction:.1%}"]
+    lines = [f"status: {result.status}{gap}    served: {result.served_fraction:.1%}",
+             result.bill.headline().replace("**", "")]  # the bill as every page and report says it
+    if result.bill.design_hour_text():
+        lines.append(result.bill.design_hour_text().replace("**", ""))
     if result.stopped_at:
         lines.append(f"stopped by the time limit at: {result.stopped_at}")
     best = result.best_baseline()

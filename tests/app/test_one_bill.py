@@ -1,5 +1,5 @@
 """Issue 38 §1: one bill. The plan's cost per hour, month and year is read off every surface — the KPIs (Home and
-Plan), the report (Markdown and HTML), the CLI's Markdown, the bill CSV, the cost-lines CSV and the JSON — and each
+Plan), the report (Markdown and HTML), the CLI's Markdown and terminal summary, the bill CSV, the cost-lines CSV and the JSON — and each
 quantity has one number. The default suite walks three small plans (on-demand only; owned, reserved and spot
 capacity over a day's profile; owned capacity without a profile); the slow test walks every preset."""
 
@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.conftest import TIMEOUT, TINY, planned
 from tests.finance.conftest import SMALL
 
-BILL = re.compile(r"Bill: (\$[\d,]+\.\d\d)/h\*\*, (\$[\d,]+) per month, (\$[\d,]+) per year")
+BILL = re.compile(r"Bill: (\$[\d,]+\.\d\d)/h(?:\*\*)?, (\$[\d,]+) per month, (\$[\d,]+) per year")
 OWNED = [{"location": "owned:us-east-dc", "shape": "1xL40S", "count": 2, "capex_usd": 20_000,
           "amortisation_years": 3, "power_usd_per_hour": 0.2, "ops_usd_per_hour": 0.3}]
 
@@ -54,7 +54,7 @@ def _bill_lines(text: str) -> set[tuple[str, str, str]]:
 
 def surfaces(result: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, str, str]]:
     """The (per hour, per month, per year) figures each surface shows for ``result``."""
-    from planning.api import plan_report
+    from planning.api import plan_report, result_summary
 
     path = tmp_path / "plan.json"
     path.write_text(result.to_json())
@@ -69,6 +69,7 @@ def surfaces(result: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
     html = plan_report(result, "html").replace("<strong>", "**").replace("</strong>", "**")
     (out["report (HTML)"],) = _bill_lines(html)
     (out["CLI Markdown"],) = _bill_lines(result.to_markdown())
+    (out["CLI summary"],) = _bill_lines(result_summary(result))
     return out
 
 

@@ -72,7 +72,7 @@ nodes_only = breakdown[breakdown["kind"].isin(["provisioning", "idle committed"]
 full = nodes_only.assign(cost_per_hour=nodes_only["full_cost_per_hour"].astype(float), phase=nodes_only["phase"]
                          .where(nodes_only["phase"] != "", "idle"))  # full cost: what the design hour pays
 left, right = st.columns(2)
-left.plotly_chart(viz.cost_treemap(full, title="Full cost (design hour)"), width="stretch", key="treemap")
+left.plotly_chart(viz.cost_treemap(full, title="Cost breakdown (full cost, design hour)"), width="stretch", key="treemap")
 right.plotly_chart(viz.cost_bars(full, title="Full cost per hour (design hour)"), width="stretch", key="cost_bars")
 committed = result.committed_per_hour
 st.caption(f"The charts add up to the design hour's full cost of its nodes, ${result.provisioning_per_hour + committed:,.2f}/h"

@@ -160,7 +160,7 @@ def test_cost_charts_add_up_to_the_cost_kpi(planning_home: Path) -> None:
     at, _ = planned(planning_home, choice="preset:coral-core", page="views/3_Plan.py")
     assert not at.exception
     kpi = next(m.value for m in at.metric if m.label == "Cost per hour")
-    treemap = next(c.proto.spec for c in at.get("plotly_chart") if "Full cost (design hour)" in c.proto.spec)
-    assert kpi.split("/")[0] in treemap  # "$26.00" in "Full cost (design hour) — $26.00"
+    treemap = next(c.proto.spec for c in at.get("plotly_chart") if "Cost breakdown (full cost, design hour)" in c.proto.spec)
+    assert kpi.split("/")[0] in treemap  # "$26.00" in "Cost breakdown (full cost, design hour) — $26.00"
     assert "init penalty" not in treemap
     assert "initialization allowance" in texts(at)

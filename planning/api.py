@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planning.api_fanout import sweep, what_if
-from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
+from planning.api_finance import bill_csv, bill_frame, commitments_frame, cost_lines_csv, finance_summary
 from planning.api_measurements import (
     ImportReport,
     MeasuredWhatIf,
@@ -108,6 +108,7 @@ __all__ = [
     "commitments_frame",
     "compare_markets",
     "comparison_frame",
+    "cost_lines_csv",
     "diff_lines",
     "engine_context",
     "export_alternative",
@@ -389,8 +390,10 @@ def result_summary(result: PlanResult) -> str:
         lines.extend(f"note: {d}" for d in result.diagnostics)
         return "\n".join(lines) + "\n"
     gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
-    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
-             f"served: {result.served_fraction:.1%}"]
+    lines = [f"status: {result.status}{gap}    served: {result.served_fraction:.1%}",
+             result.bill.headline().replace("**", "")]  # the bill as every page and report says it
+    if result.bill.design_hour_text():
+        lines.append(result.bill.design_hour_text().replace("**", ""))
     if result.stopped_at:
         lines.append(f"stopped by the time limit at: {result.stopped_at}")
     best = result.best_baseline()

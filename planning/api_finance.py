@@ -27,8 +27,17 @@ def bill_csv(result: PlanResult) -> str:
     buf = io.StringIO()
     for line in (result.finance or {}).get("assumptions", []):
         buf.write("# " + str(line).replace("\n", " ") + "\n")
-    bill_frame(result).to_csv(buf, index=False, float_format="%.2f")
+    frame = bill_frame(result)
+    frame["usd"] = frame["usd"].astype(float).round(2)
+    frame.to_csv(buf, index=False, float_format="%.2f")
     return buf.getvalue()
+
+
+def cost_lines_csv(result: PlanResult) -> str:
+    """The cost lines as CSV, money to the cent: ``cost_per_hour`` the marginal $/h (the prices the allocation
+    sees), ``full_cost_per_hour`` with the committed nodes' fixed cost and ``(idle)`` rows for idle committed
+    capacity (:meth:`PlanResult.breakdown_frame`)."""
+    return result.breakdown_frame().to_csv(index=False, float_format="%.2f")
 
 
 def commitments_frame(result: PlanResult) -> pd.DataFrame:

@@ -12,15 +12,17 @@ explained, never mixed into a saving. A saving is stated only when both plans se
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from planning.billing import pricing_kinds_text
 from planning.result import HOURS_PER_MONTH, PlanResult
 
-HOURS_PER_YEAR = 8760.0
+CANNOT = "cannot meet demand"  # a baseline whose cost buys less than the demand: never "$0.00/h"
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,20 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Chart:
+    """A bar chart for the printable page: labelled values in one unit (drawn as inline SVG, no script)."""
+
+    title: str
+    bars: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
 class Report:
     title: str
     subtitle: str
     sections: tuple[Section, ...] = field(default_factory=tuple)
+    written: str = ""  # the day the report was written (ISO), shown under the title
+    charts: tuple[Chart, ...] = ()
 
 
 def money(value: float | None) -> str:
@@ -109,7 +121,8 @@ def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
     return rows
 
 
-def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
+def _assumption_sections(scenario: Mapping[str, Any], prices: str) -> list[Section]:
+    """The models' table and the other assumptions; ``prices`` the pricing kinds the plan pays."""
     models = []
     for m in scenario.get("models", ()):
         slo = m.get("slo", {}) or {}
@@ -125,7 +138,7 @@ def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
     bullets = [
         f"Serving mode: {scenario.get('mode', 'disaggregated')} "
         "(disaggregated = prefill and decode on separate nodes; aggregated = both on the same engine).",
-        f"Prices: {str(scenario.get('pricing', 'on_demand')).replace('_', '-')}; regions: "
+        f"Prices: {prices}; regions: "
         f"{', '.join(scenario.get('regions', ())) or 'all in the catalog'}; node shapes: "
         f"{', '.join(scenario.get('shapes', ())) or 'all in the catalog'}.",
         f"Availability: catalog node counts × {number(scenario.get('availability_scale', 1.0))}"
@@ -144,19 +157,21 @@ def _assumption_sections(scenario: Mapping[str, Any]) -> list[Section]:
     ]
 
 
-def build_report(result: PlanResult) -> Report:
-    """The report's content for a plan (the scenario it was solved for travels inside ``result``)."""
+def build_report(result: PlanResult, today: dt.date | None = None) -> Report:
+    """The report's content for a plan (the scenario it was solved for travels inside ``result``), written
+    ``today`` (default: the local date)."""
     scenario = dict(result.scenario or {})
     name = str(scenario.get("name") or "scenario")
     ok = result.has_plan
-    provisioning = result.provisioning_per_hour
     if ok:
+        bill = result.bill
         headline = [
             f"Status: **{result.status}** ({result.proof()})"
             + f"; serves {share(result.served_fraction)} of the demand.",
-            f"Cost of the nodes: **{money(provisioning)}/h**, {money(provisioning * HOURS_PER_MONTH)} per month, "
-            f"{money(provisioning * HOURS_PER_YEAR)} per year ({number(HOURS_PER_MONTH)} h a month).",
+            bill.headline() + f" ({number(HOURS_PER_MONTH)} h a month.)",
         ]
+        if bill.design_hour_text():
+            headline.append(bill.design_hour_text())
         if result.stopped_at:
             headline.append(f"The time limit stopped the solver at: {result.stopped_at}. This is the best plan found "
                             "by then; the gap above bounds how much cheaper the optimum can be.")
@@ -168,12 +183,6 @@ def build_report(result: PlanResult) -> Report:
             "bill, counted in every comparison): "
             + "; ".join(f"{share(f.share)} of {f.model} prefill in {f.src}, decode in {f.dst} ({money(f.usd_per_hour)}/h, "
                         f"+{number(f.transfer_s * 1e3)} ms hand-off)" for f in result.kv_flows if f.cross_region) + ".")
-    if ok and result.committed_per_hour > 0:
-        headline.append(
-            f"Committed capacity: **{money(result.committed_per_hour)}/h** (owned pools' amortised capex and "
-            "operations, reservations' fees) paid whether it serves or idles, on top of the nodes' marginal cost; "
-            f"the whole bill is **{money(result.comparable_cost)}/h** ({money(result.comparable_cost * HOURS_PER_YEAR)} "
-            "a year), and every comparison below counts the committed part on both sides.")
     if result.penalty_per_hour > 0:
         headline.append(
             f"Start-up allowance: {money(result.penalty_per_hour)}/h on top — Coral's initialization penalty (K × the "
@@ -190,6 +199,10 @@ def build_report(result: PlanResult) -> Report:
         if not b.ran:  # the time limit left no time for it: no figures, never $0
             comparison_rows.append((b.name, "not run", "not run", "—", "—", clip(b.note)))
             continue
+        if not b.feasible:  # its cost buys less than the demand: no $/h, $/month or saving to compare
+            comparison_rows.append((b.name, CANNOT, CANNOT, f"{share(b.served_fraction)} (worst model)", "—",
+                                    clip(f"serves {b.shortfall}; {b.note}" if b.shortfall else b.note)))
+            continue
         pct = result.savings_vs(b) if ok else None  # one formula and one "same demand" rule (result.savings_pct)
         saving = pct / 100.0 if pct is not None else None
         comparison_rows.append((b.name, money(b.cost_per_hour), money(b.cost_per_hour * HOURS_PER_MONTH),
@@ -197,14 +210,20 @@ def build_report(result: PlanResult) -> Report:
                                 share(saving) if saving is not None else "not comparable (serves different demand)",
                                 clip(b.note)))
     sections = [Section("Headline", paragraphs=tuple(headline))]
+    if comparison_rows and ok:
+        full = result.comparable_cost
+        comparison_rows.insert(0, ("this plan (design hour, full cost)", money(full), money(full * HOURS_PER_MONTH),
+                                   share(result.served_fraction), "—", result.status))
     if comparison_rows:
         sections.append(Section(
             "Compared with simpler strategies",
-            paragraphs=("Each baseline is planned for the same demand, regions and prices. The saving is the plan's "
-                        "node cost against the baseline's, stated only when both serve the same demand.",),
+            paragraphs=("Each baseline is planned for the same demand, regions and prices, at the design hour's full "
+                        "cost (marginal node prices, egress and committed capacity on both sides). The saving is "
+                        "stated only when both serve the same demand.",),
             tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
     sections += finance_sections(result)
-    sections += _assumption_sections(scenario)
+    sections += _assumption_sections(scenario, pricing_kinds_text(result.cost_by_pricing_kind,
+                                                                  str(scenario.get("pricing", "on_demand"))))
     price_rows = _price_rows(result)
     if price_rows:
         sections.append(Section("Prices used (per node-hour)", tables=(Table(
@@ -226,7 +245,27 @@ def build_report(result: PlanResult) -> Report:
     if result.diagnostics:
         sections.append(Section("Diagnostics", bullets=tuple(clip(d, 400) for d in result.diagnostics)))
     subtitle = str(scenario.get("description") or "").strip()
-    return Report(f"Serving plan — {name}", subtitle, tuple(sections))
+    return Report(f"Serving plan — {name}", subtitle, tuple(sections), (today or dt.date.today()).isoformat(),
+                  report_charts(result))
+
+
+def report_charts(result: PlanResult) -> tuple[Chart, ...]:
+    """The bill by month (a horizon bill), the design hour's full cost by pricing kind, and the plan against the
+    baselines that meet demand ($/h, the design hour's full cost on both sides); none without a plan."""
+    if not result.has_plan:
+        return ()
+    charts = []
+    bill = result.bill
+    if bill.months:
+        charts.append(Chart("The bill by month ($)", tuple((str(m), v) for m, v in bill.months)))
+    kinds = [(KIND_LABELS.get(k, k), v) for k, v in result.cost_by_pricing_kind.items() if v > 0]
+    if len(kinds) > 1:
+        charts.append(Chart("Design hour by pricing kind ($/h, full cost)", tuple(kinds)))
+    rivals = [(b.name, b.cost_per_hour) for b in result.baselines if b.ran and b.feasible]
+    if rivals:
+        charts.append(Chart("This plan against the baselines that meet demand ($/h)",
+                            (("this plan", result.comparable_cost), *sorted(rivals, key=lambda r: r[1]))))
+    return tuple(charts)
 
 
 KIND_LABELS = {"owned": "owned", "reserved": "reserved", "on_demand": "on-demand", "spot": "spot", "egress": "egress"}
@@ -241,12 +280,12 @@ def finance_sections(result: PlanResult) -> list[Section]:
     out: list[Section] = []
     kinds = result.cost_by_pricing_kind
     if kinds:
-        kind_rows = tuple((KIND_LABELS.get(k, k), money(v), money(v * HOURS_PER_MONTH), money(v * HOURS_PER_YEAR))
-                          for k, v in kinds.items())
-        out.append(Section("Cost by pricing kind (the design hour)", paragraphs=(
+        kind_rows = tuple((KIND_LABELS.get(k, k), money(v)) for k, v in kinds.items())
+        out.append(Section("Cost by pricing kind (the design hour, full cost)", paragraphs=(
             "Owned and reserved include their fixed cost for every node, serving or idle; on-demand and spot what "
-            "the plan's nodes cost (spot at its expected cost with interruptions).",),
-            tables=(Table(("kind", "$/h", "$/month", "$/year"), kind_rows),)))
+            "the plan's nodes cost (spot at its expected cost with interruptions). With the KV egress they add up "
+            "to the design hour's full cost; the bill above is what the horizon pays.",),
+            tables=(Table(("kind", "$/h (design hour)"), kind_rows),)))
     if result.commitments:
         commit_rows = tuple((c.status, c.region, c.shape, number(c.count), f"{number(c.term_years)} y", money(c.upfront_usd),
                       f"${c.hourly_usd:,.4f}", f"${c.effective_hourly:,.4f}", share(c.break_even),
@@ -285,7 +324,7 @@ def finance_sections(result: PlanResult) -> list[Section]:
                 for name, s in variants)),)))
     totals = fin.get("bill_totals") or {}
     if totals:
-        tables = [Table(("month", "total"), tuple((str(m), money(v)) for m, v in totals.get("month", {}).items()))]
+        tables = [Table(("month", "total"), tuple((str(m), money(v)) for m, v in result.bill.months))]
         for by in ("kind", "model", "region", "cloud"):
             tables.append(Table((by, "horizon total"), tuple((KIND_LABELS.get(k, k) if by == "kind" else k, money(v))
                                                               for k, v in totals.get(by, {}).items())))
@@ -305,7 +344,7 @@ def _md_cell(text: str) -> str:
 def report_markdown(result: PlanResult) -> str:
     """The report as Markdown."""
     rep = build_report(result)
-    out = [f"# {rep.title}", ""]
+    out = [f"# {rep.title}", "", f"Written {rep.written}.", ""]
     if rep.subtitle:
         out += [rep.subtitle, ""]
     for sec in rep.sections:
@@ -329,7 +368,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:96
 line-height:1.45;padding:0 1rem}h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:1.6rem;
 border-bottom:1px solid #ddd;padding-bottom:.2rem}table{border-collapse:collapse;width:100%;font-size:.88rem;
 margin:.6rem 0}th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.subtitle{color:#555}@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}
+th{background:#f3f3f3}.subtitle,.written{color:#555}.charts svg{margin:.4rem 1rem .4rem 0}@media print{body{margin:0;max-width:none}h2{page-break-after:avoid}
 table{page-break-inside:auto}tr{page-break-inside:avoid}}
 """
 
@@ -340,13 +379,34 @@ def _inline(text: str) -> str:
     return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
 
 
+def svg_bars(chart: Chart, width: int = 440, bar: int = 18) -> str:
+    """One horizontal bar chart as inline SVG (printable, no script): a bar per label, its value at its end."""
+    top = max((v for _, v in chart.bars), default=0.0) or 1.0
+    label_w, value_w = 130, 90
+    span = width - label_w - value_w
+    rows = []
+    for i, (label, value) in enumerate(chart.bars):
+        y = 26 + i * (bar + 6)
+        w = max(0.0, value) / top * span
+        rows.append(f"<text x='{label_w - 6}' y='{y + bar - 5}' text-anchor='end' font-size='12'>"
+                    f"{html.escape(clip(label, 20))}</text><rect x='{label_w}' y='{y}' width='{w:.1f}' "
+                    f"height='{bar}' fill='#4c78a8'/><text x='{label_w + w + 4:.1f}' y='{y + bar - 5}' "
+                    f"font-size='12'>{html.escape(money(value))}</text>")
+    height = 32 + len(chart.bars) * (bar + 6)
+    return (f"<svg width='{width}' height='{height}' role='img' "
+            f"aria-label='{html.escape(chart.title)}'><text x='0' y='14' font-size='13' font-weight='600'>"
+            f"{html.escape(chart.title)}</text>{''.join(rows)}</svg>")
+
+
 def report_html(result: PlanResult) -> str:
     """The report as one self-contained, printable HTML page (no scripts, no external resources)."""
     rep = build_report(result)
-    body = [f"<h1>{html.escape(rep.title)}</h1>"]
+    body = [f"<h1>{html.escape(rep.title)}</h1>", f"<p class='written'>Written {html.escape(rep.written)}</p>"]
     if rep.subtitle:
         body.append(f"<p class='subtitle'>{html.escape(rep.subtitle)}</p>")
-    for sec in rep.sections:
+    for i, sec in enumerate(rep.sections):
+        if i == 1 and rep.charts:  # after the headline
+            body.append("<div class='charts'>" + "".join(svg_bars(c) for c in rep.charts) + "</div>")
         body.append(f"<h2>{html.escape(sec.heading)}</h2>")
         body += [f"<p>{_inline(p)}</p>" for p in sec.paragraphs]
         if sec.bullets:

@@ -10,8 +10,12 @@ from typing import Any
 
 import pandas as pd
 
+from planning.billing import HOURS_PER_MONTH as HOURS_PER_MONTH
+from planning.billing import HOURS_PER_YEAR as HOURS_PER_YEAR
+from planning.billing import Bill, bill_of, full_cost_rows
+from planning.billing import pricing_kinds_text as pricing_kinds_text
+
 STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "cancelled", "error")
-HOURS_PER_MONTH = 730.0  # 8,760 h / 12: the month cloud price calculators and finance bill
 SAME_DEMAND_TOL = 1e-4  # served fractions closer than this count as serving the same demand
 
 
@@ -208,6 +212,13 @@ class BaselineSummary:
     ran: bool = True
 
     @property
+    def shortfall(self) -> str:
+        """The groups it serves short of their demand, worst first ("gpt-oss-20b/decode 0 %, qwen3-32b/decode
+        92 %"): its served fraction is the worst of these; empty when it meets all demand."""
+        short = sorted((v, g) for g, v in self.served_by_group.items() if v < 1 - SAME_DEMAND_TOL)
+        return ", ".join(f"{g} {100 * v:.0f} %" for v, g in short)
+
+    @property
     def homogeneous(self) -> bool:
         """True for the baselines built from one-of-a-kind templates (homo, homo-ilp, single:<gpu>); memP mixes."""
         return self.name != "memp"
@@ -272,6 +283,7 @@ class PlanResult:
         out = asdict(self)
         out["instances"] = [{**asdict(i), "utilisation": i.utilisation} for i in self.instances]
         out["baselines"] = [asdict(b) for b in self.baselines]
+        out["bill"] = self.bill.to_dict() if self.has_plan else None  # derived: what is paid (planning.billing)
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -280,6 +292,7 @@ class PlanResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PlanResult:
         data = dict(d)
+        data.pop("bill", None)  # derived from the fields below (PlanResult.bill)
         data["instances"] = tuple(InstancePlan.from_dict(i) for i in data.get("instances", ()))
         data["cost_lines"] = tuple(CostLine(**c) for c in data.get("cost_lines", ()))
         data["capacity"] = tuple(CapacityUse(**c) for c in data.get("capacity", ()))
@@ -308,8 +321,18 @@ class PlanResult:
         return pd.DataFrame(rows, columns=cols)
 
     def breakdown_frame(self) -> pd.DataFrame:
-        cols = ["model", "phase", "region", "shape", "nodes", "cost_per_hour", "kind"]
-        return pd.DataFrame([asdict(c) for c in self.cost_lines], columns=cols)
+        """The cost lines: ``cost_per_hour`` the marginal $/h the allocation saw; ``full_cost_per_hour`` with the
+        fixed cost of the owned or reserved nodes a line uses, and one ``(idle)`` row (kind ``idle committed``) per
+        committed pool with idle nodes, so the full column adds up (with egress) to the design hour's full cost."""
+        cols = ["model", "phase", "region", "shape", "nodes", "cost_per_hour", "full_cost_per_hour", "kind"]
+        rows = full_cost_rows([asdict(c) for c in self.cost_lines], (self.finance or {}).get("idle", []))
+        return pd.DataFrame(rows, columns=cols)
+
+    @property
+    def bill(self) -> Bill:
+        """What the plan costs per hour, month and year (planning.billing: one definition for every surface)."""
+        return bill_of(self.provisioning_per_hour, self.transfer_per_hour, self.committed_per_hour,
+                       (self.finance or {}).get("bill") or [])
 
     def capacity_frame(self) -> pd.DataFrame:
         cols = ["region", "shape", "gpu", "used", "available", "price_per_hour"]
@@ -403,12 +426,12 @@ class PlanResult:
         lines = [f"# Serving plan — {name}", "",
                  f"- **Status:** {self.status}" + (f" (MIP gap {self.mip_gap:.3%})" if self.mip_gap is not None else "")
                  + (f", stopped by the time limit at: {self.stopped_at}" if self.stopped_at else ""),
-                 f"- **Cost:** ${self.comparable_cost:,.2f}/h (${self.comparable_cost * 730:,.0f} per month, "
-                 f"${self.comparable_cost * 8760:,.0f} per year) for the rented nodes"
-                 + (f" and ${self.transfer_per_hour:,.2f}/h of cross-region KV transfer" if self.transfer_per_hour > 0 else "")
-                 + "; the optimizer's "
-                 f"initialization penalty (${self.penalty_per_hour:,.2f}/h, not billed) is left out of every "
-                 "comparison",
+                 f"- {self.bill.headline()}"
+                 + (f" The design hour includes ${self.transfer_per_hour:,.2f}/h of cross-region KV transfer."
+                    if self.transfer_per_hour > 0 else "")
+                 + f" The optimizer's initialization penalty (${self.penalty_per_hour:,.2f}/h, not billed) is left "
+                 "out of every comparison.",
+                 *([f"- {t}"] if (t := self.bill.design_hour_text()) else []),
                  f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
         best = self.best_baseline()
         saving = self.savings_vs(best) if best is not None else None

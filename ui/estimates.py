@@ -19,6 +19,15 @@ SLO_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+NOT_A_CLOUD = "(not a real region)"  # data/regions.csv marks the papers' price sets so (cloud "paper")
+
+
+def estimate_clouds(regions: pd.DataFrame) -> list[str]:
+    """The clouds a quick estimate offers: those with a real region (never ``paper``, the papers' price sets)."""
+    real = ~regions["display_name"].astype(str).str.contains(NOT_A_CLOUD, regex=False)
+    return sorted(regions.loc[real, "cloud"].astype(str).unique())
+
+
 def estimate_scenario(regions: pd.DataFrame, *, model: str, rate_rps: float, input_len: int, output_len: int,
                       slo: str, clouds: Sequence[str], pricing: str = "on_demand") -> Scenario:
     """A one-model scenario over every catalog region of ``clouds``.

@@ -26,7 +26,8 @@ def finance_section(result: PlanResult, name: str) -> None:
     cols[0].metric("Committed $/h", f"${result.committed_per_hour:,.2f}",
                    help="Owned pools' amortised capex and operations plus reservations' effective hourly fee.")
     cols[1].metric("Horizon total", _money(summary["horizon_total_usd"]),
-                   help="Nodes, reservations and owned pools over the horizon's epochs, with the commitments below.")
+                   help="Nodes, reservations and owned pools over the horizon's epochs, with the commitments below: "
+                        "the bill's total over the horizon (a one-year horizon: the bill per year).")
     cols[2].metric("All on-demand", _money(summary["all_on_demand_usd"]),
                    help="The same horizon with no new reservation (owned and held ones as given).")
     cols[3].metric("All reserved", _money(summary["all_reserved_usd"]),
@@ -35,6 +36,8 @@ def finance_section(result: PlanResult, name: str) -> None:
         st.caption(f"Commitment sizing: {summary['horizon_status']}, proven within {summary['horizon_gap']:.2%} of "
                    f"the optimum ({(fin.get('sizing') or {}).get('certified_over', '')}).")
     if result.cost_by_pricing_kind:
+        st.caption(f"The design hour by pricing kind, at its full cost (${result.comparable_cost:,.2f}/h with "
+                   f"egress); the bill, ${result.bill.per_hour:,.2f}/h, is what the horizon pays on average.")
         st.plotly_chart(viz.kind_figure(dict(result.cost_by_pricing_kind)), width="stretch", key="finance_kinds")
     commitments = api.commitments_frame(result)
     if not commitments.empty:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import pandas as pd
 import streamlit as st
 
 from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
-from planning.result import HOURS_PER_MONTH, PlanResult
+from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
 from ui.state import POLL_SECONDS, find_job, init_state, runner
-
-HOURS_PER_YEAR = 8760
 
 
 def page(title: str, intro: str) -> None:
@@ -112,22 +111,21 @@ def kpis(result: PlanResult) -> None:
         no_plan(result)
         return
     best = result.best_baseline()
-    spot = str(result.scenario.get("pricing", "on_demand")) == "spot"
-    price_kind = "spot" if spot else "on-demand"
+    bill = result.bill
+    kinds = pricing_kinds(result)
     cols = st.columns(5)
-    committed = (f" plus ${result.committed_per_hour:,.2f}/h of owned and reserved capacity paid whether it "
-                 "serves or idles") if result.committed_per_hour > 0 else ""
-    cols[0].metric("Cost per hour", f"${result.comparable_cost:,.2f}",
-                   help=f"What the rented nodes cost per hour at {price_kind} prices{committed}. Baselines and "
-                        "savings use the same figure.")
-    cols[1].metric("Cost per month", f"${result.comparable_cost * HOURS_PER_MONTH:,.0f}",
-                   help=f"Cost per hour × {HOURS_PER_MONTH:g} h; per year (× {HOURS_PER_YEAR} h): "
-                        f"${result.comparable_cost * HOURS_PER_YEAR:,.0f}.")
+    cols[0].metric("Cost per hour", bill.hour_text,
+                   help=f"What is paid per hour at {kinds} prices, {bill.words}: owned capacity at its amortised "
+                        "rate, operations and power, reservations at their fee whether used or not, on-demand and "
+                        "spot nodes as used. The same figure in the report, the bill CSV and the JSON.")
+    cols[1].metric("Cost per month", bill.month_text,
+                   help=f"{HOURS_PER_MONTH:g} h a month; per year: {bill.year_text}.")
     label = "Savings vs best homogeneous" if best is None or best.homogeneous else "Savings vs best baseline"
     saving = result.savings_vs(best) if best is not None else None
     if best is not None and saving is not None:
-        cols[2].metric(label, f"{saving / 100:.1%}", help=f"Best baseline: {best.name} at ${best.cost_per_hour:,.2f}/h "
-                       f"(${best.cost_per_hour * HOURS_PER_MONTH:,.0f}/month).")
+        cols[2].metric(label, f"{saving / 100:.1%}", help=f"The design hour's full cost, ${result.comparable_cost:,.2f}/h, "
+                       f"against the best baseline, {best.name}, at ${best.cost_per_hour:,.2f}/h (both count the "
+                       "same components).")
     elif best is not None:
         cols[2].metric(label, "not comparable",
                        help=f"The plan and {best.name} serve different fractions of the demand.")
@@ -139,16 +137,16 @@ def kpis(result: PlanResult) -> None:
                         "found, at most the gap shown above the cheapest possible (the time limit or "
                         "options.mip_rel_gap stopped the proof)."
                         + (f" Stopped at: {result.stopped_at}." if result.stopped_at else ""))
-    if spot:
+    if "spot" in kinds:
         st.badge("Spot prices: nodes can be reclaimed at short notice", icon=":material/bolt:", color="orange")
     gpus = result.gpus_by_type()
     gpu_text = ", ".join(f"{n}× {g}" for g, n in gpus.items()) or "none"
-    st.markdown(f"**GPUs by type:** {gpu_text}  \n**Regions used:** {', '.join(result.regions_used()) or 'none'}")
-    month = result.comparable_cost * HOURS_PER_MONTH
+    st.markdown(f"**GPUs by type:** {gpu_text}  \n**Regions used:** {', '.join(result.regions_used()) or 'none'}"
+                f"  \n**Prices:** {kinds}")
     penalty = (f" The optimizer also charged a start-up allowance of ${result.penalty_per_hour:,.2f}/h (initialization "
                "penalty: K × the hourly price of each newly started node, so plans do not churn); it is not part of "
                "the bill and no comparison includes it.") if result.penalty_per_hour > 0 else ""
-    st.caption(f"≈ ${month:,.0f} per month, ${result.comparable_cost * HOURS_PER_YEAR:,.0f} per year.{penalty}")
+    st.markdown(bill.headline() + (" " + bill.design_hour_text() if bill.design_hour_text() else "") + penalty)
     if result.message:
         st.info(result.message)
     unique = list(dict.fromkeys(result.diagnostics))  # one box, no repeated lines
@@ -156,6 +154,40 @@ def kpis(result: PlanResult) -> None:
         st.caption("Solver notes: " + " · ".join(unique))  # informational on a plan that serves everything
     elif unique:
         st.warning("\n".join(f"- {line}" for line in unique))
+
+
+CANNOT = "cannot meet demand"
+
+
+def baselines_table(result: PlanResult) -> pd.DataFrame:
+    """The plan (its design hour's full cost) and every baseline as text for people: a baseline that cannot meet
+    demand says so instead of a cost (never "$0.00/h", "$0/month" or an empty cell) and names the models it serves
+    short; one that did not run says "not run"."""
+    rows = []
+    if result.has_plan:
+        full = result.comparable_cost
+        rows.append({"plan": "this plan (design hour, full cost)", "$/h": f"${full:,.2f}",
+                     "$/month": f"${full * HOURS_PER_MONTH:,.0f}", "served": f"{result.served_fraction:.1%}",
+                     "plan saves": "—", "note": result.status})
+    for b in result.baselines:
+        if not b.ran:
+            rows.append({"plan": b.name, "$/h": "not run", "$/month": "not run", "served": "—", "plan saves": "—",
+                         "note": b.note})
+        elif not b.feasible:
+            rows.append({"plan": b.name, "$/h": CANNOT, "$/month": CANNOT,
+                         "served": f"{b.served_fraction:.1%} (worst model)", "plan saves": "—",
+                         "note": f"serves {b.shortfall}; {b.note}" if b.shortfall else b.note})
+        else:
+            saving = result.savings_vs(b)
+            rows.append({"plan": b.name, "$/h": f"${b.cost_per_hour:,.2f}",
+                         "$/month": f"${b.cost_per_hour * HOURS_PER_MONTH:,.0f}", "served": f"{b.served_fraction:.1%}",
+                         "plan saves": "not comparable" if saving is None else f"{saving:.1f} %", "note": b.note})
+    return pd.DataFrame(rows, columns=["plan", "$/h", "$/month", "served", "plan saves", "note"])
+
+
+def pricing_kinds(result: PlanResult) -> str:
+    """The pricing kinds the plan pays ("owned, reserved, on-demand and spot"), as the report says them."""
+    return pricing_kinds_text(result.cost_by_pricing_kind, str(result.scenario.get("pricing", "on_demand")))
 
 
 def status_badge(result: PlanResult) -> str:

@@ -71,7 +71,7 @@ with st.expander("Quick estimate: what would serving one model cost per month?",
                  expanded=record is None):
     frames = state.catalog_frames()
     model_ids = list(frames["models"]["id"].astype(str))
-    clouds = sorted(frames["regions"]["cloud"].astype(str).unique())
+    clouds = estimates.estimate_clouds(frames["regions"])
     with st.form("estimate_form", border=False):
         c1, c2, c3 = st.columns(3)
         est_model = c1.selectbox("Model", model_ids, index=model_ids.index("llama-3-8b") if "llama-3-8b" in model_ids

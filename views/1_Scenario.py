@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api
 from planning.errors import PlanningError
 from planning.scenario import ModelRequest, Scenario, parse_scenario_text
-from ui import state, tables, widgets
+from ui import scenario_finance, state, tables, widgets
 
 widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
 
@@ -34,15 +34,35 @@ def _accept(new: Scenario, origin: str = "edited") -> None:
     st.rerun()
 
 
-def _renamed(old: Scenario, name: str, description: str) -> tuple[str, str]:
-    """Keep a preset's name and description only while the scenario is the preset: an edit the user did not name
-    becomes "<name> (edited)" so a download or report never passes an edited scenario off as the preset."""
+EDITED = " (edited)"
+
+
+def _renamed(old: Scenario, name: str, description: str) -> dict[str, str]:
+    """Keep a preset's name, description and source only while the scenario is the preset: an edit the user did not
+    name becomes "<name> (edited)" (once: an edited scenario loaded and edited again keeps one suffix), and its
+    source says it was edited from the preset, so a download, a saved file or a report never passes an edited
+    scenario off as the preset or as the paper's setup."""
     origin = str(st.session_state["scenario_origin"] or "")
+    source = old.source
     if origin.startswith(("preset:", "saved:")) and name == old.name:
-        name = f"{old.name} (edited)"
+        name = old.name if old.name.endswith(EDITED) else f"{old.name}{EDITED}"
         if description == old.description:
             description = f"Edited from {origin.replace(':', ' ')}. {old.description}".strip()
-    return name, description
+            description = description if not old.description.startswith("Edited from ") else old.description
+    if origin.startswith("preset:") and not source.startswith("Edited in the workbench"):
+        source = (f"Edited in the workbench from the preset {origin.removeprefix('preset:')}"
+                  + (f" (the preset's setup: {old.source})" if old.source else "") + ".")
+    return {"name": name, "description": description, "source": source}
+
+
+def _saved_source(old: Scenario, name: str) -> str:
+    """A preset saved under a name of its own is the user's scenario: its source says where it came from (the
+    paper's citation stays as the preset's setup, never as the saved scenario's own source)."""
+    origin = str(st.session_state["scenario_origin"] or "")
+    if name == old.name or not origin.startswith("preset:") or old.source.startswith(("Edited in", "Saved in")):
+        return old.source
+    return (f"Saved in the workbench as {name} from the preset {origin.removeprefix('preset:')}"
+            + (f" (the preset's setup: {old.source})" if old.source else "") + ".")
 
 
 flash = st.session_state.pop("flash", None)
@@ -70,10 +90,13 @@ with st.expander("Load, save, download, upload", expanded=False):
         save_name = st.text_input("Save as", value=scenario.name)
         if st.form_submit_button("Save to my scenarios"):
             try:
-                path = state.save_named(replace(scenario, name=save_name), save_name)
-                st.success(f"Saved {path.name} under {path.parent}.")
+                path = state.save_named(replace(scenario, name=save_name, source=_saved_source(scenario, save_name)),
+                                        save_name)
             except PlanningError as exc:
                 widgets.show_error(exc)
+            else:  # shown at the top of the page: inside the expander it vanished when the expander collapsed
+                st.session_state["flash"] = (f"Saved {path.name} under {path.parent}.", [])
+                st.rerun()
     c3, c4 = st.columns(2)
     c3.download_button("Download YAML", scenario.to_yaml(), file_name=f"{state.slug(scenario.name)}.yaml",
                        mime="application/x-yaml")
@@ -175,7 +198,7 @@ if apply:
         if Scenario.from_dict(data).to_dict() == scenario.to_dict():
             st.info("Nothing changed.")
         else:
-            data["name"], data["description"] = _renamed(scenario, data["name"], data["description"])
+            data.update(_renamed(scenario, data["name"], data["description"]))
             _accept(Scenario.from_dict(data))
     except PlanningError as exc:
         widgets.show_error(exc)
@@ -210,10 +233,13 @@ if save_offers:
     try:
         changed = tables.apply_offer_edits(scenario, shown, pd.DataFrame(edited_offers))
         new = replace(changed, price_scale=float(price_scale), availability_scale=float(avail_scale))
-        name, description = _renamed(scenario, scenario.name, scenario.description)
-        _accept(replace(new, name=name, description=description))
+        _accept(replace(new, **_renamed(scenario, scenario.name, scenario.description)))
     except PlanningError as exc:
         widgets.show_error(exc)
+
+# --- owned GPUs, reservations, spot, the horizon (ui/scenario_finance.py) --------------------------------------
+if (with_finance := scenario_finance.finance_form(scenario, shape_ids, gpu_ids)) is not None:
+    _accept(replace(with_finance, **_renamed(scenario, scenario.name, scenario.description)))
 
 # --- custom model from a Hugging Face config.json -------------------------------------------------------------
 st.subheader("Custom model")
@@ -244,8 +270,7 @@ if add_custom:
              "demand": {"rate_rps": rate, "input_len": in_len, "output_len": out_len}, "custom_config": config,
              "weights": weights}, "custom model")  # validates the weights source like the YAML field
         others = tuple(m for m in scenario.models if m.id != custom_id)
-        name, description = _renamed(scenario, scenario.name, scenario.description)
-        _accept(replace(scenario, models=(*others, request), name=name, description=description))
+        _accept(replace(scenario, models=(*others, request), **_renamed(scenario, scenario.name, scenario.description)))
     except PlanningError as exc:
         widgets.show_error(exc)
 

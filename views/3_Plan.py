@@ -68,13 +68,25 @@ st.header("Cost breakdown")
 widgets.explain("cost_treemap", "Where the money goes: each block is one model → phase → region → node "
                 "configuration; its area is the hourly cost. Prefill and decode are planned separately.")
 breakdown = result.breakdown_frame()
-nodes_only = breakdown[breakdown["kind"] == "provisioning"]  # the same total as the KPI and every comparison
+nodes_only = breakdown[breakdown["kind"].isin(["provisioning", "idle committed"])]
+full = nodes_only.assign(cost_per_hour=nodes_only["full_cost_per_hour"].astype(float), phase=nodes_only["phase"]
+                         .where(nodes_only["phase"] != "", "idle"))  # full cost: what the design hour pays
 left, right = st.columns(2)
-left.plotly_chart(viz.cost_treemap(nodes_only), width="stretch", key="treemap")
-right.plotly_chart(viz.cost_bars(nodes_only), width="stretch", key="cost_bars")
+left.plotly_chart(viz.cost_treemap(full, title="Cost breakdown (full cost, design hour)"), width="stretch", key="treemap")
+right.plotly_chart(viz.cost_bars(full, title="Full cost per hour (design hour)"), width="stretch", key="cost_bars")
+committed = result.committed_per_hour
+st.caption(f"The charts add up to the design hour's full cost of its nodes, ${result.provisioning_per_hour + committed:,.2f}/h"
+           + (f": marginal ${result.provisioning_per_hour:,.2f}/h (the prices the allocation sees: on-demand, spot, "
+              f"owned power, reserved $0) + committed ${committed:,.2f}/h (owned and reserved nodes, serving or "
+              "idle, the idle ones under (idle))" if committed > 0 else "")
+           + (f"; with ${result.transfer_per_hour:,.2f}/h of KV egress, ${result.comparable_cost:,.2f}/h"
+              if result.transfer_per_hour > 0 else "") + ". The bill is above.")
+if committed > 0:
+    st.dataframe(nodes_only, hide_index=True, width="stretch", column_config={
+        "cost_per_hour": st.column_config.NumberColumn("marginal $/h", format="$%.2f"),
+        "full_cost_per_hour": st.column_config.NumberColumn("full $/h", format="$%.2f")})
 if result.penalty_per_hour > 0:
-    st.caption(f"The charts add up to the nodes' cost, ${result.provisioning_per_hour:,.2f}/h. The plan "
-               f"also carries an initialization allowance of ${result.penalty_per_hour:,.2f}/h (K × the "
+    st.caption(f"The plan also carries an initialization allowance of ${result.penalty_per_hour:,.2f}/h (K × the "
                "price of newly started nodes), which the optimizer uses against churn; it is not a bill and no "
                "comparison counts it.")
 
@@ -129,16 +141,9 @@ st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole hom
            "replicas, each phase on one GPU configuration; Token/USD), deployed by an ILP (Coral's comparison). "
            "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
            "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
-baselines = result.baselines_frame()
-baselines.insert(2, "cost_per_month", baselines["cost_per_hour"].where(baselines["feasible"]) * widgets.HOURS_PER_MONTH)
-st.dataframe(baselines, hide_index=True, width="stretch", column_config={
-    "cost_per_month": st.column_config.NumberColumn("$/month", format="$%,.0f"),
-    "name": st.column_config.TextColumn("plan"),
-    "cost_per_hour": st.column_config.NumberColumn("$/h", format="$%.2f"),
-    "served_fraction": st.column_config.NumberColumn("served", format="percent"),
-    "feasible": st.column_config.CheckboxColumn("meets demand"),
-    "savings_pct": st.column_config.NumberColumn("plan saves %", format="%.1f"),
-})
+st.dataframe(widgets.baselines_table(result), hide_index=True, width="stretch",
+             column_config={"plan": st.column_config.TextColumn(width="medium"),
+                            "note": st.column_config.TextColumn(width="large")})
 
 if len(result.scenario.get("models", [])) >= 3:  # sharing pays off with many (mostly low-traffic) models
     st.header("Share GPUs between low-traffic models")
@@ -167,5 +172,5 @@ cols = st.columns(3)
 cols[0].download_button("Plan JSON", result.to_json(), file_name=f"{name}.plan.json", mime="application/json")
 cols[1].download_button("Instances CSV", result.instances_frame().to_csv(index=False),
                         file_name=f"{name}.instances.csv", mime="text/csv")
-cols[2].download_button("Cost lines CSV", result.breakdown_frame().to_csv(index=False),
+cols[2].download_button("Cost lines CSV (marginal and full $/h)", api.cost_lines_csv(result),
                         file_name=f"{name}.costs.csv", mime="text/csv")

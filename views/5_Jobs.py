@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from planning.jobs import JobRecord
+from planning.result import PlanResult
 from ui import state, widgets
 
 widgets.page("Jobs", "Plans, template libraries and sweeps run in the background and are kept on disk, so a reload "
@@ -54,27 +55,29 @@ def _scenario_of(record: JobRecord) -> dict[str, Any]:
     return {}
 
 
-def _cost(record: JobRecord) -> float | None:
-    """A finished plan's cost per hour (provisioning, as everywhere else in the workbench)."""
+def _plan(record: JobRecord) -> PlanResult | None:
+    """A finished solve's plan (None for other jobs and for a solve without a plan)."""
     if record.kind != "solve" or record.status != "done":
         return None
     full = state.find_job(record.id)
     result = state.result_of(full) if full is not None else None
-    return None if result is None or not result.has_plan else round(result.comparable_cost, 2)
+    return None if result is None or not result.has_plan else result
 
 
 rows = []
 for r in records:
     scenario = _scenario_of(r)
     objective = scenario.get("objective", {}) if isinstance(scenario.get("objective"), dict) else {}
-    cost = _cost(r)
+    plan = _plan(r)
+    bill = plan.bill if plan is not None else None  # the bill, as Home, Plan and the report show it
     rows.append({
         "scenario": str(scenario.get("name", "")), "what": KIND_LABELS.get(r.kind, r.kind),
         "objective": {"cost": "min cost", "served": "max served"}.get(str(objective.get("kind", "")), ""),
-        "prices": "spot" if scenario.get("pricing") == "spot" else "on-demand",
+        "prices": widgets.pricing_kinds(plan) if plan is not None else
+        ("spot" if scenario.get("pricing") == "spot" else "on-demand"),
         "status": r.status, "progress": r.progress, "attention": r.attention() or "", "attempt": r.attempt or None,
-        "cost $/h": cost,
-        "cost $/month": None if cost is None else round(cost * widgets.HOURS_PER_MONTH),
+        "cost $/h": None if bill is None else round(bill.per_hour, 2),
+        "cost $/month": None if bill is None else round(bill.per_month),
         "age": _age(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
         "message": r.message or "", "error": r.error or "", "id": r.id,
     })

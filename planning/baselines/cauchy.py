@@ -179,8 +179,12 @@ def cauchy(problem: AllocationProblem, cancel: CancelToken | None = None, keep: 
             templates.append(TemplateOption(id=c.id, group=cls, usage=dict(c.usage), throughput={cls: c.fraction},
                                             single_shape=False, gpu_types=gpus))
     offers = tuple(Offer(o.region, o.shape, o.price_per_hour, o.available) for o in problem.offers)
+    # the spot cap (S) binds a combo like the plan's templates: a model's combos may carry at most the tighter of
+    # its two phases' shares on spot nodes (its groups are renamed, so the cap is renamed with them)
+    spot_cap = {f"{m}/combo": min(problem.spot_cap.get(pg, 1.0), problem.spot_cap.get(dg, 1.0)) for m, pg, dg in pairs}
     combo_problem = replace(problem, templates=tuple(templates), offers=offers, classes=tuple(classes), current={},
-                            budget_per_hour=None, dump_model=None, start={}, links=(), transfers=(), decompose=True)
+                            budget_per_hour=None, dump_model=None, start={}, links=(), transfers=(), decompose=True,
+                            spot_cap=spot_cap)
     kind = "1:1 combos (Cauchy's own)" if decode_per_prefill == 1 else f"1 prefill : up to {decode_per_prefill} decode"
     res = from_allocation("cauchy", combo_problem,
                           f"ILP over the {keep} most cost-efficient GPU combos per model ({kind}); all demand met",

@@ -41,7 +41,8 @@ def kind_costs(offers: Iterable[ResolvedOffer], used: Mapping[tuple[str, str], i
 
 def idle_capacity(offers: Iterable[ResolvedOffer], used: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
     """Owned and held reserved capacity the plan leaves idle: per (region, shape) the nodes held, used and idle
-    and the $/h paid for the idle ones (``fixed_per_node_hour`` × idle)."""
+    and the $/h paid for the idle ones (``fixed_per_node_hour`` × idle), and that fixed $/node-hour (the full cost
+    of a cost line adds it per node it uses: ``planning.billing.full_cost_rows``)."""
     rows = []
     for o in offers:
         if o.kind not in ("owned", "reserved"):
@@ -49,6 +50,7 @@ def idle_capacity(offers: Iterable[ResolvedOffer], used: Mapping[tuple[str, str]
         n = int(used.get((o.region, o.shape), 0))
         idle = max(0, o.available - n)
         rows.append({"region": o.region, "shape": o.shape, "kind": o.kind, "held": o.available, "used": n,
-                     "idle": idle, "idle_usd_per_hour": idle * o.fixed_per_node_hour})
+                     "idle": idle, "idle_usd_per_hour": idle * o.fixed_per_node_hour,
+                     "fixed_per_node_hour": o.fixed_per_node_hour})
     return rows
 

@@ -115,12 +115,13 @@ def bill_rows(sizing: Sizing, offers: Iterable[ResolvedOffer], pools: Sequence[P
 
 
 def summarise(rows: Sequence[Mapping[str, object]], by: str) -> dict[str, float]:
-    """Σ usd per value of column ``by`` (``model``, ``region``, ``cloud``, ``kind``, ``month``)."""
+    """Σ usd per value of column ``by`` (``model``, ``region``, ``cloud``, ``kind``, ``month``); months in calendar
+    order (1, 2, …, 12, never 1, 10, 11, 12, 2), the other columns alphabetical."""
     out: dict[str, float] = {}
     for r in rows:
         key = str(r[by])
         out[key] = out.get(key, 0.0) + float(r["usd"])  # type: ignore[arg-type]
-    return dict(sorted(out.items()))
+    return dict(sorted(out.items(), key=lambda kv: (int(kv[0]), "") if kv[0].isdigit() else (0, kv[0])))
 
 
 def epoch_list(epochs: Sequence[Epoch]) -> list[dict[str, object]]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -245,25 +245,30 @@ def finance_view(scenario: Scenario, resolved: ResolvedScenario, result: PlanRes
             view["bill_source"] = "two-stage plan over the horizon's epochs"
     elif result.has_plan:  # no profile, nothing to size: the design hour all year
         view["bill_source"] = "the design hour's plan, every hour of the horizon"
-        view["bill"] = _flat_bill(result, scenario)
+        view["bill"] = _flat_bill(result, scenario, view["idle"])
         view["bill_totals"] = {by: summarise(view["bill"], by) for by in ("kind", "model", "region", "cloud", "month")}
     return view
 
 
-def _flat_bill(result: PlanResult, scenario: Scenario) -> list[dict[str, object]]:
-    """The bill of one plan held every hour: its cost lines by model plus committed capacity (idle included)."""
+def _flat_bill(result: PlanResult, scenario: Scenario, pools: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """The bill of one plan held every hour: its cost lines by model at their full cost (marginal + the fixed cost
+    of the committed nodes they use), the idle committed capacity under ``(idle)`` and the KV egress; each month
+    the design hour's full cost × 730 h (``planning.billing``)."""
+    from planning.billing import full_cost_rows
     from planning.pools import HOURS_PER_MONTH, cloud_of, site_of
 
     months = max(1, round(12 * scenario.finance.horizon_years))
-    acc: dict[tuple[str, str], float] = {}
-    for line in result.cost_lines:
-        if line.kind == "provisioning":
-            acc[(line.model, line.region)] = acc.get((line.model, line.region), 0.0) + line.cost_per_hour
-    for row in result.finance.get("idle", []) if result.finance else []:
-        acc[("(idle)", row["region"])] = acc.get(("(idle)", row["region"]), 0.0) + row["idle_usd_per_hour"]
-    return [{"month": m + 1, "model": model, "region": site_of(region), "cloud": cloud_of(region),
-             "kind": kind_of(region), "usd": usd * HOURS_PER_MONTH}
-            for m in range(months) for (model, region), usd in sorted(acc.items())]
+    acc: dict[tuple[str, str, str], float] = {}
+    for line in full_cost_rows([asdict(c) for c in result.cost_lines], pools):
+        if line["kind"] in ("provisioning", "idle committed"):
+            key = (str(line["model"]), str(line["region"]), kind_of(str(line["region"])))
+            acc[key] = acc.get(key, 0.0) + float(line["full_cost_per_hour"])
+    for f in result.kv_flows:
+        if f.cross_region and f.usd_per_hour > 0:
+            acc[(f.model, f.src, "egress")] = acc.get((f.model, f.src, "egress"), 0.0) + f.usd_per_hour
+    return [{"month": m + 1, "model": model, "region": site_of(region), "cloud": cloud_of(region), "kind": kind,
+             "usd": usd * HOURS_PER_MONTH}
+            for m in range(months) for (model, region, kind), usd in sorted(acc.items())]
 
 
 def spot_risk(scenario: Scenario, offers: tuple[ResolvedOffer, ...], result: PlanResult) -> dict[str, Any]:

@@ -139,3 +139,10 @@ def test_a_spot_estimate_says_spot_next_to_its_cost(planning_home: Path) -> None
     assert at.session_state["scenario"].pricing == "spot"
     assert "Spot prices: nodes can be reclaimed at short notice" in texts(at)
     assert "spot prices" in next(m for m in at.metric if m.label == "Cost per hour").help
+
+
+def test_quick_estimate_offers_only_real_clouds() -> None:
+    """Issue 38 §6: the papers' price sets (cloud "paper", regions "not a real region") are no cloud to estimate on."""
+    at = app()
+    clouds = next(m for m in at.multiselect if m.label == "Clouds").options
+    assert "paper" not in clouds and {"aws", "gcp"} <= set(clouds)

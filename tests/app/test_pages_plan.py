@@ -52,13 +52,13 @@ def test_optimal_plan_never_shows_a_negative_saving(planning_home: Path) -> None
     assert not at.exception
     saving = next(m for m in at.metric if m.label.startswith("Savings vs best"))
     assert not str(saving.value).startswith("-")
-    baselines = next(df.value for df in at.dataframe if "savings_pct" in df.value)
+    baselines = next(df.value for df in at.dataframe if "plan saves" in df.value)
     comparable = baselines.iloc[1:]
-    comparable = comparable[comparable["savings_pct"].notna()]
-    assert len(comparable) >= 1 and (comparable["savings_pct"] >= -1e-9).all()
-    plan_cost = float(baselines.iloc[0]["cost_per_hour"])
+    comparable = comparable[comparable["plan saves"].str.endswith(" %")]
+    assert len(comparable) >= 1 and all(float(v.removesuffix(" %")) >= -1e-9 for v in comparable["plan saves"])
     cost_metric = next(m for m in at.metric if m.label == "Cost per hour")
-    assert cost_metric.value == f"${plan_cost:,.2f}"  # the KPI and the comparison table show the same cost
+    # the KPI (the bill: a plan without a horizon bills its design hour) and the comparison table agree
+    assert cost_metric.value == baselines.iloc[0]["$/h"]
 
 
 def test_plan_page_offers_report_and_deployment_downloads(planning_home: Path) -> None:
@@ -160,7 +160,7 @@ def test_cost_charts_add_up_to_the_cost_kpi(planning_home: Path) -> None:
     at, _ = planned(planning_home, choice="preset:coral-core", page="views/3_Plan.py")
     assert not at.exception
     kpi = next(m.value for m in at.metric if m.label == "Cost per hour")
-    treemap = next(c.proto.spec for c in at.get("plotly_chart") if "Cost breakdown" in c.proto.spec)
-    assert kpi.split("/")[0] in treemap  # "$26.00" in "Cost breakdown — $26.00"
+    treemap = next(c.proto.spec for c in at.get("plotly_chart") if "Cost breakdown (full cost, design hour)" in c.proto.spec)
+    assert kpi.split("/")[0] in treemap  # "$26.00" in "Cost breakdown (full cost, design hour) — $26.00"
     assert "init penalty" not in treemap
     assert "initialization allowance" in texts(at)

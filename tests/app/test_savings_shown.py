@@ -63,15 +63,24 @@ def _assert_savings_kpi(at: AppTest, expected: PlanResult) -> None:
     assert cost == f"${expected.comparable_cost:,.2f}"
 
 
+def _money(text: str) -> float:
+    return float(str(text).replace("$", "").replace(",", ""))
+
+
 def _assert_baselines_table(frame: pd.DataFrame) -> None:
+    """The Plan page's table as people read it: the plan's design-hour full cost first, then each baseline with
+    its cost, or "cannot meet demand" (never $0.00/h) and the models it serves short."""
     plan = frame.iloc[0]
+    assert plan["plan"] == "this plan (design hour, full cost)"
     rows = frame.iloc[1:]
-    same = rows[rows["feasible"].astype(bool) & ((rows["served_fraction"] - plan["served_fraction"]).abs() < 1e-4)]
+    meets = rows[rows["$/h"].str.startswith("$")]
+    same = meets[meets["served"] == plan["served"]]
     assert len(same) >= 3
-    assert same["savings_pct"].notna().all() and (same["savings_pct"] >= -TOL).all(), same
-    assert (same["cost_per_hour"] >= plan["cost_per_hour"] - TOL).all()
-    short = rows[~rows["feasible"].astype(bool)]
-    assert short["savings_pct"].isna().all()  # falls short: no saving, the note says why
+    savings = [float(str(v).removesuffix(" %")) for v in same["plan saves"]]
+    assert min(savings) >= -TOL, same
+    assert all(_money(c) >= _money(plan["$/h"]) - 0.005 for c in same["$/h"])
+    short = rows[rows["$/h"] == "cannot meet demand"]
+    assert (short["$/month"] == "cannot meet demand").all() and (short["plan saves"] == "—").all()
     assert all(str(note).strip() for note in short["note"])
 
 
@@ -91,12 +100,14 @@ def test_home_and_plan_page_show_no_negative_saving(planning_home: Path, name: s
     at.run()
     assert not at.exception
     _assert_savings_kpi(at, expected)  # Plan page KPIs
-    table = next(df.value for df in at.dataframe if "savings_pct" in df.value)
+    table = next(df.value for df in at.dataframe if "plan saves" in df.value)
     _assert_baselines_table(table)
-    api_rows = {b.name: b.savings_pct for b in expected.baselines}
+    api_rows = {b.name: b for b in expected.baselines}
     for _, row in table.iloc[1:].iterrows():  # the table shows the API's savings, not a copy of its own
-        want = api_rows[row["name"]]
-        assert (pd.isna(row["savings_pct"]) and want is None) or row["savings_pct"] == pytest.approx(want)
+        base = api_rows[row["plan"]]
+        want = expected.savings_vs(base) if base.feasible else None
+        assert row["plan saves"] == ("—" if not base.feasible else "not comparable" if want is None
+                                     else f"{want:.1f} %")
     _assert_baselines_chart(at)
 
 

@@ -60,6 +60,7 @@ class EpochResult:
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region), in cost_per_hour
     has_plan: bool = True  # False: the time limit came before any plan (cost unknown, never counted as $0)
     gap: float | None = None  # the epoch plan's proven gap where its solve states one (shared epochs), else None
+    error: str = ""  # the epoch's solve raised: what and the fix (``has_plan`` False, status ``error``)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,8 @@ class TimelineResult:
                    horizon_epochs=int(d.get("horizon_epochs", 1)), policy_info=d.get("policy_info", {}))
 
     def epochs_frame(self) -> pd.DataFrame:
-        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn of the epoch."""
+        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn, the epoch's status and
+        its error (an epoch whose solve raised: status ``error``, no plan)."""
         rows = []
         for e in self.epochs:
             for m in self.models:
@@ -248,7 +250,7 @@ class TimelineResult:
                              "goodput_tok_s": e.goodput_tok_s.get(m, 0.0), "objective": e.objective,
                              "alpha": e.alpha, "epoch_cost_per_hour": e.cost_per_hour if e.has_plan else float("nan"),
                              "penalty_per_hour": e.penalty_per_hour, "nodes_started": e.nodes_started,
-                             "nodes_stopped": e.nodes_stopped})
+                             "nodes_stopped": e.nodes_stopped, "status": e.status, "error": e.error})
         return pd.DataFrame(rows)
 
     def methods_frame(self) -> pd.DataFrame:
@@ -310,7 +312,7 @@ class TimelineResult:
         lines.append("")
         lines.append("epoch  start  objective  cost/h     served(min)  started  stopped")
         for e in self.epochs:
-            cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'no plan':>9}"
+            cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'failed' if e.error else 'no plan':>9}"
             lines.append(f"{e.index:5d}  {e.start:5g}  {e.objective:9s}  {cost}  "
                          f"{min(e.served_fraction.values(), default=1.0):10.1%}  {e.nodes_started:7d}  {e.nodes_stopped:7d}")
         lines.extend(f"note: {n}" for n in self.notes)

@@ -166,7 +166,8 @@ def _record(prep: engine.Prepared, hz: Horizon, e: int, solved: engine.EpochSolv
         objective=solved.objective, alpha=solved.alpha if solved.objective == "served" else 1.0,
         cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0, provisioning_per_hour=res.provisioning_per_hour,
         penalty_per_hour=res.penalty_per_hour, transfer_per_hour=res.transfer_per_hour, cost_by_model=cost_by_model,
-        served_fraction=by_model(served, hz.models), goodput_tok_s=goodput,
+        served_fraction=by_model(served, hz.models) if solved.has_plan else {m: 0.0 for m in hz.models},
+        goodput_tok_s=goodput,
         demand_rps={m: (hz.series[m].rate_rps[at(hz.series[m], e)] if m in hz.series
                         else hz.scenario.model(m).demand.rate_rps) for m in hz.models},
         gpus=res.gpus_by_type(), gpus_available=gpu_totals(engine.offers_for(prep, hz.scns[e])),

@@ -64,6 +64,7 @@ def test_an_epoch_that_raises_has_no_plan_and_the_others_are_planned(small: Scen
     ep = res.epochs[bad]
     assert not ep.has_plan and ep.status == "error"
     assert "IndexError: list index out of range" in ep.error and "Fix:" in ep.error
+    assert ep.served_fraction == {m.id: 0.0 for m in small.models}  # nothing bought, nothing served
     assert all(e.has_plan for i, e in enumerate(res.epochs) if i != bad)
     if K == 0:
         assert [c for i, c in enumerate(_costs(res)) if i != bad] == \

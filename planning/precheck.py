@@ -21,7 +21,8 @@ template on the offered GPUs, and the SLO it maps to (prefill ``C·h_p``; decode
 with the smallest hand-off t_KV over the shapes; ``C·h_d`` when O ≤ 1) is a lower bound on the SLO any plan can
 meet. A group whose SLO is below it for every request size of its demand cannot be served: the solve answers
 ``infeasible`` at once, naming the bound, the fastest offer and the fix, instead of building libraries that hold
-no usable template. The aggregated phase (Mélange's continuous batching) is not checked here.
+no usable template. The aggregated phase (Mélange's continuous batching) and groups with explicit templates (their
+throughputs are given, not modelled) are not checked here.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def slo_bound(ctx: EngineContext, resolved: ResolvedScenario, group: Group, inpu
               output_len: float) -> SloBound | None:
     """The SLO lower bound of ``group`` at one request size over the offered shapes (module docstring); None for
     a phase not checked or when nothing is offered."""
-    if group.phase not in CHECKED_PHASES or not resolved.shapes:
+    if group.phase not in CHECKED_PHASES or not resolved.shapes or not (group.slo_ms and group.slo_ms > 0):
         return None
     perf = ctx.perf
     spec = resolved.specs[group.model]
@@ -109,9 +110,13 @@ def _cycle(full_in_window: np.ndarray, layers: int, t_full: float, t_slide: floa
 
 def refusals(ctx: EngineContext, resolved: ResolvedScenario) -> list[SloBound]:
     """The groups with demand whose SLO is below the bound at every request size of their demand (each group's
-    least demanding size is the one reported)."""
+    least demanding size is the one reported). A group with explicit templates is not checked: their
+    throughputs are given, not the perf model's."""
+    given = {(t.model, t.phase) for t in resolved.scenario.explicit_templates}  # their throughputs are the user's
     out = []
     for g in resolved.groups:
+        if (g.model, g.phase) in given:
+            continue
         sizes = [(c.input_len, c.output_len) for c in g.classes if c.rate > 0]
         bounds = [b for inp, outp in sizes if (b := slo_bound(ctx, resolved, g, inp, outp)) is not None]
         if bounds and len(bounds) == len(sizes) and all(b.refused for b in bounds):

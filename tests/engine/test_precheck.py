@@ -69,6 +69,18 @@ def test_the_served_objective_is_not_refused() -> None:
     assert precheck(Scenario.from_dict(IMPOSSIBLE), api.engine_context()) is not None
 
 
+def test_a_group_with_explicit_templates_is_not_checked() -> None:
+    """Explicit templates carry the user's throughputs (not the perf model's): their group is left to the solve."""
+    d = json.loads(json.dumps(IMPOSSIBLE))
+    d["explicit_templates"] = [{"id": "given", "model": "llama-3-70b", "phase": "decode", "usage": {"8xH100": 1},
+                                "throughput": {"llama-3-70b/decode": 5000.0}}]
+    ctx = api.engine_context()
+    scenario = Scenario.from_dict(d)
+    assert [b.group for b in refusals(ctx, resolve_scenario(scenario, ctx.catalog))] == []
+    assert [b.group for b in refusals(ctx, resolve_scenario(replace(scenario, explicit_templates=()), ctx.catalog))] \
+        == ["llama-3-70b/decode"]
+
+
 def test_the_cli_answers_infeasible_with_exit_code_1(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     """``planning solve`` prints the infeasible message and exits 1 (no plan), as docs/architecture.md says."""
     path = tmp_path / "impossible.json"

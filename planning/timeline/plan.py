@@ -223,24 +223,22 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         # the static peak on an epoch's own scenario when one has the scarcest availability: an epoch equal to the
         # peak problem is then one distinct problem with it, solved once
         peak = next((hz.scns[e] for e in range(hz.n_epochs) if hz.avail[e] == hz.peak_avail), hz.peak_scn)
-        return shared.run(scenario, hz.scns, peak if opts.static_peak else None, hz.series, demand, K=hz.K,
-                          epoch_hours=hz.epoch_hours, ctx=context, workers=opts.workers, backend=opts.backend,
-                          notes=notes, availability_source=_availability_source(availability), progress=progress,
-                          cancel=cancel)
+        return shared.run(hz, peak if opts.static_peak else None, ctx=context, notes=notes,
+                          availability_source=_availability_source(availability), progress=progress, cancel=cancel)
     if why:
         notes.append(f"sharing ({design.options.sharing}) is not applied in this timeline: it does not plan {why}; "
                      "every model is planned on dedicated instances.")
     timings: dict[str, float] = {}
     prep, pool = _templates(hz, design, context, progress, cancel, timings)
     horizon = opts.horizon or design.options.lookahead_epochs
-    runs = _policy_schedules(prep, design, list(hz.scns), list(hz.groups), opts, horizon, hz.epoch_hours, hz.K,
-                             progress, cancel, pool.horizon_rows() if pool is not None else None)
+    runs = _policy_schedules(prep, design, hz, horizon, progress, cancel,
+                             pool.horizon_rows() if pool is not None else None)
     distinct = _independent(runs, hz, progress, cancel, timings)
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
     t0 = time.perf_counter()
     epochs = loop.run_epochs(prep, hz, runs.epoch, progress, cancel)
     timings["epochs_seconds"] = time.perf_counter() - t0
-    epochs = _compare_policies(prep, runs, epochs, list(hz.groups), hz.price, hz.K, hz.models, horizon, {})
+    epochs = _compare_policies(prep, runs, epochs, hz, horizon)
     t0 = time.perf_counter()
     static = loop.StaticPeak()
     if opts.static_peak:
@@ -442,11 +440,11 @@ class _Runs:
         return out
 
 
-def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenario], groups: list[list[Group]],
-                      opts: TimelineOptions, horizon: int, hours: float, K: float, progress: ProgressFn | None,
-                      cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
+def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon, horizon: int,
+                      progress: ProgressFn | None, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
     it is only compared)."""
+    scns, groups, opts, hours, K = list(hz.scns), list(hz.groups), hz.opts, hz.epoch_hours, hz.K
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
     wanted = [p for p in opts.policies if p != "myopic"]
     if not wanted and opts.policies[0] == "myopic":
@@ -494,10 +492,11 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
     return runs
 
 
-def _compare_policies(prep: engine.Prepared, runs: _Runs, epochs: list[EpochResult], groups: list[list[Group]],
-                      price: Mapping[tuple[str, str], float], K: float, models: Sequence[str], horizon: int,
-                      node_cache: dict[str, int]) -> list[EpochResult]:
+def _compare_policies(prep: engine.Prepared, runs: _Runs, epochs: list[EpochResult], hz: loop.Horizon,
+                      horizon: int) -> list[EpochResult]:
     """Every policy after the first as a method of each epoch, priced like the epochs themselves."""
+    groups, price, K, models = list(hz.groups), hz.price, hz.K, hz.models
+    node_cache: dict[str, int] = {}
     out = list(epochs)
     for p in runs.opts.policies[1:]:
         sch = runs.schedules.get(p)

@@ -20,11 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.scenario import Demand, Scenario
 from planning.timeline.demand import DemandSeries, at
+
+if TYPE_CHECKING:
+    from planning.timeline.loop import Horizon
 
 
 def unsupported(scenario: Scenario, series: Mapping[str, DemandSeries], K: float, policies: Sequence[str]) -> str | None:
@@ -194,14 +197,15 @@ def churn(new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int]
     return started, stopped
 
 
-def run(scenario: Scenario, scns: Sequence[Scenario], peak: Scenario | None, series: Mapping[str, DemandSeries],
-        demand: Sequence[DemandSeries], *, K: float, epoch_hours: float, availability_source: str,
-        ctx: EngineContext, workers: int = 1, backend: str | None = None, notes: Sequence[str] = (),
-        progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
-    """The timeline of shared plans: ``scns[e]`` (the epoch's availability) at epoch ``e``'s demand, and the
+def run(hz: Horizon, peak: Scenario | None, *, ctx: EngineContext, availability_source: str,
+        notes: Sequence[str] = (), progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
+    """The timeline of shared plans: ``hz.scns[e]`` (the epoch's availability) at epoch ``e``'s demand, and the
     static peak plan (``peak``: the scarcest availability; None: skipped). Returns a ``TimelineResult``."""
     from planning.offers import resolve_offers
     from planning.timeline.result import EpochResult, MethodEpoch, TimelineResult
+
+    scenario, scns, series, demand = hz.scenario, hz.scns, hz.series, hz.demand
+    K, epoch_hours, workers, backend = hz.K, hz.epoch_hours, hz.opts.workers, hz.opts.backend
 
     t0 = time.perf_counter()
     models = tuple(m.id for m in scenario.models)

@@ -105,7 +105,8 @@ def _cycle(full_in_window: np.ndarray, layers: int, t_full: float, t_slide: floa
     n_full = float(full_in_window[-1])
     if t_slide > t_full:  # never seen; the bound stays a bound if sliding layers were dearer
         t_slide = t_full
-    return n_full * t_full + (layers - n_full) * t_slide + step
+    slide = (layers - n_full) * t_slide if layers > n_full else 0.0  # no sliding layers: their time never counts
+    return n_full * t_full + slide + step
 
 
 def refusals(ctx: EngineContext, resolved: ResolvedScenario) -> list[SloBound]:

@@ -69,6 +69,9 @@ def _holdable(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase:
     return None
 
 
+holdable = _holdable  # public for planning.precheck, which checks that the SLO its fix suggests is met
+
+
 def _memory_sentence(ctx: EngineContext, spec: ModelSpec, group: Group, shapes: Sequence[str], scenario: Scenario,
                      sizes: tuple[float, float], phase: str) -> str:
     opts = scenario.options
@@ -117,6 +120,13 @@ def _tightest_slo(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], ph
         else:
             hi, best = mid, found
     return hi, best[0], best[1]
+
+
+def slo_or_memory(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],
+                  sizes: tuple[float, float] | None = None) -> str | None:
+    """The sentence for a group without any template: the SLO that binds with the tightest one a template meets,
+    or the memory that binds with its fix (None when neither explains it); used by ``planning.precheck``."""
+    return _slo_or_memory(ctx, scenario, spec, group, shapes, sizes)
 
 
 def _slo_or_memory(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, group: Group, shapes: Sequence[str],

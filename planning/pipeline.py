@@ -43,6 +43,7 @@ from planning.context import (
     sub_progress,
 )
 from planning.explain import explain_result
+from planning.precheck import precheck
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
@@ -93,6 +94,9 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         When ``cancel`` is set (or its deadline passes).
     """
     ctx = context or default_context()
+    refused = precheck(scenario, ctx)  # an SLO no offered GPU reaches: infeasible at once, before any library
+    if refused is not None:
+        return refused
     if finance and scenario.has_finance:
         from planning.finance.plan import solve_finance
 

@@ -56,6 +56,7 @@ class EpochSolve:
     alpha: float
     seconds: float
     has_plan: bool = True
+    error: str = ""  # the solve raised: what it raised and the fix (``has_plan`` False, status ``error``)
 
 
 def prepare(scenario: Scenario, ctx: EngineContext, progress: ProgressFn | None = None,
@@ -127,6 +128,53 @@ def solve_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, 
     counts = {(str(t), str(r)): int(n) for (t, r), n in alloc.counts.items() if n > 0}
     alpha = float(alloc.alpha) if alloc.alpha is not None else (1.0 if alloc.has_plan else 0.0)
     return EpochSolve(result, counts, objective, alpha, time.perf_counter() - t0, bool(alloc.has_plan))
+
+
+def solve_epoch_alone(prep: Prepared, scenario: Scenario, groups: Sequence[Group], *, goodput_fallback: bool = True,
+                      cancel: CancelToken | None = None) -> EpochSolve:
+    """:func:`solve_epoch`, except that an epoch whose solve raises (anything but ``Cancelled``) comes back as
+    "no plan" (status ``error``) with what it raised and the fix, so one failing epoch does not fail the horizon.
+
+    Raises
+    ------
+    Cancelled
+        When ``cancel`` (the caller's) is set.
+    """
+    t0 = time.perf_counter()
+    try:
+        return solve_epoch(prep, scenario, groups, goodput_fallback=goodput_fallback, cancel=cancel)
+    except Cancelled:
+        raise
+    except Exception as exc:  # one epoch's failure is reported on that epoch, the horizon goes on
+        return failed_epoch(scenario, exc, time.perf_counter() - t0)
+
+
+def failed_epoch(scenario: Scenario, exc: BaseException, seconds: float) -> EpochSolve:
+    """The :class:`EpochSolve` of an epoch whose solve raised ``exc``: no plan, status ``error``, the error and
+    its fix (a ``PlanningError``'s own; otherwise where it was raised and what to do)."""
+    message = describe_failure(exc)
+    result = PlanResult(status="error", objective=scenario.objective.kind, cost_per_hour=0.0,
+                        provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
+                        timings={"total_seconds": seconds}, scenario=scenario.to_dict(), message=message,
+                        diagnostics=(message,))
+    return EpochSolve(result, {}, scenario.objective.kind, 0.0, seconds, False, error=message)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed epoch: what was raised (where, for a bug) and the fix."""
+    from planning.errors import PlanningError
+
+    if isinstance(exc, PlanningError):
+        return f"the epoch's solve failed: {exc.field}: {exc.problem}" + (f" Fix: {exc.fix}" if exc.fix else "")
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" in {frames[-1].name} ({frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    text = str(exc).strip()[:200]
+    return (f"the epoch's solve failed: {type(exc).__name__}{': ' + text if text else ''}{where}. Fix: this is a "
+            "bug in the planner (please report it with this message); the other epochs are planned, and a solve "
+            "of this epoch's demand alone (planning solve) or other options.time_limit_s / options.templates may "
+            "avoid it.")
 
 
 def homogeneous_epoch(prep: Prepared, scenario: Scenario, groups: Sequence[Group], name: str) -> BaselineResult:

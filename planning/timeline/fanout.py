@@ -3,7 +3,8 @@
 With K = 0 Coral's initialization penalty is zero, so an epoch's allocation does not depend on the instances of the
 epoch before: every epoch is an independent problem given by its class rates and its availability. Epochs with the
 same rates and availability (an hourly week repeats its demand levels; a repeated day repeats them all) are one
-problem, solved once. The distinct problems run here one after another (``workers`` ≤ 1 on the process backend),
+problem, solved once. An epoch whose solve raises is that epoch's "no plan" with its error
+(``engine.solve_epoch_alone``), here and on every backend; the others are kept. The distinct problems run here one after another (``workers`` ≤ 1 on the process backend),
 on the embedded process pool, or as Ray tasks (``planning.parallel.run_tasks``), and are merged in epoch order, so
 every backend gives the sequential plans and total (``tests/timeline/test_fanout.py``). With K > 0 the epochs chain
 through the penalty and stay in the sequential loop (or are planned together by the look-ahead and offline
@@ -61,8 +62,8 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
     cache = str(prep.ctx.cache_dir) if prep.ctx.cache_dir is not None else None
     return run_distinct(
         distinct_epochs(scns, groups),
-        lambda e: engine.solve_epoch(prep, replace(scns[e], current=()), groups[e], goodput_fallback=goodput_fallback,
-                                     cancel=cancel),
+        lambda e: engine.solve_epoch_alone(prep, replace(scns[e], current=()), groups[e],
+                                           goodput_fallback=goodput_fallback, cancel=cancel),
         epoch_task,
         lambda e: (design, replace(scns[e], current=()).to_dict(), [[float(c.rate) for c in g.classes]
                                                                     for g in groups[e]], goodput_fallback, cache),
@@ -106,12 +107,20 @@ def run_distinct(source: Sequence[int], here: Callable[[int], R], task: Callable
 def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool, str | None]
                ) -> engine.EpochSolve:
     """One epoch problem on a worker: (design scenario, epoch scenario, class rates per group, goodput fallback,
-    the driver's template cache directory)."""
+    the driver's template cache directory). An epoch whose solve raises comes back as "no plan" with its error
+    (``engine.solve_epoch_alone``), as in the sequential loop, so the other epochs' work is kept."""
+    import time
+
     design, data, rates, goodput, cache = item
-    prep = _prepared(design, cache)
-    groups = [replace(g, classes=tuple(replace(c, rate=r) for c, r in zip(g.classes, row, strict=True)))
-              for g, row in zip(prep.groups, rates, strict=True)]
-    return engine.solve_epoch(prep, Scenario.from_dict(data), groups, goodput_fallback=goodput)
+    scenario = Scenario.from_dict(data)
+    t0 = time.perf_counter()
+    try:
+        prep = _prepared(design, cache)
+        groups = [replace(g, classes=tuple(replace(c, rate=r) for c, r in zip(g.classes, row, strict=True)))
+                  for g, row in zip(prep.groups, rates, strict=True)]
+    except Exception as exc:  # this epoch's libraries failed here: it alone has no plan
+        return engine.failed_epoch(scenario, exc, time.perf_counter() - t0)
+    return engine.solve_epoch_alone(prep, scenario, groups, goodput_fallback=goodput)
 
 
 def _prepared(design: dict[str, Any], cache: str | None) -> engine.Prepared:

@@ -26,25 +26,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
+from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.groups import Group
 from planning.resolve import resolve_scenario
 from planning.scenario import Demand, Scenario, SizeBucket
-from planning.timeline import engine, policies, shared
+from planning.timeline import engine, loop, policies, shared
 from planning.timeline.availability import (
     AvailabilitySeries,
     SpotOptions,
-    is_spot,
     spot_offers,
     with_availability,
 )
 from planning.timeline.demand import DemandSeries, align, at
-from planning.timeline.result import EpochResult, MethodEpoch, TimelineResult
+from planning.timeline.result import EpochResult, TimelineResult
 
 MAX_CLASSES = 16
 BASELINES = ("homo", "homo-ilp")
-BASELINE_LABELS = {"homo": "Homo (re-planned)", "homo-ilp": "Homo-ILP (re-planned)"}
 
 
 @dataclass(frozen=True)
@@ -183,50 +181,7 @@ def _peak_groups(per_epoch: Sequence[Sequence[Group]]) -> list[Group]:
     return out
 
 
-# ------------------------------------------------------------------------------------------------ accounting
-def _churn(prep: engine.Prepared, new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int],
-           cache: dict[str, int]) -> tuple[int, int]:
-    """Nodes started and stopped between two allocations (instance level: a new instance starts its nodes)."""
-    def nodes(key: str) -> int:
-        if key not in cache:
-            cache[key] = sum(prep.nodes_of(key).values())
-        return cache[key]
-
-    started = sum(max(0, n - old.get(k, 0)) * nodes(k[0]) for k, n in new.items())
-    stopped = sum(max(0, n - new.get(k, 0)) * nodes(k[0]) for k, n in old.items())
-    return started, stopped
-
-
-def _penalty(prep: engine.Prepared, new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int],
-             price: Mapping[tuple[str, str], float], K: float) -> float:
-    """Coral's initialization penalty Σ K·p_r(τ)·max(0, ν − ν′) per hour."""
-    total = 0.0
-    for (key, region), n in new.items():
-        extra = n - old.get((key, region), 0)
-        if extra > 0:
-            total += K * extra * sum(price.get((region, s), 0.0) * c for s, c in prep.nodes_of(key).items())
-    return total
-
-
-def _gpu_totals(offers: Sequence[object]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for o in offers:
-        gpu, count, avail = o.gpu, o.gpu_count, o.available  # type: ignore[attr-defined]
-        out[gpu] = out.get(gpu, 0) + int(count) * int(avail)
-    return dict(sorted(out.items()))
-
-
-def _by_model(values: Mapping[str, float], models: Sequence[str], how: str = "min") -> dict[str, float]:
-    out: dict[str, float] = {}
-    for gid, v in values.items():
-        m = gid.split("/", 1)[0]
-        if m not in models:
-            continue
-        out[m] = (min(out[m], v) if how == "min" else out[m] + v) if m in out else v
-    return out
-
-
-# ------------------------------------------------------------------------------------------------ the loop
+# ------------------------------------------------------------------------------------------------ the timeline
 def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
                  options: TimelineOptions | None = None, context: EngineContext,
                  progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> TimelineResult:
@@ -251,6 +206,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     Returns
     -------
     TimelineResult
+        An epoch whose solve raised has no plan (status ``error``, its error and fix); the notes name it.
 
     Raises
     ------
@@ -261,197 +217,140 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     """
     opts = options or TimelineOptions()
     t_start = time.perf_counter()
+    hz, design, notes = _horizon(scenario, demand, availability, opts, context)
+    why = shared.unsupported(design, hz.series, hz.K, opts.policies)
+    if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
+        # the static peak on an epoch's own scenario when one has the scarcest availability: an epoch equal to the
+        # peak problem is then one distinct problem with it, solved once
+        peak = next((hz.scns[e] for e in range(hz.n_epochs) if hz.avail[e] == hz.peak_avail), hz.peak_scn)
+        return shared.run(hz, peak if opts.static_peak else None, ctx=context, notes=notes,
+                          availability_source=_availability_source(availability), progress=progress, cancel=cancel)
+    if why:
+        notes.append(f"sharing ({design.options.sharing}) is not applied in this timeline: it does not plan {why}; "
+                     "every model is planned on dedicated instances.")
+    timings: dict[str, float] = {}
+    prep, pool = _templates(hz, design, context, progress, cancel, timings)
+    horizon = opts.horizon or design.options.lookahead_epochs
+    runs = _policy_schedules(prep, design, hz, horizon, progress, cancel,
+                             pool.horizon_rows() if pool is not None else None)
+    distinct = _independent(runs, hz, progress, cancel, timings)
+    notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
+    t0 = time.perf_counter()
+    epochs = loop.run_epochs(prep, hz, runs.epoch, progress, cancel)
+    timings["epochs_seconds"] = time.perf_counter() - t0
+    epochs = _compare_policies(prep, runs, epochs, hz, horizon)
+    t0 = time.perf_counter()
+    static = loop.StaticPeak()
+    if opts.static_peak:
+        epochs, static = loop.static_peak(prep, hz, epochs, runs.solved_alone, cancel)
+        if static.from_epoch is not None:
+            timings["static_from_epoch"] = float(static.from_epoch)
+    timings["static_seconds"] = time.perf_counter() - t0
+    notes.extend([static.note] if static.note else [])
+    notes.extend(loop.closing_notes(epochs, scenario.options.time_limit_s))
+    if progress:
+        progress(1.0, "done")
+    return TimelineResult(
+        policy=opts.policies[0], horizon_epochs=horizon if "lookahead" in opts.policies else 1,
+        policy_info=runs.info(horizon), scenario_name=scenario.name, epoch_hours=hz.epoch_hours, K=hz.K,
+        models=hz.models, epochs=tuple(epochs), static_peak_cost_per_hour=static.cost_per_hour,
+        static_peak_feasible=static.feasible, demand_sources={s.model: s.source for s in demand},
+        availability_source=_availability_source(availability),
+        spot={"enabled": True, "preemption_per_hour": opts.spot.preemption_per_hour,
+              "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
+        timings={**timings, **_pool_timings(pool), **{f"{p}_seconds": sch.seconds for p, sch in runs.schedules.items()},
+                 "distinct_epoch_problems": float(distinct), "total_seconds": time.perf_counter() - t_start},
+        notes=tuple(notes))
+
+
+def _availability_source(availability: AvailabilitySeries | None) -> str:
+    return availability.source if availability is not None else "scenario (constant)"
+
+
+def _horizon(scenario: Scenario, demand: Sequence[DemandSeries], availability: AvailabilitySeries | None,
+             opts: TimelineOptions, context: EngineContext) -> tuple[loop.Horizon, Scenario, list[str]]:
+    """The epochs' problems (availability, rates), the static peak problem, the design scenario the templates are
+    built for, and the notes on approximations made on the way.
+
+    Raises
+    ------
+    PlanningError
+        Mismatched series, a series of a model the scenario does not have.
+    """
     n_epochs = align(demand)
     series = {s.model: _limit_buckets(s.scaled(opts.rate_scale) if opts.rate_scale != 1 else s) for s in demand}
-    epoch_h = demand[0].epoch_hours
     K = scenario.options.K if opts.K is None else float(opts.K)
     base = replace(scenario, options=replace(scenario.options, K=K), current=())
     if opts.spot.enabled:
         base = replace(base, offers=base.offers + spot_offers(base, opts.spot, context.catalog))
     design = design_scenario(base, series)
-
-    def check() -> None:
-        check_cancel(cancel, "timeline")
-
     resolved_design = resolve_scenario(design, context.catalog)
-    base_offers = resolved_design.offers
-    known = [(o.region, o.shape) for o in base_offers]
-    default_avail = {(o.region, o.shape): o.available for o in base_offers}
-    price = {(o.region, o.shape): o.price_per_hour for o in base_offers}
-    models = tuple(m.id for m in scenario.models)
-
-    per_epoch_groups = [epoch_groups(resolved_design.groups, series, e) for e in range(n_epochs)]
+    known = [(o.region, o.shape) for o in resolved_design.offers]
+    default_avail = {(o.region, o.shape): o.available for o in resolved_design.offers}
+    per_epoch_groups = tuple(epoch_groups(resolved_design.groups, series, e) for e in range(n_epochs))
     avail_at = [dict(availability.at(e)) if availability is not None else {} for e in range(n_epochs)]
-    unknown_keys = sorted({k for a in avail_at for k in a} - set(known))
+    effective = [tuple((k, int(a.get(k, default_avail[k]))) for k in sorted(known)) for a in avail_at]
+    peak_avail = {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}
+    hz = loop.Horizon(
+        scenario=scenario, opts=opts, demand=tuple(demand), series=series, epoch_hours=demand[0].epoch_hours, K=K,
+        models=tuple(m.id for m in scenario.models),
+        price={(o.region, o.shape): o.price_per_hour for o in resolved_design.offers},
+        scns=tuple(with_availability(design, avail_at[e], known) for e in range(n_epochs)), groups=per_epoch_groups,
+        avail=tuple(effective), peak_scn=with_availability(design, peak_avail, known),
+        peak_groups=_peak_groups(per_epoch_groups), peak_avail=tuple((k, int(peak_avail[k])) for k in sorted(known)))
     notes: list[str] = []
     merged = [f"{s.model} ({len(s.buckets)} buckets)" for s in demand if len(s.buckets) > MAX_CLASSES]
     if merged:  # an approximation the user should see: the smallest buckets share one request size
         notes.append(f"{', '.join(merged)}: the {MAX_CLASSES - 1} buckets with the most traffic are planned as "
                      f"given and the rest are merged into one class (rate-weighted sizes), so the histogram plan is "
                      f"approximate; give at most {MAX_CLASSES} buckets for an exact one.")
+    unknown_keys = sorted({k for a in avail_at for k in a} - set(known))
     if unknown_keys:
         notes.append(f"availability rows for {len(unknown_keys)} (region, shape) pairs the scenario does not buy were "
                      f"ignored, e.g. {unknown_keys[0][1]} in {unknown_keys[0][0]}.")
+    return hz, design, notes
 
-    horizon = opts.horizon or design.options.lookahead_epochs
-    scns = [with_availability(design, avail_at[e], known) for e in range(n_epochs)]
-    peak_scn = with_availability(design, {k: min(a.get(k, default_avail[k]) for a in avail_at) for k in known}, known)
-    peak_groups = _peak_groups(per_epoch_groups)
-    why = shared.unsupported(design, series, K, opts.policies)
-    if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
-        return shared.run(scenario, scns, peak_scn if opts.static_peak else None, series, demand, K=K,
-                          epoch_hours=epoch_h, ctx=context, workers=opts.workers, backend=opts.backend, notes=notes,
-                          availability_source=availability.source if availability is not None
-                          else "scenario (constant)", progress=progress, cancel=cancel)
-    if why:
-        notes.append(f"sharing ({design.options.sharing}) is not applied in this timeline: it does not plan {why}; "
-                     "every model is planned on dedicated instances.")
 
+def _templates(hz: loop.Horizon, design: Scenario, context: EngineContext, progress: ProgressFn | None,
+               cancel: CancelToken | None, timings: dict[str, float]) -> tuple[engine.Prepared, Any]:
+    """The serving templates every epoch plans with: priced on demand per distinct epoch problem (the on-demand
+    pool) or the design's libraries, built once; records ``templates_seconds``."""
     t0 = time.perf_counter()
     pool = None
-    if template_route(opts, design, context) == "on-demand":
+    if template_route(hz.opts, design, context) == "on-demand":
         from planning.timeline.columns import build_pool
 
         if progress:
             progress(0.01, "pricing: serving templates on demand, per distinct epoch demand")
-        problems = [(scns[e], per_epoch_groups[e]) for e in range(n_epochs)]
-        if opts.static_peak:
-            problems.append((peak_scn, peak_groups))
-        pool = build_pool(context, design, resolved_design.groups, problems, cancel=cancel,
+        problems = [(hz.scns[e], hz.groups[e]) for e in range(hz.n_epochs)]
+        if hz.opts.static_peak:
+            problems.append((hz.peak_scn, hz.peak_groups))
+        design_groups = resolve_scenario(design, context.catalog).groups
+        pool = build_pool(context, design, design_groups, problems, cancel=cancel,
                           progress=(lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None)
     if pool is None and progress:
         progress(0.01, "serving templates (built once for every epoch)")
     prep = engine.prepare(design, context, (lambda f, m: progress(0.01 + 0.29 * f, m)) if progress else None, cancel,
                           sets=pool.sets if pool is not None else None)
-    t_templates = time.perf_counter() - t0
-    runs = _policy_schedules(prep, design, scns, per_epoch_groups, opts, horizon, epoch_h, K, progress, cancel,
-                             pool.horizon_rows() if pool is not None else None)
-    distinct = n_epochs
-    t_independent = time.perf_counter()
-    if K == 0 and opts.policies[0] == "myopic":  # no penalty: the epochs do not chain (fanout module docstring)
+    timings["templates_seconds"] = time.perf_counter() - t0
+    return prep, pool
+
+
+def _independent(runs: _Runs, hz: loop.Horizon, progress: ProgressFn | None, cancel: CancelToken | None,
+                 timings: dict[str, float]) -> int:
+    """With K = 0 and the myopic policy first, the epochs do not chain: each distinct problem solved once, fanned
+    out (``planning.timeline.fanout``); returns how many problems were solved (the epochs otherwise)."""
+    t0 = time.perf_counter()
+    distinct = hz.n_epochs
+    if hz.K == 0 and hz.opts.policies[0] == "myopic":  # no penalty: the epochs do not chain (fanout docstring)
         from planning.timeline.fanout import solve_independent
 
         runs.independent, distinct = solve_independent(
-            prep, scns, per_epoch_groups, goodput_fallback=opts.goodput_fallback, workers=opts.workers,
-            backend=opts.backend, cancel=cancel,
+            runs.prep, hz.scns, hz.groups, goodput_fallback=hz.opts.goodput_fallback, workers=hz.opts.workers,
+            backend=hz.opts.backend, cancel=cancel,
             progress=(lambda f, m: progress(0.3 + 0.3 * f, m)) if progress else None)
-    t_independent = time.perf_counter() - t_independent
-    notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
-
-    epochs: list[EpochResult] = []
-    prev: dict[tuple[str, str], int] = {}
-    base_prev: dict[str, dict[tuple[str, str], int]] = {b: {} for b in opts.baselines}
-    node_cache: dict[str, int] = {}
-    t_epochs = time.perf_counter()
-    for e in range(n_epochs):
-        check()
-        groups = per_epoch_groups[e]
-        scn = scns[e]
-        offers = engine.offers_for(prep, scn)
-        solved = runs.epoch(e, prev)
-        res = solved.result
-        started, stopped = _churn(prep, solved.counts, prev, node_cache)
-        cost_by_model: dict[str, float] = {}
-        for line in res.cost_lines:
-            if line.kind in ("provisioning", "transfer"):  # nodes + cross-region KV egress, both billed
-                cost_by_model[line.model] = cost_by_model.get(line.model, 0.0) + line.cost_per_hour
-        served = {f"{s.model}/{s.phase}": s.fraction for s in res.service}
-        if not solved.has_plan:
-            served = {k: 0.0 for k in served}
-        goodput = {s.model: s.served * (1 if s.phase == "decode" else 0) for s in res.service if s.phase == "decode"}
-        for s in res.service:
-            if s.phase == "aggregated":
-                sd = series.get(s.model)
-                goodput[s.model] = s.served * (sd.output_len[at(sd, e)] if sd else scenario.model(s.model).demand.output_len)
-        spot_share, expected = 0.0, {}
-        if opts.spot.enabled:
-            spot_cost = sum(i.cost_per_hour for i in res.instances if is_spot(i.region))
-            spot_share = spot_cost / res.provisioning_per_hour if res.provisioning_per_hour > 0 else 0.0
-            per_group: dict[str, float] = {}
-            for s in res.service:
-                gid = f"{s.model}/{s.phase}"
-                tot = sum(i.load * i.throughput for i in res.instances if f"{i.model}/{i.phase}" == gid)
-                sp = sum(i.load * i.throughput for i in res.instances if f"{i.model}/{i.phase}" == gid and is_spot(i.region))
-                share = sp / tot if tot > 0 else 0.0
-                per_group[gid] = served.get(gid, 1.0) * (1 - opts.spot.preemption_per_hour * opts.spot.restart_hours * share)
-            expected = _by_model(per_group, models)
-        methods: dict[str, MethodEpoch] = {}
-        for b in opts.baselines:
-            check()
-            bscn = replace(scn, current=engine.current_of(base_prev[b]))
-            br = engine.homogeneous_epoch(prep, bscn, groups, b)
-            counts = {(str(t), str(r)): int(n) for (t, r), n in br.counts.items() if n > 0}
-            b_start, b_stop = _churn(prep, counts, base_prev[b], node_cache)
-            pen = _penalty(prep, counts, base_prev[b], price, K)
-            methods[BASELINE_LABELS[b]] = MethodEpoch(
-                cost_per_hour=float(br.cost_per_hour) + pen, served_fraction=_by_model(dict(br.served_fraction), models),
-                feasible=bool(br.feasible), nodes_started=b_start, nodes_stopped=b_stop, gpus=dict(br.gpus_used))
-            base_prev[b] = counts
-        epochs.append(EpochResult(
-            index=e, start=demand[0].start_hour + e * epoch_h, label=f"{demand[0].start_hour + e * epoch_h:g}h",
-            status=res.status, has_plan=solved.has_plan, objective=solved.objective,
-            alpha=solved.alpha if solved.objective == "served" else 1.0,
-            cost_per_hour=res.cost_per_hour if solved.has_plan else 0.0,
-            provisioning_per_hour=res.provisioning_per_hour, penalty_per_hour=res.penalty_per_hour,
-            transfer_per_hour=res.transfer_per_hour, cost_by_model=cost_by_model, served_fraction=_by_model(served, models),
-            goodput_tok_s=goodput,
-            demand_rps={m: (series[m].rate_rps[at(series[m], e)] if m in series else scenario.model(m).demand.rate_rps)
-                        for m in models},
-            gpus=res.gpus_by_type(), gpus_available=_gpu_totals(offers), nodes_started=started, nodes_stopped=stopped,
-            instances=sum(i.count for i in res.instances), spot_share=spot_share, expected_served_fraction=expected,
-            seconds=solved.seconds, methods=methods))
-        prev = dict(solved.counts)
-        if progress:
-            progress(0.3 + 0.6 * (e + 1) / n_epochs, f"epoch {e + 1}/{n_epochs}")
-    t_epochs = time.perf_counter() - t_epochs
-    epochs = _compare_policies(prep, runs, epochs, per_epoch_groups, price, K, models, horizon, node_cache)
-
-    static_cost, static_ok = 0.0, False
-    t_static = time.perf_counter()
-    if opts.static_peak:
-        check()
-        st = engine.solve_epoch(prep, peak_scn, peak_groups, goodput_fallback=True, cancel=cancel)
-        static_ok = st.objective == "cost" and st.result.status in ("optimal", "feasible")
-        static_cost = st.result.comparable_cost  # nodes + cross-region KV egress, as every method counts
-        initial = st.result.penalty_per_hour
-        for e, ep in enumerate(epochs):
-            cap = engine.capacity(prep, st.counts, per_epoch_groups[e])
-            frac = {g.id: (1.0 if g.demand <= 0 else min(1.0, cap[g.id] / g.demand)) for g in per_epoch_groups[e]}
-            m = MethodEpoch(cost_per_hour=static_cost + (initial if e == 0 else 0.0),
-                            served_fraction=_by_model(frac, models), feasible=all(v >= 1 - 1e-6 for v in frac.values()),
-                            nodes_started=_churn(prep, st.counts, {}, node_cache)[0] if e == 0 else 0, nodes_stopped=0,
-                            gpus=st.result.gpus_by_type())
-            epochs[e] = replace(ep, methods={"static peak": m, **ep.methods})
-        if not static_ok:
-            notes.append(f"no static plan serves the peak of every model within the scarcest epoch's availability; "
-                         f"the static plan serves {st.alpha:.1%} of the peak.")
-    t_static = time.perf_counter() - t_static
-    lost = [ep.index for ep in epochs if not ep.has_plan]
-    if lost:
-        notes.append(f"{len(lost)} epochs have no plan (the time limit {scenario.options.time_limit_s:g} s came before "
-                     f"any plan was found, e.g. epoch {lost[0]}): their cost is unknown, so the horizon total is not "
-                     "stated. Fix: raise options.time_limit_s.")
-    short = [ep.index for ep in epochs if ep.objective == "served"]
-    if short:
-        notes.append(f"{len(short)} epochs could not meet all demand and were planned for the largest uniform served "
-                     f"fraction (goodput mode), e.g. epoch {short[0]}.")
-    if progress:
-        progress(1.0, "done")
-    return TimelineResult(
-        policy=opts.policies[0], horizon_epochs=horizon if "lookahead" in opts.policies else 1,
-        policy_info=runs.info(horizon),
-        scenario_name=scenario.name, epoch_hours=epoch_h, K=K, models=models, epochs=tuple(epochs),
-        static_peak_cost_per_hour=static_cost, static_peak_feasible=static_ok,
-        demand_sources={s.model: s.source for s in demand},
-        availability_source=availability.source if availability is not None else "scenario (constant)",
-        spot={"enabled": opts.spot.enabled, "preemption_per_hour": opts.spot.preemption_per_hour,
-              "restart_hours": opts.spot.restart_hours, "uptime": opts.spot.uptime} if opts.spot.enabled else {},
-        timings={"templates_seconds": t_templates, **_pool_timings(pool), "epochs_seconds": t_epochs, "static_seconds": t_static,
-                 **{f"{p}_seconds": sch.seconds for p, sch in runs.schedules.items()},
-                 "independent_epochs_seconds": t_independent, "distinct_epoch_problems": float(distinct),
-                 "total_seconds": time.perf_counter() - t_start},
-        notes=tuple(notes))
-
+    timings["independent_epochs_seconds"] = time.perf_counter() - t0
+    return distinct
 
 def template_route(opts: TimelineOptions, design: Scenario, context: EngineContext) -> str:
     """``"on-demand"`` (columns priced per distinct epoch demand, ``planning.timeline.columns``) or ``"library"``
@@ -516,11 +415,19 @@ class _Runs:
         key = (epoch_key(self.scns[e], self.groups[e]), tuple(sorted(prev.items())))
         solved = self.memo.get(key)
         if solved is None:
-            solved = engine.solve_epoch(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
-                                        self.groups[e], goodput_fallback=self.opts.goodput_fallback,
-                                        cancel=self.cancel)
+            solved = engine.solve_epoch_alone(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
+                                              self.groups[e], goodput_fallback=self.opts.goodput_fallback,
+                                              cancel=self.cancel)
             self.memo[key] = solved
         return solved
+
+    def solved_alone(self, e: int) -> engine.EpochSolve | None:
+        """Epoch ``e``'s solve from nothing running, when one was made (the fan-out's, or the myopic loop's)."""
+        if self.independent:
+            return self.independent[e]
+        from planning.timeline.fanout import epoch_key
+
+        return self.memo.get((epoch_key(self.scns[e], self.groups[e]), ()))
 
     def info(self, horizon: int) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}
@@ -533,11 +440,11 @@ class _Runs:
         return out
 
 
-def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenario], groups: list[list[Group]],
-                      opts: TimelineOptions, horizon: int, hours: float, K: float, progress: ProgressFn | None,
-                      cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
+def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon, horizon: int,
+                      progress: ProgressFn | None, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
     it is only compared)."""
+    scns, groups, opts, hours, K = list(hz.scns), list(hz.groups), hz.opts, hz.epoch_hours, hz.K
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
     wanted = [p for p in opts.policies if p != "myopic"]
     if not wanted and opts.policies[0] == "myopic":
@@ -585,10 +492,11 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, scns: list[Scenar
     return runs
 
 
-def _compare_policies(prep: engine.Prepared, runs: _Runs, epochs: list[EpochResult], groups: list[list[Group]],
-                      price: Mapping[tuple[str, str], float], K: float, models: Sequence[str], horizon: int,
-                      node_cache: dict[str, int]) -> list[EpochResult]:
+def _compare_policies(prep: engine.Prepared, runs: _Runs, epochs: list[EpochResult], hz: loop.Horizon,
+                      horizon: int) -> list[EpochResult]:
     """Every policy after the first as a method of each epoch, priced like the epochs themselves."""
+    groups, price, K, models = list(hz.groups), hz.price, hz.K, hz.models
+    node_cache: dict[str, int] = {}
     out = list(epochs)
     for p in runs.opts.policies[1:]:
         sch = runs.schedules.get(p)

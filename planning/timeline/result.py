@@ -61,6 +61,7 @@ class EpochResult:
     transfer_per_hour: float = 0.0  # cross-region KV egress (options.kv_transfer: cross-region), in cost_per_hour
     has_plan: bool = True  # False: the time limit came before any plan (cost unknown, never counted as $0)
     gap: float | None = None  # the epoch plan's proven gap where its solve states one (shared epochs), else None
+    error: str = ""  # the epoch's solve raised: what and the fix (``has_plan`` False, status ``error``)
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,8 @@ class TimelineResult:
                    trace_rps={k: tuple(float(x) for x in v) for k, v in d.get("trace_rps", {}).items()})
 
     def epochs_frame(self) -> pd.DataFrame:
-        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn of the epoch.
+        """One row per (epoch, model): start, cost, served fraction, goodput, demand, churn, the epoch's status and
+        its error (an epoch whose solve raised: status ``error``, no plan).
 
         ``demand_rps`` is the rate planned; ``trace_rps`` the demand series' own rate in that epoch before it was
         matched to the scenario (equal to ``demand_rps`` ÷ the rate scale when the trace's numbers are used)."""
@@ -262,7 +264,7 @@ class TimelineResult:
                              "goodput_tok_s": e.goodput_tok_s.get(m, 0.0), "objective": e.objective,
                              "alpha": e.alpha, "epoch_cost_per_hour": e.cost_per_hour if e.has_plan else float("nan"),
                              "penalty_per_hour": e.penalty_per_hour, "nodes_started": e.nodes_started,
-                             "nodes_stopped": e.nodes_stopped})
+                             "nodes_stopped": e.nodes_stopped, "status": e.status, "error": e.error})
         return pd.DataFrame(rows)
 
     def methods_frame(self) -> pd.DataFrame:
@@ -325,7 +327,7 @@ class TimelineResult:
         lines.append("")
         lines.append("epoch  start  objective  cost/h     served(min)  started  stopped")
         for e in self.epochs:
-            cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'no plan':>9}"
+            cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'failed' if e.error else 'no plan':>9}"
             lines.append(f"{e.index:5d}  {e.start:5g}  {e.objective:9s}  {cost}  "
                          f"{min(e.served_fraction.values(), default=1.0):10.1%}  {e.nodes_started:7d}  {e.nodes_stopped:7d}")
         lines.extend(f"note: {n}" for n in self.notes)

@@ -6,7 +6,9 @@ plan dedicated instances only. With K = 0 (no initialization penalty: platform-1
 each epoch's plan is the shared plan of the epoch's demand alone: the epoch scenario holds every model's rate and
 request sizes of that epoch and the epoch's availability, and each distinct one (an hourly week repeats its days)
 is solved once, here or on the backend (``planning.parallel.run_tasks``, as ``fanout``), merged in epoch order,
-so every backend gives the sequential plans. Churn counts nodes per (region, shape) started and stopped between
+so every backend gives the sequential plans; the static peak problem is one of them, so an epoch equal to it
+gives it its plan. An epoch whose shared solve raises is that epoch's "no plan" (status ``error``) with its
+error and fix, and the others are kept. Churn counts nodes per (region, shape) started and stopped between
 consecutive epochs (shared nodes and the dedicated plan's nodes). The static peak plan is the shared plan of
 every model's peak rate on the scarcest availability. Not covered (the caller plans dedicated instances and says
 so): K > 0 (a shared node's start-up would need the running nodes in the packing), the look-ahead and offline
@@ -18,11 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.scenario import Demand, Scenario
 from planning.timeline.demand import DemandSeries, at
+
+if TYPE_CHECKING:
+    from planning.timeline.loop import Horizon
 
 
 def unsupported(scenario: Scenario, series: Mapping[str, DemandSeries], K: float, policies: Sequence[str]) -> str | None:
@@ -77,6 +82,7 @@ class SharedEpoch:
     shared_nodes: int
     seconds: float
     notes: tuple[str, ...] = ()
+    error: str = ""  # the solve raised: what and the fix (status ``error``, no plan)
 
 
 def summarize(res: Any, seconds: float) -> SharedEpoch:
@@ -137,11 +143,25 @@ def solve_epochs(scenarios: Sequence[Scenario], ctx: EngineContext, *, workers: 
 
 
 def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = None) -> SharedEpoch:
+    """One epoch's shared plan; a solve that raises (anything but ``Cancelled``) is this epoch's "no plan" with
+    its error and fix, so the other epochs are kept."""
+    from planning.context import Cancelled
     from planning.sharing import solve_shared
+    from planning.timeline.engine import describe_failure
 
     t0 = time.perf_counter()
-    res = solve_shared(scenario, context=ctx, cancel=cancel, baselines=False)  # an epoch shows no baselines
+    try:
+        res = solve_shared(scenario, context=ctx, cancel=cancel, baselines=False)  # an epoch shows no baselines
+    except Cancelled:
+        raise
+    except Exception as exc:  # reported on this epoch, the horizon goes on
+        return failed(describe_failure(exc), time.perf_counter() - t0)
     return summarize(res, time.perf_counter() - t0)
+
+
+def failed(error: str, seconds: float) -> SharedEpoch:
+    """The :class:`SharedEpoch` of an epoch whose solve raised: nothing bought, nothing served."""
+    return SharedEpoch("error", False, 0.0, None, {}, {}, {}, {}, 0, 0, seconds, (), error)
 
 
 _CONTEXTS: dict[str | None, EngineContext] = {}
@@ -160,6 +180,16 @@ def shared_epoch_task(item: tuple[dict[str, Any], str | None]) -> SharedEpoch:
     return _solve(Scenario.from_dict(data), ctx)
 
 
+def failed_notes(epochs: Sequence[Any]) -> list[str]:
+    """The note naming the epochs whose solve raised (each has no plan; the others were planned)."""
+    bad = [ep for ep in epochs if ep.error]
+    if not bad:
+        return []
+    listed = ", ".join(str(ep.index) for ep in bad[:12]) + (" …" if len(bad) > 12 else "")
+    return [f"{len(bad)} of {len(epochs)} epochs failed and have no plan (epochs {listed}); the other epochs are "
+            f"planned, the horizon total is not stated. Epoch {bad[0].index}: {bad[0].error}"]
+
+
 def churn(new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int]) -> tuple[int, int]:
     """Nodes started and stopped between two epochs' node counts per (region, shape)."""
     started = sum(max(0, n - old.get(k, 0)) for k, n in new.items())
@@ -167,14 +197,15 @@ def churn(new: Mapping[tuple[str, str], int], old: Mapping[tuple[str, str], int]
     return started, stopped
 
 
-def run(scenario: Scenario, scns: Sequence[Scenario], peak: Scenario | None, series: Mapping[str, DemandSeries],
-        demand: Sequence[DemandSeries], *, K: float, epoch_hours: float, availability_source: str,
-        ctx: EngineContext, workers: int = 1, backend: str | None = None, notes: Sequence[str] = (),
-        progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
-    """The timeline of shared plans: ``scns[e]`` (the epoch's availability) at epoch ``e``'s demand, and the
+def run(hz: Horizon, peak: Scenario | None, *, ctx: EngineContext, availability_source: str,
+        notes: Sequence[str] = (), progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> Any:
+    """The timeline of shared plans: ``hz.scns[e]`` (the epoch's availability) at epoch ``e``'s demand, and the
     static peak plan (``peak``: the scarcest availability; None: skipped). Returns a ``TimelineResult``."""
     from planning.offers import resolve_offers
     from planning.timeline.result import EpochResult, MethodEpoch, TimelineResult
+
+    scenario, scns, series, demand = hz.scenario, hz.scns, hz.series, hz.demand
+    K, epoch_hours, workers, backend = hz.K, hz.epoch_hours, hz.opts.workers, hz.opts.backend
 
     t0 = time.perf_counter()
     models = tuple(m.id for m in scenario.models)
@@ -207,11 +238,15 @@ def run(scenario: Scenario, scns: Sequence[Scenario], peak: Scenario | None, ser
             served_fraction={m: ep.served.get(m, 1.0 if ep.has_plan else 0.0) for m in models}, goodput_tok_s={},
             demand_rps={m: scn.model(m).demand.rate_rps for m in models}, gpus=ep.gpus,
             gpus_available=dict(sorted(gpus_available.items())), nodes_started=started, nodes_stopped=stopped,
-            instances=sum(ep.nodes.values()), seconds=ep.seconds, methods=methods, gap=ep.gap if ep.has_plan else None))
+            instances=sum(ep.nodes.values()), seconds=ep.seconds, methods=methods, gap=ep.gap if ep.has_plan else None,
+            error=ep.error))
         prev = ep.nodes
-    if static is not None and not static.has_plan:
+    if static is not None and static.error:
+        out_notes.append(f"the shared static peak plan has no plan: {static.error}")
+    elif static is not None and not static.has_plan:
         out_notes.append("no shared static plan serves every model's peak within the scarcest availability.")
-    lost = [ep.index for ep in epochs if not ep.has_plan]
+    out_notes.extend(failed_notes(epochs))
+    lost = [ep.index for ep in epochs if not ep.has_plan and not ep.error]
     if lost:
         out_notes.append(f"{len(lost)} epochs have no shared plan (e.g. epoch {lost[0]}): their cost is unknown.")
     uncertified = [ep for ep in epochs if ep.has_plan and (ep.gap is None or ep.gap > 0)]

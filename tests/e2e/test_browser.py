@@ -20,6 +20,7 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
+ACTION_TIMEOUT_MS = 300_000
 PLAN_TIMEOUT_MS = 900_000  # a cold coral-extended plan on two cores; the measured figure is what matters
 
 pytestmark = pytest.mark.e2e
@@ -102,6 +103,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         context = pw.chromium.launch_persistent_context(  # = a fresh --user-data-dir
             str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 1000})
+        # every click, fill and option pick waits up to this for its element (Playwright's default, 30 s, ran out
+        # picking a select option while a browser ran beside the suite): a bound on a hang, never on speed
+        context.set_default_timeout(ACTION_TIMEOUT_MS)
         yield context
         context.close()
 

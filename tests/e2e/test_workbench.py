@@ -71,7 +71,9 @@ def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, br
     # a what-if that cannot serve the demand: the diff says so instead of showing a cheaper plan
     _nav(page, "What-if")
     page.get_by_test_id("stSelectbox").filter(has_text="Change").click()
-    page.get_by_role("option", name="Budget ($/h, max served)").click()
+    option = page.get_by_role("option", name="Budget ($/h, max served)")
+    option.wait_for(state="visible", timeout=JOB_TIMEOUT_MS)  # the list opens when the page's script has run
+    option.click()
     _settled(page)
     budget = page.get_by_label("Budget ($/h)")
     budget.fill("0.5")
@@ -87,7 +89,7 @@ def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, br
         assert page.get_by_test_id("stException").count() == 0, title
         _shot(page, title.lower())
     jobs = page.get_by_test_id("stDataFrame").first
-    jobs.wait_for(timeout=30_000)
+    jobs.wait_for(timeout=JOB_TIMEOUT_MS)
     _nav(page, "Timeline")
     _settled(page)
     assert page.get_by_test_id("stException").count() == 0, "Timeline"

@@ -27,11 +27,16 @@ def _rejects(text: str) -> PlanningError:
     return err.value
 
 
+HANG_S = 60.0  # expanding the bomb, or a quadratic walk of the nesting, would take hours: a bound on a hang only
+
+
 def test_alias_bomb_is_refused_without_expanding() -> None:
+    """A ~400-byte alias bomb (9⁹ values expanded) is refused by the alias count, naming the limit; it returns
+    (the expansion would not, for hours: ``HANG_S`` is not a claim on speed)."""
     assert len(ALIAS_BOMB) < 600
     t0 = time.perf_counter()
     err = _rejects(ALIAS_BOMB + yaml.safe_dump(BASE))
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < HANG_S
     assert "aliases" in err.problem and "100,000" in err.problem
 
 
@@ -51,9 +56,10 @@ def test_aliases_can_be_refused_entirely_and_recursive_ones_always() -> None:
     "a: " + "[" * 100_000,
 ])
 def test_deep_nesting_is_a_clean_error_quickly(text: str) -> None:
+    """Deep nesting is a PlanningError naming the depth (or invalid text), never a RecursionError or a hang."""
     t0 = time.perf_counter()
     err = _rejects(text)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < HANG_S
     assert "deeper than" in err.problem or "not valid" in err.problem
 
 

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ from planning.jobs import (
 )
 from planning.jobs.store import INTERRUPTED_MESSAGE
 from tests.jobs import _children
+
+WAIT_S = 120  # how long a test waits for a job or an event before calling it hung: never a claim on speed
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def add(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[
 
 def test_submit_runs_in_background_and_stores_result(runner: JobRunner, store_path: Path) -> None:
     job_id = runner.submit("add", {"a": 2, "b": 3}, add, owner="alice")
-    record = runner.wait(job_id, timeout=5)
+    record = runner.wait(job_id, timeout=WAIT_S)
     assert record.status == "done"
     assert record.result == {"sum": 5}
     assert record.progress == 1.0
@@ -68,7 +71,7 @@ def test_runs_in_a_worker_thread(runner: JobRunner) -> None:
         seen["thread"] = threading.current_thread().name
         return {}
 
-    runner.wait(runner.submit("where", {}, where), timeout=5)
+    runner.wait(runner.submit("where", {}, where), timeout=WAIT_S)
     assert seen["thread"] != threading.current_thread().name
     assert seen["thread"].startswith("planning-job")
 
@@ -81,7 +84,7 @@ def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
         return {"ok": True}
 
     first = runner.submit("count", {"x": 1, "y": [1, 2]}, counted)
-    runner.wait(first, timeout=5)
+    runner.wait(first, timeout=WAIT_S)
     # Same request, keys in another order: same canonical JSON, same job, no second run.
     second = runner.submit("count", {"y": [1, 2], "x": 1}, counted)
     assert second == first
@@ -91,8 +94,8 @@ def test_identical_requests_reuse_the_job(runner: JobRunner) -> None:
     assert other_kind != first
     forced = runner.submit("count", {"x": 1, "y": [1, 2]}, counted, reuse=False)
     assert forced != first
-    runner.wait(other_kind, timeout=5)
-    runner.wait(forced, timeout=5)
+    runner.wait(other_kind, timeout=WAIT_S)
+    runner.wait(forced, timeout=WAIT_S)
     assert len(calls) == 3
 
 
@@ -100,14 +103,14 @@ def test_a_running_identical_job_is_joined(runner: JobRunner) -> None:
     gate = threading.Event()
 
     def blocked(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
-        gate.wait(5)
+        gate.wait(WAIT_S)
         return {"done": True}
 
     first = runner.submit("slow", {"n": 1}, blocked)
     second = runner.submit("slow", {"n": 1}, blocked)
     assert second == first
     gate.set()
-    assert runner.wait(first, timeout=5).status == "done"
+    assert runner.wait(first, timeout=WAIT_S).status == "done"
 
 
 def test_request_key_is_canonical_and_rejects_non_json() -> None:
@@ -126,41 +129,42 @@ def test_progress_is_visible_from_a_second_store(runner: JobRunner, store_path: 
     def staged(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         progress(0.4, "stage 2 of 5")
         reached.set()
-        release.wait(5)
+        release.wait(WAIT_S)
         return {}
 
     job_id = runner.submit("staged", {}, staged)
-    assert reached.wait(5)
+    assert reached.wait(WAIT_S)
     with JobStore(store_path) as other:
         record = other.get(job_id)
         assert record.status == "running"
         assert record.progress == pytest.approx(0.4)
         assert record.message == "stage 2 of 5"
     release.set()
-    runner.wait(job_id, timeout=5)
+    runner.wait(job_id, timeout=WAIT_S)
 
 
-def test_progress_writes_are_throttled(store_path: Path) -> None:
-    runner = JobRunner(JobStore(store_path), max_workers=1, progress_interval=0.2)
-    writes: list[float] = []
-    original = runner.store.set_progress
+def test_progress_writes_are_throttled(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an injected clock: of 1000 progress calls at one instant only the first is written; the next call after
+    ``min_interval`` has passed is written; ``flush`` writes the last throttled value, and later calls none."""
+    from planning.jobs import reporting
 
-    def spy(job_id: str, progress: float, message: str) -> None:
-        writes.append(progress)
-        original(job_id, progress, message)
-
-    runner.store.set_progress = spy  # type: ignore[method-assign]
-
-    def chatty(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
-        for i in range(1000):
-            progress(i / 1000, f"step {i}")
-        return {}
-
-    job_id = runner.submit("chatty", {}, chatty)
-    record = runner.wait(job_id, timeout=5)
-    runner.shutdown()
-    assert record.status == "done"
-    assert 1 <= len(writes) <= 5  # 1000 calls in well under a second
+    now = [1000.0]
+    monkeypatch.setattr(reporting, "time", SimpleNamespace(monotonic=lambda: now[0]))  # the writer's clock only
+    store = JobStore(store_path)
+    writes: list[tuple[float, str]] = []
+    monkeypatch.setattr(store, "set_progress", lambda job_id, p, m: writes.append((p, m)))
+    writer = reporting.ProgressWriter(store, "job", min_interval=60.0)  # its timer (real time) never fires here
+    for i in range(1000):
+        writer(i / 1000, f"step {i}")
+    assert writes == [(0.0, "step 0")]
+    now[0] += 60.0
+    writer(0.5, "half")
+    assert writes == [(0.0, "step 0"), (0.5, "half")]
+    writer(0.6, "throttled")
+    writer.flush()
+    writer(0.9, "after the end")
+    assert writes == [(0.0, "step 0"), (0.5, "half"), (0.6, "throttled")]
+    store.close()
 
 
 def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
@@ -174,9 +178,9 @@ def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
         return {"finished": True}
 
     job_id = runner.submit("loop", {}, loop)
-    assert started.wait(5)
+    assert started.wait(WAIT_S)
     assert runner.cancel(job_id) is True
-    record = runner.wait(job_id, timeout=5)
+    record = runner.wait(job_id, timeout=WAIT_S)
     assert record.status == "cancelled"
     assert record.result is None
     assert runner.cancel(job_id) is False  # nothing left to cancel
@@ -198,10 +202,10 @@ def test_cancel_from_another_store_reaches_the_worker(runner: JobRunner, store_p
         raise Cancelled()
 
     job_id = runner.submit("remote-cancel", {}, loop)
-    assert started.wait(5)
+    assert started.wait(WAIT_S)
     with JobStore(store_path) as other:  # e.g. a second browser tab served by another process
         assert other.request_cancel(job_id) is True
-    assert runner.wait(job_id, timeout=5).status == "cancelled"
+    assert runner.wait(job_id, timeout=WAIT_S).status == "cancelled"
 
 
 def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
@@ -210,7 +214,7 @@ def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
     ran: list[str] = []
 
     def blocker(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
-        gate.wait(5)
+        gate.wait(WAIT_S)
         return {}
 
     def record_run(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
@@ -223,7 +227,7 @@ def test_cancel_a_queued_job_never_runs_it(store_path: Path) -> None:
     assert runner.cancel(queued)
     assert runner.get(queued).status == "cancelled"
     gate.set()
-    runner.wait(first, timeout=5)
+    runner.wait(first, timeout=WAIT_S)
     runner.shutdown(wait=True)
     assert ran == []
     assert runner.get(queued).status == "cancelled"
@@ -238,14 +242,14 @@ def test_failing_jobs_keep_messages_and_leave_the_runner_usable(runner: JobRunne
     def crash(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         return {"x": 1 / request["zero"]}
 
-    planning_failure = runner.wait(runner.submit("bad", {}, bad_input), timeout=5)
+    planning_failure = runner.wait(runner.submit("bad", {}, bad_input), timeout=WAIT_S)
     assert planning_failure.status == "failed"
     assert planning_failure.error == (
         "models[0].slo.ttft_ms: 50 ms is below the fastest prefill. Fix: Relax to 180 ms."
     )
     assert planning_failure.error_field == "models[0].slo.ttft_ms"
 
-    crashed = runner.wait(runner.submit("crash", {"zero": 0}, crash), timeout=5)
+    crashed = runner.wait(runner.submit("crash", {"zero": 0}, crash), timeout=WAIT_S)
     assert crashed.status == "failed"
     assert crashed.error is not None and crashed.error.startswith("ZeroDivisionError:")
     assert crashed.error_detail is not None and "Traceback" in crashed.error_detail
@@ -254,7 +258,7 @@ def test_failing_jobs_keep_messages_and_leave_the_runner_usable(runner: JobRunne
 
     # Failed jobs are not reused, and the runner still works.
     assert runner.submit("crash", {"zero": 0}, crash) != crashed.id
-    assert runner.result(runner.submit("add", {"a": 1, "b": 1}, add), timeout=5) == {"sum": 2}
+    assert runner.result(runner.submit("add", {"a": 1, "b": 1}, add), timeout=WAIT_S) == {"sum": 2}
 
 
 def test_non_dict_or_non_json_results_fail_clearly(runner: JobRunner) -> None:
@@ -264,16 +268,16 @@ def test_non_dict_or_non_json_results_fail_clearly(runner: JobRunner) -> None:
     def returns_nan(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         return {"x": float("nan")}
 
-    listed = runner.wait(runner.submit("list", {}, returns_list), timeout=5)
+    listed = runner.wait(runner.submit("list", {}, returns_list), timeout=WAIT_S)
     assert listed.status == "failed" and "not a dict" in (listed.error or "")
-    nan = runner.wait(runner.submit("nan", {}, returns_nan), timeout=5)
+    nan = runner.wait(runner.submit("nan", {}, returns_nan), timeout=WAIT_S)
     assert nan.status == "failed" and "not plain JSON" in (nan.error or "")
 
 
 def test_list_jobs_filters_by_owner_and_limits(runner: JobRunner) -> None:
     ids = [runner.submit("add", {"a": i, "b": 0}, add, owner="alice" if i % 2 else "bob") for i in range(6)]
     for job_id in ids:
-        runner.wait(job_id, timeout=5)
+        runner.wait(job_id, timeout=WAIT_S)
     alice = runner.list_jobs(owner="alice")
     assert {r.id for r in alice} == {ids[1], ids[3], ids[5]}
     assert all(r.result is None for r in alice)  # listings leave results out
@@ -336,7 +340,7 @@ def test_two_processes_write_concurrently_without_lock_errors(store_path: Path) 
     for p in procs:
         p.join(180)  # generous: spawn start-up is slow on a loaded 2-core machine; the test is about lock errors
         assert p.exitcode == 0
-    assert [errors.get(timeout=5) for _ in procs] == [0, 0]
+    assert [errors.get(timeout=WAIT_S) for _ in procs] == [0, 0]
     with JobStore(store_path) as store:
         done = store.list_jobs(kind="hammer", status="done", limit=10_000)
     assert len(done) == writes  # 2 processes × writes/2 jobs

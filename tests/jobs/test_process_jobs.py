@@ -41,16 +41,16 @@ def test_a_module_level_job_runs_in_another_process_and_a_closure_in_a_thread(ru
 
 
 def test_cancel_reaches_the_worker_process_through_the_store(runner: JobRunner) -> None:
+    """A cancel asked while the job runs in its worker process ends it as cancelled, without a result: had the
+    flag not reached the worker, ``looping_job`` would have run its 2,000 steps to the end and finished ("done")."""
     job = runner.submit("loop", {"n": 1}, looping_job)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a bound on a hang, not on speed
     while runner.get(job).status != "running" or runner.get(job).progress <= 0:
         assert time.monotonic() < deadline, "the job never started"
         time.sleep(0.02)
-    asked = time.monotonic()
     runner.cancel(job)
-    record = runner.wait(job, timeout=30)
-    assert record.status == "cancelled"
-    assert time.monotonic() - asked < 5  # looping_job would run ~10 s more if the flag did not reach it
+    record = runner.wait(job, timeout=120)
+    assert record.status == "cancelled" and record.result is None
 
 
 @pytest.mark.parametrize(("how", "field", "says"), [

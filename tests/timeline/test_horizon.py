@@ -192,13 +192,23 @@ def _long_horizon(n: int = 400, epochs: int = 24) -> HorizonProblem:
                           np.full((epochs, 2, S), 400.0), demand, 1.0, 0.3, {}, ((0, 1),))
 
 
-@pytest.mark.parametrize("limit", [1.0, 4.0])
-def test_the_time_limit_holds_and_the_incumbent_comes_back(limit: float) -> None:
-    """A limit far below the certificate's needs: the call returns within limit + 2 s (HiGHS's own limit overran
-    2-4× in its root cut separation before the interrupt callbacks and LP covers), with status feasible, the best
-    plan (never dearer than a given start) and its proven gap; no "optimal" without the proof."""
-    import time
+def test_an_ilp_stopped_before_its_proof_returns_the_incumbent_with_its_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The multi-epoch ILP stopped before its proof returns status feasible, the best plan (never dearer than the
+    given start), its proven bound and a gap in (0, 1); no "optimal" without the proof. The stop is injected
+    (HiGHS stops at its first improving solution, where a deadline would stop it; the covers get 0.05 s), so the
+    outcome does not depend on the machine's speed; the wall time against a limit is measured by
+    benchmarks/bench_time_limits.py, not asserted here."""
+    from planning.timeline import horizon, horizon_ilp
+    from planning.timeline.horizon_ilp import schedule_value
 
+    real = horizon_ilp.run_until
+
+    def first_solution(h, seconds, presolve=None):  # type: ignore[no-untyped-def]
+        h.setOptionValue("mip_max_improving_sols", 1)
+        real(h, seconds, presolve)
+
+    monkeypatch.setattr(horizon_ilp, "run_until", first_solution)
+    monkeypatch.setattr(horizon, "COVER_LIMIT_S", 0.05)
     p = _long_horizon()
     d = _Data.build(p)
     greedy = []  # a start: per epoch enough of each phase's cheapest-per-throughput template in region 0
@@ -208,14 +218,9 @@ def test_the_time_limit_holds_and_the_incumbent_comes_back(limit: float) -> None
             i = int(np.argmin(d.cost[gi][:, 0] / g.throughput))
             counts[(gi, i, 0)] = math.ceil(p.demand[e, gi] / g.throughput[i])
         greedy.append(counts)
-    from planning.timeline.horizon_ilp import schedule_value
-
     start_value = schedule_value(d, greedy)
     assert math.isfinite(start_value)
-    t0 = time.perf_counter()
-    plan = solve_horizon(p, time_limit_s=limit, start=greedy)
-    took = time.perf_counter() - t0
-    assert took <= limit + 2.0, took
+    plan = solve_horizon(p, time_limit_s=3600, start=greedy)  # time never binds: the injected stop does
     assert plan.has_plan and plan.status == "feasible"
     assert plan.gap is not None and 0 < plan.gap < 1 and plan.bound <= plan.value
     assert plan.value <= start_value + 1e-6 * start_value
@@ -233,18 +238,22 @@ def test_a_large_ilp_in_its_child_process_gives_the_same_answer(monkeypatch: pyt
 
 
 def test_a_child_ilp_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A child that does not answer by the deadline is killed: time_limit, no plan, back within the limit + 2 s."""
-    import time
+    """A child that has not answered when the caller's time is up is killed: status time_limit, no plan, and no
+    child left running. The caller's clock is injected (``left()`` gives the child 60 s, then reads 0 when the
+    caller waits for the answer), so nothing here depends on how fast the machine spawns or solves."""
+    import multiprocessing
 
     from planning.timeline import horizon_ilp
 
     monkeypatch.setattr(horizon_ilp, "CHILD_COLUMNS", 0)
-    monkeypatch.setattr(horizon_ilp, "CHILD_START_S", -30.0)  # the child's HiGHS gets 30 s more than the caller
     p = _long_horizon()
     d = _Data.build(p)
     pairs = [(gi, i, r) for gi in range(2) for i in range(200) for r in range(2)]
-    end = time.perf_counter() + 2.0
-    t0 = time.perf_counter()
-    status, value, _bound, counts = horizon_ilp.pairs_ilp_within(d, pairs, lambda: end - time.perf_counter(), 0.0)
-    assert time.perf_counter() - t0 <= 2.0 + 2.0  # the deadline + the 2 s every limit may run over
+    reads = iter([60.0])
+
+    def left() -> float:
+        return next(reads, 0.0)  # the child's limit first; then the caller's time is up
+
+    status, value, _bound, counts = horizon_ilp.pairs_ilp_within(d, pairs, left, 0.0)
     assert status == "time_limit" and not counts and math.isinf(value)
+    assert not [c for c in multiprocessing.active_children() if c.is_alive()]

@@ -85,7 +85,7 @@ def test_one_epoch_penalty_weighted_starts_monotone_in_k(small: Scenario) -> Non
         scn = replace(design, options=replace(design.options, K=K), current=tl_engine.current_of(start.counts))
         step = tl_engine.solve_epoch(prep, scn, g1)
         price = {(o.region, o.shape): o.price_per_hour for o in tl_engine.offers_for(prep, scn)}
-        from planning.timeline.plan import _penalty
+        from planning.timeline.loop import penalty as _penalty
 
         starts.append(_penalty(prep, step.counts, start.counts, price, 1.0))
     assert all(b <= a + 1e-6 for a, b in itertools.pairwise(starts)), starts

@@ -230,10 +230,14 @@ def preset_summaries() -> list[dict[str, Any]]:
 
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-          dump_model: str | Path | None = None, with_baselines: bool = True) -> PlanResult:
-    """Plan a scenario (see :func:`planning.pipeline.solve`)."""
+          dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True) -> PlanResult:
+    """Plan a scenario (see :func:`planning.pipeline.solve`); ``cache`` False always solves anew instead of
+    returning the final plan of the same question from ``$PLANNING_HOME/results`` (:mod:`planning.resultcache`)."""
+    from planning.pipeline import Reuse
+    from planning.resultcache import default_cache
+
     return _solve(scenario, context=engine_context(), progress=progress, cancel=cancel, dump_model=dump_model,
-                  with_baselines=with_baselines)
+                  with_baselines=with_baselines, reuse=Reuse(cache=default_cache() if cache else None))
 
 
 def validate(scenario: Scenario) -> list[str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.api_fanout import sweep, what_if
+from planning.api_fanout import solve_near, sweep, warm_columns, what_if
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, finance_summary
 from planning.api_outputs import (
     compare_markets,
@@ -51,6 +51,9 @@ from planning.whatif import (
     KINDS as VARIANT_KINDS,
 )
 from planning.whatif import (
+    SLIDERS as VARIANT_SLIDERS,
+)
+from planning.whatif import (
     Variant,
     apply_variants,
     chart_frame,
@@ -58,6 +61,7 @@ from planning.whatif import (
     diff_lines,
     make_variant,
     parse_variant,
+    slider_variants,
 )
 from planning.whatif import (
     label as variant_label,
@@ -69,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SOLVE_MODULES",
     "VARIANT_KINDS",
+    "VARIANT_SLIDERS",
     "CancelToken",
     "Cancelled",
     "PlanResult",
@@ -117,7 +122,9 @@ __all__ = [
     "simulate_benchmark",
     "simulate_headroom",
     "simulate_shared",
+    "slider_variants",
     "solve",
+    "solve_near",
     "solve_shared",
     "sweep",
     "template_digest",
@@ -130,6 +137,7 @@ __all__ = [
     "timeline_samples",
     "validate",
     "variant_label",
+    "warm_columns",
     "what_if",
 ]
 

@@ -60,6 +60,25 @@ def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: st
     return out
 
 
+def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,
+               progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> PlanResult:
+    """Plan ``scenario`` starting from a neighbouring plan's columns (``base``: a PlanResult, or its columns as
+    ``WarmStart.to_dict()``, e.g. a job request's), asking the result cache first: the What-if page's sliders. The
+    answer is the cold one's (certified over every template), only reached sooner."""
+    from planning.api import engine_context
+    from planning.resultcache import default_cache
+
+    warm = WarmStart.from_result(base) if isinstance(base, PlanResult) else \
+        WarmStart.from_dict(base) if base else None
+    return solve_pipeline(scenario, context=engine_context(), progress=progress, cancel=cancel,
+                          reuse=Reuse(cache=default_cache(), warm=warm))
+
+
+def warm_columns(result: PlanResult) -> dict[str, Any]:
+    """The templates ``result``'s plan uses, as plain JSON for :func:`solve_near` (``WarmStart.to_dict``)."""
+    return WarmStart.from_result(result).to_dict()
+
+
 def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
           cancel: CancelToken | None = None, backend: str | None = None, workers: int = 0) -> pd.DataFrame:
     """Cost of the mixed plan and of each baseline as demand (``kind="demand"``) or SLOs (``"slo"``) scale.

@@ -46,6 +46,25 @@ class WarmStart:
                 found.setdefault(gid, {}).update(dict.fromkeys(cols))
         return cls({gid: tuple(ms) for gid, ms in found.items()})
 
+    def to_dict(self) -> dict[str, list[list[list[object]]]]:
+        """Plain JSON: ``{group id: [[[shape, nodes], …], …]}`` (a job request carries it)."""
+        return {gid: [[[s, n] for s, n in ms] for ms in cols] for gid, cols in self.columns.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Sequence[Sequence[Sequence[object]]]]) -> WarmStart:
+        """The inverse of :meth:`to_dict`; rows that are not ``[shape, nodes]`` pairs are skipped (a warm start
+        is only a hint: a bad one costs time, never correctness)."""
+        out: dict[str, tuple[Multiset, ...]] = {}
+        for gid, cols in data.items():
+            found = []
+            for ms in cols:
+                try:
+                    found.append(tuple(sorted((str(s), int(n)) for s, n in ms)))  # type: ignore[call-overload]
+                except (TypeError, ValueError):
+                    continue
+            out[str(gid)] = tuple(found)
+        return cls(out)
+
     def rows(self, group_id: str, shapes: Sequence[str], nmax: int) -> np.ndarray | None:
         """This group's multisets as a space's padded rows (shape indices ascending, padded with ``len(shapes)``);
         multisets with a shape ``shapes`` lacks or more than ``nmax`` nodes are dropped. None when none is left."""

@@ -346,6 +346,9 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
     single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
               for pg, gp in zip(priced, gpus, strict=True)]
     target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
+    if anytime.best is not None and z_lb <= anytime.value < target:
+        # a plan is known within the first margin (a warm start's, often): certify at its value, over fewer columns
+        target = anytime.value * (1 + 1e-9) + 1e-9
     delta = target - z_lb
     certified = False
     alloc: AllocationResult | None = None
@@ -367,7 +370,8 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         _report(run.progress, step + 0.15 / MAX_ATTEMPTS,
                 f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
-        alloc = solve_allocation(exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel)))
+        problem = exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel))
+        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem)))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
@@ -386,6 +390,16 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         sets, masks = list(best.sets), list(best.masks or [np.ones(len(ts), dtype=bool) for ts in best.sets])
     assert alloc is not None  # MAX_ATTEMPTS ≥ 1
     return OnDemandPlan(alloc, sets, masks, pr, certified, delta, timings)
+
+
+def _incumbent_start(anytime: Anytime, problem: AllocationProblem) -> dict[tuple[str, str], int]:
+    """The best plan so far as a MIP start of a fixing ILP (HiGHS then never returns a worse plan, so a target at
+    its value is met), or nothing when one of its templates is not among the ILP's (a plan above the target)."""
+    if anytime.best is None:
+        return {}
+    counts = {(str(t), str(r)): int(n) for (t, r), n in anytime.best.alloc.counts.items() if int(n) > 0}
+    ids = {t.id for t in problem.templates}
+    return counts if counts and all(t in ids for t, _r in counts) else {}
 
 
 def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: Anytime) -> float:

@@ -12,7 +12,8 @@ The key is the SHA-256 of everything a plan depends on:
 - the call's flags (``with_baselines``, ``finance``).
 
 Only **final** results are stored (:func:`is_final`): ``optimal``, ``infeasible``, or ``feasible`` with a proven
-gap within ``options.mip_rel_gap``, not stopped by the time limit and with every baseline run. A plan a time limit
+gap within ``options.mip_rel_gap``, not stopped by the time limit, with every baseline run and (a finance plan)
+its commitment sizing final by the same rule. A plan a time limit
 stopped is the best found *by then*; the next solve may do better, so it is never reused as if final.
 
 Storage: one JSON file per key in ``$PLANNING_HOME/results/`` (beside the job store), written atomically; a read
@@ -93,10 +94,19 @@ def is_final(result: PlanResult, scenario: Scenario) -> bool:
     scenario's ``mip_rel_gap``; never a plan a time limit stopped, nor one with baselines left unrun."""
     if result.stopped_at or any(not b.ran for b in result.baselines):
         return False
-    if result.status in ("optimal", "infeasible"):
+    sizing = (result.finance or {}).get("sizing")  # a finance plan: its commitment sizing must be final too
+    if isinstance(sizing, dict) and sizing.get("status") is not None and not _final_status(
+            str(sizing["status"]), sizing.get("gap"), scenario):
+        return False
+    return _final_status(result.status, result.mip_gap, scenario)
+
+
+def _final_status(status: str, gap: object, scenario: Scenario) -> bool:
+    """Optimal, infeasible, or feasible with a proven gap within ``options.mip_rel_gap``."""
+    if status in ("optimal", "infeasible"):
         return True
-    gap = result.mip_gap
-    return result.status == "feasible" and gap is not None and gap <= scenario.options.mip_rel_gap * (1 + 1e-9)
+    return status == "feasible" and isinstance(gap, (int, float)) and gap <= scenario.options.mip_rel_gap * (
+        1 + 1e-9)
 
 
 class ResultCache:

@@ -99,6 +99,8 @@ def test_only_final_results_are_reused(tiny: dict[str, Any]) -> None:
     assert not rc.is_final(_plan("feasible", None), scenario)
     assert not rc.is_final(_plan("feasible", 5e-4, stopped_at="ILP: attempt 2"), scenario)  # a time limit stopped it
     assert not rc.is_final(_plan("time_limit", None), scenario)
+    assert not rc.is_final(_plan(finance={"sizing": {"status": "feasible", "gap": 0.04}}), scenario)
+    assert rc.is_final(_plan(finance={"sizing": {"status": "optimal", "gap": 0.0}}), scenario)
     unrun = BaselineSummary(name="Homo", cost_per_hour=0.0, served_fraction=0.0, feasible=False, ran=False)
     assert not rc.is_final(_plan(baselines=(unrun,)), scenario)
 

@@ -61,17 +61,19 @@ def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: st
 
 
 def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,
-               progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> PlanResult:
+               progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+               with_baselines: bool = True) -> PlanResult:
     """Plan ``scenario`` starting from a neighbouring plan's columns (``base``: a PlanResult, or its columns as
-    ``WarmStart.to_dict()``, e.g. a job request's), asking the result cache first: the What-if page's sliders. The
-    answer is the cold one's (certified over every template), only reached sooner."""
+    ``WarmStart.to_dict()``, e.g. a job request's), asking the result cache first: the What-if page's sliders
+    (without baselines: the plan and its diff against the base are what a slider shows). The answer is the cold
+    one's (certified over every template), only reached sooner."""
     from planning.api import engine_context
     from planning.resultcache import default_cache
 
     warm = WarmStart.from_result(base) if isinstance(base, PlanResult) else \
         WarmStart.from_dict(base) if base else None
     return solve_pipeline(scenario, context=engine_context(), progress=progress, cancel=cancel,
-                          reuse=Reuse(cache=default_cache(), warm=warm))
+                          with_baselines=with_baselines, reuse=Reuse(cache=default_cache(), warm=warm))
 
 
 def warm_columns(result: PlanResult) -> dict[str, Any]:

@@ -34,14 +34,16 @@ def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -
 
 
 def near_request(scenario: Scenario, base: PlanResult) -> dict[str, Any]:
-    """The job request for planning ``scenario`` from the columns of ``base`` (a slider's variant of it)."""
-    return {**solve_request(scenario), "warm": api.warm_columns(base)}
+    """The job request for planning ``scenario`` from the columns of ``base`` (a slider's variant of it), without
+    baselines (a slider shows the plan and its diff against the base)."""
+    return {**solve_request(scenario), "warm": api.warm_columns(base), "with_baselines": False}
 
 
 def near_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Plan one variant warm: ``planning.api.solve_near`` → ``PlanResult.to_dict()``."""
     scenario = Scenario.from_dict(request["scenario"])
-    result = api.solve_near(scenario, request.get("warm"), progress=progress, cancel=cancel)
+    result = api.solve_near(scenario, request.get("warm"), progress=progress, cancel=cancel,
+                            with_baselines=bool(request.get("with_baselines", True)))
     out: dict[str, Any] = result.to_dict()
     return out
 

@@ -33,10 +33,10 @@ def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -
     return out
 
 
-def near_request(scenario: Scenario, base: PlanResult) -> dict[str, Any]:
-    """The job request for planning ``scenario`` from the columns of ``base`` (a slider's variant of it), without
-    baselines (a slider shows the plan and its diff against the base)."""
-    return {**solve_request(scenario), "warm": api.warm_columns(base), "with_baselines": False}
+def near_request(scenario: Scenario, base: PlanResult, with_baselines: bool = False) -> dict[str, Any]:
+    """The job request for planning ``scenario`` (a variant of ``base``'s scenario) from the columns of ``base``;
+    without baselines by default (a slider shows the plan and its diff against the base)."""
+    return {**solve_request(scenario), "warm": api.warm_columns(base), "with_baselines": bool(with_baselines)}
 
 
 def near_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from planning import api, viz
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from ui import simulation, sliders, state, widgets
-from ui.jobs import sweep_job, sweep_request
+from ui.jobs import near_job, near_request, sweep_job, sweep_request
 
 widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
 
@@ -61,7 +61,13 @@ with st.form("variant_form"):
 if run_variant:
     try:
         change = api.make_variant(kind, **params)  # type: ignore[arg-type]
-        whatif_jobs[api.variant_label(change)] = state.submit_solve(api.apply_variants(scenario, [change]))
+        variant = api.apply_variants(scenario, [change])
+        if base_result is not None and base_result.has_plan:  # warm from the base plan's templates, same answer
+            whatif_jobs[api.variant_label(change)] = state.runner().submit(
+                "solve", near_request(variant, base_result, with_baselines=True), near_job,
+                owner=st.session_state["owner"])
+        else:
+            whatif_jobs[api.variant_label(change)] = state.submit_solve(variant)
     except PlanningError as exc:
         widgets.show_error(exc)
 

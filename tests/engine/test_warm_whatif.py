@@ -17,7 +17,15 @@ from planning.allocate.warm import WarmStart
 from planning.pipeline import Reuse
 from planning.pipeline import solve as pipeline_solve
 from planning.scenario import Scenario
-from planning.whatif import AvailabilityScale, DemandScale, DropGpu, DropRegion, PriceChange, SloScale, apply_variants
+from planning.whatif import (
+    AvailabilityScale,
+    DemandScale,
+    DropGpu,
+    DropRegion,
+    PriceChange,
+    SloScale,
+    apply_variants,
+)
 
 VARIANTS = [DemandScale(2.0), DropGpu("L40S"), PriceChange(-20), SloScale(0.8), AvailabilityScale(0.5),
             DropRegion("aws:us-west-2")]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.api_fanout import sweep, what_if
+from planning.api_fanout import solve_near, sweep, warm_columns, what_if
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, cost_lines_csv, finance_summary
 from planning.api_measurements import (
     ImportReport,
@@ -70,6 +70,9 @@ from planning.whatif import (
     KINDS as VARIANT_KINDS,
 )
 from planning.whatif import (
+    SLIDERS as VARIANT_SLIDERS,
+)
+from planning.whatif import (
     Variant,
     apply_variants,
     chart_frame,
@@ -77,6 +80,7 @@ from planning.whatif import (
     diff_lines,
     make_variant,
     parse_variant,
+    slider_variants,
 )
 from planning.whatif import (
     label as variant_label,
@@ -88,6 +92,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SOLVE_MODULES",
     "VARIANT_KINDS",
+    "VARIANT_SLIDERS",
     "CancelToken",
     "Cancelled",
     "ImportReport",
@@ -152,7 +157,9 @@ __all__ = [
     "simulate_benchmark",
     "simulate_headroom",
     "simulate_shared",
+    "slider_variants",
     "solve",
+    "solve_near",
     "solve_shared",
     "sweep",
     "template_digest",
@@ -167,6 +174,7 @@ __all__ = [
     "validate",
     "validate_plan",
     "variant_label",
+    "warm_columns",
     "what_if",
 ]
 
@@ -267,10 +275,14 @@ def preset_summaries() -> list[dict[str, Any]]:
 
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-          dump_model: str | Path | None = None, with_baselines: bool = True) -> PlanResult:
-    """Plan a scenario (see :func:`planning.pipeline.solve`)."""
+          dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True) -> PlanResult:
+    """Plan a scenario (see :func:`planning.pipeline.solve`); ``cache`` False always solves anew instead of
+    returning the final plan of the same question from ``$PLANNING_HOME/results`` (:mod:`planning.resultcache`)."""
+    from planning.pipeline import Reuse
+    from planning.resultcache import default_cache
+
     return _solve(scenario, context=engine_context(), progress=progress, cancel=cancel, dump_model=dump_model,
-                  with_baselines=with_baselines)
+                  with_baselines=with_baselines, reuse=Reuse(cache=default_cache() if cache else None))
 
 
 def validate(scenario: Scenario) -> list[str]:

@@ -6,6 +6,11 @@ embedded process pool or as Ray tasks (``planning.parallel.run_tasks``), and are
 backend gives the sequential answer (``tests/parallel/test_fanout.py``). Here, one after another, is the default:
 the engine's warm caches (T̂ tables, multiset spaces) make a point after the first cheap; ``workers`` ≥ 2 puts
 them on the pool, ``backend="ray"`` on Ray (``PLANNING_RAY_ADDRESS`` for a cluster). ``api`` re-exports them.
+
+Here, each case also starts from its neighbour (``planning.pipeline.Reuse``): a what-if variant from the base
+plan's columns, a sweep point from the previous point's (``planning.allocate.warm.WarmStart``; the answer is the
+cold one's, certified over every template, only reached sooner), and every case asks the result cache first
+(``planning.resultcache``), so an answer already known comes back at once on every backend.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ from typing import Any
 
 import pandas as pd
 
+from planning.allocate.warm import WarmStart
 from planning.context import CancelToken, ProgressFn, check_cancel
 from planning.errors import PlanningError
+from planning.pipeline import Reuse
+from planning.pipeline import solve as solve_pipeline
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -52,6 +60,27 @@ def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: st
     return out
 
 
+def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,
+               progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+               with_baselines: bool = True) -> PlanResult:
+    """Plan ``scenario`` starting from a neighbouring plan's columns (``base``: a PlanResult, or its columns as
+    ``WarmStart.to_dict()``, e.g. a job request's), asking the result cache first: the What-if page's sliders
+    (without baselines: the plan and its diff against the base are what a slider shows). The answer is the cold
+    one's (certified over every template), only reached sooner."""
+    from planning.api import engine_context
+    from planning.resultcache import default_cache
+
+    warm = WarmStart.from_result(base) if isinstance(base, PlanResult) else \
+        WarmStart.from_dict(base) if base else None
+    return solve_pipeline(scenario, context=engine_context(), progress=progress, cancel=cancel,
+                          with_baselines=with_baselines, reuse=Reuse(cache=default_cache(), warm=warm))
+
+
+def warm_columns(result: PlanResult) -> dict[str, Any]:
+    """The templates ``result``'s plan uses, as plain JSON for :func:`solve_near` (``WarmStart.to_dict``)."""
+    return WarmStart.from_result(result).to_dict()
+
+
 def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
           cancel: CancelToken | None = None, backend: str | None = None, workers: int = 0) -> pd.DataFrame:
     """Cost of the mixed plan and of each baseline as demand (``kind="demand"``) or SLOs (``"slo"``) scale.
@@ -69,20 +98,53 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
     if not values:
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     points = [(scenario.to_dict(), kind, float(x)) for x in values]
+    warm = _Neighbours()
     per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values], backend=backend,
-                         workers=workers, progress=progress, cancel=cancel, what="sweep")
+                        workers=workers, progress=progress, cancel=cancel, what="sweep",
+                        here=lambda point, cancel=None: sweep_point(point, cancel, warm))
     return pd.DataFrame([row for rows in per_point for row in rows])
 
 
-def sweep_point(point: tuple[dict[str, Any], str, float], cancel: CancelToken | None = None) -> list[dict[str, Any]]:
-    """One sweep point (scenario as a dict, kind, multiplier) → its rows: the plan and every baseline."""
-    from planning.api import solve
+class _Neighbours:
+    """The warm start of the next case solved here: the columns of every plan solved so far (a sweep's previous
+    points, a what-if's base), bounded by what a plan uses (a handful of templates per group)."""
 
+    def __init__(self) -> None:
+        self.start: WarmStart | None = None
+
+    def reuse(self) -> Reuse:
+        from planning.resultcache import default_cache
+
+        return Reuse(cache=default_cache(), warm=self.start)
+
+    def learn(self, result: PlanResult) -> None:
+        if result.instances:
+            self.start = WarmStart.union([self.start, WarmStart.from_result(result)])
+
+
+def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbours | None) -> PlanResult:
+    """One case: with ``warm`` (here) through the pipeline with the neighbours' columns and the cache, else as
+    :func:`planning.api.solve` (a pool or Ray task: the cache only)."""
+    if warm is None:
+        from planning.api import solve
+
+        return solve(scenario, cancel=cancel)
+    from planning.api import engine_context
+
+    result = solve_pipeline(scenario, context=engine_context(), cancel=cancel, reuse=warm.reuse())
+    warm.learn(result)
+    return result
+
+
+def sweep_point(point: tuple[dict[str, Any], str, float], cancel: CancelToken | None = None,
+                warm: _Neighbours | None = None) -> list[dict[str, Any]]:
+    """One sweep point (scenario as a dict, kind, multiplier) → its rows: the plan and every baseline (``warm``:
+    started from the points solved before it, see :class:`_Neighbours`)."""
     data, kind, x = point
     scenario = Scenario.from_dict(data)
     variant = scenario.with_demand_scaled(x) if kind == "demand" else scenario.with_slo_scaled(x)
     variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
-    res = solve(variant, cancel=cancel)
+    res = _solve_case(variant, cancel, warm)
     ok = res.status in ("optimal", "feasible")
     rows = [{"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.comparable_cost if ok else float("nan"),
              "served_fraction": res.served_fraction, "feasible": ok}]
@@ -119,13 +181,14 @@ def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequ
         raise PlanningError("variants", "a variant is labelled 'base', the scenario's own plan.", "rename it.")
     cases = {"base": scenario} if base else {}
     cases.update({name: apply_variants(scenario, list(changes)) for name, changes in named.items()})
+    warm = _Neighbours()  # here: the base first, then each variant from the base's columns
     results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases), backend=backend,
-                       workers=workers, progress=progress, cancel=cancel, what="what-if")
+                      workers=workers, progress=progress, cancel=cancel, what="what-if",
+                      here=lambda data, cancel=None: variant_point(data, cancel, warm))
     return dict(zip(cases, results, strict=True))
 
 
-def variant_point(data: dict[str, Any], cancel: CancelToken | None = None) -> PlanResult:
-    """One what-if case (a scenario as a dict) → its plan with baselines."""
-    from planning.api import solve
-
-    return solve(Scenario.from_dict(data), cancel=cancel)
+def variant_point(data: dict[str, Any], cancel: CancelToken | None = None,
+                  warm: _Neighbours | None = None) -> PlanResult:
+    """One what-if case (a scenario as a dict) → its plan with baselines (``warm``: see :class:`_Neighbours`)."""
+    return _solve_case(Scenario.from_dict(data), cancel, warm)

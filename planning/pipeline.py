@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from planning.allocate.certify import Allocation, allocation_problem, baseline_problem, solve_certified
 from planning.allocate.incumbent import Anytime
 from planning.allocate.problem import AllocationProblem
+from planning.allocate.warm import WarmStart
 from planning.assemble import build_plan_result, time_limit_result
 from planning.catalog.schema import shape_gpu
 from planning.context import (
@@ -46,6 +47,7 @@ from planning.explain import explain_result
 from planning.precheck import precheck
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
+from planning.resultcache import ResultCache, cache_key, is_final
 from planning.scenario import Scenario
 from planning.templates.engine_plan import with_engine_plans
 from planning.templates.sets import (
@@ -57,9 +59,20 @@ from planning.templates.sets import (
 )
 
 
+@dataclass(frozen=True)
+class Reuse:
+    """What a solve may reuse from earlier ones: ``cache`` answers a question already asked
+    (:mod:`planning.resultcache`, final plans only), ``warm`` starts the on-demand engine from a neighbouring
+    plan's columns (:class:`planning.allocate.warm.WarmStart`: a what-if's base, a sweep's previous point). Neither
+    changes the answer: a warm solve is still certified over every template."""
+
+    cache: ResultCache | None = None
+    warm: WarmStart | None = None
+
+
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
           cancel: CancelToken | None = None, dump_model: str | Path | None = None,
-          with_baselines: bool = True, finance: bool = True) -> PlanResult:
+          with_baselines: bool = True, finance: bool = True, reuse: Reuse | None = None) -> PlanResult:
     """Plan ``scenario``: cheapest cluster (or most demand served) with placements and baselines.
 
     Parameters
@@ -73,18 +86,21 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     cancel:
         A :class:`planning.context.CancelToken`; checked between and inside steps → :class:`Cancelled`.
     dump_model:
-        Write the allocation model to this ``.lp``/``.mps`` path.
+        Write the allocation model to this ``.lp``/``.mps`` path (never answered from the cache).
     with_baselines:
         Also run the baselines (they take about as long as the plan's ILP).
     finance:
         A scenario with owned pools, reservations, spot pools or a finance horizon goes through
         :func:`planning.finance.plan.solve_finance` (commitment sizing, then this plan of the design hour with the
         commitments, the bill); False plans the design hour as the offers stand.
+    reuse:
+        A result cache and/or a warm start (:class:`Reuse`; default: neither).
 
     Returns
     -------
     PlanResult
-        Never None: infeasible plans carry a status and diagnostics.
+        Never None: infeasible plans carry a status and diagnostics. A cached answer has
+        ``stats["result_cache_hit"] == 1``.
 
     Raises
     ------
@@ -94,110 +110,177 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         When ``cancel`` is set (or its deadline passes).
     """
     ctx = context or default_context()
+    reuse = reuse or Reuse()
+    key = None
+    if reuse.cache is not None and dump_model is None:
+        t0 = time.perf_counter()
+        key = cache_key(scenario, ctx, with_baselines=with_baselines, finance=finance)
+        hit = reuse.cache.get(key, scenario)
+        if hit is not None:
+            if progress:
+                progress(1.0, "done: the same question was answered before (result cache)")
+            return replace(hit, timings={**hit.timings, "result_cache_seconds": time.perf_counter() - t0})
     refused = precheck(scenario, ctx)  # an SLO no offered GPU reaches: infeasible at once, before any library
     if refused is not None:
         return refused
     if finance and scenario.has_finance:
         from planning.finance.plan import solve_finance
 
-        return solve_finance(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
-                             with_baselines=with_baselines)
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
-    start = clock
-    limit = scenario.options.time_limit_s
-    deadline = Deadline(limit, cancel)  # ONE deadline for every step (see docs/allocation.md, "Time limits")
-    where = _Where(progress)
+        result = solve_finance(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
+                               with_baselines=with_baselines)
+    else:
+        result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm))
+    if key is not None and reuse.cache is not None and is_final(result, scenario):
+        reuse.cache.put(key, result)
+    return result
 
-    def lap(name: str) -> None:
-        nonlocal clock
+
+@dataclass(frozen=True)
+class _Run:
+    """How one plan runs: its progress, cancel token, model dump, baselines and warm start."""
+
+    progress: ProgressFn | None
+    cancel: CancelToken | None
+    dump_model: str | Path | None
+    with_baselines: bool
+    warm: WarmStart | None = None
+
+
+class _Laps:
+    """Seconds per step, in ``timings`` (``lap(name)``: the time since the previous lap)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.start = self.clock = time.perf_counter()
+
+    def lap(self, name: str) -> None:
         now = time.perf_counter()
-        timings[name] = now - clock
-        clock = now
+        self.timings[name] = now - self.clock
+        self.clock = now
 
+    def total(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
+    """The plan of one design hour: resolve → allocation (on demand, else the library) → baselines → result."""
+    laps = _Laps()
+    limit = scenario.options.time_limit_s
+    deadline = Deadline(limit, run.cancel)  # ONE deadline for every step (see docs/allocation.md, "Time limits")
+    where = _Where(run.progress)
     resolved = resolve_scenario(scenario, ctx.catalog)
-    lap("resolve_seconds")
+    laps.lap("resolve_seconds")
     objective = scenario.objective
     anytime = Anytime(served=objective.kind == "served",
                       budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
     where.anytime = anytime
     stopped_at = ""
     try:
-        check_cancel(deadline)
-        where.report(0.02, "pricing: serving templates on demand" if scenario.options.templates == "on-demand"
-                     else "library build: serving templates")
-        allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime)
-        sets: list[TemplateSet]  # None above: the scenario needs the library path
-        if allocation is not None and allocation.sets is not None:
-            sets = allocation.sets
-            lap("allocation_seconds")
-        else:
-            quick = quick_template_sets(ctx, resolved, deadline)
-            if objective.kind == "cost":  # a bound before any library: a time limit in the build still has a gap
-                anytime.raise_bound(additive_cost_bound(ctx, resolved, quick),
-                                    "additive throughput bound (availability relaxed)")
-            quick_plan(resolved, quick, deadline, anytime)
-            sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
-            lap("templates_seconds")
-            check_cancel(deadline)
-            allocation = solve_certified(resolved, sets, dump_model=str(dump_model) if dump_model else None,
-                                         progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline,
-                                         anytime=anytime)
-            lap("allocation_seconds")
+        allocation, sets = _allocate(ctx, resolved, run, _Step(deadline, where, anytime, laps))
     except Cancelled as exc:
         if exc.reason != "time limit" or not deadline.timed_out():
             raise  # the caller's cancel: the job runner records it as cancelled
         stopped_at = exc.detail if ": " in exc.detail else where.step  # the most precise of the two
         if anytime.best is None:
-            return time_limit_result(scenario, limit, stopped_at, time.perf_counter() - start)
+            return time_limit_result(scenario, limit, stopped_at, laps.total())
         allocation = anytime.allocation(stopped_at)
         assert allocation.sets is not None
         sets = allocation.sets
-        lap("allocation_seconds")
-    timings.update(allocation.timings)
-    check_cancel(cancel)
+        laps.lap("allocation_seconds")
+    laps.timings.update(allocation.timings)
+    check_cancel(run.cancel)
     baselines: list[BaselineSummary] = []
-    if with_baselines:
+    if run.with_baselines:
         where.report(0.90, "baselines: single-GPU-type and memory-proportional plans")
         baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline)
-    lap("baselines_seconds")
+    laps.lap("baselines_seconds")
     where.report(0.98, "diagnostics: assembling the plan")
-    timings["total_seconds"] = time.perf_counter() - start
+    laps.timings["total_seconds"] = laps.total()
     stats = {**allocation.stats, **_anytime_stats(anytime)}
-    result = build_plan_result(resolved, sets, allocation.result, baselines, timings=timings,
+    result = build_plan_result(resolved, sets, allocation.result, baselines, timings=laps.timings,
                                provenance=perf_provenance(ctx, sets), stats=stats)
     result = with_engine_plans(result, resolved.scenario, resolved.specs, ctx.perf)  # the limits its engines run with
     if stopped_at:
         result = replace(result, stopped_at=stopped_at)
+    result = _explained(result, ctx, resolved, sets, deadline, baselines)
+    result = _with_message(result, allocation, limit, stopped_at)
+    result = replace(result, timings={**result.timings, "total_seconds": laps.total()})
+    if run.progress:
+        run.progress(1.0, "done")
+    return result
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What the allocation step shares with the rest of the plan: the deadline, the progress relay, the incumbent
+    and the step timer."""
+
+    deadline: Deadline
+    where: _Where
+    anytime: Anytime
+    laps: _Laps
+
+
+def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
+              step: _Step) -> tuple[Allocation, list[TemplateSet]]:
+    """The allocation and its template sets: on demand when the scenario allows it, else over the libraries
+    (a quick plan over the single-shape templates first, so a time limit in the build still has a plan)."""
+    deadline, where, anytime = step.deadline, step.where, step.anytime
+    check_cancel(deadline)
+    where.report(0.02, "pricing: serving templates on demand" if resolved.scenario.options.templates == "on-demand"
+                 else "library build: serving templates")
+    allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime,
+                                      run.warm)
+    if allocation is not None and allocation.sets is not None:  # None: the scenario needs the library path
+        step.laps.lap("allocation_seconds")
+        return allocation, allocation.sets
+    quick = quick_template_sets(ctx, resolved, deadline)
+    if resolved.scenario.objective.kind == "cost":  # a bound before any library: a time limit in the build has a gap
+        anytime.raise_bound(additive_cost_bound(ctx, resolved, quick),
+                            "additive throughput bound (availability relaxed)")
+    quick_plan(resolved, quick, deadline, anytime)
+    sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
+    step.laps.lap("templates_seconds")
+    check_cancel(deadline)
+    allocation = solve_certified(resolved, sets, dump_model=str(run.dump_model) if run.dump_model else None,
+                                 progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline, anytime=anytime)
+    step.laps.lap("allocation_seconds")
+    return allocation, sets
+
+
+def _explained(result: PlanResult, ctx: EngineContext, resolved: ResolvedScenario, sets: Sequence[TemplateSet],
+               deadline: Deadline, baselines: Sequence[BaselineSummary]) -> PlanResult:
+    """``result`` with its causes and fixes (SLO / memory / budget / capacity) and notes on what a time limit
+    left undone (baselines not run, diagnostics not computed)."""
+    limit = resolved.scenario.options.time_limit_s
     notes: list[str] = []
     skipped = [b.name for b in baselines if not b.ran]
     if skipped:
         notes.append(f"Time limit {limit:g} s reached before the baselines {', '.join(skipped)} ran: they are "
                      "listed as not run. Fix: raise options.time_limit_s to compare against them.")
     try:
-        result = explain_result(result, ctx, resolved, sets, deadline)  # SLO / memory / budget / capacity causes
+        result = explain_result(result, ctx, resolved, sets, deadline)
     except Cancelled as exc:
         if exc.reason != "time limit" or not deadline.timed_out():
             raise
         notes.append(f"Time limit {limit:g} s reached during the diagnostics: causes and fixes were not computed. "
                      "Fix: raise options.time_limit_s.")
+    return replace(result, diagnostics=(*result.diagnostics, *notes)) if notes else result
+
+
+def _with_message(result: PlanResult, allocation: Allocation, limit: float, stopped_at: str) -> PlanResult:
+    """The sentence a time limit owes the user: no plan at all, or the best plan found and its proven gap."""
     if result.status == "time_limit" and not allocation.result.has_plan:
-        result = replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
-                         f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
-                         "options.mip_rel_gap.")
-    elif result.status == "feasible" and result.instances and not result.message:
+        return replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
+                       f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
+                       "options.mip_rel_gap.")
+    if result.status == "feasible" and result.instances and not result.message:
         gap = f" (proven gap {result.mip_gap:.2%} to the best bound)" if result.mip_gap is not None else \
             " (no bound proven yet)"
         where_ = f" at step {stopped_at!r}" if stopped_at else ""
-        result = replace(result, message=f"time limit {limit:g} s reached{where_} before the plan was proven "
-                         f"optimal: this is the best plan found{gap}. Fix: raise options.time_limit_s for a "
-                         "certified optimum.")
-    if notes:
-        result = replace(result, diagnostics=(*result.diagnostics, *notes))
-    timings["total_seconds"] = time.perf_counter() - start
-    result = replace(result, timings={**result.timings, "total_seconds": timings["total_seconds"]})
-    if progress:
-        progress(1.0, "done")
+        return replace(result, message=f"time limit {limit:g} s reached{where_} before the plan was proven "
+                       f"optimal: this is the best plan found{gap}. Fix: raise options.time_limit_s for a "
+                       "certified optimum.")
     return result
 
 
@@ -313,13 +396,15 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
-                         cancel: CancelToken | None, anytime: Anytime | None = None) -> Allocation | None:
+                         cancel: CancelToken | None, anytime: Anytime | None = None,
+                         warm: WarmStart | None = None) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
-    (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them;
-    None when the scenario needs the library path (served objective, histogram classes, aggregated mode,
-    explicit templates, running instances, a budget below the cost optimum) or the option is off."""
+    (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them,
+    started from ``warm``'s columns when given; None when the scenario needs the library path (served objective,
+    histogram classes, aggregated mode, explicit templates, running instances, a budget below the cost optimum)
+    or the option is off."""
     if resolved.scenario.options.templates != "on-demand":
         return None
     from planning.allocate.ondemand import solve_on_demand
 
-    return solve_on_demand(ctx, resolved, progress, cancel, anytime)
+    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm)

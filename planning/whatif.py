@@ -277,6 +277,30 @@ def make_variant(kind: str, *, k: float = 1.0, model: str | None = None, gpu: st
     return specs[kind]
 
 
+SLIDERS: dict[str, tuple[float, float, float, float]] = {  # name → (min, max, neutral, step) on the What-if page
+    "demand": (0.25, 4.0, 1.0, 0.25),
+    "price_pct": (-50.0, 100.0, 0.0, 5.0),
+    "slo": (0.5, 2.0, 1.0, 0.1),
+    "availability_pct": (10.0, 200.0, 100.0, 10.0),
+}
+
+
+def slider_variants(demand: float = 1.0, price_pct: float = 0.0, slo: float = 1.0,
+                    availability_pct: float = 100.0) -> list[Variant]:
+    """The changes four sliders stand for (demand ×, prices ± %, SLOs ×, availability %), the neutral ones left
+    out (so the sliders at rest are the base scenario itself)."""
+    out: list[Variant] = []
+    if demand != 1.0:
+        out.append(DemandScale(float(demand)))
+    if price_pct != 0.0:
+        out.append(PriceChange(float(price_pct)))
+    if slo != 1.0:
+        out.append(SloScale(float(slo)))
+    if availability_pct != 100.0:
+        out.append(AvailabilityScale(float(availability_pct) / 100.0))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------------
 # comparing variants' plans
 

@@ -8,6 +8,7 @@ import planning
 from planning import api
 from planning.errors import PlanningError
 from planning.jobs import JobToken, ProgressFn
+from planning.result import PlanResult
 from planning.scenario import Scenario
 
 # Bump when the shape of a job's result dict changes, so cached results in the job store are not reused.
@@ -28,6 +29,21 @@ def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -
     """Plan one scenario: ``planning.api.solve`` → ``PlanResult.to_dict()``."""
     scenario = Scenario.from_dict(request["scenario"])
     result = api.solve(scenario, progress=progress, cancel=cancel)
+    out: dict[str, Any] = result.to_dict()
+    return out
+
+
+def near_request(scenario: Scenario, base: PlanResult, with_baselines: bool = False) -> dict[str, Any]:
+    """The job request for planning ``scenario`` (a variant of ``base``'s scenario) from the columns of ``base``;
+    without baselines by default (a slider shows the plan and its diff against the base)."""
+    return {**solve_request(scenario), "warm": api.warm_columns(base), "with_baselines": bool(with_baselines)}
+
+
+def near_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """Plan one variant warm: ``planning.api.solve_near`` → ``PlanResult.to_dict()``."""
+    scenario = Scenario.from_dict(request["scenario"])
+    result = api.solve_near(scenario, request.get("warm"), progress=progress, cancel=cancel,
+                            with_baselines=bool(request.get("with_baselines", True)))
     out: dict[str, Any] = result.to_dict()
     return out
 

@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "library_job": None,  # job id of the template-library build
     "whatif_jobs": {},  # variant label -> job id
     "sweep_jobs": {},  # sweep label -> job id
+    "slider_job": None,  # job id of the What-if sliders' current position (ui.sliders)
+    "slider_key": "",  # that position's scenario, to tell a new position from a rerun
     "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")
     "whatif_sim_jobs": {},  # variant label -> simulation job id
     "shared_jobs": {},

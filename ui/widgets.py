@@ -92,6 +92,8 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 text += f" · attempt {record.attempt}, its first worker died"
             if attention := record.attention():
                 text += f" · {attention}"
+            elif left := record.time_left_text():
+                text += f" · {left}"  # the job's pace so far, capped by its time limit
             cols[0].progress(fraction, text=text)
             if best:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "

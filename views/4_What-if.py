@@ -1,4 +1,5 @@
-"""What-if page: variants of the current scenario (planning.whatif via api) vs baselines, plan diff, sweeps."""
+"""What-if page: sliders (ui.sliders), variants of the current scenario (planning.whatif via api) vs baselines,
+plan diff, sweeps."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import streamlit as st
 from planning import api, viz
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from ui import simulation, state, widgets
-from ui.jobs import sweep_job, sweep_request
+from ui import simulation, sliders, state, widgets
+from ui.jobs import near_job, near_request, sweep_job, sweep_request
 
 widgets.page("What-if", "Change one thing about the scenario and see what the plan and the baselines do.")
 
@@ -24,6 +25,11 @@ if base is None:
 
 whatif_jobs: dict[str, str] = st.session_state["whatif_jobs"]
 sweep_jobs: dict[str, str] = st.session_state["sweep_jobs"]
+base_result = state.result_of(base)
+
+# --- sliders: the plan as a slider moves --------------------------------------------------------------------------
+if base_result is not None and base_result.has_plan:
+    sliders.slider_section(scenario, base_result)
 
 # --- new variant -----------------------------------------------------------------------------------------------
 st.subheader("Add a variant")
@@ -55,7 +61,13 @@ with st.form("variant_form"):
 if run_variant:
     try:
         change = api.make_variant(kind, **params)  # type: ignore[arg-type]
-        whatif_jobs[api.variant_label(change)] = state.submit_solve(api.apply_variants(scenario, [change]))
+        variant = api.apply_variants(scenario, [change])
+        if base_result is not None and base_result.has_plan:  # warm from the base plan's templates, same answer
+            whatif_jobs[api.variant_label(change)] = state.runner().submit(
+                "solve", near_request(variant, base_result, with_baselines=True), near_job,
+                owner=st.session_state["owner"])
+        else:
+            whatif_jobs[api.variant_label(change)] = state.submit_solve(variant)
     except PlanningError as exc:
         widgets.show_error(exc)
 
@@ -66,7 +78,6 @@ if running:
 
 # --- comparison ------------------------------------------------------------------------------------------------
 results: dict[str, PlanResult] = {}
-base_result = state.result_of(base)
 if base_result is not None:
     results["base"] = base_result
 for label, job_id in whatif_jobs.items():

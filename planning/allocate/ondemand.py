@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from planning.allocate.pricing import (
 )
 from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.solve import solve_allocation
+from planning.allocate.warm import WarmStart
 from planning.catalog.schema import shape_gpu
 from planning.context import (
     CancelToken,
@@ -103,6 +104,7 @@ class OnDemandPlan:
     pricing: PricingResult
     certified: bool
     delta: float
+    timings: dict[str, float] = field(default_factory=dict)  # seconds of each step (pricing, bounds, fixing, ILP)
 
 
 def _check(cancel: CancelToken | None) -> None:
@@ -192,8 +194,8 @@ def incumbent_limit(cancel: CancelToken | None, limit_s: float, share: float = I
 
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *, per_region: bool = True,
                        provenance: Callable[[str], str] | None = None, progress: ProgressFn | None = None,
-                       cancel: CancelToken | None = None, timings: dict[str, float] | None = None,
-                       pricers: Pricers | None = None, anytime: Anytime | None = None) -> OnDemandPlan | None:
+                       cancel: CancelToken | None = None, pricers: Pricers | None = None,
+                       anytime: Anytime | None = None) -> OnDemandPlan | None:
     """LP over all templates by column generation, then reduced-cost fixing + ILP until certified; anytime.
 
     Plans found on the way go to ``anytime`` as soon as they exist (``planning.allocate.incumbent``): the
@@ -216,8 +218,6 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         The run contract of :mod:`planning.context`; progress covers 0..1 of this call and names each step:
         ``pricing:`` (column generation rounds with the LP bound, the Lagrangian group bounds), ``fixing:``
         and ``ILP:`` per attempt.
-    timings:
-        Filled with the seconds of each step.
     pricers:
         Where the pricing searches run (default: here, one group after another; see ``planning.allocate.pricers``).
     anytime:
@@ -234,74 +234,121 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     Cancelled
         When ``cancel`` is set; the incumbent so far is in ``anytime`` (the pipeline returns it at a time limit).
     """
-    timings = timings if timings is not None else {}
-    anytime = anytime if anytime is not None else Anytime()
+    run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {}, pricers if pricers is not None else LocalPricers(priced),
+               anytime if anytime is not None else Anytime())
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
-    groups = [pg.group for pg in priced]
     t1 = time.perf_counter()
-    pricers = pricers if pricers is not None else LocalPricers(priced)
-    base_limit = resolved.scenario.options.time_limit_s
+    masters = _Masters(run)
+    run.anytime.raise_bound(additive_bound(priced, prices, resolved.scenario.options.K),
+                            "additive throughput bound (availability relaxed)")
+    pr, _lp = solve_lp(priced, prices, available, resolved.scenario.options.K, per_region=per_region,
+                       cancel=cancel, pricers=run.pricers, progress=sub_progress(progress, 0.0, 0.6),
+                       on_round=masters.on_round)
+    run.timings["pricing_lp_seconds"] = time.perf_counter() - t1
+    if not pr.feasible:
+        return None
+    run.anytime.raise_bound(pr.z_lp, "LP optimum over all templates")
+    masters.solve(_lp, "restricted master ILP at the LP optimum")
+    _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
+    t_lb = time.perf_counter()
+    L, z_lb = lagrangian_bound(priced, pr, _lp, available, per_region, cancel, run.pricers)
+    pr.z_lb = max(z_lb, pr.z_lp)
+    run.timings["group_bounds_seconds"] = run.timings.get("group_bounds_seconds", 0.0) + time.perf_counter() - t_lb
+    run.anytime.raise_bound(pr.z_lb, "Lagrangian bound")
+    return _certify(run, pr, L)
 
-    tried: set[int] = set()  # master sizes (column counts) already solved as an ILP
 
-    def restricted_master(lp: ColumnLP, label: str, near_deadline: bool = False) -> None:
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one :func:`allocate_on_demand` call shares."""
+
+    priced: Sequence[PricedGroup]
+    resolved: ResolvedScenario
+    groups: list[Group]
+    per_region: bool
+    provenance: Callable[[str], str] | None
+    progress: ProgressFn | None
+    cancel: CancelToken | None
+    timings: dict[str, float]
+    pricers: Pricers
+    anytime: Anytime
+
+
+class _Masters:
+    """The incumbent ILPs over the restricted master's columns (``on_round``: after the seed LP and pricing rounds
+    1, 2, 4, …; ``solve``: at the LP optimum), each offered to the run's ``anytime``."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.tried: set[int] = set()  # master sizes (column counts) already solved as an ILP
+
+    def on_round(self, state: RoundState) -> None:
+        anytime = self.run.anytime
+        if state.stage == "lp" and state.rounds == 1 and state.feasible:
+            self.solve(state.lp, "restricted master ILP over the seed columns", near_deadline(self.run.cancel))
+        elif state.stage == "priced":
+            anytime.raise_bound(state.farley_bound(anytime.value), f"Farley bound of pricing round {state.rounds}")
+            if state.added and state.rounds & (state.rounds - 1) == 0:  # rounds 1, 2, 4, 8, …
+                self.solve(state.lp, f"restricted master ILP after pricing round {state.rounds}")
+
+    def solve(self, lp: ColumnLP, label: str, pressed: bool = False) -> None:
         """Incumbent ILPs over a short list of the master's columns, then (when cheap) the whole master. Near the
-        deadline the LP's support alone comes first (a plan in milliseconds of HiGHS, in case the short list's ILP
-        is cut off) and each ILP gets half the time left instead of a quarter."""
-        if len(lp.order) in tried:
+        deadline (``pressed``) the LP's support alone comes first (a plan in milliseconds of HiGHS, in case the
+        short list's ILP is cut off) and each ILP gets half the time left instead of a quarter."""
+        run = self.run
+        if len(lp.order) in self.tried:
             return  # the same columns (no round added any): nothing new to find
-        tried.add(len(lp.order))
+        self.tried.add(len(lp.order))
         t = time.perf_counter()
-        _check(cancel)
+        _check(run.cancel)
         short = lp.best_columns(INCUMBENT_COLUMNS)
         # the short list first (a plan fast), then the whole master when the short list found none or the master is
         # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h)
         lists = [short, lp.order] if len(short) < len(lp.order) else [lp.order]
-        if near_deadline:
+        if pressed:
             support = lp.best_columns(0)
             if len(support) < len(lists[0]):
                 lists.insert(0, support)
-        share = INCUMBENT_SHARE_PRESSED if near_deadline else INCUMBENT_SHARE
+        share = INCUMBENT_SHARE_PRESSED if pressed else INCUMBENT_SHARE
+        base_limit = run.resolved.scenario.options.time_limit_s
         for i, keys in enumerate(lists):
-            if i and anytime.best is not None and len(keys) > FULL_MASTER_COLUMNS:
+            if i and run.anytime.best is not None and len(keys) > FULL_MASTER_COLUMNS:
                 break
-            sets, masks = _rmp_sets(priced, keys, provenance)
-            problem = ilp_problem(resolved, groups, sets, masks, cancel)
-            alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(cancel, base_limit, share),
+            sets, masks = _rmp_sets(run.priced, keys, run.provenance)
+            problem = ilp_problem(run.resolved, run.groups, sets, masks, run.cancel)
+            alloc = solve_allocation(replace(problem, time_limit_s=incumbent_limit(run.cancel, base_limit, share),
                                              mip_rel_gap=max(problem.mip_rel_gap, INCUMBENT_GAP)), diagnose=False)
-            anytime.offer(alloc, sets, masks, f"{label} ({len(keys):,} of its {len(lp.columns):,} columns)")
-            _check(cancel)
-        timings["incumbent_seconds"] = timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
+            run.anytime.offer(alloc, sets, masks, f"{label} ({len(keys):,} of its {len(lp.columns):,} columns)")
+            _check(run.cancel)
+        run.timings["incumbent_seconds"] = run.timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
 
-    def on_round(state: RoundState) -> None:
-        if state.stage == "lp" and state.rounds == 1 and state.feasible:
-            restricted_master(state.lp, "restricted master ILP over the seed columns", near_deadline(cancel))
-        elif state.stage == "priced":
-            anytime.raise_bound(state.farley_bound(anytime.value), f"Farley bound of pricing round {state.rounds}")
-            if state.added and state.rounds & (state.rounds - 1) == 0:  # rounds 1, 2, 4, 8, …
-                restricted_master(state.lp, f"restricted master ILP after pricing round {state.rounds}")
 
-    anytime.raise_bound(additive_bound(priced, prices, resolved.scenario.options.K),
-                        "additive throughput bound (availability relaxed)")
-    pr, _lp = solve_lp(priced, prices, available, resolved.scenario.options.K, per_region=per_region,
-                       cancel=cancel, pricers=pricers, progress=sub_progress(progress, 0.0, 0.6), on_round=on_round)
-    timings["pricing_lp_seconds"] = time.perf_counter() - t1
-    if not pr.feasible:
-        return None
-    anytime.raise_bound(pr.z_lp, "LP optimum over all templates")
-    restricted_master(_lp, "restricted master ILP at the LP optimum")
+def _fixed_sets(run: _Run, kept: Sequence[np.ndarray],
+                single: Sequence[np.ndarray]) -> tuple[list[TemplateSet], list[np.ndarray]]:
+    """The fixing ILP's template sets: per group the kept multisets (masked in) plus every single-GPU-type
+    multiset (for the baselines; masked out unless kept)."""
+    sets, masks = [], []
+    for pg, P, S1 in zip(run.priced, kept, single, strict=True):
+        _check(run.cancel)  # a group's exact placements take up to ~0.1 CPU-s (coral-extended): the limit holds
+        ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, run.provenance)
+        keys = set(pg.space.codes(P).tolist())
+        masks.append(np.array([c in keys for c in _row_codes(pg.space, ts)], dtype=bool))
+        sets.append(ts)
+    return sets, masks
+
+
+def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
+    """Reduced-cost fixing + ILP rounds from the bound ``pr.z_lb`` until a plan within the target is found (then
+    optimal over every template), else the best plan found after ``MAX_ATTEMPTS`` rounds with its proven gap."""
+    priced, anytime, timings, z_lb = run.priced, run.anytime, run.timings, pr.z_lb
     gpus = [np.array([shape_gpu(s) for s in pg.space.shapes]) for pg in priced]
     single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
               for pg, gp in zip(priced, gpus, strict=True)]
-    _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
-    t_lb = time.perf_counter()
-    L, z_lb = lagrangian_bound(priced, pr, _lp, available, per_region, cancel, pricers)
-    z_lb = max(z_lb, pr.z_lp)
-    timings["group_bounds_seconds"] = timings.get("group_bounds_seconds", 0.0) + time.perf_counter() - t_lb
-    pr.z_lb = z_lb
-    anytime.raise_bound(z_lb, "Lagrangian bound")
     target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
+    if anytime.best is not None and z_lb <= anytime.value < target:
+        # a plan is known within the first margin (a warm start's, often): certify at its value, over fewer columns
+        target = anytime.value * (1 + 1e-9) + 1e-9
     delta = target - z_lb
     certified = False
     alloc: AllocationResult | None = None
@@ -310,26 +357,21 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     for attempt in range(MAX_ATTEMPTS):
         step = 0.7 + 0.3 * attempt / MAX_ATTEMPTS
         again = f" (attempt {attempt + 1})" if attempt else ""
-        _report(progress, step, f"fixing: templates within {delta:,.4g} $/h of the bound {z_lb:,.2f} $/h{again}")
+        _report(run.progress, step, f"fixing: templates within {delta:,.4g} $/h of the bound {z_lb:,.2f} $/h{again}")
         t2 = time.perf_counter()
         # a plan using (M, r) of group g costs ≥ z_LB − L_g + W_r(M) + [T < D](y_d(D − T) + y_n) ≥ z_LB − L_g
         # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
         thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
         thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
-        kept = fix(priced, pr, thetas, per_region, cancel, pricers)
-        sets, masks = [], []
-        for pg, P, S1 in zip(priced, kept, single, strict=True):
-            _check(cancel)  # a group's exact placements take up to ~0.1 CPU-s (coral-extended): the limit holds
-            ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, provenance)
-            keys = set(pg.space.codes(P).tolist())
-            masks.append(np.array([c in keys for c in _row_codes(pg.space, ts)], dtype=bool))
-            sets.append(ts)
+        kept = fix(priced, pr, thetas, run.per_region, run.cancel, run.pricers)
+        sets, masks = _fixed_sets(run, kept, single)
         timings["fixing_seconds"] = timings.get("fixing_seconds", 0.0) + time.perf_counter() - t2
-        _check(cancel)
-        _report(progress, step + 0.15 / MAX_ATTEMPTS,
+        _check(run.cancel)
+        _report(run.progress, step + 0.15 / MAX_ATTEMPTS,
                 f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
-        alloc = solve_allocation(exact_when_small(ilp_problem(resolved, groups, sets, masks, cancel)))
+        problem = exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel))
+        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem)))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
@@ -339,26 +381,42 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         refuted = refuted_target(alloc, target)  # no plan of value ≤ target exists: the bound rises
         if refuted is not None:
             anytime.raise_bound(refuted, f"certificate target refuted by fixing ILP{again}")
-        _check(cancel)
-        raised = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
-        # the next target need not exceed the best plan found so far (an incumbent ILP's, often far below this
-        # fixing ILP's over its few templates): a plan of that value exists, so the certificate at it succeeds
-        # once the ILP holds every template that can be in a plan at least as cheap
-        if anytime.value < raised and anytime.value > target * (1 + 1e-9) + 1e-9:
-            raised = anytime.value
-        target = raised
+        _check(run.cancel)
+        target = _next_target(alloc, target, z_lb, anytime)
         delta = target - z_lb
     if not certified and anytime.best is not None:  # out of attempts: the best plan found, with its proven gap
         best = anytime.best
         alloc = replace(best.alloc, status="feasible", gap=anytime.gap())
         sets, masks = list(best.sets), list(best.masks or [np.ones(len(ts), dtype=bool) for ts in best.sets])
     assert alloc is not None  # MAX_ATTEMPTS ≥ 1
-    return OnDemandPlan(alloc, sets, masks, pr, certified, delta)
+    return OnDemandPlan(alloc, sets, masks, pr, certified, delta, timings)
+
+
+def _incumbent_start(anytime: Anytime, problem: AllocationProblem) -> dict[tuple[str, str], int]:
+    """The best plan so far as a MIP start of a fixing ILP (HiGHS then never returns a worse plan, so a target at
+    its value is met), or nothing when one of its templates is not among the ILP's (a plan above the target)."""
+    if anytime.best is None:
+        return {}
+    counts = {(str(t), str(r)): int(n) for (t, r), n in anytime.best.alloc.counts.items() if int(n) > 0}
+    ids = {t.id for t in problem.templates}
+    return counts if counts and all(t in ids for t, _r in counts) else {}
+
+
+def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: Anytime) -> float:
+    """The next certificate target after a fixing ILP missed ``target``: its plan's value (or 4× the margin)."""
+    value = alloc.total_per_hour
+    raised = float(value) if alloc.has_plan and value is not None else z_lb + 4 * (target - z_lb)
+    # the next target need not exceed the best plan found so far (an incumbent ILP's, often far below this
+    # fixing ILP's over its few templates): a plan of that value exists, so the certificate at it succeeds
+    # once the ILP holds every template that can be in a plan at least as cheap
+    if anytime.value < raised and anytime.value > target * (1 + 1e-9) + 1e-9:
+        raised = anytime.value
+    return raised
 
 
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
-                    warm: Mapping[str, np.ndarray] | None = None) -> Allocation | None:
+                    warm: Mapping[str, np.ndarray] | WarmStart | None = None) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -402,19 +460,21 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         check_cancel(cancel, f"pricing: T̂ tables of {g.id}")
         sp = build_space(ctx.perf, ctx.catalog, resolved.specs[g.model], g, resolved.shapes, opts.nmax, opts.rho,
                          opts.max_stages)
-        priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {},
-                                  None if warm is None else warm.get(g.id)))
+        rows = warm.rows(g.id, sp.shapes, sp.nmax) if isinstance(warm, WarmStart) else \
+            None if warm is None else warm.get(g.id)
+        priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}, rows))
     timings["tables_seconds"] = time.perf_counter() - t0
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
         plan = allocate_on_demand(priced, resolved,
                                   provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
-                                  progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, timings=timings,
-                                  pricers=pricers, anytime=anytime)
+                                  progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
+                                  anytime=anytime)
     finally:
         pricers.close()
     if plan is None:
         return None
+    timings.update(plan.timings)
     budget = resolved.scenario.objective.budget_per_hour
     total = plan.alloc.total_per_hour  # provisioning + penalty + KV transfer: what the budget bounds (AllocationProblem)
     if budget is not None and total is not None and total > budget * (1 + 1e-9):

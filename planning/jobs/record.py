@@ -16,6 +16,7 @@ JobStatus = Literal["queued", "running", "done", "failed", "cancelled", "lost"]
 STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled", "lost")
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
 TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled", "lost")
+ESTIMATE_FROM = 0.02  # a time-left estimate once a job has reported this share of its work
 
 # A job's columns in store order: schema 1's, then what schema 2 added (kept last, so a schema-1 row is a prefix).
 V1_COLUMNS: tuple[str, ...] = (
@@ -159,6 +160,42 @@ class JobRecord:
             return None
         last = self.progressed if self.progressed is not None else self.started
         return None if last is None else max(0.0, (time.time() if now is None else now) - last)
+
+    def time_left(self, now: float | None = None) -> float | None:
+        """Seconds a running job probably still needs: the time so far × (1 − progress) / progress (its steps'
+        progress fractions are shares of the whole job), at most what its time limit leaves
+        (``request.scenario.options.time_limit_s`` when the request has one); ``None`` until there is enough to go
+        on (progress below ``ESTIMATE_FROM`` or less than a second run) or when the job is not running."""
+        if self.status != "running" or self.started is None:
+            return None
+        now = time.time() if now is None else now
+        spent = max(0.0, now - self.started)
+        f = min(max(float(self.progress or 0.0), 0.0), 1.0)
+        if f < ESTIMATE_FROM or spent < 1.0:
+            return None
+        left = spent * (1.0 - f) / f
+        scenario = self.request.get("scenario")
+        options = scenario.get("options") if isinstance(scenario, dict) else None
+        limit = options.get("time_limit_s") if isinstance(options, dict) else None
+        if isinstance(limit, (int, float)) and limit > 0:
+            left = min(left, max(0.0, float(limit) - spent))
+        return left
+
+    def time_left_text(self, now: float | None = None) -> str:
+        """The estimate in words for a progress line: "about 40 s left", "about 3 min left", "estimating the time
+        left" (running, not enough to go on yet), "" when not running."""
+        if self.status != "running":
+            return ""
+        left = self.time_left(now)
+        if left is None:
+            return "estimating the time left"
+        if left < 1.0:
+            return "almost done"
+        if left < 90:
+            return f"about {left:.0f} s left"
+        if left < 5400:
+            return f"about {left / 60:.0f} min left"
+        return f"about {left / 3600:.1f} h left"
 
     def attention(self, now: float | None = None) -> str | None:
         """What a user watching a running job should know, or ``None`` when all is well.

@@ -90,3 +90,30 @@ def test_variants_are_simulated_and_never_show_a_negative_saving(planning_home: 
     assert list(table["variant"]) == ["base", label]
     assert all(0 <= float(v.rstrip("%")) <= 100 for v in table["SLO attainment"])
     assert any("attainment per variant" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_a_slider_position_is_planned_from_the_base_and_diffed(planning_home: Path) -> None:
+    """Issue 41 §5: moving a slider plans that position in the background (warm from the base plan); the page
+    shows its cost against the base and the plan diff; going back to a position reuses its plan."""
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    assert not at.exception
+    assert "Move a slider" in [s.value for s in at.subheader]
+    assert at.session_state["slider_job"] is None  # at rest: the base scenario, nothing to plan
+    at.slider(key="slider_demand").set_value(2.0)
+    at.run()
+    first = str(at.session_state["slider_job"])
+    assert wait_for_job(planning_home, first) == "done"
+    at.run()
+    assert not at.exception
+    metric = next(m for m in at.metric if m.label == "Plan at the sliders")
+    assert metric.value.startswith("$")
+    assert "demand ×2 (all models)" in texts(at)
+    assert any("What changed the cost" in c.proto.spec for c in at.get("plotly_chart"))
+    at.slider(key="slider_price_pct").set_value(-20.0)
+    at.run()
+    second = str(at.session_state["slider_job"])
+    assert second != first
+    assert wait_for_job(planning_home, second) == "done"
+    at.slider(key="slider_price_pct").set_value(0.0)
+    at.run()
+    assert str(at.session_state["slider_job"]) == first  # a position already planned comes back as it was

@@ -1,0 +1,142 @@
+"""Exploration at the speed of a slider (issue 41): re-solves, warm what-ifs, a warm demand sweep, cold solves.
+
+Prints, per run and as medians over ``--runs``, in one process (its warm T̂ tables and multiset spaces, as a user's
+session has them after the first plan):
+
+- ``cold``: the preset solved with its baselines, result cache off (``api.solve(..., cache=False)``);
+- ``re-solve``: the same question again through ``api.solve`` with the result cache on (a fresh cache folder per
+  run, filled by one solve first);
+- ``what-if <label>``: demand ×2, drop L40S, prices −20 %, SLO ×0.8, each solved from the base plan's columns
+  (``pipeline.Reuse(warm=…)``, cache off), with its status (every one must be ``optimal``); ``--check`` also
+  solves it cold right after (timed: warm and cold see the same load) and compares the costs;
+  ``--no-baselines`` times the what-ifs' allocations alone;
+- ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off;
+- ``catalog-wide cold`` with ``--catalog-wide``.
+
+``--profile`` instead profiles one cold solve of the preset with cProfile (the 25 functions with the most
+cumulative time, and the pipeline's step timings): where a cold solve's time goes.
+
+``--busy N`` runs everything with N CPU-burning processes (``benchmarks._load.Busy``); every run prints the load
+line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
+``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
+[--no-baselines] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks._load import Busy, load_line
+from planning import api
+from planning.allocate.warm import WarmStart
+from planning.pipeline import Reuse
+from planning.pipeline import solve as pipeline_solve
+from planning.whatif import DemandScale, DropGpu, PriceChange, SloScale, apply_variants, label
+
+VARIANTS = [DemandScale(2.0), DropGpu("L40S"), PriceChange(-20), SloScale(0.8)]
+SWEEP = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def one_run(preset: str, check: bool, catalog_wide: bool, baselines: bool = True) -> dict[str, float]:
+    """One pass over every figure; returns seconds by name."""
+    os.environ["PLANNING_RESULT_CACHE"] = "off"
+    scenario = api.load_preset_scenario(preset)
+    ctx = api.engine_context()
+    out: dict[str, float] = {}
+    out["cold"], base = _timed(lambda: api.solve(scenario, cache=False))
+    print(f"  cold {preset}: {out['cold']:.2f} s, {base.status} ${base.comparable_cost:,.4f}/h "
+          f"(allocation {base.timings.get('allocation_seconds', 0):.2f} s, baselines "
+          f"{base.timings.get('baselines_seconds', 0):.2f} s)")
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["PLANNING_HOME"], os.environ["PLANNING_RESULT_CACHE"] = home, "on"
+        api.solve(scenario)
+        out["re-solve"], again = _timed(lambda: api.solve(scenario))
+        os.environ["PLANNING_RESULT_CACHE"] = "off"
+    print(f"  re-solve: {out['re-solve'] * 1000:.1f} ms (from the cache: {again.stats.get('result_cache_hit') == 1})")
+    warm = WarmStart.from_result(base)
+    for v in VARIANTS:
+        variant = apply_variants(scenario, [v])
+        secs, res = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=Reuse(warm=warm),
+                                                                  with_baselines=baselines))
+        out[f"what-if {label(v)}"] = secs
+        line = f"  what-if {label(v)}: {secs:.2f} s warm, {res.status} ${res.comparable_cost:,.4f}/h"
+        if check:  # the same variant cold, right after (the same load)
+            cold_s, cold = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx,
+                                                                         with_baselines=baselines))
+            out[f"what-if {label(v)} (cold)"] = cold_s
+            same = abs(cold.comparable_cost - res.comparable_cost) <= 1e-6 * max(1.0, cold.comparable_cost)
+            line += (f"; cold {cold_s:.2f} s, {cold.status} ${cold.comparable_cost:,.4f}/h "
+                     f"({'same cost' if same else 'DIFFERENT COST'})")
+        print(line)
+    out["sweep"], frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP))
+    plan_rows = frame[frame["method"].str.startswith("Plan")]
+    print(f"  sweep of {len(SWEEP)} demand points: {out['sweep']:.2f} s "
+          f"({int(plan_rows['feasible'].sum())} of {len(plan_rows)} with a plan)")
+    if catalog_wide:
+        wide = api.load_preset_scenario("catalog-wide")
+        out["catalog-wide cold"], res = _timed(lambda: api.solve(wide, cache=False))
+        print(f"  catalog-wide cold: {out['catalog-wide cold']:.2f} s, {res.status} ${res.comparable_cost:,.4f}/h")
+    return out
+
+
+def profile_cold(preset: str) -> None:
+    """cProfile of one cold solve (result cache off; the catalog and perf model are loaded before the profile
+    starts): the top functions by cumulative time and the pipeline's own step timings."""
+    import cProfile
+    import pstats
+
+    os.environ["PLANNING_RESULT_CACHE"] = "off"
+    scenario = api.load_preset_scenario(preset)
+    api.engine_context()  # the catalog and perf model load outside the profile
+    prof = cProfile.Profile()
+    prof.enable()
+    t0 = time.perf_counter()
+    result = api.solve(scenario, cache=False)
+    wall = time.perf_counter() - t0
+    prof.disable()
+    print(f"cold {preset}: {wall:.2f} s, {result.status} ${result.comparable_cost:,.4f}/h")
+    print("  steps: " + ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items() if v >= 0.05))
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="coral-extended")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--busy", type=int, default=0)
+    parser.add_argument("--check", action="store_true", help="solve each variant cold too (timed) and compare costs")
+    parser.add_argument("--no-baselines", action="store_true", help="what-ifs without their baselines")
+    parser.add_argument("--catalog-wide", action="store_true", help="also time catalog-wide cold")
+    parser.add_argument("--profile", action="store_true", help="profile one cold solve instead")
+    args = parser.parse_args()
+    if args.profile:
+        with Busy(args.busy):
+            print(load_line(args.busy))
+            profile_cold(args.preset)
+        return
+    figures: dict[str, list[float]] = defaultdict(list)
+    with Busy(args.busy):
+        for run in range(args.runs):
+            print(f"run {run + 1}/{args.runs} — {load_line(args.busy)}")
+            for name, secs in one_run(args.preset, args.check, args.catalog_wide, not args.no_baselines).items():
+                figures[name].append(secs)
+        print(f"medians of {args.runs} ({args.preset}, --busy {args.busy}) — {load_line(args.busy)}")
+    for name, values in figures.items():
+        print(f"  {name:32} {statistics.median(values):8.3f} s   (runs: {', '.join(f'{v:.2f}' for v in values)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""A running job's estimate of the time left (JobRecord.time_left / time_left_text), with an injected clock."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from planning.jobs.record import JobRecord
+
+T0 = 1_000_000.0
+
+
+def _record(progress: float, *, status: str = "running", limit: float | None = None) -> JobRecord:
+    request: dict[str, Any] = {"scenario": {"options": {"time_limit_s": limit}}} if limit is not None else {}
+    return JobRecord(id="j", kind="solve", request_key="k", request_json=json.dumps(request), status=status,  # type: ignore[arg-type]
+                     progress=progress, message="pricing: round 3", result_json=None, error=None, error_field=None,
+                     error_detail=None, cancel_requested=False, owner=None, host=None, pid=None, heartbeat=None,
+                     created=T0, started=T0, finished=None)
+
+
+def test_linear_estimate_from_the_share_done() -> None:
+    assert _record(0.25).time_left(now=T0 + 10) == pytest.approx(30.0)  # a quarter in 10 s: 30 s to go
+    assert _record(0.25).time_left_text(now=T0 + 10) == "about 30 s left"
+    assert _record(0.5).time_left_text(now=T0 + 600) == "about 10 min left"
+    assert _record(0.999).time_left_text(now=T0 + 100) == "almost done"
+
+
+def test_no_estimate_without_enough_to_go_on() -> None:
+    assert _record(0.01).time_left(now=T0 + 10) is None  # below ESTIMATE_FROM
+    assert _record(0.5).time_left(now=T0 + 0.5) is None  # under a second
+    assert _record(0.01).time_left_text(now=T0 + 10) == "estimating the time left"
+    assert _record(0.5, status="done").time_left_text(now=T0 + 10) == ""
+    assert replace(_record(0.5), started=None).time_left(now=T0 + 10) is None
+
+
+def test_the_time_limit_caps_the_estimate() -> None:
+    assert _record(0.1, limit=60).time_left(now=T0 + 20) == pytest.approx(40.0)  # linear says 180 s
+    assert _record(0.1, limit=10).time_left(now=T0 + 20) == pytest.approx(0.0)  # past it: the plan is imminent

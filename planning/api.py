@@ -20,9 +20,11 @@ from planning.api_measurements import (
     fit_frame,
     fit_measurements,
     import_measurements,
+    label_measured,
     measured_lines,
     measurements_frame,
     measurements_what_if,
+    plan_context,
     plan_diff,
     points_frame,
     read_measurements,
@@ -116,6 +118,7 @@ __all__ = [
     "import_measurements",
     "is_plan_json",
     "json_safe",
+    "label_measured",
     "lesson",
     "list_presets",
     "load_plan",
@@ -129,6 +132,7 @@ __all__ = [
     "offers_frame",
     "parse_scenario_text",
     "parse_variant",
+    "plan_context",
     "plan_diff",
     "plan_from_json",
     "plan_report",
@@ -261,9 +265,11 @@ def preset_summaries() -> list[dict[str, Any]]:
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
           dump_model: str | Path | None = None, with_baselines: bool = True) -> PlanResult:
-    """Plan a scenario (see :func:`planning.pipeline.solve`)."""
-    return _solve(scenario, context=engine_context(), progress=progress, cancel=cancel, dump_model=dump_model,
-                  with_baselines=with_baselines)
+    """Plan a scenario (see :func:`planning.pipeline.solve`), on the perf model corrected by your trusted
+    measurement fits when ``options.measurements`` asks (:func:`plan_context`)."""
+    ctx, note = plan_context(scenario, engine_context())
+    return label_measured(_solve(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
+                                 with_baselines=with_baselines), ctx, note)
 
 
 def validate(scenario: Scenario) -> list[str]:

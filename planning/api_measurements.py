@@ -25,9 +25,24 @@ if TYPE_CHECKING:  # the fit and the plan check load the simulator: imported whe
     from planning.measurements.fit import SettingFit
     from planning.measurements.validate import InstanceCheck
 
-__all__ = ["ImportReport", "MeasuredWhatIf", "PlanValidation", "Setup", "fit_frame", "fit_measurements",
-           "import_measurements", "measured_lines", "measurements_frame", "measurements_what_if", "plan_diff",
-           "points_frame", "read_measurements", "validate_plan"]
+__all__ = [
+    "ImportReport",
+    "MeasuredWhatIf",
+    "PlanValidation",
+    "Setup",
+    "fit_frame",
+    "fit_measurements",
+    "import_measurements",
+    "label_measured",
+    "measured_lines",
+    "measurements_frame",
+    "measurements_what_if",
+    "plan_context",
+    "plan_diff",
+    "points_frame",
+    "read_measurements",
+    "validate_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -81,16 +96,22 @@ def measurements_frame(home: str | os.PathLike[str] | None = None) -> pd.DataFra
 
 
 def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os.PathLike[str] | None = None,
-                     loo: bool = True, max_evals: int = 90) -> list[SettingFit]:
+                     loo: bool = True, max_evals: int = 90, keep: bool = False) -> list[SettingFit]:
     """Fit each setting's corrections (prefill rate, decode rate, step overhead) to ``points`` (default: the
     store's) through the simulator's benchmark mode; errors before/after and leave-one-out per setting
-    (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits)."""
+    (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits).
+    ``keep``: replace the kept fits (``<home>/measurements/fits.json``) with the trusted ones, which later solves
+    plan on (``options.measurements``)."""
+    from planning.measurements.apply import save_settings, settings_from_fits
     from planning.measurements.fit import by_setting, fit_setting
     from planning.perf.model import PerfModel
 
     pts = list(points) if points is not None else load_store(store_path(home))
     perf = PerfModel()
-    return [fit_setting(group, perf, loo=loo, max_evals=max_evals) for group in by_setting(pts).values()]
+    fits = [fit_setting(group, perf, loo=loo, max_evals=max_evals) for group in by_setting(pts).values()]
+    if keep:
+        save_settings(settings_from_fits(fits), home)
+    return fits
 
 
 def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
@@ -203,15 +224,14 @@ def measured_lines(fits: Sequence[SettingFit]) -> list[str]:
 
 
 def _solve_measured(scenario: Scenario, fits: Sequence[SettingFit], base: EngineContext) -> PlanResult:
-    """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, its diagnostics naming
-    them (templates on a corrected GPU carry provenance ``measured``)."""
-    from planning.measurements.validate import perf_with
+    """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, each on its own setting
+    (model, GPU, count, TP, engine); instances on corrected settings carry the band "measured (yours)" and the
+    diagnostics name the fits and their source files (:func:`label_measured`)."""
+    from planning.measurements.apply import measured_context, settings_from_fits
     from planning.pipeline import solve as pipeline_solve
 
-    ctx = EngineContext(catalog=base.catalog, perf=perf_with(fits, base.perf), cache_dir=None)
-    result = pipeline_solve(scenario, context=ctx, with_baselines=False)
-    lines = tuple(f"perf model corrected by your measurements: {line}" for line in measured_lines(fits))
-    return replace(result, diagnostics=(*result.diagnostics, *lines))
+    ctx = measured_context(base, settings_from_fits(fits))
+    return label_measured(pipeline_solve(scenario, context=ctx, with_baselines=False), ctx)
 
 
 @dataclass(frozen=True)
@@ -248,3 +268,48 @@ def measurements_what_if(scenario: Scenario, points: Sequence[Measurement] | Non
     fits = [fit_setting(group, base.perf, loo=len(group) > 1) for group in by_setting(pts).values()]
     without = pipeline_solve(scenario, context=base, with_baselines=False)
     return MeasuredWhatIf(without, _solve_measured(scenario, fits, base), tuple(fits))
+
+
+def plan_context(scenario: Scenario, base: EngineContext,
+                 home: str | os.PathLike[str] | None = None) -> tuple[EngineContext, str]:
+    """The engine context a solve of ``scenario`` plans on, and a note when it is not ``base``.
+
+    ``options.measurements``: ``ignore`` plans on ``base``; ``use`` (and ``auto``, the default, when trusted fits
+    are kept in ``$PLANNING_HOME/measurements/fits.json``) plans on ``base`` corrected by the kept fits of the
+    scenario's models (``measurements.apply``); a fit corrects its own (model, GPU, count, TP, engine) only.
+    """
+    from planning.measurements.apply import load_settings, measured_context
+
+    mode = scenario.options.measurements
+    if mode == "ignore":
+        return base, ""
+    models = {m.id for m in scenario.models}
+    kept = [s for s in load_settings(home) if s.model in models]
+    if not kept:
+        return base, ("options.measurements is use but no trusted fit of this scenario's models is kept: "
+                      "planned on the shipped model (run `planning measurements fit`).") if mode == "use" else ""
+    return measured_context(base, kept), ""
+
+
+def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> PlanResult:
+    """``result`` planned on ``ctx``: instances whose every node is a corrected setting of their model carry the
+    band "measured (yours)"; the plan's provenance and diagnostics name each used fit and its source files."""
+    from planning.measurements.apply import BAND, MeasuredPerfModel
+
+    perf = ctx.perf
+    if not isinstance(perf, MeasuredPerfModel):
+        return replace(result, diagnostics=(*result.diagnostics, note)) if note else result
+    used: dict[str, str] = {}
+    instances = []
+    for inst in result.instances:
+        nodes = [n for st in inst.stages for n in st.nodes]
+        hits = [perf.measured_setting(inst.model, n.gpu, n.count) for n in nodes]
+        if nodes and all(h is not None for h in hits):
+            inst = replace(inst, provenance=BAND)
+        instances.append(inst)
+        for h in hits:
+            if h is not None:
+                used[f"{BAND} {h.model} {h.count}x{h.gpu} TP{h.tp}"] = h.text()
+    lines = tuple(f"perf model corrected by your measurements: {t}" for t in used.values())
+    return replace(result, instances=tuple(instances), provenance={**result.provenance, **used},
+                   diagnostics=(*result.diagnostics, *lines))

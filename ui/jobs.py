@@ -155,7 +155,7 @@ def fit_request(points: list[dict[str, Any]]) -> dict[str, Any]:
 def fit_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Run ``planning.api.fit_measurements`` on the store → ``{"settings": [...], "points": [...]}``."""
     progress(0.05, "fitting the simulator to your measurements")
-    fits = api.fit_measurements()
+    fits = api.fit_measurements(keep=True)
     cancel.check()
     return {"settings": _records(api.fit_frame(fits)), "points": _records(api.points_frame(fits))}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,6 +152,7 @@ __all__ = [
     "simulate_shared",
     "solve",
     "solve_shared",
+    "stale_price_warning",
     "sweep",
     "template_digest",
     "template_stages",
@@ -439,6 +440,15 @@ def catalog_frames() -> dict[str, pd.DataFrame]:
 
 OFFER_COLUMNS = ["region", "shape", "instance_type", "price_per_hour", "available", "override", "quality",
                  "source", "as_of"]
+
+
+def stale_price_warning(as_ofs: Iterable[str]) -> str:
+    """A warning when any price dated ``as_ofs`` (ISO dates) is older than 30 days today (UTC); '' when none is."""
+    import datetime as dt
+
+    from planning.catalog.prices import stale_price_warning as _warning
+
+    return _warning(as_ofs, dt.datetime.now(dt.UTC).date())
 
 
 def offers_frame(scenario: Scenario) -> pd.DataFrame:

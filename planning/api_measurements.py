@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.context import EngineContext
+from planning.context import CancelToken, EngineContext
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
 from planning.measurements.readers import Setup, read_files
@@ -36,6 +36,7 @@ __all__ = [
     "label_measured",
     "measured_lines",
     "measurements_frame",
+    "measurements_impact",
     "measurements_what_if",
     "plan_context",
     "plan_diff",
@@ -313,3 +314,43 @@ def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> Pl
     lines = tuple(f"perf model corrected by your measurements: {t}" for t in used.values())
     return replace(result, instances=tuple(instances), provenance={**result.provenance, **used},
                    diagnostics=(*result.diagnostics, *lines))
+
+
+IMPACT_COLUMNS = ["scenario", "changes", "corrected", "instances_before", "instances_after", "usd_h_before",
+                  "usd_h_after", "usd_h_change", "change_pct", "note"]
+
+
+def measurements_impact(scenarios: Mapping[str, Scenario], home: str | os.PathLike[str] | None = None,
+                        cancel: CancelToken | None = None) -> pd.DataFrame:
+    """Which saved scenarios' plans the kept trusted fits change, and by how much.
+
+    Each scenario with a kept fit of one of its models is planned on the shipped model and on the corrected one
+    (as ``options.measurements: use``); a scenario without one is listed unchanged without solving. Costs are
+    provisioning $/h (the same components on both sides); ``change_pct`` is relative to the shipped plan.
+    """
+    from planning.context import check_cancel, default_context
+    from planning.measurements.apply import load_settings, measured_context
+    from planning.pipeline import solve as pipeline_solve
+
+    kept = load_settings(home)
+    base = default_context()
+    rows = []
+    for name, scenario in scenarios.items():
+        check_cancel(cancel, f"measurements impact: {name}")
+        models = {m.id for m in scenario.models}
+        mine = [s for s in kept if s.model in models]
+        if not mine:
+            rows.append({"scenario": name, "changes": False, "corrected": "", "note": "no trusted fit of its models"})
+            continue
+        before = pipeline_solve(scenario, context=base, with_baselines=False, cancel=cancel)
+        ctx = measured_context(base, mine)
+        after = label_measured(pipeline_solve(scenario, context=ctx, with_baselines=False, cancel=cancel), ctx)
+        cost0, cost1 = before.provisioning_per_hour, after.provisioning_per_hour
+        n0, n1 = (sum(i.count for i in p.instances) for p in (before, after))
+        rows.append({"scenario": name, "changes": (n0, round(cost0, 6)) != (n1, round(cost1, 6))
+                     or before.status != after.status,
+                     "corrected": "; ".join(f"{s.model} on {s.count}x{s.gpu} TP{s.tp}" for s in mine),
+                     "instances_before": n0, "instances_after": n1, "usd_h_before": cost0, "usd_h_after": cost1,
+                     "usd_h_change": cost1 - cost0, "change_pct": 100 * (cost1 / cost0 - 1) if cost0 > 0 else None,
+                     "note": f"{before.status} → {after.status}"})
+    return pd.DataFrame(rows, columns=IMPACT_COLUMNS)

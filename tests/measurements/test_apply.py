@@ -120,3 +120,17 @@ def test_solve_plans_on_the_kept_fits_and_names_them(tmp_path: Path, monkeypatch
     assert reloaded.instances[0].provenance == "measured (yours)"
     headers = [f.text for f in api.export_plan(plan, "skypilot") if f.instance is not None]
     assert headers and all("# perf numbers: measured (yours)" in t and "bench-a10g.json" in t for t in headers)
+
+
+def test_impact_lists_which_saved_plans_change(tmp_path: Path) -> None:
+    data = {**SCENARIO, "shapes": ["1xA10G"]}
+    other = {**data, "models": [{**SCENARIO["models"][0], "id": "llama-2-7b"}]}
+    save_settings([MILD], tmp_path)
+    frame = api.measurements_impact({"mine": Scenario.from_dict(data), "other": Scenario.from_dict(other)},
+                                    home=tmp_path)
+    rows = {r["scenario"]: r for r in frame.to_dict("records")}
+    assert rows["mine"]["changes"] and rows["mine"]["corrected"] == "llama-3-8b on 1xA10G TP1"
+    assert rows["mine"]["instances_after"] > rows["mine"]["instances_before"]
+    assert rows["mine"]["usd_h_change"] == pytest.approx(rows["mine"]["usd_h_after"] - rows["mine"]["usd_h_before"])
+    assert rows["mine"]["change_pct"] > 0
+    assert not rows["other"]["changes"] and rows["other"]["note"] == "no trusted fit of its models"

@@ -174,7 +174,8 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
                  "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp",
                  "planning.baselines.single_type", "planning.explain", "planning.transfer", "planning.templates.search",
-                 "planning.templates.library", "planning.finance.plan")
+                 "planning.templates.library", "planning.finance.plan",
+                 "planning.measurements.apply")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 _CTX_LOCK = threading.Lock()

@@ -289,7 +289,15 @@ def plan_context(scenario: Scenario, base: EngineContext,
     if not kept:
         return base, ("options.measurements is use but no trusted fit of this scenario's models is kept: "
                       "planned on the shipped model (run `planning measurements fit`).") if mode == "use" else ""
-    return measured_context(base, kept), ""
+    key = (id(base), tuple(kept))
+    if key not in _MEASURED:  # one corrected model per (context, fits): its in-memory tables are reused by solves
+        if len(_MEASURED) >= 4:
+            _MEASURED.pop(next(iter(_MEASURED)))
+        _MEASURED[key] = (base, measured_context(base, kept))  # holding base keeps its id from being reused
+    return _MEASURED[key][1], ""
+
+
+_MEASURED: dict[tuple[int, tuple[Any, ...]], tuple[EngineContext, EngineContext]] = {}
 
 
 def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> PlanResult:
@@ -351,6 +359,15 @@ def measurements_impact(scenarios: Mapping[str, Scenario], home: str | os.PathLi
                      or before.status != after.status,
                      "corrected": "; ".join(f"{s.model} on {s.count}x{s.gpu} TP{s.tp}" for s in mine),
                      "instances_before": n0, "instances_after": n1, "usd_h_before": cost0, "usd_h_after": cost1,
-                     "usd_h_change": cost1 - cost0, "change_pct": 100 * (cost1 / cost0 - 1) if cost0 > 0 else None,
+                     "usd_h_change": cost1 - cost0, "change_pct": _change_pct(before, after),
                      "note": f"{before.status} → {after.status}"})
     return pd.DataFrame(rows, columns=IMPACT_COLUMNS)
+
+
+def _change_pct(before: PlanResult, after: PlanResult) -> float | None:
+    """How much dearer (+) or cheaper (−) ``after`` is in %, by ``result.savings_pct`` (None: not comparable)."""
+    from planning.result import savings_pct
+
+    saved = savings_pct(after.provisioning_per_hour, before.provisioning_per_hour, after.served_fraction,
+                        before.served_fraction)
+    return None if saved is None else -saved

@@ -95,6 +95,7 @@ def test_plan_context_follows_the_option(tmp_path: Path) -> None:
     assert api.plan_context(auto, base, tmp_path)[0] is base
     save_settings([SLOW], tmp_path)
     assert isinstance(api.plan_context(auto, base, tmp_path)[0].perf, MeasuredPerfModel)
+    assert api.plan_context(auto, base, tmp_path)[0] is api.plan_context(use, base, tmp_path)[0]  # tables reused
     assert isinstance(api.plan_context(use, base, tmp_path)[0].perf, MeasuredPerfModel)
     assert api.plan_context(ignore, base, tmp_path)[0] is base
 

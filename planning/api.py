@@ -20,6 +20,7 @@ from planning.api_measurements import (
     fit_frame,
     fit_measurements,
     import_measurements,
+    kept_fits_fingerprint,
     label_measured,
     measured_lines,
     measurements_frame,
@@ -119,6 +120,7 @@ __all__ = [
     "import_measurements",
     "is_plan_json",
     "json_safe",
+    "kept_fits_fingerprint",
     "label_measured",
     "lesson",
     "list_presets",
@@ -365,8 +367,9 @@ def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
 
 
 def fingerprint() -> str:
-    """Hash of the catalog and performance model a result depends on (for job-cache keys)."""
-    return str(engine_context().perf.fingerprint())
+    """Hash of the catalog and performance model a result depends on (for job-cache keys), with the kept
+    measurement fits a solve may plan on (:func:`kept_fits_fingerprint`)."""
+    return str(engine_context().perf.fingerprint()) + kept_fits_fingerprint()
 
 
 def template_stages(stages_json: str) -> tuple[StagePlan, ...]:

@@ -33,6 +33,7 @@ __all__ = [
     "fit_frame",
     "fit_measurements",
     "import_measurements",
+    "kept_fits_fingerprint",
     "label_measured",
     "measured_lines",
     "measurements_frame",
@@ -298,6 +299,19 @@ def plan_context(scenario: Scenario, base: EngineContext,
 
 
 _MEASURED: dict[tuple[int, tuple[Any, ...]], tuple[EngineContext, EngineContext]] = {}
+
+
+def kept_fits_fingerprint(home: str | os.PathLike[str] | None = None) -> str:
+    """'' without kept fits, else ``:fits-<hash>`` of them: a job cached before a fit is not reused after it."""
+    import hashlib
+
+    from planning.measurements.apply import load_settings
+
+    try:
+        kept = load_settings(home)
+    except PlanningError:  # the solve itself names the damaged entry; a key is all this needs
+        return ":fits-damaged"
+    return f":fits-{hashlib.sha256(repr(kept).encode()).hexdigest()[:12]}" if kept else ""
 
 
 def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> PlanResult:

@@ -75,6 +75,8 @@ def test_kept_fits_round_trip_and_a_damaged_file_is_named(tmp_path: Path) -> Non
     assert load_settings(tmp_path) == []
     save_settings([SLOW], tmp_path)
     assert load_settings(tmp_path) == [SLOW]
+    assert api.kept_fits_fingerprint(tmp_path).startswith(":fits-")  # solve jobs cached before the fit are not reused
+    assert api.kept_fits_fingerprint(tmp_path / "none") == ""
     data = json.loads(fits_path(tmp_path).read_text())
     data["fits"][0]["decode"] = -1
     fits_path(tmp_path).write_text(json.dumps(data))

@@ -137,3 +137,22 @@ def test_impact_lists_which_saved_plans_change(tmp_path: Path) -> None:
     assert rows["mine"]["usd_h_change"] == pytest.approx(rows["mine"]["usd_h_after"] - rows["mine"]["usd_h_before"])
     assert rows["mine"]["change_pct"] > 0
     assert not rows["other"]["changes"] and rows["other"]["note"] == "no trusted fit of its models"
+
+
+def test_planning_solve_on_the_command_line_follows_the_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from planning.cli import main
+
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(api, "_CTX", None)
+    save_settings([MILD], tmp_path / "home")
+    bands = {}
+    for mode in ("auto", "ignore"):
+        path = tmp_path / f"{mode}.json"
+        path.write_text(json.dumps({**SCENARIO, "shapes": ["1xA10G"],
+                                    "options": {**SCENARIO["options"], "measurements": mode}}), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["solve", str(path), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        bands[mode] = {i["provenance"] for i in out["instances"]}
+    assert bands["auto"] == {"measured (yours)"} and "measured (yours)" not in bands["ignore"]

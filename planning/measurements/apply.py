@@ -167,11 +167,12 @@ class MeasuredPerfModel(PerfModel):
         count, dev, prec, net, arch = super()._node(model, shape, dtype)
         return count, self._corrected(self._by_shape.get((model.id, dev.gpu_id, count)), dev), prec, net, arch
 
-    def _curves(self, model: Any, dev: Device, prec: Any, tp: int, dp: int, phase: str, wl: Any, batches: Any,
-                net_gbps: float, memory: Any = None) -> Any:
-        base = self.device(dev.gpu_id)  # undo _node's whole-shape pick: the curve's own TP decides
+    def _curves(self, model: Any, dev: Device, prec: Any, tp: int, dp: int, *rest: Any) -> Any:
+        """The base curves (``rest``: phase, workload, batches, network, memory) on the device of this curve's own
+        setting: _node's whole-shape pick is undone, the TP decides."""
+        base = self.device(dev.gpu_id)
         dev = self._corrected(self._by_key.get((model.id, dev.gpu_id, tp * dp, tp)), base)
-        return super()._curves(model, dev, prec, tp, dp, phase, wl, batches, net_gbps, memory)
+        return super()._curves(model, dev, prec, tp, dp, *rest)
 
     def _calibration_fingerprint(self) -> str:
         return f"{super()._calibration_fingerprint()}:measured-{self._measured_fp}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +20,13 @@ from planning.api_measurements import (
     fit_frame,
     fit_measurements,
     import_measurements,
+    kept_fits_fingerprint,
+    label_measured,
     measured_lines,
     measurements_frame,
+    measurements_impact,
     measurements_what_if,
+    plan_context,
     plan_diff,
     points_frame,
     read_measurements,
@@ -127,6 +131,8 @@ __all__ = [
     "import_measurements",
     "is_plan_json",
     "json_safe",
+    "kept_fits_fingerprint",
+    "label_measured",
     "lesson",
     "list_presets",
     "load_plan",
@@ -136,10 +142,12 @@ __all__ = [
     "make_variant",
     "measured_lines",
     "measurements_frame",
+    "measurements_impact",
     "measurements_what_if",
     "offers_frame",
     "parse_scenario_text",
     "parse_variant",
+    "plan_context",
     "plan_diff",
     "plan_from_json",
     "plan_report",
@@ -161,6 +169,7 @@ __all__ = [
     "solve",
     "solve_near",
     "solve_shared",
+    "stale_price_warning",
     "sweep",
     "template_digest",
     "template_stages",
@@ -182,7 +191,8 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
                  "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp",
                  "planning.baselines.single_type", "planning.explain", "planning.transfer", "planning.templates.search",
-                 "planning.templates.library", "planning.finance.plan")
+                 "planning.templates.library", "planning.finance.plan",
+                 "planning.measurements.apply")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 _CTX_LOCK = threading.Lock()
@@ -276,13 +286,18 @@ def preset_summaries() -> list[dict[str, Any]]:
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
           dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True) -> PlanResult:
-    """Plan a scenario (see :func:`planning.pipeline.solve`); ``cache`` False always solves anew instead of
-    returning the final plan of the same question from ``$PLANNING_HOME/results`` (:mod:`planning.resultcache`)."""
+    """Plan a scenario (see :func:`planning.pipeline.solve`), on the perf model corrected by your trusted
+    measurement fits when ``options.measurements`` asks (:func:`plan_context`); ``cache`` False always solves anew
+    instead of returning the final plan of the same question from ``$PLANNING_HOME/results``
+    (:mod:`planning.resultcache`; its key holds the perf model's fingerprint, so corrected and shipped models never
+    share an answer)."""
     from planning.pipeline import Reuse
     from planning.resultcache import default_cache
 
-    return _solve(scenario, context=engine_context(), progress=progress, cancel=cancel, dump_model=dump_model,
-                  with_baselines=with_baselines, reuse=Reuse(cache=default_cache() if cache else None))
+    ctx, note = plan_context(scenario, engine_context())
+    result = _solve(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
+                    with_baselines=with_baselines, reuse=Reuse(cache=default_cache() if cache else None))
+    return label_measured(result, ctx, note)
 
 
 def validate(scenario: Scenario) -> list[str]:
@@ -374,8 +389,9 @@ def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
 
 
 def fingerprint() -> str:
-    """Hash of the catalog and performance model a result depends on (for job-cache keys)."""
-    return str(engine_context().perf.fingerprint())
+    """Hash of the catalog and performance model a result depends on (for job-cache keys), with the kept
+    measurement fits a solve may plan on (:func:`kept_fits_fingerprint`)."""
+    return str(engine_context().perf.fingerprint()) + kept_fits_fingerprint()
 
 
 def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
@@ -454,6 +470,15 @@ def catalog_frames() -> dict[str, pd.DataFrame]:
 
 OFFER_COLUMNS = ["region", "shape", "instance_type", "price_per_hour", "available", "override", "quality",
                  "source", "as_of"]
+
+
+def stale_price_warning(as_ofs: Iterable[str]) -> str:
+    """A warning when any price dated ``as_ofs`` (ISO dates) is older than 30 days today (UTC); '' when none is."""
+    import datetime as dt
+
+    from planning.catalog.prices import stale_price_warning as _warning
+
+    return _warning(as_ofs, dt.datetime.now(dt.UTC).date())
 
 
 def offers_frame(scenario: Scenario) -> pd.DataFrame:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.context import EngineContext
+from planning.context import CancelToken, EngineContext
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
 from planning.measurements.readers import Setup, read_files
@@ -25,9 +25,26 @@ if TYPE_CHECKING:  # the fit and the plan check load the simulator: imported whe
     from planning.measurements.fit import SettingFit
     from planning.measurements.validate import InstanceCheck
 
-__all__ = ["ImportReport", "MeasuredWhatIf", "PlanValidation", "Setup", "fit_frame", "fit_measurements",
-           "import_measurements", "measured_lines", "measurements_frame", "measurements_what_if", "plan_diff",
-           "points_frame", "read_measurements", "validate_plan"]
+__all__ = [
+    "ImportReport",
+    "MeasuredWhatIf",
+    "PlanValidation",
+    "Setup",
+    "fit_frame",
+    "fit_measurements",
+    "import_measurements",
+    "kept_fits_fingerprint",
+    "label_measured",
+    "measured_lines",
+    "measurements_frame",
+    "measurements_impact",
+    "measurements_what_if",
+    "plan_context",
+    "plan_diff",
+    "points_frame",
+    "read_measurements",
+    "validate_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -81,16 +98,22 @@ def measurements_frame(home: str | os.PathLike[str] | None = None) -> pd.DataFra
 
 
 def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os.PathLike[str] | None = None,
-                     loo: bool = True, max_evals: int = 90) -> list[SettingFit]:
+                     loo: bool = True, max_evals: int = 90, keep: bool = False) -> list[SettingFit]:
     """Fit each setting's corrections (prefill rate, decode rate, step overhead) to ``points`` (default: the
     store's) through the simulator's benchmark mode; errors before/after and leave-one-out per setting
-    (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits)."""
+    (``max_evals``: simulator evaluations of one fit; a fit with the leave-one-out costs points + 1 fits).
+    ``keep``: replace the kept fits (``<home>/measurements/fits.json``) with the trusted ones, which later solves
+    plan on (``options.measurements``)."""
+    from planning.measurements.apply import save_settings, settings_from_fits
     from planning.measurements.fit import by_setting, fit_setting
     from planning.perf.model import PerfModel
 
     pts = list(points) if points is not None else load_store(store_path(home))
     perf = PerfModel()
-    return [fit_setting(group, perf, loo=loo, max_evals=max_evals) for group in by_setting(pts).values()]
+    fits = [fit_setting(group, perf, loo=loo, max_evals=max_evals) for group in by_setting(pts).values()]
+    if keep:
+        save_settings(settings_from_fits(fits), home)
+    return fits
 
 
 def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
@@ -203,15 +226,14 @@ def measured_lines(fits: Sequence[SettingFit]) -> list[str]:
 
 
 def _solve_measured(scenario: Scenario, fits: Sequence[SettingFit], base: EngineContext) -> PlanResult:
-    """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, its diagnostics naming
-    them (templates on a corrected GPU carry provenance ``measured``)."""
-    from planning.measurements.validate import perf_with
+    """``scenario`` planned on ``base``'s perf model with the trusted fits' corrections, each on its own setting
+    (model, GPU, count, TP, engine); instances on corrected settings carry the band "measured (yours)" and the
+    diagnostics name the fits and their source files (:func:`label_measured`)."""
+    from planning.measurements.apply import measured_context, settings_from_fits
     from planning.pipeline import solve as pipeline_solve
 
-    ctx = EngineContext(catalog=base.catalog, perf=perf_with(fits, base.perf), cache_dir=None)
-    result = pipeline_solve(scenario, context=ctx, with_baselines=False)
-    lines = tuple(f"perf model corrected by your measurements: {line}" for line in measured_lines(fits))
-    return replace(result, diagnostics=(*result.diagnostics, *lines))
+    ctx = measured_context(base, settings_from_fits(fits))
+    return label_measured(pipeline_solve(scenario, context=ctx, with_baselines=False), ctx)
 
 
 @dataclass(frozen=True)
@@ -248,3 +270,118 @@ def measurements_what_if(scenario: Scenario, points: Sequence[Measurement] | Non
     fits = [fit_setting(group, base.perf, loo=len(group) > 1) for group in by_setting(pts).values()]
     without = pipeline_solve(scenario, context=base, with_baselines=False)
     return MeasuredWhatIf(without, _solve_measured(scenario, fits, base), tuple(fits))
+
+
+def plan_context(scenario: Scenario, base: EngineContext,
+                 home: str | os.PathLike[str] | None = None) -> tuple[EngineContext, str]:
+    """The engine context a solve of ``scenario`` plans on, and a note when it is not ``base``.
+
+    ``options.measurements``: ``ignore`` plans on ``base``; ``use`` (and ``auto``, the default, when trusted fits
+    are kept in ``$PLANNING_HOME/measurements/fits.json``) plans on ``base`` corrected by the kept fits of the
+    scenario's models (``measurements.apply``); a fit corrects its own (model, GPU, count, TP, engine) only.
+    """
+    from planning.measurements.apply import load_settings, measured_context
+
+    mode = scenario.options.measurements
+    if mode == "ignore":
+        return base, ""
+    models = {m.id for m in scenario.models}
+    kept = [s for s in load_settings(home) if s.model in models]
+    if not kept:
+        return base, ("options.measurements is use but no trusted fit of this scenario's models is kept: "
+                      "planned on the shipped model (run `planning measurements fit`).") if mode == "use" else ""
+    key = (id(base), tuple(kept))
+    if key not in _MEASURED:  # one corrected model per (context, fits): its in-memory tables are reused by solves
+        if len(_MEASURED) >= 4:
+            _MEASURED.pop(next(iter(_MEASURED)))
+        _MEASURED[key] = (base, measured_context(base, kept))  # holding base keeps its id from being reused
+    return _MEASURED[key][1], ""
+
+
+_MEASURED: dict[tuple[int, tuple[Any, ...]], tuple[EngineContext, EngineContext]] = {}
+
+
+def kept_fits_fingerprint(home: str | os.PathLike[str] | None = None) -> str:
+    """'' without kept fits, else ``:fits-<hash>`` of them: a job cached before a fit is not reused after it."""
+    import hashlib
+
+    from planning.measurements.apply import load_settings
+
+    try:
+        kept = load_settings(home)
+    except PlanningError:  # the solve itself names the damaged entry; a key is all this needs
+        return ":fits-damaged"
+    return f":fits-{hashlib.sha256(repr(kept).encode()).hexdigest()[:12]}" if kept else ""
+
+
+def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> PlanResult:
+    """``result`` planned on ``ctx``: instances whose every node is a corrected setting of their model carry the
+    band "measured (yours)"; the plan's provenance and diagnostics name each used fit and its source files."""
+    from planning.measurements.apply import BAND, MeasuredPerfModel
+
+    perf = ctx.perf
+    if not isinstance(perf, MeasuredPerfModel):
+        return replace(result, diagnostics=(*result.diagnostics, note)) if note else result
+    used: dict[str, str] = {}
+    instances = []
+    for inst in result.instances:
+        nodes = [n for st in inst.stages for n in st.nodes]
+        hits = [perf.measured_setting(inst.model, n.gpu, n.count) for n in nodes]
+        if nodes and all(h is not None for h in hits):
+            inst = replace(inst, provenance=BAND)
+        instances.append(inst)
+        for h in hits:
+            if h is not None:
+                used[f"{BAND} {h.model} {h.count}x{h.gpu} TP{h.tp}"] = h.text()
+    lines = tuple(f"perf model corrected by your measurements: {t}" for t in used.values())
+    return replace(result, instances=tuple(instances), provenance={**result.provenance, **used},
+                   diagnostics=(*result.diagnostics, *lines))
+
+
+IMPACT_COLUMNS = ["scenario", "changes", "corrected", "instances_before", "instances_after", "usd_h_before",
+                  "usd_h_after", "usd_h_change", "change_pct", "note"]
+
+
+def measurements_impact(scenarios: Mapping[str, Scenario], home: str | os.PathLike[str] | None = None,
+                        cancel: CancelToken | None = None) -> pd.DataFrame:
+    """Which saved scenarios' plans the kept trusted fits change, and by how much.
+
+    Each scenario with a kept fit of one of its models is planned on the shipped model and on the corrected one
+    (as ``options.measurements: use``); a scenario without one is listed unchanged without solving. Costs are
+    provisioning $/h (the same components on both sides); ``change_pct`` is relative to the shipped plan.
+    """
+    from planning.context import check_cancel, default_context
+    from planning.measurements.apply import load_settings, measured_context
+    from planning.pipeline import solve as pipeline_solve
+
+    kept = load_settings(home)
+    base = default_context()
+    rows = []
+    for name, scenario in scenarios.items():
+        check_cancel(cancel, f"measurements impact: {name}")
+        models = {m.id for m in scenario.models}
+        mine = [s for s in kept if s.model in models]
+        if not mine:
+            rows.append({"scenario": name, "changes": False, "corrected": "", "note": "no trusted fit of its models"})
+            continue
+        before = pipeline_solve(scenario, context=base, with_baselines=False, cancel=cancel)
+        ctx = measured_context(base, mine)
+        after = label_measured(pipeline_solve(scenario, context=ctx, with_baselines=False, cancel=cancel), ctx)
+        cost0, cost1 = before.provisioning_per_hour, after.provisioning_per_hour
+        n0, n1 = (sum(i.count for i in p.instances) for p in (before, after))
+        rows.append({"scenario": name, "changes": (n0, round(cost0, 6)) != (n1, round(cost1, 6))
+                     or before.status != after.status,
+                     "corrected": "; ".join(f"{s.model} on {s.count}x{s.gpu} TP{s.tp}" for s in mine),
+                     "instances_before": n0, "instances_after": n1, "usd_h_before": cost0, "usd_h_after": cost1,
+                     "usd_h_change": cost1 - cost0, "change_pct": _change_pct(before, after),
+                     "note": f"{before.status} → {after.status}"})
+    return pd.DataFrame(rows, columns=IMPACT_COLUMNS)
+
+
+def _change_pct(before: PlanResult, after: PlanResult) -> float | None:
+    """How much dearer (+) or cheaper (−) ``after`` is in %, by ``result.savings_pct`` (None: not comparable)."""
+    from planning.result import savings_pct
+
+    saved = savings_pct(after.provisioning_per_hour, before.provisioning_per_hour, after.served_fraction,
+                        before.served_fraction)
+    return None if saved is None else -saved

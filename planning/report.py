@@ -94,11 +94,14 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
+def _price_rows(result: PlanResult, today: dt.date | None = None) -> list[tuple[str, ...]]:
+    """The prices the plan pays, each with its source and date and its age on ``today`` (default: the UTC date)."""
     from planning.catalog import load_catalog
+    from planning.catalog.prices import price_age_text, user_overrides
     from planning.catalog.schema import shape_key
 
-    catalog = load_catalog()
+    catalog = load_catalog(overrides_dir=user_overrides())  # the prices the plan was solved on
+    today = today or dt.datetime.now(dt.UTC).date()
     rows: list[tuple[str, ...]] = []
     for cap in result.capacity:
         if cap.used <= 0:
@@ -117,8 +120,23 @@ def _price_rows(result: PlanResult) -> list[tuple[str, ...]]:
         kind = "spot" if match.price_spot is not None and abs(match.price_spot - cap.price_per_hour) < 1e-6 \
             and abs(match.price_on_demand - cap.price_per_hour) >= 1e-6 else "on-demand"
         rows.append((cap.region, cap.shape, f"{match.instance_type} ({kind})", money(cap.price_per_hour),
-                     number(cap.used), clip(match.source, 160), match.as_of))
+                     number(cap.used), clip(match.source, 160), price_age_text(match.as_of, today)))
     return rows
+
+
+def price_sections(result: PlanResult, today: dt.date | None = None) -> list[Section]:
+    """"Prices used": every price with its date and age on ``today`` (default: the UTC date), and a warning
+    when any is older than ``catalog.prices.STALE_DAYS``."""
+    from planning.catalog.prices import stale_price_warning
+
+    today = today or dt.datetime.now(dt.UTC).date()
+    rows = _price_rows(result, today)
+    if not rows:
+        return []
+    stale = stale_price_warning([r[-1][:10] for r in rows], today)
+    return [Section("Prices used (per node-hour)", paragraphs=(f"Warning: {stale}",) if stale else (),
+                    tables=(Table(("region", "shape", "instance", "price", "nodes", "source", "as of (age)"),
+                                  tuple(rows)),))]
 
 
 def _assumption_sections(scenario: Mapping[str, Any], prices: str) -> list[Section]:
@@ -224,10 +242,7 @@ def build_report(result: PlanResult, today: dt.date | None = None) -> Report:
     sections += finance_sections(result)
     sections += _assumption_sections(scenario, pricing_kinds_text(result.cost_by_pricing_kind,
                                                                   str(scenario.get("pricing", "on_demand"))))
-    price_rows = _price_rows(result)
-    if price_rows:
-        sections.append(Section("Prices used (per node-hour)", tables=(Table(
-            ("region", "shape", "instance", "price", "nodes", "source", "as of"), tuple(price_rows)),)))
+    sections += price_sections(result)
     inst_rows = tuple((i.model, i.phase, i.region, number(i.count), ", ".join(f"{n} × {g}" for g, n in sorted(i.gpus.items())),
                        f"{number(i.throughput)} {i.throughput_unit}", share(i.utilisation), money(i.cost_per_hour))
                       for i in result.instances)

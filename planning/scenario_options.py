@@ -11,6 +11,7 @@ SOLVERS = ("highs", "cbc")
 SHARING_MODES = ("off", "kvpr", "exact")
 SHARING_SPLITS = ("joint", "threshold")
 KV_TRANSFER_MODES = ("same-region", "cross-region")
+MEASUREMENTS_MODES = ("auto", "use", "ignore")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Options:
     kv_transfer: str = "same-region"
     # the timeline's look-ahead policy plans epoch t with the demand of epochs t .. t + H − 1 and commits only t
     lookahead_epochs: int = 3
+    # plan on the perf model corrected by your trusted fits (`planning measurements fit`): "use", "ignore", or
+    # "auto" (default) = use when trusted fits of the scenario's models are kept (planning.measurements.apply)
+    measurements: str = "auto"
 
     def __post_init__(self) -> None:
         _revalidate(self, "options")
@@ -70,6 +74,8 @@ class Options:
             kv_transfer=_choice(d.get("kv_transfer", base.kv_transfer), f"{path}.kv_transfer", KV_TRANSFER_MODES),
             lookahead_epochs=_number(d.get("lookahead_epochs", base.lookahead_epochs), f"{path}.lookahead_epochs",
                                      minimum=1, integer=True, bound="lookahead_epochs"),
+            measurements=_choice(d.get("measurements", base.measurements), f"{path}.measurements",
+                                 MEASUREMENTS_MODES),
         )
 
 

@@ -54,7 +54,8 @@ def scenario_json_schema() -> dict[str, Any]:
                     "sharing_split": {"enum": ["joint", "threshold"]},
                     "lookahead_epochs": {"type": "integer", "minimum": 1},
                     "templates": {"enum": ["library", "on-demand"]},
-                    "kv_transfer": {"enum": ["same-region", "cross-region"]}})
+                    "kv_transfer": {"enum": ["same-region", "cross-region"]},
+                    "measurements": {"enum": ["auto", "use", "ignore"]}})
     objective = _obj({"kind": {"enum": ["cost", "served"]},
                       "budget_per_hour": {"type": ["number", "null"], "exclusiveMinimum": 0}})
     owned = _obj({"location": {"type": "string", "pattern": "^owned:[^/]+$"},

@@ -171,7 +171,7 @@ def fit_request(points: list[dict[str, Any]]) -> dict[str, Any]:
 def fit_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Run ``planning.api.fit_measurements`` on the store → ``{"settings": [...], "points": [...]}``."""
     progress(0.05, "fitting the simulator to your measurements")
-    fits = api.fit_measurements()
+    fits = api.fit_measurements(keep=True)
     cancel.check()
     return {"settings": _records(api.fit_frame(fits)), "points": _records(api.points_frame(fits))}
 
@@ -199,3 +199,15 @@ def validate_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken
     diff = api.plan_diff(plan, report.replanned) if report.replanned is not None else None
     return {"instances": _records(report.frame()), "missing": report.missing, "note": report.note,
             "diff": None if diff is None else _records(diff)}
+
+
+def impact_request(scenarios: dict[str, str]) -> dict[str, Any]:
+    """The job request for :func:`impact_job`: the saved scenarios' YAML texts by name."""
+    return {"scenarios": scenarios, "engine": engine_fingerprint()}
+
+
+def impact_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """Run ``planning.api.measurements_impact`` on the saved scenarios → ``{"rows": [...]}``."""
+    progress(0.05, "planning the saved scenarios with and without your measurements")
+    scenarios = {name: api.parse_scenario_text(text) for name, text in request["scenarios"].items()}
+    return {"rows": _records(api.measurements_impact(scenarios, cancel=cancel))}

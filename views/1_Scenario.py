@@ -208,6 +208,8 @@ st.subheader("Prices and availability")
 widgets.explain("offers_table", "What each node configuration costs per hour in each region and how many nodes "
                 "can be rented. Source, date and quality flag say where a price came from; edited cells become "
                 "overrides of this scenario (marked), the shipped catalog is never changed.")
+if stale := api.stale_price_warning(offers["as_of"]):  # each row's date is its "as of" column
+    st.warning(stale, icon=":material/schedule:")
 with st.form("offers_form"):
     filter_text = st.text_input("Filter (region or config contains)", "")
     shown = offers

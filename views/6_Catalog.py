@@ -75,6 +75,8 @@ with tab_gpus:
 
 with tab_configs:
     configs = _table("configs")
+    if stale := api.stale_price_warning(configs["as_of"]):
+        st.warning(stale, icon=":material/schedule:")
     col_cloud, col_region, col_gpu, col_quality = st.columns(4)
     clouds = col_cloud.multiselect("Cloud", sorted(configs["cloud"].unique()), key="cfg_cloud")
     visible = configs[configs["cloud"].isin(clouds)] if clouds else configs

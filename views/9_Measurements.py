@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api, viz
 from planning.errors import PlanningError
 from ui import state, widgets
-from ui.jobs import fit_job, fit_request, validate_job, validate_request
+from ui.jobs import fit_job, fit_request, impact_job, impact_request, validate_job, validate_request
 
 FROM_FILE = "(from the file)"
 SHOWN = ["model", "gpu", "count", "tp", "engine", "engine_version", "concurrency", "request_rate", "ttft_ms_mean",
@@ -82,6 +82,34 @@ elif checked is not None and checked.status == "done" and checked.result is not 
         st.dataframe(pd.DataFrame(checked.result["diff"]), hide_index=True, width="stretch")
 elif checked is not None:
     widgets.show_job_outcome(checked)
+
+st.subheader("Saved scenarios on your measurements")
+widgets.explain("measurements_impact", "Plans every saved scenario with a trusted fit of one of its models twice, on "
+                "the shipped model and on your measurements (what a solve now does by default), and shows which "
+                "plans change and by how much (provisioning $/h).")
+saved = state.saved_scenarios()
+if not saved:
+    st.caption("No saved scenarios (save one on the Scenario page).")
+elif st.button("Which saved plans change?"):
+    texts = {}
+    for name in saved:
+        try:
+            texts[name] = state.load_saved(name).to_yaml()  # bounded loader; a broken file is named and skipped
+        except PlanningError as exc:
+            widgets.show_error(exc)
+    st.session_state["impact_job"] = state.runner().submit("measurements-impact", impact_request(texts), impact_job,
+                                                           owner=st.session_state["owner"])
+    st.rerun()
+impact = state.find_job(st.session_state.get("impact_job"))
+if impact is not None and not impact.is_terminal:
+    widgets.live_jobs({"measurements-impact": impact.id}, key="impact")
+elif impact is not None and impact.status == "done" and impact.result is not None:
+    changed = [r["scenario"] for r in impact.result["rows"] if r["changes"]]
+    st.markdown(f"**{len(changed)} of {len(impact.result['rows'])}** saved plan(s) change"
+                + (f": {', '.join(changed)}." if changed else "."))
+    st.dataframe(pd.DataFrame(impact.result["rows"]), hide_index=True, width="stretch")
+elif impact is not None:
+    widgets.show_job_outcome(impact)
 
 stored = api.measurements_frame()
 st.subheader(f"Stored measurements ({len(stored)})")

@@ -16,7 +16,7 @@ import io
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,3 +180,30 @@ def refresh_prices(folder: str | os.PathLike[str], home: str | os.PathLike[str] 
         raise PlanningError("--skypilot-catalog", "no shipped node config matches a row of these files.",
                             "give SkyPilot's catalog folder of the clouds the catalog covers (aws, azure, lambda, …).")
     return refresh, write_layer(refresh, columns, home)
+
+
+def price_age_days(as_of: str, today: dt.date) -> int | None:
+    """Days from a price's ``as_of`` (ISO date) to ``today``; None when it has no date (a scenario's own offer)."""
+    try:
+        return (today - dt.date.fromisoformat(str(as_of)[:10])).days
+    except ValueError:
+        return None
+
+
+def price_age_text(as_of: str, today: dt.date) -> str:
+    """``as_of`` with its age, flagged when older than :data:`STALE_DAYS` (``2026-10-01 (58 days, stale)``)."""
+    days = price_age_days(as_of, today)
+    if days is None:
+        return as_of or "—"
+    return f"{as_of} ({days} day{'' if days == 1 else 's'}{', stale' if days > STALE_DAYS else ''})"
+
+
+def stale_price_warning(as_ofs: Iterable[str], today: dt.date) -> str:
+    """One warning when any of the prices dated ``as_ofs`` is older than :data:`STALE_DAYS` ('' when none is)."""
+    ages = [d for a in as_ofs if (d := price_age_days(a, today)) is not None]
+    old = [d for d in ages if d > STALE_DAYS]
+    if not old:
+        return ""
+    return (f"{len(old)} of {len(ages)} prices are older than {STALE_DAYS} days (the oldest {max(old)} days): "
+            "prices move; refresh them with `planning prices refresh --skypilot-catalog ~/.sky/catalogs/v8` or "
+            "check the providers' price pages before you rent.")

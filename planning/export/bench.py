@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from planning.measurements.schema import MEASURED_BAND
 from planning.result import InstancePlan
 
 BENCH_PROMPTS_MIN = 200  # requests of one run: at least this many, and at least two minutes at the planned rate
@@ -83,13 +84,26 @@ def bench_command(idx: int, inst: InstancePlan, wl: Workload, model_ref: str, en
     return shlex.join(args)
 
 
+def measured_lines(inst: InstancePlan, provenance: Mapping[str, str]) -> tuple[str, ...]:
+    """Header lines of an instance planned on your measurements: the band and each fit with its source files."""
+    if inst.provenance != MEASURED_BAND:
+        return ()
+    nodes = {(n.count, n.gpu) for st in inst.stages for n in st.nodes}
+    fits = [v for k, v in provenance.items() if k.startswith(f"{MEASURED_BAND} {inst.model} ")
+            and any(f" {c}x{g} " in f"{k} " for c, g in nodes)]
+    return (f"perf numbers: {MEASURED_BAND}", *(f"  {f}" for f in fits))
+
+
 def bench_lines(idx: int, inst: InstancePlan, scenario: Mapping[str, Any] | None, model_ref: str,
-                engine_version: str, tps: Sequence[int] = ()) -> tuple[str, ...]:
-    """Header lines of a recipe: how to measure this instance and feed the result back (none without lengths)."""
+                engine_version: str, tps: Sequence[int] = (),
+                provenance: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Header lines of a recipe: the band of an instance planned on your measurements (its fits and files), how to
+    measure this instance and feed the result back (none without lengths)."""
+    measured = measured_lines(inst, provenance or {})
     wl = workloads(scenario).get(inst.model)
     if wl is None:
-        return ()
+        return measured
     cmd = bench_command(idx, inst, wl, model_ref, engine_version, tps[0] if len(set(tps)) == 1 else None)
-    return ("measure it once it serves (planned workload; writes a file `planning measurements import` reads as is):",
+    return (*measured, "measure it once it serves (planned workload; writes a file `planning measurements import` reads as is):",
             f"  {cmd}",
             "  then: planning validate-plan PLAN.json measured-instance-*.json")

@@ -340,7 +340,7 @@ def instance_recipes(result: PlanResult, hf_repos: Mapping[str, str] | None = No
         settings = EngineSettings(weights.ref, inst.phase, budgets.get(idx), seqs.get(idx),
                                   kv_connector=disaggregated, memory_utilization=memory_utilization,
                                   bench=bench_lines(idx, inst, result.scenario, weights.ref, VLLM_VERSION,
-                                                    [e.tp for e in engines]))
+                                                    [e.tp for e in engines], result.provenance))
         notes: tuple[str, ...] = (weights.note(),) if weights.note() else ()
         if disaggregated and any(e.pp > 1 for e in engines):
             notes += (f"no KV transfer: vLLM {VLLM_VERSION}'s NixlConnector does not support pipeline-parallel "

@@ -110,7 +110,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from planning import api
     from planning.cli import print_json
 
-    fits = api.fit_measurements(loo=not args.no_loo)
+    fits = api.fit_measurements(loo=not args.no_loo, keep=True)  # later solves plan on the trusted ones
     frame = api.fit_frame(fits)
     if args.json:
         print_json({"settings": frame.to_dict("records"), "points": api.points_frame(fits).to_dict("records")})

@@ -24,6 +24,8 @@ MAX_REQUESTS_PER_S = 1e5
 LATENCY_FIELDS = ("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "itl_ms_p50", "itl_ms_p99",
                   "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p99")
 
+MEASURED_BAND = "measured (yours)"  # the band of plans, templates and instances on your trusted fits
+
 
 @dataclass(frozen=True)
 class Measurement:

@@ -16,8 +16,6 @@ from typing import Any
 from planning.errors import PlanningError
 from planning.measurements.fit import (
     Corrections,
-    SettingFit,
-    corrected_perf,
     measured,
     predicted,
     simulate_point,
@@ -117,19 +115,6 @@ def check_instances(plan: PlanResult, points: Sequence[Measurement], perf: PerfM
         out.append(InstanceCheck(idx, m, pairs["ttft_ms"], pairs["tpot_ms"], pairs["output_tokens_per_s"],
                                  slo[0], slo[1], tuple(_reasons(pairs, slo))))
     return out
-
-
-def perf_with(fits: Sequence[SettingFit], perf: PerfModel) -> PerfModel:
-    """``perf`` with every trusted fit's corrections on its GPU (a GPU with several settings takes the fit of
-    the most points: the calibration is per GPU type)."""
-    best: dict[str, SettingFit] = {}
-    for f in fits:
-        gpu = f.key[1]
-        if f.trusted and (gpu not in best or len(f.before) > len(best[gpu].before)):
-            best[gpu] = f
-    for gpu, f in best.items():
-        perf = corrected_perf(perf, gpu, f.corrections)
-    return perf
 
 
 def corrections_text(c: Corrections) -> str:

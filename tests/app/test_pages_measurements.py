@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from planning import api
@@ -51,3 +52,22 @@ def test_validate_job_flags_the_slow_instance(planning_home: Path, tmp_path: Pat
     out = validate_job(request, lambda _f, _m: None, _Token())  # type: ignore[arg-type]
     assert out["missing"] == [0] and out["instances"][0]["misses"]
     assert out["note"].startswith("re-planned") and out["diff"][-1]["model"] == "total"
+
+
+def test_page_lists_the_saved_plans_the_kept_fits_change(planning_home: Path) -> None:
+    from planning.measurements.apply import save_settings
+    from tests.measurements.test_apply import MILD
+    from tests.measurements.test_close_loop import SCENARIO
+
+    scenario = api.parse_scenario_text(json.dumps({**SCENARIO, "shapes": ["1xA10G"]}))
+    api.save_scenario(scenario, planning_home / "scenarios" / "loop.yaml")
+    save_settings([MILD], planning_home)
+    at = app("views/9_Measurements.py")
+    assert not at.exception
+    next(b for b in at.button if b.label == "Which saved plans change?").click().run()
+    assert wait_for_job(planning_home, at.session_state["impact_job"]) == "done"
+    at.run()
+    assert not at.exception
+    assert "1 of 1" in texts(at) and "loop" in texts(at)
+    [frame] = [d.value for d in at.dataframe if "usd_h_after" in d.value]
+    assert frame["instances_after"].iloc[0] > frame["instances_before"].iloc[0]

@@ -136,5 +136,6 @@ def test_what_if_plans_with_and_without_the_measurements(plan: PlanResult, tmp_p
     assert out["with_cost_per_hour"] >= out["without_cost_per_hour"] - 1e-9
     answer = api.measurements_what_if(api.parse_scenario_text(json.dumps(SCENARIO)))
     assert any("measured (yours)" in d for d in answer.with_measurements.diagnostics)
-    assert all(i.provenance == "measured" for i in answer.with_measurements.instances if gpu in i.gpus)
+    assert all(i.provenance == "measured (yours)" for i in answer.with_measurements.instances
+               if i.gpus == {gpu: count})
     assert not any("measured (yours)" in d for d in answer.without.diagnostics)

@@ -42,7 +42,7 @@ from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, 
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
-from planning.result import PlanResult, StagePlan
+from planning.result import PlanResult, StagePlan, check_lines
 from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.templates.sets import build_template_sets, template_costs
@@ -350,6 +350,7 @@ def result_summary(result: PlanResult) -> str:
     """A short plain-text summary for the terminal."""
     if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
         lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
+        lines.extend(f"check: {c.line()}" for c in result.checks if c.failed)
         lines.extend(f"note: {d}" for d in result.diagnostics)
         return "\n".join(lines) + "\n"
     gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
@@ -370,6 +371,7 @@ def result_summary(result: PlanResult) -> str:
     lines.append("")
     lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
                  .to_string(index=False))
+    lines.extend(f"check: {line}" for line in check_lines(result.checks))
     lines.extend(f"note: {d}" for d in result.diagnostics)
     t = result.timings
     lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "

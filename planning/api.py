@@ -467,10 +467,13 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,
                  cancel: CancelToken | None = None) -> SharingResult:
-    """Plan with GPU sharing for the low-rate models (``planning.sharing.solve_shared``): a ``SharingResult``
-    whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the popular models."""
-    from planning.sharing import solve_shared as _solve_shared
+    """Plan with GPU sharing for the low-rate models (``planning.sharing.checked.solve_checked``): a
+    ``SharingResult`` whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the
+    popular models; checked against the plan without sharing (never dearer, SLOs simulated), which is returned
+    instead when the shared plan loses (``comparison`` says why)."""
+    from planning.sharing.checked import solve_checked
 
-    return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
+    return solve_checked(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel,
+                         solve_dedicated=lambda plain: solve(plain, cancel=cancel))
 
 

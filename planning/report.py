@@ -203,6 +203,8 @@ def build_report(result: PlanResult) -> Report:
             paragraphs=("Each baseline is planned for the same demand, regions and prices. The saving is the plan's "
                         "node cost against the baseline's, stated only when both serve the same demand.",),
             tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
+    if result.checks:  # planning.checks: each check with its figures; a failed one with its cause and fix
+        sections.append(Section("Checks", bullets=tuple(clip(c.line(), 400) for c in result.checks)))
     sections += finance_sections(result)
     sections += _assumption_sections(scenario)
     price_rows = _price_rows(result)

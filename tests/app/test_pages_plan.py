@@ -164,3 +164,14 @@ def test_cost_charts_add_up_to_the_cost_kpi(planning_home: Path) -> None:
     assert kpi.split("/")[0] in treemap  # "$26.00" in "Cost breakdown — $26.00"
     assert "init penalty" not in treemap
     assert "initialization allowance" in texts(at)
+
+
+def test_plan_page_lists_the_plans_checks(planning_home: Path) -> None:
+    """Issue 37 §1: the Plan page shows the plan's check list (an expander with every check) and no failed check
+    of an optimal plan."""
+    at, _ = planned(planning_home, page="views/3_Plan.py")
+    assert not at.exception
+    label = next(e.label for e in at.expander if e.label.startswith("Checks:"))
+    assert "passed" in label and " 0 failed" in label
+    table = next(df.value for df in at.dataframe if "basis" in df.value)
+    assert {"cost ≤ homo", "served fraction", "proven gap"} <= set(table["check"])

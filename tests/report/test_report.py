@@ -67,3 +67,17 @@ def test_infeasible_plan_report_says_so() -> None:
     assert "# Serving plan — tiny" in md and "**no plan** (infeasible)" in md
     assert "$0" not in md and "0 per month" not in md  # no cost is stated for a plan that does not exist
     assert "not comparable" in md and "short by 3 nodes" in md
+
+
+def test_report_lists_the_checks_and_a_failed_one_with_its_fix(plan: PlanResult) -> None:
+    """Issue 37 §1: the report has a Checks section; a baseline made cheaper than the plan shows as failed with
+    its cause and fix (never silent)."""
+    from planning.checks import with_checks
+
+    md = report_markdown(plan)
+    assert "## Checks" in md and "passed" in md and "cost ≤ homo" in md
+    cheap = BaselineSummary("cheap", plan.comparable_cost * 0.5, 1.0, True)
+    worse = with_checks(replace(plan, baselines=(*plan.baselines, cheap)))
+    md = report_markdown(worse)
+    line = next(x for x in md.splitlines() if "cost ≤ cheap" in x)
+    assert "failed" in line and "Fix:" in line

@@ -281,3 +281,18 @@ def policy_checks(totals: Mapping[str, Mapping[str, Any]]) -> tuple[Check, ...]:
                              name=f"proven gap of {label('offline')}"))
     return tuple(out)
 
+
+# ---------------------------------------------------------------------------------------------- determinism
+# wall-clock figures and what this process's caches saved (templates placed by this call): they differ run to run
+VOLATILE_KEYS = ("timings", "seconds", "wall_s", "found_s", "templates_placed_now")
+
+
+def stable_dict(value: Any) -> Any:
+    """A result's dict without its wall-clock figures (``timings``, keys ending in ``seconds``) and cache counts
+    (:data:`VOLATILE_KEYS`): what must be equal, bit for bit, between two solves of the same input (issue 37 §6)."""
+    if isinstance(value, Mapping):
+        return {k: stable_dict(v) for k, v in value.items()
+                if not (k in VOLATILE_KEYS or str(k).endswith("_seconds"))}
+    if isinstance(value, list | tuple):
+        return [stable_dict(v) for v in value]
+    return value

@@ -5,7 +5,10 @@ across replicas. Groups are served **in turn, in the given order** (default: the
 ``problem.classes``). Each group ranks its homogeneous (template, region) pairs by cost efficiency — the share
 of the group's demand one instance serves when it carries the group's class mix, 1 / Σ_q λ_q / (Λ T_q(τ)) ·
 Λ, per USD/h at that region's prices — and takes instances of the best pair until demand is met or its
-availability (what earlier groups left) runs out, then the next pair, and so on. A group that runs out
+availability (what earlier groups left) runs out, then the next pair, and so on. Ties are broken by a stated
+rule, never by float noise: efficiencies equal to :data:`EFFICIENCY_DIGITS` significant digits tie, and a tie goes
+to the cheaper instance (finer steps over-provision less), then the smaller template id, then the region name
+(issue 37 §6: the same input gives the same plan in every process). A group that runs out
 is served partially and the note says so. Templates that cannot serve some demanded class are skipped.
 Region links (``problem.links``: a model's prefill and decode in the same regions) are kept greedily: a group
 linked to one served before it fills, in each region, the share of demand that group placed there (scaled to
@@ -27,6 +30,14 @@ from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
 from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
+
+EFFICIENCY_DIGITS = 9
+"""Significant digits of a cost efficiency that rank the Homo greedy's pairs; beyond them values tie."""
+
+
+def tie_key(x: float) -> float:
+    """``x`` rounded to :data:`EFFICIENCY_DIGITS` significant digits (inf stays inf): the rank of an efficiency."""
+    return float(f"{x:.{EFFICIENCY_DIGITS}g}") if math.isfinite(x) else x
 
 
 def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
@@ -95,7 +106,7 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
                     continue
                 p = sum(price[(r, s)] * u for s, u in t.usage.items())
                 eff = share / p if p > 0 else math.inf
-                cands.append((-eff, p, t.id, r, t, share))
+                cands.append((-tie_key(eff), p, t.id, r, t, share))
         cands.sort(key=lambda c: c[:4])
         need = 1.0
         spot_left = problem.spot_cap.get(g, math.inf)  # share of the demand spot instances may still carry

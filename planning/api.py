@@ -28,6 +28,7 @@ from planning.api_simulate import (
     simulate_benchmark,
     simulate_headroom,
     simulate_shared,
+    simulated_checks,
 )
 from planning.api_timeline import (
     timeline,
@@ -117,6 +118,7 @@ __all__ = [
     "simulate_benchmark",
     "simulate_headroom",
     "simulate_shared",
+    "simulated_checks",
     "solve",
     "solve_shared",
     "sweep",

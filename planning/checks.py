@@ -13,9 +13,11 @@ Rules
   against a baseline's ``cost_per_hour`` (the same three), and only when both serve the same demand
   (``result.savings_pct`` is not None); otherwise not applicable. Tolerance :data:`COST_TOL` (relative).
 * SLO attainment ≥ :data:`ATTAINMENT_TARGET` per model: simulated when a simulation was run
-  (:func:`with_simulation`), else the analytic estimate — for a dedicated plan each instance's planned engine step
-  (``EnginePlan.step_ms``: the prefill pipeline's latency, the decode cycle per token) against the model's TTFT /
-  TPOT; for shared GPUs the M/M/1 TTFT estimate (``SharedModel.attainment_estimate``).
+  (:func:`with_simulation`; ``api.simulated_checks`` on the Plan page), else the analytic estimate — for a
+  dedicated plan each instance's planned engine step (``EnginePlan.step_ms``: the prefill pipeline's latency, the
+  decode cycle per token) against the model's TTFT / TPOT when the result carries engine plans, otherwise the
+  templates' construction (every stage's step within SLO / S at the planned throughput, said so in the basis); for
+  shared GPUs the request-level simulation (``sharing.checked``) or the M/M/1 TTFT estimate.
 * served fraction: 100 % under the cost objective; under a budget the share it buys (a shortfall is a failed
   check with the budget that would serve all, when the diagnostics name it).
 * proven gap ≤ the requested ``options.mip_rel_gap`` (failed when a time limit stopped the solve above it; not

@@ -90,3 +90,14 @@ def test_cli_exits_4_on_an_slo_miss(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     monkeypatch.setattr(api, "solve", lambda *a, **k: replace(missed))
     assert main(["solve", "--preset", "coral-core", "--sharing", "off"]) == 4
     assert "slo_miss" in capsys.readouterr().out
+
+
+def test_simulated_checks_replace_the_analytic_ones(tiny: dict[str, Any]) -> None:
+    """The Plan page's simulation turns each model's SLO check into a simulated one (said so in its basis)."""
+    result = api.solve(Scenario.from_dict(tiny))
+    sim = api.simulate(result, duration_s=60, seed=0)
+    checked = api.simulated_checks(result, sim)
+    slo = [c for c in checked.checks if c.kind == "slo"]
+    assert [c.name for c in slo] == ["SLO attainment llama-3-8b"] and slo[0].basis == "simulated"
+    assert slo[0].figures["attainment"] == pytest.approx(sim.model("llama-3-8b").attainment)
+    assert checked.status == ("slo_miss" if slo[0].failed else result.status)

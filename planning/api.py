@@ -50,6 +50,7 @@ from planning.api_simulate import (
     simulate_benchmark,
     simulate_headroom,
     simulate_shared,
+    simulated_checks,
 )
 from planning.api_timeline import (
     timeline,
@@ -65,7 +66,7 @@ from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, 
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
-from planning.result import PlanResult, StagePlan
+from planning.result import PlanResult, StagePlan, check_lines
 from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
 from planning.templates.sets import build_template_sets, template_costs
@@ -165,6 +166,7 @@ __all__ = [
     "simulate_benchmark",
     "simulate_headroom",
     "simulate_shared",
+    "simulated_checks",
     "slider_variants",
     "solve",
     "solve_near",
@@ -415,6 +417,7 @@ def result_summary(result: PlanResult) -> str:
     """A short plain-text summary for the terminal."""
     if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
         lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
+        lines.extend(f"check: {c.line()}" for c in result.checks if c.failed)
         lines.extend(f"note: {d}" for d in result.diagnostics)
         return "\n".join(lines) + "\n"
     gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
@@ -437,6 +440,7 @@ def result_summary(result: PlanResult) -> str:
     lines.append("")
     lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
                  .to_string(index=False))
+    lines.extend(f"check: {line}" for line in check_lines(result.checks))
     lines.extend(f"note: {d}" for d in result.diagnostics)
     t = result.timings
     lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
@@ -541,10 +545,13 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,
                  cancel: CancelToken | None = None) -> SharingResult:
-    """Plan with GPU sharing for the low-rate models (``planning.sharing.solve_shared``): a ``SharingResult``
-    whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the popular models."""
-    from planning.sharing import solve_shared as _solve_shared
+    """Plan with GPU sharing for the low-rate models (``planning.sharing.checked.solve_checked``): a
+    ``SharingResult`` whose ``cost_per_hour`` and ``gpus()`` cover the shared nodes and the dedicated plan of the
+    popular models; checked against the plan without sharing (never dearer, SLOs simulated), which is returned
+    instead when the shared plan loses (``comparison`` says why)."""
+    from planning.sharing.checked import solve_checked
 
-    return _solve_shared(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel)
+    return solve_checked(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel,
+                         solve_dedicated=lambda plain: solve(plain, cancel=cancel))
 
 

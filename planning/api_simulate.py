@@ -157,3 +157,11 @@ def sim_result_from_dict(data: Mapping[str, Any]) -> SimResult:
         return SimResult(models=models, instances=instances, **rest)
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanningError("simulation", f"stored result cannot be read ({exc}).", "run the simulation again.") from exc
+
+
+def simulated_checks(plan: PlanResult, sim: SimResult) -> PlanResult:
+    """``plan`` with its SLO checks from a simulation of it (per model attainment, basis "simulated") and the
+    status they allow (``planning.checks.with_simulation``: a model under 99 % makes it ``slo_miss``)."""
+    from planning.checks import with_simulation
+
+    return with_simulation(plan, {m.model: float(m.attainment) for m in sim.models if m.requests})

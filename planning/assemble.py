@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from planning.allocate.problem import AllocationResult
+from planning.checks import with_checks
 from planning.finance.accounting import committed_per_hour, kind_costs
 from planning.pools import site_of
 from planning.resolve import ResolvedScenario
@@ -36,7 +37,8 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
                       baselines: Sequence[BaselineSummary], *, timings: Mapping[str, float],
                       provenance: Mapping[str, str], stats: Mapping[str, float]) -> PlanResult:
     """The PlanResult of an allocation: instances with placements, cost lines, capacity, service, baselines
-    with savings (:func:`planning.result.savings_pct`), diagnostics and model sizes."""
+    with savings (:func:`planning.result.savings_pct`), diagnostics, model sizes and its checks
+    (:func:`planning.checks.with_checks`: never dearer than a baseline, SLOs, served, gap)."""
     scenario, groups, offers = resolved.scenario, resolved.groups, resolved.offers
     offer_by_key = {(o.region, o.shape): o for o in offers}
     group_by_id = {g.id: g for g in groups}
@@ -108,7 +110,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         for b in baselines)
     # a plan the solver was stopped on (time limit) is a feasible plan with its gap; "time_limit" means no plan
     status = "feasible" if alloc.has_plan and alloc.status == "time_limit" else alloc.status
-    return PlanResult(
+    return with_checks(PlanResult(
         status=status, objective=alloc.objective, cost_per_hour=total, provisioning_per_hour=provisioning,
         penalty_per_hour=penalty, served_fraction=served_fraction, mip_gap=alloc.gap, instances=tuple(instances),
         cost_lines=tuple(lines), capacity=capacity, service=service, baselines=adjusted, timings=dict(timings),
@@ -117,7 +119,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         message="" if alloc.has_plan else "No plan: see diagnostics for the best achievable fraction per model.",
         transfer_per_hour=transfer, kv_flows=flows, committed_per_hour=committed,
         cost_by_pricing_kind=kind_costs(offers, used) if alloc.has_plan and scenario.has_finance else {},
-    )
+    ))
 
 
 def kv_flows(resolved: ResolvedScenario, alloc: AllocationResult) -> tuple[KvFlow, ...]:
@@ -192,11 +194,11 @@ def time_limit_result(scenario: Scenario, limit_s: float, step: str, elapsed_s: 
         fix = f"raise options.time_limit_s to ≥ {_more(limit_s, elapsed_s)} s"
     message = f"time limit {limit_s:g} s reached while {what}" if name == "library build" else \
         f"time limit {limit_s:g} s reached {what}"
-    return PlanResult(status="time_limit", objective=scenario.objective.kind, cost_per_hour=0.0,
+    return with_checks(PlanResult(status="time_limit", objective=scenario.objective.kind, cost_per_hour=0.0,
                       provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
                       timings={"total_seconds": elapsed_s}, scenario=scenario.to_dict(),
                       message=f"{message}; no plan. Fix: {fix}.",
-                      diagnostics=(f"{message}; no plan was found before it.",))
+                      diagnostics=(f"{message}; no plan was found before it.",)))
 
 
 def _more(limit_s: float, elapsed_s: float) -> str:

@@ -40,7 +40,8 @@ EXIT_CODES_HELP = """exit codes:
   1  no plan: the problem is infeasible, or the time limit passed before any plan was found
   2  bad input: a file, option or value is wrong; the message names the field and the fix
   3  internal error: a bug; a one-line message names the log file holding the traceback
-     ($PLANNING_HOME/logs, else the system temp folder)"""
+     ($PLANNING_HOME/logs, else the system temp folder)
+  4  a plan that misses an SLO (status slo_miss): every alternative computed failed an SLO check"""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -100,7 +100,7 @@ def _solve(args: argparse.Namespace) -> int:
     if (args.sharing or scenario.options.sharing) != "off":
         shared = api.solve_shared(scenario, method=args.sharing)
         _emit(shared.to_json() if args.json else shared.summary(), args.out)
-        return 0 if shared.status in ("optimal", "feasible") else 1
+        return 0 if shared.status in ("optimal", "feasible") else 4 if shared.status == "slo_miss" else 1
     if args.dump_model:  # before the solve: HiGHS crashes the process on a path it cannot write
         from planning.allocate.problem import check_dump_path
 
@@ -114,6 +114,8 @@ def _solve(args: argparse.Namespace) -> int:
         _emit(result.to_markdown(), args.out)
     else:
         _emit(api.result_summary(result), args.out)
+    if result.status == "slo_miss":
+        return 4  # a plan that fails an SLO check (planning.checks)
     return 0 if result.status in ("optimal", "feasible") or result.instances else 1  # a time-limited plan is a plan
 
 

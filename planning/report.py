@@ -239,6 +239,8 @@ def build_report(result: PlanResult, today: dt.date | None = None) -> Report:
                         "cost (marginal node prices, egress and committed capacity on both sides). The saving is "
                         "stated only when both serve the same demand.",),
             tables=(Table(("strategy", "$/h", "$/month", "served", "plan saves", "note"), tuple(comparison_rows)),)))
+    if result.checks:  # planning.checks: each check with its figures; a failed one with its cause and fix
+        sections.append(Section("Checks", bullets=tuple(clip(c.line(), 400) for c in result.checks)))
     sections += finance_sections(result)
     sections += _assumption_sections(scenario, pricing_kinds_text(result.cost_by_pricing_kind,
                                                                   str(scenario.get("pricing", "on_demand"))))

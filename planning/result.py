@@ -15,7 +15,9 @@ from planning.billing import HOURS_PER_YEAR as HOURS_PER_YEAR
 from planning.billing import Bill, bill_of, full_cost_rows
 from planning.billing import pricing_kinds_text as pricing_kinds_text
 
-STATUSES = ("optimal", "feasible", "infeasible", "time_limit", "cancelled", "error")
+STATUSES = ("optimal", "feasible", "slo_miss", "infeasible", "time_limit", "cancelled", "error")
+# "slo_miss": a plan exists but one of its SLO checks failed (planning.checks); "optimal"/"feasible" only when all pass
+CHECK_STATUSES = ("passed", "failed", "not-applicable")
 SAME_DEMAND_TOL = 1e-4  # served fractions closer than this count as serving the same demand
 
 
@@ -225,6 +227,81 @@ class BaselineSummary:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One check a result carries (computed by :mod:`planning.checks` where the result is made).
+
+    ``kind``: ``cost`` (the plan against an alternative it computed: a baseline, the plan without sharing, the
+    myopic policy), ``slo`` (attainment against the target, one per model), ``served`` (fraction of demand) or
+    ``gap`` (the proven gap). ``status``: ``passed``, ``failed`` or ``not-applicable``; ``figures`` the numbers
+    compared (named); ``basis`` how they were obtained (e.g. "simulated", "analytic estimate", "like for like");
+    a failed check says its ``cause`` and the ``fix``.
+    """
+
+    name: str
+    kind: str
+    status: str
+    figures: Mapping[str, float | None] = field(default_factory=dict)
+    basis: str = ""
+    cause: str = ""
+    fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def line(self) -> str:
+        """One line of text: ``passed  cost ≤ homo-ilp: plan 53.41, homo-ilp 55.16 (like for like)``, a failed
+        check with its cause and fix."""
+        figures = ", ".join(_figure(k, v) for k, v in self.figures.items())
+        text = f"{self.status:<14} {self.name}" + (f": {figures}" if figures else "") + \
+            (f" ({self.basis})" if self.basis else "")
+        if self.status != "passed" and self.cause:
+            text += f". {self.cause}"
+        if self.failed and self.fix:
+            text += f" Fix: {self.fix}"
+        return text
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Check:
+        data = dict(d)
+        data["figures"] = {str(k): (None if v is None else float(v)) for k, v in dict(data.get("figures", {})).items()}
+        return cls(**data)
+
+
+def _figure(name: str, v: float | None) -> str:
+    """``plan $26.00/h``, ``attainment 98.7%``, ``planned step ms 41.2``; an em dash for no number."""
+    if v is None or not math.isfinite(v):
+        return f"{name} —"
+    if name.endswith(" $/h"):
+        return f"{name.removesuffix(' $/h')} ${v:,.2f}/h"
+    if name.split()[-1] in _SHARE_WORDS:
+        return f"{name} {v:.2%}" if name.endswith("gap") else f"{name} {v:.1%}"
+    return f"{name} {v:,.4g}" if abs(v) < 1000 else f"{name} {v:,.0f}"
+
+
+def check_lines(checks: tuple[Check, ...] | list[Check]) -> list[str]:
+    """The checks as text lines: each one in full, except passed SLO checks, which share one line per basis
+    with the lowest attainment ("passed         SLO attainment of 37 models, lowest 99.6% (simulated: …)")."""
+    lines: list[str] = []
+    grouped: dict[str, list[float]] = {}
+    for c in checks:
+        if c.kind == "slo" and c.status == "passed":
+            value = c.figures.get("attainment")
+            grouped.setdefault(c.basis, []).append(float(value) if value is not None else math.nan)
+            continue
+        lines.append(c.line())
+    for basis, values in grouped.items():
+        known = [v for v in values if math.isfinite(v)]
+        low = f", lowest {min(known):.1%}" if known else ""
+        lines.append(f"{'passed':<14} SLO attainment of {len(values)} model{'s' if len(values) > 1 else ''}{low} "
+                     f"({basis})")
+    return lines
+
+
+_SHARE_WORDS = {"attainment", "target", "served", "demand", "gap", "estimate"}
+
+
+@dataclass(frozen=True)
 class CommitmentLine:
     """A commitment of the plan: ``count`` nodes of ``shape`` reserved in ``region`` for ``term_years`` at
     ``upfront_usd`` (once per node) + ``hourly_usd`` (per node-hour of the term). ``status``: ``held`` (signed
@@ -277,6 +354,7 @@ class PlanResult:
     cost_by_pricing_kind: Mapping[str, float] = field(default_factory=dict)  # owned, reserved, on_demand, spot $/h
     commitments: tuple[CommitmentLine, ...] = ()
     finance: Mapping[str, Any] = field(default_factory=dict)  # idle capacity, spot risk, sizing, bill, assumptions
+    checks: tuple[Check, ...] = ()  # planning.checks: never dearer than an alternative, SLOs met, served, gap
 
     # --- serialization ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -301,6 +379,7 @@ class PlanResult:
         data["diagnostics"] = tuple(data.get("diagnostics", ()))
         data["kv_flows"] = tuple(KvFlow(**f) for f in data.get("kv_flows", ()))
         data["commitments"] = tuple(CommitmentLine(**c) for c in data.get("commitments", ()))
+        data["checks"] = tuple(Check.from_dict(c) for c in data.get("checks", ()))
         return cls(**data)
 
     @classmethod
@@ -367,8 +446,8 @@ class PlanResult:
 
     @property
     def has_plan(self) -> bool:
-        """True when the solver returned a plan (optimal or feasible)."""
-        return self.status in ("optimal", "feasible")
+        """True when the solver returned a plan (optimal, feasible, or slo_miss: a plan with a failed SLO check)."""
+        return self.status in ("optimal", "feasible", "slo_miss")
 
     @property
     def certified(self) -> bool:
@@ -441,6 +520,8 @@ class PlanResult:
             lines.append(f"- **Savings vs best baseline ({best.name}):** not comparable (different demand served)")
         if self.message:
             lines += ["", self.message]
+        if self.checks:
+            lines += ["", "## Checks", ""] + [f"- {c.line()}" for c in self.checks]
         if self.diagnostics:
             lines += ["", "## Diagnostics", ""] + [f"- {d}" for d in self.diagnostics]
         lines += ["", "## Instances", "", _md_table(self.instances_frame())]

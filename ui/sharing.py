@@ -10,7 +10,7 @@ from planning.errors import PlanningError
 from planning.result import PlanResult, savings_pct
 from planning.scenario import Scenario
 from planning.viz import sharing as vshare
-from ui import state, widgets
+from ui import checks, state, widgets
 from ui.jobs import sharing_job, sharing_request
 
 METHODS = {"kvpr": "KVPR heuristic (fast, Prism-style KV-pressure packing; the threshold splits the models)",
@@ -83,6 +83,11 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
                                                                else "gap not bounded")
         st.caption(f"**Split decided by one model** ({proof}): ${joint:,.2f}/h, against ${rule:,.2f}/h when the "
                    f"threshold alone decides which models share ({savings_pct(joint, rule) or 0.0:.1f} % cheaper).")
+    comparison = info.get("comparison") or {}
+    if comparison.get("returned") == "dedicated":
+        st.warning(f"The {comparison.get('plan')} plan lost to the plan without sharing: {comparison.get('why')}. "
+                   "The plan shown is the dedicated one.", icon=":material/warning:")
+    checks.checks_section(out.get("checks", []), key="sharing")
     for line in info.get("notes", []):
         st.caption(line)
     st.plotly_chart(vshare.sharing_cost_figure({"cost_per_hour": result.comparable_cost, "gpus": plan_gpus},

@@ -6,10 +6,11 @@ from collections.abc import Mapping
 
 import streamlit as st
 
+from planning import api
 from planning.jobs import JobRecord
 from planning.result import PlanResult
 from planning.viz import simulate as vsim
-from ui import state, widgets
+from ui import checks, state, widgets
 
 DURATIONS = (60.0, 120.0, 300.0, 600.0)
 
@@ -68,6 +69,7 @@ def simulation_panel(result: PlanResult, plan_job_id: str) -> None:
     verdict = ("keeps its latency promise" if k["attainment"] >= vsim.ATTAINMENT_TARGET
                else "misses its latency promise for some requests")
     st.markdown(f"Simulated {k['requests']:,} requests over {sim.duration_s:g} s: the plan **{verdict}**.")
+    checks.checks_section([c for c in api.simulated_checks(result, sim).checks if c.kind == "slo"], key="simulated")
     if k["saturated"]:
         st.caption("Saturated instances (busy ≥ 95 % or KV cache full): " + ", ".join(k["saturated"]))
     for line in sim.notes:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from planning import api, viz
 from planning.scenario import Scenario
-from ui import export_check, finance, markets, sharing, simulation, state, widgets
+from ui import checks, export_check, finance, markets, sharing, simulation, state, widgets
 
 widgets.page("Plan", "What to rent where, how each model replica is pipelined, and what it costs.")
 
@@ -26,6 +26,7 @@ if result is None:
     st.stop()
 
 widgets.kpis(result)
+checks.checks_section(result.checks, key="plan")
 if not result.has_plan:  # no breakdown, simulation or export of a plan that does not exist
     st.info("Nothing to break down, simulate or export without a plan. Apply the fix above on the Scenario page "
             "and press **Plan it** on Home again.", icon=":material/info:")

@@ -5,7 +5,10 @@ across replicas. Groups are served **in turn, in the given order** (default: the
 ``problem.classes``). Each group ranks its homogeneous (template, region) pairs by cost efficiency — the share
 of the group's demand one instance serves when it carries the group's class mix, 1 / Σ_q λ_q / (Λ T_q(τ)) ·
 Λ, per USD/h at that region's prices — and takes instances of the best pair until demand is met or its
-availability (what earlier groups left) runs out, then the next pair, and so on. A group that runs out
+availability (what earlier groups left) runs out, then the next pair, and so on. Ties are broken by a stated
+rule, never by float noise: efficiencies equal to :data:`EFFICIENCY_DIGITS` significant digits tie, and a tie goes
+to the cheaper instance (finer steps over-provision less), then the smaller template id, then the region name
+(issue 37 §6: the same input gives the same plan in every process). A group that runs out
 is served partially and the note says so. Templates that cannot serve some demanded class are skipped.
 Region links (``problem.links``: a model's prefill and decode in the same regions) are kept greedily: a group
 linked to one served before it fills, in each region, the share of demand that group placed there (scaled to
@@ -20,13 +23,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
 from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
+
+EFFICIENCY_DIGITS = 9
+"""Significant digits of a cost efficiency that rank the Homo greedy's pairs; beyond them values tie."""
+
+
+def tie_key(x: float) -> float:
+    """``x`` rounded to :data:`EFFICIENCY_DIGITS` significant digits (inf stays inf): the rank of an efficiency."""
+    return float(f"{x:.{EFFICIENCY_DIGITS}g}") if math.isfinite(x) else x
 
 
 def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
@@ -76,27 +88,8 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
             served[g] = 1.0
             continue
         before = [h for h in groups[: groups.index(g)] if h in linked_to.get(g, set()) and h in placed]
-        quota: dict[str, float] | None = None  # per region, when an earlier linked group fixed the regions
-        if before:
-            ref = placed[before[0]]
-            total = sum(ref.values())
-            quota = {r: v / max(1.0, total) for r, v in ref.items()}
-        cands = []
-        for i, t in enumerate(problem.templates):
-            if i % 1000 == 999:
-                check_cancel(cancel, "baseline homo")
-            if t.group != g or not t.single_shape:
-                continue
-            if any(t.throughput.get(q, 0.0) <= 0 for q in rates):
-                continue
-            share = 1.0 / sum(lam / t.throughput[q] for q, lam in rates.items())  # of the whole demand
-            for r in regions:
-                if not all((r, s) in price for s in t.usage):
-                    continue
-                p = sum(price[(r, s)] * u for s, u in t.usage.items())
-                eff = share / p if p > 0 else math.inf
-                cands.append((-eff, p, t.id, r, t, share))
-        cands.sort(key=lambda c: c[:4])
+        quota = _quota(placed[before[0]]) if before else None  # per region, fixed by an earlier linked group
+        cands = ranked_pairs(problem, g, rates, regions, price, cancel)
         need = 1.0
         spot_left = problem.spot_cap.get(g, math.inf)  # share of the demand spot instances may still carry
         region_need = dict(quota) if quota is not None else None
@@ -148,6 +141,36 @@ def homo_greedy(problem: AllocationProblem, order: Sequence[str] | None = None,
         seconds=time.perf_counter() - t0,
         details={"order": groups},
     )
+
+
+def _quota(ref: Mapping[str, float]) -> dict[str, float]:
+    """Per region, the share of its demand a group must place there to pair with a linked group placed as ``ref``."""
+    total = sum(ref.values())
+    return {r: v / max(1.0, total) for r, v in ref.items()}
+
+
+def ranked_pairs(problem: AllocationProblem, g: str, rates: Mapping[str, float], regions: Sequence[str],
+                 price: Mapping[tuple[str, str], float], cancel: CancelToken | None = None) -> list[tuple[Any, ...]]:
+    """Group ``g``'s homogeneous (template, region) pairs, best first: ``(-rank, price, template id, region,
+    template, share)`` with share = the part of the group's demand (class mix ``rates``) one instance serves and
+    rank = :func:`tie_key` of share per USD/h; ties go to the cheaper instance, then template id, then region."""
+    cands = []
+    for i, t in enumerate(problem.templates):
+        if i % 1000 == 999:
+            check_cancel(cancel, "baseline homo")
+        if t.group != g or not t.single_shape:
+            continue
+        if any(t.throughput.get(q, 0.0) <= 0 for q in rates):
+            continue
+        share = 1.0 / sum(lam / t.throughput[q] for q, lam in rates.items())  # of the whole demand
+        for r in regions:
+            if not all((r, s) in price for s in t.usage):
+                continue
+            p = sum(price[(r, s)] * u for s, u in t.usage.items())
+            eff = share / p if p > 0 else math.inf
+            cands.append((-tie_key(eff), p, t.id, r, t, share))
+    cands.sort(key=lambda c: c[:4])
+    return cands
 
 
 def homo_ilp(problem: AllocationProblem, cancel: CancelToken | None = None) -> BaselineResult:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from planning.result import PlanResult
+from planning.result import Check, PlanResult, check_lines
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,10 @@ class SharingResult:
     bound_per_hour: float | None = None  # proven lower bound of the (joint or threshold) model's optimum
     gap: float | None = None  # its proven relative gap (0: certified)
     stats: Mapping[str, float] = field(default_factory=dict)
+    # planning.sharing.checked: shared ≤ dedicated, SLO attainment per model, served, gap (empty: not checked)
+    checks: tuple[Check, ...] = ()
+    # the plan this answer was compared with: {"plan", "cost_per_hour", "status", "why"}; "returned": which won
+    comparison: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def dedicated_cost_per_hour(self) -> float:
@@ -124,7 +128,9 @@ class SharingResult:
                         "dedicated_cost_per_hour": self.dedicated_cost_per_hour,
                         "dedicated_gap": self.dedicated.mip_gap if self.dedicated is not None else None,
                         "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
-                        "timings": dict(self.timings), "notes": list(self.notes)},
+                        "timings": dict(self.timings), "notes": list(self.notes),
+                        "comparison": dict(self.comparison)},
+            "checks": [asdict(c) for c in self.checks],
         })
         return base
 
@@ -144,5 +150,10 @@ class SharingResult:
         for i, n in enumerate(self.shared_nodes):
             lines.append(f"  node {i}: {n.shape} {n.region}  weights {n.weights_gb:.1f} GB + KV {n.kv_pool_gb:.1f} GB "
                          f"of {n.capacity_gb:.1f} GB, load {n.load:.2f}: " + ", ".join(m.model for m in n.models))
+        if self.comparison:
+            c = self.comparison
+            lines.append(f"compared with: {c.get('plan')} ${float(c.get('cost_per_hour') or 0):,.2f}/h "
+                         f"({c.get('status')}): {c.get('why')}")
+        lines.extend(f"check: {line}" for line in check_lines(self.checks))
         lines.extend(f"note: {x}" for x in self.notes)
         return "\n".join(lines) + "\n"

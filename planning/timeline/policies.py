@@ -5,8 +5,10 @@
 - **look-ahead** (a rolling horizon of H epochs): epoch t is planned by the multi-epoch MILP over epochs
   t … t+H−1 (``planning.timeline.horizon``) with ν′ = the plan committed for t − 1; only epoch t is kept. An epoch
   whose horizon cannot meet its demand is planned myopically (with the served fallback) and said so.
-- **offline**: the multi-epoch MILP over the whole horizon at once, certified over every template: a lower bound
-  on every policy's total (each policy's plans are one of its solutions).
+- **offline**: the multi-epoch MILP over the whole horizon at once, certified over every template: its proven bound
+  is a lower bound on every policy's total (each policy's plans are one of its solutions), and its schedule the
+  optimum only when certified (gap 0); past its time limit it is the best schedule found (never dearer than the
+  schedule it started from), shown with the bound and the gap (``planning.checks.policy_rows``).
 
 The :class:`HorizonAdapter` turns the prepared template sets and the epochs' demand and availability into
 ``HorizonProblem``s and their answers back into instance counts keyed like ``scenario.current``;
@@ -38,7 +40,8 @@ Counts = dict[tuple[str, str], int]  # (template key, region) -> instances, as `
 
 def policy_label(policy: str, horizon: int) -> str:
     """The method name a policy's rows carry in every frame, chart and JSON."""
-    return {"myopic": "myopic (Coral)", "lookahead": f"look-ahead (H={horizon})", "offline": "offline optimum"}[policy]
+    return {"myopic": "myopic (Coral)", "lookahead": f"look-ahead (H={horizon})",
+            "offline": "offline (all epochs at once)"}[policy]  # "optimum" only where its gap is 0 (policies_frame)
 
 
 def check_supported(scenario: Scenario, groups: Sequence[Group], policy: str) -> None:

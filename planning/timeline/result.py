@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from planning.result import HOURS_PER_MONTH, savings_pct
+from planning.result import HOURS_PER_MONTH, Check, check_lines, savings_pct
 from planning.timeline.demand import DEMAND_MATCHES
 
 
@@ -114,27 +114,18 @@ class TimelineResult:
         return out
 
     def policies_frame(self) -> pd.DataFrame:
-        """One row per policy run: its label, total over the horizon and per month, churn, worst served fraction,
-        how far above the offline optimum it is (when that ran), and what was proven about the offline plan."""
-        totals = self.policy_totals()
-        offline = totals.get("offline", {}).get("total_cost")
-        rows = []
-        for name, t in totals.items():
-            total = t.get("total_cost")
-            proof = ""
-            if name == "offline":
-                gap, bound = t.get("gap"), t.get("bound")
-                proof = ("certified optimal (gap 0)" if t.get("status") == "optimal" else
-                         f"within {gap:.2%} of the proven bound ${bound:,.2f}" if gap is not None and bound is not None
-                         else "not proven")
-            churn = t.get("churn") or {}
-            rows.append({"policy": t.get("label", name), "total_cost": total,
-                         "month_cost": t.get("total_cost_month"),
-                         "nodes_started": churn.get("nodes_started"), "nodes_stopped": churn.get("nodes_stopped"),
-                         "min_served_fraction": t.get("min_served_fraction"),
-                         "above_offline_pct": (100 * (total - offline) / offline if offline and total is not None
-                                               and name != "offline" else None), "proof": proof})
-        return pd.DataFrame(rows)
+        """One row per policy run: its label, the best schedule it found (horizon and month), the proven lower bound
+        (the offline MILP's: a bound on every policy's total) and its gap to it, what was proven in words, churn
+        and the worst served fraction. "optimum" is said only at gap 0 (``planning.checks.policy_rows``)."""
+        from planning.checks import policy_rows
+
+        return pd.DataFrame(policy_rows(self.policy_totals()))
+
+    def checks(self) -> tuple[Check, ...]:
+        """The policies' checks: look-ahead ≤ myopic, the offline schedule ≤ every other, each one's proven gap."""
+        from planning.checks import policy_checks
+
+        return policy_checks(self.policy_totals())
 
     @property
     def horizon_hours(self) -> float:
@@ -214,6 +205,7 @@ class TimelineResult:
             "horizon_epochs": self.horizon_epochs,
             "policy_info": {k: dict(v) for k, v in self.policy_info.items()},
             "policies": self.policy_totals(),
+            "checks": [asdict(c) for c in self.checks()],
             "min_served_fraction": self.min_served_fraction,
             "demand_sources": dict(self.demand_sources),
             "demand_match": self.demand_match,
@@ -330,6 +322,9 @@ class TimelineResult:
             cost = f"{e.cost_per_hour:9.2f}" if e.has_plan else f"{'failed' if e.error else 'no plan':>9}"
             lines.append(f"{e.index:5d}  {e.start:5g}  {e.objective:9s}  {cost}  "
                          f"{min(e.served_fraction.values(), default=1.0):10.1%}  {e.nodes_started:7d}  {e.nodes_stopped:7d}")
+        if len(self.policy_info) > 1 or "offline" in self.policy_info:
+            lines += ["", self.policies_frame().to_string(index=False)]
+        lines.extend(f"check: {line}" for line in check_lines(self.checks()))
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines) + "\n"
 

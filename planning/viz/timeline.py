@@ -13,7 +13,7 @@ from planning.viz.colors import gpu_color
 
 _MODEL_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
                  "#CCB974", "#64B5CD", "#1B9E77", "#D95F02")
-_METHOD_STYLE = {"myopic (Coral)": ("#222222", "solid"), "offline optimum": ("#55A868", "longdash"),
+_METHOD_STYLE = {"myopic (Coral)": ("#222222", "solid"), "offline (all epochs at once)": ("#55A868", "longdash"),
                  "static peak": ("#C44E52", "dash"), "Homo (re-planned)": ("#8172B3", "dot"),
                  "Homo-ILP (re-planned)": ("#937860", "dashdot")}
 _LOOKAHEAD_STYLE = ("#4C72B0", "solid")  # "look-ahead (H=…)"

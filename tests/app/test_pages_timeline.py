@@ -29,12 +29,16 @@ def test_timeline_page_plans_a_day_in_the_background(planning_home: Path) -> Non
     assert "Adaptive plan, month (730 h)" in labels and "Node starts / stops" in labels
     frames = [d.value for d in at.dataframe]
     methods = set(next(f for f in frames if "method" in f.columns)["method"])
-    assert {"myopic (Coral)", "static peak", "Homo (re-planned)", "offline optimum"} <= methods
+    assert {"myopic (Coral)", "static peak", "Homo (re-planned)", "offline (all epochs at once)"} <= methods
     assert any(m.startswith("look-ahead (H=") for m in methods)
     policies = next(f for f in frames if "policy" in f.columns).set_index("policy")  # the three side by side
-    assert {"myopic (Coral)", "offline optimum"} <= set(policies.index) and len(policies) == 3
-    offline = float(policies.loc["offline optimum", "total_cost"])
-    assert all(float(t) >= offline - 1e-6 for t in policies["total_cost"])  # the lower bound of every policy
+    assert {"myopic (Coral)", "offline (all epochs at once)"} <= set(policies.index) and len(policies) == 3
+    offline = float(policies.loc["offline (all epochs at once)", "best_found"])
+    assert all(float(t) >= offline - 1e-6 for t in policies["best_found"])  # it starts from the others
+    bound = policies["proven_bound"].dropna()
+    assert len(bound) == 3 and all(float(b) <= offline + 1e-6 for b in bound)  # one bound, below every schedule
+    for proof, gap in zip(policies["proof"], policies["gap"], strict=True):  # "optimum" only at gap 0
+        assert ("optimum" in proof) == (gap is not None and float(gap) <= 1e-6)
     assert len(at.get("plotly_chart")) >= 5
 
 

@@ -106,3 +106,18 @@ def test_run_all_and_unknown() -> None:
     assert [r.name for r in results] == baseline_names(_pool())
     with pytest.raises(PlanningError, match="unknown baseline"):
         run_baseline("nope", _pool())
+
+
+def test_homo_breaks_efficiency_ties_by_the_stated_rule_not_float_noise() -> None:
+    """Issue 37 §6: two pairs equally efficient in exact arithmetic (b is three of a's nodes with three times its
+    throughput; in floats b comes out 2e-15 more efficient) tie; the cheaper instance wins (10 × $0.01 = $0.10
+    serves the demand, where 4 of b's cost $0.12)."""
+    from planning.baselines.homo import homo_greedy, tie_key
+
+    t_a, t_b = 0.1, 0.1 * 3
+    assert (t_b / 0.03) > (t_a / 0.01) and tie_key(t_b / 0.03) == tie_key(t_a / 0.01)  # the float noise is real
+    templates = (TemplateOption("g:b", "g", {"1xL4": 3}, {"q": t_b}), TemplateOption("g:a", "g", {"1xL4": 1}, {"q": t_a}))
+    problem = AllocationProblem(templates, (Offer("r", "1xL4", 0.01, 100),), (WorkloadClass("q", "g", 1.0),))
+    res = homo_greedy(problem)
+    assert res.feasible and res.counts == {("g:a", "r"): 10}
+    assert res.cost_per_hour == pytest.approx(0.10)

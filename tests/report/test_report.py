@@ -96,3 +96,17 @@ def test_html_has_its_date_and_charts(plan: PlanResult) -> None:
     assert page.count("<svg") == len(charts) >= 1 and "<script" not in page
     svg = svg_bars(versus)
     assert svg.count("<rect") == len(versus.bars) and f"${plan.comparable_cost:,.2f}" in svg
+
+
+def test_report_lists_the_checks_and_a_failed_one_with_its_fix(plan: PlanResult) -> None:
+    """Issue 37 §1: the report has a Checks section; a baseline made cheaper than the plan shows as failed with
+    its cause and fix (never silent)."""
+    from planning.checks import with_checks
+
+    md = report_markdown(plan)
+    assert "## Checks" in md and "passed" in md and "cost ≤ homo" in md
+    cheap = BaselineSummary("cheap", plan.comparable_cost * 0.5, 1.0, True)
+    worse = with_checks(replace(plan, baselines=(*plan.baselines, cheap)))
+    md = report_markdown(worse)
+    line = next(x for x in md.splitlines() if "cost ≤ cheap" in x)
+    assert "failed" in line and "Fix:" in line

@@ -1,0 +1,61 @@
+"""Issue 37 §6: the same input gives the same plan, bit for bit (its JSON without wall-clock figures), across
+repeated solves, fresh processes with other hash seeds, and 1 or 2 workers on the process pool.
+``benchmarks/check_plans.py`` runs the same comparison on every preset."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from planning import api
+from planning.checks import stable_dict
+from planning.scenario import Scenario
+
+CHILD = r"""
+import json, sys
+from planning import api
+from planning.checks import stable_dict
+from planning.scenario import Scenario
+
+scenario = Scenario.from_dict(json.loads(sys.argv[1]))
+print(json.dumps(stable_dict(api.solve(scenario).to_dict()), sort_keys=True, default=float))
+"""
+
+
+def _stable(data: dict[str, Any]) -> str:
+    return json.dumps(stable_dict(data), sort_keys=True, default=float)
+
+
+def _in_child(scenario: Scenario, seed: int, home: Path) -> str:
+    env = {**os.environ, "PYTHONHASHSEED": str(seed), "PLANNING_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(scenario.to_dict())], env=env, check=True,
+                         capture_output=True, text=True, timeout=600)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_stable_dict_drops_only_wall_clock_figures() -> None:
+    data = {"timings": {"total_seconds": 1.0}, "stats": {"anytime_plan_seconds": 0.2, "lp_bound": 3.0},
+            "sharing": {"timings": {}, "notes": ["x"]}, "cost_per_hour": 1.5}
+    assert stable_dict(data) == {"stats": {"lp_bound": 3.0}, "sharing": {"notes": ["x"]}, "cost_per_hour": 1.5}
+
+
+def test_three_solves_of_one_input_are_the_same_plan(tiny: dict[str, Any]) -> None:
+    scenario = Scenario.from_dict(tiny)
+    runs = {_stable(api.solve(scenario).to_dict()) for _ in range(3)}
+    assert len(runs) == 1
+
+
+def test_fresh_processes_and_one_or_two_pool_workers_give_the_same_plan(tiny: dict[str, Any], tmp_path: Path) -> None:
+    base = Scenario.from_dict(tiny)
+    library = replace(base, options=replace(base.options, templates="library", workers=1))
+    pooled = replace(library, options=replace(library.options, workers=2))
+    here = _stable(api.solve(library).to_dict())
+    assert _in_child(library, 1, tmp_path / "a") == here  # its own cache, another hash seed
+    assert _in_child(pooled, 2, tmp_path / "b") == _stable(api.solve(pooled).to_dict())
+    # the two worker counts differ only in the option itself
+    assert _in_child(pooled, 3, tmp_path / "c").replace('"workers": 2', '"workers": 1') == here

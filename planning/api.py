@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +36,7 @@ from planning.api_timeline import (
     timeline_samples,
 )
 from planning.catalog.schema import parse_shape
-from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, default_context
+from planning.context import Cancelled, CancelToken, ProgressFn, engine_context, planning_home
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
 from planning.resolve import resolve_scenario
@@ -139,24 +137,6 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.baselines.single_type", "planning.explain", "planning.transfer", "planning.templates.search",
                  "planning.templates.library", "planning.finance.plan")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
-
-_CTX_LOCK = threading.Lock()
-_CTX: EngineContext | None = None
-
-
-def planning_home() -> Path:
-    """Per-user state directory (caches, saved scenarios, job store): ``$PLANNING_HOME`` or ``~/.cache/planning``."""
-    return Path(os.environ.get("PLANNING_HOME") or Path.home() / ".cache" / "planning")
-
-
-def engine_context() -> EngineContext:
-    """The process-wide read-only catalog + perf model + template cache (loaded once)."""
-    global _CTX
-    with _CTX_LOCK:
-        if _CTX is None:
-            _CTX = default_context(cache_dir=planning_home() / "templates")
-        return _CTX
-
 
 def list_presets() -> list[str]:
     """Names of the shipped preset scenarios."""

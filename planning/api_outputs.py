@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from planning.context import engine_context
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planning.context import EngineContext
     from planning.export import ExportFile
     from planning.learn import Lesson
 
@@ -25,11 +25,6 @@ def _api() -> ModuleType:
     import planning.api as api  # the process-wide context and the solve entry point live in api (no cycle at load)
 
     return api
-
-
-def _engine_context() -> EngineContext:
-    ctx: EngineContext = _api().engine_context()
-    return ctx
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
@@ -55,7 +50,7 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
         raise PlanningError("plan", f"has no plan to export (status {result.status}).",
                             "solve the scenario until it returns a plan (the plan's message says why it did not), "
                             "then export.")
-    ctx = _engine_context()
+    ctx = engine_context()
     models = model_facts(result, ctx)
     budgets: dict[int, int] = {}
     if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):
@@ -143,7 +138,7 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
         frame: model, phase, region, gpus, capacity, unit, band, capacity_low, capacity_high per instance;
         totals: ``cost_per_hour``, ``cost_low``, ``cost_high`` and the cost-weighted ``band``.
     """
-    ctx = _engine_context()
+    ctx = engine_context()
     rows = []
     weighted = 0.0
     total = 0.0

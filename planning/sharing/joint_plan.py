@@ -227,13 +227,13 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     split:
         ``"joint"`` or ``"threshold"``.
     solve_dedicated:
-        ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.api.solve``).
+        ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.pipeline.solve`` under ``ctx``).
     progress, cancel:
         The run contract; ``options.time_limit_s`` bounds the whole call (both solves and the re-plan).
     baselines:
         The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
-    from planning import api
+    from planning.pipeline import solve as solve_plan
     from planning.sharing.plan import (
         MIN_PART_S,
         SharingResult,
@@ -301,8 +301,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
             dedicated = solve_dedicated(sub)
         else:
             part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
-            dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
-                                  with_baselines=baselines)
+            dedicated = solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
+                                   with_baselines=baselines)
         if not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
             # the re-plan stopped above what the joint model priced (its own limit): the joint model's instance
             # counts are a plan on what the shared nodes leave, so they are planned instead (never dearer)

@@ -36,6 +36,7 @@ from planning.context import (
     EngineContext,
     ProgressFn,
     check_cancel,
+    engine_context,
     time_left,
 )
 from planning.errors import PlanningError
@@ -241,9 +242,9 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     method:
         ``"kvpr"`` or ``"exact"`` (default: ``options.sharing``; ``"off"`` there means ``"kvpr"``).
     context:
-        An engine context (catalog + perf model); default ``planning.api.engine_context()``.
+        An engine context (catalog + perf model); default ``planning.context.engine_context()``.
     solve_dedicated:
-        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
+        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.pipeline.solve`` under ``context``).
     progress, cancel:
         As for ``planning.api.solve`` (cancel is checked between the steps and inside the dedicated solve).
         ``options.time_limit_s`` bounds the whole call: the packing MILP and each dedicated solve get the time
@@ -262,8 +263,6 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     PlanningError
         Inputs the sharing step cannot plan (no single-GPU node type, a model fitting nowhere), with the fix.
     """
-    from planning import api
-
     def step(fraction: float, message: str) -> None:
         check_cancel(cancel, message)
         if progress is not None:
@@ -271,7 +270,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
 
     t0 = time.perf_counter()
     deadline = Deadline(scenario.options.time_limit_s, cancel)  # one limit for the whole call
-    ctx = context or api.engine_context()
+    ctx = context or engine_context()
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
     from planning.sharing.joint_plan import solve_joint_sharing, supported
 
@@ -346,7 +345,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                   step: Callable[[float, str], None], solve_dedicated: Callable[[Scenario], PlanResult] | None,
                   progress: ProgressFn | None, cancel: CancelToken | None, baselines: bool = True) -> SharingResult:
     """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
-    from planning import api
+    from planning.pipeline import solve as solve_plan
     from planning.sharing.joint_contend import pack_on, settle, shared_lp
 
     profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
@@ -398,8 +397,8 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
             check_cancel(deadline, "the dedicated models' plan")
             left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
             part = replace(part, options=replace(part.options, time_limit_s=left))
-            return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
-                             if progress is not None else None, with_baselines=with_baselines and baselines)
+            return solve_plan(part, context=ctx, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
+                              if progress is not None else None, with_baselines=with_baselines and baselines)
 
         # the popular models' optimum with every node available; its baselines only when it is the answer (below)
         free = solve_part(sub, 0.5, with_baselines=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import planning.api as api
+import planning.context as context
 from planning.context import EngineContext, default_context
 from planning.scenario import Scenario
 from planning.sharing import solve_shared
@@ -21,13 +21,12 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 39: sharing calls api.solve, which drops the caller's context")
 @pytest.mark.parametrize("method", ["kvpr", "exact"])
 def test_sharing_solve_keeps_the_callers_context(small: dict[str, Any], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch, method: str) -> None:
     home = tmp_path / "home"  # this test's own process-wide home, fresh: nothing in it yet
     monkeypatch.setenv("PLANNING_HOME", str(home))
-    api._CTX = None
+    context._CTX = None
     own = tmp_path / "own-cache"
     base = default_context(cache_dir=own)
     ctx = EngineContext(catalog=base.catalog, perf=base.perf, cache_dir=own)

@@ -35,7 +35,6 @@ from planning.api_timeline import (
     timeline_result,
     timeline_samples,
 )
-from planning.catalog.schema import parse_shape
 from planning.context import Cancelled, CancelToken, ProgressFn, engine_context, planning_home
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
@@ -43,7 +42,9 @@ from planning.resolve import resolve_scenario
 from planning.result import PlanResult, StagePlan
 from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
-from planning.templates.sets import build_template_sets, template_costs
+from planning.templates.digest import template_digest as _template_digest
+from planning.templates.digest import template_frame
+from planning.templates.sets import build_template_sets
 from planning.templates.stages import stages_from_json
 from planning.whatif import (
     KINDS as VARIANT_KINDS,
@@ -252,31 +253,7 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
     tokens_per_dollar (units per $ = throughput × 3600 / cost), provenance, stages_json (placement in pipeline
     order; :func:`template_stages` turns one into StagePlans).
     """
-    import numpy as np
-
-    ctx = engine_context()
-    resolved = resolve_scenario(scenario, ctx.catalog)
-    sets = build_template_sets(ctx, resolved, progress, cancel)
-    regions = resolved.regions
-    frames = []
-    for ts in sets:
-        costs = template_costs(ts.usage, resolved.price_matrix(ts.shapes))
-        best = costs.argmin(axis=1) if regions else np.zeros(len(ts), dtype=int)
-        cost = costs[np.arange(len(ts)), best] if regions else np.full(len(ts), np.inf)
-        thr = ts.throughput.mean(axis=1) if ts.throughput.size else np.zeros(len(ts))
-        finite = np.isfinite(cost) & (cost > 0)
-        gpu_count = np.array([parse_shape(s)[0] for s in ts.shapes])
-        frames.append(pd.DataFrame({
-            "model": ts.group.model, "phase": ts.group.phase, "template_id": list(ts.ids),
-            "n_nodes": ts.usage.sum(axis=1), "n_gpus": ts.usage @ gpu_count, "n_gpu_types": ts.n_gpu_types,
-            "single_shape": ts.single_shape, "single_gpu_type": ts.single_gpu_type,
-            "throughput": thr, "unit": ts.group.unit,
-            "cost_per_hour": np.where(np.isfinite(cost), cost, np.nan),
-            "region": [regions[b] if f else "" for b, f in zip(best, np.isfinite(cost), strict=True)],
-            "tokens_per_dollar": np.where(finite, thr * 3600 / np.where(finite, cost, 1), 0.0),
-            "provenance": list(ts.provenance), "stages_json": list(ts.stages_json),
-        }))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return template_frame(scenario, context=engine_context(), progress=progress, cancel=cancel)
 
 
 def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
@@ -286,22 +263,7 @@ def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
     A coral-extended library has ~10⁶ templates; pages and job results keep this digest (columns as
     :func:`build_templates`, plus ``n_in_group``, the group's full template count).
     """
-    if frame.empty:
-        return frame
-    parts = []
-    for (_model, _phase), sub in frame.groupby(["model", "phase"], sort=True):
-        ranked = sub.sort_values("tokens_per_dollar", ascending=False)
-        keep = set(ranked.index[:per_group]) | set(sub.index[sub["single_shape"].to_numpy()])
-        ordered = sub.sort_values(["cost_per_hour", "throughput"], ascending=[True, False])
-        best = -1.0
-        for idx, thr in zip(ordered.index, ordered["throughput"].to_numpy(), strict=True):
-            if thr > best:  # strictly more throughput than every cheaper template: on the frontier
-                keep.add(idx)
-                best = float(thr)
-        part = sub.loc[sorted(keep)].copy()
-        part["n_in_group"] = len(sub)
-        parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    return _template_digest(frame, per_group)
 
 
 def fingerprint() -> str:

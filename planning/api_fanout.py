@@ -10,46 +10,18 @@ them on the pool, ``backend="ray"`` on Ray (``PLANNING_RAY_ADDRESS`` for a clust
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from planning.context import CancelToken, ProgressFn, check_cancel
+from planning.context import CancelToken, ProgressFn, engine_context
 from planning.errors import PlanningError
+from planning.parallel import fan_out
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
-
-
-def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
-            progress: ProgressFn | None, cancel: CancelToken | None, what: str, here: Any = None) -> list[Any]:
-    """``[fn(item) for item in items]``: here (``workers`` ≤ 1 on the process backend, each task sees
-    ``cancel``; ``here(item, cancel=…)`` instead of ``fn`` when given, e.g. to reuse the caller's engine context),
-    on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
-    from planning.parallel import resolve_backend, run_tasks
-
-    name = resolve_backend(backend)
-    finished = 0
-
-    def landed(i: int, _r: Any) -> None:
-        nonlocal finished
-        finished += 1
-        if progress:
-            progress(finished / len(items), labels[i])
-
-    if name == "ray" or workers >= 2:
-        return run_tasks(fn, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
-                         on_result=landed, what=what)
-    local = here if here is not None else fn
-    out = []
-    for i, item in enumerate(items):
-        check_cancel(cancel, what)
-        out.append(local(item, cancel=cancel))
-        landed(i, out[-1])
-    return out
 
 
 def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
@@ -76,13 +48,13 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
 
 def sweep_point(point: tuple[dict[str, Any], str, float], cancel: CancelToken | None = None) -> list[dict[str, Any]]:
     """One sweep point (scenario as a dict, kind, multiplier) → its rows: the plan and every baseline."""
-    from planning.api import solve
+    from planning.pipeline import solve
 
     data, kind, x = point
     scenario = Scenario.from_dict(data)
     variant = scenario.with_demand_scaled(x) if kind == "demand" else scenario.with_slo_scaled(x)
     variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
-    res = solve(variant, cancel=cancel)
+    res = solve(variant, context=engine_context(), cancel=cancel)
     ok = res.status in ("optimal", "feasible")
     rows = [{"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.comparable_cost if ok else float("nan"),
              "served_fraction": res.served_fraction, "feasible": ok}]
@@ -126,6 +98,6 @@ def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequ
 
 def variant_point(data: dict[str, Any], cancel: CancelToken | None = None) -> PlanResult:
     """One what-if case (a scenario as a dict) → its plan with baselines."""
-    from planning.api import solve
+    from planning.pipeline import solve
 
-    return solve(Scenario.from_dict(data), cancel=cancel)
+    return solve(Scenario.from_dict(data), context=engine_context(), cancel=cancel)

@@ -6,7 +6,6 @@ the views beside a plan: the same demand in every market (``compare_markets``) a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -21,10 +20,18 @@ if TYPE_CHECKING:
     from planning.learn import Lesson
 
 
-def _api() -> ModuleType:
-    import planning.api as api  # the process-wide context and the solve entry point live in api (no cycle at load)
+def _templates(scenario: Scenario) -> pd.DataFrame:
+    """``planning.api.build_templates``: the template table under the process-wide context."""
+    from planning.templates.digest import template_frame
 
-    return api
+    return template_frame(scenario, context=engine_context())
+
+
+def _solve(scenario: Scenario) -> PlanResult:
+    """``planning.api.solve``: the plan under the process-wide context."""
+    from planning.pipeline import solve
+
+    return solve(scenario, context=engine_context())
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
@@ -85,8 +92,8 @@ def lesson(key: str, **control: Any) -> Lesson:
 
     functions: dict[str, Callable[..., Lesson]] = {
         "coral-contention": learn.coral_contention,
-        "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(_api().build_templates, **c),
-        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(_api().build_templates, **c),
+        "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(_templates, **c),
+        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(_templates, **c),
         "melange": learn.melange_request_size,
         "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
     if key not in functions:
@@ -99,7 +106,7 @@ def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand
     """The same demand planned per cloud, per region and mixed, on-demand and spot (see :mod:`planning.compare`)."""
     from planning.compare import compare_markets as _compare
 
-    return _compare(scenario, _api().solve, pricings=pricings, per_region=per_region)
+    return _compare(scenario, _solve, pricings=pricings, per_region=per_region)
 
 
 def plan_report(result: PlanResult, fmt: str = "markdown") -> str:

@@ -39,9 +39,9 @@ def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
     from planning.simulate import build_topology
 
     if isinstance(target, Scenario):
-        from planning.api import solve
+        from planning.pipeline import solve
 
-        scenario, plan = target, solve(target)
+        scenario, plan = target, solve(target, context=engine_context())
     else:
         plan = target
         if not plan.scenario:

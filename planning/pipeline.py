@@ -96,8 +96,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if finance and scenario.has_finance:
         from planning.finance.plan import solve_finance
 
-        return solve_finance(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
-                             with_baselines=with_baselines)
+        return solve_finance(scenario, context=ctx, plan_hour=solve, progress=progress, cancel=cancel,
+                             dump_model=dump_model, with_baselines=with_baselines)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     start = clock

@@ -491,7 +491,7 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
     One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
     shared_models (count).
     """
-    from planning.api_fanout import fan_out
+    from planning.parallel import fan_out
 
     points = [(scenario.to_dict(), th, method) for th in thresholds]
     labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planning.context import CancelToken, ProgressFn
+from planning.context import CancelToken, ProgressFn, engine_context
 from planning.errors import PlanningError
 from planning.scenario import Scenario
 
@@ -76,9 +76,9 @@ def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
 
 
 def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
-    """Run :func:`planning.api.timeline` for a request (see :func:`timeline_request`)."""
-    from planning import api
-    from planning.timeline import SpotOptions, TimelineOptions, load_series
+    """Run :func:`planning.timeline.run_timeline` under the process-wide engine context for a request (see
+    :func:`timeline_request`); what :func:`planning.api.timeline` does for a caller in the foreground."""
+    from planning.timeline import SpotOptions, TimelineOptions, load_series, run_timeline
 
     scenario = Scenario.from_dict(request["scenario"])
     demand = demand_series(request)
@@ -99,7 +99,7 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
                               baselines=tuple(request.get("baselines", ())), spot=SpotOptions(**spot),
                               policies=tuple(request.get("policies") or ("myopic",)), horizon=request.get("horizon"),
                               offline_time_limit_s=float(request.get("offline_time_limit_s", 600.0)))
-    result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
-                          cancel=cancel)  # Cancelled propagates: the job runner records it as cancelled
+    result = run_timeline(scenario, demand, availability=availability, options=options, context=engine_context(),
+                          progress=progress, cancel=cancel)  # Cancelled propagates: the runner records it as cancelled
     out: dict[str, Any] = result.to_dict()
     return out

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from planning.allocate import solve_allocation
-from planning.allocate.commands import register
+from planning.cli.allocate import register
 from planning.allocate.io import problem_from_dict, problem_to_dict, result_to_dict
 from planning.allocate.synthetic import random_problem
 

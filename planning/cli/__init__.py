@@ -126,6 +126,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if code is None else EXIT_INTERNAL
     return code
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -38,7 +38,8 @@ from planning.api_timeline import (
 from planning.context import Cancelled, CancelToken, ProgressFn, engine_context, planning_home
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
-from planning.resolve import resolve_scenario
+from planning.report import terminal_summary
+from planning.resolve import resolve_scenario, scenario_warnings
 from planning.result import PlanResult, StagePlan
 from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
@@ -228,18 +229,7 @@ def validate(scenario: Scenario) -> list[str]:
         from planning.allocate.certify import allocation_problem
 
         allocation_problem(explicit, sets)
-    offers = resolved.offers
-    warnings = []
-    hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})
-    if hypothetical:
-        warnings.append(f"{len(hypothetical)} offers are hypothetical shapes (priced as the paper did), e.g. {hypothetical[0]}.")
-    empty = [f"{o.region} {o.shape}" for o in offers if o.available == 0]
-    if empty:
-        warnings.append(f"{len(empty)} offers have zero availability, e.g. {empty[0]}.")
-    for g in resolved.groups:
-        if g.demand <= 0:
-            warnings.append(f"{g.id} has zero demand; it will get no instances.")
-    return warnings
+    return scenario_warnings(resolved)
 
 
 def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
@@ -278,45 +268,12 @@ def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
 
 def result_json(result: PlanResult) -> str:
     """PlanResult as JSON with the CLI's contract keys on top (status, cost_per_hour, timings, baselines)."""
-    import json
-
-    payload = result.to_dict()
-    payload["baselines"] = [{"name": b.name, "cost_per_hour": b.cost_per_hour, "served_fraction": b.served_fraction,
-                             "feasible": b.feasible, "savings_pct": b.savings_pct, "note": b.note, "ran": b.ran,
-                             "served_by_group": dict(b.served_by_group), "gpus": dict(b.gpus)}
-                            for b in result.baselines]
-    return json.dumps(payload, indent=2, default=float)
+    return result.to_json()
 
 
 def result_summary(result: PlanResult) -> str:
-    """A short plain-text summary for the terminal."""
-    if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
-        lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
-        lines.extend(f"note: {d}" for d in result.diagnostics)
-        return "\n".join(lines) + "\n"
-    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
-    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
-             f"served: {result.served_fraction:.1%}"]
-    if result.stopped_at:
-        lines.append(f"stopped by the time limit at: {result.stopped_at}")
-    best = result.best_baseline()
-    saving = result.savings_vs(best) if best is not None else None
-    if best is not None and saving is not None:
-        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
-    lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
-    lines.append("")
-    df = result.instances_frame()
-    if not df.empty:
-        lines.append(df[["model", "phase", "region", "count", "gpus", "throughput", "utilisation", "cost_per_hour"]]
-                     .to_string(index=False))
-    lines.append("")
-    lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
-                 .to_string(index=False))
-    lines.extend(f"note: {d}" for d in result.diagnostics)
-    t = result.timings
-    lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
-                 f"baselines {t.get('baselines_seconds', 0):.2f}s")
-    return "\n".join(lines) + "\n"
+    """A short plain-text summary for the terminal (``planning.report.terminal_summary``)."""
+    return terminal_summary(result)
 
 
 def catalog_frames() -> dict[str, pd.DataFrame]:

@@ -76,6 +76,8 @@ __all__ = [
     "Scenario",
     "Variant",
     "apply_variants",
+    "baseline_caption",
+    "baseline_catalog",
     "bill_csv",
     "bill_frame",
     "build_templates",
@@ -360,6 +362,23 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
         raise PlanningError(origin, f"holds a JSON {type(data).__name__}, not an object.", fix)
     check_custom_model(data, model_id)
     return data
+
+
+def baseline_catalog() -> list[dict[str, Any]]:
+    """Every baseline strategy a plan is compared with, from the one registry (``planning.baselines.registry``):
+    ``name``, ``label``, ``description``, ``options`` and ``per_epoch`` (re-planned by the timeline), in the order a
+    plan lists them; ``caption`` joins them as ``**label**: description`` for a legend."""
+    from planning.baselines.registry import BASELINES
+
+    return [{"name": b.name, "label": b.label, "description": b.description, "options": list(b.options),
+             "per_epoch": b.per_epoch} for b in BASELINES]
+
+
+def baseline_caption() -> str:
+    """The baselines' legend, ``**label**: description`` per baseline (the Plan page's caption)."""
+    from planning.baselines.registry import caption
+
+    return caption()
 
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from planning.baselines.registry import PER_EPOCH as BASELINES
+from planning.baselines.registry import REPLANNED_LABELS as BASELINE_LABELS
 from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
 from planning.errors import PlanningError
 from planning.groups import Group
@@ -43,8 +45,6 @@ from planning.timeline.demand import DemandSeries, align, at
 from planning.timeline.result import EpochResult, MethodEpoch, TimelineResult
 
 MAX_CLASSES = 16
-BASELINES = ("homo", "homo-ilp")
-BASELINE_LABELS = {"homo": "Homo (re-planned)", "homo-ilp": "Homo-ILP (re-planned)"}
 
 
 @dataclass(frozen=True)

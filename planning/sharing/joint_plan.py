@@ -80,13 +80,14 @@ def joint_instance(scenario: Scenario, ctx: EngineContext, progress: ProgressFn 
         A model that can neither share nor be dedicated (no template serves it and it fits on no shared node).
     """
     from planning.resolve import resolve_scenario
-    from planning.sharing.plan import _tail_models, shared_profiles
+    from planning.sharing.parts import tail_models
+    from planning.sharing.plan import shared_profiles
     from planning.templates.sets import build_template_sets
 
     threshold = scenario.options.sharing_threshold_rps
     ids = [m.id for m in scenario.models]
     profiles, types = shared_profiles(scenario, ctx, ids)
-    tail = _tail_models(profiles, types)
+    tail = tail_models(profiles, types)
     fit_nowhere = [m.id for m in tail if not any(fits([m], t) for t in types)]
     allowed = {m.id for m in scenario.models if threshold is None or m.demand.rate_rps < threshold}
     shareable = [m for m in tail if m.id not in fit_nowhere and m.id in allowed]
@@ -234,14 +235,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
     from planning.pipeline import solve as solve_plan
-    from planning.sharing.plan import (
-        MIN_PART_S,
-        SharingResult,
-        _remaining,
-        _resolve,
-        _shared_nodes,
-        models_subset,
-    )
+    from planning.sharing.parts import remaining, resolve_parts, shared_nodes
+    from planning.sharing.plan import MIN_PART_S, SharingResult, models_subset
 
     t0 = time.perf_counter()
     limit = scenario.options.time_limit_s
@@ -285,18 +280,20 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
                      + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
                      + ").")
     if not chosen.has_plan:
-        return SharingResult("exact", chosen.status, threshold, (), math.inf, chosen.status, chosen.gap, None,
-                             tuple(m.id for m in shareable), tuple(inst.models), {**seconds}, tuple(notes), **extra)
+        return SharingResult(sharing="exact", status=chosen.status, threshold_rps=threshold, shared_nodes=(),
+                             shared_cost_per_hour=math.inf, shared_status=chosen.status, shared_gap=chosen.gap,
+                             dedicated=None, shared_models=tuple(m.id for m in shareable),
+                             dedicated_models=tuple(inst.models), timings={**seconds}, notes=tuple(notes), **extra)
     packing = Packing(chosen.nodes, chosen.shared_cost_per_hour, chosen.status, "exact", chosen.gap)
-    nodes = _shared_nodes(packing, profiles, types)
+    nodes = shared_nodes(packing, profiles, types)
     dedicated_ids = list(chosen.dedicated)
     dedicated: PlanResult | None = None
     if dedicated_ids:
         step(0.8, f"dedicated templates for {len(dedicated_ids)} models on what the shared nodes leave")
-        offers, _ = _resolve(scenario, ctx.catalog)
+        offers, _ = resolve_parts(scenario, ctx.catalog)
         sub = replace(scenario, models=models_subset(scenario, dedicated_ids),
                       options=replace(scenario.options, sharing="off"))
-        sub = _remaining(sub, offers, nodes)
+        sub = remaining(sub, offers, nodes)
         if solve_dedicated is not None:
             dedicated = solve_dedicated(sub)
         else:
@@ -321,5 +318,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
               else "feasible") if ok else (dedicated.status if dedicated is not None else "infeasible")
     seconds["total_seconds"] = time.perf_counter() - t0
     shared_ids = tuple(m for n in chosen.nodes for m in n.models)
-    return SharingResult("exact", status, threshold, nodes, chosen.shared_cost_per_hour, chosen.status, chosen.gap,
-                         dedicated, shared_ids, tuple(dedicated_ids), seconds, tuple(notes), **extra)
+    return SharingResult(sharing="exact", status=status, threshold_rps=threshold, shared_nodes=nodes,
+                         shared_cost_per_hour=chosen.shared_cost_per_hour, shared_status=chosen.status,
+                         shared_gap=chosen.gap, dedicated=dedicated, shared_models=shared_ids,
+                         dedicated_models=tuple(dedicated_ids), timings=seconds, notes=tuple(notes), **extra)

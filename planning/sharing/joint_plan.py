@@ -212,6 +212,41 @@ def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence
     return replace(inst, fixed_shared=below, fixed_dedicated=frozenset(m.id for m in shareable) - below)
 
 
+def _split_fields(split: str, by_rule: JointPlan, free: JointPlan | None, chosen: JointPlan,
+                  notes: list[str]) -> dict[str, Any]:
+    """The ``SharingResult`` fields that report the split (the threshold split's cost, status and gap, the chosen
+    model's bound, gap and stats); notes how much the joint split saves over the threshold split."""
+    rule_cost = by_rule.cost_per_hour if by_rule.has_plan else None
+    if split == "joint" and free is not None and free.has_plan and rule_cost is not None:
+        saved = rule_cost - free.cost_per_hour
+        notes.append(f"joint split ${free.cost_per_hour:,.2f}/h vs the threshold split ${rule_cost:,.2f}/h "
+                     f"({100 * saved / rule_cost:.2f} % cheaper; both "
+                     + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
+                     + ").")
+    return {"split": split, "threshold_split_cost_per_hour": rule_cost, "threshold_split_status": by_rule.status,
+            "threshold_split_gap": by_rule.gap, "bound_per_hour": chosen.bound if math.isfinite(chosen.bound) else None,
+            "gap": chosen.gap, "stats": dict(chosen.stats)}
+
+
+def _never_dearer(sub: Scenario, ctx: EngineContext, sets: Sequence[TemplateSet], chosen: JointPlan, dedicated: PlanResult,
+                  notes: list[str]) -> PlanResult:
+    """The dedicated re-plan, or the joint model's own instance counts planned on what the shared nodes leave when
+    the re-plan stopped above what the joint model priced (its own limit): never dearer."""
+    if not (not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL):
+        return dedicated
+    own = plan_of_counts(sub, ctx, sets, chosen.counts)
+    if not (own.has_plan and (not dedicated.has_plan or own.cost_per_hour < dedicated.cost_per_hour - TOL)):
+        return dedicated
+    was = (f"${dedicated.cost_per_hour:,.2f}/h, status {dedicated.status}" if dedicated.has_plan
+           else f"no plan, status {dedicated.status}")
+    notes.append(f"the dedicated models are planned with the joint model's own instances "
+                 f"(${own.cost_per_hour:,.2f}/h): the allocation engine's re-plan on what the shared "
+                 f"nodes leave stopped above it ({was}).")
+    # the joint certificate covers shared + dedicated together: the joint status and gap hold
+    return replace(own, status="optimal" if chosen.status == "optimal" else "feasible", mip_gap=chosen.gap,
+                   baselines=dedicated.baselines)
+
+
 def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
                         solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
                         progress: ProgressFn | None = None, cancel: CancelToken | None = None,
@@ -269,16 +304,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     seconds = {"profile_seconds": t1 - t0, "joint_seconds": time.perf_counter() - t1}
     notes.extend(chosen.notes)
     threshold = scenario.options.sharing_threshold_rps
-    rule_cost = by_rule.cost_per_hour if by_rule.has_plan else None
-    extra: dict[str, Any] = {"split": split, "threshold_split_cost_per_hour": rule_cost, "threshold_split_status": by_rule.status,
-             "threshold_split_gap": by_rule.gap, "bound_per_hour": chosen.bound if math.isfinite(chosen.bound) else None,
-             "gap": chosen.gap, "stats": dict(chosen.stats)}
-    if split == "joint" and free is not None and free.has_plan and rule_cost is not None:
-        saved = rule_cost - free.cost_per_hour
-        notes.append(f"joint split ${free.cost_per_hour:,.2f}/h vs the threshold split ${rule_cost:,.2f}/h "
-                     f"({100 * saved / rule_cost:.2f} % cheaper; both "
-                     + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
-                     + ").")
+    extra = _split_fields(split, by_rule, free, chosen, notes)
     if not chosen.has_plan:
         return SharingResult(sharing="exact", status=chosen.status, threshold_rps=threshold, shared_nodes=(),
                              shared_cost_per_hour=math.inf, shared_status=chosen.status, shared_gap=chosen.gap,
@@ -300,19 +326,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
             part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
             dedicated = solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
                                    with_baselines=baselines)
-        if not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
-            # the re-plan stopped above what the joint model priced (its own limit): the joint model's instance
-            # counts are a plan on what the shared nodes leave, so they are planned instead (never dearer)
-            own = plan_of_counts(sub, ctx, sets, chosen.counts)
-            if own.has_plan and (not dedicated.has_plan or own.cost_per_hour < dedicated.cost_per_hour - TOL):
-                was = (f"${dedicated.cost_per_hour:,.2f}/h, status {dedicated.status}" if dedicated.has_plan
-                       else f"no plan, status {dedicated.status}")
-                notes.append(f"the dedicated models are planned with the joint model's own instances "
-                             f"(${own.cost_per_hour:,.2f}/h): the allocation engine's re-plan on what the shared "
-                             f"nodes leave stopped above it ({was}).")
-                # the joint certificate covers shared + dedicated together: the joint status and gap hold
-                dedicated = replace(own, status="optimal" if chosen.status == "optimal" else "feasible",
-                                    mip_gap=chosen.gap, baselines=dedicated.baselines)
+        dedicated = _never_dearer(sub, ctx, sets, chosen, dedicated, notes)
     ok = dedicated is None or dedicated.has_plan
     status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok else (dedicated.status if dedicated is not None else "infeasible")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -61,15 +59,17 @@ from planning.api_timeline import (
     timeline_result,
     timeline_samples,
 )
-from planning.catalog.schema import parse_shape
-from planning.context import Cancelled, CancelToken, EngineContext, ProgressFn, default_context
+from planning.context import Cancelled, CancelToken, ProgressFn, engine_context, planning_home
 from planning.errors import PlanningError, quote
 from planning.pipeline import solve as _solve
-from planning.resolve import resolve_scenario
-from planning.result import PlanResult, StagePlan, check_lines
+from planning.report import terminal_summary
+from planning.resolve import resolve_scenario, scenario_warnings
+from planning.result import PlanResult, StagePlan
 from planning.safeio import Limits, json_safe, load_json, read_text
 from planning.scenario import Scenario, load_scenario, parse_scenario_text, save_scenario
-from planning.templates.sets import build_template_sets, template_costs
+from planning.templates.digest import template_digest as _template_digest
+from planning.templates.digest import template_frame
+from planning.templates.sets import build_template_sets
 from planning.templates.stages import stages_from_json
 from planning.whatif import (
     KINDS as VARIANT_KINDS,
@@ -109,6 +109,8 @@ __all__ = [
     "Scenario",
     "Variant",
     "apply_variants",
+    "baseline_caption",
+    "baseline_catalog",
     "bill_csv",
     "bill_frame",
     "build_templates",
@@ -196,24 +198,6 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.templates.library", "planning.finance.plan",
                  "planning.measurements.apply")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
-
-_CTX_LOCK = threading.Lock()
-_CTX: EngineContext | None = None
-
-
-def planning_home() -> Path:
-    """Per-user state directory (caches, saved scenarios, job store): ``$PLANNING_HOME`` or ``~/.cache/planning``."""
-    return Path(os.environ.get("PLANNING_HOME") or Path.home() / ".cache" / "planning")
-
-
-def engine_context() -> EngineContext:
-    """The process-wide read-only catalog + perf model + template cache (loaded once)."""
-    global _CTX
-    with _CTX_LOCK:
-        if _CTX is None:
-            _CTX = default_context(cache_dir=planning_home() / "templates")
-        return _CTX
-
 
 def list_presets() -> list[str]:
     """Names of the shipped preset scenarios."""
@@ -313,18 +297,7 @@ def validate(scenario: Scenario) -> list[str]:
         from planning.allocate.certify import allocation_problem
 
         allocation_problem(explicit, sets)
-    offers = resolved.offers
-    warnings = []
-    hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})
-    if hypothetical:
-        warnings.append(f"{len(hypothetical)} offers are hypothetical shapes (priced as the paper did), e.g. {hypothetical[0]}.")
-    empty = [f"{o.region} {o.shape}" for o in offers if o.available == 0]
-    if empty:
-        warnings.append(f"{len(empty)} offers have zero availability, e.g. {empty[0]}.")
-    for g in resolved.groups:
-        if g.demand <= 0:
-            warnings.append(f"{g.id} has zero demand; it will get no instances.")
-    return warnings
+    return scenario_warnings(resolved)
 
 
 def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
@@ -338,31 +311,7 @@ def build_templates(scenario: Scenario, *, progress: ProgressFn | None = None,
     tokens_per_dollar (units per $ = throughput × 3600 / cost), provenance, stages_json (placement in pipeline
     order; :func:`template_stages` turns one into StagePlans).
     """
-    import numpy as np
-
-    ctx = engine_context()
-    resolved = resolve_scenario(scenario, ctx.catalog)
-    sets = build_template_sets(ctx, resolved, progress, cancel)
-    regions = resolved.regions
-    frames = []
-    for ts in sets:
-        costs = template_costs(ts.usage, resolved.price_matrix(ts.shapes))
-        best = costs.argmin(axis=1) if regions else np.zeros(len(ts), dtype=int)
-        cost = costs[np.arange(len(ts)), best] if regions else np.full(len(ts), np.inf)
-        thr = ts.throughput.mean(axis=1) if ts.throughput.size else np.zeros(len(ts))
-        finite = np.isfinite(cost) & (cost > 0)
-        gpu_count = np.array([parse_shape(s)[0] for s in ts.shapes])
-        frames.append(pd.DataFrame({
-            "model": ts.group.model, "phase": ts.group.phase, "template_id": list(ts.ids),
-            "n_nodes": ts.usage.sum(axis=1), "n_gpus": ts.usage @ gpu_count, "n_gpu_types": ts.n_gpu_types,
-            "single_shape": ts.single_shape, "single_gpu_type": ts.single_gpu_type,
-            "throughput": thr, "unit": ts.group.unit,
-            "cost_per_hour": np.where(np.isfinite(cost), cost, np.nan),
-            "region": [regions[b] if f else "" for b, f in zip(best, np.isfinite(cost), strict=True)],
-            "tokens_per_dollar": np.where(finite, thr * 3600 / np.where(finite, cost, 1), 0.0),
-            "provenance": list(ts.provenance), "stages_json": list(ts.stages_json),
-        }))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return template_frame(scenario, context=engine_context(), progress=progress, cancel=cancel)
 
 
 def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
@@ -372,22 +321,7 @@ def template_digest(frame: pd.DataFrame, per_group: int = 300) -> pd.DataFrame:
     A coral-extended library has ~10⁶ templates; pages and job results keep this digest (columns as
     :func:`build_templates`, plus ``n_in_group``, the group's full template count).
     """
-    if frame.empty:
-        return frame
-    parts = []
-    for (_model, _phase), sub in frame.groupby(["model", "phase"], sort=True):
-        ranked = sub.sort_values("tokens_per_dollar", ascending=False)
-        keep = set(ranked.index[:per_group]) | set(sub.index[sub["single_shape"].to_numpy()])
-        ordered = sub.sort_values(["cost_per_hour", "throughput"], ascending=[True, False])
-        best = -1.0
-        for idx, thr in zip(ordered.index, ordered["throughput"].to_numpy(), strict=True):
-            if thr > best:  # strictly more throughput than every cheaper template: on the frontier
-                keep.add(idx)
-                best = float(thr)
-        part = sub.loc[sorted(keep)].copy()
-        part["n_in_group"] = len(sub)
-        parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    return _template_digest(frame, per_group)
 
 
 def fingerprint() -> str:
@@ -403,49 +337,12 @@ def template_stages(stages_json: str) -> tuple[StagePlan, ...]:
 
 def result_json(result: PlanResult) -> str:
     """PlanResult as JSON with the CLI's contract keys on top (status, cost_per_hour, timings, baselines)."""
-    import json
-
-    payload = result.to_dict()
-    payload["baselines"] = [{"name": b.name, "cost_per_hour": b.cost_per_hour, "served_fraction": b.served_fraction,
-                             "feasible": b.feasible, "savings_pct": b.savings_pct, "note": b.note, "ran": b.ran,
-                             "served_by_group": dict(b.served_by_group), "gpus": dict(b.gpus)}
-                            for b in result.baselines]
-    return json.dumps(payload, indent=2, default=float)
+    return result.to_json()
 
 
 def result_summary(result: PlanResult) -> str:
-    """A short plain-text summary for the terminal."""
-    if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
-        lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
-        lines.extend(f"check: {c.line()}" for c in result.checks if c.failed)
-        lines.extend(f"note: {d}" for d in result.diagnostics)
-        return "\n".join(lines) + "\n"
-    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
-    lines = [f"status: {result.status}{gap}    served: {result.served_fraction:.1%}",
-             result.bill.headline().replace("**", "")]  # the bill as every page and report says it
-    if result.bill.design_hour_text():
-        lines.append(result.bill.design_hour_text().replace("**", ""))
-    if result.stopped_at:
-        lines.append(f"stopped by the time limit at: {result.stopped_at}")
-    best = result.best_baseline()
-    saving = result.savings_vs(best) if best is not None else None
-    if best is not None and saving is not None:
-        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
-    lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
-    lines.append("")
-    df = result.instances_frame()
-    if not df.empty:
-        lines.append(df[["model", "phase", "region", "count", "gpus", "throughput", "utilisation", "cost_per_hour"]]
-                     .to_string(index=False))
-    lines.append("")
-    lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
-                 .to_string(index=False))
-    lines.extend(f"check: {line}" for line in check_lines(result.checks))
-    lines.extend(f"note: {d}" for d in result.diagnostics)
-    t = result.timings
-    lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
-                 f"baselines {t.get('baselines_seconds', 0):.2f}s")
-    return "\n".join(lines) + "\n"
+    """A short plain-text summary for the terminal (``planning.report.terminal_summary``)."""
+    return terminal_summary(result)
 
 
 def catalog_frames() -> dict[str, pd.DataFrame]:
@@ -541,6 +438,23 @@ def read_model_config(raw: bytes, model_id: str, *, origin: str = "config.json")
         raise PlanningError(origin, f"holds a JSON {type(data).__name__}, not an object.", fix)
     check_custom_model(data, model_id)
     return data
+
+
+def baseline_catalog() -> list[dict[str, Any]]:
+    """Every baseline strategy a plan is compared with, from the one registry (``planning.baselines.registry``):
+    ``name``, ``label``, ``description``, ``options`` and ``per_epoch`` (re-planned by the timeline), in the order a
+    plan lists them; ``caption`` joins them as ``**label**: description`` for a legend."""
+    from planning.baselines.registry import BASELINES
+
+    return [{"name": b.name, "label": b.label, "description": b.description, "options": list(b.options),
+             "per_epoch": b.per_epoch} for b in BASELINES]
+
+
+def baseline_caption() -> str:
+    """The baselines' legend, ``**label**: description`` per baseline (the Plan page's caption)."""
+    from planning.baselines.registry import caption
+
+    return caption()
 
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, progress: ProgressFn | None = None,

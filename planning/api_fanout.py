@@ -15,7 +15,6 @@ cold one's, certified over every template, only reached sooner), and every case 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 import pandas as pd
 
 from planning.allocate.warm import WarmStart
-from planning.context import CancelToken, ProgressFn, check_cancel
+from planning.context import CancelToken, ProgressFn, engine_context
 from planning.errors import PlanningError
+from planning.parallel import fan_out
 from planning.pipeline import Reuse
 from planning.pipeline import solve as solve_pipeline
 from planning.result import PlanResult
@@ -32,32 +32,16 @@ from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
 
 
-def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
-            progress: ProgressFn | None, cancel: CancelToken | None, what: str, here: Any = None) -> list[Any]:
-    """``[fn(item) for item in items]``: here (``workers`` ≤ 1 on the process backend, each task sees
-    ``cancel``; ``here(item, cancel=…)`` instead of ``fn`` when given, e.g. to reuse the caller's engine context),
-    on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
-    from planning.parallel import resolve_backend, run_tasks
+def _solve(scenario: Scenario, reuse: Reuse, *, progress: ProgressFn | None = None,
+           cancel: CancelToken | None = None, with_baselines: bool = True) -> PlanResult:
+    """What :func:`planning.api.solve` does (the perf model corrected by the user's kept measurement fits when the
+    scenario asks, the result labelled), with ``reuse``: the result cache and/or a neighbour's warm columns."""
+    from planning.api_measurements import label_measured, plan_context
 
-    name = resolve_backend(backend)
-    finished = 0
-
-    def landed(i: int, _r: Any) -> None:
-        nonlocal finished
-        finished += 1
-        if progress:
-            progress(finished / len(items), labels[i])
-
-    if name == "ray" or workers >= 2:
-        return run_tasks(fn, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
-                         on_result=landed, what=what)
-    local = here if here is not None else fn
-    out = []
-    for i, item in enumerate(items):
-        check_cancel(cancel, what)
-        out.append(local(item, cancel=cancel))
-        landed(i, out[-1])
-    return out
+    ctx, note = plan_context(scenario, engine_context())
+    result = solve_pipeline(scenario, context=ctx, progress=progress, cancel=cancel, with_baselines=with_baselines,
+                            reuse=reuse)
+    return label_measured(result, ctx, note)
 
 
 def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,
@@ -67,13 +51,12 @@ def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None =
     ``WarmStart.to_dict()``, e.g. a job request's), asking the result cache first: the What-if page's sliders
     (without baselines: the plan and its diff against the base are what a slider shows). The answer is the cold
     one's (certified over every template), only reached sooner."""
-    from planning.api import engine_context
     from planning.resultcache import default_cache
 
     warm = WarmStart.from_result(base) if isinstance(base, PlanResult) else \
         WarmStart.from_dict(base) if base else None
-    return solve_pipeline(scenario, context=engine_context(), progress=progress, cancel=cancel,
-                          with_baselines=with_baselines, reuse=Reuse(cache=default_cache(), warm=warm))
+    return _solve(scenario, Reuse(cache=default_cache(), warm=warm), progress=progress, cancel=cancel,
+                  with_baselines=with_baselines)
 
 
 def warm_columns(result: PlanResult) -> dict[str, Any]:
@@ -126,12 +109,10 @@ def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbour
     """One case: with ``warm`` (here) through the pipeline with the neighbours' columns and the cache, else as
     :func:`planning.api.solve` (a pool or Ray task: the cache only)."""
     if warm is None:
-        from planning.api import solve
+        from planning.resultcache import default_cache
 
-        return solve(scenario, cancel=cancel)
-    from planning.api import engine_context
-
-    result = solve_pipeline(scenario, context=engine_context(), cancel=cancel, reuse=warm.reuse())
+        return _solve(scenario, Reuse(cache=default_cache()), cancel=cancel)
+    result = _solve(scenario, warm.reuse(), cancel=cancel)
     warm.learn(result)
     return result
 

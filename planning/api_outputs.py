@@ -6,31 +6,33 @@ the views beside a plan: the same demand in every market (``compare_markets``) a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from planning.context import engine_context
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planning.context import EngineContext
     from planning.export import ExportFile
     from planning.export.preview import ExportPreview
     from planning.learn import Lesson
 
 
-def _api() -> ModuleType:
-    import planning.api as api  # the process-wide context and the solve entry point live in api (no cycle at load)
+def _templates(scenario: Scenario) -> pd.DataFrame:
+    """``planning.api.build_templates``: the template table under the process-wide context."""
+    from planning.templates.digest import template_frame
 
-    return api
+    return template_frame(scenario, context=engine_context())
 
 
-def _engine_context() -> EngineContext:
-    ctx: EngineContext = _api().engine_context()
-    return ctx
+def _solve(scenario: Scenario) -> PlanResult:
+    """``planning.api.solve``: the plan under the process-wide context."""
+    from planning.pipeline import solve
+
+    return solve(scenario, context=engine_context())
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
@@ -56,7 +58,7 @@ def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
         raise PlanningError("plan", f"has no plan to export (status {result.status}).",
                             "solve the scenario until it returns a plan (the plan's message says why it did not), "
                             "then export.")
-    ctx = _engine_context()
+    ctx = engine_context()
     models = model_facts(result, ctx)
     budgets: dict[int, int] = {}
     if result.scenario and any(inst.phase == "aggregated" for inst in result.instances):
@@ -91,8 +93,8 @@ def lesson(key: str, **control: Any) -> Lesson:
 
     functions: dict[str, Callable[..., Lesson]] = {
         "coral-contention": learn.coral_contention,
-        "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(_api().build_templates, **c),
-        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(_api().build_templates, **c),
+        "coral-spectrum": lambda **c: learn.coral_throughput_spectrum(_templates, **c),
+        "coral-mixed-pipeline": lambda **c: learn.coral_mixed_pipeline(_templates, **c),
         "melange": learn.melange_request_size,
         "slo": learn.slo_changes_the_answer, "demystifying": learn.demystifying_worked_example}
     if key not in functions:
@@ -105,7 +107,7 @@ def compare_markets(scenario: Scenario, *, pricings: Sequence[str] = ("on_demand
     """The same demand planned per cloud, per region and mixed, on-demand and spot (see :mod:`planning.compare`)."""
     from planning.compare import compare_markets as _compare
 
-    return _compare(scenario, _api().solve, pricings=pricings, per_region=per_region)
+    return _compare(scenario, _solve, pricings=pricings, per_region=per_region)
 
 
 def plan_report(result: PlanResult, fmt: str = "markdown") -> str:
@@ -178,7 +180,7 @@ def plan_uncertainty(result: PlanResult) -> tuple[pd.DataFrame, dict[str, float]
         frame: model, phase, region, gpus, capacity, unit, band, capacity_low, capacity_high per instance;
         totals: ``cost_per_hour``, ``cost_low``, ``cost_high`` and the cost-weighted ``band``.
     """
-    ctx = _engine_context()
+    ctx = engine_context()
     rows = []
     weighted = 0.0
     total = 0.0

@@ -8,23 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planning.context import engine_context
 from planning.errors import PlanningError
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planning.context import EngineContext
     from planning.sharing.result import SharingResult
     from planning.sharing.simulate import SharedSimResult
     from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
     from planning.simulate.run import SimConfig, Topology
     from planning.traces import Trace
-
-
-def _engine_context() -> EngineContext:
-    from planning.api import engine_context  # the process-wide context lives in api (no import cycle at load)
-
-    return engine_context()
 
 
 def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: float = 600.0, seed: int = 0,
@@ -37,7 +31,7 @@ def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: fl
     """
     from planning.sharing.simulate import simulate_sharing
 
-    return simulate_sharing(result, scenario, context=_engine_context(), duration_s=duration_s, seed=seed,
+    return simulate_sharing(result, scenario, context=engine_context(), duration_s=duration_s, seed=seed,
                             admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
 
 
@@ -45,15 +39,15 @@ def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
     from planning.simulate import build_topology
 
     if isinstance(target, Scenario):
-        from planning.api import solve
+        from planning.pipeline import solve
 
-        scenario, plan = target, solve(target)
+        scenario, plan = target, solve(target, context=engine_context())
     else:
         plan = target
         if not plan.scenario:
             raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
         scenario = Scenario.from_dict(plan.scenario)
-    return build_topology(plan, scenario, _engine_context().perf, config)
+    return build_topology(plan, scenario, engine_context().perf, config)
 
 
 def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
@@ -124,7 +118,7 @@ def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None =
 
     return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
                      concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
-                     scheduling=scheduling, perf=_engine_context().perf)
+                     scheduling=scheduling, perf=engine_context().perf)
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -7,18 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planning.context import CancelToken, ProgressFn
+from planning.context import CancelToken, ProgressFn, engine_context
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:
-    from planning.context import EngineContext
     from planning.timeline import AvailabilitySeries, DemandSeries, TimelineOptions, TimelineResult
-
-
-def _engine_context() -> EngineContext:
-    from planning.api import engine_context  # the process-wide context lives in api (no import cycle at load)
-
-    return engine_context()
 
 
 def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability: AvailabilitySeries | None = None,
@@ -39,7 +32,7 @@ def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability
     from planning.timeline.matching import match_demand, with_trace_rates
 
     matched = match_demand(scenario, demand, demand_match)
-    result = run_timeline(scenario, matched, availability=availability, options=options, context=_engine_context(),
+    result = run_timeline(scenario, matched, availability=availability, options=options, context=engine_context(),
                           progress=progress, cancel=cancel)
     return with_trace_rates(result, demand, demand_match)
 

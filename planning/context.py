@@ -13,6 +13,7 @@ optional arguments:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -193,3 +194,22 @@ def default_context(cache_dir: Path | None = None) -> EngineContext:
     # new process (a CLI call, a job worker) reads what an earlier one computed
     perf = PerfModel(catalog=catalog, cache_dir=cache_dir / "perf" if cache_dir is not None else None)
     return EngineContext(catalog=catalog, perf=perf, cache_dir=cache_dir)
+
+
+_CTX_LOCK = threading.Lock()
+_CTX: EngineContext | None = None
+
+
+def planning_home() -> Path:
+    """Per-user state directory (caches, saved scenarios, job store): ``$PLANNING_HOME`` or ``~/.cache/planning``."""
+    return Path(os.environ.get("PLANNING_HOME") or Path.home() / ".cache" / "planning")
+
+
+def engine_context() -> EngineContext:
+    """The process-wide read-only catalog + perf model + template cache (loaded once, under
+    ``planning_home() / "templates"``); what a caller gets when it passes no context of its own."""
+    global _CTX
+    with _CTX_LOCK:
+        if _CTX is None:
+            _CTX = default_context(cache_dir=planning_home() / "templates")
+        return _CTX

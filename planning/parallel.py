@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any, TypeVar
 
-from planning.context import CancelToken, check_cancel
+from planning.context import CancelToken, ProgressFn, check_cancel
 from planning.errors import PlanningError
 
 BACKENDS: tuple[str, ...] = ("process", "ray")
@@ -137,7 +137,7 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None =
     what:
         Names the work in a ``Cancelled`` message.
     pool:
-        An executor for the process backend (default: ``templates.pool.shared_pool(workers)``).
+        An executor for the process backend (default: ``spawning.shared_pool(workers)``).
 
     Raises
     ------
@@ -158,7 +158,7 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None =
                 on_result(i, results[i])
         return results
     if pool is None:
-        from planning.templates.pool import shared_pool
+        from planning.spawning import shared_pool
 
         pool = shared_pool(workers)
     futs: dict[Future[Any], int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
@@ -205,3 +205,29 @@ def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cance
             ray.cancel(ref, force=False)
     check_cancel(cancel, what)
     return results
+
+
+def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
+            progress: ProgressFn | None, cancel: CancelToken | None, what: str, here: Any = None) -> list[Any]:
+    """``[fn(item) for item in items]``: here (``workers`` ≤ 1 on the process backend, each task sees
+    ``cancel``; ``here(item, cancel=…)`` instead of ``fn`` when given, e.g. to reuse the caller's engine context),
+    on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
+    name = resolve_backend(backend)
+    finished = 0
+
+    def landed(i: int, _r: Any) -> None:
+        nonlocal finished
+        finished += 1
+        if progress:
+            progress(finished / len(items), labels[i])
+
+    if name == "ray" or workers >= 2:
+        return run_tasks(fn, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
+                         on_result=landed, what=what)
+    local = here if here is not None else fn
+    out = []
+    for i, item in enumerate(items):
+        check_cancel(cancel, what)
+        out.append(local(item, cancel=cancel))
+        landed(i, out[-1])
+    return out

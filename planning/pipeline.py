@@ -126,8 +126,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if finance and scenario.has_finance:
         from planning.finance.plan import solve_finance
 
-        result = solve_finance(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
-                               with_baselines=with_baselines)
+        result = solve_finance(scenario, context=ctx, plan_hour=solve, progress=progress, cancel=cancel,
+                               dump_model=dump_model, with_baselines=with_baselines)
     else:
         result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm))
     if key is not None and reuse.cache is not None and is_final(result, scenario):

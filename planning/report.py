@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planning.billing import pricing_kinds_text
-from planning.result import HOURS_PER_MONTH, PlanResult
+from planning.result import HOURS_PER_MONTH, PlanResult, check_lines
 
 CANNOT = "cannot meet demand"  # a baseline whose cost buys less than the demand: never "$0.00/h"
 
@@ -440,3 +440,62 @@ def report_html(result: PlanResult) -> str:
 def report_sections(result: PlanResult) -> Sequence[Section]:
     """The sections (for pages that lay them out themselves)."""
     return build_report(result).sections
+
+
+def terminal_summary(result: PlanResult) -> str:
+    """A short plain-text summary for the terminal (``planning solve`` without ``--json``/``--markdown``): status,
+    cost, served share, savings against the best baseline, GPUs, instances, baselines, notes and timings."""
+    if not result.has_plan:  # never "$0.00/h, 0.0 % served" for a plan that does not exist
+        lines = [f"status: no plan ({result.status})", result.message or "no plan was found"]
+        lines.extend(f"check: {c.line()}" for c in result.checks if c.failed)
+        lines.extend(f"note: {d}" for d in result.diagnostics)
+        return "\n".join(lines) + "\n"
+    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
+    lines = [f"status: {result.status}{gap}    served: {result.served_fraction:.1%}",
+             result.bill.headline().replace("**", "")]  # the bill as every page and report says it
+    if result.bill.design_hour_text():
+        lines.append(result.bill.design_hour_text().replace("**", ""))
+    if result.stopped_at:
+        lines.append(f"stopped by the time limit at: {result.stopped_at}")
+    best = result.best_baseline()
+    saving = result.savings_vs(best) if best is not None else None
+    if best is not None and saving is not None:
+        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
+    lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
+    lines.append("")
+    df = result.instances_frame()
+    if not df.empty:
+        lines.append(df[["model", "phase", "region", "count", "gpus", "throughput", "utilisation", "cost_per_hour"]]
+                     .to_string(index=False))
+    lines.append("")
+    lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
+                 .to_string(index=False))
+    lines.extend(f"check: {line}" for line in check_lines(result.checks))
+    lines.extend(f"note: {d}" for d in result.diagnostics)
+    t = result.timings
+    lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
+                 f"baselines {t.get('baselines_seconds', 0):.2f}s")
+    return "\n".join(lines) + "\n"
+    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
+    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
+             f"served: {result.served_fraction:.1%}"]
+    if result.stopped_at:
+        lines.append(f"stopped by the time limit at: {result.stopped_at}")
+    best = result.best_baseline()
+    saving = result.savings_vs(best) if best is not None else None
+    if best is not None and saving is not None:
+        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
+    lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
+    lines.append("")
+    df = result.instances_frame()
+    if not df.empty:
+        lines.append(df[["model", "phase", "region", "count", "gpus", "throughput", "utilisation", "cost_per_hour"]]
+                     .to_string(index=False))
+    lines.append("")
+    lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
+                 .to_string(index=False))
+    lines.extend(f"note: {d}" for d in result.diagnostics)
+    t = result.timings
+    lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
+                 f"baselines {t.get('baselines_seconds', 0):.2f}s")
+    return "\n".join(lines) + "\n"

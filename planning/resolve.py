@@ -109,3 +109,20 @@ def resolve_scenario(scenario: Scenario, catalog: Catalog) -> ResolvedScenario:
     """
     return ResolvedScenario.from_offers(scenario, resolve_offers(scenario, catalog),
                                         resolve_models(scenario, catalog), plan_groups(scenario))
+
+
+def scenario_warnings(resolved: ResolvedScenario) -> list[str]:
+    """What a valid scenario should know before it is solved: hypothetical shapes (priced as a paper did), offers
+    with zero availability and groups with zero demand (``planning validate``, ``planning.api.validate``)."""
+    offers = resolved.offers
+    warnings = []
+    hypothetical = sorted({f"{o.region} {o.shape}" for o in offers if o.quality == "hypothetical"})
+    if hypothetical:
+        warnings.append(f"{len(hypothetical)} offers are hypothetical shapes (priced as the paper did), e.g. {hypothetical[0]}.")
+    empty = [f"{o.region} {o.shape}" for o in offers if o.available == 0]
+    if empty:
+        warnings.append(f"{len(empty)} offers have zero availability, e.g. {empty[0]}.")
+    for g in resolved.groups:
+        if g.demand <= 0:
+            warnings.append(f"{g.id} has zero demand; it will get no instances.")
+    return warnings

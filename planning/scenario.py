@@ -44,7 +44,7 @@ from planning.scenario_finance import (
     finance_from_dict,
     finance_to_dict,
 )
-from planning.scenario_io import atomic_write_text, save_scenario
+from planning.scenario_io import atomic_write_text
 from planning.scenario_options import KV_TRANSFER_MODES, SHARING_MODES, SOLVERS, Objective, Options
 from planning.scenario_supply import AvailabilityOverride, CurrentInstance, ExplicitTemplate, OfferSpec
 
@@ -267,3 +267,9 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     text = read_text(p, field="scenario", max_bytes=MAX_SCENARIO_BYTES, what="scenario file")
     return parse_scenario_text(text, origin=p.name)
 
+
+def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
+    """Save as YAML (``.yaml``/``.yml``) or JSON (anything else), atomically."""
+    p = Path(path)
+    text = scenario.to_yaml() if p.suffix in (".yaml", ".yml") else scenario.to_json()
+    return atomic_write_text(p, text)

@@ -1,4 +1,5 @@
-"""Writing scenario files: atomic text writes (temp file, fsync, rename) and :func:`save_scenario`."""
+"""Atomic text writes (temp file, fsync, rename): the one way the engine saves a file
+(``planning.scenario.save_scenario`` writes scenarios through it)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,8 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from planning.errors import PlanningError, quote
-
-if TYPE_CHECKING:
-    from planning.scenario import Scenario
 
 
 def _new_file_mode() -> int:
@@ -83,10 +80,3 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, *, field: str = "
                                 "remove the invalid characters.") from None
         raise
     return target
-
-
-def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
-    """Save as YAML (``.yaml``/``.yml``) or JSON (anything else), atomically."""
-    p = Path(path)
-    text = scenario.to_yaml() if p.suffix in (".yaml", ".yml") else scenario.to_json()
-    return atomic_write_text(p, text)

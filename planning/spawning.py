@@ -16,12 +16,14 @@ what happens to a job whose owner died (``planning.jobs``).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.spawn
 import os
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 _LOCAL = threading.local()  # set while this thread starts one of the engine's processes
@@ -97,3 +99,23 @@ def spawn_context(die_with_parent: bool = False) -> multiprocessing.context.Spaw
     """The context the engine's pools, job workers and child solves start processes with; ``die_with_parent``:
     its processes get SIGTERM when the process that started them dies (pools, child solves)."""
     return _BOUND if die_with_parent else _CONTEXT
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(workers: int) -> ProcessPoolExecutor:
+    """One long-lived process pool per worker count (spawning and importing numpy costs ~1 s per pool).
+
+    "spawn", not fork: the library is also built from worker threads of a running server (Streamlit), where
+    forking a multi-threaded process can deadlock on locks held by other threads. The workers do not re-run the
+    caller's script (``planning.spawning``), so a script without a ``__main__`` guard works too.
+    """
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(die_with_parent=True))
+            _POOLS[workers] = pool
+            atexit.register(pool.shutdown, wait=False, cancel_futures=True)
+        return pool

@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _house_rules() -> ModuleType:
+    """``tools/house_rules.py`` (a script, not a package): the counts of the house rules."""
+    spec = importlib.util.spec_from_file_location("house_rules", ROOT / "tools" / "house_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("house_rules", module)  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+HOUSE = _house_rules()
 
 
 def _imports(path: Path) -> set[str]:
@@ -104,7 +120,8 @@ def _rooms_imported(room: str) -> set[str]:
     return {m.split(".")[1] for p in files for m in _planning_modules(p) if m != "planning"} - {room}
 
 
-ORCHESTRATION = {"api", "api_fanout", "api_simulate", "pipeline", "assemble", "whatif", "jobs", "viz", "commands"}
+FACE = {"api", "api_fanout", "api_finance", "api_outputs", "api_simulate", "api_timeline", "cli"}
+ORCHESTRATION = {"pipeline", "assemble", "whatif", "jobs", "viz"} | FACE
 
 
 def test_rooms_import_only_downstream() -> None:
@@ -123,9 +140,71 @@ def test_rooms_import_only_downstream() -> None:
     assert not _rooms_imported("allocate") & ORCHESTRATION
     assert not _rooms_imported("baselines") & ({"templates"} | ORCHESTRATION)
     # finance: a room (commitments, accounting, bill) whose plan.py runs the pipeline; never the interfaces' face
-    assert not _rooms_imported("finance") & {"api", "api_simulate", "api_finance", "whatif", "jobs", "viz", "commands"}
+    assert not _rooms_imported("finance") & ({"pipeline", "whatif", "jobs", "viz"} | FACE)  # pipeline: passes solve
     assert _rooms_imported("api_finance") <= {"result"}
     assert _rooms_imported("pools") <= {"catalog", "errors"}
+    # the rooms above the solve: each may run the pipeline, none calls the face or a room that uses it
+    assert not _rooms_imported("sharing") & ({"timeline", "simulate", "jobs", "export", "viz", "whatif"} | FACE)
+    assert not _rooms_imported("timeline") & ({"simulate", "jobs", "export", "viz", "whatif"} | FACE)
+    assert not _rooms_imported("simulate") & ({"pipeline", "allocate", "templates", "sharing", "timeline"}
+                                               | ORCHESTRATION)
+    assert not _rooms_imported("export") & ({"pipeline", "sharing", "timeline", "simulate"} | ORCHESTRATION)
+    assert _rooms_imported("jobs") <= {"context", "errors", "spawning"}  # runs any job function; knows no room
+    assert not _rooms_imported("viz") & ({"pipeline", "allocate", "templates", "sharing", "jobs"} | FACE)
+    for name in ("parallel", "spawning", "safeio", "errors", "context"):  # the core every room may use
+        assert not _rooms_imported(name) & ({"templates", "allocate", "sharing", "timeline"} | ORCHESTRATION), name
+
+
+def test_no_module_below_the_face_imports_it() -> None:
+    """``planning.api*`` and ``planning.cli`` are imported only by the interfaces and each other (lazy imports
+    inside functions count too): the engine never calls up."""
+    graph = HOUSE.import_graph(HOUSE.modules(ROOT))
+    assert HOUSE.face_imports_below(graph) == []
+
+
+def test_no_import_circle_spans_two_rooms() -> None:
+    """Modules that import each other (a strongly connected component of the import graph) live in one room."""
+    graph = HOUSE.import_graph(HOUSE.modules(ROOT))
+    assert HOUSE.circles_across_rooms(graph) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_the_import_checks_catch_a_lazy_circle_and_a_call_up(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "planning/__init__.py": "",
+        "planning/api.py": "from planning.pipeline import solve\n",
+        "planning/pipeline.py": "def solve():\n    from planning.finance.plan import run\n",
+        "planning/finance/__init__.py": "",
+        "planning/finance/plan.py": "def run():\n    from planning import pipeline\n",
+        "planning/timeline/__init__.py": "",
+        "planning/timeline/jobs.py": "def job():\n    from planning import api\n",
+        "planning/sharing/__init__.py": "from planning.sharing.plan import x\n",
+        "planning/sharing/plan.py": "from planning.sharing import y\n",  # a circle inside one room: allowed
+    })
+    graph = HOUSE.import_graph(HOUSE.modules(root))
+    assert HOUSE.circles_across_rooms(graph) == [["planning.finance.plan", "planning.pipeline"]]
+    assert HOUSE.face_imports_below(graph) == ["planning.timeline.jobs → planning.api"]
+
+
+# The figures after issue 39 (before: 18 face imports below it, 4 cross-room circles, 25, 50, 3): they may only go
+# down; lower them when you cut more (python tools/house_rules.py).
+CEILINGS = {"face_imports_below": 0, "circles_across_rooms": 0, "functions_over_100_lines": 21,
+            "functions_over_8_parameters": 50, "modules_over_600_lines": 1}
+
+
+def test_house_rule_counts_only_go_down() -> None:
+    """Functions over 100 lines, over 8 parameters, modules over 600 lines, face imports below it and import
+    circles across rooms stay at or below their ceilings (``python tools/house_rules.py --list`` names them)."""
+    counts = {rule: len(offenders) for rule, offenders in HOUSE.report(ROOT).items()}
+    over = {rule: f"{n} > {CEILINGS[rule]}" for rule, n in counts.items() if n > CEILINGS[rule]}
+    assert not over, f"house rules broken (python tools/house_rules.py --list): {over}"
 
 
 _SAVING_SHAPES = re.compile(r"1(\.0)? - [^/\n]*(cost|price|only|provisioning|\$/h)[^/\n]* / |100(\.0)? \* \(1 - "

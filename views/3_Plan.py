@@ -136,12 +136,7 @@ st.header("Baselines")
 widgets.explain("baselines_figure", "The same demand served by one GPU type only (homogeneous) and by simple heuristics. "
                 "Savings = how much cheaper the mixed plan is.")
 st.plotly_chart(viz.baselines_figure(result.baselines_frame()), width="stretch", key="baselines")
-st.caption("**Homo**: Coral's greedy baseline, each model in turn gets whole homogeneous replicas of its cheapest "
-           "GPU type. **Homo-ILP**: the same joint ILP as the plan, restricted to one GPU type per template. "
-           "**Cauchy**: per model the most cost-efficient GPU combos (one prefill replica feeding up to 16 decode "
-           "replicas, each phase on one GPU configuration; Token/USD), deployed by an ILP (Coral's comparison). "
-           "**single:GPU**: every model on that one GPU type only (Mélange's single-type comparison). **memP**: "
-           "LLMFabric's split of the GPU pool in proportion to each model's memory demand.")
+st.caption(api.baseline_caption())  # one source: planning.baselines.registry
 st.dataframe(widgets.baselines_table(result), hide_index=True, width="stretch",
              column_config={"plan": st.column_config.TextColumn(width="medium"),
                             "note": st.column_config.TextColumn(width="large")})

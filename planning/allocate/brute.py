@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from planning.allocate.problem import AllocationProblem, Offer
+from planning.allocate.problem import AllocationProblem, Offer, WorkloadClass
 from planning.errors import PlanningError
 
 _TOL = 1e-9
@@ -97,6 +97,28 @@ def _group_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int]) -> 
     return max(0.0, min(alpha, 1.0))
 
 
+def _link_flows(problem: AllocationProblem, classes: Sequence[WorkloadClass], regions: Sequence[str]
+                ) -> tuple[list[tuple[int, str, str, float]], list[tuple[int, list[int]]]]:
+    """The flow variables of :func:`_linked_alpha`, ``(link, src, dst, $/h)`` (the diagonal of every link, and the
+    listed transfers of a link with a sender), and per link ``(sender class index or −1, receiver indices)``."""
+    index = {q.id: qi for qi, q in enumerate(classes)}
+    prices = {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in problem.transfers}
+    flows: list[tuple[int, str, str, float]] = []  # (link, src, dst, $/h)
+    links: list[tuple[int, list[int]]] = []  # (sender class index or −1, receiver class indices)
+    for link in problem.links:
+        members = [index[q] for q in link if q in index]
+        if not members:
+            continue
+        li = len(links)
+        sender = index[link[0]] if len(link) > 1 and link[0] in index else -1
+        links.append((sender, [m for m in members if m != sender]))
+        flows.extend((li, r, r, 0.0) for r in regions)
+        if sender >= 0:
+            flows.extend((li, a, b, prices[(link[0], a, b)]) for a in regions for b in regions
+                         if (link[0], a, b) in prices)
+    return flows, links
+
+
 def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int],
                   transfer_budget: float | None = None) -> tuple[float, float]:
     """Max uniform fraction servable by fixed counts with the region links, then its cheapest KV transfer.
@@ -120,21 +142,7 @@ def _linked_alpha(problem: AllocationProblem, nu: dict[tuple[str, str], int],
     xs = [(qi, ii) for qi, q in enumerate(classes) for ii, (t, _r, _n) in enumerate(insts)
           if t.group == q.group and t.throughput.get(q.id, 0.0) > 0]
     col = {k: j for j, k in enumerate(xs)}
-    index = {q.id: qi for qi, q in enumerate(classes)}
-    prices = {(tp.sender, tp.src, tp.dst): tp.usd_per_hour for tp in problem.transfers}
-    flows: list[tuple[int, str, str, float]] = []  # (link, src, dst, $/h)
-    links: list[tuple[int, list[int]]] = []  # (sender class index or −1, receiver class indices)
-    for link in problem.links:
-        members = [index[q] for q in link if q in index]
-        if not members:
-            continue
-        li = len(links)
-        sender = index[link[0]] if len(link) > 1 and link[0] in index else -1
-        links.append((sender, [m for m in members if m != sender]))
-        flows.extend((li, r, r, 0.0) for r in regions)
-        if sender >= 0:
-            flows.extend((li, a, b, prices[(link[0], a, b)]) for a in regions for b in regions
-                         if (link[0], a, b) in prices)
+    flows, links = _link_flows(problem, classes, regions)
     n_var = len(xs) + len(flows) + 1
     a_ub, b_ub = [], []
 

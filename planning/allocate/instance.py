@@ -8,7 +8,7 @@ Pruning (each step keeps every optimal solution's cost):
 * **dominated** — within a group, τ′ dominates τ if U(τ′) ≤ U(τ) componentwise and T_q(τ′) ≥ T_q(τ) for every
   class q, not both equal (exact duplicates: the first is kept). For single-class groups the stronger
   *combination* rule applies: τ is dominated when a multiset of templates with smaller usage fits in U(τ)
-  and has total throughput ≥ T(τ) (see ``_dominated_by_subusage_scalar``). Replacing each instance of τ by one of τ′ keeps
+  and has total throughput ≥ T(τ) (see ``planning.allocate.dominance``). Replacing each instance of τ by one of τ′ keeps
   availability (fewer nodes of each shape), demand and load (at least the throughput), and can only lower cost
   (p_r(τ′) ≤ p_r(τ) since prices are ≥ 0) and the penalty K p_r(τ′) ≤ K p_r(τ) — provided τ has no running
   instances ν′ > 0 (otherwise moving away from τ would create a penalty), so those are never pruned. τ′ is
@@ -19,21 +19,18 @@ Pruning (each step keeps every optimal solution's cost):
 from __future__ import annotations
 
 import functools
-import operator
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import product
+from typing import Any
 
 import numpy as np
 
+from planning.allocate.dominance import dominated_mask
 from planning.allocate.problem import AllocationProblem, TemplateOption
 
-# A template whose proper sub-usages number more than this is not checked for (multi-class) dominance.
-_MAX_SUBUSAGES = 4096
-# Combination dominance enumerates splits of templates up to this many nodes, and recurses up to this depth.
-_MAX_SPLIT_NODES = 12
-_MAX_DEPTH_NODES = 200
+__all__ = ["Instance", "Links", "build_instance", "dominated_mask"]
+
 
 
 @dataclass
@@ -253,159 +250,158 @@ def _links(inst: Instance) -> Links:
                  np.array(rx, dtype=bool), served)
 
 
-def dominated_mask(
-    usages: Sequence[dict[int, int]], thr: np.ndarray, protected: Sequence[bool]
-) -> np.ndarray:
-    """Which templates of one group are dominated by another template of the same group.
+@dataclass(frozen=True)
+class _Index:
+    """The problem's classes, groups, regions, offers and shapes by position: what the pruning and the pair
+    triplets of :func:`build_instance` look up."""
 
-    Parameters
-    ----------
-    usages:
-        Per template, shape index -> node count.
-    thr:
-        ``(n_templates, n_classes)`` throughputs.
-    protected:
-        Templates that must not be pruned (running instances); they may still dominate others.
+    groups: list[str]
+    gidx: dict[str, int]
+    class_ids: list[str]
+    cidx: dict[str, int]
+    class_group: np.ndarray
+    class_rate: np.ndarray
+    single_class: np.ndarray
+    group_class: list[int]
+    regions: list[str]
+    offer_keys: list[tuple[str, str]]
+    offer_avail: np.ndarray
+    offer_price: np.ndarray
+    reach: np.ndarray  # availability plus the commitments' max_count nodes on the offers they cover
+    commit_rows: list[np.ndarray]
+    sidx: dict[str, int]
+    by_region: list[dict[str, int]]  # per region: shape -> offer row
 
-    Returns
-    -------
-    Boolean mask, True = dominated (safe to drop).
-    """
-    n = len(usages)
-    out = np.zeros(n, dtype=bool)
-    if n <= 1:
-        return out
-    keys = [tuple(sorted(u.items())) for u in usages]
-    by_key: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    for i, k in enumerate(keys):
-        by_key.setdefault(k, []).append(i)
-    # Same usage: dominated by a template with ≥ throughput everywhere and (> somewhere or earlier position).
-    for members in by_key.values():
-        if len(members) == 1:
+
+def _index(problem: AllocationProblem) -> _Index:
+    """Index the problem's classes (their group, rate, whether a group has one class) and offers (per region)."""
+    classes = list(problem.classes)
+    groups = list(problem.groups())
+    gidx = {g: i for i, g in enumerate(groups)}
+    class_ids = [q.id for q in classes]
+    class_group = np.array([gidx[q.group] for q in classes], dtype=np.int64)
+    n_classes_of = np.bincount(class_group, minlength=len(groups)) if classes else np.zeros(0, dtype=np.int64)
+    single_class = n_classes_of == 1
+    group_class = [-1] * len(groups)
+    for qi, g in enumerate(class_group):
+        if single_class[g]:
+            group_class[int(g)] = qi
+    regions = sorted({o.region for o in problem.offers})
+    ridx = {r: i for i, r in enumerate(regions)}
+    offer_keys = [(o.region, o.shape) for o in problem.offers]
+    oidx = {k: i for i, k in enumerate(offer_keys)}
+    offer_avail = np.array([o.available for o in problem.offers], dtype=np.int64)
+    # commitments add up to their max_count nodes to the offers they cover: pairs and bounds use the most
+    commit_rows = [np.array(sorted(oidx[k] for k in c.offers), dtype=np.int64) for c in problem.commitments]
+    reach = offer_avail.copy()
+    for c, rows in zip(problem.commitments, commit_rows, strict=True):
+        reach[rows] += int(c.max_count)
+    by_region: list[dict[str, int]] = [{} for _ in regions]
+    for k, i in oidx.items():
+        by_region[ridx[k[0]]][k[1]] = i
+    return _Index(groups, gidx, class_ids, {q: i for i, q in enumerate(class_ids)}, class_group,
+                  np.array([q.rate for q in classes], dtype=float), single_class, group_class, regions, offer_keys,
+                  offer_avail, np.array([o.price_per_hour for o in problem.offers], dtype=float), reach, commit_rows,
+                  {s: i for i, s in enumerate(sorted({o.shape for o in problem.offers}))}, by_region)
+
+
+def _sold_templates(problem: AllocationProblem, ix: _Index
+                    ) -> tuple[list[TemplateOption], list[list[tuple[int, int]]], int, int]:
+    """The templates with demand that some region sells, each with its (region, instance bound) pairs; and how
+    many were dropped for no demand and for being sold nowhere."""
+    rate_of = {q.id: q.rate for q in problem.classes}
+    no_demand = unsold = 0
+    kept: list[TemplateOption] = []
+    kept_pairs: list[list[tuple[int, int]]] = []  # per kept template: (region, ub)
+    for t in problem.templates:
+        g = ix.gidx.get(t.group)
+        if g is None or not any(v > 0 and rate_of[q] > 0 for q, v in t.throughput.items()):
+            no_demand += 1
             continue
-        block = thr[members]
-        for a, i in enumerate(members):
-            ge = np.all(block >= block[a], axis=1)
-            gt = np.any(block > block[a], axis=1)
-            earlier = np.arange(len(members)) < a
-            ge[a] = False
-            if np.any(ge & (gt | earlier)):
-                out[i] = True
-    if thr.shape[1] == 1:
-        _dominated_by_subusage_scalar(keys, by_key, thr[:, 0], out)
-    else:
-        _dominated_by_subusage_vector(keys, by_key, thr, out)
-    out &= ~np.asarray(protected, dtype=bool)
-    return out
-
-
-Key = tuple[tuple[int, int], ...]
-
-
-def _dominated_by_subusage_scalar(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
-    """Single class: τ is dominated when *several* instances of smaller templates fit in its nodes and give
-    at least its throughput (combination dominance; one smaller template is the special case).
-
-    F(u) = the best total throughput of a multiset of templates whose summed usage is ≤ u, by memoised
-    recursion: F(u) = max(best(u), F(u − one node), max over splits u = s + (u − s) of F(s) + F(u − s)).
-    τ with usage u is dominated iff F over proper parts of u (any removal or split) ≥ T(τ). Replacing each
-    instance of τ by that multiset keeps availability, demand and cost/penalty no higher; by induction on the
-    node count the multiset can be made of unpruned templates.
-    """
-    best: dict[tuple[int, ...], float] = {}
-    for k, members in by_key.items():
-        best[_flat(k)] = float(thr[members].max())
-    memo: dict[tuple[int, ...], float] = {}
-
-    def parts(u: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        # unordered splits (s, rest) with s holding u[0] and rest non-empty (rest = () is covered by removals)
-        n = len(u)
-        if n > _MAX_SPLIT_NODES:  # 2^(n−1) splits: skip (only weaker pruning, still lossless)
-            return []
-        seen: set[tuple[int, ...]] = set()
-        res = []
-        for take_s, take_rest in _split_getters(n):
-            sub = take_s(u)
-            if sub in seen:
-                continue
-            seen.add(sub)
-            res.append((sub, take_rest(u)))
-        return res
-
-    def removals(u: tuple[int, ...]) -> list[tuple[int, ...]]:
-        return list(dict.fromkeys(u[:i] + u[i + 1 :] for i in range(len(u))))
-
-    def proper(u: tuple[int, ...]) -> float:
-        val = 0.0
-        for r in removals(u):
-            if r:
-                val = max(val, full(r))
-        for sub, rest in parts(u):
-            val = max(val, full(sub) + full(rest))
-        return val
-
-    def full(u: tuple[int, ...]) -> float:
-        v = memo.get(u)
-        if v is None:
-            v = max(best.get(u, 0.0), proper(u))
-            memo[u] = v
-        return v
-
-    for k, members in by_key.items():
-        flat = _flat(k)
-        if len(flat) > _MAX_DEPTH_NODES:
+        pairs = []
+        for r, offered in enumerate(ix.by_region):
+            ub = None
+            for shape, u in t.usage.items():
+                row = offered.get(shape)
+                if row is None:
+                    ub = 0
+                    break
+                cap = int(ix.reach[row]) // u
+                ub = cap if ub is None else min(ub, cap)
+            if ub:
+                pairs.append((r, ub))
+        if not pairs:
+            unsold += 1
             continue
-        below = proper(flat)
-        for i in members:
-            if below >= thr[i]:
-                out[i] = True
+        kept.append(t)
+        kept_pairs.append(pairs)
+    return kept, kept_pairs, no_demand, unsold
 
 
-@functools.cache
-def _split_getters(n: int) -> list[tuple[Callable[[tuple[int, ...]], tuple[int, ...]], Callable[[tuple[int, ...]], tuple[int, ...]]]]:
-    """For length n: getters of (s, rest) for every split with position 0 in s and rest non-empty."""
-    out = []
-    for mask in range(1 << (n - 1)):
-        s_idx = [0, *(i + 1 for i in range(n - 1) if mask >> i & 1)]
-        rest_idx = [i + 1 for i in range(n - 1) if not mask >> i & 1]
-        if not rest_idx:
-            continue
-        out.append((_getter(s_idx), _getter(rest_idx)))
-    return out
+def _drop_dominated(problem: AllocationProblem, ix: _Index, kept: list[TemplateOption],
+                    kept_pairs: list[list[tuple[int, int]]]
+                    ) -> tuple[list[TemplateOption], list[list[tuple[int, int]]], int]:
+    """Per group, drop the templates another one dominates (:func:`dominated_mask`; running and start templates
+    are kept); returns the rest and how many were dropped."""
+    if not (problem.prune and kept):
+        return kept, kept_pairs, 0
+    current_templates = {t for (t, _r), n in problem.current.items() if n > 0} | {t for (t, _r) in problem.start}
+    keep_mask = np.ones(len(kept), dtype=bool)
+    members_of: dict[int, list[int]] = {}
+    for i, t in enumerate(kept):
+        members_of.setdefault(ix.gidx[t.group], []).append(i)
+    for g, members in members_of.items():
+        gcls = [qi for qi in range(len(ix.class_ids)) if ix.class_group[qi] == g]
+        thr = np.array([[kept[i].throughput.get(ix.class_ids[qi], 0.0) for qi in gcls] for i in members], dtype=float)
+        usages = [{ix.sidx[s]: n for s, n in kept[i].usage.items()} for i in members]
+        prot = [kept[i].id in current_templates for i in members]
+        mask = dominated_mask(usages, thr, prot)
+        for j, i in enumerate(members):
+            if mask[j]:
+                keep_mask[i] = False
+    dominated = int((~keep_mask).sum())
+    return ([t for t, k in zip(kept, keep_mask, strict=True) if k],
+            [p for p, k in zip(kept_pairs, keep_mask, strict=True) if k], dominated)
 
 
-def _getter(idx: list[int]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
-    if len(idx) == 1:
-        i = idx[0]
-        return lambda u: (u[i],)
-    return operator.itemgetter(*idx)
-
-
-def _flat(k: Key) -> tuple[int, ...]:
-    return tuple(s for s, c in k for _ in range(c))
-
-
-def _dominated_by_subusage_vector(keys: list[Key], by_key: dict[Key, list[int]], thr: np.ndarray, out: np.ndarray) -> None:
-    """Several classes: check every proper sub-usage of each usage (bounded enumeration)."""
-    for k, members in by_key.items():
-        ranges = [range(c + 1) for _, c in k]
-        total = 1
-        for r in ranges:
-            total *= len(r)
-        if total - 1 > _MAX_SUBUSAGES:
-            continue
-        cand: list[int] = []
-        for counts in product(*ranges):
-            sub = tuple((s, c) for (s, _), c in zip(k, counts, strict=True) if c > 0)
-            if sub == k or not sub:
-                continue
-            cand.extend(by_key.get(sub, ()))
-        if not cand:
-            continue
-        block = thr[cand]
-        for i in members:
-            if np.any(np.all(block >= thr[i], axis=1)):
-                out[i] = True
+def _pair_arrays(problem: AllocationProblem, ix: _Index, kept: Sequence[TemplateOption],
+                 kept_pairs: Sequence[Sequence[tuple[int, int]]]) -> dict[str, np.ndarray]:
+    """Per (template, region) pair its template, region, group, price, bound and running count; the usage
+    triplets (offer row, pair, nodes) and throughput triplets (class, pair, rate) of multi-class groups; and the
+    throughput of single-class groups' pairs. Keyed as :class:`Instance`'s fields."""
+    cols: dict[str, list[Any]] = {k: [] for k in ("pt", "pr", "pg", "pp", "pub", "pcur", "ur", "up", "uv", "tc", "tp",
+                                                   "tv", "single_thr")}
+    for ti, (t, pairs) in enumerate(zip(kept, kept_pairs, strict=True)):
+        g = ix.gidx[t.group]
+        for r, ub in pairs:
+            p = len(cols["pt"])
+            cols["pt"].append(ti)
+            cols["pr"].append(r)
+            cols["pg"].append(g)
+            price = 0.0
+            for shape, u in t.usage.items():
+                row = ix.by_region[r][shape]
+                price += float(ix.offer_price[row]) * u
+                cols["ur"].append(row)
+                cols["up"].append(p)
+                cols["uv"].append(u)
+            cols["pp"].append(price)
+            cols["pub"].append(ub)
+            cols["pcur"].append(problem.current.get((t.id, ix.regions[r]), 0))
+            if ix.single_class[g]:
+                cols["single_thr"].append(t.throughput.get(ix.class_ids[ix.group_class[g]], 0.0))
+            else:
+                cols["single_thr"].append(0.0)
+                for q, v in t.throughput.items():
+                    if v > 0 and ix.class_rate[ix.cidx[q]] > 0:
+                        cols["tc"].append(ix.cidx[q])
+                        cols["tp"].append(p)
+                        cols["tv"].append(v)
+    ints = ("pt", "pr", "pg", "pub", "pcur", "ur", "up", "tc", "tp")
+    names = {"pt": "pair_template", "pr": "pair_region", "pg": "pair_group", "pp": "pair_price", "pub": "pair_ub",
+             "pcur": "pair_current", "ur": "use_row", "up": "use_pair", "uv": "use_val", "tc": "thr_class",
+             "tp": "thr_pair", "tv": "thr_val", "single_thr": "single_thr"}
+    return {names[k]: np.array(v, dtype=np.int64 if k in ints else float) for k, v in cols.items()}
 
 
 def build_instance(problem: AllocationProblem) -> Instance:
@@ -421,156 +417,41 @@ def build_instance(problem: AllocationProblem) -> Instance:
     The ``Instance`` with pairs, bounds, usage and throughput triplets, and pruning counts.
     """
     t0 = time.perf_counter()
-    classes = list(problem.classes)
-    groups = list(problem.groups())
-    gidx = {g: i for i, g in enumerate(groups)}
-    class_ids = [q.id for q in classes]
-    cidx = {q: i for i, q in enumerate(class_ids)}
-    class_group = np.array([gidx[q.group] for q in classes], dtype=np.int64)
-    class_rate = np.array([q.rate for q in classes], dtype=float)
-    n_classes_of = np.bincount(class_group, minlength=len(groups)) if classes else np.zeros(0, dtype=np.int64)
-    single_class = n_classes_of == 1
-    group_class = [-1] * len(groups)
-    for qi, g in enumerate(class_group):
-        if single_class[g]:
-            group_class[int(g)] = qi
-
-    regions = sorted({o.region for o in problem.offers})
-    ridx = {r: i for i, r in enumerate(regions)}
-    offer_keys = [(o.region, o.shape) for o in problem.offers]
-    oidx = {k: i for i, k in enumerate(offer_keys)}
-    offer_avail = np.array([o.available for o in problem.offers], dtype=np.int64)
-    # commitments add up to their max_count nodes to the offers they cover: pairs and bounds use the most
-    commit_rows = [np.array(sorted(oidx[k] for k in c.offers), dtype=np.int64) for c in problem.commitments]
-    reach = offer_avail.copy()
-    for c, rows in zip(problem.commitments, commit_rows, strict=True):
-        reach[rows] += int(c.max_count)
-    offer_price = np.array([o.price_per_hour for o in problem.offers], dtype=float)
-    shapes = sorted({o.shape for o in problem.offers})
-    sidx = {s: i for i, s in enumerate(shapes)}
-    # per region: shape -> (offer row, availability, price)
-    by_region: list[dict[str, int]] = [{} for _ in regions]
-    for k, i in oidx.items():
-        by_region[ridx[k[0]]][k[1]] = i
-
-    rate_of = {q.id: q.rate for q in classes}
-    current = problem.current
-    current_templates = {t for (t, _r), n in current.items() if n > 0} | {t for (t, _r) in problem.start}
-    no_demand = unsold = 0
-    kept: list[TemplateOption] = []
-    kept_pairs: list[list[tuple[int, int]]] = []  # per kept template: (region, ub)
-    for t in problem.templates:
-        g = gidx.get(t.group)
-        if g is None or not any(v > 0 and rate_of[q] > 0 for q, v in t.throughput.items()):
-            no_demand += 1
-            continue
-        pairs = []
-        for r, offered in enumerate(by_region):
-            ub = None
-            for shape, u in t.usage.items():
-                row = offered.get(shape)
-                if row is None:
-                    ub = 0
-                    break
-                cap = int(reach[row]) // u
-                ub = cap if ub is None else min(ub, cap)
-            if ub:
-                pairs.append((r, ub))
-        if not pairs:
-            unsold += 1
-            continue
-        kept.append(t)
-        kept_pairs.append(pairs)
-
-    dominated = 0
-    if problem.prune and kept:
-        keep_mask = np.ones(len(kept), dtype=bool)
-        members_of: dict[int, list[int]] = {}
-        for i, t in enumerate(kept):
-            members_of.setdefault(gidx[t.group], []).append(i)
-        for g, members in members_of.items():
-            gcls = [qi for qi in range(len(class_ids)) if class_group[qi] == g]
-            thr = np.array([[kept[i].throughput.get(class_ids[qi], 0.0) for qi in gcls] for i in members], dtype=float)
-            usages = [{sidx[s]: n for s, n in kept[i].usage.items()} for i in members]
-            prot = [kept[i].id in current_templates for i in members]
-            mask = dominated_mask(usages, thr, prot)
-            for j, i in enumerate(members):
-                if mask[j]:
-                    keep_mask[i] = False
-        dominated = int((~keep_mask).sum())
-        kept = [t for t, k in zip(kept, keep_mask, strict=True) if k]
-        kept_pairs = [p for p, k in zip(kept_pairs, keep_mask, strict=True) if k]
-
-    pt: list[int] = []
-    pr: list[int] = []
-    pg: list[int] = []
-    pp: list[float] = []
-    pub: list[int] = []
-    pcur: list[int] = []
-    ur: list[int] = []
-    up: list[int] = []
-    uv: list[float] = []
-    tc: list[int] = []
-    tp: list[int] = []
-    tv: list[float] = []
-    single_thr: list[float] = []
-    for ti, (t, pairs) in enumerate(zip(kept, kept_pairs, strict=True)):
-        g = gidx[t.group]
-        for r, ub in pairs:
-            p = len(pt)
-            pt.append(ti)
-            pr.append(r)
-            pg.append(g)
-            price = 0.0
-            for shape, u in t.usage.items():
-                row = by_region[r][shape]
-                price += float(offer_price[row]) * u
-                ur.append(row)
-                up.append(p)
-                uv.append(u)
-            pp.append(price)
-            pub.append(ub)
-            pcur.append(current.get((t.id, regions[r]), 0))
-            if single_class[g]:
-                single_thr.append(t.throughput.get(class_ids[group_class[g]], 0.0))
-            else:
-                single_thr.append(0.0)
-                for q, v in t.throughput.items():
-                    if v > 0 and class_rate[cidx[q]] > 0:
-                        tc.append(cidx[q])
-                        tp.append(p)
-                        tv.append(v)
+    ix = _index(problem)
+    kept, kept_pairs, no_demand, unsold = _sold_templates(problem, ix)
+    kept, kept_pairs, dominated = _drop_dominated(problem, ix, kept, kept_pairs)
+    pairs = _pair_arrays(problem, ix, kept, kept_pairs)
     inst = Instance(
         problem=problem,
         templates=kept,
-        groups=groups,
-        class_ids=class_ids,
-        class_group=class_group,
-        class_rate=class_rate,
-        single_class=single_class,
-        group_class=group_class,
-        regions=regions,
-        offer_keys=offer_keys,
-        offer_avail=offer_avail,
-        offer_price=offer_price,
-        pair_template=np.array(pt, dtype=np.int64),
-        pair_region=np.array(pr, dtype=np.int64),
-        pair_group=np.array(pg, dtype=np.int64),
-        pair_price=np.array(pp, dtype=float),
-        pair_ub=np.array(pub, dtype=np.int64),
-        pair_current=np.array(pcur, dtype=np.int64),
-        use_row=np.array(ur, dtype=np.int64),
-        use_pair=np.array(up, dtype=np.int64),
-        use_val=np.array(uv, dtype=float),
-        thr_class=np.array(tc, dtype=np.int64),
-        thr_pair=np.array(tp, dtype=np.int64),
-        thr_val=np.array(tv, dtype=float),
-        single_thr=np.array(single_thr, dtype=float),
+        groups=ix.groups,
+        class_ids=ix.class_ids,
+        class_group=ix.class_group,
+        class_rate=ix.class_rate,
+        single_class=ix.single_class,
+        group_class=ix.group_class,
+        regions=ix.regions,
+        offer_keys=ix.offer_keys,
+        offer_avail=ix.offer_avail,
+        offer_price=ix.offer_price,
+        pair_template=pairs["pair_template"],
+        pair_region=pairs["pair_region"],
+        pair_group=pairs["pair_group"],
+        pair_price=pairs["pair_price"],
+        pair_ub=pairs["pair_ub"],
+        pair_current=pairs["pair_current"],
+        use_row=pairs["use_row"],
+        use_pair=pairs["use_pair"],
+        use_val=pairs["use_val"],
+        thr_class=pairs["thr_class"],
+        thr_pair=pairs["thr_pair"],
+        thr_val=pairs["thr_val"],
+        single_thr=pairs["single_thr"],
         pruned_unsold=unsold,
         pruned_dominated=dominated,
         pruned_no_demand=no_demand,
-        link_class=[np.array([cidx[q] for q in link], dtype=np.int64) for link in problem.links],
-        commit_rows=commit_rows,
+        link_class=[np.array([ix.cidx[q] for q in link], dtype=np.int64) for link in problem.links],
+        commit_rows=ix.commit_rows,
         commit_cost=np.array([c.cost for c in problem.commitments], dtype=float),
         commit_ub=np.array([c.max_count for c in problem.commitments], dtype=np.int64),
     )

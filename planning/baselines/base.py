@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -134,23 +134,18 @@ def _wrap(name: str, res: AllocationResult, feasible: bool, note: str) -> Baseli
     )
 
 
-Strategy = Callable[..., BaselineResult]
-
-
-def _registry() -> dict[str, Strategy]:
-    from planning.baselines.cauchy import cauchy
-    from planning.baselines.homo import homo_greedy, homo_ilp
-    from planning.baselines.memp import memp
-
-    return {"homo": homo_greedy, "homo-ilp": homo_ilp, "cauchy": cauchy, "memp": memp}
-
-
 def baseline_names(problem: AllocationProblem) -> list[str]:
-    """All baselines applicable to ``problem``: homo, homo-ilp, cauchy (when some model is planned in both
-    phases: Cauchy deploys prefill–decode combos), one ``single:<gpu>`` per GPU type, memp."""
+    """All baselines applicable to ``problem``, in the registry's order (``baselines.registry``): homo, homo-ilp,
+    cauchy (when some model is planned in both phases: Cauchy deploys prefill–decode combos), one
+    ``single:<gpu>`` per GPU type, memp."""
+    from planning.baselines.registry import BASELINES
+
     gpus = sorted({g for t in problem.templates for g in t.gpu_types})
-    disaggregated = any(len(link) >= 2 for link in problem.links)
-    return ["homo", "homo-ilp", *(["cauchy"] if disaggregated else []), *[f"single:{g}" for g in gpus], "memp"]
+    names: list[str] = []
+    for b in BASELINES:
+        if b.applies(problem):
+            names.extend([f"single:{g}" for g in gpus] if b.name == "single" else [b.name])
+    return names
 
 
 def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> BaselineResult:
@@ -177,14 +172,14 @@ def run_baseline(name: str, problem: AllocationProblem, **options: Any) -> Basel
     PlanningError
         For an unknown name.
     """
-    if name.startswith("single:"):
-        from planning.baselines.single_type import single_type
+    from planning.baselines.registry import BASELINES, BY_NAME
 
-        return single_type(problem, name.split(":", 1)[1], **options)
-    reg = _registry()
-    if name not in reg:
-        raise PlanningError("baseline", f"unknown baseline {name!r}.", f"Use one of {[*reg, 'single:<gpu>']}.")
-    return reg[name](problem, **options)
+    if name.startswith("single:"):
+        return BY_NAME["single"].run(problem, name.split(":", 1)[1], **options)
+    if name not in BY_NAME or name == "single":
+        known = [b.name for b in BASELINES if b.name != "single"]
+        raise PlanningError("baseline", f"unknown baseline {name!r}.", f"Use one of {[*known, 'single:<gpu>']}.")
+    return BY_NAME[name].run(problem, **options)
 
 
 def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
@@ -217,14 +212,13 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     Cancelled
         When the caller cancels.
     """
+    from planning.baselines.registry import entry
+
     out: list[BaselineResult] = []
     names = baseline_names(problem)
     for i, name in enumerate(names):
-        opts = {}
-        if name == "homo" and "order" in options:
-            opts["order"] = options["order"]
-        if name == "memp":
-            opts = {k: v for k, v in options.items() if k in ("model_size", "gpu_memory_gb", "request_rate")}
+        spec = entry(name)
+        opts = {k: v for k, v in options.items() if spec is not None and k in spec.options}
         try:
             out.append(run_baseline(name, problem, cancel=cancel, **opts))
         except Cancelled:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -54,10 +55,13 @@ COMPARISON_SHARE = 0.10
 RESERVE_SHARE = 0.05  # held back for what runs after a step's deadline (baselines, assembly) on a busy machine
 
 
-def solve_finance(scenario: Scenario, *, context: EngineContext, progress: ProgressFn | None = None,
-                  cancel: CancelToken | None = None, dump_model: str | Path | None = None,
-                  with_baselines: bool = True) -> PlanResult:
+def solve_finance(scenario: Scenario, *, context: EngineContext, plan_hour: Callable[..., PlanResult],
+                  progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                  dump_model: str | Path | None = None, with_baselines: bool = True) -> PlanResult:
     """Size the commitments, plan the design hour with them and bill the horizon (module docstring).
+
+    ``plan_hour`` is the ordinary plan of one hour, :func:`planning.pipeline.solve` (which routes here and passes
+    itself, so this room never imports the pipeline): called with ``finance=False`` and the decided reservations.
 
     Raises
     ------
@@ -67,7 +71,6 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, progress: Progr
     Cancelled
         When the caller's ``cancel`` is set.
     """
-    from planning.pipeline import solve
     from planning.templates.sets import build_template_sets
 
     t0 = time.perf_counter()
@@ -110,8 +113,8 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, progress: Progr
     decided = with_decisions(scenario, candidates, sizing.counts if sizing is not None and sizing.has_plan else {})
     left = max(1.0, limit * (1 - RESERVE_SHARE) - (time.perf_counter() - t0))
     hour = replace(decided, options=replace(decided.options, time_limit_s=left))
-    result = solve(hour, context=context, progress=sub_progress(report, 0.6, 1.0), cancel=cancel,
-                   dump_model=dump_model, with_baselines=with_baselines, finance=False)
+    result = plan_hour(hour, context=context, progress=sub_progress(report, 0.6, 1.0), cancel=cancel,
+                       dump_model=dump_model, with_baselines=with_baselines, finance=False)
     resolved_hour = resolve_scenario(hour, context.catalog)
     if sizing is not None and sizing.has_plan and candidates:
         signed = [f"{n} × {c.shape} ({c.region}, {c.terms.term_years:g} y)" for c in candidates

@@ -77,7 +77,7 @@ class JobRunner:
         heartbeat_interval: float = 5.0,
         cancel_poll_interval: float = 0.2,
         processes: bool = False,
-        warm_modules: tuple[str, ...] = ("planning.api",),
+        warm_modules: tuple[str, ...] = ("planning.pipeline",),
         stall_after: float = 30.0,
         retries: int = 1,
     ) -> None:
@@ -434,7 +434,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2, *,
-                   processes: bool = False, warm_modules: tuple[str, ...] = ("planning.api",)) -> JobRunner:
+                   processes: bool = False, warm_modules: tuple[str, ...] = ("planning.pipeline",)) -> JobRunner:
     """One shared runner per store path in this process (e.g. for all Streamlit sessions).
 
     Parameters

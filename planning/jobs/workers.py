@@ -82,15 +82,16 @@ _CHILD_STORES: dict[str, JobStore] = {}
 _CURRENT: list[tuple[JobStore, str]] = []  # the job this worker runs now (read by the parent watch)
 
 
-def warm_worker(modules: tuple[str, ...] = ("planning.api",)) -> None:
+def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",)) -> None:
     """Import the engine and load the catalog and perf model once, so the first job a worker takes does not pay
-    ~2 s of imports (spawned workers start from a bare interpreter)."""
+    ~2 s of imports (spawned workers start from a bare interpreter). The face passes the modules its jobs use
+    (``ui.state``: ``planning.api`` and its solve modules); the engine itself never names the face."""
     import importlib
 
     for name in modules:
         importlib.import_module(name)
     with contextlib.suppress(Exception):  # a broken catalog is reported by the job that needs it, not here
-        from planning.api import engine_context
+        from planning.context import engine_context
 
         engine_context()
 

@@ -72,23 +72,23 @@ from planning.sharing.joint_columns import (
     ADD_PER_ROUND,
     BIG_M,
     EXACT_PER_ROUND,
-    _best_pattern,
-    _Duals,
-    _duals,
-    _enumerate,
-    _farley_bound,
-    _greedy_patterns,
-    _ilp,
-    _listing,
-    _Master,
-    _pattern_base,
-    _plan_costs,
-    _plan_rc_lower,
-    _price_plan,
-    _start_plans,
-    _template_rc,
+    ColumnMaster,
+    Duals,
+    best_pattern,
+    column_duals,
+    columns_ilp,
+    enumerate_patterns,
+    farley_bound,
+    greedy_patterns,
+    pattern_base,
+    pattern_listing,
+    plan_costs,
+    plan_rc_lower,
+    price_plan,
+    start_plans,
+    template_rc,
 )
-from planning.sharing.joint_model import DedicatedGroup, JointInstance, JointPlan, _Arrays
+from planning.sharing.joint_model import DedicatedGroup, JointArrays, JointInstance, JointPlan
 
 __all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]
 
@@ -141,14 +141,14 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
     def left() -> float:
         return max(0.05, min(time_limit_s - (time.perf_counter() - t0), time_left(cancel, time_limit_s)))
 
-    a = _Arrays.build(inst)
+    a = JointArrays.build(inst)
     allowed = [[i for i in a.fit_on[t] if inst.shareable[i].id not in inst.fixed_dedicated] for t in range(len(inst.types))]
     for m in inst.fixed_shared:
         i = a.shareable_index[m]
         if not any(i in al for al in allowed):
             raise PlanningError(f"sharing.{m}", "is forced to share but fits on no shared node type alone.",
                                 "dedicate it (raise the threshold above its rate) or offer a larger GPU.")
-    master = _Master(a)
+    master = ColumnMaster(a)
     for m in inst.fixed_shared:  # d fixed to 0: its column gets an upper bound of 0
         j = next(j for j, (kind, key) in enumerate(master.columns) if kind == "d" and key == a.shareable_index[m])
         master.h.changeColBounds(j, 0.0, 0.0)
@@ -163,7 +163,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         for n_ in start.nodes:
             t = next(t for t, nt in enumerate(inst.types) if nt.key == n_.type)
             master.add_pattern(t, tuple(sorted(a.shareable_index[m] for m in n_.models)))
-        for gi, q in _start_plans(a, start):
+        for gi, q in start_plans(a, start):
             master.add_plan(gi, q)
     for gi, g in enumerate(inst.groups):  # seeds: the best cost per throughput per region
         c = a.cost[gi] / np.maximum(g.throughput, 1e-12)[:, None]
@@ -175,41 +175,41 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
                 else:
                     master.add_template(gi, int(i), r)
         if a.planned[gi]:
-            master.add_plan(gi, _price_plan(a, _Duals.zero(a), gi)[1])
+            master.add_plan(gi, price_plan(a, Duals.zero(a), gi)[1])
     rounds = 0
     t_lp = time.perf_counter()
     while True:
         rounds += 1
         _caller_cancel(cancel, "sharing: column generation")
         z, y, values = master.solve()
-        du = _duals(master, y)
+        du = column_duals(master, y)
         added = 0
         for gi in range(len(inst.groups)):
             if a.planned[gi]:
-                if _plan_rc_lower(a, du, gi) < -1e-7 * a.max_cost:  # the knapsack's LP bound says it may pay
-                    rc_q, q_plan = _price_plan(a, du, gi)
+                if plan_rc_lower(a, du, gi) < -1e-7 * a.max_cost:  # the knapsack's LP bound says it may pay
+                    rc_q, q_plan = price_plan(a, du, gi)
                     if rc_q < -1e-7 * a.max_cost:
                         added += master.add_plan(gi, q_plan)
                 continue
-            rc = _template_rc(a, du, gi)
+            rc = template_rc(a, du, gi)
             neg = np.argwhere(rc < -1e-7 * a.max_cost)
             if neg.size:
                 order = np.argsort(rc[neg[:, 0], neg[:, 1]])[:ADD_PER_ROUND]
                 added += sum(master.add_template(gi, int(i), int(r)) for i, r in neg[order])
         tol = 1e-7 * a.max_cost
         greedy = sum(master.add_pattern(t, ms) for t in range(len(inst.types))
-                     for ms in _greedy_patterns(a, du, t, allowed[t], tol))
+                     for ms in greedy_patterns(a, du, t, allowed[t], tol))
         added += greedy
         if not greedy:  # the heuristic found nothing: list negative patterns, or the exact knapsack decides
             for t in range(len(inst.types)):
-                found, state = _listing(a, du, t, allowed[t], -tol, LIST_PER_ROUND, LIST_NODES)
+                found, state = pattern_listing(a, du, t, allowed[t], -tol, LIST_PER_ROUND, LIST_NODES)
                 added += sum(master.add_pattern(t, ms) for ms, _rc in found)
                 if found or state == "complete":  # columns, or the listing proved there are none
                     continue
                 pool = list(allowed[t])
                 for _ in range(EXACT_PER_ROUND):  # disjoint sets: several columns per (costly) exact search
-                    gain, ms = _best_pattern(a, du, t, pool, need=_pattern_base(a, du, t) + tol)
-                    if not ms or _pattern_base(a, du, t) - gain >= -tol:
+                    gain, ms = best_pattern(a, du, t, pool, need=pattern_base(a, du, t) + tol)
+                    if not ms or pattern_base(a, du, t) - gain >= -tol:
                         break
                     added += master.add_pattern(t, ms)
                     pool = [i for i in pool if i not in ms]
@@ -226,7 +226,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None, stats,
                          ("the LP relaxation has no solution: availability cannot hold every model, shared or "
                           "dedicated.",))
-    bound = z_lp if converged else _farley_bound(a, du, z, allowed, min(left(), 5.0))
+    bound = z_lp if converged else farley_bound(a, du, z, allowed, min(left(), 5.0))
     stats["farley_bound_per_hour"] = bound if not converged else z_lp
     stats["lp_converged"] = 1.0 if converged else 0.0
     R, Ks = inst.prices.shape
@@ -242,7 +242,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
                          prices, used)
     # the incumbent: the ILP over the generated columns
     t_ilp = time.perf_counter()
-    status, value, _b, best = _ilp(a, sorted(master.patterns), sorted(master.templates), min(left(), 10.0), start)
+    status, value, _b, best = columns_ilp(a, sorted(master.patterns), sorted(master.templates), min(left(), 10.0), start)
     if start is not None and start.has_plan and (best is None or start.cost_per_hour < value - 1e-9):
         best, value = start, start.cost_per_hour
     notes: list[str] = []
@@ -259,7 +259,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         over = False
         for t in range(len(inst.types)):
             cap = min(MAX_PATTERNS, int(PATTERNS_PER_SECOND * left()))  # the ILP must be built and solved in time
-            listed = _enumerate(a, du, t, allowed[t], delta, cap - len(pats))
+            listed = enumerate_patterns(a, du, t, allowed[t], delta, cap - len(pats))
             if listed is None:
                 over = True
                 break
@@ -272,12 +272,12 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         for gi in range(len(inst.groups)):
             # a planned group's template is in some plan of rc ≤ Δ only if c' − μ ≤ Δ (the plan's other items
             # have c' ≥ 0); a paired group's ν columns by their own reduced cost
-            rc = _plan_costs(a, du, gi) - du.y_dem[gi] if a.planned[gi] else _template_rc(a, du, gi)
+            rc = plan_costs(a, du, gi) - du.y_dem[gi] if a.planned[gi] else template_rc(a, du, gi)
             temps.update((gi, int(i), int(r)) for i, r in np.argwhere(rc <= delta + 1e-9))
         stats["patterns_in_ilp"] = float(len(pats))
         stats["templates_in_ilp"] = float(len(temps))
         _caller_cancel(cancel, "sharing: certificate ILP")
-        status, v, ilp_bound, plan = _ilp(a, sorted(pats), sorted(temps), left(), best)
+        status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), left(), best)
         if plan is not None and v < value - 1e-9:
             best, value = plan, v
         if status == "optimal" and v <= target + 1e-9 * max(1.0, target):

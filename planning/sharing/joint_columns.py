@@ -12,7 +12,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.sharing.joint_groups import cheapest_cover
-from planning.sharing.joint_model import JointPlan, _Arrays
+from planning.sharing.joint_model import JointArrays, JointPlan
 from planning.sharing.packing import Node, fits
 
 BIG_M = 1e4  # slack cost factor (× the dearest column): a positive slack proves the instance infeasible
@@ -22,13 +22,13 @@ ZERO = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------- the master LP
-class _Master:
+class ColumnMaster:
     """The restricted master LP (HiGHS, columns added as they are priced). Row layout:
     cover[i] (= 1, shareable model i) | demand[g] (≥; for a planned group its convexity row Σ_q w_q − d = 0, or
     = 1 when it must be dedicated) | card[g] (≥; unused for planned groups) | pair[(m, r, 0|1)] (≥ 0) |
     pairsum[m] (≥) | avail[r, k] (≤ A)."""
 
-    def __init__(self, a: _Arrays) -> None:
+    def __init__(self, a: JointArrays) -> None:
         import highspy
 
         self.a = a
@@ -163,7 +163,7 @@ class _Master:
 
 
 @dataclass
-class _Duals:
+class Duals:
     pi: np.ndarray  # cover (free)
     y_dem: np.ndarray  # ≥ 0 (free for a planned group's convexity row: μ_g)
     y_card: np.ndarray  # ≥ 0
@@ -171,23 +171,23 @@ class _Duals:
     sigma: np.ndarray  # (R, K) ≤ 0
 
     @classmethod
-    def zero(cls, a: _Arrays) -> _Duals:
+    def zero(cls, a: JointArrays) -> Duals:
         nS, nG = len(a.inst.shareable), len(a.inst.groups)
         return cls(np.zeros(nS), np.zeros(nG), np.zeros(nG), {}, np.zeros(a.inst.prices.shape))
 
 
-def _duals(master: _Master, y: np.ndarray) -> _Duals:
+def column_duals(master: ColumnMaster, y: np.ndarray) -> Duals:
     a = master.a
     R, Ks = a.inst.prices.shape
     nS, nG = len(a.inst.shareable), len(a.inst.groups)
     raw = y[master.o_dem:master.o_dem + nG]
-    return _Duals(pi=y[:nS].copy(), y_dem=np.where(a.planned, raw, np.maximum(raw, 0.0)),
+    return Duals(pi=y[:nS].copy(), y_dem=np.where(a.planned, raw, np.maximum(raw, 0.0)),
                   y_card=np.maximum(y[master.o_card:master.o_card + nG], 0.0),
                   y_pair={key: max(float(y[master.o_pair + i]), 0.0) for key, i in master.pair_rows.items()},
                   sigma=np.minimum(y[master.o_av:master.o_av + R * Ks].reshape(R, Ks), 0.0))
 
 
-def _template_rc(a: _Arrays, du: _Duals, gi: int) -> np.ndarray:
+def template_rc(a: JointArrays, du: Duals, gi: int) -> np.ndarray:
     """(n, R) reduced costs of group gi's template columns (inf where not sold)."""
     g = a.inst.groups[gi]
     rc = a.cost[gi] - g.usage.astype(float) @ du.sigma.T - (a.t_eff[gi] * du.y_dem[gi])[:, None] - du.y_card[gi]
@@ -198,14 +198,14 @@ def _template_rc(a: _Arrays, du: _Duals, gi: int) -> np.ndarray:
     return rc
 
 
-def _plan_costs(a: _Arrays, du: _Duals, gi: int) -> np.ndarray:
+def plan_costs(a: JointArrays, du: Duals, gi: int) -> np.ndarray:
     """(n, R) costs c' = c − Σ_k σ_rk U_τk of a planned group's (template, region) items (inf where not sold)."""
     return a.cost[gi] - a.inst.groups[gi].usage.astype(float) @ du.sigma.T
 
 
-def _price_plan(a: _Arrays, du: _Duals, gi: int) -> tuple[float, tuple[tuple[int, int, int], ...]]:
+def price_plan(a: JointArrays, du: Duals, gi: int) -> tuple[float, tuple[tuple[int, int, int], ...]]:
     """The cheapest plan of planned group gi under the duals: (its reduced cost, the plan)."""
-    c = _plan_costs(a, du, gi)
+    c = plan_costs(a, du, gi)
     g = a.inst.groups[gi]
     R = c.shape[1]
     value, counts = cheapest_cover(c.reshape(-1), np.repeat(g.throughput.astype(float), R), g.demand)
@@ -213,7 +213,7 @@ def _price_plan(a: _Arrays, du: _Duals, gi: int) -> tuple[float, tuple[tuple[int
     return value - float(du.y_dem[gi]), plan
 
 
-def _start_plans(a: _Arrays, start: JointPlan) -> list[tuple[int, tuple[tuple[int, int, int], ...]]]:
+def start_plans(a: JointArrays, start: JointPlan) -> list[tuple[int, tuple[tuple[int, int, int], ...]]]:
     """The whole-group plans of a known plan's dedicated instances (planned groups only)."""
     inst = a.inst
     index = {(g.ids[i], r_name): (gi, i, r) for gi, g in enumerate(inst.groups) if a.planned[gi]
@@ -226,26 +226,26 @@ def _start_plans(a: _Arrays, start: JointPlan) -> list[tuple[int, tuple[tuple[in
     return [(gi, tuple(sorted(p))) for gi, p in plans.items()]
 
 
-def _plan_rc_lower(a: _Arrays, du: _Duals, gi: int) -> float:
+def plan_rc_lower(a: JointArrays, du: Duals, gi: int) -> float:
     """A lower bound on every plan's reduced cost in group gi (the knapsack's LP bound): λ·min c'/min(T, λ) − μ."""
-    c = _plan_costs(a, du, gi)
+    c = plan_costs(a, du, gi)
     ratio = c / np.maximum(a.t_eff[gi], 1e-12)[:, None]
     best = float(ratio[np.isfinite(ratio)].min()) if np.isfinite(ratio).any() else math.inf
     return a.inst.groups[gi].demand * best - float(du.y_dem[gi])
 
 
-def _pattern_base(a: _Arrays, du: _Duals, t: int) -> float:
+def pattern_base(a: JointArrays, du: Duals, t: int) -> float:
     r, k = a.type_rk[t]
     return a.inst.types[t].price_per_hour - float(du.sigma[r, k])
 
 
 # ---------------------------------------------------------------------------------------------- pattern pricing
-def _greedy_patterns(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], tol: float) -> list[tuple[int, ...]]:
+def greedy_patterns(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], tol: float) -> list[tuple[int, ...]]:
     """Disjoint patterns of negative reduced cost, filled greedily in four orders (models by π per share of memory,
     of compute, of TTFT room, of the tightest of them): many columns per round cheaply; the exact knapsack
-    (:func:`_best_pattern`) proves convergence."""
+    (:func:`best_pattern`) proves convergence."""
     node = a.inst.types[t]
-    base = _pattern_base(a, du, t)
+    base = pattern_base(a, du, t)
     models = a.inst.shareable
 
     def shares(i: int) -> tuple[float, float, float]:
@@ -272,7 +272,7 @@ def _greedy_patterns(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], tol
     return sorted(out)
 
 
-def _best_pattern(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], need: float = -math.inf,
+def best_pattern(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], need: float = -math.inf,
                   seconds: float | None = None) -> tuple[float, tuple[int, ...]]:
     """A set of ``allowed`` models that fit together on type t with Σ π_m > ``need`` (binary knapsack, HiGHS):
     (Σ π of the set, the set), or (0, ()) when HiGHS proves none exists. With ``need`` = −inf: the maximum.
@@ -327,7 +327,7 @@ def _best_pattern(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], need: 
     return gain, chosen
 
 
-def _chosen(h: object, cand: Sequence[int], n: int, du: _Duals) -> tuple[tuple[int, ...], float]:
+def _chosen(h: object, cand: Sequence[int], n: int, du: Duals) -> tuple[tuple[int, ...], float]:
     """The knapsack's chosen models and their Σ π (((), 0) without a solution)."""
     if int(h.getInfo().primal_solution_status) != 2:  # type: ignore[attr-defined]
         return (), 0.0
@@ -336,21 +336,21 @@ def _chosen(h: object, cand: Sequence[int], n: int, du: _Duals) -> tuple[tuple[i
     return chosen, float(sum(du.pi[i] for i in chosen))
 
 
-def _enumerate(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: float, cap: int
+def enumerate_patterns(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], delta: float, cap: int
                ) -> list[tuple[tuple[int, ...], float]] | None:
     """Every pattern of type t over ``allowed`` models with reduced cost ≤ ``delta`` (None when more than
     ``cap``): depth-first over models by π descending; a branch is cut when even adding every remaining model of
     positive π that the memory left can hold (fractional knapsack) cannot bring rc down to ``delta``."""
-    out, state = _listing(a, du, t, allowed, delta, cap, math.inf)
+    out, state = pattern_listing(a, du, t, allowed, delta, cap, math.inf)
     return out if state == "complete" else None
 
 
-def _listing(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: float, cap: int, max_nodes: float
+def pattern_listing(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], delta: float, cap: int, max_nodes: float
              ) -> tuple[list[tuple[tuple[int, ...], float]], str]:
-    """:func:`_enumerate`'s search: (the patterns found, ``"complete"`` | ``"cap"`` (more than ``cap``) |
+    """:func:`enumerate_patterns`'s search: (the patterns found, ``"complete"`` | ``"cap"`` (more than ``cap``) |
     ``"nodes"`` (more than ``max_nodes`` search nodes: the listing is partial))."""
     node = a.inst.types[t]
-    base = _pattern_base(a, du, t)
+    base = pattern_base(a, du, t)
     order = sorted(allowed, key=lambda i: -du.pi[i])
     ms = [a.inst.shareable[i] for i in order]
     pis = np.array([du.pi[i] for i in order])
@@ -404,7 +404,7 @@ def _listing(a: _Arrays, du: _Duals, t: int, allowed: Sequence[int], delta: floa
 
 
 # ---------------------------------------------------------------------------------------------- the ILP
-def _ilp(a: _Arrays, patterns: Sequence[tuple[int, tuple[int, ...]]], templates: Sequence[tuple[int, int, int]],
+def columns_ilp(a: JointArrays, patterns: Sequence[tuple[int, tuple[int, ...]]], templates: Sequence[tuple[int, int, int]],
          time_limit_s: float, start: JointPlan | None = None) -> tuple[str, float, float, JointPlan | None]:
     """The master ILP over the given columns, to gap 0: (HiGHS status, value, dual bound, plan)."""
     import highspy
@@ -535,7 +535,7 @@ def _ilp(a: _Arrays, patterns: Sequence[tuple[int, tuple[int, ...]]], templates:
     return status, shared_cost + ded_cost, bound, plan
 
 
-def _farley_bound(a: _Arrays, du: _Duals, z_rmp: float, allowed: Sequence[Sequence[int]],
+def farley_bound(a: JointArrays, du: Duals, z_rmp: float, allowed: Sequence[Sequence[int]],
                   seconds: float) -> float:
     """A lower bound when column generation stopped early (Farley / Lagrangian): every column has rc ≥ the
     smallest one, and a plan buys at most κ_t nodes of type t (its availability, or one per model that fits), so
@@ -543,13 +543,13 @@ def _farley_bound(a: _Arrays, du: _Duals, z_rmp: float, allowed: Sequence[Sequen
     search stops early too). −inf when a template column is still negative (those are priced exhaustively)."""
     import highspy
 
-    if any((_template_rc(a, du, gi) < -1e-7 * a.max_cost).any() for gi in range(len(a.inst.groups))
+    if any((template_rc(a, du, gi) < -1e-7 * a.max_cost).any() for gi in range(len(a.inst.groups))
            if not a.planned[gi]):
         return -math.inf
     total = z_rmp  # the restricted master's LP value, slack included: a plan has no slack, so it is ≥ the full LP
     for gi in range(len(a.inst.groups)):  # a plan has one whole-group plan per planned group at most
         if a.planned[gi]:
-            total += min(0.0, _plan_rc_lower(a, du, gi))
+            total += min(0.0, plan_rc_lower(a, du, gi))
     per = max(0.05, seconds / max(1, len(a.inst.types)))
     for t, node in enumerate(a.inst.types):
         cand = [i for i in allowed[t] if du.pi[i] > ZERO]
@@ -557,13 +557,13 @@ def _farley_bound(a: _Arrays, du: _Duals, z_rmp: float, allowed: Sequence[Sequen
             continue
         upper = _knapsack_upper(a, du, t, cand, per, highspy)
         kappa = min(node.available, len(allowed[t]))
-        total += kappa * min(0.0, _pattern_base(a, du, t) - upper)
+        total += kappa * min(0.0, pattern_base(a, du, t) - upper)
     return total
 
 
-def _knapsack_upper(a: _Arrays, du: _Duals, t: int, cand: Sequence[int], seconds: float, highspy: object) -> float:
+def _knapsack_upper(a: JointArrays, du: Duals, t: int, cand: Sequence[int], seconds: float, highspy: object) -> float:
     """An upper bound on max Σ π x over sets of ``cand`` that fit on type t: the knapsack's dual bound within
     ``seconds`` (the sum of positive π when the search could not bound it)."""
     plain = float(du.pi[list(cand)].sum())
-    gain, _ms = _best_pattern(a, du, t, cand, seconds=seconds)
+    gain, _ms = best_pattern(a, du, t, cand, seconds=seconds)
     return plain if not math.isfinite(gain) else gain

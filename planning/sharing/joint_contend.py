@@ -160,10 +160,10 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
     -------
     Settled: the cheapest pair found, the best bound, and whether it is proven optimal.
     """
-    from planning.sharing.plan import _node_usage, _part_bound, _plan_usage, _remaining
+    from planning.sharing.parts import node_usage, part_bound, plan_usage, remaining
 
     cost_objective = scenario.objective.kind == "cost" and scenario.objective.budget_per_hour is None
-    used_s, used_f = _node_usage(nodes), _plan_usage(free)
+    used_s, used_f = node_usage(nodes), plan_usage(free)
     rows = contended(offers, used_s, used_f)
     notes: list[str] = []
     stats: dict[str, float] = {"contended_offers": float(len(rows)),
@@ -193,7 +193,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
         if deadline.expired():
             return
         t0 = time.perf_counter()
-        on = _remaining(sub, offers, _node_usage(nd))
+        on = remaining(sub, offers, node_usage(nd))
         with_baselines = baselines and not any(c[6] for c in best)
         add(label, pk, nd, solve_part(on, lo, with_baselines), on, with_baselines)
         timed("replan_seconds", t0)
@@ -250,7 +250,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
                 at = solve_part(priced(sub, offers, dearer), 0.7, False) if dearer else free
                 if at.status not in ("optimal", "feasible"):
                     break
-                lagrange = lb_s + _part_bound(at.cost_per_hour, at.mip_gap, None) - sum(
+                lagrange = lb_s + part_bound(at.cost_per_hour, at.mip_gap, None) - sum(
                     delta[key] * rows[key] for key in rows)
                 stats["multiplier_rounds"] = float(it + 1)
                 if math.isfinite(lagrange) and (bound is None or lagrange > bound + 1e-9):
@@ -263,7 +263,7 @@ def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], p
                                      f"nodes priced at their value to the packing ({priced_at or 'no extra price'}).")
                 else:
                     theta /= 2
-                taken = _plan_usage(at)
+                taken = plan_usage(at)
                 split = tuple(taken.get(key, 0) for key in rows)
                 if split not in splits:  # a split not tried: the packing on what this plan leaves, then re-planned
                     splits.add(split)
@@ -328,7 +328,8 @@ def pack_on(taken: Usage, scenario: Scenario, profiles: Sequence[ModelProfile], 
             method: str, deadline: Deadline) -> tuple[Packing, tuple[SharedNode, ...]] | None:
     """The shared models (``profiles``, profiled on ``types`` once) packed on what ``taken`` leaves of ``types``
     (None when they cannot be)."""
-    from planning.sharing.plan import _shared_nodes, _tail_models, pack_tail
+    from planning.sharing.parts import shared_nodes, tail_models
+    from planning.sharing.plan import pack_tail
 
     rest = []
     for t in types:
@@ -337,10 +338,10 @@ def pack_on(taken: Usage, scenario: Scenario, profiles: Sequence[ModelProfile], 
         if left > 0:
             rest.append(replace(t, available=left))
     try:
-        packing = pack_tail(scenario, _tail_models(profiles, rest), rest, method, deadline)
+        packing = pack_tail(scenario, tail_models(profiles, rest), rest, method, deadline)
     except PlanningError:
         return None
-    return (packing, _shared_nodes(packing, profiles, rest)) if packing.feasible else None
+    return (packing, shared_nodes(packing, profiles, rest)) if packing.feasible else None
 
 
 def shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType], method: str,
@@ -352,8 +353,8 @@ def shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequenc
     if method != "exact":
         return -math.inf, {}, {}
     from planning.sharing.joint_plan import packing_lp
-    from planning.sharing.plan import _tail_models
+    from planning.sharing.parts import tail_models
 
-    tail = [m for m in _tail_models(profiles, types) if any(fits([m], t) for t in types)]
+    tail = [m for m in tail_models(profiles, types) if any(fits([m], t) for t in types)]
     return packing_lp(tail, types, time_limit_s=time_left(deadline, 15.0, 0.2), cancel=deadline, extra=extra,
                       lp_only=not extra)

@@ -83,7 +83,7 @@ class JointPlan:
 
 # ---------------------------------------------------------------------------------------------- instance arrays
 @dataclass
-class _Arrays:
+class JointArrays:
     """Indexing shared by the LP, the enumeration and the ILP."""
 
     inst: JointInstance
@@ -99,7 +99,7 @@ class _Arrays:
     max_cost: float
 
     @classmethod
-    def build(cls, inst: JointInstance) -> _Arrays:
+    def build(cls, inst: JointInstance) -> JointArrays:
         rk = []
         for t in inst.types:
             region, shape = t.key.split(" ", 1)

@@ -80,13 +80,14 @@ def joint_instance(scenario: Scenario, ctx: EngineContext, progress: ProgressFn 
         A model that can neither share nor be dedicated (no template serves it and it fits on no shared node).
     """
     from planning.resolve import resolve_scenario
-    from planning.sharing.plan import _tail_models, shared_profiles
+    from planning.sharing.parts import tail_models
+    from planning.sharing.plan import shared_profiles
     from planning.templates.sets import build_template_sets
 
     threshold = scenario.options.sharing_threshold_rps
     ids = [m.id for m in scenario.models]
     profiles, types = shared_profiles(scenario, ctx, ids)
-    tail = _tail_models(profiles, types)
+    tail = tail_models(profiles, types)
     fit_nowhere = [m.id for m in tail if not any(fits([m], t) for t in types)]
     allowed = {m.id for m in scenario.models if threshold is None or m.demand.rate_rps < threshold}
     shareable = [m for m in tail if m.id not in fit_nowhere and m.id in allowed]
@@ -211,6 +212,41 @@ def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence
     return replace(inst, fixed_shared=below, fixed_dedicated=frozenset(m.id for m in shareable) - below)
 
 
+def _split_fields(split: str, by_rule: JointPlan, free: JointPlan | None, chosen: JointPlan,
+                  notes: list[str]) -> dict[str, Any]:
+    """The ``SharingResult`` fields that report the split (the threshold split's cost, status and gap, the chosen
+    model's bound, gap and stats); notes how much the joint split saves over the threshold split."""
+    rule_cost = by_rule.cost_per_hour if by_rule.has_plan else None
+    if split == "joint" and free is not None and free.has_plan and rule_cost is not None:
+        saved = rule_cost - free.cost_per_hour
+        notes.append(f"joint split ${free.cost_per_hour:,.2f}/h vs the threshold split ${rule_cost:,.2f}/h "
+                     f"({100 * saved / rule_cost:.2f} % cheaper; both "
+                     + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
+                     + ").")
+    return {"split": split, "threshold_split_cost_per_hour": rule_cost, "threshold_split_status": by_rule.status,
+            "threshold_split_gap": by_rule.gap, "bound_per_hour": chosen.bound if math.isfinite(chosen.bound) else None,
+            "gap": chosen.gap, "stats": dict(chosen.stats)}
+
+
+def _never_dearer(sub: Scenario, ctx: EngineContext, sets: Sequence[TemplateSet], chosen: JointPlan, dedicated: PlanResult,
+                  notes: list[str]) -> PlanResult:
+    """The dedicated re-plan, or the joint model's own instance counts planned on what the shared nodes leave when
+    the re-plan stopped above what the joint model priced (its own limit): never dearer."""
+    if not (not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL):
+        return dedicated
+    own = plan_of_counts(sub, ctx, sets, chosen.counts)
+    if not (own.has_plan and (not dedicated.has_plan or own.cost_per_hour < dedicated.cost_per_hour - TOL)):
+        return dedicated
+    was = (f"${dedicated.cost_per_hour:,.2f}/h, status {dedicated.status}" if dedicated.has_plan
+           else f"no plan, status {dedicated.status}")
+    notes.append(f"the dedicated models are planned with the joint model's own instances "
+                 f"(${own.cost_per_hour:,.2f}/h): the allocation engine's re-plan on what the shared "
+                 f"nodes leave stopped above it ({was}).")
+    # the joint certificate covers shared + dedicated together: the joint status and gap hold
+    return replace(own, status="optimal" if chosen.status == "optimal" else "feasible", mip_gap=chosen.gap,
+                   baselines=dedicated.baselines)
+
+
 def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
                         solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
                         progress: ProgressFn | None = None, cancel: CancelToken | None = None,
@@ -227,21 +263,15 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     split:
         ``"joint"`` or ``"threshold"``.
     solve_dedicated:
-        ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.api.solve``).
+        ``f(scenario) -> PlanResult`` for the dedicated models (default ``planning.pipeline.solve`` under ``ctx``).
     progress, cancel:
         The run contract; ``options.time_limit_s`` bounds the whole call (both solves and the re-plan).
     baselines:
         The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
-    from planning import api
-    from planning.sharing.plan import (
-        MIN_PART_S,
-        SharingResult,
-        _remaining,
-        _resolve,
-        _shared_nodes,
-        models_subset,
-    )
+    from planning.pipeline import solve as solve_plan
+    from planning.sharing.parts import remaining, resolve_parts, shared_nodes
+    from planning.sharing.plan import MIN_PART_S, SharingResult, models_subset
 
     t0 = time.perf_counter()
     limit = scenario.options.time_limit_s
@@ -274,52 +304,35 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     seconds = {"profile_seconds": t1 - t0, "joint_seconds": time.perf_counter() - t1}
     notes.extend(chosen.notes)
     threshold = scenario.options.sharing_threshold_rps
-    rule_cost = by_rule.cost_per_hour if by_rule.has_plan else None
-    extra: dict[str, Any] = {"split": split, "threshold_split_cost_per_hour": rule_cost, "threshold_split_status": by_rule.status,
-             "threshold_split_gap": by_rule.gap, "bound_per_hour": chosen.bound if math.isfinite(chosen.bound) else None,
-             "gap": chosen.gap, "stats": dict(chosen.stats)}
-    if split == "joint" and free is not None and free.has_plan and rule_cost is not None:
-        saved = rule_cost - free.cost_per_hour
-        notes.append(f"joint split ${free.cost_per_hour:,.2f}/h vs the threshold split ${rule_cost:,.2f}/h "
-                     f"({100 * saved / rule_cost:.2f} % cheaper; both "
-                     + ("certified" if free.status == by_rule.status == "optimal" else "with their proven gaps")
-                     + ").")
+    extra = _split_fields(split, by_rule, free, chosen, notes)
     if not chosen.has_plan:
-        return SharingResult("exact", chosen.status, threshold, (), math.inf, chosen.status, chosen.gap, None,
-                             tuple(m.id for m in shareable), tuple(inst.models), {**seconds}, tuple(notes), **extra)
+        return SharingResult(sharing="exact", status=chosen.status, threshold_rps=threshold, shared_nodes=(),
+                             shared_cost_per_hour=math.inf, shared_status=chosen.status, shared_gap=chosen.gap,
+                             dedicated=None, shared_models=tuple(m.id for m in shareable),
+                             dedicated_models=tuple(inst.models), timings={**seconds}, notes=tuple(notes), **extra)
     packing = Packing(chosen.nodes, chosen.shared_cost_per_hour, chosen.status, "exact", chosen.gap)
-    nodes = _shared_nodes(packing, profiles, types)
+    nodes = shared_nodes(packing, profiles, types)
     dedicated_ids = list(chosen.dedicated)
     dedicated: PlanResult | None = None
     if dedicated_ids:
         step(0.8, f"dedicated templates for {len(dedicated_ids)} models on what the shared nodes leave")
-        offers, _ = _resolve(scenario, ctx.catalog)
+        offers, _ = resolve_parts(scenario, ctx.catalog)
         sub = replace(scenario, models=models_subset(scenario, dedicated_ids),
                       options=replace(scenario.options, sharing="off"))
-        sub = _remaining(sub, offers, nodes)
+        sub = remaining(sub, offers, nodes)
         if solve_dedicated is not None:
             dedicated = solve_dedicated(sub)
         else:
             part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
-            dedicated = api.solve(part, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
-                                  with_baselines=baselines)
-        if not dedicated.has_plan or dedicated.cost_per_hour > chosen.dedicated_cost_per_hour * (1 + 1e-6) + TOL:
-            # the re-plan stopped above what the joint model priced (its own limit): the joint model's instance
-            # counts are a plan on what the shared nodes leave, so they are planned instead (never dearer)
-            own = plan_of_counts(sub, ctx, sets, chosen.counts)
-            if own.has_plan and (not dedicated.has_plan or own.cost_per_hour < dedicated.cost_per_hour - TOL):
-                was = (f"${dedicated.cost_per_hour:,.2f}/h, status {dedicated.status}" if dedicated.has_plan
-                       else f"no plan, status {dedicated.status}")
-                notes.append(f"the dedicated models are planned with the joint model's own instances "
-                             f"(${own.cost_per_hour:,.2f}/h): the allocation engine's re-plan on what the shared "
-                             f"nodes leave stopped above it ({was}).")
-                # the joint certificate covers shared + dedicated together: the joint status and gap hold
-                dedicated = replace(own, status="optimal" if chosen.status == "optimal" else "feasible",
-                                    mip_gap=chosen.gap, baselines=dedicated.baselines)
+            dedicated = solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
+                                   with_baselines=baselines)
+        dedicated = _never_dearer(sub, ctx, sets, chosen, dedicated, notes)
     ok = dedicated is None or dedicated.has_plan
     status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok else (dedicated.status if dedicated is not None else "infeasible")
     seconds["total_seconds"] = time.perf_counter() - t0
     shared_ids = tuple(m for n in chosen.nodes for m in n.models)
-    return SharingResult("exact", status, threshold, nodes, chosen.shared_cost_per_hour, chosen.status, chosen.gap,
-                         dedicated, shared_ids, tuple(dedicated_ids), seconds, tuple(notes), **extra)
+    return SharingResult(sharing="exact", status=status, threshold_rps=threshold, shared_nodes=nodes,
+                         shared_cost_per_hour=chosen.shared_cost_per_hour, shared_status=chosen.status,
+                         shared_gap=chosen.gap, dedicated=dedicated, shared_models=shared_ids,
+                         dedicated_models=tuple(dedicated_ids), timings=seconds, notes=tuple(notes), **extra)

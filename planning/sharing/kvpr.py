@@ -157,7 +157,7 @@ def kvpr_placement(models: Sequence[KvprModel], n_gpus: int, capacity: float, *,
     return KvprPlacement(parts, tuple(gpu_of), ratios, max(ratios), factor, "kvpr")
 
 
-def _partitions(n: int, blocks: int) -> Iterator[list[int]]:
+def kvpr_partitions(n: int, blocks: int) -> Iterator[list[int]]:
     """Restricted growth strings: every partition of n items into at most ``blocks`` unlabeled blocks."""
     labels = [0] * n
 
@@ -197,7 +197,7 @@ def exact_kvpr_placement(models: Sequence[KvprModel], n_gpus: int, capacity: flo
         raise PlanningError("models", f"{len(parts)} parts; the exact placement enumerates partitions.",
                             f"use at most {EXACT_MAX_PARTS} parts, or the kvpr heuristic.")
     best_val, best_labels = math.inf, [0] * len(parts)
-    for labels in _partitions(len(parts), n_gpus):
+    for labels in kvpr_partitions(len(parts), n_gpus):
         wr = [0.0] * n_gpus
         kv = [float(capacity)] * n_gpus
         seen: list[set[str]] = [set() for _ in range(n_gpus)]

@@ -416,13 +416,13 @@ def brute_force_packing(models: Sequence[TailModel], types: Sequence[NodeType]) 
     PlanningError
         More than 7 models.
     """
-    from planning.sharing.kvpr import _partitions
+    from planning.sharing.kvpr import kvpr_partitions
 
     if len(models) > 7:
         raise PlanningError("models", f"{len(models)} models; brute force enumerates partitions.", "use at most 7.")
     t0 = time.perf_counter()
     best_cost, best_nodes = math.inf, cast(tuple[Node, ...], ())
-    for labels in _partitions(len(models), len(models)):
+    for labels in kvpr_partitions(len(models), len(models)):
         blocks = [[models[i] for i in range(len(models)) if labels[i] == b] for b in range(max(labels, default=-1) + 1)]
         options = [[t for t in types if fits(block, t)] for block in blocks]
         if any(not o for o in options):

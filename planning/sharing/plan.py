@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from planning.catalog.schema import Catalog, ModelSpec, parse_shape
+from planning.catalog.schema import parse_shape
 from planning.context import (
     Cancelled,
     CancelToken,
@@ -36,20 +36,26 @@ from planning.context import (
     EngineContext,
     ProgressFn,
     check_cancel,
+    engine_context,
     time_left,
 )
 from planning.errors import PlanningError
 from planning.result import PlanResult
-from planning.scenario import AvailabilityOverride, ModelRequest, Objective, Scenario
+from planning.scenario import ModelRequest, Objective, Scenario
 from planning.sharing.packing import NodeType, Packing, TailModel, exact_packing, fits, kvpr_packing
+from planning.sharing.parts import node_usage as _node_usage
+from planning.sharing.parts import part_bound as _part_bound
+from planning.sharing.parts import plan_usage as _plan_usage
+from planning.sharing.parts import resolve_parts as _resolve
+from planning.sharing.parts import shared_nodes as _shared_nodes
+from planning.sharing.parts import tail_models as _tail_models
 from planning.sharing.profiles import (
     ModelProfile,
     model_profile,
-    node_attainment,
     perf_with_specs,
     usable_memory_gb,
 )
-from planning.sharing.result import SharedModel, SharedNode, SharingResult
+from planning.sharing.result import SharingResult
 
 if TYPE_CHECKING:
     from planning.offers import ResolvedOffer
@@ -91,14 +97,6 @@ def _node_types(offers: Sequence[ResolvedOffer], perf: PerfModel) -> list[NodeTy
     return types
 
 
-def _resolve(scenario: Scenario, catalog: Catalog) -> tuple[list[ResolvedOffer], dict[str, ModelSpec]]:
-    """Offers and model specs through the engine's resolve step."""
-    from planning.offers import resolve_offers
-    from planning.resolve import resolve_models
-
-    return resolve_offers(scenario, catalog), resolve_models(scenario, catalog)
-
-
 # The last scenario's profiles (strong references: an identity match is the same objects): the exact path profiles
 # every model once to see how fast this machine is, and the joint model then reads them instead of profiling again.
 _LAST_PROFILES: list[tuple[EngineContext, Scenario, list[NodeType], dict[str, ModelProfile]]] = []
@@ -125,26 +123,6 @@ def shared_profiles(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[
             check_cancel(cancel, f"profiling the shared models ({mid})")
             known[mid] = model_profile(scenario.model(mid), specs[mid], perf, gpus)
     return [known[mid] for mid in model_ids], list(types)
-
-
-TTFT_PREFILL_FRACTION = 0.5  # κ: a prefill slowed by co-located decodes may take at most half its TTFT SLO
-
-
-def _tail_models(profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> list[TailModel]:
-    """Packing inputs: loads at the mean rate; the (ttft) rows use decode shares at √burstiness × the mean
-    rate (the same burst scaling as :func:`planning.sharing.profiles.node_attainment`)."""
-    out = []
-    for p in profiles:
-        ok = [t for t in types if _gpu_of(t) in p.gpus]
-        load = {t.key: p.gpus[_gpu_of(t)].load for t in ok}
-        decode = {t.key: math.sqrt(p.burstiness) * p.gpus[_gpu_of(t)].decode_load for t in ok}
-        prefill = {t.key: p.gpus[_gpu_of(t)].prefill_ms / 1e3 / (TTFT_PREFILL_FRACTION * p.ttft_s) for t in ok}
-        out.append(TailModel(p.id, p.weights_gb, p.kv_pool_gb, p.weighted_rate, load, decode, prefill))
-    return out
-
-
-def _gpu_of(t: NodeType) -> str:
-    return parse_shape(t.key.split(" ", 1)[1])[1]
 
 
 def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], method: str,
@@ -180,52 +158,11 @@ def pack_tail(scenario: Scenario, tail: Sequence[TailModel], types: Sequence[Nod
     return exact_packing(tail, types, time_limit_s=time_left(cancel, limit, 0.2), mip_rel_gap=scenario.options.mip_rel_gap)
 
 
-def _shared_nodes(packing: Packing, profiles: Sequence[ModelProfile], types: Sequence[NodeType]) -> tuple[SharedNode, ...]:
-    by_id = {p.id: p for p in profiles}
-    by_key = {t.key: t for t in types}
-    nodes = []
-    for n in packing.nodes:
-        t = by_key[n.type]
-        gpu = _gpu_of(t)
-        region, shape = t.key.split(" ", 1)
-        est = node_attainment([by_id[m] for m in n.models], gpu)
-        nodes.append(SharedNode(region, shape, gpu, t.price_per_hour, t.capacity_gb, tuple(
-            SharedModel(m, by_id[m].base, by_id[m].rate_rps, by_id[m].weights_gb, by_id[m].kv_pool_gb,
-                        by_id[m].gpus[gpu].load, est[m]) for m in n.models)))
-    return tuple(nodes)
-
-
-def _node_usage(nodes: Sequence[SharedNode]) -> dict[tuple[str, str], int]:
-    used: dict[tuple[str, str], int] = {}
-    for n in nodes:
-        used[(n.region, n.shape)] = used.get((n.region, n.shape), 0) + 1
-    return used
-
-
-def _plan_usage(plan: PlanResult) -> dict[tuple[str, str], int]:
-    used: dict[tuple[str, str], int] = {}
-    for inst in plan.instances:
-        for shape, k in inst.usage.items():
-            used[(inst.region, shape)] = used.get((inst.region, shape), 0) + int(k) * int(inst.count)
-    return used
-
-
 def _fits_together(offers: Sequence[ResolvedOffer], *usages: Mapping[tuple[str, str], int]) -> bool:
     """Whether the summed node counts stay within every (region, shape)'s availability."""
     from planning.sharing.joint_contend import contended
 
     return not contended(offers, *usages)
-
-
-def _remaining(scenario: Scenario, offers: Sequence[ResolvedOffer],
-               nodes: Sequence[SharedNode] | Mapping[tuple[str, str], int]
-               ) -> Scenario:
-    """``scenario`` with the given shared nodes (or node counts per (region, shape)) subtracted from availability."""
-    used = dict(nodes) if isinstance(nodes, Mapping) else _node_usage(nodes)
-    overrides = [a for a in scenario.availability_overrides if (a.region, a.shape) not in used]
-    by_key = {(o.region, o.shape): o for o in offers}
-    overrides += [AvailabilityOverride(r, s, max(0, by_key[(r, s)].available - k)) for (r, s), k in sorted(used.items())]
-    return replace(scenario, availability_overrides=tuple(overrides))
 
 
 def solve_shared(scenario: Scenario, *, method: str | None = None, context: EngineContext | None = None,
@@ -241,9 +178,9 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     method:
         ``"kvpr"`` or ``"exact"`` (default: ``options.sharing``; ``"off"`` there means ``"kvpr"``).
     context:
-        An engine context (catalog + perf model); default ``planning.api.engine_context()``.
+        An engine context (catalog + perf model); default ``planning.context.engine_context()``.
     solve_dedicated:
-        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.api.solve``).
+        ``f(scenario) -> PlanResult`` for the popular models (default ``planning.pipeline.solve`` under ``context``).
     progress, cancel:
         As for ``planning.api.solve`` (cancel is checked between the steps and inside the dedicated solve).
         ``options.time_limit_s`` bounds the whole call: the packing MILP and each dedicated solve get the time
@@ -262,8 +199,6 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     PlanningError
         Inputs the sharing step cannot plan (no single-GPU node type, a model fitting nowhere), with the fix.
     """
-    from planning import api
-
     def step(fraction: float, message: str) -> None:
         check_cancel(cancel, message)
         if progress is not None:
@@ -271,7 +206,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
 
     t0 = time.perf_counter()
     deadline = Deadline(scenario.options.time_limit_s, cancel)  # one limit for the whole call
-    ctx = context or api.engine_context()
+    ctx = context or engine_context()
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
     from planning.sharing.joint_plan import solve_joint_sharing, supported
 
@@ -346,7 +281,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                   step: Callable[[float, str], None], solve_dedicated: Callable[[Scenario], PlanResult] | None,
                   progress: ProgressFn | None, cancel: CancelToken | None, baselines: bool = True) -> SharingResult:
     """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
-    from planning import api
+    from planning.pipeline import solve as solve_plan
     from planning.sharing.joint_contend import pack_on, settle, shared_lp
 
     profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
@@ -398,8 +333,8 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
             check_cancel(deadline, "the dedicated models' plan")
             left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
             part = replace(part, options=replace(part.options, time_limit_s=left))
-            return api.solve(part, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
-                             if progress is not None else None, with_baselines=with_baselines and baselines)
+            return solve_plan(part, context=ctx, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
+                              if progress is not None else None, with_baselines=with_baselines and baselines)
 
         # the popular models' optimum with every node available; its baselines only when it is the answer (below)
         free = solve_part(sub, 0.5, with_baselines=False)
@@ -449,13 +384,6 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                          stats=stats)
 
 
-def _part_bound(cost: float, gap: float | None, bound: float | None) -> float:
-    """A part's proven lower bound: its own, else cost × (1 − gap); −inf when none is proven."""
-    if bound is not None and math.isfinite(bound):
-        return bound
-    return cost * (1.0 - gap) if gap is not None and math.isfinite(cost) else -math.inf
-
-
 COLUMN_PACKING_MIN = 2_000
 """Models × node types from which the exact packing is solved by column generation (``joint_plan.column_packing``)
 instead of the compact MILP of ``planning.sharing.packing`` (whose symmetric node copies grow with the product)."""
@@ -492,7 +420,7 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
     One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
     shared_models (count).
     """
-    from planning.api_fanout import fan_out
+    from planning.parallel import fan_out
 
     points = [(scenario.to_dict(), th, method) for th in thresholds]
     labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]

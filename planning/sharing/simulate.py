@@ -307,10 +307,10 @@ def simulate_sharing(result: SharingResult, scenario: Scenario, *, context: Engi
     PlanningError
         As :func:`simulate_node`.
     """
-    from planning import api
+    from planning.context import engine_context
     from planning.sharing.plan import shared_profiles
 
-    ctx = context or api.engine_context()
+    ctx = context or engine_context()
     ids = [m.model for node in result.shared_nodes for m in node.models]
     profiles, _types = shared_profiles(scenario, ctx, ids) if ids else ([], [])
     by_id: Mapping[str, ModelProfile] = {p.id: p for p in profiles}

@@ -1,5 +1,6 @@
 """Request-level discrete-event simulator that checks plans: latencies, SLO attainment, goodput, headroom."""
 
+from planning.simulate.bench import benchmark, replay
 from planning.simulate.metrics import (
     BenchmarkResult,
     HeadroomResult,
@@ -12,12 +13,10 @@ from planning.simulate.run import (
     ROUTERS,
     SimConfig,
     Topology,
-    benchmark,
     build_topology,
     engine_token_budgets,
     headroom,
     load_trace,
-    replay,
     simulate_plan,
     simulate_topology,
 )

@@ -17,8 +17,8 @@ from planning.errors import PlanningError
 from planning.perf.engines import EngineSetup, published_engine
 from planning.perf.model import PerfModel
 from planning.perf.validation import in_flight
+from planning.simulate.bench import benchmark, replay
 from planning.simulate.metrics import BenchmarkResult
-from planning.simulate.run import benchmark, replay
 
 CLOSED_LOOP_PATH = Path(__file__).resolve().parents[2] / "data" / "validation" / "closed_loop.csv"
 COLUMNS = ("id", "source", "reference", "engine", "engine_version", "model", "gpu", "n_gpus", "tp", "pp", "dtype",

@@ -1,35 +1,15 @@
-"""The library's process pool: one long-lived spawn pool per worker count; batches of chunks per task."""
+"""The library's pool tasks: batches of chunks per task, on the engine's long-lived spawn pool
+(:func:`planning.spawning.shared_pool`, re-exported here)."""
 
 from __future__ import annotations
 
-import atexit
-import threading
-from concurrent.futures import ProcessPoolExecutor
-
 import numpy as np
 
-from planning.spawning import spawn_context
+from planning.spawning import shared_pool
 from planning.templates.chunks import ChunkResult, solve_chunk_general, solve_chunk_monotone
 from planning.templates.partitions import Block
 
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def shared_pool(workers: int) -> ProcessPoolExecutor:
-    """One long-lived process pool per worker count (spawning and importing numpy costs ~1 s per pool).
-
-    "spawn", not fork: the library is also built from worker threads of a running server (Streamlit), where
-    forking a multi-threaded process can deadlock on locks held by other threads. The workers do not re-run the
-    caller's script (``planning.spawning``), so a script without a ``__main__`` guard works too.
-    """
-    with _POOLS_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None:
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(die_with_parent=True))
-            _POOLS[workers] = pool
-            atexit.register(pool.shutdown, wait=False, cancel_futures=True)
-        return pool
+__all__ = ["shared_pool", "solve_batch", "solve_task"]
 
 
 def solve_batch(args: tuple[np.ndarray, int, bool, list[tuple[Block, np.ndarray]]]) -> list[ChunkResult]:

@@ -41,13 +41,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from planning.context import CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
+from planning.timeline.horizon_data import (
+    HorizonData,
+    HorizonGroup,
+    HorizonPlan,
+    HorizonProblem,
+    min_subarray,
+)
 from planning.timeline.horizon_ilp import pairs_ilp_within, run_until, schedule_value
+
+__all__ = ["HorizonData", "HorizonGroup", "HorizonPlan", "HorizonProblem", "solve_horizon"]
 
 BIG_M = 1e4
 INITIAL_PER_GROUP_REGION = 24
@@ -61,103 +70,12 @@ ILP_COLUMNS_PER_S = 8_000  # a later attempt starts only with (integer columns /
 # presolve and feasibility jump took 4.6 s on 62,000 (coral-core's day) before its first interrupt point
 
 
-@dataclass(frozen=True, eq=False)
-class HorizonGroup:
-    """One (model, phase) group: template rows over the global shapes (``usage[i, k]``), throughput, keys."""
-
-    id: str
-    model: str
-    phase: str
-    usage: np.ndarray
-    throughput: np.ndarray
-    keys: tuple[str, ...]
-
-
-@dataclass(frozen=True, eq=False)
-class HorizonProblem:
-    """The MILP's data (module docstring). ``available[e, r, k]``, ``demand[e, g]``, ``prices[r, k]`` (NaN where
-    not sold); ``running`` maps (group, row, region index) → ν′; ``links`` pairs (prefill, decode) group indices."""
-
-    groups: tuple[HorizonGroup, ...]
-    regions: tuple[str, ...]
-    shapes: tuple[str, ...]
-    prices: np.ndarray
-    available: np.ndarray
-    demand: np.ndarray
-    hours: float
-    K: float
-    running: Mapping[tuple[int, int, int], int] = field(default_factory=dict)
-    links: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def epochs(self) -> int:
-        return int(self.demand.shape[0])
-
-
-@dataclass(frozen=True)
-class HorizonPlan:
-    """The answer: per epoch the instances (group, row, region) → ν, the total cost, the proof."""
-
-    status: str  # optimal | feasible | infeasible | time_limit
-    counts: tuple[Mapping[tuple[int, int, int], int], ...]
-    value: float
-    bound: float
-    gap: float | None
-    lp_slack: bool = False  # the LP needs slack: some epoch's demand cannot be met
-    stats: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def has_plan(self) -> bool:
-        return math.isfinite(self.value)
-
-
-# ---------------------------------------------------------------------------------------------- arrays
-@dataclass
-class _Data:
-    p: HorizonProblem
-    cost: list[np.ndarray]  # per group (n, R): c_j $/h, inf where not sold
-    t_eff: list[np.ndarray]  # per group (n, E): min(T, D_eg)
-    card: np.ndarray  # (E, G)
-    link_of: dict[int, tuple[int, int]]  # group -> (link index, 0 prefill | 1 decode)
-    max_cost: float
-
-    @classmethod
-    def build(cls, p: HorizonProblem) -> _Data:
-        offered = ~np.isnan(p.prices)
-        price0 = np.nan_to_num(p.prices, nan=0.0)
-        cost, t_eff = [], []
-        card = np.zeros((p.epochs, len(p.groups)))
-        for gi, g in enumerate(p.groups):
-            u = g.usage.astype(float)
-            c = u @ price0.T
-            c[(u > 0) @ (~offered).T] = np.inf
-            c[g.throughput <= 0, :] = np.inf
-            cost.append(c)
-            t_eff.append(np.minimum(g.throughput[:, None], np.maximum(p.demand[:, gi][None, :], 0.0)))
-            tmax = float(g.throughput.max()) if g.throughput.size else 0.0
-            card[:, gi] = np.where(p.demand[:, gi] > 0, np.ceil(p.demand[:, gi] / max(tmax, 1e-12) - 1e-9), 0.0)
-        link_of = {}
-        if len(p.regions) > 1:
-            for li, (gp, gd) in enumerate(p.links):
-                link_of[gp], link_of[gd] = (li, 0), (li, 1)
-        finite = [float(c[np.isfinite(c)].max()) for c in cost if np.isfinite(c).any()]
-        return cls(p, cost, t_eff, card, link_of, max(finite, default=1.0) * max(p.hours, 1e-9) * (1 + p.K))
-
-
-def _min_subarray(b: np.ndarray) -> np.ndarray:
-    """min over contiguous [s, f] of Σ_{e=s}^{f} b[..., e] (the last axis), vectorised: C_f − max(0, C_0 … C_{f−1})
-    minimised over f, with C the prefix sums."""
-    csum = np.cumsum(b, axis=-1)
-    prev = np.concatenate([np.zeros((*b.shape[:-1], 1)), csum[..., :-1]], axis=-1)
-    return (csum - np.maximum.accumulate(prev, axis=-1)).min(axis=-1)
-
-
 # ---------------------------------------------------------------------------------------------- the LP master
 class _Master:
     """Restricted master LP over pairs (compact form). Rows: avail (E·R·S, ≤) | demand (E·G) | card (E·G) |
     pair (E·L·R·2, ≥ 0) | pairsum (E·L, ≥ 1) | penalty rows added with their pairs."""
 
-    def __init__(self, d: _Data) -> None:
+    def __init__(self, d: HorizonData) -> None:
         import highspy
 
         self.d = d
@@ -269,7 +187,7 @@ class _Master:
                 np.asarray(sol.col_value, dtype=float))
 
 
-def _lifetime_rc(d: _Data, m: _Master, y: np.ndarray, gi: int, rows: slice, pairing: bool = True) -> np.ndarray:
+def _lifetime_rc(d: HorizonData, m: _Master, y: np.ndarray, gi: int, rows: slice, pairing: bool = True) -> np.ndarray:
     """(n_rows, R) the cheapest lifetime's reduced cost of each pair of group gi in ``rows`` (inf: not sold);
     ``pairing`` False leaves the region-pairing duals out (the group's own problem, for the Lagrangian bound)."""
     p = d.p
@@ -287,11 +205,11 @@ def _lifetime_rc(d: _Data, m: _Master, y: np.ndarray, gi: int, rows: slice, pair
         pair = np.array([[max(float(y[m.pair_row(e, li, r, j)]), 0.0) for e in range(E)] for r in range(R)])
         b = b - t[:, None, :] * pair[None, :, :]
     start = np.where(np.isfinite(c), p.K * p.hours * np.where(np.isfinite(c), c, 0.0), np.inf)
-    rc = start + _min_subarray(np.where(np.isfinite(b), b, 0.0))
+    rc = start + min_subarray(np.where(np.isfinite(b), b, 0.0))
     return rc
 
 
-def _all_rc(d: _Data, m: _Master, y: np.ndarray, pairing: bool = True) -> list[np.ndarray]:
+def _all_rc(d: HorizonData, m: _Master, y: np.ndarray, pairing: bool = True) -> list[np.ndarray]:
     out = []
     for gi, g in enumerate(d.p.groups):
         if not pairing and gi not in d.link_of:
@@ -321,7 +239,7 @@ class _Lagrange:
     base: np.ndarray
 
 
-def _cover(d: _Data, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndarray, running: Mapping[tuple[int, int], int],
+def _cover(d: HorizonData, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndarray, running: Mapping[tuple[int, int], int],
            seconds: float) -> tuple[float, float]:
     """Group gi's own problem over ``pairs`` ((row, region)): min Σ w·ν + Σ I over its epochs with (D), the cut and
     (P), availability relaxed (priced into ``w`` (n, E)): (value, dual bound)."""
@@ -389,7 +307,7 @@ def _cover(d: _Data, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndarray, r
     return found, min(dual, found)
 
 
-def _lagrangian(d: _Data, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray], seconds: float) -> _Lagrange | None:
+def _lagrangian(d: HorizonData, m: _Master, y: np.ndarray, rc_np: Sequence[np.ndarray], seconds: float) -> _Lagrange | None:
     """The Lagrangian bound at the LP's availability duals σ (as ``allocate.reduce.lagrangian_bound`` for one
     epoch): cost(ν) ≥ Σ_g (group g's cost at prices w = h·c − U·σ_e, penalties included) + Σ σ·A, and group g's
     part is ≥ L_g, the dual bound of its own multi-epoch cover over every pair that a cover of cost ≤ U_g can use
@@ -482,7 +400,7 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         if cancel is not None and cancel.is_set() and not timed_out(cancel):
             check_cancel(cancel, "timeline: multi-epoch allocation")
 
-    d = _Data.build(problem)
+    d = HorizonData.build(problem)
     m = _Master(d)
     for key, n in problem.running.items():
         if n > 0 and np.isfinite(d.cost[key[0]][key[1], key[2]]):

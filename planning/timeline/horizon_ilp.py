@@ -43,10 +43,10 @@ def run_until(h: Any, seconds: float, presolve: str | None = None) -> None:
         h.cbMipInterrupt -= stop
 
 if TYPE_CHECKING:
-    from planning.timeline.horizon import _Data
+    from planning.timeline.horizon_data import HorizonData
 
 
-def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: float | Callable[[], float], gap: float,
+def pairs_ilp(d: HorizonData, pairs: Sequence[tuple[int, int, int]], time_limit_s: float | Callable[[], float], gap: float,
          start: Sequence[Mapping[tuple[int, int, int], int]] | None = None) -> tuple[str, float, float, list[dict]]:
     """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch). ``time_limit_s``: seconds,
     or a function giving the seconds left, read when HiGHS starts (so building the model counts against it)."""
@@ -167,7 +167,7 @@ def pairs_ilp(d: _Data, pairs: Sequence[tuple[int, int, int]], time_limit_s: flo
     return status, float(info.objective_function_value), bound, counts
 
 
-def start_vector(d: _Data, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
+def start_vector(d: HorizonData, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
                   start: Sequence[Mapping[tuple[int, int, int], int]], n: int) -> np.ndarray:
     """A complete MIP start from instance counts: ν as given (epochs past the schedule hold its last epoch), the
     start-up I = max(0, K·h·c·(ν_e − ν_{e−1})) and each link's regional shares s = min(1, capacity / demand) of
@@ -194,7 +194,7 @@ def start_vector(d: _Data, pairs: Sequence[tuple[int, int, int]], nu_cols: Seque
     return x0
 
 
-def schedule_value(d: _Data, schedule: Sequence[Mapping[tuple[int, int, int], int]]) -> float:
+def schedule_value(d: HorizonData, schedule: Sequence[Mapping[tuple[int, int, int], int]]) -> float:
     """The MILP's objective for a schedule (counts per epoch), or inf when it breaks a row: availability, demand,
     or (several regions) a link's prefill and decode not paired in regions that together carry its requests."""
     p = d.p
@@ -231,7 +231,7 @@ def schedule_value(d: _Data, schedule: Sequence[Mapping[tuple[int, int, int], in
 CHILD_COLUMNS = 50_000  # an ILP with more integer columns runs in a child process that is killed at the deadline
 
 
-def pairs_ilp_within(d: _Data, pairs: Sequence[tuple[int, int, int]], left: Callable[[], float], gap: float,
+def pairs_ilp_within(d: HorizonData, pairs: Sequence[tuple[int, int, int]], left: Callable[[], float], gap: float,
                      start: Sequence[Mapping[tuple[int, int, int], int]] | None = None,
                      ) -> tuple[str, float, float, list[dict]]:
     """:func:`pairs_ilp` that returns by ``left()`` seconds whatever HiGHS does. A large ILP (more than
@@ -269,7 +269,7 @@ def pairs_ilp_within(d: _Data, pairs: Sequence[tuple[int, int, int]], left: Call
 CHILD_START_S = 1.5  # spawning the child and importing numpy and highspy, kept back from its limit
 
 
-def _ilp_child(send: Any, d: _Data, pairs: list[tuple[int, int, int]], seconds: float, gap: float,
+def _ilp_child(send: Any, d: HorizonData, pairs: list[tuple[int, int, int]], seconds: float, gap: float,
                start: Sequence[Mapping[tuple[int, int, int], int]] | None) -> None:
     send.send(pairs_ilp(d, pairs, max(seconds, 0.05), gap, start))
     send.close()

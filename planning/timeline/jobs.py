@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planning.context import CancelToken, ProgressFn
+from planning.context import CancelToken, ProgressFn, engine_context
 from planning.errors import PlanningError
 from planning.scenario import Scenario
 
@@ -105,9 +105,10 @@ def demand_series(request: dict[str, Any]) -> list[DemandSeries]:
 
 
 def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelToken) -> dict[str, Any]:
-    """Run :func:`planning.api.timeline` for a request (see :func:`timeline_request`)."""
-    from planning import api
-    from planning.timeline import SpotOptions, TimelineOptions, load_series
+    """Run :func:`planning.timeline.run_timeline` under the process-wide engine context for a request (see
+    :func:`timeline_request`); what :func:`planning.api.timeline` does for a caller in the foreground."""
+    from planning.timeline import SpotOptions, TimelineOptions, load_series, run_timeline
+    from planning.timeline.matching import match_demand, with_trace_rates
 
     scenario = Scenario.from_dict(request["scenario"])
     demand = demand_series(request)
@@ -128,7 +129,10 @@ def timeline_job(request: dict[str, Any], progress: ProgressFn, cancel: CancelTo
                               baselines=tuple(request.get("baselines", ())), spot=SpotOptions(**spot),
                               policies=tuple(request.get("policies") or ("myopic",)), horizon=request.get("horizon"),
                               offline_time_limit_s=float(request.get("offline_time_limit_s", 600.0)))
-    result = api.timeline(scenario, demand, availability=availability, options=options, progress=progress,
-                          cancel=cancel, demand_match=str(request.get("demand_match", "peak")))  # Cancelled propagates: the job runner records it as cancelled
+    match = str(request.get("demand_match", "peak"))
+    matched = match_demand(scenario, demand, match)
+    result = run_timeline(scenario, matched, availability=availability, options=options, context=engine_context(),
+                          progress=progress, cancel=cancel)  # Cancelled propagates: the runner records it as cancelled
+    result = with_trace_rates(result, demand, match)
     out: dict[str, Any] = result.to_dict()
     return out

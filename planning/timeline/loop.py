@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from planning.baselines.registry import REPLANNED_LABELS as BASELINE_LABELS
 from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel
 from planning.groups import Group
 from planning.scenario import Scenario
@@ -29,7 +30,6 @@ from planning.timeline.result import EpochResult, MethodEpoch
 if TYPE_CHECKING:
     from planning.timeline.plan import TimelineOptions
 
-BASELINE_LABELS = {"homo": "Homo (re-planned)", "homo-ilp": "Homo-ILP (re-planned)"}
 Counts = dict[tuple[str, str], int]
 
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from planning.baselines.registry import PER_EPOCH as BASELINES
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.groups import Group
@@ -42,7 +43,6 @@ from planning.timeline.demand import DemandSeries, align, at
 from planning.timeline.result import EpochResult, TimelineResult
 
 MAX_CLASSES = 16
-BASELINES = ("homo", "homo-ilp")
 
 
 @dataclass(frozen=True)

@@ -219,8 +219,44 @@ def pipeline_figure(
 
     fig = go.Figure()
     # Collected as dicts and set once: plotly validates each add_shape/add_annotation call (slow).
+    shapes = _node_boxes(nodes)
+    for trace in _hover_traces(nodes):
+        fig.add_trace(trace)
+    top = max(n.y for n in nodes) + BOX_H / 2
+    bottom = min(n.y for n in nodes) - BOX_H / 2
+    stage_x = [min(n.x for n in nodes if n.stage == s) for s in range(len(stages))]
+    arrow = {"showarrow": True, "arrowhead": 3, "arrowsize": 1.2, "arrowwidth": 1.6, "arrowcolor": "#444444"}
+    notes = _stage_notes(nodes, ranges, stage_x, top, arrow)
+    left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
+    notes.append(_arrow_note(left - 0.05, 0, left - 1.0, 0, "in", "input", arrow))
+    notes.append(_arrow_note(right + 1.0, 0, right + 0.05, 0, "", "output", arrow))
+    notes.append(dict(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label"))
+    low = bottom - 0.6
+    if draw_loop:
+        loop_shape, loop_notes = _decode_loop(nodes, stage_x, low, arrow)
+        shapes.append(loop_shape)
+        notes.extend(loop_notes)
+    fig.update_layout(shapes=shapes, annotations=notes)
+    rows = max(Counter(n.stage for n in nodes).values())
+    summary = _summary(nodes, len(stages))
+    fig.update_layout(
+        title={"text": f"{title}<br><sup>{summary}</sup>" if title else summary},
+        template="plotly_white",
+        height=240 + 90 * rows,
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+        legend={"title": {"text": "GPU"}, "orientation": "h", "y": -0.02, "yanchor": "top"},
+        showlegend=True,
+        hovermode="closest",
+    )
+    fig.update_xaxes(visible=False, range=[left - 1.3, right + 1.6])
+    fig.update_yaxes(visible=False, range=[low - 0.7, top + 1.4], scaleanchor="x", scaleratio=1)
+    return fig
+
+
+def _node_boxes(nodes: Sequence[_Node]) -> list[dict[str, Any]]:
+    """One ``rect`` shape per node, coloured by GPU type and labelled with its shape (and throughput); the first
+    box of each GPU type carries its legend entry."""
     shapes: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
     legend_seen: set[str] = set()
     for n in nodes:
         color = gpu_color(n.gpu)
@@ -242,11 +278,15 @@ def pipeline_figure(
             )
         )
         legend_seen.add(n.gpu)
+    return shapes
 
-    # Hover: one invisible marker trace per GPU type over the box centres.
+
+def _hover_traces(nodes: Sequence[_Node]) -> list[go.Scatter]:
+    """Hover: one invisible marker trace per GPU type over the box centres."""
+    traces = []
     for gpu in sorted({n.gpu for n in nodes}):
         mine = [n for n in nodes if n.gpu == gpu]
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=[n.x for n in mine],
                 y=[n.y for n in mine],
@@ -263,10 +303,13 @@ def pipeline_figure(
                 ],
             )
         )
+    return traces
 
-    top = max(n.y for n in nodes) + BOX_H / 2
-    bottom = min(n.y for n in nodes) - BOX_H / 2
-    stage_x = [min(n.x for n in nodes if n.stage == s) for s in range(len(stages))]
+
+def _stage_notes(nodes: Sequence[_Node], ranges: Sequence[tuple[int, int]], stage_x: Sequence[float], top: float,
+                 arrow: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each stage's header (number, layer range, replicas, summed throughput) and the hand-off arrows."""
+    notes: list[dict[str, Any]] = []
     for s, (first, last) in enumerate(ranges):
         stage_nodes = [n for n in nodes if n.stage == s]
         thr = [n.throughput for n in stage_nodes if n.throughput is not None]
@@ -280,8 +323,7 @@ def pipeline_figure(
                 x=stage_x[s], y=top + 0.15, text=header, showarrow=False, yanchor="bottom", name=f"stage-{s}"
             )
         )
-    arrow = {"showarrow": True, "arrowhead": 3, "arrowsize": 1.2, "arrowwidth": 1.6, "arrowcolor": "#444444"}
-    for s in range(len(stages) - 1):
+    for s in range(len(stage_x) - 1):
         notes.append(
             dict(
                 x=stage_x[s + 1] - BOX_W / 2 - 0.05,
@@ -297,51 +339,36 @@ def pipeline_figure(
                 **arrow,
             )
         )
-    left, right = stage_x[0] - BOX_W / 2, stage_x[-1] + BOX_W / 2
-    notes.append(_arrow_note(left - 0.05, 0, left - 1.0, 0, "in", "input", arrow))
-    notes.append(_arrow_note(right + 1.0, 0, right + 0.05, 0, "", "output", arrow))
-    notes.append(dict(x=right + 1.05, y=0, text="out", showarrow=False, xanchor="left", name="output-label"))
-    low = bottom - 0.6
-    if draw_loop:
-        last_bottom = min(n.y for n in nodes if n.stage == len(stages) - 1) - BOX_H / 2
-        first_bottom = min(n.y for n in nodes if n.stage == 0) - BOX_H / 2
-        x_from = stage_x[-1] + (0.25 if len(stages) == 1 else 0.0)
-        x_to = stage_x[0] - (0.25 if len(stages) == 1 else 0.0)
-        shapes.append(
-            dict(
-                type="path",
-                path=f"M {x_from},{last_bottom} L {x_from},{low} L {x_to},{low}",
-                line={"color": "#444444", "width": 1.6, "dash": "dot"},
-                name="decode-loop",
-            )
-        )
-        notes.append(_arrow_note(x_to, first_bottom - 0.03, x_to, low, "", "decode-loop-head", arrow))
-        notes.append(
-            dict(
-                x=(x_from + x_to) / 2,
-                y=low,
-                text="decode: each new token runs through all stages again",
-                showarrow=False,
-                yanchor="top",
-                font={"size": 11, "color": "#444444"},
-                name="decode-loop-label",
-            )
-        )
-    fig.update_layout(shapes=shapes, annotations=notes)
-    rows = max(Counter(n.stage for n in nodes).values())
-    summary = _summary(nodes, len(stages))
-    fig.update_layout(
-        title={"text": f"{title}<br><sup>{summary}</sup>" if title else summary},
-        template="plotly_white",
-        height=240 + 90 * rows,
-        margin={"l": 10, "r": 10, "t": 70, "b": 10},
-        legend={"title": {"text": "GPU"}, "orientation": "h", "y": -0.02, "yanchor": "top"},
-        showlegend=True,
-        hovermode="closest",
+    return notes
+
+
+def _decode_loop(nodes: Sequence[_Node], stage_x: Sequence[float], low: float,
+                 arrow: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Decode's loop-back: a dotted path from under the last stage to under the first, its arrow head and label."""
+    n_stages = len(stage_x)
+    last_bottom = min(n.y for n in nodes if n.stage == n_stages - 1) - BOX_H / 2
+    first_bottom = min(n.y for n in nodes if n.stage == 0) - BOX_H / 2
+    x_from = stage_x[-1] + (0.25 if n_stages == 1 else 0.0)
+    x_to = stage_x[0] - (0.25 if n_stages == 1 else 0.0)
+    path = dict(
+        type="path",
+        path=f"M {x_from},{last_bottom} L {x_from},{low} L {x_to},{low}",
+        line={"color": "#444444", "width": 1.6, "dash": "dot"},
+        name="decode-loop",
     )
-    fig.update_xaxes(visible=False, range=[left - 1.3, right + 1.6])
-    fig.update_yaxes(visible=False, range=[low - 0.7, top + 1.4], scaleanchor="x", scaleratio=1)
-    return fig
+    notes = [
+        _arrow_note(x_to, first_bottom - 0.03, x_to, low, "", "decode-loop-head", arrow),
+        dict(
+            x=(x_from + x_to) / 2,
+            y=low,
+            text="decode: each new token runs through all stages again",
+            showarrow=False,
+            yanchor="top",
+            font={"size": 11, "color": "#444444"},
+            name="decode-loop-label",
+        ),
+    ]
+    return path, notes
 
 
 def _arrow_note(x: float, y: float, ax: float, ay: float, text: str, name: str, arrow: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from planning.allocate import solve_allocation
-from planning.allocate.commands import register
 from planning.allocate.io import problem_from_dict, problem_to_dict, result_to_dict
 from planning.allocate.synthetic import random_problem
+from planning.cli.allocate import register
 
 
 def test_problem_round_trip() -> None:

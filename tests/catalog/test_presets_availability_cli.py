@@ -88,7 +88,7 @@ def test_availability_series_rejects_bad_rows(tmp_path: Path, body: str, message
 @pytest.fixture
 def catalog_cli(monkeypatch: pytest.MonkeyPatch) -> None:
     # Only this area's commands, so the test does not depend on other areas being merged.
-    monkeypatch.setattr(planning.cli, "_COMMAND_MODULES", ("planning.catalog.commands",))
+    monkeypatch.setattr(planning.cli, "_COMMAND_MODULES", ("planning.cli.catalog",))
 
 
 @pytest.mark.parametrize("kind", ["gpus", "configs", "models", "regions", "slos"])

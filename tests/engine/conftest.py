@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import planning.api as api
+import planning.context as context
 
 TINY: dict[str, Any] = {
     "name": "tiny",
@@ -24,9 +24,9 @@ TINY: dict[str, Any] = {
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path_factory.getbasetemp() / "planning-home"
     monkeypatch.setenv("PLANNING_HOME", str(home))
-    api._CTX = None
+    context._CTX = None
     yield home
-    api._CTX = None
+    context._CTX = None
 
 
 @pytest.fixture

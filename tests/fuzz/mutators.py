@@ -461,7 +461,7 @@ def template_cache_cases(folder: Path, preset: str = "demystifying") -> list[Cas
     for the call), so other cached libraries are never touched; the first case also plans the clean run."""
     from dataclasses import replace
 
-    from planning import api
+    from planning import api, context
 
     folder.mkdir(parents=True, exist_ok=True)
     data = api.load_preset_scenario(preset).to_dict()
@@ -473,12 +473,12 @@ def template_cache_cases(folder: Path, preset: str = "demystifying") -> list[Cas
     pristine: dict[Path, bytes] = {}
 
     def solve() -> str:
-        saved = api._CTX
-        api._CTX = replace(api.engine_context(), cache_dir=cache)
+        saved = context._CTX
+        context._CTX = replace(api.engine_context(), cache_dir=cache)
         try:
             code, out, err, _ = run_cli(["solve", str(scenario), "--json"])
         finally:
-            api._CTX = saved
+            context._CTX = saved
         if code not in (0, 1):
             raise AssertionError(f"exit {code}: {err[-400:]}")
         return out

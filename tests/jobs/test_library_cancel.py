@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import planning.api as api
+import planning.context as context
 from planning.jobs import Cancelled, JobRunner, JobStore, JobToken, ProgressFn
 from planning.scenario import Scenario
 from ui.jobs import library_job, solve_job, solve_request
@@ -28,9 +29,9 @@ TINY: dict[str, Any] = {
 def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An engine context whose template cache is empty, so the library is really built (not loaded)."""
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(api, "_CTX", None)
+    monkeypatch.setattr(context, "_CTX", None)
     ctx = dataclasses.replace(api.engine_context(), cache_dir=tmp_path / "templates")
-    monkeypatch.setattr(api, "_CTX", ctx)
+    monkeypatch.setattr(context, "_CTX", ctx)
     return tmp_path / "templates"
 
 

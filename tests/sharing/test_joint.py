@@ -19,7 +19,7 @@ from planning.allocate.brute import brute_force
 from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, WorkloadClass
 from planning.groups import region_links
 from planning.sharing.joint import DedicatedGroup, JointInstance, solve_joint
-from planning.sharing.kvpr import _partitions
+from planning.sharing.kvpr import kvpr_partitions
 from planning.sharing.packing import NodeType, TailModel, fits
 
 SHAPES = ("1xA", "1xB", "2xA")
@@ -116,7 +116,7 @@ def brute(inst: JointInstance, extra: dict[str, Any], fixed_shared: frozenset[st
         if any(m in fixed_dedicated for m in shared) or any(m in fixed_shared and m not in shared for m in models):
             continue
         dedicated = [m for m in models if m not in shared]
-        for labels in (_partitions(len(shared), len(shared)) if shared else [()]):
+        for labels in (kvpr_partitions(len(shared), len(shared)) if shared else [()]):
             blocks = [[by[shared[i]] for i in range(len(shared)) if labels[i] == b] for b in range(max(labels, default=-1) + 1)]
             options = [[t for t in types if fits(block, t)] for block in blocks]
             if any(not o for o in options):

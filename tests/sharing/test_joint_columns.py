@@ -11,9 +11,9 @@ import random
 import numpy as np
 import pytest
 
-from planning.sharing.joint_columns import _best_pattern, _Duals
+from planning.sharing.joint_columns import Duals, best_pattern
 from planning.sharing.joint_groups import cheapest_cover
-from planning.sharing.joint_model import _Arrays
+from planning.sharing.joint_model import JointArrays
 from planning.sharing.packing import fits
 from tests.sharing.test_joint import _instance
 
@@ -40,9 +40,9 @@ def test_cheapest_cover_equals_brute_force(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_pattern_pricing_finds_a_set_above_the_threshold_whenever_one_exists(seed: int) -> None:
     inst, _extra = _instance(seed)
-    a = _Arrays.build(inst)
+    a = JointArrays.build(inst)
     rng = np.random.default_rng(seed)
-    du = _Duals.zero(a)
+    du = Duals.zero(a)
     du.pi[:] = rng.uniform(0.0, 1.5, len(inst.shareable))
     for t, node in enumerate(inst.types):
         allowed = a.fit_on[t]
@@ -50,7 +50,7 @@ def test_pattern_pricing_finds_a_set_above_the_threshold_whenever_one_exists(see
                     for s in itertools.combinations(allowed, k) if fits([inst.shareable[i] for i in s], node)),
                    default=0.0)
         for need in (best - 0.3, best - 1e-3, best + 1e-3):
-            gain, chosen = _best_pattern(a, du, t, allowed, need=need)
+            gain, chosen = best_pattern(a, du, t, allowed, need=need)
             if best > need:
                 assert gain > need and fits([inst.shareable[i] for i in chosen], node)
             else:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from planning import api
+from planning import pipeline
 from planning.scenario import Scenario
 from planning.sharing import solve_shared
 
@@ -18,13 +18,13 @@ def test_a_shared_plan_without_baselines_costs_the_same_and_runs_none(small: dic
     small["options"].update(sharing=method, time_limit_s=60)
     scenario = Scenario.from_dict(small)
     asked: list[bool] = []
-    real = api.solve
+    real = pipeline.solve  # what the sharing step solves its dedicated part with
 
     def spy(*a: Any, with_baselines: bool = True, **k: Any) -> Any:
         asked.append(with_baselines)
         return real(*a, with_baselines=with_baselines, **k)
 
-    monkeypatch.setattr(api, "solve", spy)
+    monkeypatch.setattr(pipeline, "solve", spy)
     full = solve_shared(scenario)
     assert full.dedicated is not None and True in asked and full.dedicated.baselines  # the answer's baselines
     asked.clear()

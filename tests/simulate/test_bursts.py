@@ -12,7 +12,7 @@ import pytest
 import planning.simulate.engine as engine_mod
 from planning.errors import PlanningError
 from planning.perf import PerfModel
-from planning.simulate.run import replay
+from planning.simulate.bench import replay
 from planning.simulate.validation import (
     BURST_COLUMNS,
     burst_errors,

@@ -43,7 +43,7 @@ def test_bad_validation_file_is_a_planning_error(tmp_path) -> None:  # type: ign
 def test_benchmark_mode_starts_vllms_default_engine_for_the_gpu(pm: PerfModel) -> None:
     """vLLM V1's OpenAI server: 8,192 tokens / 1,024 sequences on >= 70 GiB GPUs that are not A100s, else 2,048 / 256
     (EngineArgs.get_batch_defaults). With 8,192 on an A10G the queued prompts of 15 clients ran as one 2 s step."""
-    from planning.simulate.run import benchmark
+    from planning.simulate.bench import benchmark
     from planning.simulate.steps import benchmark_engine_defaults
 
     assert benchmark_engine_defaults(pm, "H100") == (8192, 1024)
@@ -71,7 +71,7 @@ def test_prefill_first_engine_stalls_decodes_without_lockstep(pm: PerfModel) -> 
     """Without chunked prefill a prompt is a step of its own: decodes wait (longer ITL than chunked at the same
     limits), whole prompts batch up to the step budget, and staggered clients do not fall into lockstep (the
     median TTFT is about one prompt's prefill, not the 16 prompts' one long step)."""
-    from planning.simulate.run import benchmark
+    from planning.simulate.bench import benchmark
 
     kw = dict(input_len=466, output_len=150, concurrency=16, requests=100, chunk_tokens=8192, max_seqs=256, perf=pm)
     chunked = benchmark("llama-3-8b", "A10G", **kw)  # type: ignore[arg-type]

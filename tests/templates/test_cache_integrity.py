@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-import planning.api as api
+import planning.context as context
 from planning.templates.cache import LibraryCache, content_hash
 from planning.templates.library import build_library
 from tests.fuzz.mutators import CACHE_CORRUPTIONS as CORRUPTIONS
@@ -81,7 +81,7 @@ def test_corrupted_cache_gives_the_clean_plan(tmp_path: Path, monkeypatch: pytes
     """demystifying with options.templates: library caches two libraries; every corruption of both gives the
     clean plan (exit 0/1, diagnostics aside) and one notice per damaged file (checks in template_cache_cases)."""
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
-    api._CTX = None  # a fresh process's context: the cache directory comes from PLANNING_HOME
+    context._CTX = None  # a fresh process's context: the cache directory comes from PLANNING_HOME
     try:
         cases = template_cache_cases(tmp_path / "cases")
         assert len(cases) == len(CORRUPTIONS)
@@ -90,7 +90,7 @@ def test_corrupted_cache_gives_the_clean_plan(tmp_path: Path, monkeypatch: pytes
             assert json.loads(out)["instances"], description
         assert len(list((tmp_path / "cases" / "templates").glob("*.parquet"))) == 2
     finally:
-        api._CTX = None
+        context._CTX = None
 
 
 def test_footer_written_without_polars_metadata_argument(tmp_path: Path, inputs, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from planning.timeline.horizon import HorizonGroup, HorizonProblem, _Data, solve_horizon
+from planning.timeline.horizon import HorizonData, HorizonGroup, HorizonProblem, solve_horizon
 from planning.timeline.horizon_ilp import pairs_ilp as _ilp
 
 
@@ -48,7 +48,7 @@ def _problem(seed: int, epochs: int = 4, tiny: bool = False) -> HorizonProblem:
 
 def _full_milp(p: HorizonProblem) -> float:
     """The compact MILP over every (template, region) pair, solved to gap 0 (the formulation itself)."""
-    d = _Data.build(p)
+    d = HorizonData.build(p)
     pairs = [(gi, i, r) for gi, g in enumerate(p.groups) for i in range(len(g.keys)) for r in range(len(p.regions))
              if math.isfinite(d.cost[gi][i, r])]
     status, value, _bound, _counts = _ilp(d, pairs, 120.0, 0.0)
@@ -115,7 +115,7 @@ def test_rolling_horizon_never_beats_the_offline_optimum(seed: int) -> None:
     offline = solve_horizon(p, time_limit_s=120)
     if not offline.has_plan:
         return
-    d = _Data.build(p)
+    d = HorizonData.build(p)
     prev: dict = dict(p.running)
     total = 0.0
     for t in range(p.epochs):
@@ -151,7 +151,7 @@ def test_a_schedule_as_mip_start_is_taken_whole(seed: int) -> None:
     """Another policy's schedule (the rolling horizon's) handed to the MILP as a start: the answer is never dearer
     than it, even when the MILP has no time to improve on it (the start vector fills I and the regional shares)."""
     p = _problem(seed, epochs=5)
-    d = _Data.build(p)
+    d = HorizonData.build(p)
     prev: dict = dict(p.running)
     schedule, total = [], 0.0
     for t in range(p.epochs):
@@ -210,7 +210,7 @@ def test_an_ilp_stopped_before_its_proof_returns_the_incumbent_with_its_gap(monk
     monkeypatch.setattr(horizon_ilp, "run_until", first_solution)
     monkeypatch.setattr(horizon, "COVER_LIMIT_S", 0.05)
     p = _long_horizon()
-    d = _Data.build(p)
+    d = HorizonData.build(p)
     greedy = []  # a start: per epoch enough of each phase's cheapest-per-throughput template in region 0
     for e in range(p.epochs):
         counts = {}
@@ -247,7 +247,7 @@ def test_a_child_ilp_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(horizon_ilp, "CHILD_COLUMNS", 0)
     p = _long_horizon()
-    d = _Data.build(p)
+    d = HorizonData.build(p)
     pairs = [(gi, i, r) for gi in range(2) for i in range(200) for r in range(2)]
     reads = iter([60.0])
 

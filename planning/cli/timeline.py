@@ -11,7 +11,7 @@ from planning.errors import PlanningError
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
     p = sub.add_parser("timeline", help="re-plan epoch by epoch over a day of demand; compare with static/homogeneous")
-    from planning.commands import scenario_args
+    from planning.cli.commands import scenario_args
 
     scenario_args(p)  # SCENARIO | --preset NAME, and --variant what-ifs, as for `planning solve`
     p.add_argument("--demand", action="append", default=[], metavar="MODEL=FILE",
@@ -72,7 +72,7 @@ def parse_demand_args(items: list[str]) -> list[tuple[str, Path]]:
 
 def _timeline(args: argparse.Namespace) -> int:
     from planning import api
-    from planning.commands import scenario_from_args
+    from planning.cli.commands import scenario_from_args
     from planning.timeline import SpotOptions, TimelineOptions, load_demand, load_series, parse_duration_hours
 
     scenario = scenario_from_args(args)

@@ -16,21 +16,21 @@ from typing import Any
 
 from planning.errors import PlanningError, quote
 
-# Each area owns its sub-commands in ``planning/<area>/commands.py`` exposing ``register(subparsers)``;
+# Each area's sub-commands live in ``planning/cli/<area>.py`` exposing ``register(subparsers)``;
 # registered parsers set ``func`` (args -> exit code).
 _COMMAND_MODULES = (
-    "planning.catalog.commands",
-    "planning.perf.commands",
-    "planning.templates.commands",
-    "planning.jobs.commands",
-    "planning.allocate.commands",
-    "planning.commands",
-    "planning.export.commands",
-    "planning.simulate.commands",
-    "planning.melange_import",
-    "planning.timeline.commands",
-    "planning.measurements.commands",
-    "planning.catalog.price_commands",
+    "planning.cli.catalog",
+    "planning.cli.perf",
+    "planning.cli.templates",
+    "planning.cli.jobs",
+    "planning.cli.allocate",
+    "planning.cli.commands",
+    "planning.cli.export",
+    "planning.cli.simulate",
+    "planning.cli.melange",
+    "planning.cli.timeline",
+    "planning.cli.measurements",
+    "planning.cli.prices",
 )
 
 
@@ -129,6 +129,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if code is None else EXIT_INTERNAL
     return code
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -28,11 +28,11 @@ def _templates(scenario: Scenario) -> pd.DataFrame:
     return template_frame(scenario, context=engine_context())
 
 
-def _solve(scenario: Scenario) -> PlanResult:
+def _solve(scenario: Scenario, with_baselines: bool = True) -> PlanResult:
     """``planning.api.solve``: the plan under the process-wide context."""
     from planning.pipeline import solve
 
-    return solve(scenario, context=engine_context())
+    return solve(scenario, context=engine_context(), with_baselines=with_baselines)
 
 
 def export_plan(result: PlanResult, fmt: str = "skypilot") -> list[ExportFile]:
@@ -142,7 +142,7 @@ def export_preview(result: PlanResult, *, price_alternative: bool = True,
     scenario = export_alternative(result)
     if not price_alternative or scenario is None:
         return first
-    return preview(result, files, _api().solve(scenario, with_baselines=False), priced=True)
+    return preview(result, files, _solve(scenario, with_baselines=False), priced=True)
 
 
 def export_alternative(result: PlanResult) -> Scenario | None:

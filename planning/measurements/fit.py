@@ -1,8 +1,8 @@
 """Fit the perf model's physical corrections to the user's end-to-end measurements through the simulator.
 
 Formulation. For one setting k = (model, GPU, count, TP, engine) with measured points i ∈ M_k and quantities
-q ∈ {TTFT, ITL (else TPOT), output tok/s} measured at i, the simulator's benchmark mode (``simulate.run.benchmark``
-for a closed loop of c clients, ``simulate.run.replay`` for Poisson arrivals at a rate) predicts ŷ_iq(x) under the
+q ∈ {TTFT, ITL (else TPOT), output tok/s} measured at i, the simulator's benchmark mode (``simulate.bench.benchmark``
+for a closed loop of c clients, ``simulate.bench.replay`` for Poisson arrivals at a rate) predicts ŷ_iq(x) under the
 corrections x = (ln a_p, ln a_d, s):
   a_p  multiplies the GPU's compute efficiency (prefill rate),  a_p · eff_compute ≤ 1,
   a_d  multiplies its memory-bandwidth efficiency (decode rate), a_d · eff_bw ≤ 1,
@@ -28,8 +28,8 @@ from planning.measurements.schema import Measurement
 from planning.perf.calibration import Calibration
 from planning.perf.engines import published_engine
 from planning.perf.model import PerfModel
+from planning.simulate.bench import benchmark, replay
 from planning.simulate.metrics import BenchmarkResult
-from planning.simulate.run import benchmark, replay
 
 RIDGE = 0.05
 STEP_SCALE_MS = 10.0  # the ridge counts 10 ms of step overhead like a factor e

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from planning import api
-from planning.simulate.run import benchmark
+from planning.simulate.bench import benchmark
 from tests.app.conftest import app, texts, wait_for_job
 from tests.measurements.builders import vllm_result, write_json
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planning.perf.model import PerfModel
+from planning.simulate.bench import benchmark
 from planning.simulate.metrics import BenchmarkResult
-from planning.simulate.run import benchmark
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ def _old_layer(home: Path, region: str) -> None:
 
 @pytest.mark.parametrize("page", ["views/6_Catalog.py", "views/1_Scenario.py"])
 def test_an_old_price_is_warned_about(page: str, planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api, "_CTX", None)  # the engine context loads the price layer of this PLANNING_HOME
+    monkeypatch.setattr("planning.context._CTX", None)  # the engine context loads the price layer of this PLANNING_HOME
     region = api.load_preset_scenario("coral-core").regions[0]
     _old_layer(planning_home, region)
     at = app(page)

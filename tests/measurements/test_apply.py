@@ -104,7 +104,7 @@ def test_plan_context_follows_the_option(tmp_path: Path) -> None:
 
 def test_solve_plans_on_the_kept_fits_and_names_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
-    monkeypatch.setattr(api, "_CTX", None)
+    monkeypatch.setattr("planning.context._CTX", None)
     data = {**SCENARIO, "shapes": ["1xA10G"]}
     shipped = api.solve(Scenario.from_dict({**data, "options": {**data["options"], "measurements": "ignore"}}),
                         with_baselines=False)
@@ -144,7 +144,7 @@ def test_planning_solve_on_the_command_line_follows_the_option(tmp_path: Path, m
     from planning.cli import main
 
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(api, "_CTX", None)
+    monkeypatch.setattr("planning.context._CTX", None)
     save_settings([MILD], tmp_path / "home")
     bands = {}
     for mode in ("auto", "ignore"):

@@ -37,9 +37,9 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> PlanResult:
     home = tmp_path_factory.mktemp("home")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PLANNING_HOME", str(home))
-        api._CTX = None
+        mp.setattr("planning.context._CTX", None)
         result = api.solve(api.parse_scenario_text(json.dumps(SCENARIO)))
-        api._CTX = None
+        mp.setattr("planning.context._CTX", None)
     assert result.has_plan and all(sum(i.usage.values()) == 1 for i in result.instances)
     return result
 

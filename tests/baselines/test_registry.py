@@ -13,7 +13,7 @@ from planning.allocate import AllocationProblem, Offer, TemplateOption, Workload
 from planning.baselines import base, baseline_names, run_all_baselines, run_baseline
 from planning.baselines.registry import BASELINES, PER_EPOCH, Baseline, entry
 from planning.errors import PlanningError
-from planning.timeline.plan import BASELINE_LABELS
+from planning.timeline.loop import BASELINE_LABELS
 from planning.timeline.plan import BASELINES as TIMELINE_BASELINES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from planning.cli import templates as commands
 from planning.errors import PlanningError
-from planning.templates import commands, place
+from planning.templates import place
 
 INSTANCE = {"layers": 4, "thr": [[[16, 12, 8, 0], [16, 12, 8, 0]], [[14, 9, 4, 0], [14, 9, 4, 0]]]}
 

@@ -476,26 +476,3 @@ def terminal_summary(result: PlanResult) -> str:
     lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
                  f"baselines {t.get('baselines_seconds', 0):.2f}s")
     return "\n".join(lines) + "\n"
-    gap = f" (gap {result.mip_gap:.2%})" if result.status == "feasible" and result.mip_gap is not None else ""
-    lines = [f"status: {result.status}{gap}    cost: ${result.cost_per_hour:,.2f}/h    "
-             f"served: {result.served_fraction:.1%}"]
-    if result.stopped_at:
-        lines.append(f"stopped by the time limit at: {result.stopped_at}")
-    best = result.best_baseline()
-    saving = result.savings_vs(best) if best is not None else None
-    if best is not None and saving is not None:
-        lines.append(f"savings vs best baseline ({best.name}, ${best.cost_per_hour:,.2f}/h): {saving / 100:.1%}")
-    lines.append("GPUs: " + ", ".join(f"{n}×{g}" for g, n in result.gpus_by_type().items()))
-    lines.append("")
-    df = result.instances_frame()
-    if not df.empty:
-        lines.append(df[["model", "phase", "region", "count", "gpus", "throughput", "utilisation", "cost_per_hour"]]
-                     .to_string(index=False))
-    lines.append("")
-    lines.append(result.baselines_frame()[["name", "cost_per_hour", "served_fraction", "feasible", "savings_pct"]]
-                 .to_string(index=False))
-    lines.extend(f"note: {d}" for d in result.diagnostics)
-    t = result.timings
-    lines.append(f"timings: templates {t.get('templates_seconds', 0):.2f}s, allocation {t.get('allocation_seconds', 0):.2f}s, "
-                 f"baselines {t.get('baselines_seconds', 0):.2f}s")
-    return "\n".join(lines) + "\n"

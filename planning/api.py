@@ -194,9 +194,9 @@ __all__ = [
 SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "planning.allocate.matrix_model",
                  "planning.allocate.reduce", "planning.allocate.diagnostics", "planning.baselines",
                  "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp",
-                 "planning.baselines.single_type", "planning.explain", "planning.transfer", "planning.templates.search",
-                 "planning.templates.library", "planning.finance.plan",
-                 "planning.measurements.apply")
+                 "planning.baselines.single_type", "planning.baselines.registry", "planning.explain",
+                 "planning.transfer", "planning.templates.search", "planning.templates.library",
+                 "planning.finance.plan", "planning.measurements.apply")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 def list_presets() -> list[str]:

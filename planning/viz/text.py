@@ -26,6 +26,11 @@ EXPLANATIONS: dict[str, str] = {
         "Demand each model and phase asked for against what the plan serves. A bar under 100 % means the "
         "budget or the available GPUs could not cover all requests within the latency targets."
     ),
+    "fit_figure": (
+        "Each of your measured numbers (TTFT, ITL, throughput) against what the simulator predicts for the same "
+        "setting: hollow markers before the fit, filled after it. On the diagonal the prediction equals the "
+        "measurement; the fit moves only a few physical rates (prefill, decode, per-step overhead)."
+    ),
     "bill_figure": (
         "The bill month by month over the finance horizon, stacked by pricing kind (owned, reserved, on-demand, "
         "spot) or by model, region or cloud. Reserved and owned blocks stay the same each month: they are "

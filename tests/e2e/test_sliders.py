@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import PLAN_TIMEOUT_MS, _plan_preset, _settled, browser, server
+from tests.e2e.test_browser import _SERVER_HOME, PLAN_TIMEOUT_MS, _plan_preset, _settled, browser, server
 
 __all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
 
@@ -34,3 +34,19 @@ def test_demand_slider_shows_its_plan_and_diff(server: str, browser: Any) -> Non
     assert page.locator(".js-plotly-plot").filter(has_text="What changed the cost").count() >= 1
     assert page.get_by_test_id("stException").count() == 0
     page.close()
+    _wait_until_every_job_ended()
+
+
+def _wait_until_every_job_ended(bound_s: float = 600.0) -> None:
+    """The positions passed over were cancelled; their workers outlive this module's server (the job store decides
+    about orphaned jobs), so wait until each job has ended rather than leave them solving beside the next module's
+    browser test (which then waited 300 s for a dropdown on a starved machine). A bound on a hang, not on speed."""
+    from pathlib import Path
+
+    from planning.jobs import JobStore
+
+    store = JobStore(Path(_SERVER_HOME["path"]) / "jobs.sqlite")
+    deadline = time.monotonic() + bound_s
+    while any(not j.is_terminal for j in store.list_jobs(limit=50)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert all(j.is_terminal for j in store.list_jobs(limit=50)), "a slider job never ended"

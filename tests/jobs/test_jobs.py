@@ -389,7 +389,7 @@ def test_cli_lists_shows_and_cancels(store_path: Path, capsys: pytest.CaptureFix
     import argparse
     import json
 
-    from planning.jobs import commands
+    from planning.cli import jobs as commands
 
     parser = argparse.ArgumentParser(prog="planning")
     commands.register(parser.add_subparsers(dest="command"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import subprocess
 import threading
@@ -26,6 +25,7 @@ from planning.jobs import (
     request_key,
 )
 from planning.jobs.store import INTERRUPTED_MESSAGE
+from planning.spawning import spawn_context
 from tests.jobs import _children
 
 WAIT_S = 120  # how long a test waits for a job or an event before calling it hung: never a claim on speed
@@ -328,7 +328,7 @@ def test_not_a_database_is_moved_aside(tmp_path: Path) -> None:
 
 def test_two_processes_write_concurrently_without_lock_errors(store_path: Path) -> None:
     JobStore(store_path).close()  # create the schema once, as the app does on start
-    ctx = multiprocessing.get_context("spawn")
+    ctx = spawn_context()  # the engine's spawn: the child never re-runs the caller's __main__ (an AppTest script)
     errors = ctx.Queue()
     go = ctx.Barrier(2)
     writes = 200  # per process; each loop iteration is 4 writes, so 400 statements each
@@ -417,7 +417,7 @@ def test_cli_lists_shows_and_cancels(store_path: Path, capsys: pytest.CaptureFix
 
 
 def test_job_in_another_process_shows_progress_and_obeys_cancel(store_path: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = spawn_context()  # the engine's spawn: the child never re-runs the caller's __main__ (an AppTest script)
     job_ids = ctx.Queue()
     child = ctx.Process(target=_children.serve_one_job, args=(str(store_path), job_ids))
     child.start()

@@ -22,11 +22,10 @@ from typing import Any
 import pandas as pd
 
 from planning.allocate.warm import WarmStart
-from planning.context import CancelToken, ProgressFn, engine_context
+from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.parallel import fan_out
 from planning.pipeline import Reuse
-from planning.pipeline import solve as solve_pipeline
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -36,12 +35,9 @@ def _solve(scenario: Scenario, reuse: Reuse, *, progress: ProgressFn | None = No
            cancel: CancelToken | None = None, with_baselines: bool = True) -> PlanResult:
     """What :func:`planning.api.solve` does (the perf model corrected by the user's kept measurement fits when the
     scenario asks, the result labelled), with ``reuse``: the result cache and/or a neighbour's warm columns."""
-    from planning.api_measurements import label_measured, plan_context
+    from planning.api_measurements import solve_measured
 
-    ctx, note = plan_context(scenario, engine_context())
-    result = solve_pipeline(scenario, context=ctx, progress=progress, cancel=cancel, with_baselines=with_baselines,
-                            reuse=reuse)
-    return label_measured(result, ctx, note)
+    return solve_measured(scenario, reuse, progress=progress, cancel=cancel, with_baselines=with_baselines)
 
 
 def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from planning.context import engine_context
 from planning.errors import PlanningError
@@ -16,8 +16,9 @@ from planning.scenario import Scenario
 if TYPE_CHECKING:
     from planning.sharing.result import SharingResult
     from planning.sharing.simulate import SharedSimResult
+    from planning.simulate.bench import NodeOptions
     from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
-    from planning.simulate.run import SimConfig, Topology
+    from planning.simulate.run import RunOptions, SimConfig, Topology
     from planning.traces import Trace
 
 
@@ -50,10 +51,8 @@ def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
     return build_topology(plan, scenario, engine_context().perf, config)
 
 
-def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
-             router: str = "proportional", trace: Trace | None = None, chunk_tokens: int | None = None,
-             max_seqs: int | None = None, interruptions: bool = False,
-             interruption_scale: float = 1.0) -> SimResult:
+def simulate(target: PlanResult | Scenario, *, interruptions: bool = False, interruption_scale: float = 1.0,
+             **run: Unpack[RunOptions]) -> SimResult:
     """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
 
     Parameters
@@ -90,8 +89,7 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
                                             float(row["interruptions_per_hour"]) * interruption_scale)
         rates = tuple(sorted(per_region.items()))
         recovery_s = float(spot.get("recovery_hours", 0.25)) * 3600.0
-    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
-                    chunk_tokens=chunk_tokens, max_seqs=max_seqs, interruptions=rates, recovery_s=recovery_s)
+    cfg = SimConfig(**run, interruptions=rates, recovery_s=recovery_s)
     return simulate_topology(_sim_topology(target, cfg), cfg)
 
 
@@ -109,16 +107,14 @@ def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.
     return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
 
 
-def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-                       input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int | None = None, max_seqs: int | None = None,
-                       scheduling: str = "chunked") -> BenchmarkResult:
-    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
+def simulate_benchmark(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int,
+                       requests: int | None = None, **node: Unpack[NodeOptions]) -> BenchmarkResult:
+    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``
+    (``node``: count, tp, dtype, chunk_tokens, max_seqs, scheduling, ... as ``planning.simulate.NodeOptions``)."""
     from planning.simulate import benchmark
 
-    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
-                     concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
-                     scheduling=scheduling, perf=engine_context().perf)
+    return benchmark(model, gpu, input_len=input_len, output_len=output_len, concurrency=concurrency,
+                     requests=requests, perf=engine_context().perf, **node)
 
 
 def load_trace(path: str | Path) -> Trace:

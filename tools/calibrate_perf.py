@@ -35,6 +35,7 @@ from planning.catalog.schema import GPU, ModelSpec  # noqa: E402
 from planning.perf.calibration import GLOBAL_PARAMS, GPU_PARAMS, GpuCalibration  # noqa: E402
 from planning.perf.roofline import (  # noqa: E402
     Device,
+    EngineCopy,
     LayerArch,
     Precision,
     allreduce_time,
@@ -252,7 +253,7 @@ def _helix(df: pd.DataFrame) -> list[Obs]:
 
         def pred(dev: Device, nz: dict[str, float], arch: LayerArch = arch, tp: int = tp, batch: np.ndarray = batch,
                  q: object = q, ctx: float = ctx, ph: str = ph) -> np.ndarray:
-            t = layer_time(dev, arch, FP16, tp, batch, q, ctx, False, ph) * 1e3  # type: ignore[arg-type]
+            t = layer_time(EngineCopy(dev, arch, FP16, tp), batch, q, ctx, False, ph) * 1e3  # type: ignore[arg-type]
             return t + nz["nuisance_layer_ms"]
 
         out.append(Obs("helix_layer", gpu, g["time_per_layer_ms"].to_numpy(float), pred,
@@ -280,9 +281,9 @@ def _splitwise(df: pd.DataFrame) -> list[Obs]:
                 for k in np.unique(tp):
                     s = tp == k
                     if phase == "prefill":
-                        t[s] = layer_time(dev, arch, FP16, int(k), b[s], isl[s], 0.0, False, "prefill")
+                        t[s] = layer_time(EngineCopy(dev, arch, FP16, int(k)), b[s], isl[s], 0.0, False, "prefill")
                     else:
-                        t[s] = layer_time(dev, arch, FP16, int(k), b[s], 1.0, isl[s] + osl[s] / 2, False, "decode")
+                        t[s] = layer_time(EngineCopy(dev, arch, FP16, int(k)), b[s], 1.0, isl[s] + osl[s] / 2, False, "decode")
                 return t * arch.layers * 1e3 + nz[f"nuisance_{phase}_ms"]
 
             out.append(Obs("splitwise_e2e", REF_GPU[str(hw)], g[col].to_numpy(float), pred,

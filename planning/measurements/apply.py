@@ -27,7 +27,7 @@ from planning.measurements.schema import MEASURED_BAND as BAND
 from planning.measurements.store import store_path
 from planning.perf.calibration import GpuCalibration
 from planning.perf.model import PerfModel
-from planning.perf.roofline import Device
+from planning.perf.roofline import Device, NodeEngine
 from planning.safeio import Limits, load_json_file
 from planning.scenario_io import atomic_write_text
 
@@ -167,12 +167,12 @@ class MeasuredPerfModel(PerfModel):
         count, dev, prec, net, arch = super()._node(model, shape, dtype)
         return count, self._corrected(self._by_shape.get((model.id, dev.gpu_id, count)), dev), prec, net, arch
 
-    def _curves(self, model: Any, dev: Device, prec: Any, tp: int, dp: int, *rest: Any) -> Any:
+    def _curves(self, model: Any, node: NodeEngine, *rest: Any) -> Any:
         """The base curves (``rest``: phase, workload, batches, network, memory) on the device of this curve's own
         setting: _node's whole-shape pick is undone, the TP decides."""
-        base = self.device(dev.gpu_id)
-        dev = self._corrected(self._by_key.get((model.id, dev.gpu_id, tp * dp, tp)), base)
-        return super()._curves(model, dev, prec, tp, dp, *rest)
+        base = self.device(node.dev.gpu_id)
+        dev = self._corrected(self._by_key.get((model.id, node.dev.gpu_id, node.tp * node.dp, node.tp)), base)
+        return super()._curves(model, replace(node, dev=dev), *rest)
 
     def _calibration_fingerprint(self) -> str:
         return f"{super()._calibration_fingerprint()}:measured-{self._measured_fp}"

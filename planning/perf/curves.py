@@ -17,7 +17,7 @@ from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
 from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import MemoryBreakdown, Workload
-from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, layer_time
+from planning.perf.roofline import ACT_BYTES, Device, LayerArch, NodeEngine, layer_time
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,15 @@ def reserve_bytes(dev: Device, memory: EngineMemory) -> float:
     return dev.memory_bytes - memory.budget(dev.memory_bytes) + memory.overhead_bytes
 
 
-def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
-                 phase: str, wl: Workload, batches: np.ndarray, net_gbps: float,
+def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray, net_gbps: float,
                  correction: tuple[np.ndarray, np.ndarray] | None = None,
                  memory: EngineMemory | None = None) -> Curves:
     """Curves of one phase over ``batches`` (see module docstring for the memory terms).
 
     Parameters
     ----------
-    arch, dev, prec, settings: layer sizes, GPU, precision, engine settings.
-    tp, dp: tensor-parallel degree and data-parallel copies inside the node.
+    node: layer sizes, GPU, precision, engine settings, tensor-parallel degree and data-parallel copies inside the
+        node.
     phase: ``"prefill"`` (whole prompts of the batch in one step) or ``"decode"`` (one token per sequence).
     wl: mean request sizes.
     batches: requests per step (array).
@@ -86,6 +85,7 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
     ------
     PlanningError: unknown phase.
     """
+    arch, dev, prec, settings, tp, dp = node.arch, node.dev, node.prec, node.settings, node.tp, node.dp
     inp, out = float(wl.input_len), float(wl.output_len)
     if phase == "prefill":
         q_len, context, tokens = inp, 0.0, batches * inp
@@ -98,8 +98,9 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
         act_tokens = batches.astype(float)
     else:
         raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill' or 'decode'.")
-    t_full = layer_time(dev, arch, prec, tp, batches, q_len, context, False, phase)
-    t_slide = layer_time(dev, arch, prec, tp, batches, q_len, context, True, phase) if arch.window else t_full
+    eng = node.copy(dev)
+    t_full = layer_time(eng, batches, q_len, context, False, phase)
+    t_slide = layer_time(eng, batches, q_len, context, True, phase) if arch.window else t_full
     measured = np.zeros(batches.shape, dtype=bool)
     if correction is not None:
         factor, measured = correction

@@ -292,22 +292,33 @@ def _round_up(value: float, tiers: tuple[tuple[float, int], ...], floor: int) ->
     return max(floor, step * math.ceil(value / step))
 
 
+@dataclass(frozen=True)
+class BenchRun:
+    """The run a published row measured (what a ``trtllm-bench`` run sizes its batch limits from): the model, its
+    dtype (None: the model's own), the GPUs and the request sizes."""
+
+    model_id: str
+    dtype: str | None = None
+    n_gpus: int = 1
+    input_len: float = 0.0
+    output_len: float = 0.0
+
+
 def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp: int = 1,
-                     notes: str = "", *, model_id: str | None = None, dtype: str | None = None, n_gpus: int = 1,
-                     input_len: float = 0.0, output_len: float = 0.0) -> EngineSetup:
+                     notes: str = "", *, run: BenchRun | None = None) -> EngineSetup:
     """Scheduling, batch limits and memory reservation of a published run of ``engine`` ``version`` on ``gpu_id``
     at tensor parallel ``tp`` (``notes``: the run's stated settings, e.g. a TensorRT-LLM free-memory fraction):
     what validation runs the closed form and the simulator with. A ``trtllm-bench`` run (its notes say so) of
-    ``model_id`` at ``dtype`` on ``n_gpus`` with requests of ``input_len`` / ``output_len`` gets the batch limits
-    that tool derives (:func:`trtllm_bench_limits`)."""
+    ``run.model_id`` at ``run.dtype`` on ``run.n_gpus`` with requests of ``run.input_len`` / ``run.output_len`` gets
+    the batch limits that tool derives (:func:`trtllm_bench_limits`)."""
     settings = perf.calibration.settings
     memory_bytes = perf.gpu(gpu_id).memory_bytes
     tokens, seqs = engine_limits(engine, version, gpu_id, memory_bytes, settings)
     memory = engine_memory(engine, version, settings, memory_bytes, tp, stated_free_fraction(notes))
-    if engine == "trtllm" and "trtllm-bench" in notes and model_id is not None:
-        spec = perf.model(model_id)
-        fp8 = (dtype or spec.dtype or "").lower() == "fp8"
+    if engine == "trtllm" and "trtllm-bench" in notes and run is not None:
+        spec = perf.model(run.model_id)
+        fp8 = (run.dtype or spec.dtype or "").lower() == "fp8"
         kv_tok = 2.0 * spec.layers * max(tp, spec.num_kv_heads) * spec.head_dim * (1.0 if fp8 else 2.0)
-        tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, n_gpus, memory_bytes,
-                                           input_len, output_len, memory.fraction)
+        tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, run.n_gpus, memory_bytes,
+                                           run.input_len, run.output_len, memory.fraction)
     return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version))

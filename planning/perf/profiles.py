@@ -15,7 +15,7 @@ import numpy as np
 
 from planning.catalog.schema import ModelSpec
 from planning.errors import PlanningError, UnknownIdError, quote
-from planning.perf.roofline import layer_time, resolve_precision
+from planning.perf.roofline import EngineCopy, layer_time, resolve_precision
 from planning.safeio import read_text
 
 if TYPE_CHECKING:
@@ -92,8 +92,9 @@ class ProfileSet:
         for p in pts:
             q = p.input_len if phase == "prefill" else 1
             ctx = 0 if phase == "prefill" else p.context_len
-            tf = float(layer_time(dev, arch, prec, tp, p.batch, q, ctx, False, phase))
-            ts = float(layer_time(dev, arch, prec, tp, p.batch, q, ctx, True, phase)) if arch.window else tf
+            eng = EngineCopy(dev, arch, prec, tp)
+            tf = float(layer_time(eng, p.batch, q, ctx, False, phase))
+            ts = float(layer_time(eng, p.batch, q, ctx, True, phase)) if arch.window else tf
             per_layer = (nf * tf + (L - nf) * ts) / L
             layers = p.layers or L
             pred = layers * per_layer + (dev.cal.step_ms * 1e-3 if p.layers == 0 else 0.0)

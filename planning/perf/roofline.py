@@ -13,7 +13,7 @@ import numpy as np
 
 from planning.catalog.schema import GPU, ModelSpec
 from planning.errors import PlanningError
-from planning.perf.calibration import GpuCalibration
+from planning.perf.calibration import GlobalSettings, GpuCalibration
 
 ArrayLike = np.ndarray | float
 
@@ -160,6 +160,34 @@ class LayerArch:
     def kv_bytes_per_token(self, tp: int, kv_bytes: float = KV_BYTES) -> float:
         """KV cache bytes per token per layer per GPU (KV heads replicate when tp > kv heads)."""
         return 2.0 * kv_heads_per_gpu(self.kv_heads, tp) * self.head_dim * kv_bytes
+
+
+@dataclass(frozen=True)
+class EngineCopy:
+    """One engine copy's kernels: the GPU type (with its calibration), the layer sizes, the weight precision and the
+    tensor-parallel degree the layers are split over (what every layer time reads)."""
+
+    dev: Device
+    arch: LayerArch
+    prec: Precision
+    tp: int
+
+
+@dataclass(frozen=True)
+class NodeEngine:
+    """A node's engine: ``dp`` data-parallel copies of a ``tp``-GPU engine of ``arch`` at ``prec`` on ``dev``, run
+    with the engine ``settings`` (token budget, max sequences, memory utilisation)."""
+
+    arch: LayerArch
+    dev: Device
+    prec: Precision
+    settings: GlobalSettings
+    tp: int
+    dp: int
+
+    def copy(self, dev: Device | None = None) -> EngineCopy:
+        """The kernels of one copy (``dev``: the device as the phase runs it, e.g. CUDA-graphed; default own)."""
+        return EngineCopy(self.dev if dev is None else dev, self.arch, self.prec, self.tp)
 
 
 def kv_heads_per_gpu(kv_heads: int, tp: int) -> float:
@@ -312,16 +340,14 @@ def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: Arra
     return np.asarray(t, dtype=float)
 
 
-def layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, batch: ArrayLike, q_len: ArrayLike,
-               context: ArrayLike, sliding: bool, phase: str) -> np.ndarray:
+def layer_time(eng: EngineCopy, batch: ArrayLike, q_len: ArrayLike, context: ArrayLike, sliding: bool,
+               phase: str) -> np.ndarray:
     """Seconds for one decoder layer on a node of ``tp`` GPUs (tensor parallel) for one forward step.
 
     Parameters
     ----------
-    dev: the GPU type with its calibration.
-    arch: per-layer sizes.
-    p: weight precision / compute rate.
-    tp: tensor-parallel degree (GPUs the layer is split over).
+    eng: the GPU type with its calibration, per-layer sizes, weight precision / compute rate and tensor-parallel
+        degree (GPUs the layer is split over).
     batch: sequences in the step (array).
     q_len: new tokens per sequence (prompt length for prefill, 1 for decode).
     context: tokens already cached per sequence (decode) - ignored for prefill.
@@ -332,6 +358,7 @@ def layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, batch: Array
     -------
     Time in seconds, broadcast over the inputs.
     """
+    dev, arch, p, tp = eng.dev, eng.arch, eng.prec, eng.tp
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
@@ -344,13 +371,13 @@ def layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, batch: Array
     return np.asarray(t, dtype=float)
 
 
-def mixed_layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, n_decode: ArrayLike, context: ArrayLike,
-                     prefill_tokens: ArrayLike, prompt_len: float, sliding: bool) -> np.ndarray:
+def mixed_layer_time(eng: EngineCopy, n_decode: ArrayLike, context: ArrayLike, prefill_tokens: ArrayLike,
+                     prompt_len: float, sliding: bool) -> np.ndarray:
     """One layer of a continuous-batching step: ``n_decode`` running sequences plus a chunk of prompt tokens.
 
     Parameters
     ----------
-    dev, arch, p, tp: GPU type, layer sizes, precision, tensor-parallel degree.
+    eng: GPU type, layer sizes, precision, tensor-parallel degree.
     n_decode: sequences generating one token each (array), reading ``context`` cached tokens.
     context: mean cached tokens per decoding sequence.
     prefill_tokens: prompt tokens prefilled in the same step (chunked prefill shares the step).
@@ -361,6 +388,7 @@ def mixed_layer_time(dev: Device, arch: LayerArch, p: Precision, tp: int, n_deco
     -------
     Seconds (array): the GEMMs run once over all tokens of the step, attention per kind.
     """
+    dev, arch, p, tp = eng.dev, eng.arch, eng.prec, eng.tp
     d = np.asarray(n_decode, dtype=float)
     pt = np.asarray(prefill_tokens, dtype=float)
     heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)

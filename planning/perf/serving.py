@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planning.errors import PlanningError
-from planning.perf.calibration import GlobalSettings
 from planning.perf.curves import graphed, workspace_bytes
 from planning.perf.engines import EngineMemory, RouterBatching, planner_memory
 from planning.perf.results import ServingPoint, Workload
-from planning.perf.roofline import ACT_BYTES, Device, LayerArch, Precision, mixed_layer_time
+from planning.perf.roofline import ACT_BYTES, EngineCopy, NodeEngine, mixed_layer_time
 from planning.perf.tables import kv_room
 
 
@@ -48,22 +47,50 @@ def _token_grid(cap: float) -> np.ndarray:
     return np.unique(np.concatenate([fine, coarse, [cap]]))
 
 
-def _step_time(arch: LayerArch, dev: Device, prec: Precision, tp: int, n_decode: np.ndarray, context: float,
-               prefill_tokens: np.ndarray, prompt_len: float) -> np.ndarray:
-    nf = float(arch.full_in_window[-1])
-    ns = arch.layers - nf
-    t = nf * mixed_layer_time(dev, arch, prec, tp, n_decode, context, prefill_tokens, prompt_len, False)
+def _step_time(eng: EngineCopy, n_decode: np.ndarray, context: float, prefill_tokens: np.ndarray,
+               prompt_len: float) -> np.ndarray:
+    nf = float(eng.arch.full_in_window[-1])
+    ns = eng.arch.layers - nf
+    t = nf * mixed_layer_time(eng, n_decode, context, prefill_tokens, prompt_len, False)
     if ns > 0:
-        t = t + ns * mixed_layer_time(dev, arch, prec, tp, n_decode, context, prefill_tokens, prompt_len, True)
-    return np.asarray(t + dev.cal.step_ms * 1e-3, dtype=float)
+        t = t + ns * mixed_layer_time(eng, n_decode, context, prefill_tokens, prompt_len, True)
+    return np.asarray(t + eng.dev.cal.step_ms * 1e-3, dtype=float)
 
 
 SCHEDULING = ("chunked", "prefill-first")
 
 
-def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray, ctx: float, inp: float,
-           budget: float, scheduling: str, share: np.ndarray, others: np.ndarray,
-           router: RouterBatching | None = None, closed_loop: bool = False) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class StepSetup:
+    """How one engine copy runs its steps (:func:`_times`): its kernels, the decodes' mean context ``ctx``, the prompt
+    length ``inp``, the step token budget, the scheduling, a prefill-first engine's ``router`` and whether the load
+    is a ``closed_loop`` of clients."""
+
+    eng: EngineCopy
+    ctx: float
+    inp: float
+    budget: float
+    scheduling: str
+    router: RouterBatching | None = None
+    closed_loop: bool = False
+
+
+@dataclass(frozen=True)
+class ServingQuery:
+    """What a serving point is asked (:func:`serving_point`): the optional SLOs, a closed loop of ``concurrency``
+    clients or an open loop at ``request_rate``, the engine's ``scheduling``, its ``memory`` reservation and a
+    prefill-first engine's ``router``."""
+
+    ttft_slo_ms: float | None = None
+    tpot_slo_ms: float | None = None
+    concurrency: int | None = None
+    scheduling: str = "chunked"
+    memory: EngineMemory | None = None
+    request_rate: float | None = None
+    router: RouterBatching | None = None
+
+
+def _times(run: StepSetup, b: np.ndarray, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
     """Step times of one engine copy with ``b`` sequences decoding and ``share`` prompt tokens per step on average.
 
     Prompts arrive whole, so the prompt tokens come in lumps: a chunked engine carries a chunk of
@@ -83,8 +110,10 @@ def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray
     own number, k = max(1, ⌊r (B − k)⌋) ≈ r B / (1 + r) prompts at once, and waits for nothing but the step in
     progress.
     """
+    eng, ctx, inp, budget, router = run.eng, run.ctx, run.inp, run.budget, run.router
+    scheduling, closed_loop = run.scheduling, run.closed_loop
     zeros = np.zeros_like(b)
-    t_dec = _step_time(arch, dev, prec, tp, b, ctx, zeros, inp)
+    t_dec = _step_time(eng, b, ctx, zeros, inp)
     if scheduling == "prefill-first":
         # Prompts are not chunked: each waiting batch of prompts is a step of its own, between decode steps.
         per_step = share / inp  # new prompts per decode step (the B/O requests that replace finished ones)
@@ -100,7 +129,7 @@ def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray
                     fill = np.where(per_step > 0, need / per_step, np.inf)
                 closed = np.where(need >= 1, np.minimum(fill, float(router.max_decode_steps)), 0.0)
             k = np.clip(np.maximum(per_step, per_step * closed), 1.0, k_max)  # prompts per prefill step
-        t_pre = _step_time(arch, dev, prec, tp, zeros, ctx, k * inp, inp)
+        t_pre = _step_time(eng, zeros, ctx, k * inp, inp)
         t = t_dec + per_step * t_pre / k
         parts = {"t": t, "t_dec": t_dec, "t_pre": t_pre, "k": k, "busy": per_step * t_pre / k / t}
         if router is not None:
@@ -112,10 +141,10 @@ def _times(arch: LayerArch, dev: Device, prec: Precision, tp: int, b: np.ndarray
     chunk = np.minimum(inp, np.maximum(budget - b, 1.0))
     lump = np.maximum(chunk, np.minimum(share, np.maximum(budget - b, 0.0)))
     q = np.minimum(1.0, share / chunk)
-    t_p = _step_time(arch, dev, prec, tp, b, ctx, lump, inp)
+    t_p = _step_time(eng, b, ctx, lump, inp)
     t = q * t_p + (1.0 - q) * t_dec
     own_chunk = np.maximum(budget - others, 1.0)
-    t_own = np.ceil(inp / own_chunk) * _step_time(arch, dev, prec, tp, others, ctx, np.minimum(own_chunk, inp), inp)
+    t_own = np.ceil(inp / own_chunk) * _step_time(eng, others, ctx, np.minimum(own_chunk, inp), inp)
     return {"t": t, "t_dec": t_dec, "t_p": t_p, "t_own": t_own, "lump": lump, "busy": q * t_p / t}
 
 
@@ -156,106 +185,134 @@ def _ttft(parts: dict[str, np.ndarray], inp: float, lam: np.ndarray, alone: bool
 SATURATION_ITERATIONS = 60
 
 
-def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
-                  wl: Workload, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
-                  concurrency: int | None = None, scheduling: str = "chunked",
-                  memory: EngineMemory | None = None, request_rate: float | None = None,
-                  router: RouterBatching | None = None) -> ServingPoint | None:
+@dataclass(frozen=True)
+class _Run:
+    """One serving evaluation's engine: its step times, request sizes, limits and memory per GPU (bytes)."""
+
+    times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.ndarray]]
+    inp: float
+    out: float
+    tp: int
+    dp: int
+    max_seqs: int
+    budget: float
+    scheduling: str
+    fixed: float
+    kv_seq: float
+    cap: float
+
+
+def serving_point(node: NodeEngine, wl: Workload, query: ServingQuery | None = None) -> ServingPoint | None:
     """Peak sustainable aggregated serving of one node of ``dp`` copies of a ``tp``-GPU engine.
 
     Parameters
     ----------
-    arch, dev, prec, settings: layer sizes, GPU, precision, engine settings (token budget, max sequences, memory).
-    tp, dp: tensor-parallel degree and data-parallel copies in the node.
+    node: layer sizes, GPU, precision, engine settings (token budget, max sequences, memory), tensor-parallel degree
+        and data-parallel copies in the node.
     wl: mean input/output tokens per request.
-    ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak). The
+    query (default: the unconstrained open-loop peak of the planner's engine):
+      ttft_slo_ms, tpot_slo_ms: optional latency SLOs the operating point must meet (None: unconstrained peak). The
         TTFT is the one under the point's own load (queueing for the prompt budget included, :func:`_ttft`).
-    concurrency: closed loop of this many clients over the whole node instead of the open-loop peak.
-    scheduling: ``"chunked"`` (default; prompt chunks ride in the decode steps: vLLM V1, SGLang, TensorRT-LLM) or
+      concurrency: closed loop of this many clients over the whole node instead of the open-loop peak.
+      scheduling: ``"chunked"`` (default; prompt chunks ride in the decode steps: vLLM V1, SGLang, TensorRT-LLM) or
         ``"prefill-first"`` (engines without chunked prefill, e.g. vLLM <= 0.5 and TGI 2 by default: waiting prompts
         run as a step of their own that stalls every decode). Prefill-first, with B decoding and B/O new prompts
         per decode step: TPOT = t_dec(B) + (B/O) · t_pre(k)/k (k = max(1, B/O) prompts per prefill step);
         closed loops use the other B - 1 clients' prompts.
-    memory: the engine's memory reservation (default the planner's engine); its ``hold`` sets the KV a running
+      memory: the engine's memory reservation (default the planner's engine); its ``hold`` sets the KV a running
         sequence holds (I + O/2 when it grows a token at a time, I + O when reserved at admission).
-    request_rate: evaluate an open loop at this many requests/s over the node (Poisson arrivals) instead of the
+      request_rate: evaluate an open loop at this many requests/s over the node (Poisson arrivals) instead of the
         peak: the batch is what Little's law keeps running at that rate, TTFT and TPOT are the latencies under
         that load, ``limited_by`` is ``"request_rate"``. None when the node cannot sustain the rate.
-    router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router,
+      router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router,
         ``engines.RouterBatching``; None: at the next step).
 
     Returns
     -------
     The operating point, or None when nothing fits (weights alone exceed memory, or no batch meets the SLOs).
     """
-    if scheduling not in SCHEDULING:
-        raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
+    q = query if query is not None else ServingQuery()
+    if q.scheduling not in SCHEDULING:
+        raise PlanningError("scheduling", f"unknown scheduling {q.scheduling!r}.", f"use one of {list(SCHEDULING)}.")
+    settings = node.settings
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
-    max_seqs = int(settings.max_num_seqs)
-    dev = graphed(dev, settings)
-    ctx = inp + out / 2.0
-
-    gate = router if scheduling == "prefill-first" else None
+    dev = graphed(node.dev, settings)
+    gate = q.router if q.scheduling == "prefill-first" else None
+    steps = StepSetup(node.copy(dev), inp + out / 2.0, inp, budget, q.scheduling, gate, q.concurrency is not None)
 
     def times(b: np.ndarray, share: np.ndarray, others: np.ndarray) -> dict[str, np.ndarray]:
-        return _times(arch, dev, prec, tp, b, ctx, inp, budget, scheduling, share, others, gate,
-                      concurrency is not None)
+        return _times(steps, b, share, others)
 
     # Memory per GPU at a batch, against the engine's budget (KV bytes at its kv_scale).
-    memory = memory if memory is not None else planner_memory(settings)
-    kv_tok = arch.kv_bytes_per_token(tp, prec.kv_bytes) * memory.kv_scale
+    memory = q.memory if q.memory is not None else planner_memory(settings)
+    arch, tp = node.arch, node.tp
+    kv_tok = arch.kv_bytes_per_token(tp, node.prec.kv_bytes) * memory.kv_scale
     nf = float(arch.full_in_window[-1])
     ns = arch.layers - nf
     held = memory.kv_tokens(inp, out)
     kv_seq = kv_tok * (nf * held + ns * min(held, float(arch.window or held)))
-    weights = arch.layers * arch.weight_bytes_per_layer(prec) / tp
+    weights = arch.layers * arch.weight_bytes_per_layer(node.prec) / tp
     fixed = weights + float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
-    cap = memory.budget(dev.memory_bytes)
-    if request_rate is not None:
-        return _at_rate(times, inp, out, float(request_rate), dp, max_seqs, budget, scheduling, fixed, kv_seq, cap,
-                        tp, ttft_slo_ms, tpot_slo_ms)
-    if concurrency is not None:
-        per_copy = max(1.0, concurrency / dp)
-        b = np.array([per_copy])
-        prefill_share = (b - 1.0) * inp / out
-        parts = times(b, prefill_share, np.maximum(b - 1.0, 0.0))
-        t = parts["t"]
-        alone = concurrency <= dp
-        ttft = _ttft(parts, inp, np.zeros_like(b), alone)
-        for _ in range(8):  # the clients' prompt rate depends on their TTFT (closed loop)
-            ttft = _ttft(parts, inp, b / (ttft + (out - 1.0) * t), alone)
-    else:
-        b = _grid(max_seqs)
-        prefill_share = b * inp / out
-        parts = times(b, prefill_share, b)
-        t = parts["t"]
-        ttft = _ttft(parts, inp, b / (out * t), False)
-    mem = fixed + b * kv_seq
-    if concurrency is not None:
-        if not mem[0] <= cap:
-            # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
-            fit = int((cap - fixed) // kv_seq) if cap > fixed else 0
-            if fit < 1:
-                return None
-            inner = serving_point(arch, dev, prec, settings, tp, dp, wl, ttft_slo_ms, tpot_slo_ms, fit * dp,
-                                  scheduling, memory, router=router)
-            if inner is None:
-                return None
-            wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
-            return replace(inner, ttft_ms=inner.ttft_ms + wait_s * 1e3, concurrency=int(concurrency),
-                           limited_by="memory")
-        out_rate = float(concurrency * out / (ttft[0] + (out - 1.0) * t[0]))
-        return ServingPoint(
-            max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
-            ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
-            capacity_gb=float(cap) * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=ttft_slo_ms,
-            tpot_slo_ms=tpot_slo_ms, concurrency=int(concurrency))
+    run = _Run(times, inp, out, tp, node.dp, int(settings.max_num_seqs), budget, q.scheduling, fixed, kv_seq,
+               memory.budget(dev.memory_bytes))
+    if q.request_rate is not None:
+        return _at_rate(run, float(q.request_rate), q)
+    if q.concurrency is not None:
+        # the inner point of an over-full closed loop runs on the graphed device with the resolved memory
+        return _closed_loop(run, q, replace(node, dev=dev), wl, memory)
+    return _peak(run, q)
+
+
+def _closed_loop(run: _Run, q: ServingQuery, node: NodeEngine, wl: Workload,
+                 memory: EngineMemory) -> ServingPoint | None:
+    """``serving_point`` for a closed loop of ``q.concurrency`` clients (module docstring)."""
+    concurrency = q.concurrency if q.concurrency is not None else 0
+    inp, out, dp, tp, cap = run.inp, run.out, run.dp, run.tp, run.cap
+    per_copy = max(1.0, concurrency / dp)
+    b = np.array([per_copy])
+    prefill_share = (b - 1.0) * inp / out
+    parts = run.times(b, prefill_share, np.maximum(b - 1.0, 0.0))
+    t = parts["t"]
+    alone = concurrency <= dp
+    ttft = _ttft(parts, inp, np.zeros_like(b), alone)
+    for _ in range(8):  # the clients' prompt rate depends on their TTFT (closed loop)
+        ttft = _ttft(parts, inp, b / (ttft + (out - 1.0) * t), alone)
+    mem = run.fixed + b * run.kv_seq
+    if not mem[0] <= cap:
+        # More clients than KV cache: the engine runs the sequences that fit and queues the rest.
+        fit = int((cap - run.fixed) // run.kv_seq) if cap > run.fixed else 0
+        if fit < 1:
+            return None
+        inner = serving_point(node, wl, ServingQuery(q.ttft_slo_ms, q.tpot_slo_ms, fit * dp, q.scheduling, memory,
+                                                     router=q.router))
+        if inner is None:
+            return None
+        wait_s = (concurrency - fit * dp) / inner.max_requests_per_s
+        return replace(inner, ttft_ms=inner.ttft_ms + wait_s * 1e3, concurrency=int(concurrency),
+                       limited_by="memory")
+    out_rate = float(concurrency * out / (ttft[0] + (out - 1.0) * t[0]))
+    return ServingPoint(
+        max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(concurrency),
+        ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem[0] * tp * dp / 1e9),
+        capacity_gb=float(cap) * tp * dp / 1e9, limited_by="concurrency", ttft_slo_ms=q.ttft_slo_ms,
+        tpot_slo_ms=q.tpot_slo_ms, concurrency=int(concurrency))
+
+
+def _peak(run: _Run, q: ServingQuery) -> ServingPoint | None:
+    """``serving_point``'s open-loop peak: the best feasible batch on the grid and what limits the next one."""
+    inp, out, dp, tp, cap = run.inp, run.out, run.dp, run.tp, run.cap
+    b = _grid(run.max_seqs)
+    prefill_share = b * inp / out
+    parts = run.times(b, prefill_share, b)
+    t = parts["t"]
+    ttft = _ttft(parts, inp, b / (out * t), False)
+    mem = run.fixed + b * run.kv_seq
     checks = {
         "memory": mem <= cap,
-        "token_budget": b + (prefill_share if scheduling == "chunked" else 0.0) <= budget,
-        "tpot": t * 1e3 <= (tpot_slo_ms if tpot_slo_ms is not None else math.inf),
-        "ttft": ttft * 1e3 <= (ttft_slo_ms if ttft_slo_ms is not None else math.inf),
+        "token_budget": b + (prefill_share if run.scheduling == "chunked" else 0.0) <= run.budget,
+        "tpot": t * 1e3 <= (q.tpot_slo_ms if q.tpot_slo_ms is not None else math.inf),
+        "ttft": ttft * 1e3 <= (q.ttft_slo_ms if q.ttft_slo_ms is not None else math.inf),
     }
     ok = np.logical_and.reduce(list(checks.values()))
     if not ok.any():
@@ -271,17 +328,18 @@ def serving_point(arch: LayerArch, dev: Device, prec: Precision, settings: Globa
     return ServingPoint(
         max_output_tokens_per_s=out_rate, max_requests_per_s=out_rate / out, batch=int(b[i]) * dp,
         ttft_ms=float(ttft[i] * 1e3), tpot_ms=float(t[i] * 1e3), memory_gb=float(mem[i] * tp * dp / 1e9),
-        capacity_gb=float(cap) * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms)
+        capacity_gb=float(cap) * tp * dp / 1e9, limited_by=limited, ttft_slo_ms=q.ttft_slo_ms,
+        tpot_slo_ms=q.tpot_slo_ms)
 
 
-def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.ndarray]], inp: float, out: float,
-             rate: float, dp: int, max_seqs: int, budget: float, scheduling: str, fixed: float, kv_seq: float,
-             cap: float, tp: int, ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> ServingPoint | None:
+def _at_rate(run: _Run, rate: float, q: ServingQuery) -> ServingPoint | None:
     """Open loop at ``rate`` requests/s over the node (``serving_point``'s ``request_rate``): the fixed point of
     B = λ (TTFT(B) + (O - 1) TPOT(B)) per copy, with λ I prompt tokens per second riding in the steps. None when
     there is none within the engine's limits (the rate exceeds what the node sustains)."""
     if not (rate > 0 and math.isfinite(rate)):
         raise PlanningError("request_rate", f"{rate} requests/s.", "give a positive rate.")
+    times, inp, out, dp, tp, cap = run.times, run.inp, run.out, run.dp, run.tp, run.cap
+    ttft_slo_ms, tpot_slo_ms = q.ttft_slo_ms, q.tpot_slo_ms
     lam = np.array([rate / dp])
     b = np.array([1.0])
     t = times(b, np.zeros(1), b)["t"]
@@ -292,8 +350,8 @@ def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.
         t = parts["t"]
         ttft = _ttft(parts, inp, lam, False)
         new_b = lam * (ttft + (out - 1.0) * t)
-        if not np.isfinite(new_b[0]) or new_b[0] > max_seqs or fixed + new_b[0] * kv_seq > cap \
-                or (scheduling == "chunked" and new_b[0] + share[0] > budget):
+        if not np.isfinite(new_b[0]) or new_b[0] > run.max_seqs or run.fixed + new_b[0] * run.kv_seq > cap \
+                or (run.scheduling == "chunked" and new_b[0] + share[0] > run.budget):
             return None
         if abs(new_b[0] - b[0]) <= 1e-3 * max(b[0], 1.0):
             b = new_b
@@ -304,7 +362,7 @@ def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.
     ok_slo = (ttft_slo_ms is None or ttft[0] * 1e3 <= ttft_slo_ms) and (tpot_slo_ms is None or t[0] * 1e3 <= tpot_slo_ms)
     if not ok_slo:
         return None
-    mem = fixed + b[0] * kv_seq
+    mem = run.fixed + b[0] * run.kv_seq
     return ServingPoint(
         max_output_tokens_per_s=rate * out, max_requests_per_s=rate, batch=round(float(b[0]) * dp),
         ttft_ms=float(ttft[0] * 1e3), tpot_ms=float(t[0] * 1e3), memory_gb=float(mem * tp * dp / 1e9),
@@ -312,19 +370,16 @@ def _at_rate(times: Callable[[np.ndarray, np.ndarray, np.ndarray], dict[str, np.
         tpot_slo_ms=tpot_slo_ms, request_rate=rate)
 
 
-def serving_stage_table(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
-                        wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
-                        stages: np.ndarray, kv_sigmas: float = 0.0) -> np.ndarray:
+def serving_stage_table(node: NodeEngine, wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None,
+                        net_gbps: float, stages: np.ndarray, kv_sigmas: float = 0.0) -> np.ndarray:
     """Aggregated T̂: requests/s of one node holding j layers as one of S pipeline stages, shape (S, L)
     (:func:`serving_stage_entries`, best batch per entry)."""
-    vals, _b, _t, _tokens = serving_stage_entries(arch, dev, prec, settings, tp, dp, wl, tpot_budget, ttft_slo_ms,
-                                                  net_gbps, stages, kv_sigmas)
+    vals, _b, _t, _tokens = serving_stage_entries(node, wl, tpot_budget, ttft_slo_ms, net_gbps, stages, kv_sigmas)
     return np.asarray(vals.max(axis=2), dtype=float)
 
 
-def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, settings: GlobalSettings, tp: int, dp: int,
-                          wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None, net_gbps: float,
-                          stages: np.ndarray,
+def serving_stage_entries(node: NodeEngine, wl: Workload, tpot_budget: np.ndarray, ttft_slo_ms: float | None,
+                          net_gbps: float, stages: np.ndarray,
                           kv_sigmas: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Aggregated T̂ per batch: (requests/s (S, L, B) where feasible else 0, batches (B,), mean step seconds
     (S, L, B), step token budget T(S, j) (S, L)) of one node holding j layers as one of S pipeline stages.
@@ -339,22 +394,24 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     fits, and the pipeline TTFT S * (ceil(I / (T - B)) + 1/2) * t_chunk(j, B) meets ``ttft_slo_ms``. ``kv_sigmas``: KV room for
     ``kv_sigmas`` standard deviations of the running count (``tables.kv_room``, the decode tables' rule).
     """
+    arch, prec, settings, tp, dp = node.arch, node.prec, node.settings, node.tp, node.dp
     inp, out = float(wl.input_len), max(float(wl.output_len), 1.0)
     budget = float(settings.max_batched_tokens)
-    dev = graphed(dev, settings)
+    dev = graphed(node.dev, settings)
+    eng = node.copy(dev)
     b = _grid(int(settings.max_num_seqs))
     share = b * inp / out
     ctx = inp + out / 2.0
-    t_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, False)
-    t_slide = (mixed_layer_time(dev, arch, prec, tp, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, True)
+    t_full = mixed_layer_time(eng, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, False)
+    t_slide = (mixed_layer_time(eng, b, ctx, np.minimum(share, np.maximum(budget - b, 0.0)), inp, True)
                if arch.window else t_full)
     j = np.arange(1, arch.layers + 1, dtype=float)
     nf = arch.full_in_window
     ns = j - nf
     step = dev.cal.step_ms * 1e-3
     run = nf[:, None] * t_full[None, :] + ns[:, None] * t_slide[None, :] + step  # (L, B) at the mean prompt share
-    d_full = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.zeros_like(b), inp, False)
-    d_slide = mixed_layer_time(dev, arch, prec, tp, b, ctx, np.zeros_like(b), inp, True) if arch.window else d_full
+    d_full = mixed_layer_time(eng, b, ctx, np.zeros_like(b), inp, False)
+    d_slide = mixed_layer_time(eng, b, ctx, np.zeros_like(b), inp, True) if arch.window else d_full
     run_dec = nf[:, None] * d_full[None, :] + ns[:, None] * d_slide[None, :] + step  # (L, B) decode-only steps
     # The engine's per-step token budget, as the simulator runs it and a deployment of the plan sets it
     # (Sarathi-Serve's rule, simulate.steps.InstanceModel.step_token_budget): the largest prompt chunk whose step on
@@ -362,8 +419,8 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     # chunks share it, so the mean prompt share must fit beside the decodes and a prompt takes ceil(I / (T - B))
     # steps. (Assuming the engine setting instead let a plan promise TTFTs that its SLO-sized steps cannot keep.)
     tgrid = _token_grid(budget)
-    p_full = mixed_layer_time(dev, arch, prec, tp, np.zeros_like(tgrid), ctx, tgrid, inp, False)
-    p_slide = mixed_layer_time(dev, arch, prec, tp, np.zeros_like(tgrid), ctx, tgrid, inp, True) if arch.window else p_full
+    p_full = mixed_layer_time(eng, np.zeros_like(tgrid), ctx, tgrid, inp, False)
+    p_slide = mixed_layer_time(eng, np.zeros_like(tgrid), ctx, tgrid, inp, True) if arch.window else p_full
     pre = nf[:, None] * p_full[None, :] + ns[:, None] * p_slide[None, :] + step  # (L, T)
     fits = pre[None, :, :] <= tpot_budget[:, None, None]  # (S, L, T): step time grows with the tokens
     n_fit = fits.sum(axis=2)
@@ -376,8 +433,8 @@ def serving_stage_entries(arch: LayerArch, dev: Device, prec: Precision, setting
     levels, which = np.unique(tokens[:, :, 0], return_inverse=True)
     u_tok = np.minimum(np.maximum(levels[:, None] - b[None, :], 1.0), inp)  # (U, B)
     u_dec = np.maximum(b - 1.0, 0.0)[None, :]
-    u_full = mixed_layer_time(dev, arch, prec, tp, u_dec, ctx, u_tok, inp, False)
-    u_slide = mixed_layer_time(dev, arch, prec, tp, u_dec, ctx, u_tok, inp, True) if arch.window else u_full
+    u_full = mixed_layer_time(eng, u_dec, ctx, u_tok, inp, False)
+    u_slide = mixed_layer_time(eng, u_dec, ctx, u_tok, inp, True) if arch.window else u_full
     which = which.reshape(tokens.shape[:2])
     c_full, c_slide = u_full[which], u_slide[which]  # (S, L, B)
     steps = np.ceil(inp / chunk) + 0.5

@@ -116,14 +116,15 @@ def fluctuation_spread(elasticity: np.ndarray | float) -> np.ndarray:
     return np.asarray(1.0 / np.maximum(1.0 - np.clip(elasticity, 0.0, 1.0), ELASTICITY_FLOOR), dtype=float)
 
 
-def entry_point(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
-                max_stages: int, stages: int, j: int, kv_extra: float | None = None,
+def entry_point(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, stages: int,
+                j: int, kv_extra: float | None = None,
                 kv_sigmas: float = 0.0) -> tuple[int, float, float, float, float] | None:
-    """The operating point of entry ``[stages - 1, j - 1]`` of :func:`best_over_batches` (before ``load_cap``):
-    (index of the winning curve, batch per copy, step seconds, node throughput, step elasticity at that batch),
-    None where nothing is feasible."""
+    """The operating point of entry ``[stages - 1, j - 1]`` of :func:`best_over_batches` (before ``load_cap``) whose
+    per-stage budgets are ``budget`` (one per stage count, ``max_stages = budget.size``): (index of the winning
+    curve, batch per copy, step seconds, node throughput, step elasticity at that batch), None where nothing is
+    feasible."""
     best: tuple[int, float, float, float, float] | None = None
-    for k, (c, thr, t) in enumerate(_per_batch(curves, full_in_window, layers, budget, max_stages, kv_extra,
+    for k, (c, thr, t) in enumerate(_per_batch(curves, full_in_window, layers, budget, int(budget.size), kv_extra,
                                                kv_sigmas)):
         row = thr[stages - 1, j - 1]
         i = int(np.argmax(row))

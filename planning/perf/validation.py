@@ -23,7 +23,7 @@ import numpy as np
 
 from planning.errors import PlanningError
 from planning.perf.bands import ANY, QUANTITY_KIND, BandRow, dtype_class, gpu_class
-from planning.perf.engines import published_engine
+from planning.perf.engines import BenchRun, published_engine
 from planning.perf.model import PerfModel
 
 DEFAULT_VALIDATION_DIR = Path(__file__).resolve().parents[2] / "data" / "validation"
@@ -164,8 +164,8 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
-    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes, model_id=p.model, dtype=p.dtype,
-                           n_gpus=p.n_gpus, input_len=p.input_len, output_len=out)
+    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes,
+                           run=BenchRun(p.model, p.dtype, p.n_gpus, p.input_len, out))
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
                     scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
                     memory=eng.memory, router=eng.router)

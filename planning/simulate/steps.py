@@ -38,7 +38,7 @@ from planning.errors import PlanningError
 from planning.perf.curves import Curves
 from planning.perf.engines import EngineMemory, vllm_v1_limits
 from planning.perf.model import PerfModel, Workload, cycle_budget_s, handoff_s, kv_request_bytes
-from planning.perf.roofline import LayerArch, resolve_precision
+from planning.perf.roofline import LayerArch, NodeEngine, resolve_precision
 from planning.result import StagePlan
 
 # Mean context (decode) and prompt tokens per sequence (prefill) at which step times are tabulated;
@@ -216,7 +216,8 @@ class InstanceModel:
         dev = self.perf.device(gpu_id)
         prec = resolve_precision(self.spec, self.dtype, gpu)
         net = self.perf.network_gbps(shape)[0]
-        return self.perf._curves(self.spec, dev, prec, tp, 1, phase, wl, batches.astype(float), net, self.memory)
+        node = NodeEngine(self.perf._layer_arch(self.spec), dev, prec, self.perf.calibration.settings, tp, 1)
+        return self.perf._curves(self.spec, node, phase, wl, batches.astype(float), net, self.memory)
 
     def _kv_bytes_per_token(self, shape: str, tp: int) -> float:
         """KV bytes per token per layer per GPU as the perf model counts them (its KV dtype included)."""

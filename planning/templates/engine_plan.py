@@ -93,7 +93,7 @@ def engine_plan(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], p
                           round(e, 4))
     points = []
     for st in stages:
-        row = [perf.stage_point(spec, n.shape, phase, slo_ms, wl, n_stages, st.layers,
+        row = [perf.stage_point(spec, n.shape, phase, slo_ms, wl, (n_stages, st.layers),
                                 ttft_ms=ttft_ms if phase == "aggregated" else None) for n in st.nodes]
         if any(p is None for p in row):
             return None

@@ -6,6 +6,7 @@ import pytest
 
 from planning.perf import PerfModel
 from planning.perf.engines import (
+    BenchRun,
     EngineMemory,
     engine_memory,
     planner_memory,
@@ -79,7 +80,7 @@ def test_published_rows_run_their_engine_memory(pm: PerfModel) -> None:
     keeps a request's whole KV. Llama-3.1-70B FP16 on 2 x A100-80G (70.6 GB of weights per GPU) was infeasible under
     the old 10 % + 1.5 GB reserve; TensorRT-LLM's rule leaves it far more KV than vLLM's 0.9 of the card."""
     eng = published_engine(pm, "trtllm", "0.17", "A100-80G", 2, "trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95",
-                           model_id="llama-3-70b", dtype="fp16", n_gpus=2, input_len=1000, output_len=1000)
+                           run=BenchRun("llama-3-70b", "fp16", 2, 1000, 1000))
     assert eng.memory.of == "free" and eng.memory.fraction == 0.95 and eng.memory.hold == "reserve"
     kw = dict(input_len=1000, output_len=1000, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs))
     trt = pm.serving("llama-3-70b", "A100-80G", 2, dtype="fp16", memory=eng.memory, **kw)  # type: ignore[arg-type]

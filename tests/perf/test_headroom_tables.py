@@ -61,7 +61,8 @@ def test_decode_entry_holds_kv_of_s_micro_batches_brute_force(pm: PerfModel, sha
         for j in (1, layers // 4, layers // 2, layers):
             best = one_copy = 0.0
             for tp in pm.tp_options(spec, count):
-                c = pm._curves(spec, dev, prec, tp, count // tp, "decode", WL, batches, net)
+                node = pm._node_engine(pm._layer_arch(spec), dev, prec, tp, count // tp)
+                c = pm._curves(spec, node, "decode", WL, batches, net)
                 steps = [float(j * c.t_full[i] + c.step_s + (c.transfer_s[i] if s > 1 else 0.0))
                          for i in range(len(batches))]
                 for i in range(len(batches)):
@@ -86,10 +87,12 @@ def test_prefill_reserves_the_engine_step_workspace(pm: PerfModel) -> None:
     spec = pm.model("qwen3-32b")
     dev = pm.device("L40S")
     prec = resolve_precision(spec, None, pm.gpu("L40S"))
-    c = pm._curves(spec, dev, prec, 1, 1, "prefill", WL, np.array([1.0, 2.0, 8.0]), 25.0)
+    c = pm._curves(spec, pm._node_engine(pm._layer_arch(spec), dev, prec, 1, 1), "prefill", WL,
+                   np.array([1.0, 2.0, 8.0]), 25.0)
     assert np.all(c.mem_fixed == c.mem_fixed[0])
-    small = _with_settings(pm, max_batched_tokens=1024)._curves(spec, dev, prec, 1, 1, "prefill", WL,
-                                                                 np.array([1.0]), 25.0)
+    budgeted = _with_settings(pm, max_batched_tokens=1024)
+    small = budgeted._curves(spec, budgeted._node_engine(pm._layer_arch(spec), dev, prec, 1, 1), "prefill", WL,
+                             np.array([1.0]), 25.0)
     assert small.mem_fixed[0] < c.mem_fixed[0]
 
 
@@ -172,10 +175,10 @@ def test_kv_bound_mha_decode_plans_a_batch_whose_fluctuation_fits(pm: PerfModel)
     longer fit: the entry runs 2 × 32 (in the simulator 4.4 % of requests had waited > 3 s for a KV slot)."""
     spec = pm.model("llama-2-7b")
     wl = Workload(1155, 211)
-    point = pm.stage_point(spec, "1xL40S", "decode", 80.0, wl, 2, 16)
+    point = pm.stage_point(spec, "1xL40S", "decode", 80.0, wl, (2, 16))
     assert point is not None and point.batch == 32 and point.elasticity > 0.5
     table = pm.stage_table(spec, "1xL40S", "decode", 80.0, wl, max_stages=2)
     assert table[1, 15] == pytest.approx(point.throughput)
     square_root = _with_settings(pm, kv_sigmas=0.0)  # no room at all: the KV-bound batch of 45 fits
-    bare = square_root.stage_point(spec, "1xL40S", "decode", 80.0, wl, 2, 16)
+    bare = square_root.stage_point(spec, "1xL40S", "decode", 80.0, wl, (2, 16))
     assert bare is not None and bare.batch == 45 and bare.throughput > point.throughput

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from planning.perf import PerfModel, Workload
-from planning.perf.roofline import LayerArch, allreduce_time, gemm_time, layer_time, resolve_precision
+from planning.perf.roofline import (
+    EngineCopy,
+    LayerArch,
+    allreduce_time,
+    gemm_time,
+    layer_time,
+    resolve_precision,
+)
 from tests.perf.conftest import CORAL_MODELS, CORAL_SHAPES, CORAL_SLO
 
 WL = Workload(input_len=1000, output_len=250)
@@ -46,8 +53,8 @@ def test_larger_batch_never_shorter_step(pm: PerfModel, gpu_id: str, model_id: s
     batches = np.arange(1, 600, dtype=float)
     for tp in pm.tp_options(spec, 4):
         for sliding in (False, True):
-            dec = layer_time(dev, arch, prec, tp, batches, 1.0, 3000.0, sliding, "decode")
-            pre = layer_time(dev, arch, prec, tp, batches, 700.0, 0.0, sliding, "prefill")
+            dec = layer_time(EngineCopy(dev, arch, prec, tp), batches, 1.0, 3000.0, sliding, "decode")
+            pre = layer_time(EngineCopy(dev, arch, prec, tp), batches, 700.0, 0.0, sliding, "prefill")
             assert np.all(np.diff(dec) >= -1e-15) and np.all(np.diff(pre) >= -1e-15)
 
 
@@ -89,8 +96,8 @@ def test_tensor_parallel_all_reduce_adds_time(pm: PerfModel) -> None:
     spec = pm.model("qwen3-32b")
     arch, prec = LayerArch.from_spec(spec), resolve_precision(spec, None, pm.gpu("L40S"))
     no_comm = replace(dev, link_bw=1e30, cal=replace(dev.cal, ar_latency_us=0.0))
-    with_comm = layer_time(dev, arch, prec, 2, 64.0, 1000.0, 0.0, False, "prefill")
-    without = layer_time(no_comm, arch, prec, 2, 64.0, 1000.0, 0.0, False, "prefill")
+    with_comm = layer_time(EngineCopy(dev, arch, prec, 2), 64.0, 1000.0, 0.0, False, "prefill")
+    without = layer_time(EngineCopy(no_comm, arch, prec, 2), 64.0, 1000.0, 0.0, False, "prefill")
     assert with_comm > without
 
 

@@ -206,8 +206,8 @@ def test_prompts_arrive_in_lumps(pm: PerfModel) -> None:
     not t(B, q I). Below the ridge (32 decodes of Llama-3-8B BF16: weight-bound) the step is convex in its tokens:
     a whole 1,000-token prompt is compute-bound, so the lumpy mean is the slower one (Jensen)."""
     from planning.perf.curves import graphed
-    from planning.perf.roofline import LayerArch, resolve_precision
-    from planning.perf.serving import _step_time, _times
+    from planning.perf.roofline import EngineCopy, LayerArch, resolve_precision
+    from planning.perf.serving import StepSetup, _step_time, _times
 
     spec = pm.model("llama-3-8b")
     arch, s = LayerArch.from_spec(spec), pm.calibration.settings
@@ -215,8 +215,9 @@ def test_prompts_arrive_in_lumps(pm: PerfModel) -> None:
     prec = resolve_precision(spec, "bf16", pm.gpu("H100"))
     b = np.array([32.0])
     share = np.array([250.0])  # 1000/128 requests: 250 prompt tokens per step on average, 1000 at a time
-    parts = _times(arch, dev, prec, 1, b, 1064.0, 1000.0, 8192.0, "chunked", share, b)
-    mean_share = _step_time(arch, dev, prec, 1, b, 1064.0, share, 1000.0)
+    eng = EngineCopy(dev, arch, prec, 1)
+    parts = _times(StepSetup(eng, 1064.0, 1000.0, 8192.0, "chunked"), b, share, b)
+    mean_share = _step_time(eng, b, 1064.0, share, 1000.0)
     assert parts["t"][0] > 1.05 * mean_share[0]
     q = 250.0 / 1000.0
     assert parts["t"][0] == pytest.approx(q * parts["t_p"][0] + (1 - q) * parts["t_dec"][0])

@@ -123,3 +123,16 @@ def test_expired_or_forged_link_opens_nothing(planning_home: Path) -> None:
         viewer.run()
         assert not viewer.exception
         assert viewer.error and "share link" in viewer.error[0].value
+
+
+def test_without_sign_in_my_jobs_survive_a_reload(planning_home: Path) -> None:
+    """The old complaint: "Only this session's jobs" lost one's earlier jobs after a reload (a new session id)."""
+    from tests.app.conftest import app, planned
+
+    _, job_id = planned(planning_home)
+    reloaded = app("views/5_Jobs.py")  # a new browser session: nothing carried over but the workspace
+    assert not reloaded.exception
+    assert reloaded.toggle[0].label == "Only my jobs" and reloaded.toggle[0].value is True
+    assert job_id in set(reloaded.dataframe[0].value["id"])
+    with JobStore(planning_home / "jobs.sqlite") as store:
+        assert store.get(job_id).owner == "local"

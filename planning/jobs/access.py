@@ -100,9 +100,15 @@ def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> s
                            (job_id,)).rowcount
     if queued or running:
         return "cancelled"
-    conn.execute("DELETE FROM job_shares WHERE job_id = ?", (job_id,))
     conn.execute("DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,))
+    forget_missing(conn)
     return "deleted"
+
+
+def forget_missing(conn: sqlite3.Connection) -> None:
+    """Drop access rows and share links of jobs no longer in the store (after a delete or a prune)."""
+    conn.execute("DELETE FROM job_access WHERE job_id NOT IN (SELECT id FROM jobs)")
+    conn.execute("DELETE FROM job_shares WHERE job_id NOT IN (SELECT id FROM jobs)")
 
 
 def record_share(conn: sqlite3.Connection, share: Share) -> None:

@@ -480,23 +480,27 @@ class JobStore:
         return lost
 
     def delete(self, job_id: str) -> bool:
-        """Remove a finished job; active jobs are kept (cancel them first)."""
-        return (
-            self._execute(
-                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,),
-                doing=f"deleting job {job_id}",
-            )
-            == 1
-        )
+        """Remove a finished job (for everyone: its access rows and share links go too); active jobs are kept
+        (cancel them first)."""
+        with self._transaction(f"deleting job {job_id}") as conn:
+            deleted = conn.execute("DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')",
+                                   (job_id,)).rowcount == 1
+            if deleted and self._access:
+                access.forget_missing(conn)
+        return deleted
 
     def prune(self, keep: int = 500) -> int:
-        """Delete all but the ``keep`` most recent finished jobs; returns how many were deleted."""
-        return self._execute(
-            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
-            "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
-            (int(keep),),
-            doing="pruning old jobs",
-        )
+        """Delete all but the ``keep`` most recent finished jobs (with their access rows and share links); returns
+        how many were deleted."""
+        with self._transaction("pruning old jobs") as conn:
+            deleted = conn.execute(
+                "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
+                "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
+                (int(keep),),
+            ).rowcount
+            if self._access:
+                access.forget_missing(conn)
+        return int(deleted)
 
     # -- who may see a job, share links (planning.jobs.access) ----------------------------------------------------
     def can_see(self, job_id: str, owner: str) -> bool:

@@ -92,3 +92,20 @@ def test_share_records_and_revocation(tmp_path: Path) -> None:
         assert again is not None and again.revoked is not None
         assert [s.token_id for s in store.shares("alice")] == ["cafe0002"]
         assert store.find_share("beef0001") is None
+
+
+def test_delete_and_prune_take_access_rows_and_links_along(tmp_path: Path) -> None:
+    with _store(tmp_path) as store:
+        ids = []
+        for n in range(3):
+            job, _ = store.create_or_reuse(f"aaaa000{n}", "solve", {"x": n}, "alice")
+            assert store.mark_running(job)
+            store.finish_done(job, {"n": n})
+            store.add_share(job, "alice", f"cafe000{n}", expires=2e9)
+            ids.append(job)
+        assert store.delete(ids[0])
+        assert store.prune(keep=1) == 1
+        kept = [r.id for r in store.list_jobs(owner="alice")]
+        assert len(kept) == 1 and [s.job_id for s in store.shares("alice")] == kept
+        with store._sql("counting") as conn:
+            assert conn.execute("SELECT count(*) FROM job_access").fetchone()[0] == 1

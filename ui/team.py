@@ -54,9 +54,10 @@ def user_sidebar() -> None:
 # --- share links -------------------------------------------------------------------------------------------------
 def _secret() -> bytes:
     configured = st.secrets.get("share_secret") if st.secrets.load_if_toml_exists() else None
-    if configured:
-        return str(configured).encode()
-    return load_secret(state.planning_home())
+    if configured and len(str(configured)) < 32:
+        raise PlanningError("share_secret", "in Streamlit's secrets is shorter than 32 characters.",
+                            "Set it to e.g. the output of `python -c 'import secrets; print(secrets.token_hex(32))'`.")
+    return str(configured).encode() if configured else load_secret(state.planning_home())
 
 
 def make_link(job_id: str, days: int, now: float | None = None) -> str:

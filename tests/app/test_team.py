@@ -18,6 +18,7 @@ from tests.app.conftest import ROOT, TIMEOUT, TINY, texts, wait_for_job
 ISSUER = "https://idp.example/realms/team"
 AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "c" * 32, "client_id": "planning",
         "client_secret": "s", "server_metadata_url": f"{ISSUER}/.well-known/openid-configuration"}
+SHARE_SECRET = "k" * 40  # share_secret in Streamlit's secrets signs the links (else PLANNING_HOME/share.key)
 
 
 def _user(sub: str | None) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def team_app(sub: str | None, page: str | None = None, query: dict[str, str] | N
     """The app with sign-in configured, as user ``sub`` (None: nobody signed in), showing ``page``."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.secrets["auth"] = dict(AUTH)
+    at.secrets["share_secret"] = SHARE_SECRET
     at.user = _user(sub)
     for key, value in (query or {}).items():
         at.query_params[key] = value
@@ -93,8 +95,11 @@ def test_share_link_opens_one_plan_until_revoked(planning_home: Path) -> None:
     at.run()
     link = str(at.session_state["share_link"])
     token = link.removeprefix("?share=")
+    assert verify(SHARE_SECRET.encode(), token, now=time.time()).job_id == job_id  # signed with the configured secret
+    assert not (planning_home / "share.key").exists()
     viewer = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     viewer.secrets["auth"] = dict(AUTH)
+    viewer.secrets["share_secret"] = SHARE_SECRET
     viewer.user = _user(None)  # finance, without an account
     viewer.query_params["share"] = token
     viewer.run()

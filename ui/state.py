@@ -60,8 +60,15 @@ def sign_in_configured() -> bool:
 
 
 def signed_in() -> bool:
-    """Whether the user got past sign-in: always without ``[auth]``, else when the provider signed them in."""
-    return not sign_in_configured() or bool(st.user.get("is_logged_in"))
+    """Whether the user got past sign-in: always without ``[auth]``, else when the provider signed them in with
+    an ID token that names them (``iss`` and ``sub``: their workspace)."""
+    if not sign_in_configured():
+        return True
+    try:
+        workspace()
+    except PlanningError:
+        return False
+    return True
 
 
 def workspace() -> Workspace:

@@ -36,6 +36,13 @@ def sign_in_page() -> None:
     st.title("Sign in")
     st.write("This workbench is shared by a team: sign in with your organisation's account to see your own "
              "scenarios, jobs and plans.")
+    if st.user.get("is_logged_in"):  # signed in, but the provider's token does not say who: no workspace to open
+        try:
+            state.workspace()
+        except PlanningError as exc:
+            st.error(str(exc))
+        st.button("Sign out", key="logout", on_click=st.logout)
+        return
     for provider in providers():
         label = "Sign in" if provider is None else f"Sign in with {provider}"
         st.button(label, key=f"login-{provider}", type="primary", on_click=st.login,

@@ -141,3 +141,14 @@ def test_without_sign_in_my_jobs_survive_a_reload(planning_home: Path) -> None:
     assert job_id in set(reloaded.dataframe[0].value["id"])
     with JobStore(planning_home / "jobs.sqlite") as store:
         assert store.get(job_id).owner == "local"
+
+
+def test_a_token_without_a_subject_opens_no_workspace() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.secrets["auth"] = dict(AUTH)
+    at.user = {"is_logged_in": True, "iss": ISSUER, "email": "someone@example.com"}  # no sub claim
+    at.run()
+    assert not at.exception
+    assert [t.value for t in at.title] == ["Sign in"] and not at.dataframe and not at.selectbox
+    assert at.error and "user.sub" in at.error[0].value
+    assert [b.label for b in at.button] == ["Sign out"]

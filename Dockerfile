@@ -1,6 +1,8 @@
 # The workbench for people who do not install Python. From a clone (no Python needed on the host):
 #   docker build -t planning . && docker run --rm -p 8501:8501 -v planning-home:/data planning
 # then open http://localhost:8501. Plans, jobs and template caches live in the volume (PLANNING_HOME=/data).
+# For a team, with sign-in: mount a secrets.toml with an [auth] section at /app/.streamlit/secrets.toml, or anywhere
+# and name it with -e STREAMLIT_SECRETS_FILES=...; docs/team.md has Keycloak and Google examples.
 # Installs exactly uv.lock's runtime set (no dev, ray or skypilot extras); tests/test_dockerfile.py replays the
 # install steps below in a fresh venv on every `make test`.
 FROM python:3.11-slim

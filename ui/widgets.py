@@ -12,7 +12,7 @@ from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
 from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
-from ui.state import POLL_SECONDS, find_job, init_state, runner
+from ui.state import POLL_SECONDS, cancel_job, find_job, init_state
 
 
 def page(title: str, intro: str) -> None:
@@ -99,7 +99,7 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
                                 "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
-                runner().cancel(record.id)
+                cancel_job(record.id)
 
     _panel()
 

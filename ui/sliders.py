@@ -66,7 +66,8 @@ def _submit(variant: Scenario, base: PlanResult) -> str:
     if current:
         previous = state.find_job(current)
         if previous is not None and not previous.is_terminal:
-            state.runner().cancel(current)  # the slider moved on: that position's plan is no longer wanted
+            # the slider moved on: that position's plan is no longer wanted (by this user; another may want it)
+            state.runner().cancel(current, by=st.session_state["owner"])
     job_id = state.runner().submit("solve", request, near_job, owner=st.session_state["owner"])
     st.session_state["slider_job"], st.session_state["slider_key"] = job_id, key
     return job_id

@@ -88,6 +88,8 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
             fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
             step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
             text = f"{label}: {step} ({record.status})"
+            if record.status == "queued" and (place := runner().place(record.id)) is not None:
+                text += f" · {place.text()}"  # fair share: "2nd in your queue, 5 ahead overall"
             if record.attempt > 1:
                 text += f" · attempt {record.attempt}, its first worker died"
             if attention := record.attention():
@@ -99,7 +101,7 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
                                 "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
-                runner().cancel(record.id)
+                runner().cancel(record.id, by=st.session_state["owner"])  # never another user's job
 
     _panel()
 

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from planning.jobs import JobRunner, JobToken, ProgressFn, default_runner
 from planning.jobs.admin import Identity, UserUsage, is_admin, usage
-from tests.app.conftest import ROOT, TIMEOUT, app, texts
+from tests.app.conftest import ROOT, TIMEOUT, app, save_tiny, texts
 
 WAIT_S = 120  # how long a test waits for a job to reach a state before calling it hung: never a claim on speed
 
@@ -108,3 +108,24 @@ def test_usage_counts_each_users_jobs(held: tuple[JobRunner, threading.Event, An
     rows = {u.owner: u for u in usage(runner.list_jobs())}
     assert rows["a"].jobs == 2 and rows["a"].done == 2 and rows["b"].jobs == 1
     assert all(isinstance(u, UserUsage) and u.run_seconds >= 0 for u in rows.values())
+
+
+def test_a_queued_plan_shows_its_place_in_the_live_panel(
+        planning_home: Path, held: tuple[JobRunner, threading.Event, Any]) -> None:
+    """Issue 43 §4: while another user's jobs hold both workers, the user's own plan says where it stands."""
+    runner, _gate, job = held
+    others = [runner.submit("held", {"n": i}, job, owner="someone-else") for i in range(3)]
+    until(lambda: runner.get(others[0]).status == runner.get(others[1]).status == "running", "both workers busy")
+    save_tiny(planning_home)
+    at = app()
+    at.selectbox[0].set_value("saved:tiny")
+    next(b for b in at.button if b.label == "Plan it").click()
+    at.run()
+    assert not at.exception
+    mine = str(at.session_state["solve_job"])
+    assert runner.get(mine).status == "queued"
+    live = [str(p.text) for p in at.get("progress")]
+    # the other user's third job queued earlier, but this user runs nothing: theirs starts first
+    assert any("1st in your queue, 0 ahead overall" in t for t in live), live
+    theirs = runner.place(others[2])
+    assert theirs is not None and theirs.ahead == 1

@@ -102,6 +102,9 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                                 "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
                 runner().cancel(record.id, by=st.session_state["owner"])  # never another user's job
+                after = find_job(record.id)
+                if after is not None and not after.is_terminal and not after.cancel_requested:
+                    st.toast("Cancelled for you. Another user asked for the same plan, so the job goes on for them.")
 
     _panel()
 

@@ -129,3 +129,29 @@ def test_a_queued_plan_shows_its_place_in_the_live_panel(
     assert any("1st in your queue, 0 ahead overall" in t for t in live), live
     theirs = runner.place(others[2])
     assert theirs is not None and theirs.ahead == 1
+
+
+def test_cancel_of_a_plan_another_user_also_wants_only_withdraws_it(
+        planning_home: Path, held: tuple[JobRunner, threading.Event, Any]) -> None:
+    """Issue 43 §4: identical requests share one job; one user's Cancel never stops it for the other."""
+    from planning.scenario import Scenario
+    from tests.app.conftest import TINY
+    from ui.jobs import solve_job, solve_request
+
+    runner, _gate, job = held
+    busy = [runner.submit("held", {"n": i}, job, owner="someone-else") for i in range(2)]
+    until(lambda: all(runner.get(j).status == "running" for j in busy), "both workers busy")
+    bobs = runner.submit("solve", solve_request(Scenario.from_dict(TINY)), solve_job, owner="bob")
+    save_tiny(planning_home)
+    at = app()
+    at.selectbox[0].set_value("saved:tiny")
+    next(b for b in at.button if b.label == "Plan it").click()
+    at.run()
+    assert str(at.session_state["solve_job"]) == bobs  # the same request: bob's job, joined
+    next(b for b in at.button if b.label == "Cancel").click()
+    at.run()
+    assert not at.exception
+    assert any("goes on for them" in str(t.value) for t in at.toast)
+    record = runner.get(bobs)
+    assert record.status == "queued" and not record.cancel_requested
+    assert runner.cancel(bobs, by="bob") and runner.wait(bobs, timeout=WAIT_S).status == "cancelled"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import state, team
+from ui import admin, state, team
 
 PAGES = [
     st.Page("views/0_Home.py", title="Home", icon=":material/home:", default=True),
@@ -18,6 +18,7 @@ PAGES = [
     st.Page("views/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("views/8_Learn.py", title="Learn", icon=":material/school:"),
     st.Page("views/9_Measurements.py", title="Measurements", icon=":material/speed:"),
+    *admin.pages(),  # the Admin page, listed only for admins
 ]
 
 # Worker processes are spawned, and a spawned child re-runs the main module (this script) as "__mp_main__" before

@@ -12,7 +12,7 @@ from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
 from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
-from ui.state import POLL_SECONDS, cancel_job, find_job, init_state
+from ui.state import POLL_SECONDS, cancel_job, find_job, init_state, runner
 
 
 def page(title: str, intro: str) -> None:
@@ -88,6 +88,8 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
             fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
             step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
             text = f"{label}: {step} ({record.status})"
+            if record.status == "queued" and (place := runner().place(record.id)) is not None:
+                text += f" · {place.text()}"  # fair share: "2nd in your queue, 5 ahead overall"
             if record.attempt > 1:
                 text += f" · attempt {record.attempt}, its first worker died"
             if attention := record.attention():
@@ -99,7 +101,10 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
                                 "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
-                cancel_job(record.id)
+                cancel_job(record.id)  # this user's cancel: never another user's job
+                after = find_job(record.id)
+                if after is not None and not after.is_terminal and not after.cancel_requested:
+                    st.toast("Cancelled for you. Another user asked for the same plan, so the job goes on for them.")
 
     _panel()
 

@@ -181,6 +181,22 @@ def test_a_direct_link_opens_the_page_inside_the_apps_navigation(server: str, br
     page.close()
 
 
+
+def test_the_admin_page_is_listed_for_the_local_user(server: str, browser: Any) -> None:
+    """Without sign-in the local user is the admin (issue 43 §5): the navigation lists Admin, which shows the queue
+    and the caps of the server's runner (worker processes, as shipped)."""
+    page = browser.new_page()
+    page.goto(server.rstrip("/") + "/Admin")
+    page.get_by_role("heading", name="Admin").first.wait_for(timeout=60_000)
+    _settled(page)
+    page.get_by_role("heading", name="Queue").first.wait_for()
+    names = [t.splitlines()[-1].strip() for t in
+             page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
+    assert names[-1] == "Admin", names
+    assert "Usage per user" in page.inner_text("body") and "This page is for admins" not in page.inner_text("body")
+    page.close()
+
+
 @pytest.mark.benchmark  # a timing, not a check: a cold 1M-template build in the browser (`make bench`)
 def test_plan_time_coral_extended(server: str, browser: Any) -> None:
     page = browser.new_page()

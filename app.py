@@ -18,7 +18,6 @@ PAGES = [
     st.Page("views/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
     st.Page("views/8_Learn.py", title="Learn", icon=":material/school:"),
     st.Page("views/9_Measurements.py", title="Measurements", icon=":material/speed:"),
-    *admin.pages(),  # the Admin page, listed only for admins
 ]
 
 # Worker processes are spawned, and a spawned child re-runs the main module (this script) as "__mp_main__" before
@@ -31,4 +30,4 @@ if __name__ != "__mp_main__":
         team.only_page(team.sign_in_page, "Sign in")
     else:
         team.user_sidebar()
-        st.navigation(PAGES).run()
+        st.navigation([*PAGES, *admin.pages()]).run()  # the Admin page is listed only for admins

@@ -33,4 +33,6 @@ VOLUME ["/data"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://localhost:8501/_stcore/health', timeout=4)"
+# sign-in settings from PLANNING_AUTH_* variables, when given, become Streamlit's secrets file (docs/team.md)
+ENTRYPOINT ["python", "tools/container_start.py"]
 CMD ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]

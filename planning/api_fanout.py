@@ -24,7 +24,7 @@ import pandas as pd
 from planning.allocate.warm import WarmStart
 from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
-from planning.parallel import fan_out
+from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
 from planning.result import PlanResult
 from planning.scenario import Scenario
@@ -78,9 +78,9 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     points = [(scenario.to_dict(), kind, float(x)) for x in values]
     warm = _Neighbours()
-    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values], backend=backend,
-                        workers=workers, progress=progress, cancel=cancel, what="sweep",
-                        here=lambda point, cancel=None: sweep_point(point, cancel, warm))
+    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values],
+                        FanOut(backend, workers, progress, cancel, what="sweep",
+                               here=lambda point, cancel=None: sweep_point(point, cancel, warm)))
     return pd.DataFrame([row for rows in per_point for row in rows])
 
 
@@ -159,9 +159,9 @@ def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequ
     cases = {"base": scenario} if base else {}
     cases.update({name: apply_variants(scenario, list(changes)) for name, changes in named.items()})
     warm = _Neighbours()  # here: the base first, then each variant from the base's columns
-    results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases), backend=backend,
-                      workers=workers, progress=progress, cancel=cancel, what="what-if",
-                      here=lambda data, cancel=None: variant_point(data, cancel, warm))
+    results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases),
+                      FanOut(backend, workers, progress, cancel, what="what-if",
+                             here=lambda data, cancel=None: variant_point(data, cancel, warm)))
     return dict(zip(cases, results, strict=True))
 
 

@@ -420,13 +420,13 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
     One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
     shared_models (count).
     """
-    from planning.parallel import fan_out
+    from planning.parallel import FanOut, fan_out
 
     points = [(scenario.to_dict(), th, method) for th in thresholds]
     labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]
-    return list(fan_out(threshold_point, points, labels, backend=backend, workers=workers, progress=progress,
-                        cancel=cancel, what="sharing threshold sweep",
-                        here=lambda point, cancel=None: threshold_point(point, cancel=cancel, context=context)))
+    return list(fan_out(threshold_point, points, labels, FanOut(
+        backend, workers, progress, cancel, what="sharing threshold sweep",
+        here=lambda point, cancel=None: threshold_point(point, cancel=cancel, context=context))))
 
 
 def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: CancelToken | None = None,

@@ -30,6 +30,7 @@ from planning.baselines.registry import PER_EPOCH as BASELINES
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.groups import Group
+from planning.precheck import precheck_error
 from planning.resolve import resolve_scenario
 from planning.scenario import Demand, Scenario, SizeBucket
 from planning.timeline import engine, loop, policies, shared
@@ -211,13 +212,18 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     Raises
     ------
     PlanningError
-        Bad inputs (unknown model, mismatched epochs), naming the field and the fix.
+        Bad inputs (unknown model, mismatched epochs), naming the field and the fix; an SLO below what any offered
+        GPU reaches (``planning.precheck``, on the design scenario, before any library is built), with the
+        ``infeasible`` message ``planning solve`` gives.
     Cancelled
         When ``cancel`` is set.
     """
     opts = options or TimelineOptions()
     t_start = time.perf_counter()
     hz, design, notes = _horizon(scenario, demand, availability, opts, context)
+    refused = precheck_error(design, context)  # an SLO no offered GPU reaches: said at once, before any library
+    if refused is not None:
+        raise refused
     why = shared.unsupported(design, hz.series, hz.K, opts.policies)
     if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
         # the static peak on an epoch's own scenario when one has the scarcest availability: an epoch equal to the

@@ -127,19 +127,22 @@ def solve_epochs(scenarios: Sequence[Scenario], ctx: EngineContext, *, workers: 
     Cancelled
         When ``cancel`` is set.
     PlanningError
-        Ray missing or unreachable, or work lost on a Ray cluster after its retries.
+        Ray missing or unreachable, or work lost on a Ray cluster after its retries (an epoch whose worker process
+        died in the pool and again alone is that epoch's "no plan" with the error).
     """
     import json
 
-    from planning.timeline.fanout import run_distinct
+    from planning.parallel import FanOut
+    from planning.timeline.engine import describe_failure
+    from planning.timeline.fanout import Distinct, run_distinct
 
     keys = [json.dumps(s.to_dict(), sort_keys=True, default=str) for s in scenarios]
     first: dict[str, int] = {}
     cache = str(ctx.cache_dir) if ctx.cache_dir is not None else None
-    return run_distinct([first.setdefault(k, i) for i, k in enumerate(keys)],
-                        lambda e: _solve(scenarios[e], ctx, cancel), shared_epoch_task,
-                        lambda e: (scenarios[e].to_dict(), cache), workers=workers, backend=backend, cancel=cancel,
-                        progress=progress, label="shared plan", what="shared timeline epochs")
+    return run_distinct([first.setdefault(k, i) for i, k in enumerate(keys)], Distinct(
+        here=lambda e: _solve(scenarios[e], ctx, cancel), task=shared_epoch_task,
+        item=lambda e: (scenarios[e].to_dict(), cache), crashed=lambda _e, exc: failed(describe_failure(exc), 0.0),
+        label="shared plan"), FanOut(backend, workers, progress, cancel, what="shared timeline epochs"))
 
 
 def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = None) -> SharedEpoch:

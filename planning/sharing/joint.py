@@ -56,7 +56,8 @@ Tests: ``tests/sharing/test_joint.py`` (brute force over every split, packing an
 instances, one and two regions, aggregated and disaggregated, K = 0 and 0.5; a designed instance computed by hand;
 the threshold split never cheaper; the CLI on long-tail; ``test_joint_columns.py``: both pricing oracles and the
 column packing against brute force or the compact MILP). Modules: ``joint_model`` (the instance and its
-indexing), ``joint_columns`` (the master LP, pricing, the enumeration, the ILP), this one (the driver).
+indexing), ``joint_columns`` (the master LP, pricing, the enumeration), ``joint_ilp`` (the ILP over listed columns),
+this one (the driver).
 """
 
 from __future__ import annotations
@@ -77,7 +78,6 @@ from planning.sharing.joint_columns import (
     Duals,
     best_pattern,
     column_duals,
-    columns_ilp,
     enumerate_patterns,
     farley_bound,
     greedy_patterns,
@@ -89,6 +89,7 @@ from planning.sharing.joint_columns import (
     start_plans,
     template_rc,
 )
+from planning.sharing.joint_ilp import columns_ilp
 from planning.sharing.joint_model import DedicatedGroup, JointArrays, JointInstance, JointPlan
 
 __all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]

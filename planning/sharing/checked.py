@@ -69,9 +69,9 @@ def simulated_attainment(result: SharingResult, scenario: Scenario, context: Eng
     """Per shared model, its SLO attainment in the request-level simulation of the shared GPUs (empty: none)."""
     if not result.shared_nodes:
         return {}
-    from planning.sharing.simulate import simulate_sharing
+    from planning.sharing.simulate import SharedSimOptions, simulate_sharing
 
-    sim = simulate_sharing(result, scenario, context=context, duration_s=SIM_DURATION_S, seed=SIM_SEED)
+    sim = simulate_sharing(result, scenario, SharedSimOptions(SIM_DURATION_S, SIM_SEED), context=context)
     return {m.model: float(m.attainment) for m in sim.models}
 
 

@@ -347,7 +347,7 @@ def _dedicated_part(call: _Call, parts: _Parts, profiled: tuple[list[ModelProfil
                     dedicated_ids: list[str], notes: list[str]) -> str | None:
     """The popular models' plan beside the packing (updates ``parts``; the contention settled by
     ``joint_contend.settle`` when they compete for nodes); the reason when the budget leaves them nothing."""
-    from planning.sharing.joint_contend import pack_on, settle, shared_lp
+    from planning.sharing.joint_contend import Contest, pack_on, settle, shared_lp
 
     scenario, method, deadline = call.scenario, call.method, call.deadline
     profiles, types = profiled
@@ -378,11 +378,12 @@ def _dedicated_part(call: _Call, parts: _Parts, profiled: tuple[list[ModelProfil
         if free.status == "optimal" and packing_free.status == "optimal" and scenario.objective.kind == "cost":
             parts.bound = packing_free.cost_per_hour + free.cost_per_hour
             notes.append(f"lower bound ${parts.bound:,.2f}/h: each part's optimum with every node available, added.")
-        settled = settle(scenario, sub, offers, packing, parts.nodes, free, parts.bound, deadline=deadline,
-                         solve_part=solve_part,
-                         pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
-                         shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d),
-                         baselines=call.baselines)
+        contest = Contest(scenario, sub, offers,
+                          pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
+                          solve_part=solve_part,
+                          shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d),
+                          deadline=deadline, baselines=call.baselines)
+        settled = settle(contest, packing, parts.nodes, free, parts.bound)
         parts.packing, parts.nodes, parts.dedicated, parts.bound = (settled.packing, settled.nodes, settled.dedicated,
                                                                     settled.bound)
         notes.extend(settled.notes)

@@ -479,8 +479,11 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
 
     Returns
     -------
-    One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
-    shared_models (count).
+    One dict per threshold, of the checked plan (``sharing.checked.solve_checked``: the shared plan, or the plan
+    without sharing when that is cheaper or the shared GPUs miss an SLO): threshold_rps, status, cost_per_hour,
+    shared_cost_per_hour, gpus, shared_gpus, shared_models (count), returned (``"shared"`` or ``"dedicated"``),
+    and the shared plan's own cost and shared models (sharing_plan_cost_per_hour, sharing_plan_models), returned
+    or not.
     """
     from planning.parallel import fan_out
 
@@ -496,8 +499,14 @@ def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: Can
     """One threshold sweep point (scenario as a dict, threshold, method) → its row (a task of any backend)."""
     data, th, method = point
     scenario = Scenario.from_dict(data)
+    from planning.sharing.checked import solve_checked
+
     variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
-    res = solve_shared(variant, method=method, context=context, cancel=cancel)
+    res = solve_checked(variant, method=method, context=context or engine_context(), cancel=cancel)
+    returned = str(res.comparison.get("returned", "shared"))
+    lost = returned == "dedicated"  # the shared plan lost: its figures are the comparison's
     return {"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
             "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
-            "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)}
+            "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models), "returned": returned,
+            "sharing_plan_cost_per_hour": res.comparison.get("cost_per_hour") if lost else res.cost_per_hour,
+            "sharing_plan_models": int(res.comparison.get("shared_models") or 0) if lost else len(res.shared_models)}

@@ -30,10 +30,10 @@ def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: fl
     ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
     for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
     """
-    from planning.sharing.simulate import simulate_sharing
+    from planning.sharing.simulate import SharedSimOptions, simulate_sharing
 
-    return simulate_sharing(result, scenario, context=engine_context(), duration_s=duration_s, seed=seed,
-                            admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
+    options = SharedSimOptions(duration_s, seed, admission, evict_after_s, rate_scale, kv)
+    return simulate_sharing(result, scenario, options, context=engine_context())
 
 
 def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:

@@ -1,7 +1,8 @@
 """A timeline planned with GPU sharing (issue 29 §3): each distinct epoch is the scenario's shared plan.
 
 A scenario with ``options.sharing`` (kvpr | exact) plans its low-rate models on shared GPUs
-(:func:`planning.sharing.solve_shared`, its one entry point); the timeline's template-based epochs (``engine``)
+(:func:`planning.sharing.checked.solve_checked`: the shared plan, or the plan without sharing when that is
+cheaper or the shared GPUs miss an SLO in simulation); the timeline's template-based epochs (``engine``)
 plan dedicated instances only. With K = 0 (no initialization penalty: platform-100's) the epochs do not chain, so
 each epoch's plan is the shared plan of the epoch's demand alone: the epoch scenario holds every model's rate and
 request sizes of that epoch and the epoch's availability, and each distinct one (an hourly week repeats its days)
@@ -149,12 +150,12 @@ def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = 
     """One epoch's shared plan; a solve that raises (anything but ``Cancelled``) is this epoch's "no plan" with
     its error and fix, so the other epochs are kept."""
     from planning.context import Cancelled
-    from planning.sharing import solve_shared
+    from planning.sharing.checked import solve_checked
     from planning.timeline.engine import describe_failure
 
     t0 = time.perf_counter()
-    try:
-        res = solve_shared(scenario, context=ctx, cancel=cancel, baselines=False)  # an epoch shows no baselines
+    try:  # checked: never dearer than the epoch without sharing, no SLO miss kept; an epoch shows no baselines
+        res = solve_checked(scenario, method=None, context=ctx, cancel=cancel, baselines=False)
     except Cancelled:
         raise
     except Exception as exc:  # reported on this epoch, the horizon goes on

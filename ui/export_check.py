@@ -36,15 +36,10 @@ def export_check_section(result: PlanResult, plan_job_id: str) -> None:
             jobs[plan_job_id] = state.submit_solve(alternative)
         except PlanningError as exc:
             widgets.show_error(exc)
-    record = state.find_job(jobs.get(plan_job_id))
-    if record is None:
-        return
-    if not record.is_terminal:
-        widgets.live_jobs({"Planning without pipelines": record.id}, key="export_alternative")
-        return
-    planned = state.result_of(record)
+    record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Planning without pipelines",
+                                key="export_alternative")
+    planned = None if record is None else state.result_of(record)
     if planned is None:
-        widgets.show_job_outcome(record)
         return
     st.info(api.export_preview(result, alternative=planned).alternative_text().capitalize() + ".",
             icon=":material/price_check:")

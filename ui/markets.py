@@ -59,16 +59,11 @@ def markets_section(scenario: Scenario, plan_job_id: str) -> None:
                                                       owner=st.session_state["owner"])
         except PlanningError as exc:
             widgets.show_error(exc)
-    record = state.find_job(jobs.get(plan_job_id))
-    if record is None:
+    record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Comparing markets", key="markets")
+    out = None if record is None else record.result
+    if out is None:
         return
-    if not record.is_terminal:
-        widgets.live_jobs({"Comparing markets": record.id}, key="markets")
-        return
-    if record.status != "done" or record.result is None:
-        widgets.show_job_outcome(record)
-        return
-    rows = pd.DataFrame(record.result["rows"])
+    rows = pd.DataFrame(out["rows"])
     table = side_by_side(rows)
     st.plotly_chart(markets_figure(table), width="stretch", key="markets_chart")
     st.dataframe(table, hide_index=True, width="stretch", column_config={

@@ -62,6 +62,36 @@ def show_job_outcome(record: JobRecord) -> None:
                    "request starts a fresh job).", icon=":material/warning:")
 
 
+def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | None:
+    """The finished job whose result a panel can draw, else None after drawing why there is none yet.
+
+    No job → nothing drawn; queued or running → its progress bar with Cancel (``live_jobs``); failed, cancelled,
+    lost or done without a result → ``show_job_outcome``.
+
+    Parameters
+    ----------
+    record:
+        The panel's job, or None when none was submitted.
+    label:
+        What the progress bar says the job is doing ("Comparing markets").
+    key:
+        Unique key of the panel on the page.
+
+    Returns
+    -------
+    The record when it is done with a result, else None.
+    """
+    if record is None:
+        return None
+    if not record.is_terminal:
+        live_jobs({label: record.id}, key=key)
+        return None
+    if record.status != "done" or record.result_json is None:
+        show_job_outcome(record)
+        return None
+    return record
+
+
 def live_jobs(jobs: Mapping[str, str], key: str) -> None:
     """Progress bars with Cancel for running jobs; polls only while one runs, then reruns the whole page.
 

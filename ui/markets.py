@@ -41,9 +41,12 @@ def markets_figure(table: pd.DataFrame) -> go.Figure:
         if column in table:
             fig.add_trace(go.Bar(x=table["where"], y=table[column], name=pricing, marker_color=colour,
                                  hovertemplate="%{x}: $%{y:,.0f} per month<extra>" + pricing + "</extra>"))
+    # many markets slant their names: the margin grows to hold them (it cut them at the bottom), and the legend
+    # sits above the bars so it never takes their width
     fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="$ per month",
                       title="The same demand planned per cloud and region: on-demand vs spot",
-                      legend_title="pricing")
+                      xaxis={"automargin": True},
+                      legend={"title": "pricing", "orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0})
     return fig
 
 

@@ -145,7 +145,9 @@ def kpis(result: PlanResult) -> None:
     best = result.best_baseline()
     bill = result.bill
     kinds = pricing_kinds(result)
-    cols = st.columns(5)
+    # two rows of three: at five abreast (1280 px and wider alike, the page is centred) the labels and the
+    # status ("Savings vs best ho…", "optimal…") were cut; the status takes two columns for "(gap not bounded)"
+    cols = [*st.columns(3), *st.columns([1, 2])]
     cols[0].metric("Cost per hour", bill.hour_text,
                    help=f"What is paid per hour at {kinds} prices, {bill.words}: owned capacity at its amortised "
                         "rate, operations and power, reservations at their fee whether used or not, on-demand and "

@@ -42,16 +42,10 @@ def slider_section(scenario: Scenario, base: PlanResult) -> None:
         widgets.show_error(exc)
         return
     job_id = _submit(variant, base)
-    record = state.find_job(job_id)
-    if record is None:
-        return
     label = ", ".join(api.variant_label(c) for c in changes)
-    if not record.is_terminal:
-        widgets.live_jobs({label: job_id}, key="sliders")
-        return
-    result = state.result_of(record)
+    record = widgets.job_result(state.find_job(job_id), label, key="sliders")
+    result = None if record is None else state.result_of(record)
     if result is None:
-        widgets.show_job_outcome(record)
         return
     _show(label, base, result)
 

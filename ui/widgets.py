@@ -62,6 +62,36 @@ def show_job_outcome(record: JobRecord) -> None:
                    "request starts a fresh job).", icon=":material/warning:")
 
 
+def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | None:
+    """The finished job whose result a panel can draw, else None after drawing why there is none yet.
+
+    No job → nothing drawn; queued or running → its progress bar with Cancel (``live_jobs``); failed, cancelled,
+    lost or done without a result → ``show_job_outcome``.
+
+    Parameters
+    ----------
+    record:
+        The panel's job, or None when none was submitted.
+    label:
+        What the progress bar says the job is doing ("Comparing markets").
+    key:
+        Unique key of the panel on the page.
+
+    Returns
+    -------
+    The record when it is done with a result, else None.
+    """
+    if record is None:
+        return None
+    if not record.is_terminal:
+        live_jobs({label: record.id}, key=key)
+        return None
+    if record.status != "done" or record.result_json is None:
+        show_job_outcome(record)
+        return None
+    return record
+
+
 def live_jobs(jobs: Mapping[str, str], key: str) -> None:
     """Progress bars with Cancel for running jobs; polls only while one runs, then reruns the whole page.
 
@@ -120,7 +150,9 @@ def kpis(result: PlanResult) -> None:
     best = result.best_baseline()
     bill = result.bill
     kinds = pricing_kinds(result)
-    cols = st.columns(5)
+    # two rows of three: at five abreast (1280 px and wider alike, the page is centred) the labels and the
+    # status ("Savings vs best ho…", "optimal…") were cut; the status takes two columns for "(gap not bounded)"
+    cols = [*st.columns(3), *st.columns([1, 2])]
     cols[0].metric("Cost per hour", bill.hour_text,
                    help=f"What is paid per hour at {kinds} prices, {bill.words}: owned capacity at its amortised "
                         "rate, operations and power, reservations at their fee whether used or not, on-demand and "

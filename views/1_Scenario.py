@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api
 from planning.errors import PlanningError
 from planning.scenario import ModelRequest, Scenario, parse_scenario_text
-from ui import scenario_finance, state, tables, widgets
+from ui import scenario_finance, scenario_measurements, state, tables, widgets
 
 widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
 
@@ -242,6 +242,10 @@ if save_offers:
 # --- owned GPUs, reservations, spot, the horizon (ui/scenario_finance.py) --------------------------------------
 if (with_finance := scenario_finance.finance_form(scenario, shape_ids, gpu_ids)) is not None:
     _accept(replace(with_finance, **_renamed(scenario, scenario.name, scenario.description)))
+
+# --- plan on your measurements: options.measurements (ui/scenario_measurements.py) --------------------------
+if (with_measurements := scenario_measurements.measurements_form(scenario)) is not None:
+    _accept(replace(with_measurements, **_renamed(scenario, scenario.name, scenario.description)))
 
 # --- custom model from a Hugging Face config.json -------------------------------------------------------------
 st.subheader("Custom model")

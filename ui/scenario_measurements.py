@@ -9,9 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from planning.errors import PlanningError
-from planning.scenario import Scenario
+from planning.scenario import Scenario, option_specs
 from ui import widgets
 
+# the words for each choice; the choices themselves are the option's (planning.scenario_options: one source)
 CHOICES = {
     "auto": ("Use them when there are some (auto)",
              "Plan on the trusted fits of this scenario's models when `planning measurements fit` (or the "
@@ -31,9 +32,11 @@ def measurements_form(scenario: Scenario) -> Scenario | None:
         st.caption("Instances planned on a setting you measured carry the band \"measured (yours)\" and name the "
                    "fit and its files in the plan, the report and the exports.")
         now = scenario.options.measurements
-        pick = st.radio("Plan on your measurements (options.measurements)", list(CHOICES),
-                        index=list(CHOICES).index(now) if now in CHOICES else 0,
-                        format_func=lambda c: CHOICES[c][0], captions=[CHOICES[c][1] for c in CHOICES])
+        choices = list(option_specs()["measurements"].choices)
+        pick = st.radio("Plan on your measurements (options.measurements)", choices,
+                        index=choices.index(now) if now in choices else 0,
+                        format_func=lambda c: CHOICES.get(c, (c, ""))[0],
+                        captions=[CHOICES.get(c, ("", ""))[1] for c in choices])
         if not st.form_submit_button("Apply measurements choice") or pick == now:
             return None
     data = scenario.to_dict()

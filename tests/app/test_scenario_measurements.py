@@ -47,3 +47,14 @@ def test_applying_the_same_choice_changes_nothing(planning_home: Path) -> None:
     _apply(at, "auto")
     assert not at.exception and at.session_state["scenario"] is before
     assert at.session_state["scenario_origin"].startswith("preset:")
+
+
+def test_the_radio_offers_exactly_the_options_choices(planning_home: Path) -> None:
+    """One source (issue 39 §4): the radio's choices are the option's own, each with its words."""
+    from planning.scenario import option_specs
+    from ui.scenario_measurements import CHOICES
+
+    at = app("views/1_Scenario.py")
+    choices = option_specs()["measurements"].choices
+    assert list(_radio(at).options) == [CHOICES[c][0] for c in choices]  # type: ignore[attr-defined]
+    assert set(CHOICES) == set(choices)

@@ -60,8 +60,8 @@ def _simulation_panel(result: PlanResult, plan_job_id: str) -> None:
     jobs: dict[str, str] = st.session_state.setdefault("export_simulation_jobs", {})
     if st.button("Simulate the files as exported", icon=":material/play_arrow:"):
         try:
-            jobs[plan_job_id] = state.runner().submit("export-simulation", export_simulation_request(result.to_json()),
-                                                      export_simulation_job, owner=st.session_state["owner"])
+            jobs[plan_job_id] = state.submit("export-simulation", export_simulation_request(result.to_json()),
+                                             export_simulation_job)
         except PlanningError as exc:
             widgets.show_error(exc)
     record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Simulating the files as exported",

@@ -58,8 +58,7 @@ def markets_section(scenario: Scenario, plan_job_id: str) -> None:
                     "be reclaimed at short notice.")
     if st.button("Compare clouds and regions", icon=":material/public:"):
         try:
-            jobs[plan_job_id] = state.runner().submit("markets", markets_request(scenario), markets_job,
-                                                      owner=st.session_state["owner"])
+            jobs[plan_job_id] = state.submit("markets", markets_request(scenario), markets_job)
         except PlanningError as exc:
             widgets.show_error(exc)
     record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Comparing markets", key="markets")

@@ -40,8 +40,8 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
     st.caption(f"{below} of {len(rates)} models are below {threshold:g} requests/s.")
     if run:
         try:
-            jobs[plan_job_id] = state.runner().submit("sharing", sharing_request(scenario, str(method), threshold),
-                                                      sharing_job, owner=st.session_state["owner"])
+            jobs[plan_job_id] = state.submit("sharing", sharing_request(scenario, str(method), threshold),
+                                             sharing_job)
         except PlanningError as exc:
             widgets.show_error(exc)
     record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Planning with shared GPUs", key="sharing")

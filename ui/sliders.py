@@ -61,7 +61,7 @@ def _submit(variant: Scenario, base: PlanResult) -> str:
         previous = state.find_job(current)
         if previous is not None and not previous.is_terminal:
             state.cancel_job(current)  # the slider moved on: that position's plan is no longer wanted (by this user)
-    job_id = state.runner().submit("solve", request, near_job, owner=st.session_state["owner"])
+    job_id = state.submit("solve", request, near_job)
     st.session_state["slider_job"], st.session_state["slider_key"] = job_id, key
     return job_id
 

@@ -7,6 +7,7 @@ import contextlib
 import copy
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ POLL_SECONDS = 1.0
 # Everything a session keeps. Unsaved edits live here (per browser session), never in module globals.
 DEFAULTS: dict[str, Any] = {
     "owner": None,  # the workspace id (ui.state.workspace): "local" without sign-in, tags and finds one's jobs
+    "session_key": None,  # this browser session: its own user of the fair share without sign-in (fair_key)
     "preset": DEFAULT_PRESET,  # the Home picker's last choice
     "scenario": None,  # the working Scenario (frozen); edits replace it
     "scenario_origin": "",  # "preset:NAME", "saved:NAME", "upload:FILE", "job:ID", or "edited"
@@ -112,6 +114,21 @@ def _runner(store_path: str) -> JobRunner:
 def runner() -> JobRunner:
     """The process-wide job runner for this PLANNING_HOME (read-only singleton shared by all sessions)."""
     return _runner(str(planning_home() / "jobs.sqlite"))
+
+
+def fair_key() -> str | None:
+    """Who this session is to the fair share: its workspace with sign-in (None: the owner); without it, every
+    session shares the one local workspace, so each browser session is a user of its own ("local:<session>")."""
+    if workspace().private:
+        return None
+    if not st.session_state.get("session_key"):
+        st.session_state["session_key"] = uuid.uuid4().hex[:12]
+    return f"{st.session_state['owner']}:{st.session_state['session_key']}"
+
+
+def submit(kind: str, request: dict[str, Any], fn: Any) -> str:
+    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session."""
+    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key())
 
 
 # --- cached pure loads ---------------------------------------------------------------------------------------
@@ -215,8 +232,9 @@ def cancel_job(job_id: str) -> bool:
         False when this workspace cannot see the job.
     """
     ws = workspace()
-    if not ws.private:  # the runner's own rule: a job joined by another owner goes on for them
-        return runner().cancel(job_id, by=ws.id) or find_job(job_id) is not None
+    if not ws.private:  # the runner's own rule: a job another session also waits for goes on for them
+        jobs = runner()
+        return jobs.cancel(job_id, by=fair_key()) or jobs.cancel(job_id, by=ws.id)  # by=local: a job of no session
     outcome = runner().store.withdraw(job_id, ws.id)
     if outcome == "cancelled":
         runner().cancel(job_id)  # sets this process's token too, so a job it runs stops at once
@@ -246,7 +264,7 @@ def submit_solve(scenario: Scenario) -> str:
     """Plan ``scenario`` in the background; identical requests reuse the stored job/result."""
     from ui.jobs import solve_job, solve_request
 
-    return runner().submit("solve", solve_request(scenario), solve_job, owner=st.session_state["owner"])
+    return submit("solve", solve_request(scenario), solve_job)
 
 
 def result_of(record: JobRecord) -> PlanResult | None:
@@ -260,8 +278,7 @@ def submit_simulation(result: PlanResult, duration_s: float = 120.0, seed: int =
     """Simulate a finished plan request by request in the background (identical requests reuse the stored run)."""
     from ui.jobs import simulate_job, simulate_request
 
-    return runner().submit("simulate", simulate_request(result.to_json(), duration_s, seed, headroom), simulate_job,
-                           owner=st.session_state["owner"])
+    return submit("simulate", simulate_request(result.to_json(), duration_s, seed, headroom), simulate_job)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

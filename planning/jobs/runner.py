@@ -136,6 +136,7 @@ class JobRunner:
         owner: str | None = None,
         *,
         reuse: bool = True,
+        fair_key: str | None = None,
     ) -> str:
         """Queue ``fn(request, progress, token)`` in the background, or reuse an identical job.
 
@@ -157,6 +158,10 @@ class JobRunner:
             job counts them among its interested users (see :meth:`cancel`).
         reuse:
             ``False`` always starts a new job.
+        fair_key:
+            Who shares the workers fairly, when not ``owner``: without sign-in every browser session is the one
+            local owner (one workspace), yet each session is its own user for the per-user cap, the round-robin
+            and whose cancel counts (``cancel(..., by=fair_key)``).
 
         Returns
         -------
@@ -173,14 +178,15 @@ class JobRunner:
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
         job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse)
+        user = fair_key or owner
         if not created:
             with self._lock:
-                self._fair.join(job_id, owner)
+                self._fair.join(job_id, user)
             return job_id
         token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
             self._tokens[job_id] = token
-            self._fair.push(job_id, owner)
+            self._fair.push(job_id, user)
             self._pending[job_id] = (dict(request), fn, token)
         self._dispatch()
         self._ensure_heartbeat()

@@ -207,3 +207,29 @@ def test_cancel_of_a_queued_job_drops_it_from_the_fair_queue(runner: JobRunner, 
     assert runner.cancel(jobs[2], by="heavy") is True
     assert runner.get(jobs[2]).status == "cancelled" and runner.place(jobs[2]) is None
     assert jobs[2] not in runner.active_jobs()
+
+
+def test_without_sign_in_each_session_is_its_own_user_of_one_workspace(tmp_path: Path, gates: Gates) -> None:
+    """Without sign-in every session's jobs belong to the one local workspace (listed together, kept after a
+    reload), yet each browser session is its own user of the fair share (``fair_key``)."""
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=1,
+                  cadence=Cadence(cancel_poll_interval=0.01))
+
+    def session(name: str, key: str) -> str:
+        return r.submit("gate", {"name": name}, gates.job, owner="local", fair_key=key)
+
+    try:
+        heavy = [session(f"h{i}", "local:one") for i in range(3)]
+        assert gates.events("h0")[0].wait(WAIT_S)
+        assert r.get(heavy[1]).status == "queued"  # session one is at its cap of 1 though a worker is free
+        other = session("o0", "local:two")
+        assert gates.events("o0")[0].wait(WAIT_S)  # session two is another user: it starts at once
+        assert {j.owner for j in r.list_jobs(owner="local")} == {"local"}  # one workspace lists them all
+        assert r.cancel(heavy[2], by="local:two") is False  # not that session's job
+        assert r.cancel(heavy[2], by="local:one") is True
+    finally:
+        for name in ("h0", "h1", "h2", "o0"):
+            gates.events(name)[1].set()
+        r.shutdown(wait=True)
+        assert r.get(other).status == "done" and r.get(heavy[2]).status == "cancelled"
+        r.store.close()

@@ -28,6 +28,7 @@ from planning.api_measurements import (
     plan_diff,
     points_frame,
     read_measurements,
+    scenario_context,
     solve_measured,
     validate_plan,
 )
@@ -463,7 +464,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     instead when the shared plan loses (``comparison`` says why)."""
     from planning.sharing.checked import solve_checked
 
-    return solve_checked(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel,
+    return solve_checked(scenario, method=method, context=scenario_context(scenario), progress=progress, cancel=cancel,
                          solve_dedicated=lambda plain: solve(plain, cancel=cancel))
 
 

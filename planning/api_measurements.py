@@ -315,6 +315,15 @@ def kept_fits_fingerprint(home: str | os.PathLike[str] | None = None) -> str:
     return f":fits-{hashlib.sha256(repr(kept).encode()).hexdigest()[:12]}" if kept else ""
 
 
+def scenario_context(scenario: Scenario) -> EngineContext:
+    """The engine context every answer about ``scenario`` is computed on (plans, sharing, timelines and the
+    simulator alike): the process's, corrected by the user's kept fits when ``options.measurements`` asks
+    (:func:`plan_context`), so a plan and its simulation never run on two different models."""
+    from planning.context import engine_context
+
+    return plan_context(scenario, engine_context())[0]
+
+
 def solve_measured(scenario: Scenario, reuse: Reuse | None = None, *, progress: ProgressFn | None = None,
                    cancel: CancelToken | None = None, with_baselines: bool = True,
                    dump_model: str | Path | None = None) -> PlanResult:

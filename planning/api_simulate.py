@@ -30,25 +30,26 @@ def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: fl
     ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
     for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
     """
+    from planning.api_measurements import scenario_context
     from planning.sharing.simulate import SharedSimOptions, simulate_sharing
 
     options = SharedSimOptions(duration_s, seed, admission, evict_after_s, rate_scale, kv)
-    return simulate_sharing(result, scenario, options, context=engine_context())
+    return simulate_sharing(result, scenario, options, context=scenario_context(scenario))
 
 
 def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
+    from planning.api_measurements import scenario_context, solve_measured
     from planning.simulate import build_topology
 
     if isinstance(target, Scenario):
-        from planning.pipeline import solve
-
-        scenario, plan = target, solve(target, context=engine_context())
+        scenario = target
+        plan = solve_measured(target)
     else:
         plan = target
         if not plan.scenario:
             raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
         scenario = Scenario.from_dict(plan.scenario)
-    return build_topology(plan, scenario, engine_context().perf, config)
+    return build_topology(plan, scenario, scenario_context(scenario).perf, config)
 
 
 def simulate(target: PlanResult | Scenario, *, interruptions: bool = False, interruption_scale: float = 1.0,

@@ -61,6 +61,7 @@ from planning.finance.commitments import (
 from planning.finance.epochs import dedupe_epochs, held_pools, proven_low, solve_epochs
 from planning.finance.proof import Proof, closed, kelley, master_loop
 from planning.finance.relaxation import pool_constant, relaxation, uniform_prices
+from planning.progress_words import sizing_check
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
@@ -255,7 +256,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
                     lambda m: report(0.9, f"{label}: tightening the bound: {m}"), proof)
         # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
         master_loop(resolved, sets, epochs, candidates, held, drop_kinds, cancel, state, stats, proof, offer,
-                     committed_cost, lambda m: report(0.95, f"{label}: cut master: {m}"))
+                     committed_cost, lambda m: report(0.95, f"{label}: {sizing_check(m)}"))
         stats["benders_cuts"] = float(proof.benders_cuts)
         state["over"] = ("all templates" if answer().status == "optimal" else
                          "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "

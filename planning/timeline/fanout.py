@@ -67,7 +67,7 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
         epoch_task,
         lambda e: (design, replace(scns[e], current=()).to_dict(), [[float(c.rate) for c in g.classes]
                                                                     for g in groups[e]], goodput_fallback, cache),
-        workers=workers, backend=backend, cancel=cancel, progress=progress, label="epoch problem",
+        workers=workers, backend=backend, cancel=cancel, progress=progress, label="planning the periods",
         what="timeline epochs")
 
 
@@ -90,7 +90,7 @@ def run_distinct(source: Sequence[int], here: Callable[[int], R], task: Callable
         nonlocal done
         done += 1
         if progress:
-            progress(done / len(todo), f"{label} {done}/{len(todo)} ({len(source)} epochs)")
+            progress(done / len(todo), f"{label}: {done} of {len(todo)} distinct periods ({len(source)} in all; equal ones share a plan)")
 
     if name == "process" and workers <= 1:
         solved = []

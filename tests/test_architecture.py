@@ -198,8 +198,8 @@ def test_the_import_checks_catch_a_lazy_circle_and_a_call_up(tmp_path: Path) -> 
 
 # The figures after issue 39 (before: 18 face imports below it, 4 cross-room circles, 25, 50, 3): they may only go
 # down; lower them when you cut more (python tools/house_rules.py).
-CEILINGS = {"face_imports_below": 0, "circles_across_rooms": 0, "functions_over_100_lines": 2,
-            "functions_over_8_parameters": 5, "modules_over_600_lines": 0}
+CEILINGS = {"face_imports_below": 0, "circles_across_rooms": 0, "functions_over_100_lines": 0,
+            "functions_over_8_parameters": 0, "modules_over_600_lines": 0}
 
 
 def test_house_rule_counts_only_go_down() -> None:

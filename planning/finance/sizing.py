@@ -61,6 +61,7 @@ from planning.finance.commitments import (
 from planning.finance.epochs import Horizon, dedupe_epochs, held_pools, proven_low, solve_epochs
 from planning.finance.proof import Proof, closed, kelley, master_loop
 from planning.finance.relaxation import pool_constant, relaxation, uniform_prices
+from planning.progress_words import sizing_check
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
@@ -234,7 +235,7 @@ def _reduced(run: _Sizer, per_epoch: int) -> Sizing:
                lambda m: run.report(0.9, f"{label}: tightening the bound: {m}"), proof)
     # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
     master_loop(h, held, state, stats, proof, run.offer, run.committed_cost,
-                lambda m: run.report(0.95, f"{label}: cut master: {m}"))
+                lambda m: run.report(0.95, f"{label}: {sizing_check(m)}"))
     stats["benders_cuts"] = float(proof.benders_cuts)
     state["over"] = ("all templates" if run.answer().status == "optimal" else
                      "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "

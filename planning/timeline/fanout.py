@@ -74,7 +74,7 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
         task=epoch_task,
         item=lambda e: (design, alone[e].to_dict(), [[float(c.rate) for c in g.classes] for g in groups[e]],
                         goodput_fallback, cache),
-        crashed=lambda e, exc: engine.failed_epoch(alone[e], exc, 0.0), label="epoch problem"),
+        crashed=lambda e, exc: engine.failed_epoch(alone[e], exc, 0.0), label="planning the periods"),
         FanOut(backend, workers, progress, cancel, what="timeline epochs"))
 
 
@@ -110,7 +110,8 @@ def run_distinct(source: Sequence[int], how: Distinct[R], run: FanOut) -> tuple[
         nonlocal done
         done += 1
         if run.progress:
-            run.progress(done / len(todo), f"{how.label} {done}/{len(todo)} ({len(source)} epochs)")
+            run.progress(done / len(todo), f"{how.label}: {done} of {len(todo)} distinct periods ({len(source)} in all; "
+                         "equal ones share a plan)")
 
     if name == "process" and run.workers <= 1:
         solved = []

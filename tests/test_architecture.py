@@ -232,3 +232,13 @@ def test_savings_formula_check_catches_a_copy() -> None:
     assert _SAVING_SHAPES.search("saving = (1 - provisioning / b.cost_per_hour) if same else None")  # report.py once
     assert _SAVING_SHAPES.search('out["spot saves"] = 1 - out["spot $/h"] / out["on-demand $/h"]')  # ui/markets.py once
     assert not _SAVING_SHAPES.search("return experts * (1.0 - np.power(1.0 - active / experts, t))")
+
+
+def test_sharing_results_are_built_with_keywords() -> None:
+    """Issue 39: a SharingResult has 20 fields; built positionally, one moved field silently swaps two numbers."""
+    positional = []
+    for path in (ROOT / "planning").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "SharingResult" and node.args:
+                positional.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert positional == []

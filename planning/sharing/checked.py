@@ -188,8 +188,9 @@ def dedicated_answer(shared: SharingResult, dedicated: PlanResult, why: str) -> 
             + f" lost to the plan without sharing (${dedicated.cost_per_hour:,.2f}/h): {why}; returned the plan "
             "without sharing.")
     return SharingResult(
-        shared.sharing, dedicated.status, shared.threshold_rps, (), 0.0, "none", None, dedicated, (), ids,
-        dict(shared.timings), (*shared.notes, note), split="dedicated", gap=dedicated.mip_gap if dedicated.status
+        sharing=shared.sharing, status=dedicated.status, threshold_rps=shared.threshold_rps, shared_nodes=(),
+        shared_cost_per_hour=0.0, shared_status="none", shared_gap=None, dedicated=dedicated, shared_models=(),
+        dedicated_models=ids, timings=dict(shared.timings), notes=(*shared.notes, note), split="dedicated", gap=dedicated.mip_gap if dedicated.status
         == "feasible" else (0.0 if dedicated.status == "optimal" else None),
         bound_per_hour=None, checks=(lost, *dedicated.checks),
         comparison={"plan": f"{shared.sharing} sharing", "cost_per_hour": cost, "status": shared.status, "why": why,

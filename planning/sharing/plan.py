@@ -269,9 +269,11 @@ def _no_plan_in_time(scenario: Scenario, method: str, threshold: float | None, s
                      dedicated_ids: Sequence[str], notes: Sequence[str], exc: Cancelled, t0: float) -> SharingResult:
     """The answer when the time limit came before both parts (or the joint model) had a plan: status
     ``time_limit``, no plan, the step it stopped at and the fix."""
-    return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
-                         tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
-                         (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
+    return SharingResult(sharing=method, status="time_limit", threshold_rps=threshold, shared_nodes=(),
+                         shared_cost_per_hour=0.0, shared_status="time_limit", shared_gap=None, dedicated=None,
+                         shared_models=tuple(shared_ids), dedicated_models=tuple(dedicated_ids),
+                         timings={"total_seconds": time.perf_counter() - t0},
+                         notes=(*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
                           "before a plan was found; no plan. Fix: raise options.time_limit_s."))
 
 
@@ -328,17 +330,21 @@ def _solve_shared(call: _Call, shared_ids: list[str], dedicated_ids: list[str], 
     notes.extend(packing.notes)
     if not packing.feasible:  # no packing: proven (infeasible) or none found in time (time_limit)
         late = packing.status == "time_limit"
-        return SharingResult(method, "time_limit" if late else "infeasible", threshold, (), math.inf, packing.status,
-                             packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings, (*notes, (
+        return SharingResult(sharing=method, status="time_limit" if late else "infeasible", threshold_rps=threshold,
+                             shared_nodes=(), shared_cost_per_hour=math.inf, shared_status=packing.status,
+                             shared_gap=packing.gap, dedicated=None, shared_models=tuple(shared_ids),
+                             dedicated_models=tuple(dedicated_ids), timings=timings, notes=(*notes, (
                                  "no packing of the shared models was found before the time limit; raise "
                                  "options.time_limit_s.") if late else "the shared models cannot be packed within "
                              "availability."))
     if dedicated_ids:
         over_budget = _dedicated_part(call, parts, (profiles, types), dedicated_ids, notes)
         if over_budget is not None:
-            return SharingResult(method, "infeasible", threshold, parts.nodes, packing.cost_per_hour, packing.status,
-                                 packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings,
-                                 (*notes, over_budget))
+            return SharingResult(sharing=method, status="infeasible", threshold_rps=threshold,
+                                 shared_nodes=parts.nodes, shared_cost_per_hour=packing.cost_per_hour,
+                                 shared_status=packing.status, shared_gap=packing.gap, dedicated=None,
+                                 shared_models=tuple(shared_ids), dedicated_models=tuple(dedicated_ids),
+                                 timings=timings, notes=(*notes, over_budget))
         timings["dedicated_seconds"] = time.perf_counter() - parts.dedicated_started
     return _shared_answer(call, parts, (shared_ids, dedicated_ids), notes, timings)
 
@@ -440,8 +446,10 @@ def _shared_answer(call: _Call, parts: _Parts, ids: tuple[list[str], list[str]],
            and total > 0 else None)
     if gap is not None and status == "optimal":
         gap = 0.0
-    return SharingResult(method, status, call.threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
-                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes),
+    return SharingResult(sharing=method, status=status, threshold_rps=call.threshold, shared_nodes=nodes,
+                         shared_cost_per_hour=packing.cost_per_hour, shared_status=packing.status,
+                         shared_gap=packing.gap, dedicated=dedicated, shared_models=tuple(shared_ids),
+                         dedicated_models=tuple(dedicated_ids), timings=timings, notes=tuple(notes),
                          bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap,
                          stats=parts.stats)
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +16,9 @@ from tests.e2e.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PLAN_TIMEOUT_MS,
-    ROOT,
     _free_port,
     _settled,
+    running_app,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -54,27 +51,8 @@ def team_server(provider: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
            "localhost", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--secrets.files", str(secrets_file)]
-    log = (folder / "streamlit.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start; see {log.name}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with running_app(cmd, env, folder / "streamlit.log", url) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

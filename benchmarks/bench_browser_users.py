@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sqlite3
 import statistics
@@ -40,10 +41,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
 from benchmarks.bench_fair_share import percentile
 from benchmarks.bench_home_under_load import ARGS, CHROMIUM, _serve
 
 PLAN_KPI = "Cost per hour"
+RETRY_S = 30.0  # a click with no effect after this long is tried again
 SETTLED = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 
 
@@ -89,12 +93,20 @@ async def _nav(page: Any, title: str, run: Run) -> None:
 
 
 async def _upload(page: Any, path: Path, run: Run) -> None:
-    """Scenario page → Load, save, download, upload → Upload a scenario → Load file, then back Home."""
+    """Scenario page → Load, save, download, upload → Upload a scenario → Load file, then back Home. A click
+    that lands while the page reruns (a job panel's finishing rerun) can be lost: tried again until the page
+    says it works on the file."""
     await _nav(page, "Scenario", run)
-    await page.get_by_text("Load, save, download, upload").click()
-    await page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(path))
-    await page.get_by_role("button", name="Load file").click()
-    await _settled(page, run)
+    loaded = page.get_by_text(f"upload:{path.name}")
+    while not await loaded.count():
+        uploader = page.get_by_test_id("stFileUploaderDropzoneInput").first
+        if not await uploader.count():
+            await page.get_by_text("Load, save, download, upload").click()
+        await uploader.set_input_files(str(path))
+        await page.get_by_role("button", name="Load file").click()
+        await _settled(page, run)
+        with contextlib.suppress(PlaywrightTimeout):
+            await loaded.wait_for(timeout=RETRY_S * 1000)
     await _nav(page, "Home", run)
 
 
@@ -109,10 +121,14 @@ def _solve_jobs(home: str) -> list[str]:
 
 async def _plan_it(page: Any, run: Run) -> str | None:
     """Press Plan it on Home; the new solve job's id once the server has stored it. (From the store, not the
-    page's ?job= link: after a page switch the URL does not show the link the Home script sets.)"""
+    page's ?job= link: after a page switch the URL does not show the link the Home script sets.) A lost click
+    is pressed again after RETRY_S: an identical request would join the same job, never queue a second."""
     before = set(_solve_jobs(run.home))
-    await page.get_by_role("button", name="Plan it").click()
+    clicked = 0.0
     while time.monotonic() < run.deadline:
+        if time.monotonic() - clicked > RETRY_S:
+            await page.get_by_role("button", name="Plan it").click()
+            clicked = time.monotonic()
         new = [j for j in _solve_jobs(run.home) if j not in before]
         if new:
             return new[-1]
@@ -127,12 +143,28 @@ async def heavy_user(run: Run, files: list[Path], row: Row) -> None:
     page = await context.new_page()
     await page.goto(run.url)
     await _settled(page, run)
-    for path in files:
-        await _upload(page, path, run)
-        job = await _plan_it(page, run)
-        if job is not None:
-            row.jobs.append(job)
-        await _settled(page, run)
+    t0 = time.monotonic()
+    try:
+        for path in files:
+            await _upload(page, path, run)
+            job = await _plan_it(page, run)
+            if job is not None:
+                row.jobs.append(job)
+            print(f"  heavy user: {path.stem} queued as job {job} after {time.monotonic() - t0:.1f} s", flush=True)
+            await _settled(page, run)
+    finally:
+        if os.environ.get("BENCH_SHOTS"):
+            await page.screenshot(path=os.path.join(os.environ["BENCH_SHOTS"], "heavy.png"), full_page=True)
+
+
+async def _estimate(page: Any, run: Run) -> None:
+    """Press Estimate monthly cost until the page links a job (?job=): a click lost in a rerun is pressed again
+    (the same request joins the same job)."""
+    kpi = page.get_by_test_id("stMetric").filter(has_text=PLAN_KPI).first
+    while time.monotonic() < run.deadline and _job_of(page) is None:
+        await page.get_by_role("button", name="Estimate monthly cost").click()
+        with contextlib.suppress(PlaywrightTimeout):
+            await kpi.wait_for(timeout=RETRY_S * 1000)
 
 
 async def light_user(run: Run, row: Row, how: str, value: float | Path, delay: float) -> None:
@@ -153,7 +185,7 @@ async def light_user(run: Run, row: Row, how: str, value: float | Path, delay: f
         else:
             await page.get_by_label("Traffic (requests/s)").fill(f"{value:g}")
             start = time.monotonic()
-            await page.get_by_role("button", name="Estimate monthly cost").click()
+            await _estimate(page, run)
         await page.get_by_test_id("stMetric").filter(has_text=PLAN_KPI).first.wait_for(timeout=_left_ms(run))
         row.seconds = time.monotonic() - start
         row.job_id = row.job_id or _job_of(page)

@@ -99,11 +99,12 @@ async def _upload(page: Any, path: Path, run: Run) -> None:
     await _nav(page, "Scenario", run)
     loaded = page.get_by_text(f"upload:{path.name}")
     while not await loaded.count():
-        uploader = page.get_by_test_id("stFileUploaderDropzoneInput").first
-        if not await uploader.count():
+        button = page.get_by_role("button", name="Load file")
+        if not await button.is_visible():  # the expander is closed (a click on it would close an open one)
             await page.get_by_text("Load, save, download, upload").click()
-        await uploader.set_input_files(str(path))
-        await page.get_by_role("button", name="Load file").click()
+            await button.wait_for(state="visible")
+        await page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(str(path))
+        await button.click()
         await _settled(page, run)
         with contextlib.suppress(PlaywrightTimeout):
             await loaded.wait_for(timeout=RETRY_S * 1000)

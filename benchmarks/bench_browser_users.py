@@ -21,7 +21,8 @@ heavy jobs started while a light user's first job waited (target 0). The whole r
     python -m benchmarks.bench_browser_users                      # 30 users, 1 heavy user with 5 jobs
     python -m benchmarks.bench_browser_users --users 4 --heavy 0  # a quick look
 
-Needs /usr/bin/chromium and Playwright (the dev install; never ``playwright install``).
+Needs /usr/bin/chromium and Playwright (the dev install; never ``playwright install``). ``BENCH_SHOTS=DIR``
+saves the heavy user's page as ``DIR/heavy.png`` when it is done queuing (or gave up).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Issue 43's target: all get their plan, and nobody's first job waits behind the heavy user's queue (fair share).
 The level: the job runner the Streamlit server shares between all its sessions (``default_runner``: worker
 processes, the app's warm modules, the app's own job function ``ui.jobs.solve_job`` and request), driven by one
-thread per user; no browsers (30 Chromium tabs do not fit beside the server on a shared 2-core machine), so the
+thread per user; no browsers (``benchmarks.bench_browser_users`` drives the same through 30 Chromium sessions), so the
 figures leave out page rendering and the websocket, and count from *Plan it* (submit) to the finished plan.
 
     python -m benchmarks.bench_fair_share                 # 30 users, 5 heavy jobs, 2 workers, 1 job per user

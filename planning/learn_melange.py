@@ -22,6 +22,7 @@ from planning.learn_melange_inputs import (
     fig9_case,
     fig9_implied,
     rounding_span,
+    side_by_side,
 )
 from planning.result import savings_pct
 
@@ -100,11 +101,11 @@ def fig9_analysis(prices: dict[str, float]) -> tuple[Fig9Implied, tuple[Fig9Case
         key = (_bucket(FIG9_INPUT), _bucket(output))
         return {"A10G": prof["A10G"][key], "A100": prof["A100-80G"][key]}
 
-    cases = (fig9_case(f"public profile at {FIG9_INPUT}/{FIG9_OUTPUT} (the paper's text)", profile_at(FIG9_OUTPUT),
+    cases = (fig9_case(f"profile at {FIG9_INPUT}/{FIG9_OUTPUT} (paper's text)", profile_at(FIG9_OUTPUT),
                        implied, gpu_prices),
-             fig9_case(f"public profile at {FIG9_INPUT}/{FIG9_TAGGED_OUTPUT} (the authors' copy of the figure)",
+             fig9_case(f"profile at {FIG9_INPUT}/{FIG9_TAGGED_OUTPUT} (figure's tag)",
                        profile_at(FIG9_TAGGED_OUTPUT), implied, gpu_prices),
-             fig9_case("Fig. 9's own staircase (read off the plot)",
+             fig9_case("Fig. 9's own steps (read off the plot)",
                        {"A10G": paper["Fig. 9 A10G-only step (req/s)"], "A100": paper["Fig. 9 A100-only step (req/s)"]},
                        implied, gpu_prices))
     ratio, cell = best_ratio(prof)
@@ -196,7 +197,7 @@ def melange_request_size(rate_rps: float = FIG9_RATE, input_len: int = FIG9_INPU
         checks.extend(_fig9_checks(counts, costs, prices))
         tables = (("Fig. 9's mix (2 A100 + 1 A10G) on three sets of throughputs, at the highest rate it serves "
                    "(where A10G-only needs the most GPUs):",
-                   tuple(c.row() for c in fig9_analysis(prices)[1])),)
+                   side_by_side(fig9_analysis(prices)[1])),)
     sizes = (f"Small requests get up to {best_small:.1f}× the tokens per dollar on the cheap A10G, large ones up to "
              f"{best_big:.1f}× on the A100. ")
     return Lesson(
@@ -228,6 +229,12 @@ def _source(est: Any) -> str:
     if est.provenance.get("decode_step_ms") == "roofline":
         return "our model has no calibration data for it, only a roofline prior"
     return "calibrated on measurements"
+
+
+def _step_kind(est: Any) -> str:
+    """The model's decode step of a GPU in a few words: a roofline prior or calibrated."""
+    return "a roofline prior (no calibration data)" if est.provenance.get("decode_step_ms") == "roofline" else \
+        "calibrated on measurements"
 
 
 def _slo_why(small: Any, big: Any, tpot_ms: float, paper_ratio: float, prices: dict[str, float]) -> str:
@@ -287,6 +294,12 @@ def slo_changes_the_answer(tpot_ms: float = SLO_DEFAULT_MS, model: str = "llama-
     checks = _slo_checks(perf, prices, model, tpot_ms) if at_paper else ()
     tables = (("Fig. 6's request on the paper's own measured profile, which has a single SLO:",
                (fig6_profile_row(prices),)),) if at_paper else ()
+    bar = figures_of("slo").get(_fig6_bar(tpot_ms))
+    if at_paper and bar is not None:
+        leader = "A100" if bar > 1 else "A10G"
+        comparison += (f" Mélange measured {max(bar, 1 / bar):.2f}× in favour of the {leader} at this SLO (Fig. 6); "
+                       f"our A10G decode step is {_step_kind(estimates['A10G'])}, and the checks below say by how "
+                       "much it differs.")
     return Lesson(
         key="slo", title="Tighter SLOs hurt the small GPU most",
         paper="Mélange, Sec. 4.3 (Fig. 6): A100 2× better below 60 ms TPOT, A10G > 40 % better at 60–160 ms",

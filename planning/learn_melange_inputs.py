@@ -61,11 +61,19 @@ class Fig9Case:
         """The case as a table row with readable headers."""
         return {"throughputs": self.label, "A10G req/s": self.a10g_rps, "A100 req/s": self.a100_rps,
                 "A100 ÷ A10G": round(self.ratio, 2),
-                "rates the mix serves and its A100s alone do not (req/s)": f"{self.rate_low:.2f}–{self.rate_high:.2f}",
-                "mix the cheapest plan at the top rate": "yes" if self.mix_is_cheapest else "no",
-                "A100-only": self.a100_only, "A10G-only": self.a10g_only,
-                "saving vs A100-only (%)": round(self.saving_vs_a100_only, 1),
-                "saving vs A10G-only (%)": round(self.saving_vs_a10g_only, 1)}
+                "rates the mix serves, its A100s alone not (req/s)": f"{self.rate_low:.2f}–{self.rate_high:.2f}",
+                "mix the cheapest plan at the top of that range": "yes" if self.mix_is_cheapest else "no",
+                "A100-only GPUs there": self.a100_only, "A10G-only GPUs there": self.a10g_only,
+                "mix saving vs A100-only there (%)": round(self.saving_vs_a100_only, 1),
+                "mix saving vs A10G-only there (%)": round(self.saving_vs_a10g_only, 1)}
+
+
+def side_by_side(cases: tuple[Fig9Case, ...]) -> tuple[dict[str, str], ...]:
+    """The cases as columns (one per set of throughputs) and their quantities as rows, narrow enough for a page."""
+    rows = [c.row() for c in cases]
+    return tuple({"quantity": key, **{str(r["throughputs"]): f"{r[key]:g}" if isinstance(r[key], float) else
+                                      str(r[key]) for r in rows}}
+                 for key in rows[0] if key != "throughputs")
 
 
 def fig9_implied(a100: int, a10g: int, saving_a100_pct: float, saving_a10g_pct: float,

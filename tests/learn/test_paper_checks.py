@@ -168,3 +168,27 @@ def test_workbench_doc_shows_the_fig1a_table_the_page_computes() -> None:
         assert per_dollar == pytest.approx(page[setup][2], abs=1), setup
     ratio = lesson.ours["paper's mix ÷ best pure H100 (×)"]
     assert f"the paper's mix gives {ratio:.2f}× the best" in re.sub(r"\s+", " ", doc)
+
+
+def test_workbench_doc_states_the_melange_checks_the_page_computes() -> None:
+    """docs/workbench.md's Learn table: each Mélange row's tolerance, our number and agreement are the page's."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "workbench.md").read_text(encoding="utf-8")
+    section = doc[doc.index("| lesson | figure (tolerance) | paper | ours | agrees |"):]
+    rows = []
+    for line in section.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0].startswith("Mélange"):
+            rows.append(cells)
+    checks = [*learn.melange_request_size().checks, *learn.slo_changes_the_answer().checks]
+    counts = {c.figure: c.ours for c in checks}
+    mix = f"{counts['Fig. 9 mix: A100s']:g} A100 + {counts['Fig. 9 mix: A10Gs']:g} A10G"
+    checks = [c for c in checks if c.figure != "Fig. 9 mix: A10Gs"]  # one row for the mix
+    assert len(rows) == len(checks) == 8
+    for cells, c in zip(rows, checks, strict=True):
+        assert (mix if c.figure == "Fig. 9 mix: A100s" else f"{c.ours:g}") in cells[3], (cells, c.ours)
+        assert cells[4] == ("yes" if c.within else "no"), (cells, c.within)
+        tolerance = (f"(≥ {c.paper:g})" if c.relation == "at least" else "(exact)" if c.tolerance == 0
+                     else f"± {c.tolerance:g}")
+        assert tolerance in cells[1], (cells, c.stated)

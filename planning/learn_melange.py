@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
+from planning.allocate import solve_allocation
 from planning.errors import PlanningError
 from planning.learn_checks import Lesson, PaperCheck, check, figures_of
 from planning.learn_melange_inputs import (
@@ -21,6 +21,7 @@ from planning.learn_melange_inputs import (
     best_ratio,
     fig9_case,
     fig9_implied,
+    mix_problem,
     rounding_span,
     side_by_side,
 )
@@ -180,12 +181,7 @@ def melange_request_size(rate_rps: float = FIG9_RATE, input_len: int = FIG9_INPU
     key = (_bucket(input_len), _bucket(output_len))
     thr = {"A10G": a10g[key], "A100": a100[key]}
     only = {"A10G": math.ceil(rate_rps / thr["A10G"] - 1e-9), "A100": math.ceil(rate_rps / thr["A100"] - 1e-9)}
-    problem = AllocationProblem(
-        (TemplateOption("A10G", "llama-2-7b", {"1xA10G": 1}, {"req": thr["A10G"]}),
-         TemplateOption("A100", "llama-2-7b", {"1xA100-80G": 1}, {"req": thr["A100"]})),
-        (Offer("cloud:r", "1xA10G", p_small, 10_000), Offer("cloud:r", "1xA100-80G", p_big, 10_000)),
-        (WorkloadClass("req", "llama-2-7b", rate_rps),))
-    mix = solve_allocation(problem)
+    mix = solve_allocation(mix_problem(rate_rps, thr, {"A10G": p_small, "A100": p_big}))
     counts = {t: n for (t, _r), n in mix.counts.items()}
     costs = {"mixed": mix.cost_per_hour or 0.0, "A10G": only["A10G"] * p_small, "A100": only["A100"] * p_big}
     rows = tuple({"input ≤": i, "output ≤": o, "A10G/A100 tokens per $": round(r, 2),

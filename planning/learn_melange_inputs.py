@@ -87,13 +87,18 @@ def fig9_implied(a100: int, a10g: int, saving_a100_pct: float, saving_a10g_pct: 
     return Fig9Implied(a100, a10g, m, n, low, high)
 
 
-def _cheapest(rate: float, thr: dict[str, float], prices: dict[str, float]) -> dict[str, int]:
-    problem = AllocationProblem(
+def mix_problem(rate: float, thr: dict[str, float], prices: dict[str, float]) -> AllocationProblem:
+    """``rate`` req/s of one request size on A10G and A100 GPUs serving ``thr`` req/s each at ``prices`` $/h (keys
+    ``"A10G"``, ``"A100"``): the cheapest allocation is Mélange's ILP on a single bucket."""
+    return AllocationProblem(
         (TemplateOption(SMALL, "llama-2-7b", {"1xA10G": 1}, {"req": thr[SMALL]}),
          TemplateOption(BIG, "llama-2-7b", {"1xA100-80G": 1}, {"req": thr[BIG]})),
         (Offer("cloud:r", "1xA10G", prices[SMALL], 10_000), Offer("cloud:r", "1xA100-80G", prices[BIG], 10_000)),
         (WorkloadClass("req", "llama-2-7b", rate),))
-    return {t: n for (t, _r), n in solve_allocation(problem).counts.items()}
+
+
+def _cheapest(rate: float, thr: dict[str, float], prices: dict[str, float]) -> dict[str, int]:
+    return {t: n for (t, _r), n in solve_allocation(mix_problem(rate, thr, prices)).counts.items()}
 
 
 def fig9_case(label: str, thr: dict[str, float], implied: Fig9Implied, prices: dict[str, float]) -> Fig9Case:

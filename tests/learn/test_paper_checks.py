@@ -143,7 +143,7 @@ def test_glossary_defines_the_terms_the_pages_use() -> None:
     from planning import viz
 
     for term in ("ILP", "MIP gap", "goodput", "attainment", "headroom", "KV cache", "Nmax", "ρ", "K", "memP",
-                 "roofline", "makespan", "break-even", "TP-2", "T/$"):
+                 "roofline", "makespan", "break-even", "TP-2", "T/$", "bucket", "profile"):
         assert len(viz.GLOSSARY.get(term, "")) > 40, term
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from planning.cli import main
+from planning.errors import PlanningError
 from planning.measurements.readers import Setup, read_file
 from planning.measurements.schema import Measurement
 from tests.measurements.guidellm_reports import DATA, GUIDELLM_VERSION, OUTPUT_TOKENS, REPORTS, schedule
@@ -66,6 +67,21 @@ def test_guidellm_031_statistics_are_the_schedules(name: str) -> None:
         assert (m.input_len, m.output_len) == pytest.approx((512, OUTPUT_TOKENS)) and m.requests == run.requests
         span = max(t.last_token for t in timings) - min(t.start for t in timings)
         assert m.output_tokens_per_s == pytest.approx(run.requests * OUTPUT_TOKENS / span, rel=0.05)
+
+
+def test_a_damaged_031_report_names_the_field(tmp_path: Path) -> None:
+    data = json.loads(_committed("sweep").read_text(encoding="utf-8"))
+    del data["benchmarks"][1]["args"]["strategy"]
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(PlanningError, match=r"benchmarks\[1\]\.args\.strategy"):
+        read_file(path, A10G)
+    data = json.loads(_committed("sweep").read_text(encoding="utf-8"))
+    data["benchmarks"][0]["worker"].pop("backend_model")
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(PlanningError, match="--model"):
+        read_file(path, A10G)
+    assert read_file(path, Setup(gpu="A10G", count=1, model="llama-3-8b"))[0].model == "llama-3-8b"
 
 
 @pytest.mark.guidellm

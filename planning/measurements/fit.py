@@ -206,6 +206,12 @@ class SettingFit:
     after: tuple[PointError, ...]
     loo_error: float  # median error of each point predicted by the fit on the others (NaN with one point)
     sources: tuple[str, ...]
+    free: tuple[bool, bool, bool] = (True, True, True)  # (prefill, decode, step) the points identify
+
+    @property
+    def fitted(self) -> tuple[str, ...]:
+        """The corrections the fit was free to move (:func:`free_corrections`); the others keep the model's."""
+        return tuple(n for n, f in zip(("prefill", "decode", "step"), self.free, strict=True) if f)
 
     @property
     def error_before(self) -> float:
@@ -240,7 +246,7 @@ def fit_setting(points: Sequence[Measurement], perf: PerfModel, *, loo: bool = T
     return SettingFit(key=points[0].key, corrections=c, before=tuple(point_errors(points, perf)),
                       after=tuple(point_errors(points, perf, c)),
                       loo_error=leave_one_out(points, perf, max_evals) if loo else math.nan,
-                      sources=tuple(sorted({m.file or m.source for m in points})))
+                      sources=tuple(sorted({m.file or m.source for m in points})), free=free_corrections(points))
 
 
 def by_setting(points: Iterable[Measurement]) -> dict[tuple[str, str, int, int, str], list[Measurement]]:

@@ -73,6 +73,7 @@ def test_api_fit_reports_before_after_and_leave_one_out(perf: PerfModel) -> None
     frame = api.fit_frame([fit])
     row = frame.iloc[0]
     assert (row["model"], row["shape"], row["tp"], row["points"]) == ("llama-3-8b", "1xA10G", 1, 3)
+    assert row["fitted"] == "prefill, decode, step"  # TTFT, ITL and throughput each at three loads
     assert row["error_after"] < row["error_before"] / 2
     assert 0 <= row["error_leave_one_out"] < row["error_before"] and bool(row["trusted"])
     pts = api.points_frame([fit])

@@ -223,22 +223,16 @@ def find_job(job_id: str | None) -> JobRecord | None:
 
 
 def cancel_job(job_id: str) -> bool:
-    """This user's cancel: without sign-in the job stops; with it, only their interest goes unless they are its
-    only holder (identical requests share one job, so another user's plan is never stopped).
+    """This user's cancel (this session's without sign-in): their interest goes, and the job stops only when
+    nobody else holds it (identical requests share one job, so another user's plan is never stopped). The store
+    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without.
 
     Returns
     -------
     bool
-        False when this workspace cannot see the job.
+        False when this user does not hold the job (or it already finished).
     """
-    ws = workspace()
-    if not ws.private:  # the runner's own rule: a job another session also waits for goes on for them
-        jobs = runner()
-        return jobs.cancel(job_id, by=fair_key()) or jobs.cancel(job_id, by=ws.id)  # by=local: a job of no session
-    outcome = runner().store.withdraw(job_id, ws.id)
-    if outcome == "cancelled":
-        runner().cancel(job_id)  # sets this process's token too, so a job it runs stops at once
-    return outcome != "not found"
+    return runner().cancel(job_id, by=fair_key() or workspace().id)
 
 
 def current_solve_job() -> JobRecord | None:

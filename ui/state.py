@@ -8,6 +8,7 @@ import copy
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +253,26 @@ def current_solve_job() -> JobRecord | None:
     if record is not None and st.query_params.get("job") != job_id:
         st.query_params["job"] = job_id
     return record
+
+
+def link_solve_job(job_id: str) -> None:
+    """Make ``job_id`` this session's plan job and put it in the URL (``?job=``), so a reload or a second tab
+    finds it while it runs. Call it in the run that submits the job, before anything slow."""
+    st.session_state["solve_job"] = job_id
+    st.query_params["job"] = job_id
+
+
+def keep_job_in_url(job_ids: Iterable[str]) -> None:
+    """Say ``?job=`` again when this session's plan job is among ``job_ids`` (a live panel's, every poll).
+
+    The run that submitted the job already put it in the URL, but that message can be lost: a rerun that stops
+    the run before it, or a page switch whose URL update lands after it (the browser keeps the page's path with
+    the query it had). Sent again each poll, it costs nothing when the URL already holds it (the browser compares)
+    and repairs the link within a poll when it does not; before this, the link came back only with the result.
+    """
+    job_id = st.session_state.get("solve_job")
+    if job_id and job_id in job_ids:
+        st.query_params["job"] = job_id
 
 
 def submit_solve(scenario: Scenario) -> str:

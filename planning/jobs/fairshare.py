@@ -1,4 +1,4 @@
-"""Fair share of the job runner's workers: a per-user cap, round-robin across users, places, whose cancel counts.
+"""Fair share of the job runner's workers: a per-user cap, round-robin across users, queue places.
 
 The runner keeps its queued jobs here instead of in its thread pool's FIFO queue, so one user's queue of twenty
 heavy jobs never blocks another user's first job.
@@ -11,9 +11,8 @@ Rules
 * When a slot frees, the next job is the oldest queued job of the user who, among users under their cap, runs the
   fewest jobs now; ties go to the user served longest ago (never served first), then to the oldest job. With equal
   running counts this is round-robin across users.
-* Identical requests are still one job (the store's reuse): a user who submits a request another user's job
-  already answers becomes *interested* in that job. A user's cancel withdraws only their own interest; the job
-  stops only when its last interested user cancels it (:func:`cancel_effect`). An admin's cancel stops it.
+* Identical requests are still one job (the store's reuse). Whose cancel counts is not decided here but by the
+  store, which records every holder of a job (``job_access``, :meth:`~planning.jobs.store.JobStore.withdraw`).
 """
 
 from __future__ import annotations
@@ -21,17 +20,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 
 from planning.errors import PlanningError
 
 __all__ = [
     "DEFAULT_MAX_JOBS_PER_USER",
-    "CancelEffect",
     "FairQueue",
     "Place",
     "Waiting",
-    "cancel_effect",
     "max_jobs_per_user",
     "pick_next",
 ]
@@ -114,34 +110,6 @@ def pick_next(
     return min(first.values(), key=lambda j: (running[j.owner], served.get(j.owner, -1), j.seq))
 
 
-class CancelEffect(Enum):
-    """What a cancel does: stop the job, only withdraw the user's interest, or nothing (not theirs)."""
-
-    STOP = "stop"
-    WITHDRAW = "withdraw"
-    REFUSE = "refuse"
-
-
-def cancel_effect(interested: frozenset[str | None], by: str | None, *, admin: bool = False) -> CancelEffect:
-    """What a cancel of a job by user ``by`` does, given the users interested in the job (its owner, and those
-    whose identical request joined it).
-
-    Parameters
-    ----------
-    interested:
-        Users interested in the job now.
-    by:
-        The user who pressed Cancel.
-    admin:
-        An admin's cancel stops any job.
-    """
-    if admin:
-        return CancelEffect.STOP
-    if by not in interested:
-        return CancelEffect.REFUSE
-    return CancelEffect.STOP if interested == frozenset({by}) else CancelEffect.WITHDRAW
-
-
 @dataclass
 class FairQueue:
     """The runner's queued and running jobs by owner; not thread-safe (the runner holds its lock around calls).
@@ -159,7 +127,6 @@ class FairQueue:
     _waiting: dict[str, Waiting] = field(default_factory=dict)
     _running: dict[str, str | None] = field(default_factory=dict)
     _served: dict[str | None, int] = field(default_factory=dict)
-    _interested: dict[str, set[str | None]] = field(default_factory=dict)
     _seq: int = 0
     _turn: int = 0
 
@@ -167,20 +134,6 @@ class FairQueue:
         """Queue a new job of ``owner``."""
         self._seq += 1
         self._waiting[job_id] = Waiting(job_id, owner, self._seq)
-        self._interested[job_id] = {owner}
-
-    def join(self, job_id: str, owner: str | None) -> None:
-        """``owner`` submitted a request that job ``job_id`` (queued or running here) already answers."""
-        if job_id in self._interested:
-            self._interested[job_id].add(owner)
-
-    def interested(self, job_id: str, fallback: str | None = None) -> frozenset[str | None]:
-        """Users interested in a job; ``{fallback}`` (its stored owner) for a job this queue never held."""
-        return frozenset(self._interested.get(job_id, {fallback}))
-
-    def withdraw(self, job_id: str, owner: str | None) -> None:
-        """Forget ``owner``'s interest in a job (their cancel of a job others still want)."""
-        self._interested.get(job_id, set()).discard(owner)
 
     def start_next(self) -> str | None:
         """Move the next job (see :func:`pick_next`) from queued to running, if a slot is free; its id."""
@@ -197,7 +150,6 @@ class FairQueue:
 
     def remove(self, job_id: str) -> bool:
         """Forget a job that finished, or was cancelled while queued; True if it was queued or running."""
-        self._interested.pop(job_id, None)
         return self._waiting.pop(job_id, None) is not None or self._running.pop(job_id, "-") != "-"
 
     def running_by_owner(self) -> Counter[str | None]:

@@ -16,7 +16,7 @@ from typing import Any
 from planning.context import Cancelled
 from planning.errors import PlanningError
 from planning.jobs.dbfile import StoreError, default_store_path
-from planning.jobs.fairshare import CancelEffect, FairQueue, Place, Waiting, cancel_effect, max_jobs_per_user
+from planning.jobs.fairshare import FairQueue, Place, Waiting, max_jobs_per_user
 from planning.jobs.record import JobRecord
 from planning.jobs.reporting import JobToken, ProgressWriter
 from planning.jobs.store import RESUBMIT, JobStore
@@ -154,14 +154,14 @@ class JobRunner:
         fn:
             The work; must return a JSON dict. Raise ``PlanningError`` for user-facing failures.
         owner:
-            The user's key (session or workspace id): lists their jobs, caps their running jobs, and a reused
-            job counts them among its interested users (see :meth:`cancel`).
+            The user's workspace id: lists their jobs, caps their running jobs, and holds the job in the
+            store's ``job_access`` table (a reused job too), so their cancel counts (see :meth:`cancel`).
         reuse:
             ``False`` always starts a new job.
         fair_key:
-            Who shares the workers fairly, when not ``owner``: without sign-in every browser session is the one
-            local owner (one workspace), yet each session is its own user for the per-user cap, the round-robin
-            and whose cancel counts (``cancel(..., by=fair_key)``).
+            Who shares the workers fairly and holds the job, when not ``owner``: without sign-in every browser
+            session is the one local owner (one workspace), yet each session, ``"<owner>:<session>"``, is its own
+            user for the per-user cap, the round-robin and whose cancel counts (``cancel(..., by=fair_key)``).
 
         Returns
         -------
@@ -177,11 +177,9 @@ class JobRunner:
         if self._stop.is_set():
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
-        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse)
         user = fair_key or owner
+        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user)
         if not created:
-            with self._lock:
-                self._fair.join(job_id, user)
             return job_id
         token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
@@ -241,9 +239,10 @@ class JobRunner:
         job_id:
             The job.
         by:
-            The user (owner key) who cancels: their cancel only withdraws their interest while another user's
-            identical request still waits for the job, and never touches a job they have no interest in
-            (:func:`~planning.jobs.fairshare.cancel_effect`). ``None``: the server or an admin, which stops it.
+            The user who cancels (the ``fair_key or owner`` they submitted with). The store decides
+            (:meth:`JobStore.withdraw`): their interest goes; the job stops only when nobody else holds it; a job
+            they do not hold is untouched. The store keeps who holds what, so the rule outlives this runner.
+            ``None``: the server or an admin, which stops it.
 
         Returns
         -------
@@ -253,13 +252,16 @@ class JobRunner:
         if by is not None:
             record = self.store.find(job_id)
             if record is None or record.is_terminal:
-                return False
-            with self._lock:
-                effect = cancel_effect(self._fair.interested(job_id, record.owner), by)
-                if effect is CancelEffect.WITHDRAW:
-                    self._fair.withdraw(job_id, by)
-            if effect is not CancelEffect.STOP:
-                return effect is CancelEffect.WITHDRAW
+                return False  # a finished job is removed (Jobs page), never "cancelled"
+            outcome = self.store.withdraw(job_id, by)
+            if outcome == "cancelled":  # the store marked it (queued: cancelled; running: flagged)
+                self._stop_here(job_id)
+            return outcome in ("cancelled", "withdrawn")
+        self._stop_here(job_id)
+        return self.store.request_cancel(job_id)
+
+    def _stop_here(self, job_id: str) -> None:
+        """Drop a cancelled job from this runner's fair queue, and set its token so a job run here stops at once."""
         with self._lock:
             token = self._tokens.get(job_id)
             if self._pending.pop(job_id, None) is not None:  # still in the fair queue: it never starts
@@ -267,7 +269,6 @@ class JobRunner:
                 self._tokens.pop(job_id, None)
         if token is not None:
             token.cancel()
-        return self.store.request_cancel(job_id)
 
     def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.05) -> JobRecord:
         """Block until the job is done, failed or cancelled (or ``timeout`` passes).

@@ -13,11 +13,9 @@ import pytest
 from planning.errors import PlanningError
 from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
 from planning.jobs.fairshare import (
-    CancelEffect,
     FairQueue,
     Place,
     Waiting,
-    cancel_effect,
     max_jobs_per_user,
     ordinal,
     pick_next,
@@ -91,12 +89,6 @@ def test_pick_next_prefers_fewest_running_then_longest_unserved() -> None:
     assert pick_next(waiting, Counter(), 2, {"a": 0, "b": 1}) == waiting[2]  # c never served
     assert pick_next(waiting, Counter({"a": 2, "b": 2, "c": 2}), 2, {}) is None
 
-
-def test_cancel_effect_only_the_last_interested_user_stops_a_job() -> None:
-    assert cancel_effect(frozenset({"a"}), "a") is CancelEffect.STOP
-    assert cancel_effect(frozenset({"a", "b"}), "a") is CancelEffect.WITHDRAW
-    assert cancel_effect(frozenset({"a"}), "b") is CancelEffect.REFUSE
-    assert cancel_effect(frozenset({"a"}), "b", admin=True) is CancelEffect.STOP
 
 
 def test_max_jobs_per_user_from_env_with_a_clear_error() -> None:
@@ -197,6 +189,33 @@ def test_identical_requests_share_a_job_and_cancel_touches_only_ones_own(runner:
     assert record.status == "running" and not record.cancel_requested
     assert runner.cancel(shared, by="bob") is True  # the last interested user: it stops
     assert runner.wait(shared, timeout=WAIT_S).status == "cancelled"
+
+
+def test_whose_cancel_counts_survives_a_server_restart(tmp_path: Path, gates: Gates) -> None:
+    """The store, not the runner's memory, holds who wants a job: after a restart (a new runner on the same
+    store), one user's cancel still only withdraws their interest while the other's holds."""
+    path = tmp_path / "jobs.sqlite"
+    first = JobRunner(JobStore(path), max_workers=1, cadence=Cadence(cancel_poll_interval=0.01))
+    try:
+        shared = first.submit("gate", {"name": "s"}, gates.job, owner="alice")
+        assert first.submit("gate", {"name": "s"}, gates.job, owner="bob") == shared
+        assert gates.events("s")[0].wait(WAIT_S)
+        second = JobRunner(JobStore(path), max_workers=1, cadence=Cadence(cancel_poll_interval=0.01))
+        try:
+            assert second.cancel(shared, by="carol") is False  # no interest: untouched
+            assert second.cancel(shared, by="alice") is True  # withdrawn: bob's interest still holds
+            record = second.get(shared)
+            assert record.status == "running" and not record.cancel_requested
+            assert second.store.can_see(shared, "bob") and not second.store.can_see(shared, "alice")
+            assert second.cancel(shared, by="bob") is True  # the last holder: the store flags it, the first stops
+            assert first.wait(shared, timeout=WAIT_S).status == "cancelled"
+        finally:
+            second.shutdown(wait=True)
+            second.store.close()
+    finally:
+        gates.events("s")[1].set()
+        first.shutdown(wait=True, cancel=True)
+        first.store.close()
 
 
 def test_cancel_of_a_queued_job_drops_it_from_the_fair_queue(runner: JobRunner, gates: Gates) -> None:

@@ -50,12 +50,12 @@ def slider_section(scenario: Scenario, base: PlanResult, base_id: str) -> None:
     position = api.slider_position(**values)
     jobs = _positions(scenario, base_id)
     current = _plan_position(scenario, base, position, jobs)
-    ready = _plan_ahead(scenario, base, position, jobs)
-    _forget_old(jobs, position)
     if current is None:
         st.caption("The sliders are at the base scenario: move one to see its plan.")
     else:
-        _draw(base, position, current, jobs)
+        _draw(base, position, current, jobs)  # before planning ahead: the plan is on screen first
+    ready = _plan_ahead(scenario, base, position, jobs)
+    _forget_old(jobs, position)
     st.caption(f"Planned ahead: {ready} of {len(api.slider_neighbours(position))} positions one step away.")
 
 

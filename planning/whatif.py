@@ -334,16 +334,23 @@ def slider_steps(a: SliderPosition, b: SliderPosition) -> int:
     return sum(round(abs(x - y) / step) for x, y, (_, _, _, step) in zip(a, b, SLIDERS.values(), strict=True))
 
 
-def slider_neighbours(position: SliderPosition) -> list[SliderPosition]:
-    """The positions one step from ``position`` (each slider down and up, within its range), in slider order, up
-    before down: what the What-if page plans ahead while the user looks at ``position``'s plan."""
+def slider_neighbours(position: SliderPosition, came_from: SliderPosition | None = None) -> list[SliderPosition]:
+    """The positions one step from ``position`` (each slider up and down, within its range): what the What-if page
+    plans ahead while the user looks at ``position``'s plan. In slider order, up before down; when the user just
+    came from ``came_from``, the step that goes on the same way on the slider that moved most comes first."""
     out: list[SliderPosition] = []
     for index, (name, (low, high, _, step)) in enumerate(SLIDERS.items()):
         for direction in (1, -1):
             value = _on_step(name, position[index] + direction * step)
             if low - 1e-9 <= value <= high + 1e-9:
                 out.append((*position[:index], value, *position[index + 1:]))
-    return out
+    if came_from is None or came_from == position:
+        return out
+    steps = [(abs(p - c) / s[3], i) for i, (p, c, s) in enumerate(zip(position, came_from, SLIDERS.values(),
+                                                                         strict=True))]
+    _, moved = max(steps)
+    onward = [n for n in out if (n[moved] - position[moved]) * (position[moved] - came_from[moved]) > 0]
+    return onward + [n for n in out if n not in onward]
 
 
 # ------------------------------------------------------------------------------------------------------------

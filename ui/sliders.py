@@ -49,12 +49,13 @@ def slider_section(scenario: Scenario, base: PlanResult, base_id: str) -> None:
                                   key=f"slider_{name}", help=HELP[name])
     position = api.slider_position(**values)
     jobs = _positions(scenario, base_id)
+    came_from = st.session_state["slider_key"]  # the position of the previous run (a tuple once one ran)
     current = _plan_position(scenario, base, position, jobs)
     if current is None:
         st.caption("The sliders are at the base scenario: move one to see its plan.")
     else:
         _draw(base, position, current, jobs)  # before planning ahead: the plan is on screen first
-    ready = _plan_ahead(scenario, base, position, jobs)
+    ready = _plan_ahead(scenario, base, position, jobs, came_from if isinstance(came_from, tuple) else None)
     _forget_old(jobs, position)
     st.caption(f"Planned ahead: {ready} of {len(api.slider_neighbours(position))} positions one step away.")
 
@@ -84,12 +85,12 @@ def _plan_position(scenario: Scenario, base: PlanResult, position: Position, job
     joins, and promotes, the same position's job planned ahead). The previous position's unfinished job is
     cancelled unless it is one step away (then it is what planning ahead would run anyway)."""
     previous = st.session_state["slider_job"]
-    if previous and st.session_state["slider_key"] == repr(position):
+    if previous and st.session_state["slider_key"] == position:
         return str(previous)
     old = _position_of(jobs, str(previous)) if previous else None
     if previous and old not in api.slider_neighbours(position):
         _cancel_if_running(str(previous))
-    st.session_state["slider_job"], st.session_state["slider_key"] = None, repr(position)
+    st.session_state["slider_job"], st.session_state["slider_key"] = None, position
     changes = api.slider_variants(**api.slider_values(position))
     if not changes:
         return None
@@ -105,10 +106,12 @@ def _plan_position(scenario: Scenario, base: PlanResult, position: Position, job
     return job_id
 
 
-def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: dict[Position, str]) -> int:
-    """Submit the positions one step away that have no plan or job yet to the background lane, in slider order;
-    cancel the unfinished ones no longer one step away. Returns how many of the neighbours are planned."""
-    near = api.slider_neighbours(position)
+def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: dict[Position, str],
+                came_from: Position | None) -> int:
+    """Submit the positions one step away that have no plan or job yet to the background lane (the step going on
+    from ``came_from`` first, then in slider order); cancel the unfinished ones no longer one step away. Returns
+    how many of the neighbours are planned."""
+    near = api.slider_neighbours(position, came_from)
     ready = 0
     for other in near:
         changes = api.slider_variants(**api.slider_values(other))

@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "whatif_jobs": {},  # variant label -> job id
     "sweep_jobs": {},  # sweep label -> job id
     "slider_job": None,  # job id of the What-if sliders' current position (ui.sliders)
-    "slider_key": "",  # that position's scenario, to tell a new position from a rerun
+    "slider_key": "",  # that position (a tuple of the slider values), to tell a new position from a rerun
     "slider_jobs": {},  # slider position -> job id: the current one, those planned ahead, those visited
     "slider_base": "",  # the base plan and scenario those positions are variants of
     "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")

@@ -120,6 +120,10 @@ def test_slider_positions_their_neighbours_and_distances() -> None:
     assert api.slider_position(demand=4.25, availability_pct=10.0) not in api.slider_neighbours(edge)
     assert len(api.slider_neighbours(edge)) == 2 * len(api.VARIANT_SLIDERS) - 2
     assert api.slider_steps(rest, api.slider_position(demand=2.0, price_pct=-20.0)) == 4 + 4
+    down = api.slider_position(price_pct=-5.0)  # the user just moved Prices down: going on that way comes first
+    after = api.slider_neighbours(down, came_from=rest)
+    assert after[0] == api.slider_position(price_pct=-10.0) and sorted(after) == sorted(api.slider_neighbours(down))
+    assert api.slider_neighbours(down, came_from=down) == api.slider_neighbours(down)
     with pytest.raises(PlanningError) as err:
         api.slider_position(speed=2.0)
     assert err.value.field == "slider" and "demand" in str(err.value)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -141,7 +142,11 @@ def session(pw: Any, preset: str, busy: int) -> dict[str, list[float]]:
         finally:
             browser.close()
             proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a server still stopping its workers on a busy machine
+                proc.kill()
+                proc.wait(timeout=30)
     return out
 
 

@@ -37,7 +37,9 @@ DEFAULTS: dict[str, Any] = {
     "whatif_jobs": {},  # variant label -> job id
     "sweep_jobs": {},  # sweep label -> job id
     "slider_job": None,  # job id of the What-if sliders' current position (ui.sliders)
-    "slider_key": "",  # that position's scenario, to tell a new position from a rerun
+    "slider_key": "",  # that position (a tuple of the slider values), to tell a new position from a rerun
+    "slider_jobs": {},  # slider position -> job id: the current one, those planned ahead, those visited
+    "slider_base": "",  # the base plan and scenario those positions are variants of
     "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")
     "whatif_sim_jobs": {},  # variant label -> simulation job id
     "shared_jobs": {},
@@ -127,9 +129,11 @@ def fair_key() -> str | None:
     return f"{st.session_state['owner']}:{st.session_state['session_key']}"
 
 
-def submit(kind: str, request: dict[str, Any], fn: Any) -> str:
-    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session."""
-    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key())
+def submit(kind: str, request: dict[str, Any], fn: Any, background: bool = False) -> str:
+    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session;
+    ``background``: work planned ahead that never delays anyone's job (the What-if sliders' neighbours)."""
+    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key(),
+                           background=background)
 
 
 # --- cached pure loads ---------------------------------------------------------------------------------------

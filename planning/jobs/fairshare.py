@@ -13,6 +13,11 @@ Rules
   running counts this is round-robin across users.
 * Identical requests are still one job (the store's reuse). Whose cancel counts is not decided here but by the
   store, which records every holder of a job (``job_access``, :meth:`~planning.jobs.store.JobStore.withdraw`).
+* Background jobs (``push(..., background=True)``: the What-if page's prefetch of neighbouring slider positions)
+  are a lane of their own below every user's jobs: one starts only when no user's job could take the slot, at most
+  ``slots - 1`` of them run at once (at least 1), so a user's next job finds a slot free, they never count
+  towards a user's cap, and when a user's job waits for a slot a running one is named to stop (:meth:`preempt`).
+  A user's identical request joining a background job promotes it to that user's lane (:meth:`promote`).
 """
 
 from __future__ import annotations
@@ -127,19 +132,36 @@ class FairQueue:
     _waiting: dict[str, Waiting] = field(default_factory=dict)
     _running: dict[str, str | None] = field(default_factory=dict)
     _served: dict[str | None, int] = field(default_factory=dict)
+    _background: set[str] = field(default_factory=set)
+    _stopping: set[str] = field(default_factory=set)
     _seq: int = 0
     _turn: int = 0
 
-    def push(self, job_id: str, owner: str | None) -> None:
-        """Queue a new job of ``owner``."""
+    def push(self, job_id: str, owner: str | None, *, background: bool = False) -> None:
+        """Queue a new job of ``owner``; ``background``: in the lane below every user's jobs (module docstring)."""
         self._seq += 1
         self._waiting[job_id] = Waiting(job_id, owner, self._seq)
+        if background:
+            self._background.add(job_id)
+
+    def promote(self, job_id: str) -> None:
+        """A user now waits for a background job (their identical request joined it): it becomes a user's job,
+        started before other background jobs and never stopped to free its slot."""
+        self._background.discard(job_id)
+        self._stopping.discard(job_id)
+
+    def is_background(self, job_id: str) -> bool:
+        """Whether a queued or running job is in the background lane."""
+        return job_id in self._background
 
     def start_next(self) -> str | None:
-        """Move the next job (see :func:`pick_next`) from queued to running, if a slot is free; its id."""
+        """Move the next job (see :func:`pick_next`) from queued to running, if a slot is free; its id. A user's
+        job first; a background job only when no user's job can start and the background lane has room."""
         if len(self._running) >= self.slots:
             return None
-        job = pick_next(list(self._waiting.values()), self.running_by_owner(), self.per_user, self._served)
+        job = pick_next(self._lane(False), self._lane_running(False), self.per_user, self._served)
+        if job is None and len(self._lane_running(True)) < self.background_slots:
+            job = pick_next(self._lane(True), self._lane_running(True), 1, self._served)
         if job is None:
             return None
         del self._waiting[job.job_id]
@@ -148,8 +170,34 @@ class FairQueue:
         self._turn += 1
         return job.job_id
 
+    @property
+    def background_slots(self) -> int:
+        """Background jobs that run at once: all slots but one (at least one), so a user's job finds one free."""
+        return max(1, self.slots - 1)
+
+    def preempt(self) -> str | None:
+        """The running background job to stop because a user's job could start but every slot is taken (the
+        latest started; each named once, so one waiting job stops one), or ``None``."""
+        if len(self._running) < self.slots or self._stopping:
+            return None
+        if pick_next(self._lane(False), self._lane_running(False), self.per_user, self._served) is None:
+            return None
+        victims = [j for j in self._running if j in self._background]
+        if not victims:
+            return None
+        self._stopping.add(victims[-1])
+        return victims[-1]
+
+    def _lane(self, background: bool) -> list[Waiting]:
+        return [w for w in self._waiting.values() if (w.job_id in self._background) == background]
+
+    def _lane_running(self, background: bool) -> Counter[str | None]:
+        return Counter(o for j, o in self._running.items() if (j in self._background) == background)
+
     def remove(self, job_id: str) -> bool:
         """Forget a job that finished, or was cancelled while queued; True if it was queued or running."""
+        self._background.discard(job_id)
+        self._stopping.discard(job_id)
         return self._waiting.pop(job_id, None) is not None or self._running.pop(job_id, "-") != "-"
 
     def running_by_owner(self) -> Counter[str | None]:
@@ -174,10 +222,14 @@ class FairQueue:
         return None
 
     def _order(self) -> list[Waiting]:
-        """The start order of the queued jobs: :func:`pick_next` replayed, each started job counted as running
-        until all its owner's earlier jobs have started (slots free over time, so the cap delays, never blocks)."""
-        waiting = list(self._waiting.values())
-        running = self.running_by_owner()
+        """The start order of the queued jobs: users' jobs, then background ones."""
+        return self._lane_order(False) + self._lane_order(True)
+
+    def _lane_order(self, background: bool) -> list[Waiting]:
+        """One lane's start order: :func:`pick_next` replayed, each started job counted as running until all its
+        owner's earlier jobs have started (slots free over time, so the cap delays, never blocks)."""
+        waiting = self._lane(background)
+        running = self._lane_running(background)
         served = dict(self._served)
         order: list[Waiting] = []
         turn = self._turn

@@ -137,6 +137,7 @@ class JobRunner:
         *,
         reuse: bool = True,
         fair_key: str | None = None,
+        background: bool = False,
     ) -> str:
         """Queue ``fn(request, progress, token)`` in the background, or reuse an identical job.
 
@@ -162,6 +163,10 @@ class JobRunner:
             Who shares the workers fairly and holds the job, when not ``owner``: without sign-in every browser
             session is the one local owner (one workspace), yet each session, ``"<owner>:<session>"``, is its own
             user for the per-user cap, the round-robin and whose cancel counts (``cancel(..., by=fair_key)``).
+        background:
+            Work nobody waits for yet (a prefetch): it runs only in slots no user's job could take, and is
+            cancelled when a user's job needs its slot (:mod:`planning.jobs.fairshare`). A user's identical request
+            joining it later promotes it to a user's job.
 
         Returns
         -------
@@ -180,11 +185,15 @@ class JobRunner:
         user = fair_key or owner
         job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user)
         if not created:
+            with self._lock:
+                if not background:
+                    self._fair.promote(job_id)
+            self._dispatch()  # a promoted job may start now, or stop a background job to take its slot
             return job_id
         token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
             self._tokens[job_id] = token
-            self._fair.push(job_id, user)
+            self._fair.push(job_id, user, background=background)
             self._pending[job_id] = (dict(request), fn, token)
         self._dispatch()
         self._ensure_heartbeat()
@@ -206,12 +215,14 @@ class JobRunner:
             return self._fair.queued(), self._fair.running()
 
     def _dispatch(self) -> None:
-        """Start queued jobs while a slot is free, the fair-share pick first."""
+        """Start queued jobs while a slot is free, the fair-share pick first; then stop a background job whose
+        slot a user's queued job needs (it starts when that job ends)."""
         while True:
             with self._lock:
                 job_id = self._fair.start_next()
                 if job_id is None:
-                    return
+                    victim = self._fair.preempt()
+                    break
                 request, fn, token = self._pending.pop(job_id)
                 try:
                     self._futures[job_id] = self._executor.submit(self._run, job_id, request, fn, token)
@@ -222,6 +233,8 @@ class JobRunner:
             with contextlib.suppress(Exception):
                 self.store.finish_lost(job_id, "lost: the job runner shut down before the job could start",
                                        RESUBMIT)
+        if victim is not None:
+            self.cancel(victim)
 
     def get(self, job_id: str) -> JobRecord:
         """Current record of a job (see :meth:`JobStore.get`)."""

@@ -252,3 +252,60 @@ def test_without_sign_in_each_session_is_its_own_user_of_one_workspace(tmp_path:
         r.shutdown(wait=True)
         assert r.get(other).status == "done" and r.get(heavy[2]).status == "cancelled"
         r.store.close()
+
+
+# -- the background lane (the What-if page's prefetch) -----------------------------------------------------------
+def test_background_jobs_start_only_in_slots_no_users_job_wants() -> None:
+    queue = FairQueue(slots=2, per_user=2)
+    queue.push("p0", "alice", background=True)
+    queue.push("p1", "alice", background=True)
+    queue.push("u0", "bob")
+    assert queue.queued()[0].job_id == "u0"  # a user's job is ahead of every background job
+    assert started_in_order(queue, finish=False) == ["u0", "p0"]  # p1 waits: the lane keeps one slot short
+    assert queue.running_by_owner() == Counter({"bob": 1, "alice": 1})
+    queue.push("a0", "alice")
+    assert queue.start_next() is None  # both slots are taken ...
+    assert queue.preempt() == "p0"  # ... so the background job is named to stop, once
+    assert queue.preempt() is None
+    queue.remove("p0")
+    assert queue.start_next() == "a0"  # alice's own job: her background job never counted towards her cap
+    assert queue.start_next() is None
+
+
+def test_a_promoted_background_job_is_a_users_job() -> None:
+    queue = FairQueue(slots=2, per_user=2)
+    queue.push("p0", "alice", background=True)
+    queue.push("p1", "alice", background=True)
+    assert queue.start_next() == "p0"
+    queue.promote("p1")  # alice's slider reached that position: she waits for it now
+    assert not queue.is_background("p1") and queue.is_background("p0")
+    assert queue.start_next() == "p1"
+    queue.promote("p0")
+    queue.push("u0", "bob")
+    assert queue.preempt() is None  # nothing left to stop: both are users' jobs
+
+
+def test_a_users_job_stops_a_running_background_job_and_takes_its_slot(tmp_path: Path, gates: Gates) -> None:
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
+                  cadence=Cadence(cancel_poll_interval=0.01))
+    try:
+        warm = [r.submit("gate", {"name": f"p{i}"}, gates.job, owner="alice", background=True) for i in range(2)]
+        assert gates.events("p0")[0].wait(WAIT_S)
+        assert r.get(warm[1]).status == "queued"  # one slot stays free for a user's job
+        first = submit(r, gates, "u0", "bob")
+        assert gates.events("u0")[0].wait(WAIT_S)  # it starts at once, in the free slot
+        second = submit(r, gates, "u1", "carol")
+        assert r.wait(warm[0], timeout=WAIT_S).status == "cancelled"  # the prefetch gave its slot up
+        assert gates.events("u1")[0].wait(WAIT_S)
+        assert r.get(warm[1]).status == "queued"
+        joined = r.submit("gate", {"name": "p1"}, gates.job, owner="alice")  # alice now waits for p1
+        assert joined == warm[1]
+        gates.events("u0")[1].set()
+        assert gates.events("p1")[0].wait(WAIT_S)
+        assert r.get(joined).status == "running" and r.get(second).status == "running"
+    finally:
+        for name in ("p0", "p1", "u0", "u1"):
+            gates.events(name)[1].set()
+        r.shutdown(wait=True)
+        assert r.get(first).status == "done" and r.get(second).status == "done" and r.get(warm[1]).status == "done"
+        r.store.close()

@@ -199,8 +199,8 @@ def _ranked_arrays(model: str, pre: Sequence[tuple[TemplateOption, float]], dec:
         len(shapes), len(regions))
     p_shape, p_count, p_share = _columns(pre, col)
     d_shape, d_count, d_share = _columns(dec, col)
-    i, j = np.meshgrid(np.arange(len(pre)), np.arange(len(dec)), indexing="ij")
-    i, j = i.ravel(), j.ravel()
+    i = np.repeat(np.arange(len(pre)), len(dec))  # every (prefill, decode) pair, prefill-major
+    j = np.tile(np.arange(len(dec)), len(pre))
     ratio = np.array([math.ceil(a / b - 1e-12) for a, b in zip(p_share[i].tolist(), d_share[j].tolist(), strict=True)],
                      dtype=np.int64)
     top = np.minimum(np.maximum(1, ratio), market.decode_per_prefill)

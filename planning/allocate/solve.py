@@ -295,7 +295,7 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     groups = [part for part in inst.components()
               if np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0))]
     parts: list[_Part] = []
-    todo: list[Sequence[int]] = groups
+    todo: list[list[int]] = groups
     while todo:
         for part_groups in todo:
             solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol)

@@ -233,7 +233,7 @@ def _assemble(problem: AllocationProblem, inst: Instance, runner: _Runner, out: 
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Part:
     """One part of the group-by-group shortcut solved alone: its groups, its pairs' plan and its proven bound."""
 

@@ -3,8 +3,9 @@
 Each preset is solved ``--runs`` times (default 3) per backend (``--backends process,ray``; default the process
 pool), each run in a fresh process with its own ``PYTHONHASHSEED`` and ``options.workers`` cycling 1, 2, 1, …,
 ``PLANNING_BACKEND`` set to the backend and the result cache off (``PLANNING_RESULT_CACHE=off``: every run
-solves). ``--fresh`` gives every run an empty ``PLANNING_HOME``, so template libraries are built anew — through
-the backend — instead of read from the cache. The plan's JSON without its wall-clock figures
+solves). ``--time-limit S`` replaces every preset's ``options.time_limit_s``, so that on a busy machine the
+finished solves are compared. ``--fresh`` gives every run an empty ``PLANNING_HOME``, so template libraries are
+built anew — through the backend — instead of read from the cache. The plan's JSON without its wall-clock figures
 (``planning.checks.stable_dict``) must be the same bytes in every run of every backend. Each row also says whether
 the returned plan passed its checks: no failed cost check (dearer than an alternative it computed) and no
 "optimal"/"feasible" with a failed SLO check. ``--sharing kvpr,exact`` adds one run per preset and sharing mode
@@ -13,6 +14,7 @@ the returned plan passed its checks: no failed cost check (dearer than an altern
     python -m benchmarks.check_plans                       # every preset, 3 runs on the process pool
     python -m benchmarks.check_plans --presets coral-core,long-tail --sharing kvpr,exact
     python -m benchmarks.check_plans --presets coral-core --backends process,ray --fresh
+    python -m benchmarks.check_plans --presets platform-100 --time-limit 1800   # finished solves, under load
 
 Prints figures; exits 1 when a preset's runs differ or a returned plan fails a cost or SLO check. Runs a time
 limit stopped may differ: the incumbent at a wall-clock deadline depends on the machine's speed; they are marked
@@ -45,9 +47,11 @@ from dataclasses import replace
 from planning import api
 from planning.checks import stable_dict
 
-name, workers, sharing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name, workers, sharing, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 scenario = api.load_preset_scenario(name)
 scenario = replace(scenario, options=replace(scenario.options, workers=workers))
+if limit:
+    scenario = replace(scenario, options=replace(scenario.options, time_limit_s=float(limit)))
 mode = sharing if sharing != "own" else scenario.options.sharing
 if mode != "off":
     res = api.solve_shared(scenario, method=mode)
@@ -76,15 +80,17 @@ print(json.dumps({"stable": json.dumps(stable_dict(data), sort_keys=True, defaul
 
 
 def run_child(preset: str, workers: int, sharing: str, seed: int, backend: str = "process",
-              fresh: bool = False) -> dict[str, Any]:
-    """One solve in a fresh process (the result cache off; ``fresh``: an empty ``PLANNING_HOME``); its digests,
-    cost, status, failed checks and wall time."""
+              how: argparse.Namespace | None = None) -> dict[str, Any]:
+    """One solve in a fresh process (the result cache off; ``how.fresh``: an empty ``PLANNING_HOME``;
+    ``how.time_limit``: the scenario's limit replaced); its digests, cost, status, failed checks and wall time."""
+    fresh = bool(how and how.fresh)
+    limit = str(how.time_limit) if how is not None and how.time_limit else ""
     home = tempfile.mkdtemp(prefix="check-plans-") if fresh else None
     env = {**os.environ, "PYTHONHASHSEED": str(seed), "PLANNING_BACKEND": backend, "PLANNING_RESULT_CACHE": "off",
            **({"PLANNING_HOME": home} if home else {})}
     t0 = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing], env=env, check=True,
+        out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing, limit], env=env, check=True,
                              capture_output=True, text=True)
     finally:
         if home:
@@ -126,7 +132,7 @@ def check_preset(preset: str, args: argparse.Namespace) -> bool:
     backends = args.backends.split(",")
     own: dict[str, list[dict[str, Any]]] = {}
     for i, backend in enumerate(backends):
-        own[backend] = [run_child(preset, 1 + (r % 2), "own", i * args.runs + r, backend, args.fresh)
+        own[backend] = [run_child(preset, 1 + (r % 2), "own", i * args.runs + r, backend, args)
                         for r in range(args.runs)]
     same, ok = sameness([r for rows in own.values() for r in rows])
     for rows in own.values():
@@ -135,7 +141,7 @@ def check_preset(preset: str, args: argparse.Namespace) -> bool:
         ok &= all(checked(r) for r in rows)
         print_row(preset, first, len(rows), same, " ".join(dict.fromkeys(r["digest"] for r in rows)))
     for mode in filter(None, args.sharing.split(",")):
-        r = run_child(preset, 1, mode, 0, backends[0], args.fresh)
+        r = run_child(preset, 1, mode, 0, backends[0], args)
         ok &= checked(r)
         print_row(preset, {**r, "s_median": r["seconds"]}, 1, "—", r["digest"])
     return ok
@@ -150,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="process", help="comma-separated: process, ray (every run compared)")
     parser.add_argument("--fresh", action="store_true", help="each run with an empty PLANNING_HOME (no caches)")
     parser.add_argument("--sharing", default="", help="extra sharing modes, one run each, e.g. kvpr,exact")
+    parser.add_argument("--time-limit", type=float, default=0.0, metavar="S",
+                        help="replace every preset's options.time_limit_s (a limit no run reaches: finished "
+                             "solves compared on a busy machine; 0: the preset's own)")
     args = parser.parse_args(argv)
     presets = args.presets.split(",") if args.presets else [r["name"] for r in api.preset_summaries()]
     print(f"{'preset':<16} {'mode':<6} {'backend':<7} {'runs':>4} {'same':>5} {'status':<9} {'$/h':>9} "

@@ -90,8 +90,10 @@ def run_child(preset: str, workers: int, sharing: str, seed: int, backend: str =
            **({"PLANNING_HOME": home} if home else {})}
     t0 = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing, limit], env=env, check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing, limit], env=env,
+                             check=False, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{preset} (workers {workers}, {backend}) exited {out.returncode}: {out.stderr[-3000:]}")
     finally:
         if home:
             shutil.rmtree(home, ignore_errors=True)

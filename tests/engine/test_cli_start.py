@@ -85,3 +85,23 @@ def test_measured_fits_leave_the_precheck_to_the_solve(monkeypatch: pytest.Monke
     ignore = {**IMPOSSIBLE, "options": {**IMPOSSIBLE["options"], "measurements": "ignore"}}
     refused = refused_at_once(Scenario.from_dict(ignore))
     assert refused is not None and refused.status == "infeasible"
+
+
+def test_a_scenario_that_passed_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's check and the pipeline's (``api.solve``) compute the bound once for a scenario that passes; a
+    refused one is computed each time (its answer is the result itself)."""
+    import planning.precheck as precheck_module
+
+    calls: list[int] = []
+    real = precheck_module.refusals
+    monkeypatch.setattr(precheck_module, "refusals", lambda ctx, resolved: calls.append(1) or real(ctx, resolved))
+    ok = json.loads(json.dumps(IMPOSSIBLE))
+    ok["models"][0]["slo"]["decode_ms"] = 200
+    ok["models"][0]["demand"]["rate_rps"] = 2.125  # a scenario no other test checked in this process
+    scenario = Scenario.from_dict(ok)
+    assert refused_at_once(scenario) is None
+    assert precheck_module.precheck(scenario, api.engine_context()) is None
+    assert len(calls) == 1
+    for _ in range(2):
+        assert refused_at_once(Scenario.from_dict(IMPOSSIBLE)) is not None
+    assert len(calls) == 3

@@ -215,28 +215,16 @@ async def light_upload_user(run: Run, row: Row, path: Path, delay: float) -> Non
         await context.close()
 
 
-def light_files(folder: Path, users: int) -> list[Path]:
-    """The light users' coral-core variants (demand ×1.02, ×1.07, …) as YAML files to upload (``--light upload``)."""
+def variant_files(folder: Path, preset: str, prefix: str, count: int) -> list[Path]:
+    """``count`` variants of ``preset`` (demand ×1.02, ×1.07, …) as YAML files to upload: the heavy user's
+    coral-extended ones and, with ``--light upload``, the light users' coral-core ones."""
     from planning import api
 
-    core = api.load_preset_scenario("coral-core")
+    base = api.load_preset_scenario(preset)
     files = []
-    for i in range(users):
-        path = folder / f"light-{i}.yaml"
-        path.write_text(core.with_demand_scaled(round(1.02 + 0.05 * i, 3)).to_yaml(), encoding="utf-8")
-        files.append(path)
-    return files
-
-
-def scenario_files(folder: Path, heavy: int) -> list[Path]:
-    """The heavy user's coral-extended variants (demand ×1.02, ×1.07, …) as YAML files to upload."""
-    from planning import api
-
-    extended = api.load_preset_scenario("coral-extended")
-    files = []
-    for i in range(heavy):
-        path = folder / f"heavy-{i}.yaml"
-        path.write_text(extended.with_demand_scaled(round(1.02 + 0.05 * i, 3)).to_yaml(), encoding="utf-8")
+    for i in range(count):
+        path = folder / f"{prefix}-{i}.yaml"
+        path.write_text(base.with_demand_scaled(round(1.02 + 0.05 * i, 3)).to_yaml(), encoding="utf-8")
         files.append(path)
     return files
 
@@ -245,10 +233,10 @@ async def drive(args: argparse.Namespace, url: str, home: str, folder: Path) -> 
     """The heavy user queues its jobs, then the light users arrive; every row, finished or not, by the cap."""
     from playwright.async_api import async_playwright
 
-    heavy_files = scenario_files(folder, args.heavy)
+    heavy_files = variant_files(folder, "coral-extended", "heavy", args.heavy)
     heavy = Row("heavy", f"{args.heavy} x coral-extended variant")
     rates = [2.0 + 0.5 * i for i in range(args.users)]
-    uploads = light_files(folder, args.users) if args.light == "upload" else []
+    uploads = variant_files(folder, "coral-core", "light", args.users) if args.light == "upload" else []
     rows = [Row(f"user{i:02d}", uploads[i].stem if uploads else f"estimate {rate:g} req/s")
             for i, rate in enumerate(rates)]
     async with async_playwright() as pw:

@@ -214,6 +214,26 @@ def _store_status(job_id: str) -> str:
         return store.get(job_id).status
 
 
+def _load_upload(page: Any, path: Path, attempts: int = 3) -> None:
+    """Upload ``path`` on the Scenario page and press Load file until the scenario is loaded. The press waits for
+    the file's name under the uploader (the upload reached the server); on a busy server a press can still arrive
+    without its file (the page then says "no file": docs/workbench.md), so it is tried again, at most ``attempts``."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    loaded = page.get_by_text(f"upload:{path.name}")
+    for attempt in range(attempts):
+        page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(str(path))
+        page.get_by_text(path.name, exact=True).first.wait_for(timeout=120_000)
+        _settled(page)
+        page.get_by_role("button", name="Load file").click()
+        try:
+            loaded.wait_for(timeout=120_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 def test_a_reload_mid_job_finds_the_job_after_a_page_switch(server: str, browser: Any, tmp_path: Path) -> None:
     """Scenario (upload) → Home → Plan it: the URL holds ?job= while the job runs, so a reload mid-job finds it
     (it came back only with the result before). The job is a cold coral-extended variant (minutes of work, never
@@ -230,9 +250,7 @@ def test_a_reload_mid_job_finds_the_job_after_a_page_switch(server: str, browser
     page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="Scenario").first.click()
     _settled(page)
     page.get_by_text("Load, save, download, upload").click()
-    page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(str(path))
-    page.get_by_role("button", name="Load file").click()
-    page.get_by_text(f"upload:{path.name}").wait_for()
+    _load_upload(page, path)
     page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="Home").first.click()
     page.get_by_role("button", name="Plan it").wait_for()
     _settled(page)

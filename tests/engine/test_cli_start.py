@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,12 +42,13 @@ def test_the_command_table_names_what_each_module_registers(module: str) -> None
 
 
 def test_help_still_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """``planning --help`` builds the whole parser: every command is listed, exit 0."""
+    """``planning --help`` builds the whole parser: every command is listed, in :data:`COMMANDS`' order (the one
+    table; the modules it imports are derived from it), exit 0."""
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in COMMANDS)
+    assert re.findall(r"^ {4}(\S+)", out, re.M) == list(COMMANDS)  # each listed, in the table's order
     only = build_parser("solve")  # what main builds for `planning solve …`: the commands module's commands only
     assert only.parse_args(["solve", "x.yaml"]).func.__module__ == "planning.cli.commands"
     with pytest.raises(SystemExit):

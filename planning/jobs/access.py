@@ -97,8 +97,12 @@ def allowed(conn: sqlite3.Connection, job_id: str, owner: str) -> bool:
     return row is not None
 
 
-def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> str:
+def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float, *, link: bool = False) -> str:
     """Take the holder ``owner``'s interest in a job away (call inside a write transaction).
+
+    ``link``: ``owner`` opened the job's link (``?job=``), so it may stand in for the one anonymous session that
+    held it (:func:`orphan_hold`: a reloaded page is a new session of the same workspace); never for a job another
+    user (a signed-in workspace, or a second session) holds too.
 
     Returns
     -------
@@ -109,7 +113,10 @@ def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> s
         nobody holds it any more.
     """
     if conn.execute("DELETE FROM job_access WHERE job_id = ? AND owner = ?", (job_id, owner)).rowcount == 0:
-        return "not found"
+        held = orphan_hold(conn, job_id, owner) if link else None
+        if held is None:
+            return "not found"
+        conn.execute("DELETE FROM job_access WHERE job_id = ? AND owner = ?", (job_id, held))
     others = conn.execute("SELECT count(*) FROM job_access WHERE job_id = ?", (job_id,)).fetchone()[0]
     if others:
         return "withdrawn"
@@ -122,6 +129,22 @@ def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> s
     conn.execute("DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,))
     forget_missing(conn)
     return "deleted"
+
+
+def orphan_hold(conn: sqlite3.Connection, job_id: str, owner: str) -> str | None:
+    """The hold the session ``owner`` (``"<workspace>:<session>"``) may take over by the job's link: the job's one
+    holder when it is another session of the same workspace (an anonymous session: without sign-in every browser
+    session, a reloaded page included, is a new one); None for a workspace holder (signed in: its own hold
+    already counts), or when the job has any other holder or several."""
+    workspace, sep, _ = owner.rpartition(":")
+    if not sep:
+        return None
+    rows = conn.execute("SELECT owner FROM job_access WHERE job_id = ?", (job_id,)).fetchall()
+    if len(rows) != 1:
+        return None
+    held = str(rows[0][0])
+    other, other_sep, _ = held.rpartition(":")
+    return held if other_sep and other == workspace and held != owner else None
 
 
 def forget_missing(conn: sqlite3.Connection) -> None:

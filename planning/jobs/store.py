@@ -526,7 +526,7 @@ class JobStore:
                 return row is not None
             return access.allowed(conn, job_id, owner)
 
-    def withdraw(self, job_id: str, owner: str) -> str:
+    def withdraw(self, job_id: str, owner: str, *, link: bool = False) -> str:
         """The holder ``owner``'s cancel or removal: their interest goes; the job only when nobody else holds it.
 
         The one rule of whose cancel counts (:meth:`JobRunner.cancel` with ``by`` asks it); it is stored, so it
@@ -538,6 +538,9 @@ class JobStore:
             The job.
         owner:
             A holder: a workspace id, or ``"<workspace>:<session>"`` (:func:`planning.jobs.access.holder_of`).
+        link:
+            ``owner`` opened the job's link: it stands in for the job's one anonymous session holder of its own
+            workspace (:func:`planning.jobs.access.orphan_hold`), never for another user's hold.
 
         Returns
         -------
@@ -546,7 +549,7 @@ class JobStore:
             job is marked cancelled, a running one gets its cancel flag) or ``"deleted"``.
         """
         with self._transaction(f"withdrawing from job {quote(job_id, 40)}") as conn:
-            return access.withdraw(conn, job_id, owner, time.time())
+            return access.withdraw(conn, job_id, owner, time.time(), link=link)
 
     def add_share(self, job_id: str, owner: str, token_id: str, expires: float) -> access.Share:
         """Record a share link ``owner`` makes for their job (refused for a job they cannot see).

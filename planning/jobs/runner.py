@@ -166,7 +166,8 @@ class JobRunner:
         background:
             Work nobody waits for yet (a prefetch): it runs only in slots no user's job could take, and is
             cancelled when a user's job needs its slot (:mod:`planning.jobs.fairshare`). A user's identical request
-            joining it later promotes it to a user's job.
+            joining it later promotes it to a user's job. Until then it is not listed as its holder's job
+            (:meth:`JobStore.list_jobs`).
 
         Returns
         -------
@@ -183,7 +184,8 @@ class JobRunner:
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
         user = fair_key or owner
-        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user)
+        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user,
+                                                     ahead=background)
         if not created:
             with self._lock:
                 if not background:

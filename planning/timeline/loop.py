@@ -19,13 +19,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from planning.baselines.registry import REPLANNED_LABELS as BASELINE_LABELS
-from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel
+from planning.context import Cancelled, CancelToken, check_cancel
 from planning.groups import Group
 from planning.progress_words import planning_period
 from planning.scenario import Scenario
 from planning.timeline import engine
 from planning.timeline.availability import is_spot
 from planning.timeline.demand import DemandSeries, at
+from planning.timeline.pace import Pace
 from planning.timeline.result import EpochResult, MethodEpoch
 
 if TYPE_CHECKING:
@@ -112,9 +113,10 @@ def by_model(values: Mapping[str, float], models: Sequence[str], how: str = "min
 
 # ------------------------------------------------------------------------------------------------ the loop
 def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Counts], engine.EpochSolve],
-               progress: ProgressFn | None, cancel: CancelToken | None) -> list[EpochResult]:
+               pace: Pace | None, cancel: CancelToken | None) -> list[EpochResult]:
     """Every epoch in order: ``plan_epoch(e, running)`` (the first policy's plan), its record and the re-planned
-    baselines; an epoch whose plan raises is recorded as "no plan" with its error and the loop goes on.
+    baselines; an epoch whose plan raises is recorded as "no plan" with its error and the loop goes on. Each
+    epoch's time goes to ``pace`` (the progress line and its estimate of the time left).
 
     Raises
     ------
@@ -137,8 +139,8 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
         methods = _baselines(prep, hz, e, base_prev, node_cache, cancel)
         epochs.append(_record(prep, hz, e, solved, prev, node_cache, methods))
         prev = dict(solved.counts)
-        if progress:
-            progress(0.3 + 0.6 * (e + 1) / hz.n_epochs, planning_period(e + 1, hz.n_epochs, hz.epoch_hours))
+        if pace is not None:
+            pace.epoch_done(time.perf_counter() - t0, planning_period(e + 1, hz.n_epochs, hz.epoch_hours))
     return epochs
 
 

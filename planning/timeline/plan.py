@@ -42,6 +42,7 @@ from planning.timeline.availability import (
     with_availability,
 )
 from planning.timeline.demand import DemandSeries, align, at
+from planning.timeline.pace import Pace
 from planning.timeline.result import EpochResult, TimelineResult
 
 MAX_CLASSES = 16
@@ -220,7 +221,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         When ``cancel`` is set.
     """
     opts = options or TimelineOptions()
-    t_start = time.perf_counter()
+    t_start, started = time.perf_counter(), time.monotonic()
     hz, design, notes = _horizon(scenario, demand, availability, opts, context)
     refused = precheck_error(design, context)  # an SLO no offered GPU reaches: said at once, before any library
     if refused is not None:
@@ -238,12 +239,14 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     timings: dict[str, float] = {}
     prep, pool = _templates(hz, design, context, progress, cancel, timings)
     horizon = opts.horizon or design.options.lookahead_epochs
-    runs = _policy_schedules(prep, design, hz, horizon, progress, cancel,
+    pace = Pace(progress, hz.n_epochs, lookahead_steps=hz.n_epochs if "lookahead" in opts.policies else 0,
+                offline_limit_s=opts.offline_time_limit_s if "offline" in opts.policies else 0.0, start=started)
+    runs = _policy_schedules(prep, design, hz, horizon, pace, cancel,
                              pool.horizon_rows() if pool is not None else None)
     distinct = _independent(runs, hz, progress, cancel, timings)
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
     t0 = time.perf_counter()
-    epochs = loop.run_epochs(prep, hz, runs.epoch, progress, cancel)
+    epochs = loop.run_epochs(prep, hz, runs.epoch, pace, cancel)
     timings["epochs_seconds"] = time.perf_counter() - t0
     epochs = _compare_policies(prep, runs, epochs, hz, horizon)
     t0 = time.perf_counter()
@@ -448,9 +451,10 @@ class _Runs:
 
 
 def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon, horizon: int,
-                      progress: ProgressFn | None, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
+                      pace: Pace, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
-    it is only compared)."""
+    it is only compared); their steps' times go to ``pace`` (the progress line and its estimate of the time
+    left)."""
     scns, groups, opts, hours, K = list(hz.scns), list(hz.groups), hz.opts, hz.epoch_hours, hz.K
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
     wanted = [p for p in opts.policies if p != "myopic"]
@@ -479,20 +483,22 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon,
     # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it)
     for p in sorted(wanted, key=lambda q: q == "offline"):
         assert adapter is not None
-        if progress:
-            progress(0.3, f"{policies.policy_label(p, horizon)}: planning {len(scns)} epochs")
+        label = policies.policy_label(p, horizon)
         if p == "lookahead":
-            def step(t: int, label: str = policies.policy_label(p, horizon)) -> None:
-                if progress:
-                    progress(0.3, f"{label}: {planning_period(t + 1, len(scns), hours)}")
+            pace.lookahead_started(f"{label}: planning {len(scns)} epochs")
+
+            def step(t: int, label: str = label) -> None:
+                pace.step_done(f"{label}: {planning_period(t + 1, len(scns), hours)}")
             runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
                                                    myopic=myopic, cancel=cancel, on_epoch=step)
         else:
             start = runs.schedules.get("lookahead")
             if start is None or not start.counts:
                 start = runs.schedules.setdefault("myopic", myopic_schedule())
-            runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s, mip_rel_gap=gap,
-                                                 cancel=cancel, start=start.counts or None)
+            with pace.offline(f"{label}: planning {len(scns)} epochs together (at most "
+                              f"{opts.offline_time_limit_s:g} s)"):
+                runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s,
+                                                     mip_rel_gap=gap, cancel=cancel, start=start.counts or None)
     if "myopic" in opts.policies[1:] and "myopic" not in runs.schedules:  # compared only: the loop's counts
         runs.schedules["myopic"] = myopic_schedule()
     runs.schedules = {p: runs.schedules[p] for p in opts.policies if p in runs.schedules}

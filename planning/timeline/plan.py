@@ -402,6 +402,7 @@ class _Runs:
     myopic_solves: dict[int, engine.EpochSolve]
     independent: list[engine.EpochSolve] = field(default_factory=list)  # K = 0: every epoch, solved on its own
     memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)
+    last: tuple[int, engine.EpochSolve] | None = None  # the last myopic epoch planned and its plan
 
     def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
         """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
@@ -425,11 +426,24 @@ class _Runs:
         key = (epoch_key(self.scns[e], self.groups[e]), tuple(sorted(prev.items())))
         solved = self.memo.get(key)
         if solved is None:
-            solved = engine.solve_epoch_alone(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
-                                              self.groups[e], goodput_fallback=self.opts.goodput_fallback,
-                                              cancel=self.cancel)
+            solved = self._held(e, prev) or engine.solve_epoch_alone(
+                self.prep, replace(self.scns[e], current=engine.current_of(prev)), self.groups[e],
+                goodput_fallback=self.opts.goodput_fallback, cancel=self.cancel)
             self.memo[key] = solved
+        self.last = (e, solved)
         return solved
+
+    def _held(self, e: int, prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve | None:
+        """Epoch ``e``'s plan without a solve when it has epoch e − 1's problem (rates, availability) and starts
+        from e − 1's optimal plan: that plan, kept, is optimal for ``e`` too (``policies.held_epoch``)."""
+        from planning.timeline.fanout import epoch_key
+
+        if self.last is None or self.last[0] != e - 1 or e == 0:
+            return None
+        before = self.last[1]
+        if epoch_key(self.scns[e], self.groups[e]) != epoch_key(self.scns[e - 1], self.groups[e - 1]):
+            return None
+        return policies.held_epoch(self.prep, self.scns[e], self.groups[e], before, prev)
 
     def solved_alone(self, e: int) -> engine.EpochSolve | None:
         """Epoch ``e``'s solve from nothing running, when one was made (the fan-out's, or the myopic loop's)."""

@@ -10,8 +10,9 @@ what is known of the rest:
 - look-ahead steps still to plan × the mean time of the steps planned so far;
 - the offline MILP's time limit, less what it has run (the MILP stops there at the latest; when it proves its
   optimum sooner the estimate falls at the next report);
-- epochs of the detailed loop still to plan × the mean time of its epochs so far, or before the loop starts the
-  mean time of any step so far (a look-ahead step is dearer than an epoch: an overestimate, not an underestimate).
+- epochs of the detailed loop still to plan × the mean time of its epochs so far; before the loop starts, the mean
+  look-ahead step ÷ H (a step's MILP plans H epochs, an epoch of the loop one; many of the loop's epochs are kept
+  or reused plans, so this errs high), or with no step either, the mean of whatever was timed.
 
 Fed back through the linear reading above, f gives exactly that left. ``tick`` reports again on a timer while
 the offline MILP runs (it has no progress of its own), so the estimate follows the clock there.
@@ -39,6 +40,7 @@ class Pace:
     epochs: int
     lookahead_steps: int = 0
     offline_limit_s: float = 0.0
+    horizon: int = 1  # the look-ahead's epochs per step
     clock: Callable[[], float] = time.monotonic
     start: float = field(default=float("nan"))
     step_seconds: list[float] = field(default_factory=list)
@@ -58,7 +60,8 @@ class Pace:
         steps = self.step_seconds + self.epoch_seconds
         unit = sum(steps) / len(steps) if steps else 0.0
         step = sum(self.step_seconds) / len(self.step_seconds) if self.step_seconds else unit
-        epoch = sum(self.epoch_seconds) / len(self.epoch_seconds) if self.epoch_seconds else unit
+        epoch = (sum(self.epoch_seconds) / len(self.epoch_seconds) if self.epoch_seconds
+                 else step / self.horizon if self.step_seconds else unit)
         left = (self.lookahead_steps - len(self.step_seconds)) * step
         if self.offline_limit_s > 0 and not self.offline_done:
             ran = 0.0 if self.offline_started is None else self.clock() - self.offline_started

@@ -30,16 +30,17 @@ def _running(kind: str, fraction: float, limit: float | None = 60.0) -> JobRecor
 
 
 def test_the_reported_fraction_reads_back_as_the_time_left() -> None:
-    """10 s of templates, then look-ahead steps of 3 s, a 40 s offline limit and 24 epochs: after two steps the
-    job's estimate is 22 steps × 3 s + 40 s + 24 epochs × 3 s (epochs not begun: the mean step so far)."""
+    """10 s of templates, then look-ahead steps of 3 s over H = 3 epochs, a 40 s offline limit and 24 epochs: after
+    two steps the job's estimate is 22 steps × 3 s + 40 s + 24 epochs × 1 s (epochs not begun: a step ÷ H)."""
     clock, seen = Clock(), []
-    pace = Pace(lambda f, m: seen.append((f, m)), 24, lookahead_steps=24, offline_limit_s=40.0, clock=clock)
+    pace = Pace(lambda f, m: seen.append((f, m)), 24, lookahead_steps=24, offline_limit_s=40.0, horizon=3,
+                clock=clock)
     clock.now = 10.0
     pace.lookahead_started("look-ahead")
     for _ in range(2):
         clock.now += 3.0
         pace.step_done("step")
-    expected = 22 * 3.0 + 40.0 + 24 * 3.0
+    expected = 22 * 3.0 + 40.0 + 24 * 1.0
     assert pace.left_s() == pytest.approx(expected)
     f = seen[-1][0]
     assert f == pytest.approx(16.0 / (16.0 + expected))

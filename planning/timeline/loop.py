@@ -127,6 +127,7 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
     prev: Counts = {}
     base_prev: dict[str, Counts] = {b: {} for b in hz.opts.baselines}
     node_cache: dict[str, int] = {}
+    base_memo: dict[tuple[Any, ...], Any] = {}
     for e in range(hz.n_epochs):
         check_cancel(cancel, "timeline")
         t0 = time.perf_counter()
@@ -136,7 +137,7 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
             raise
         except Exception as exc:  # this epoch alone has no plan; the horizon goes on
             solved = engine.failed_epoch(hz.scns[e], exc, time.perf_counter() - t0)
-        methods = _baselines(prep, hz, e, base_prev, node_cache, cancel)
+        methods = _baselines(prep, hz, e, _BaselineState(base_prev, node_cache, base_memo), cancel)
         epochs.append(_record(prep, hz, e, solved, prev, node_cache, methods))
         prev = dict(solved.counts)
         if pace is not None:
@@ -196,14 +197,29 @@ def _spot(hz: Horizon, res: Any, served: Mapping[str, float]) -> tuple[float, di
     return share_cost, by_model(per_group, hz.models)
 
 
-def _baselines(prep: engine.Prepared, hz: Horizon, e: int, base_prev: dict[str, Counts], node_cache: dict[str, int],
+@dataclass(frozen=True)
+class _BaselineState:
+    """What the re-planned baselines carry from epoch to epoch: each one's previous instances (updated in place),
+    the nodes per template, and their answers by problem and running instances (a baseline is a deterministic
+    function of them: an epoch that repeats an earlier one's problem from the same instances reuses its answer)."""
+
+    prev: dict[str, Counts]
+    node_cache: dict[str, int]
+    memo: dict[tuple[Any, ...], Any]
+
+
+def _baselines(prep: engine.Prepared, hz: Horizon, e: int, state: _BaselineState,
                cancel: CancelToken | None) -> dict[str, MethodEpoch]:
     """The homogeneous baselines re-planned at epoch ``e`` from their own previous instances (updated here)."""
     methods: dict[str, MethodEpoch] = {}
+    base_prev, node_cache = state.prev, state.node_cache
     for b in hz.opts.baselines:
         check_cancel(cancel, "timeline")
-        bscn = replace(hz.scns[e], current=engine.current_of(base_prev[b]))
-        br = engine.homogeneous_epoch(prep, bscn, hz.groups[e], b)
+        key = (b, hz.problem(e), tuple(sorted(base_prev[b].items())))
+        br = state.memo.get(key)
+        if br is None:
+            bscn = replace(hz.scns[e], current=engine.current_of(base_prev[b]))
+            br = state.memo[key] = engine.homogeneous_epoch(prep, bscn, hz.groups[e], b)
         counts = {(str(t), str(r)): int(n) for (t, r), n in br.counts.items() if n > 0}
         b_start, b_stop = churn(prep, counts, base_prev[b], node_cache)
         pen = penalty(prep, counts, base_prev[b], hz.price, hz.K)

@@ -1,6 +1,7 @@
 """An epoch with the previous epoch's problem keeps that epoch's optimal plan without a solve
 (planning.timeline.policies.held_epoch): the day costs what it cost when every epoch was solved, and each kept
-plan costs what its own solve from the same running instances costs."""
+plan costs what its own solve from the same running instances costs. A re-planned baseline whose epoch repeats an
+earlier one's problem from the same instances reuses its answer (loop._baselines): the same costs as re-planning."""
 
 from __future__ import annotations
 
@@ -68,3 +69,40 @@ def test_a_held_plan_costs_its_own_solve_from_the_same_running_instances(small: 
     assert held.result.cost_per_hour == pytest.approx(again.result.cost_per_hour, abs=0.005)
     assert held.result.penalty_per_hour == 0.0
     assert policies.held_epoch(prep, small, groups, first, {}) is None  # not started from that plan: solve it
+
+
+class _Forget(dict):  # type: ignore[type-arg]
+    """A memo that keeps nothing: the previous path, every baseline re-planned in every epoch."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        return None
+
+
+def test_repeated_baseline_epochs_reuse_their_answer_and_cost_the_same(small: Scenario,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from planning.baselines.registry import REPLANNED_LABELS
+    from planning.timeline import loop
+
+    ctx = engine_context()
+    demand = _day(small, 3)
+    options = TimelineOptions(baselines=("homo", "homo-ilp"))
+    calls: list[int] = []
+    real = engine.homogeneous_epoch
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "homogeneous_epoch", counted)
+    memo = run_timeline(small, demand, options=options, context=ctx)
+    n_memo = len(calls)
+    calls.clear()
+    real_state = loop._BaselineState
+    monkeypatch.setattr(loop, "_BaselineState", lambda prev, cache, _memo: real_state(prev, cache, _Forget()))
+    every = run_timeline(small, demand, options=options, context=ctx)
+    assert len(calls) == 2 * len(every.epochs) and n_memo < len(calls)
+    for a, b in zip(memo.epochs, every.epochs, strict=True):
+        for label in REPLANNED_LABELS.values():
+            assert a.methods[label].cost_per_hour == pytest.approx(b.methods[label].cost_per_hour, rel=1e-12)
+            assert a.methods[label].nodes_started == b.methods[label].nodes_started
+    assert memo.to_dict()["baselines_total_cost"] == pytest.approx(every.to_dict()["baselines_total_cost"], rel=1e-12)

@@ -282,7 +282,7 @@ def fixed_epoch(prep: engine.Prepared, scenario: Scenario, groups: Sequence[Grou
 
 
 def held_epoch(prep: engine.Prepared, scenario: Scenario, groups: Sequence[Group], before: engine.EpochSolve,
-               prev: Counts) -> engine.EpochSolve | None:
+               prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve | None:
     """The epoch's plan when it has the problem of the epoch ``before`` (same rates, availability, prices, K) and
     starts from that epoch's plan x* (``prev``): x* again, with no new instance; None when that does not hold or
     ``before`` was not an optimal cost plan of one class per group on same-region pairs (the plans

@@ -241,7 +241,8 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     horizon = opts.horizon or design.options.lookahead_epochs
     pace = Pace(progress, hz.n_epochs, lookahead_steps=hz.n_epochs if "lookahead" in opts.policies else 0,
                 offline_limit_s=opts.offline_time_limit_s if "offline" in opts.policies else 0.0,
-                horizon=opts.horizon or design.options.lookahead_epochs, start=started)
+                horizon=opts.horizon or design.options.lookahead_epochs, start=started,
+                repeats=tuple(e > 0 and hz.problem(e) == hz.problem(e - 1) for e in range(hz.n_epochs)))
     runs = _policy_schedules(prep, design, hz, horizon, pace, cancel,
                              pool.horizon_rows() if pool is not None else None)
     distinct = _independent(runs, hz, progress, cancel, timings)

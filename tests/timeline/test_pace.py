@@ -100,3 +100,14 @@ def test_a_timeline_reports_rising_estimates_in_the_users_words(small: Scenario)
     assert all(0.0 < f <= 1.0 for f, _ in seen) and seen[-1][0] == 1.0
     assert [m for _, m in seen if m.startswith("planning hours")] == [planning_period(i, 4, 6.0) for i in range(1, 5)]
     assert sum("look-ahead" in m and "hours" in m for _, m in seen) == 4
+
+
+def test_epochs_that_repeat_the_one_before_are_timed_apart() -> None:
+    """Four epochs, the 2nd and 4th repeating the one before: after the first (new, 3 s) the repeats count nothing
+    yet; once one is timed (0.2 s) it prices the last."""
+    clock = Clock()
+    pace = Pace(None, 4, clock=clock, repeats=(False, True, False, True))
+    pace.epoch_done(3.0, "planning hour 1 of 4")
+    assert pace.left_s() == pytest.approx(3.0)  # the 3rd epoch is a new problem; the repeats are not timed yet
+    pace.epoch_done(0.2, "planning hour 2 of 4")
+    assert pace.left_s() == pytest.approx(3.0 + 0.2)

@@ -102,7 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--policies", nargs="+", default=["myopic", "lookahead", "offline"])
-    ap.add_argument("--offline-limit", type=float, default=120.0, help="the page's default offline time limit (s)")
+    ap.add_argument("--offline-limit", type=float, default=20.0, help="the page's default offline time limit (s)")
     args = ap.parse_args()
     request = page_request(tuple(args.policies), args.offline_limit)
     print(f"# {platform.platform()}, python {platform.python_version()}, {os.cpu_count()} cores; "

@@ -47,6 +47,20 @@ def _record_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sources
 
 
+UNREACHED_S = 1e6  # a deadline (and inner solver cap) no test run reaches, however busy the machine
+
+
+def unbound_inner_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lift the on-demand engine's wall-clock caps on its inner HiGHS calls: whether a capped call stops before its
+    first plan depends on the machine's load, so a test of what the search proves must not run under them."""
+    from planning.allocate import certify, pricing
+
+    for module, name in ((ondemand, "INCUMBENT_MIN_S"), (ondemand, "INCUMBENT_MAX_S"),
+                         (certify, "COVER_LIMIT_S"), (pricing, "COVER_ILP_LIMIT_S")):
+        assert getattr(module, name) < UNREACHED_S, name  # the cap still exists under this name
+        monkeypatch.setattr(module, name, UNREACHED_S)
+
+
 @pytest.fixture(scope="module")
 def coral_core_optimum() -> float:
     result = api.solve(api.load_preset_scenario("coral-core"), with_baselines=False)
@@ -150,12 +164,19 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
     """On small seeded instances (the on-demand tests' synthetic family), every bound Anytime records is ≤ the
     optimum of the ILP over all templates (the library's, the brute-force-checked reference) and every
     incumbent ≥ it; the certified answer equals it. ``near``: under a deadline that is near from the first
-    instant (``near_deadline``: the LP support's ILP first, half the time left per incumbent ILP), the same."""
+    instant (``near_deadline``: the LP support's ILP first, half the time left per incumbent ILP), the same.
+
+    The engine's own wall-clock caps on its inner HiGHS calls (incumbent ILPs, cover ILPs of the bounds) are
+    lifted (:func:`unbound_inner_limits`) and the near deadline is one no run reaches. Seeds 2 and 7 failed in
+    directory runs at load 25-30 only: with those caps binding (simulated by setting them to 0.1 ms) an incumbent
+    ILP stops before its first plan, no round has an incumbent to gate a finite Farley bound, and seed 5 fails
+    the same way. What is asserted here does not depend on the machine's speed."""
     from planning.allocate import solve_allocation
     from planning.allocate.certify import allocation_problem
     from planning.context import Deadline
     from tests.engine.test_on_demand import _instance, _library_sets, _resolved
 
+    unbound_inner_limits(monkeypatch)
     if near:
         monkeypatch.setattr(ondemand, "NEAR_DEADLINE_RATIO", 1e12)
     priced, offers = _instance(seed)
@@ -172,7 +193,7 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
     monkeypatch.setattr(RoundState, "farley_bound", recorded)
     anytime = Anytime()
     plan = ondemand.allocate_on_demand(priced, resolved, anytime=anytime,
-                                       cancel=Deadline(600.0) if near else None)
+                                       cancel=Deadline(UNREACHED_S) if near else None)
     if full.status == "infeasible":
         assert plan is None or anytime.best is None
         return

@@ -18,6 +18,7 @@ from planning.allocate.pricing import RoundState
 from planning.context import check_cancel
 from planning.scenario import Scenario
 from tests.clock import SkipClock, skip_clock
+from tests.engine.conftest import UNREACHED_S, unbound_inner_limits
 
 # The contract is limit + 2 s, measured by benchmarks/bench_under_load.py; these tests assert what the solve does
 # at its limit (status, step, gap), with the deadlines' clock moved past the limit (tests/clock.py), never its wall.
@@ -45,20 +46,6 @@ def _record_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Anytime, "offer", record)
     return sources
-
-
-UNREACHED_S = 1e6  # a deadline (and inner solver cap) no test run reaches, however busy the machine
-
-
-def unbound_inner_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lift the on-demand engine's wall-clock caps on its inner HiGHS calls: whether a capped call stops before its
-    first plan depends on the machine's load, so a test of what the search proves must not run under them."""
-    from planning.allocate import certify, pricing
-
-    for module, name in ((ondemand, "INCUMBENT_MIN_S"), (ondemand, "INCUMBENT_MAX_S"),
-                         (certify, "COVER_LIMIT_S"), (pricing, "COVER_ILP_LIMIT_S")):
-        assert getattr(module, name) < UNREACHED_S, name  # the cap still exists under this name
-        monkeypatch.setattr(module, name, UNREACHED_S)
 
 
 @pytest.fixture(scope="module")

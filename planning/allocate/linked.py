@@ -100,13 +100,18 @@ def _part_solve(inst: Instance, groups: Sequence[int], avail: np.ndarray, prices
 
 
 def _repairs(inst: Instance, keep: Sequence[_Part], plans: Sequence[_Part], clock: _Clock,
-             gap_tol: float) -> list[tuple[_Part, ...]]:
+             gap_tol: float, lower: float) -> list[tuple[_Part, ...]]:
     """Joint plans from the competing parts' ``plans``: every part in turn gives way (re-solved on what the
-    ``keep`` parts and the other plans leave) when the others fit together."""
+    ``keep`` parts and the other plans leave) when the others fit together; the smallest part first (its re-solve
+    is the cheapest), stopping at the first plan proven by ``lower``."""
     avail = inst.offer_avail.astype(float)
     base = np.sum([p.used for p in keep], axis=0) if keep else np.zeros(len(avail))
     out: list[tuple[_Part, ...]] = []
-    for j, giving in enumerate(plans):
+    order = sorted(range(len(plans)), key=lambda i: plans[i].sub.n_pairs)
+    for j in order:
+        if out and _closed(sum(p.primal for p in out[-1]), lower, gap_tol):
+            break
+        giving = plans[j]
         others = [p for i, p in enumerate(plans) if i != j]
         left = avail - base - (np.sum([p.used for p in others], axis=0) if others else 0.0)
         if np.any(left < -1e-9):
@@ -147,7 +152,7 @@ def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: 
     best_cost = np.inf
     rounds = repairs = 0
     while True:
-        for joint in _repairs(inst, keep, plans, clock, gap_tol):
+        for joint in _repairs(inst, keep, plans, clock, gap_tol, lower):
             repairs += 1
             cost = sum(p.primal for p in joint)
             if cost < best_cost:

@@ -4,6 +4,7 @@ and "optimal" is said only at gap 0."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -27,7 +28,7 @@ def _scarce(seed: int) -> AllocationProblem:
                                           demand_scale=0.3), K=0.05, mip_rel_gap=1e-9)
 
 
-def _fits(p: AllocationProblem, nodes: dict[tuple[str, str], int]) -> bool:
+def _fits(p: AllocationProblem, nodes: Mapping[tuple[str, str], int]) -> bool:
     avail = {(o.region, o.shape): o.available for o in p.offers}
     return all(n <= avail[k] for k, n in nodes.items())
 

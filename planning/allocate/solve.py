@@ -296,6 +296,8 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
               if np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0))]
     parts: list[_Part] = []
     todo: list[list[int]] = groups
+    linked = -np.inf  # the best linked Lagrangian bound (planning.allocate.linked), valid for the joint problem
+    settled = False
     while todo:
         for part_groups in todo:
             solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol)
@@ -307,22 +309,42 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         merged = _merge_conflicts(parts, inst.offer_avail)
         if merged is None:
             break
+        fitted, linked, budget_left = _settle(inst, parts, budget_left, gap_tol, linked)
+        if fitted is not None:
+            parts, settled = fitted, True
+            break
         if len(merged) >= sum(len(p.groups) for p in parts):
             runner.solve_seconds += time.perf_counter() - t0
             return None  # one part would hold every group: that is the joint model
         parts = [p for p in parts if not set(p.groups) & set(merged)]
         todo = [merged]
     values = _joint_values(inst, columns(inst), parts)
-    primal, bound = sum(p.primal for p in parts), sum(p.bound for p in parts)
+    primal = sum(p.primal for p in parts)
+    # settled parts' own bounds are of their priced or restricted problems, not of the joint one: only L(λ) holds
+    bound = linked if settled else max(linked, sum(p.bound for p in parts))
     seconds = time.perf_counter() - t0
     runner.solve_seconds += seconds
     if problem.budget_per_hour is not None and primal > problem.budget_per_hour + 1e-9:
         return None
     gap = rel_gap(primal, bound)
     status = classify(True, "optimal" if reached_gap(gap, gap_tol) else "other", gap, gap_tol, primal, bound)
-    how = "Optimal per group, shared availability not binding" if len(parts) == len(groups) else \
-        f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)"
+    how = ("Optimal per part, competing parts settled by the linked Lagrangian bound (no merged ILP)" if settled
+           else "Optimal per group, shared availability not binding" if len(parts) == len(groups) else
+           f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)")
     return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, how))
+
+
+def _settle(inst: Instance, parts: list[_Part], budget_left: float, gap_tol: float,
+            linked: float) -> tuple[list[_Part] | None, float, float]:
+    """Competing parts settled without merging them (``planning.allocate.linked``): (plans that fit together
+    and are optimal within ``gap_tol``, or None; the best linked bound so far; the seconds left)."""
+    from planning.allocate.linked import settle
+
+    out, seconds = settle(inst, parts, budget_left, gap_tol)
+    budget_left -= seconds
+    if out is None:
+        return None, linked, budget_left
+    return (list(out.parts) if out.closed else None), max(linked, out.bound), budget_left
 
 
 def _joint_values(inst: Instance, col: Any, parts: Sequence[_Part]) -> np.ndarray:

@@ -89,7 +89,8 @@ class _Runner:
         return raw
 
 
-def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> AllocationResult:
+def solve_allocation(problem: AllocationProblem, diagnose: bool = True,
+                     instance: Instance | None = None) -> AllocationResult:
     """Solve the allocation problem (see ``planning.allocate.formulation`` for the math).
 
     Parameters
@@ -98,13 +99,17 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         Templates, offers, demand classes, running instances, K, objective, budget, solver options.
     diagnose:
         When the cost objective is infeasible, compute per-group best fractions and binding capacities.
+    instance:
+        An instance built (:func:`planning.allocate.instance.build_instance`) for this problem with another
+        objective or time limit: reused instead of pruning and indexing the templates again (a baseline's cost
+        ILP, then its max-served MIP). Ignored when it was built for another problem.
 
     Returns
     -------
     ``AllocationResult`` — always; status ``optimal | feasible | infeasible | time_limit | error``.
     """
     t0 = time.perf_counter()
-    inst = build_instance(problem)
+    inst = _instance(problem, instance)
     builder = resolve_builder(problem)
     served_mode = problem.objective == "served"
     runner = _Runner(inst, problem, builder, served_mode)
@@ -115,6 +120,17 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         out.messages.append(f"solver error: {type(exc).__name__}: {exc}")
         out.phases.append(PhaseResult("error", "error", None, None, None, 0.0, str(exc)))
     return _assemble(problem, inst, runner, out, diagnose, t0)
+
+
+def _instance(problem: AllocationProblem, built: Instance | None) -> Instance:
+    """``built`` for ``problem`` when it was built for the same problem but its objective and time limit (pruning
+    and indexing do not read them), else a new instance."""
+    if built is None or replace(built.problem, objective=problem.objective,
+                                time_limit_s=problem.time_limit_s) != problem:
+        return build_instance(problem)
+    inst = replace(built, problem=problem)
+    inst.seconds = 0.0
+    return inst
 
 
 @dataclass
@@ -161,6 +177,13 @@ def _solve_phases(inst: Instance, problem: AllocationProblem, runner: _Runner, o
             final = runner.run("cost", dump=True)
         out.final = final
         out.phases.append(final.phase)
+    elif _nothing_servable(inst, problem):
+        # a demanded class no purchasable template serves: α* = 0 without a solver, and the cheapest plan with
+        # α ≥ 0 buys nothing (the answer HiGHS gives in two phases; single-type baselines on a GPU too small)
+        out.final = _nothing_bought(inst)
+        out.alpha_star = 0.0
+        out.phases.extend([PhaseResult("served", "optimal", 0.0, 0.0, 0.0, 0.0, _UNSERVABLE),
+                           out.final.phase])
     else:
         first = runner.run("served", dump=False)
         out.phases.append(first.phase)
@@ -359,6 +382,27 @@ def _unservable(inst: Instance) -> bool:
         if inst.single_class[g] and np.any((inst.pair_group == g) & (inst.single_thr > 0)):
             served[inst.group_class[g]] = True
     return bool(np.any(~served[demanded]))
+
+
+_UNSERVABLE = "a demanded class has no purchasable template: nothing can be served"
+
+
+def _nothing_servable(inst: Instance, problem: AllocationProblem) -> bool:
+    """Served objective whose answer needs no solver: some demanded class no pair serves (α* = 0), every column's
+    cost is positive where buying is possible and nothing is running or committed, so the cheapest plan at α ≥ 0
+    is the empty one (``problem.dump_model`` still builds and solves the model, to write it)."""
+    if problem.dump_model or problem.budget_per_hour is not None or inst.n_commit or problem.start:
+        return False
+    return (_unservable(inst) and not np.any(inst.pair_current > 0) and bool(np.all(inst.pair_price > 0))
+            and not np.any(inst.links().split_cost < 0))
+
+
+def _nothing_bought(inst: Instance) -> RawSolution:
+    """Phase 2 of :func:`_nothing_servable`'s case: every column 0 (α = 0), cost 0."""
+    from planning.allocate.matrix_model import columns
+
+    values = np.zeros(columns(inst).n)
+    return RawSolution(values, PhaseResult("cost", "optimal", 0.0, 0.0, 0.0, 0.0, _UNSERVABLE))
 
 
 def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:

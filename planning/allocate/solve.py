@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -270,10 +271,28 @@ class _Part:
     used: np.ndarray  # nodes per offer row of its plan
 
 
+def _model_key(m: Any, gap_tol: float) -> bytes | None:
+    """A digest of everything HiGHS is given for a part's cost ILP (matrix, bounds, costs, integrality, gap); None
+    with a MIP start (the start is not in the digest)."""
+    from planning.allocate.matrix_model import cost_vector
+
+    if m.inst.problem.start:
+        return None
+    h = hashlib.blake2b(digest_size=20)
+    a = m.matrix
+    for arr in (a.indptr, a.indices, a.data, m.col_lower, m.col_upper, m.integrality, m.row_lower, m.row_upper,
+                cost_vector(m.inst, m.col), np.array([gap_tol, a.shape[0], a.shape[1]], dtype=float)):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.digest()
+
+
 def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_left_s: float,
-                gap_tol: float) -> tuple[_Part | None, float]:
+                gap_tol: float, solved: dict[bytes, RawSolution] | None = None) -> tuple[_Part | None, float]:
     """One part (a set of groups, availability its own) to ``gap_tol``: (the part or None, seconds spent). None
-    when it has no pair or was not solved to its gap."""
+    when it has no pair or was not solved to its gap. ``solved`` holds the answers of parts solved before, by
+    their model's digest: a part whose model is the same as an earlier one's (two models with the same specs,
+    demand and offers) gets that answer, which HiGHS would give again (deterministic on the same model) when the
+    earlier solve took less than the time left now."""
     from planning.allocate.matrix_model import build_matrix, solve_matrix
 
     sub, pairs, trip = inst.restrict(list(groups))
@@ -281,7 +300,15 @@ def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_lef
         return None, 0.0
     m = build_matrix(sub, False, None)
     runner.build_seconds += m.build_seconds
-    raw = solve_matrix(m, "cost", max(0.1, time_left_s), gap_tol)
+    key = _model_key(m, gap_tol) if solved is not None else None
+    limit = max(0.1, time_left_s)
+    earlier = solved.get(key) if solved is not None and key is not None else None
+    if earlier is not None and earlier.phase.seconds < limit:
+        raw = replace(earlier, values=np.array(earlier.values), phase=replace(earlier.phase, seconds=0.0))
+    else:
+        raw = solve_matrix(m, "cost", limit, gap_tol)
+        if solved is not None and key is not None and raw.values is not None:
+            solved[key] = raw
     if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, gap_tol):
         return None, raw.phase.seconds
     nu = np.rint(raw.values[: sub.n_pairs])
@@ -319,9 +346,10 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
               if np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0))]
     parts: list[_Part] = []
     todo: list[list[int]] = groups
+    answers: dict[bytes, RawSolution] = {}
     while todo:
         for part_groups in todo:
-            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol)
+            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol, answers)
             budget_left -= seconds
             if solved is None:
                 runner.solve_seconds += time.perf_counter() - t0

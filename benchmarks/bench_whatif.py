@@ -16,6 +16,12 @@ session has them after the first plan):
 ``--profile`` instead profiles one cold solve of the preset with cProfile (the 25 functions with the most
 cumulative time, and the pipeline's step timings): where a cold solve's time goes.
 
+``--side-by-side DIR`` instead times cold solves in fresh processes, ``planning solve --preset P --json`` with the
+result cache off, for the preset and catalog-wide, alternating this checkout and the one in ``DIR`` (e.g. ``git
+archive main | tar -x -C DIR``; the same virtualenv), ``--runs`` times each, with the load average beside every
+run; then the medians, and whether the two give the same plan cost and the same baselines (cost, served
+fractions, GPUs, note) in every run (a baseline stopped by its own time limit is load-dependent and is named).
+
 ``--busy N`` runs everything with N CPU-burning processes (``benchmarks._load.Busy``); every run prints the load
 line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
 ``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
@@ -34,6 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmarks._load import Busy, load_line
@@ -138,6 +145,65 @@ def profile_cold(preset: str) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
 
 
+def _cold_process(checkout: str, preset: str) -> tuple[float, float, dict[str, Any], float]:
+    """Wall and CPU seconds (user + system, the process and its children) of one ``planning solve --preset P
+    --json`` in a fresh process run from ``checkout``, its JSON and the 1-minute load average when it started. The
+    CPU seconds are the figure to compare on a shared machine: the wall time is mostly other users' work."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": checkout, "PLANNING_RESULT_CACHE": "off"}
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", "from planning.cli import main; main()", "solve", "--preset", preset,
+                          "--json"], cwd=checkout, env=env, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads(out.stdout), load
+
+
+def _answer(doc: dict[str, Any], limited: set[str]) -> tuple[Any, ...]:
+    """What must not change: the plan's cost and every baseline's cost, served fractions, GPUs and note (of the
+    baselines not in ``limited``: stopped by their own time limit in either run, so load-dependent)."""
+    return (doc["cost_per_hour"], doc["status"],
+            tuple((b["name"], b["cost_per_hour"], b["served_by_group"], b["gpus"], b["note"], b["feasible"])
+                  for b in doc["baselines"] if b["name"] not in limited))
+
+
+def side_by_side(other: str, presets: list[str], runs: int) -> None:
+    """Cold solves in fresh processes, this checkout and ``other`` alternately (see the module docstring)."""
+    here = str(Path(__file__).resolve().parent.parent)
+    figures: dict[tuple[str, str], list[tuple[float, float, float, float, float]]] = defaultdict(list)
+    for run in range(runs):
+        for preset in presets:
+            answers = {}
+            for which, checkout in ([("before", other), ("after", here)] if run % 2 == 0
+                                    else [("after", here), ("before", other)]):
+                secs, cpu, doc, load = _cold_process(checkout, preset)
+                t = doc["timings"]
+                figures[(preset, which)].append((secs, t.get("allocation_seconds", 0.0),
+                                                 t.get("baselines_seconds", 0.0), cpu, load))
+                answers[which] = doc
+                limited = [b["name"] for b in doc["baselines"] if b.get("time_limited")]
+                print(f"run {run + 1} {preset:15} {which:6} {secs:7.2f} s, CPU {cpu:.2f} s (allocation {t.get('allocation_seconds', 0):.2f}"
+                      f", baselines {t.get('baselines_seconds', 0):.2f}) load {load:.1f}, {doc['status']} "
+                      f"{doc['cost_per_hour']:.6f} $/h" + (f"; time-limited: {limited}" if limited else ""), flush=True)
+            limited = {b["name"] for doc in answers.values() for b in doc["baselines"] if b.get("time_limited")}
+            same = _answer(answers["before"], limited) == _answer(answers["after"], limited)
+            print(f"      {preset}: {'the same plan cost and baselines' if same else 'DIFFERENT ANSWERS'}"
+                  + (f" (time-limited in either, not compared: {sorted(limited)})" if limited else ""))
+    print("medians (wall, allocation, baselines, CPU of the process; load averages at the starts):")
+    for (preset, which), rows in figures.items():
+        med = [statistics.median(r[i] for r in rows) for i in range(4)]
+        print(f"  {preset:15} {which:6} {med[0]:7.2f} s  allocation {med[1]:6.2f} s  baselines {med[2]:6.2f} s  "
+              f"CPU {med[3]:6.2f} s (runs {', '.join(f'{r[0]:.2f}' for r in rows)}; CPU "
+              f"{', '.join(f'{r[3]:.2f}' for r in rows)}; load {', '.join(f'{r[4]:.1f}' for r in rows)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="coral-extended")
@@ -149,7 +215,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile one cold solve instead")
     parser.add_argument("--what-ifs", default="", help="comma-separated words: only the what-ifs whose label has one")
     parser.add_argument("--what-ifs-only", action="store_true", help="no re-solve and no sweep")
+    parser.add_argument("--side-by-side", metavar="DIR", help="cold solves in fresh processes, here and in DIR")
     args = parser.parse_args()
+    if args.side_by_side:
+        side_by_side(args.side_by_side, [args.preset, "catalog-wide"], args.runs)
+        return
     opts = RunOptions(args.check, args.catalog_wide, not args.no_baselines,
                       tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only)
     if args.profile:

@@ -13,7 +13,7 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
    plan: the "all on-demand" horizon) and with the pools at that μ and their caps (Σ_e w_e z_e(μ) − C(μ), each
    epoch at its proven bound, is a second lower bound).
 3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R
-   (at most ``MILP_NODES`` nodes: it only proposes R; its plans are re-solved exactly in step 4).
+   (stopped at its ``MILP_SOLUTIONS``-th improving solution: it only proposes R; its plans are re-solved exactly in step 4).
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
 5. **The Lagrangian dual** (:func:`planning.finance.proof.kelley`): Kelley's cutting planes in a box (a bundle step;
@@ -69,9 +69,11 @@ from planning.templates.sets import TemplateSet
 
 START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bound + 0.3 %
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
-MILP_NODES = 200  # the two-stage MILP's branch-and-bound nodes at most (HiGHS mip_max_nodes: a stop counted in
-# work, so the R it proposes is the same on every machine; it only proposes R, found early: the rest of a long run
-# polished epoch plans that step 4 re-solves exactly anyway). Its wall-clock limit is the time left, a safety net.
+MILP_SOLUTIONS = 3  # the two-stage MILP stops at its third improving solution (HiGHS mip_max_improving_sols: a
+# stop counted in work, so the R it proposes is the same on every machine). It only proposes R; enterprise: the
+# third solution has the optimum's R (3 x 1xL40S, 2 x 1xL4) at 7 % MILP gap in 4.4 CPU-s, where the old 15 s wall
+# cap got 3 CPU-s at load ~20 and proposed 282 nodes (worse than none), and 50 nodes took 55 CPU-s.
+# Its wall-clock limit is the time left, a safety net.
 
 
 def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
@@ -179,12 +181,12 @@ class _Sizer:
         """The commitments' hourly cost over the whole horizon."""
         return sum(c.effective_hourly * sum(self.hours) * counts.get(c.id, 0) for c in self.h.candidates)
 
-    def milp(self, problem: AllocationProblem, nodes: int | None = None) -> AllocationResult:
-        """The two-stage MILP, at most ``nodes`` branch-and-bound nodes (None: to its gap) within the time left
+    def milp(self, problem: AllocationProblem, solutions: int | None = None) -> AllocationResult:
+        """The two-stage MILP, stopped at its ``solutions``-th improving solution (None: at its gap) within the time left
         (a safety net: when it binds, the answer is flagged); its plan is offered."""
         check_cancel(self.h.cancel, f"{self.label}: two-stage MILP")
         limit = time_left(self.h.cancel, problem.time_limit_s)
-        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, limit), node_limit=nodes), diagnose=False)
+        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, limit), improving_limit=solutions), diagnose=False)
         if alloc.status == "time_limit" or any(ph.status == "time_limit" or "time limit" in ph.solver_status.lower()
                                                for ph in alloc.phases):
             self.clock(f"{self.label}: two-stage MILP")
@@ -327,7 +329,7 @@ def _choose_commitments(run: _Sizer, held: Mapping[tuple[str, str], int],
     stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
     run.report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
     problem = horizon_problem(h.resolved, h.sets, h.epochs, h.candidates, masks=masks, drop_kinds=h.drop_kinds)
-    alloc = run.milp(problem, nodes=MILP_NODES)
+    alloc = run.milp(problem, solutions=MILP_SOLUTIONS)
     if not alloc.has_plan:
         return
     stats["milp_value"] = float(alloc.total_per_hour or math.inf)

@@ -72,7 +72,7 @@ REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees
 MILP_SOLUTIONS = 3  # the two-stage MILP stops at its third improving solution (HiGHS mip_max_improving_sols: a
 # stop counted in work, so the R it proposes is the same on every machine). It only proposes R; enterprise: the
 # third solution has the optimum's R (3 x 1xL40S, 2 x 1xL4) at 7 % MILP gap in 4.4 CPU-s, where the old 15 s wall
-# cap got 3 CPU-s at load ~20 and proposed 282 nodes (worse than none), and 50 nodes took 55 CPU-s.
+# cap got 3 CPU-s at load ~20 and proposed 282 reserved nodes (dearer than none); 50 B&B nodes took 55 CPU-s.
 # Its wall-clock limit is the time left, a safety net.
 
 

@@ -4,30 +4,11 @@ page before the reload), never when another user holds it, alone or with that se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from planning.jobs import JobRunner, JobStore
 from planning.jobs.runner import Cadence
 from tests.jobs.test_fairshare import WAIT_S, Gates
-
-
-@pytest.fixture
-def gates() -> Gates:
-    return Gates()
-
-
-@pytest.fixture
-def runner(tmp_path: Path, gates: Gates) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
-                  cadence=Cadence(cancel_poll_interval=0.01))
-    yield r
-    for event in list(gates.release.values()):
-        event.set()
-    r.shutdown(wait=True, cancel=True)
-    r.store.close()
 
 
 def _session_job(runner: JobRunner, gates: Gates, name: str, session: str, owner: str = "local") -> str:

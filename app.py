@@ -7,13 +7,12 @@ import streamlit as st
 
 from ui import admin, state, team
 
-WHAT_IF = st.Page("views/4_What-if.py", title="What-if", icon=":material/alt_route:")
 PAGES = [
     st.Page("views/0_Home.py", title="Home", icon=":material/home:", default=True),
     st.Page("views/1_Scenario.py", title="Scenario", icon=":material/edit:"),
     st.Page("views/2_Templates.py", title="Templates", icon=":material/extension:"),
     st.Page("views/3_Plan.py", title="Plan", icon=":material/insights:"),
-    WHAT_IF,
+    st.Page("views/4_What-if.py", title="What-if", icon=":material/alt_route:"),
     st.Page("views/5_Jobs.py", title="Jobs", icon=":material/schedule:"),
     st.Page("views/6_Catalog.py", title="Catalog", icon=":material/menu_book:"),
     st.Page("views/7_Timeline.py", title="Timeline", icon=":material/timeline:"),
@@ -32,7 +31,7 @@ if __name__ != "__mp_main__":
     else:
         team.user_sidebar()
         page = st.navigation([*PAGES, *admin.pages()])  # the Admin page is listed only for admins
-        if page.url_path != WHAT_IF.url_path:
+        if page.title != "What-if":
             from ui.sliders import stop_planning_ahead  # here: a spawned worker never imports the figures
 
             stop_planning_ahead()  # the What-if page's prefetch ends when one leaves it

@@ -20,12 +20,7 @@ from planning.allocate import (
 )
 from planning.allocate.instance import Instance, build_instance
 from planning.allocate.solvers import ZERO_GAP
-from planning.allocate.synthetic import Synthetic, random_problem
-
-
-def _scarce(seed: int) -> AllocationProblem:
-    return random_problem(seed, Synthetic(groups=4, templates_per_group=8, regions=2, shapes=4, max_available=6,
-                                          demand_scale=0.3), K=0.05, mip_rel_gap=1e-9)
+from tests.allocate.test_decompose_merge import _scarce  # the same seeded scarce problems
 
 
 def _fits(p: AllocationProblem, nodes: Mapping[tuple[str, str], int]) -> bool:

@@ -270,8 +270,9 @@ class JobRunner:
             if outcome == "cancelled":  # the store marked it (queued: cancelled; running: flagged)
                 self._stop_here(job_id)
             return outcome in ("cancelled", "withdrawn")
+        accepted = self.store.request_cancel(job_id)  # first: a thread stopped here may finish the job at once
         self._stop_here(job_id)
-        return self.store.request_cancel(job_id)
+        return accepted
 
     def _stop_here(self, job_id: str) -> None:
         """Drop a cancelled job from this runner's fair queue, and set its token so a job run here stops at once."""

@@ -15,7 +15,7 @@ Prints per split the median |predicted / measured − 1| on the held-out half be
 (which are free: ``free_corrections``), whether the fit is trusted (leave-one-out on the training half beats the
 model there) and the held-out error as planned (the fit when trusted, else the model); then the count of splits
 that meet the target, and the leave-one-out error over all points. ``--per-point`` also prints every held-out
-quantity's error before and after.
+quantity's error before and after; ``--published-only`` skips the synthetic case.
 """
 
 from __future__ import annotations

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 import planning.measurements.fit as fit
 from benchmarks import bench_measurements as bench
 from planning.errors import PlanningError
+from planning.measurements.readers import read_file
 from planning.measurements.schema import Measurement
+from planning.measurements.store import add, load_store
 from planning.perf.model import PerfModel
 
 
@@ -93,3 +96,18 @@ def test_a_bad_occupancy_is_refused_by_name(change: dict[str, object], words: st
     with pytest.raises(PlanningError, match=words) as err:
         replace(base, **change)
     assert err.value.field.endswith("in_flight")
+
+
+def test_a_csv_states_the_occupancy_and_the_store_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / "llmperf.csv"
+    path.write_text("model,gpu,count,tp,engine,engine_version,input_len,output_len,concurrency,in_flight,"
+                    "output_tokens_per_s\nllama-3-8b,A10G,1,1,vllm,0.4.3,466,150,8,7.3,163.5\n", encoding="utf-8")
+    [m] = read_file(path)
+    assert (m.concurrency, m.in_flight) == (8, 7.3)
+    store = tmp_path / "measurements.csv"
+    assert add([m], store) == (1, 1)
+    [back] = load_store(store)
+    assert back.in_flight == 7.3 and back == m
+    path.write_text(path.read_text(encoding="utf-8").replace(",7.3,", ",9,"), encoding="utf-8")
+    with pytest.raises(PlanningError, match="9 requests in flight with 8 clients"):
+        read_file(path)

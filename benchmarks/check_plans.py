@@ -86,7 +86,7 @@ def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
     return {"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
             "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float),
             "cost": data.get("cost_per_hour"), "bill": bill.get("per_hour"), "bill_basis": bill.get("basis"),
-            "status": data.get("status"), "mode": mode,
+            "status": data.get("status"), "mode": mode, "stopped_at": data.get("stopped_at") or "",
             "cost_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "cost"],
             "slo_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "slo"],
             "limited": _flagged(plan),
@@ -151,9 +151,11 @@ def verdict_line(preset: str, verdict: str, rows: list[dict[str, Any]]) -> str:
     if verdict != NOT_COMPARABLE:
         return f"{preset}: {verdict}"
     statuses = ", ".join(sorted({r["status"] for r in rows}))
+    where = "; ".join(sorted({r["stopped_at"] for r in rows if r.get("stopped_at")}))
     return (f"{preset}: {NOT_COMPARABLE} ({len({r['plan_digest'] for r in rows})} plans in {len(rows)} runs, "
-            f"status {statuses}; a time limit stopped a run). Fix: rerun with --time-limit S at which every run "
-            f"ends optimal (the longest run here took {max(r['seconds'] for r in rows):.0f} s).")
+            f"status {statuses}; a time limit stopped a run" + (f", at: {where}" if where else "") + "). Fix: "
+            f"rerun with --time-limit S at which every run ends optimal (the longest run here took "
+            f"{max(r['seconds'] for r in rows):.0f} s).")
 
 
 def exit_code(verdicts: list[str]) -> int:

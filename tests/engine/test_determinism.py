@@ -81,8 +81,10 @@ def test_check_plans_says_time_limited_runs_are_not_comparable() -> None:
     assert sameness([_run("a", "p"), _run("b", "q")]) == ("NO", FAIL)
     limited = [_run("a", "p", "feasible"), _run("b", "q", "feasible"), _run("c", "r", "optimal", limited=True)]
     assert sameness(limited) == ("limit", NOT_COMPARABLE)
+    limited[0]["stopped_at"] = "pricing: column generation round 1"  # the plan's own words for where it stopped
     line = verdict_line("platform-100", NOT_COMPARABLE, limited)
     assert line.startswith("platform-100: time-limited, not comparable (3 plans in 3 runs")
+    assert "a time limit stopped a run, at: pricing: column generation round 1)" in line
     assert "Fix: rerun with --time-limit" in line and "pass" not in line
     assert exit_code([PASS, PASS]) == 0 and exit_code([PASS, NOT_COMPARABLE]) == 2
     assert exit_code([NOT_COMPARABLE, FAIL, PASS]) == 1

@@ -97,8 +97,8 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str, cancel:
     Returns
     -------
     ``BaselineResult`` with the cost-optimal plan, or the max-served plan and an honest note; ``details["stopped_by"]``
-    is ``""`` (its gap reached), ``"work"`` (its work limit: the same on every machine) or ``"clock"`` (a wall
-    clock: ``details["time_limited"]``).
+    is ``""`` (its gap reached), ``"work"`` (its work limit: the same on every machine), ``"gap"`` (above its gap,
+    no limit named) or ``"clock"`` (a wall clock: ``details["time_limited"]``).
 
     Raises
     ------
@@ -139,22 +139,25 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str, cancel:
     best = (f"best uniform fraction {100 * alpha:.1f} %" if not stopped else
             f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound or 0.0)):.1f} %; "
             + (f"time-limited: search stopped after {_clock_word(served_problem, limits)})" if stopped == "clock" else
-               f"search stopped at its work limit of {limits.served_nodes:,} nodes)"))
+               f"search stopped at its work limit of {limits.served_nodes:,} nodes)" if stopped == "work" else
+               "search stopped above its gap)"))
     note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "")
     return _wrap(name, served, False, note, stopped)
 
 
 def _stopped_by(res: AllocationResult, problem: AllocationProblem) -> str:
     """What stopped an ILP short of its gap: ``"clock"`` (its wall-clock safety net, or the solve's deadline as
-    HiGHS's time limit), ``"work"`` (its node limit, the same on every machine), or ``""`` (no limit: an ILP
-    without a plan that is infeasible or failed)."""
+    HiGHS's time limit), ``"work"`` (its node limit, the same on every machine), ``"gap"`` (a plan above its gap
+    with no limit named: the solver's own stop, reproducible too) or ``""`` (no plan and no limit: an ILP that is
+    infeasible or failed)."""
     expired = problem.stop is not None and problem.stop.is_set()
     clocked = res.status == "time_limit" or any(
         ph.status == "time_limit" or "time limit" in ph.solver_status.lower() for ph in res.phases)
     if expired or clocked:
         return "clock"
-    worked = any("solution limit" in ph.solver_status.lower() for ph in res.phases)  # HiGHS's node limit
-    return "work" if worked or res.has_plan else ""
+    if any("solution limit" in ph.solver_status.lower() for ph in res.phases):  # HiGHS's node limit
+        return "work"
+    return "gap" if res.has_plan else ""
 
 
 def _no_plan(name: str, problem: AllocationProblem, stopped: str, limits: BaselineLimits) -> BaselineResult:
@@ -179,12 +182,12 @@ def _stop_note(stopped: str, problem: AllocationProblem, limits: BaselineLimits,
         return f"; time-limited: its ILP stopped after {_clock_word(problem, limits)} {within}"
     if stopped == "work":
         return f"; its ILP stopped at its work limit of {limits.nodes:,} branch-and-bound nodes {within}"
-    return ""
+    return f"; its ILP stopped {within}" if stopped else ""
 
 
 def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, stopped: str = "") -> BaselineResult:
-    """``stopped``: what stopped its ILP before its gap (``""``: nothing). ``"work"``: its work limit, the same
-    incumbent on every machine; ``"clock"``: a wall clock (``details["time_limited"]``: the incumbent of that
+    """``stopped``: what stopped its ILP before its gap (``""``: nothing; :func:`_stopped_by`). ``"work"``: its work
+    limit, the same incumbent on every machine; ``"clock"``: a wall clock (``details["time_limited"]``: the incumbent of that
     moment, another run on a faster or busier machine may keep another)."""
     served = dict(res.served)
     return BaselineResult(

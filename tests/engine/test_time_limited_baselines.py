@@ -1,7 +1,7 @@
-"""Time-limited answers said so (issue 37 §6): a baseline whose ILP stops at its own wall-clock limit before its gap
-carries ``time_limited`` (its cost is the incumbent of that moment, which another run need not keep), through the
-BaselineSummary and the JSON; ``checks.stable_dict`` keeps only its name and the flag, so two runs of one input
-compare what is reproducible, and any other difference still shows."""
+"""Time-limited answers said so (issue 37 §6): a baseline whose ILP stops at a wall clock (its safety net or the
+solve's limit) before its gap carries ``time_limited`` (its cost is the incumbent of that moment, which another run
+need not keep), through the BaselineSummary and the JSON; ``checks.stable_dict`` keeps only its name and the flag,
+so two runs of one input compare what is reproducible, and any other difference still shows."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_a_baseline_ilp_stopped_at_its_limit_says_time_limited(monkeypatch: pyte
     _stopped_at_the_limit(monkeypatch)
     stopped = run_baseline("homo-ilp", _problem())
     assert stopped.feasible and stopped.details["time_limited"] is True
-    assert "its ILP stopped after 15 s within 4.0 %" in stopped.note
+    assert "time-limited: its ILP stopped after the solve's time limit within 4.0 %" in stopped.note
 
 
 def test_the_flag_reaches_the_result_and_its_json(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

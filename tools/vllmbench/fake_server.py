@@ -1,7 +1,8 @@
 """A stand-in for ``vllm serve`` on 127.0.0.1: the OpenAI completions API as `vllm bench serve` reads it.
 
 ``POST /v1/completions`` with ``stream: true`` answers Server-Sent Events: after ``--ttft-ms`` the first token,
-then one token every ``--itl-ms`` until ``max_tokens``, then a usage chunk (``prompt_tokens`` counted as the
+then one token every ``--itl-ms`` (every ``--slow-every``-th request: ``--slow-itl-ms``, so that a
+TPOT SLO between the two splits the requests) until ``max_tokens``, then a usage chunk (``prompt_tokens`` counted as the
 prompt's words, ``completion_tokens`` = tokens sent) and ``[DONE]``. ``GET /v1/models`` lists ``--model``. No model
 runs: the latencies in a result file are this server's sleeps as the machine kept them. Runs in tools/vllmbench's
 environment (aiohttp comes with vLLM); ``python tools/vllmbench/fake_server.py --port 8798``.
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import time
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -22,7 +25,19 @@ def _chunk(rid: str, model: str, **fields: object) -> bytes:
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
-def make_app(model: str, ttft_s: float, itl_s: float) -> web.Application:
+@dataclass(frozen=True)
+class Pace:
+    """What the server sleeps: before the first token, between tokens, and between a slow request's tokens."""
+
+    ttft_s: float
+    itl_s: float
+    slow_itl_s: float
+    slow_every: int  # 0 = no slow requests
+
+
+def make_app(model: str, pace: Pace) -> web.Application:
+    served = itertools.count()
+
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
 
@@ -31,9 +46,11 @@ def make_app(model: str, ttft_s: float, itl_s: float) -> web.Application:
         n_out = int(body.get("max_tokens") or 16)
         prompt = body.get("prompt") or ""
         rid = f"cmpl-{id(request):x}"
+        n = next(served)
+        itl_s = pace.slow_itl_s if pace.slow_every and n % pace.slow_every == pace.slow_every - 1 else pace.itl_s
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        await asyncio.sleep(ttft_s)
+        await asyncio.sleep(pace.ttft_s)
         for i in range(n_out):
             if i:
                 await asyncio.sleep(itl_s)
@@ -58,8 +75,11 @@ def main() -> None:
     ap.add_argument("--model", default="llama-3-8b")
     ap.add_argument("--ttft-ms", type=float, default=150.0)
     ap.add_argument("--itl-ms", type=float, default=30.0)
+    ap.add_argument("--slow-itl-ms", type=float, default=45.0)
+    ap.add_argument("--slow-every", type=int, default=0)
     a = ap.parse_args()
-    web.run_app(make_app(a.model, a.ttft_ms / 1e3, a.itl_ms / 1e3), host="127.0.0.1", port=a.port, print=None)
+    pace = Pace(a.ttft_ms / 1e3, a.itl_ms / 1e3, a.slow_itl_ms / 1e3, a.slow_every)
+    web.run_app(make_app(a.model, pace), host="127.0.0.1", port=a.port, print=None)
 
 
 if __name__ == "__main__":

@@ -99,5 +99,10 @@ def test_goodput_and_per_request_lists_come_through() -> None:
     assert m.slo_attainment == pytest.approx(data["request_goodput"] / data["request_throughput"], rel=1e-12)
     assert m.ttft_ms_each == pytest.approx([1e3 * t for t in data["ttfts"]], rel=1e-12)
     assert m.tpot_ms_each == pytest.approx([1e3 * sum(g) / len(g) for g in data["itls"]], rel=1e-12)
+    # vLLM's goodput share is the share of the per-request lists within --goodput ttft:300 tpot:40: the fake server
+    # paced every second request at 45 ms a token, so about half miss
+    within = [t <= 300 and p is not None and p <= 40 for t, p in zip(m.ttft_ms_each, m.tpot_ms_each, strict=True)]
+    assert m.slo_attainment == pytest.approx(sum(within) / len(within))
+    assert 0 < m.slo_attainment < 1
     [plain] = read_file(FILES["concurrency"], FLAGS)
     assert plain.slo_attainment is None and not plain.ttft_ms_each  # run without --goodput / --save-detailed

@@ -2,7 +2,8 @@
 
 ``make vllm-fixtures`` runs vLLM 0.33.0's own CLI, ``vllm bench serve --save-result`` (vllm/benchmarks/serve.py),
 against tools/vllmbench/fake_server.py: an OpenAI-compatible completions server on 127.0.0.1 that streams each
-request's ``max_tokens`` tokens at the TTFT and ITL it is given (no model runs). The prompts come from vLLM's own
+request's ``max_tokens`` tokens at the TTFT and ITL it is given, every second request at a slower ITL (no model
+runs). The prompts come from vLLM's own
 ``random`` dataset through a word-level tokenizer written here into a temporary folder, so nothing is fetched from
 Hugging Face. Every byte of a file is vLLM's; the latencies are the fake server's as this machine served them, so
 a rewrite changes the numbers but not the layout. The environment (tools/vllmbench, ``make install-vllmbench``)
@@ -24,7 +25,7 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 VLLM_VERSION = "0.33.0"
 MODEL = "llama-3-8b"
-TTFT_MS, ITL_MS = 150.0, 30.0  # what the fake server is told to serve
+TTFT_MS, ITL_MS, SLOW_ITL_MS = 150.0, 30.0, 45.0  # what the fake server is told to serve; every 2nd request slow
 INPUT_LEN, OUTPUT_LEN, PROMPTS = 32, 16, 12
 PORT = 8798
 METADATA = {"gpu": "A10G", "count": "1", "tp": "1", "engine": "vllm", "engine_version": VLLM_VERSION}
@@ -33,9 +34,9 @@ RUNS: dict[str, list[str]] = {
     # closed loop, the default report; the setup comes from import flags
     "concurrency": ["--max-concurrency", "4", "--request-rate", "inf"],
     # Poisson at 4 req/s as the export recipes measure, percentiles, per-request lists, setup as metadata; the TPOT
-    # SLO sits at the fake ITL so that some requests miss it (goodput below the throughput)
+    # SLO (40 ms) lies between the fast and the slow requests' ITL, so about half miss it
     "goodput": ["--request-rate", "4", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
-                "50,90,99", "--goodput", "ttft:300", "tpot:31", "--save-detailed", "--metadata",
+                "50,90,99", "--goodput", "ttft:300", "tpot:40", "--save-detailed", "--metadata",
                 *(f"{k}={v}" for k, v in METADATA.items())],
 }
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "vllmbench"
@@ -84,7 +85,8 @@ def _bench(tokenizer: Path, folder: Path, name: str, load: list[str]) -> Path:
 def write_results(folder: Path) -> list[Path]:
     """Run every :data:`RUNS` against a fresh fake server and keep vLLM's result files in ``folder``."""
     server = subprocess.Popen([sys.executable, str(TOOL / "fake_server.py"), "--port", str(PORT), "--model", MODEL,
-                               "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
+                               "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--slow-itl-ms", str(SLOW_ITL_MS),
+                               "--slow-every", "2"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_ready(f"http://127.0.0.1:{PORT}/v1/models", 60.0)

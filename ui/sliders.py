@@ -75,7 +75,7 @@ def _positions(scenario: Scenario, base_id: str) -> dict[Position, str]:
     jobs: dict[Position, str] = st.session_state["slider_jobs"]
     if st.session_state["slider_base"] != key:
         for job_id in jobs.values():
-            _cancel_if_running(job_id)
+            state.cancel_if_running(job_id)
         jobs.clear()
         st.session_state["slider_base"], st.session_state["slider_job"] = key, None
     return jobs
@@ -90,7 +90,7 @@ def _plan_position(scenario: Scenario, base: PlanResult, position: Position, job
         return str(previous)
     old = _position_of(jobs, str(previous)) if previous else None
     if previous and old not in api.slider_neighbours(position):
-        _cancel_if_running(str(previous))
+        state.cancel_if_running(str(previous))
     st.session_state["slider_job"], st.session_state["slider_key"] = None, position
     changes = api.slider_variants(**api.slider_values(position))
     if not changes:
@@ -129,7 +129,7 @@ def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: 
         jobs[other] = state.submit("solve", near_request(variant, base), near_job, background=True)
     for other, job_id in list(jobs.items()):
         if other != position and other not in near:
-            _cancel_if_running(job_id)
+            state.cancel_if_running(job_id)
     return ready
 
 
@@ -180,11 +180,6 @@ def _nearest_finished(position: Position, jobs: dict[Position, str],
 
 def _position_of(jobs: dict[Position, str], job_id: str) -> Position | None:
     return next((p for p, j in jobs.items() if j == job_id), None)
-
-
-def _cancel_if_running(job_id: str) -> bool:
-    """This user's cancel of a job no longer wanted (another user waiting for the same plan keeps it going)."""
-    return state.cancel_if_running(job_id)
 
 
 def _show(text: str, base: PlanResult, result: PlanResult, *, current: bool) -> None:

@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.measurements.fixture_main import Writer, main
+
 DATA = Path(__file__).resolve().parent / "data"
 GUIDELLM08_VERSION = "0.8.1"
 MODEL = "llama-3-8b"
@@ -75,18 +77,9 @@ def write_reports(folder: Path) -> list[Path]:
     return out
 
 
-def main(argv: list[str]) -> None:
-    if argv != ["--write"]:
-        raise SystemExit("usage: python -m tests.measurements.guidellm08_reports --write")
-    from importlib.metadata import version
-
-    if version("guidellm") != GUIDELLM08_VERSION:
-        raise SystemExit(f"guidellm {version('guidellm')} is installed; these files are {GUIDELLM08_VERSION}'s "
-                         "(make install-guidellm08)")
-    DATA.mkdir(exist_ok=True)
-    for path in write_reports(DATA):
-        print(path)
+WRITER = Writer("tests.measurements.guidellm08_reports", "guidellm", GUIDELLM08_VERSION, "install-guidellm08",
+                write_reports)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1:], WRITER, DATA)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.measurements.fixture_main import Writer, main
+
 DATA = Path(__file__).resolve().parent / "data"
 GUIDELLM_VERSION = "0.3.1"
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
@@ -150,18 +152,9 @@ def write_report(name: str, folder: Path) -> Path:
     return Path(report.save_file(folder / f"guidellm-{GUIDELLM_VERSION}-{name}.json"))
 
 
-def main(argv: list[str]) -> None:
-    if argv != ["--write"]:
-        raise SystemExit("usage: python -m tests.measurements.guidellm_reports --write")
-    from importlib.metadata import version
-
-    if version("guidellm") != GUIDELLM_VERSION:
-        raise SystemExit(f"guidellm {version('guidellm')} is installed; these files are {GUIDELLM_VERSION}'s "
-                         "(make install-guidellm)")
-    DATA.mkdir(exist_ok=True)
-    for name in REPORTS:
-        print(write_report(name, DATA))
+WRITER = Writer("tests.measurements.guidellm_reports", "guidellm", GUIDELLM_VERSION, "install-guidellm",
+                lambda data: (write_report(name, data) for name in REPORTS))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1:], WRITER, DATA)

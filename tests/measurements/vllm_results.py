@@ -22,6 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.measurements.fixture_main import Writer, main
+
 DATA = Path(__file__).resolve().parent / "data"
 VLLM_VERSION = "0.33.0"
 MODEL = "llama-3-8b"
@@ -98,18 +100,9 @@ def write_results(folder: Path) -> list[Path]:
         server.wait(timeout=30)
 
 
-def main(argv: list[str]) -> None:
-    if argv != ["--write"]:
-        raise SystemExit("usage: python -m tests.measurements.vllm_results --write")
-    from importlib.metadata import version
-
-    if version("vllm") != VLLM_VERSION:
-        raise SystemExit(f"vllm {version('vllm')} is installed; these files are {VLLM_VERSION}'s "
-                         "(make install-vllmbench)")
-    DATA.mkdir(exist_ok=True)
-    for path in write_results(DATA):
-        print(path)
+WRITER = Writer("tests.measurements.vllm_results", "vllm", VLLM_VERSION, "install-vllmbench",
+                write_results)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1:], WRITER, DATA)

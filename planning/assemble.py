@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from planning.allocate.problem import AllocationResult
 from planning.checks import with_checks
 from planning.finance.accounting import committed_per_hour, kind_costs
+from planning.groups import Group
 from planning.pools import site_of
 from planning.resolve import ResolvedScenario
 from planning.result import (
@@ -22,6 +25,7 @@ from planning.result import (
 )
 from planning.scenario import Scenario
 from planning.templates.sets import TemplateSet
+from planning.templates.stages import rated_stages
 
 
 def _locate(sets: Sequence[TemplateSet], key: str) -> tuple[TemplateSet, int]:
@@ -31,6 +35,70 @@ def _locate(sets: Sequence[TemplateSet], key: str) -> tuple[TemplateSet, int]:
         if row is not None:
             return ts, row
     raise KeyError(key)
+
+
+@dataclass
+class _Assigned:
+    """What the allocation sends to one (template, region): per class column its rate (the group's unit, over all
+    copies), the load it makes (Σ rate / T̂, in copies) and, for a histogram group, each class's requests/s."""
+
+    rates: dict[int, float] = field(default_factory=dict)
+    load: float = 0.0
+    class_rps: list[tuple[float, float, float]] = field(default_factory=list)
+
+
+def _assigned(groups: Sequence[Group], sets: Sequence[TemplateSet],
+              alloc: AllocationResult) -> dict[tuple[str, str], _Assigned]:
+    """Per (template id, region), the traffic the allocation assigned to it (:class:`_Assigned`)."""
+    class_col = {c.id: j for g in groups for j, c in enumerate(g.classes)}
+    multi = {c.id: (g, c) for g in groups if len(g.classes) > 1 for c in g.classes}
+    out: dict[tuple[str, str], _Assigned] = {}
+    for (cid, tid, region), rate in alloc.assignment.items():
+        ts, row = _locate(sets, tid)
+        j = class_col[cid]
+        t = float(ts.throughput[row, j])
+        acc = out.setdefault((tid, region), _Assigned())
+        if t > 0:
+            acc.load += rate / t
+            acc.rates[j] = acc.rates.get(j, 0.0) + rate
+        if cid in multi and rate > 0:  # requests/s of this class on these instances (rates are in the group's unit)
+            mg, wc = multi[cid]
+            per_request = wc.input_len if mg.phase == "prefill" else wc.output_len if mg.phase == "decode" else 1.0
+            acc.class_rps.append((float(wc.input_len), float(wc.output_len), rate / max(per_request, 1e-12)))
+    return out
+
+
+def instance_capacity(group: Group, throughput: np.ndarray, rates: Mapping[int, float]) -> float:
+    """``InstancePlan.throughput``: what one copy of a template serves at full load, of the mix it is assigned.
+
+    With class rates T̂_c (``throughput``, one per class column of ``group``) and the rates r_c the plan assigns
+    to the instance, the load is Σ r_c / T̂_c copies and the capacity Σ r_c / Σ (r_c / T̂_c): the assigned rate
+    divided by the load, so ``load × throughput`` is the assigned rate (the group's unit). A single-class group
+    has one T̂ and it is that. An instance assigned no traffic (a minimum count, a node kept warm) is rated for
+    its group's demand mix over the classes it can serve; with no such demand, for its fastest class.
+
+    Parameters
+    ----------
+    group:
+        The template's group (its classes and their demand rates).
+    throughput:
+        The template's T̂ per class column.
+    rates:
+        Assigned rate per class column (over all copies; any positive scale gives the same answer).
+
+    Returns
+    -------
+    float
+        Capacity of one copy in the group's unit.
+    """
+    if len(group.classes) == 1:
+        return float(throughput.max())
+    served = {j: r for j, r in rates.items() if r > 0 and throughput[j] > 0}
+    if not served:
+        served = {j: c.rate for j, c in enumerate(group.classes) if c.rate > 0 and throughput[j] > 0}
+    if not served:
+        return float(throughput.max())
+    return sum(served.values()) / sum(r / float(throughput[j]) for j, r in served.items())
 
 
 def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], alloc: AllocationResult,
@@ -44,20 +112,7 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
     group_by_id = {g.id: g for g in groups}
     instances: list[InstancePlan] = []
     lines: list[CostLine] = []
-    load: dict[tuple[str, str], float] = {}
-    class_col = {c.id: j for g in groups for j, c in enumerate(g.classes)}
-    multi = {c.id: (g, c) for g in groups if len(g.classes) > 1 for c in g.classes}
-    class_rps: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-    for (cid, tid, region), rate in alloc.assignment.items():
-        ts, row = _locate(sets, tid)
-        t = float(ts.throughput[row, class_col[cid]])
-        if t > 0:
-            load[(tid, region)] = load.get((tid, region), 0.0) + rate / t
-        if cid in multi and rate > 0:  # requests/s of this class on these instances (rates are in the group's unit)
-            mg, wc = multi[cid]
-            per_request = wc.input_len if mg.phase == "prefill" else wc.output_len if mg.phase == "decode" else 1.0
-            class_rps.setdefault((tid, region), []).append((float(wc.input_len), float(wc.output_len),
-                                                            rate / max(per_request, 1e-12)))
+    assigned = _assigned(groups, sets, alloc)
     for (tid, region), n in sorted(alloc.counts.items()):
         if n <= 0:
             continue
@@ -65,12 +120,15 @@ def build_plan_result(resolved: ResolvedScenario, sets: Sequence[TemplateSet], a
         group = group_by_id[ts.group.id]
         usage = ts.usage_dict(row)
         price = sum(offer_by_key[(region, s)].price_per_hour * c for s, c in usage.items())
+        mine = assigned.get((tid, region), _Assigned())
+        rating = instance_capacity(group, ts.throughput[row], mine.rates)
+        stages = ts.stages(row) if len(group.classes) == 1 else rated_stages(ts.stages(row), rating)
         instances.append(InstancePlan(
             model=group.model, phase=group.phase, template_id=ts.ids[row], region=region, count=int(n), usage=usage,
-            gpus=ts.gpus(row), throughput=float(ts.throughput[row].max()), throughput_unit=group.unit,
-            load=min(float(n), load.get((tid, region), 0.0)), cost_per_hour=price * n,
-            single_shape=bool(ts.single_shape[row]), stages=ts.stages(row), provenance=ts.provenance[row],
-            class_rps=tuple(sorted(class_rps.get((tid, region), ())))))
+            gpus=ts.gpus(row), throughput=rating, throughput_unit=group.unit,
+            load=min(float(n), mine.load), cost_per_hour=price * n,
+            single_shape=bool(ts.single_shape[row]), stages=stages, provenance=ts.provenance[row],
+            class_rps=tuple(sorted(mine.class_rps))))
         for s, c in usage.items():
             lines.append(CostLine(group.model, group.phase, region, s, c * int(n),
                                   offer_by_key[(region, s)].price_per_hour * c * int(n)))

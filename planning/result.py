@@ -108,7 +108,7 @@ class InstancePlan:
     count: int
     usage: Mapping[str, int]
     gpus: Mapping[str, int]
-    throughput: float
+    throughput: float  # one copy at full load, of the mix it is assigned (assemble.instance_capacity)
     throughput_unit: str
     load: float
     cost_per_hour: float

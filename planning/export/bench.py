@@ -55,8 +55,10 @@ def planned_rate(inst: InstancePlan, wl: Workload) -> float:
     """Requests/s one copy of ``inst`` is planned to serve (its capacity when the plan leaves it unloaded).
 
     A histogram plan (Mélange's request classes) says it directly: ``class_rps`` are the req/s of each class over
-    all copies. Its ``throughput`` is not a req/s of the mix (it is the capacity the load fraction is measured
-    in), so a command built on it would run an A100 at 343 req/s for a plan that sends it 8."""
+    all copies, whatever the group's unit. They agree with ``throughput × load / count``: ``throughput`` is the
+    copy's capacity for the mix it is assigned (``planning.assemble.instance_capacity``: assigned ÷ load), so
+    ``load × throughput`` is the assigned rate (req/s for an aggregated group; prompt or output tokens/s, here
+    divided by the mean request's length, for a prefill or decode group)."""
     if inst.class_rps:
         return sum(rate for _, _, rate in inst.class_rps) / max(inst.count, 1)
     per_copy = inst.throughput * (inst.load / inst.count if inst.count and inst.load > 0 else 1.0)

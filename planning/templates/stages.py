@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,18 @@ def stages_from_json(text: str, tables: np.ndarray | None = None,
                      table_shapes: Sequence[str] = ()) -> tuple[StagePlan, ...]:
     """StagePlans of one library row's ``stages_json`` (empty text → no stages, e.g. explicit templates)."""
     return stages_from_placement(json.loads(text), (), tables, table_shapes) if text else ()
+
+
+def rated_stages(stages: Sequence[StagePlan], rate: float) -> tuple[StagePlan, ...]:
+    """``stages`` with every node's T̂ scaled so that the pipeline (min over stages of the summed T̂) runs at
+    ``rate``: a histogram instance's node labels then speak of the mix it serves, as its throughput does, with
+    the nodes' shares unchanged. Unlabelled boxes (T̂ 0 everywhere) are returned as they are."""
+    have = min((sum(b.throughput for b in st.nodes) for st in stages), default=0.0)
+    if have <= 0 or rate <= 0:
+        return tuple(stages)
+    k = rate / have
+    return tuple(replace(st, nodes=tuple(replace(b, throughput=b.throughput * k) for b in st.nodes))
+                 for st in stages)
 
 
 def evaluate_stages(stages: Sequence[StagePlan], tables: np.ndarray, shape_index: Mapping[str, int]) -> float:

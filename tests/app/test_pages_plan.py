@@ -190,3 +190,16 @@ def test_plan_page_lists_the_plans_checks(planning_home: Path) -> None:
     assert "passed" in label and " 0 failed" in label
     table = next(df.value for df in at.dataframe if "basis" in df.value)
     assert {"cost ≤ homo", "served fraction", "proven gap"} <= set(table["check"])
+
+
+def test_histogram_plans_instances_table_shows_what_each_copy_serves(planning_home: Path) -> None:
+    """Issue 38: a Mélange-style histogram (melange-arena, 8 req/s) shows each instance's capacity for the mix it
+    is assigned (assigned req/s ÷ load), so throughput × utilisation × copies adds up to the demand; the fastest
+    class's rate (343 req/s for an A100) is not what an instance serves."""
+    at, _ = planned(planning_home, "preset:melange-arena", page="views/3_Plan.py")
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "throughput_unit" in df.value)
+    assert set(table["throughput_unit"]) == {"req/s"}
+    served = table["throughput"] * table["utilisation"] * table["count"]
+    assert float(served.sum()) == pytest.approx(8.0, rel=1e-3)  # utilisation is rounded to 4 digits
+    assert (table["throughput"] < 100).all()

@@ -144,7 +144,8 @@ def test_what_if_plans_with_and_without_the_measurements(plan: PlanResult, tmp_p
 def test_a_histogram_plans_command_runs_the_rate_its_classes_send(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Mélange's request classes (melange-arena, 8 req/s): the command's rate is what the plan sends each copy,
-    the sum of its classes' req/s, and the copies together carry the preset's demand (not the capacity figure)."""
+    the sum of its classes' req/s, equal to throughput × load per copy, and the copies together carry the preset's
+    demand (issue 38: the throughput was the fastest class's 343 req/s for one A100)."""
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
     monkeypatch.setattr("planning.context._CTX", None)
     scenario = api.load_preset_scenario("melange-arena")
@@ -156,6 +157,7 @@ def test_a_histogram_plans_command_runs_the_rate_its_classes_send(tmp_path: Path
         inst = result.instances[idx]
         rate = float(argv[argv.index("--request-rate") + 1])
         assert rate == pytest.approx(sum(r for _, _, r in inst.class_rps) / inst.count, rel=1e-3)
-        assert rate < inst.throughput / inst.count  # the bug: the capacity figure (343 for one A100) was used
+        # the instance's throughput is its capacity for this mix (assigned ÷ load): the same req/s per copy
+        assert rate == pytest.approx(inst.throughput * inst.load / inst.count, rel=1e-3)
         total += rate * inst.count
     assert total == pytest.approx(sum(m.demand.rate_rps for m in scenario.models), rel=1e-3)

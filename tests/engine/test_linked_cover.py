@@ -3,7 +3,8 @@
 On the seeded instances of ``test_on_demand`` (one or two models, prefill and decode linked, two regions, scarce
 or plentiful offers): a model's bound lies between L_p + L_d and the exact linked cover at the Lagrangian prices
 (the allocation ILP over the whole library with those prices and no availability limit), and equal to it when
-the rounds converged; the pairing raises the bound on some of them. That z′ stays below the exact optimum and the
+the rounds converged; the pairing raises the bound on some of them; the certificate costs what the plain
+Lagrangian certificate costs (no linked rounds). That z′ stays below the exact optimum and the
 certificate built on it still returns the optimum is ``test_on_demand.test_on_demand_equals_library_ilp`` (the
 same 24 instances, the engine's ``pricing.z_lb`` is now z′).
 """
@@ -94,3 +95,25 @@ def test_the_pairing_raises_the_bound_on_some_instances() -> None:
         gains.append(linked_bounds(run, pr, L, z_lb).gain)
     assert all(g >= 0 for g in gains)
     assert sum(g > 1e-6 for g in gains) >= 1, gains
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_certificate_costs_what_it_cost_without_the_linked_bounds(seed: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same certified cost as the plain Lagrangian certificate (no linked rounds: the engine before issue
+    41's linked bounds), from a bound at least as high."""
+    from planning.allocate import linked_cover
+    from planning.allocate.ondemand import allocate_on_demand
+
+    priced, offers = _instance(seed)
+    linked = allocate_on_demand(priced, _resolved(priced, offers))
+    monkeypatch.setattr(linked_cover, "LINK_ROUNDS", 0)
+    priced, offers = _instance(seed)
+    plain = allocate_on_demand(priced, _resolved(priced, offers))
+    if plain is None or not plain.alloc.has_plan:
+        assert linked is None or not linked.alloc.has_plan
+        return
+    assert linked is not None and linked.certified and plain.certified
+    assert plain.pricing.linked_gain == 0.0
+    assert linked.pricing.z_lb >= plain.pricing.z_lb - 1e-9
+    assert linked.alloc.total_per_hour == pytest.approx(plain.alloc.total_per_hour, rel=1e-9, abs=1e-9)

@@ -6,7 +6,8 @@ Fixing (as ``reduce.py``): for integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·�
 some pair of rc ≤ δ (the search with θ = δ lists all of them); every other column has rc > δ, so a plan of
 cost ≤ z_LP + δ is optimal over all templates. Otherwise δ := cost − z_LP and the ILP is re-solved.
 With the Lagrangian group bounds L_g (``pricing.group_bounds``) the thresholds are per group:
-θ_g = L_g − y_d·D_g − y_n + (target − z_LB).
+θ_g = L_g − y_d·D_g − y_n + (target − z_LB); the linked cover bounds (``linked_cover``) raise z_LB by each
+model's region pairing and shrink every θ_g by the other models' gains.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import polars as pl
 
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime
+from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -258,9 +260,15 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
     t_lb = time.perf_counter()
     L, z_lb = lagrangian_bound(priced, pr, _lp, available, per_region, cancel, run.pricers)
-    pr.z_lb = max(z_lb, pr.z_lp)
     run.timings["group_bounds_seconds"] = run.timings.get("group_bounds_seconds", 0.0) + time.perf_counter() - t_lb
-    run.anytime.raise_bound(pr.z_lb, "Lagrangian bound")
+    run.anytime.raise_bound(max(z_lb, pr.z_lp), "Lagrangian bound")
+    _report(progress, 0.65, f"pricing: linked cover bounds (region pairing; Lagrangian bound {z_lb:,.2f} $/h)")
+    linked = linked_bounds(CoverRun(priced, resolved, run.pricers, lambda pg, P: template_set(pg, P, provenance),
+                                    cancel, per_region, run.anytime.value), pr, L, z_lb)
+    run.timings["linked_bounds_seconds"] = linked.seconds
+    L, pr.z_lb = linked.shares, max(linked.z_lb, pr.z_lp)
+    pr.linked_gain = linked.gain
+    run.anytime.raise_bound(pr.z_lb, "linked Lagrangian bound (region pairing inside)")
     return _certify(run, pr, L)
 
 
@@ -375,6 +383,7 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         t2 = time.perf_counter()
         # a plan using (M, r) of group g costs ≥ z_LB − L_g + W_r(M) + [T < D](y_d(D − T) + y_n) ≥ z_LB − L_g
         # + rc(M, r) + y_d·D + y_n, so only rc ≤ θ_g = L_g − y_d·D − y_n + (target − z_LB) can be in a plan ≤ target
+        # (with the linked cover bounds, L_g is a linked group's share L_m − L_partner and z_LB is z′: linked_cover)
         thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
         thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
         kept = fix(priced, pr, thetas, run.per_region, run.cancel, run.pricers)
@@ -502,6 +511,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
     stats["lp_bound_per_hour"] = plan.pricing.z_lp
     stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
+    stats["linked_bound_gain_per_hour"] = plan.pricing.linked_gain
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)

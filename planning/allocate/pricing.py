@@ -300,7 +300,8 @@ class PricingResult:
     y_d: np.ndarray
     y_n: np.ndarray
     seconds: float
-    z_lb: float = -math.inf  # Lagrangian bound Σ_g L_g + Σ y_a·A (≥ z_lp), set by allocate_on_demand
+    z_lb: float = -math.inf  # Lagrangian bound (≥ z_lp; with the linked models' pairing), set by allocate_on_demand
+    linked_gain: float = 0.0  # what the linked cover bounds added to Σ_g L_g + Σ y_a·A (``linked_cover``)
 
 
 def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,206 @@
+"""Linked Lagrangian cover bounds for the on-demand certificate: a model's prefill and decode covered together,
+with their region pairing (R) inside (issue 41).
+
+The on-demand engine's Lagrangian bound (``ondemand.lagrangian_bound``) relaxes the availability rows (A) with the
+LP's duals y_a ≤ 0 and splits what is left by group: cost(ν) ≥ Σ_g C_g(ν_g) + Σ_a y_a·A, where C_g is group g's
+cost at the prices w = (1 + K)·p − y_a, and min C_g over the covers of D_g is L_g (``pricing.group_bounds``).
+The pairing (R) ties a model's prefill group p and decode group d together (their shares per region are equal),
+so the relaxation may keep it inside one subproblem per model m instead:
+
+    L_m = min { C_p(ν_p) + C_d(ν_d) + transfer cost : (D), (R) for m's link; no (A) }  ≥  L_p + L_d,
+
+and cost(ν) ≥ Σ_m L_m + Σ_{g unlinked} L_g + Σ_a y_a·A = z_LB + Σ_m (L_m − L_p − L_d): still a lower bound on
+every plan (the bound of the third pass's demand ×2 was 2.6 % under the optimum, all of it the pairing).
+
+**Computing L_m without every template.** A cover of m that uses column (M, r) of group g (partner g′) costs at
+least rc_g(M, r) + y_d,g·D_g + y_n,g + L_g′ (the LP's dual feasibility prices the rest of g's cover, the partner
+costs at least its own bound). So with a current lower bound ℓ_m and a slack δ, only columns with
+
+    rc_g(M, r) ≤ θ_g = ℓ_m + δ − L_g′ − y_d,g·D_g − y_n,g
+
+can be in a cover of cost ≤ ℓ_m + δ; the search (``pricing.fix``) lists all of them. The ILP of m's part over
+those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability) has a
+HiGHS dual bound B, and every other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a
+lower bound on L_m, whatever gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is
+L_m (within the ILP's gap); otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most
+:data:`LINK_ROUNDS` times, each ILP at most :data:`LINK_ILP_LIMIT_S`).
+
+**Using it in the certificate.** A plan of cost ≤ target that uses (M, r) of a linked group g costs at least
+z′ − L_m + L_g′ + rc_g(M, r) + y_d,g·D_g + y_n,g (z′ the linked bound), so the fixing search keeps
+rc_g ≤ (L_m − L_g′) − y_d,g·D_g − y_n,g + (target − z′): the formula of ``ondemand._certify`` with L_g replaced
+by g's share L_m − L_g′ and z_LB by z′. Every threshold of a model shrinks by the other models' gains, so fewer
+templates enter the fixing ILP, and its target (z′ plus a margin) starts nearer the optimum. Tested against the
+exact ILP over every template on seeded instances (``tests/engine/test_linked_cover.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planning.allocate.certify import allocation_problem
+from planning.allocate.pricers import PriceCall, Pricers
+from planning.allocate.pricing import PricedGroup, PricingResult
+from planning.allocate.problem import AllocationResult, Offer
+from planning.allocate.solve import solve_allocation
+from planning.context import CancelToken, check_cancel, time_left
+from planning.groups import region_links
+from planning.resolve import ResolvedScenario
+from planning.templates.sets import TemplateSet
+
+LINK_ROUNDS = 3
+"""Search + ILP rounds per model (the first at a small slack, then at the slack its plan showed)."""
+LINK_ILP_LIMIT_S = 10.0
+"""Seconds per linked cover ILP (stopped early, its dual bound still holds)."""
+LINK_START = 0.003
+"""First slack δ: 0.3 % of ℓ_m (as the certificate's first margin)."""
+LINK_GAP = 1e-5
+"""Relative gap of a linked cover ILP: its dual bound is what counts."""
+UNLIMITED = 1_000_000
+"""Availability of every offer in a linked cover ILP ((A) is priced into w, not a constraint)."""
+
+
+@dataclass(frozen=True)
+class CoverRun:
+    """What the linked bounds share with the on-demand run: the groups, the scenario, where searches run, the
+    template builder (``ondemand.template_set`` with the run's provenance), the cancel token and the best plan's
+    value so far (a slack beyond it cannot matter)."""
+
+    priced: Sequence[PricedGroup]
+    resolved: ResolvedScenario
+    pricers: Pricers
+    make_set: Callable[[PricedGroup, np.ndarray], TemplateSet]
+    cancel: CancelToken | None = None
+    per_region: bool = True
+    incumbent: float = math.inf
+
+
+@dataclass(frozen=True)
+class LinkedBounds:
+    """Per group its share bound (L_m − L_partner for a linked group, L_g otherwise), the linked bound z′ and per
+    linked model (prefill index, decode index, gain L_m − L_p − L_d, rounds)."""
+
+    shares: np.ndarray
+    z_lb: float
+    models: tuple[tuple[int, int, float, int], ...]
+    seconds: float
+
+    @property
+    def gain(self) -> float:
+        """z′ − z_LB: what the pairing adds to the Lagrangian bound."""
+        return float(sum(m[2] for m in self.models))
+
+
+def linked_pairs(priced: Sequence[PricedGroup]) -> list[tuple[int, int]]:
+    """(prefill group index, decode group index) of every model planned in both phases (single-class groups)."""
+    index = {c.id: gi for gi, pg in enumerate(priced) for c in pg.group.classes}
+    out = []
+    for sender, receiver in region_links([pg.group for pg in priced]):
+        if sender in index and receiver in index:
+            out.append((index[sender], index[receiver]))
+    return out
+
+
+def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) -> LinkedBounds:
+    """The linked bound z′ ≥ ``z_lb`` and the groups' share bounds (module docstring); ``L`` the group bounds."""
+    t0 = time.perf_counter()
+    shares = np.asarray(L, dtype=float).copy()
+    models = []
+    for p, d in linked_pairs(run.priced):
+        check_cancel(run.cancel, "on-demand allocation: linked cover bounds")
+        ell, rounds = model_bound(run, pr, L, (p, d), float(L[p] + L[d]) + run.incumbent - z_lb)
+        gain = max(0.0, ell - float(L[p] + L[d]))
+        shares[p], shares[d] = L[p] + gain, L[d] + gain  # L_m − L_d and L_m − L_p
+        models.append((p, d, gain, rounds))
+    z = z_lb + sum(m[2] for m in models)
+    return LinkedBounds(shares, float(z), tuple(models), time.perf_counter() - t0)
+
+
+def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int],
+                useful: float = math.inf) -> tuple[float, int]:
+    """(a lower bound ℓ_m ≥ L_p + L_d on model m's linked cover at the prices w, rounds run); a bound above
+    ``useful`` is not sought (it would not change what the certificate can prove)."""
+    p, d = pair
+    ell = float(L[p] + L[d])
+    delta = max(min(LINK_START * abs(ell), useful - ell), 1e-9)
+    rounds = 0
+    while rounds < LINK_ROUNDS and time_left(run.cancel, LINK_ILP_LIMIT_S) > 0.1:
+        rounds += 1
+        cap = ell + delta
+        value, bound = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap))
+        ell = max(ell, min(bound, cap))  # covers over other columns cost more than cap
+        if value <= cap * (1 + 1e-9) + 1e-9:
+            break  # the best cover is among the listed columns: ell is L_m (within the ILP's gap)
+        cap = min(value if math.isfinite(value) else ell + 4 * delta, useful)
+        if cap <= ell * (1 + 1e-9) + 1e-9:
+            break
+        delta = cap - ell
+    return ell, rounds
+
+
+def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int], cap: float) -> list[np.ndarray]:
+    """Per group of ``pair`` the multisets with some pair (M, r) of rc ≤ cap − L_partner − y_d·D − y_n."""
+    p, d = pair
+    calls = []
+    for gi, partner in ((p, d), (d, p)):
+        y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
+        theta = cap - float(L[partner]) - y_d * run.priced[gi].demand - y_n
+        calls.append(PriceCall(gi, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, run.per_region))
+    out = []
+    for gi, (P, *_rest) in zip(pair, run.pricers.price_all(calls, run.cancel), strict=True):
+        if P.shape[0]:
+            _, first = np.unique(run.priced[gi].space.codes(P), return_index=True)
+            P = P[np.sort(first)]
+        out.append(P)
+    return out
+
+
+def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int],
+               kept: Sequence[np.ndarray]) -> tuple[float, float]:
+    """(the value of the best linked cover over ``kept`` — inf if none —, its proven lower bound — inf when proven
+    infeasible, −inf when unknown) at the prices w, every offer unlimited."""
+    if any(P.shape[0] == 0 for P in kept):
+        return math.inf, math.inf  # a group without a listed column: every cover uses one not listed
+    sets = [run.make_set(run.priced[gi], P) for gi, P in zip(pair, kept, strict=True)]
+    groups = [run.priced[gi].group for gi in pair]
+    problem = allocation_problem(run.resolved, sets, groups=groups, objective="cost")
+    problem = replace(problem, offers=_priced_offers(run, pr, problem.offers), budget_per_hour=None,
+                      time_limit_s=max(0.1, time_left(run.cancel, LINK_ILP_LIMIT_S)), mip_rel_gap=LINK_GAP,
+                      stop=run.cancel, dump_model=None)
+    alloc = solve_allocation(problem, diagnose=False)
+    return _value(alloc), _bound(alloc)
+
+
+def _priced_offers(run: CoverRun, pr: PricingResult, offers: Sequence[Offer]) -> tuple[Offer, ...]:
+    """The offers at the Lagrangian prices: (1 + K)·price = w[r, k] (the builders fold K in), unlimited."""
+    K = run.resolved.scenario.options.K
+    shapes = {s: k for k, s in enumerate(run.priced[0].space.shapes)}
+    regions = {r: i for i, r in enumerate(run.resolved.regions)}
+    out = []
+    for o in offers:
+        k, r = shapes.get(o.shape), regions.get(o.region)
+        if k is None or r is None or not math.isfinite(float(pr.w[r, k])):
+            continue
+        out.append(Offer(region=o.region, shape=o.shape, price_per_hour=float(pr.w[r, k]) / (1.0 + K),
+                         available=UNLIMITED))
+    return tuple(out)
+
+
+def _value(alloc: AllocationResult) -> float:
+    value = alloc.total_per_hour
+    return float(value) if alloc.has_plan and value is not None else math.inf
+
+
+def _bound(alloc: AllocationResult) -> float:
+    last = alloc.phases[-1] if alloc.phases else None
+    if last is None:
+        return -math.inf
+    if last.status == "infeasible":
+        return math.inf
+    if last.status != "error" and last.bound is not None and math.isfinite(last.bound):
+        return float(last.bound)
+    return -math.inf

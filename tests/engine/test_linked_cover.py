@@ -1,0 +1,119 @@
+"""The linked Lagrangian cover bound (``planning.allocate.linked_cover``) against exact ILPs over every template.
+
+On the seeded instances of ``test_on_demand`` (one or two models, prefill and decode linked, two regions, scarce
+or plentiful offers): a model's bound lies between L_p + L_d and the exact linked cover at the Lagrangian prices
+(the allocation ILP over the whole library with those prices and no availability limit), and equal to it when
+the rounds converged; the pairing raises the bound on some of them; the certificate costs what the plain
+Lagrangian certificate costs (no linked rounds). That z′ stays below the exact optimum and the
+certificate built on it still returns the optimum is ``test_on_demand.test_on_demand_equals_library_ilp`` (the
+same 24 instances, the engine's ``pricing.z_lb`` is now z′).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planning.allocate import solve_allocation
+from planning.allocate.certify import allocation_problem
+from planning.allocate.linked_cover import CoverRun, linked_bounds, linked_pairs, model_bound
+from planning.allocate.ondemand import lagrangian_bound, template_set
+from planning.allocate.pricers import LocalPricers
+from planning.allocate.pricing import PricedGroup, PricingResult, solve_lp
+from planning.allocate.problem import Offer
+from planning.resolve import ResolvedScenario
+
+from .conftest import unbound_inner_limits
+from .test_on_demand import _instance, _library_sets, _resolved
+
+SEEDS = range(24)
+
+
+@pytest.fixture(autouse=True)
+def _no_wall_clock_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    unbound_inner_limits(monkeypatch)
+
+
+def _lagrangian(seed: int) -> tuple[list[PricedGroup], ResolvedScenario, PricingResult, np.ndarray, float] | None:
+    priced, offers = _instance(seed)
+    resolved = _resolved(priced, offers)
+    shapes = priced[0].space.shapes
+    available = resolved.availability_matrix(shapes)
+    pr, lp = solve_lp(priced, resolved.price_matrix(shapes), available, resolved.scenario.options.K)
+    if not pr.feasible:
+        return None
+    L, z_lb = lagrangian_bound(priced, pr, lp, available, True, None, LocalPricers(priced))
+    return priced, resolved, pr, L, z_lb
+
+
+def _exact_linked_cover(priced: list[PricedGroup], resolved: ResolvedScenario, pr: PricingResult,
+                        pair: tuple[int, int]) -> float:
+    """The oracle: min over every template of the model's two groups of the cost at the prices w (offer price
+    w/(1 + K), as the builders fold K in), with the pairing and no availability limit."""
+    sets = _library_sets([priced[gi] for gi in pair])
+    problem = allocation_problem(resolved, sets, groups=[priced[gi].group for gi in pair], objective="cost")
+    K = resolved.scenario.options.K
+    shapes = list(priced[0].space.shapes)
+    regions = list(resolved.regions)
+    offers = tuple(Offer(o.region, o.shape, float(pr.w[regions.index(o.region), shapes.index(o.shape)]) / (1 + K),
+                         10**6) for o in problem.offers if o.shape in shapes
+                   and np.isfinite(pr.w[regions.index(o.region), shapes.index(o.shape)]))
+    from dataclasses import replace
+
+    alloc = solve_allocation(replace(problem, offers=offers, budget_per_hour=None, mip_rel_gap=1e-9,
+                                     time_limit_s=600))
+    assert alloc.status == "optimal"
+    return float(alloc.total_per_hour or 0.0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_models_linked_bound_is_between_its_groups_bounds_and_the_exact_linked_cover(seed: int) -> None:
+    got = _lagrangian(seed)
+    if got is None:
+        return
+    priced, resolved, pr, L, _z = got
+    run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
+    for pair in linked_pairs(priced):
+        ell, rounds = model_bound(run, pr, L, pair)
+        exact = _exact_linked_cover(priced, resolved, pr, pair)
+        tol = 1e-6 * max(1.0, exact)
+        assert float(L[pair[0]] + L[pair[1]]) - tol <= ell <= exact + tol
+        assert float(L[pair[0]] + L[pair[1]]) <= exact + tol  # the oracle is at least the unlinked bound
+        if rounds < 3:  # converged: the best cover was among the listed columns
+            assert ell == pytest.approx(exact, rel=1e-4, abs=1e-6)
+
+
+def test_the_pairing_raises_the_bound_on_some_instances() -> None:
+    """Not a no-op: on some seeded instances the linked bound is strictly above Σ L_g (pairing binds)."""
+    gains = []
+    for seed in range(6):
+        got = _lagrangian(seed)
+        if got is None:
+            continue
+        priced, resolved, pr, L, z_lb = got
+        run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
+        gains.append(linked_bounds(run, pr, L, z_lb).gain)
+    assert all(g >= 0 for g in gains)
+    assert sum(g > 1e-6 for g in gains) >= 1, gains
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_certificate_costs_what_it_cost_without_the_linked_bounds(seed: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same certified cost as the plain Lagrangian certificate (no linked rounds: the engine before issue
+    41's linked bounds), from a bound at least as high."""
+    from planning.allocate import linked_cover
+    from planning.allocate.ondemand import allocate_on_demand
+
+    priced, offers = _instance(seed)
+    linked = allocate_on_demand(priced, _resolved(priced, offers))
+    monkeypatch.setattr(linked_cover, "LINK_ROUNDS", 0)
+    priced, offers = _instance(seed)
+    plain = allocate_on_demand(priced, _resolved(priced, offers))
+    if plain is None or not plain.alloc.has_plan:
+        assert linked is None or not linked.alloc.has_plan
+        return
+    assert linked is not None and linked.certified and plain.certified
+    assert plain.pricing.linked_gain == 0.0
+    assert linked.pricing.z_lb >= plain.pricing.z_lb - 1e-9
+    assert linked.alloc.total_per_hour == pytest.approx(plain.alloc.total_per_hour, rel=1e-9, abs=1e-9)

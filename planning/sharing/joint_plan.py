@@ -270,7 +270,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
     from planning.pipeline import solve as solve_plan
-    from planning.sharing.parts import remaining, resolve_parts, shared_nodes
+    from planning.sharing.parts import as_asked, remaining, resolve_parts, shared_nodes
     from planning.sharing.plan import MIN_PART_S, SharingResult, models_subset
 
     t0 = time.perf_counter()
@@ -325,9 +325,10 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         if solve_dedicated is not None:
             dedicated = solve_dedicated(sub)
         else:
-            part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
-            dedicated = solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
-                                   with_baselines=baselines)
+            left = time_left(cancel, limit, MIN_PART_S)  # the re-plan's safety net
+            part = replace(sub, options=replace(sub.options, time_limit_s=left))
+            dedicated = as_asked(solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline)
+                                            else cancel, with_baselines=baselines), limit, left)
         dedicated = _never_dearer(sub, ctx, sets, chosen, dedicated, notes)
     ok = dedicated is None or dedicated.has_plan
     status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")

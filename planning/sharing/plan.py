@@ -441,12 +441,15 @@ def _part_solver(call: _Call) -> Callable[[Scenario, float, bool], PlanResult]:
     def solve_part(part: Scenario, lo: float, with_baselines: bool = True) -> PlanResult:
         if call.solve_dedicated is not None:
             return call.solve_dedicated(part)
+        from planning.sharing.parts import as_asked
+
         check_cancel(deadline, "the dedicated models' plan")
-        left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
+        asked = part.options.time_limit_s
+        left = time_left(deadline, asked, MIN_PART_S)  # the dedicated solve's own limit: its safety net
         part = replace(part, options=replace(part.options, time_limit_s=left))
-        return solve_plan(part, context=call.ctx, cancel=call.cancel, progress=(
+        return as_asked(solve_plan(part, context=call.ctx, cancel=call.cancel, progress=(
             lambda f, m: progress(lo + 0.2 * f, m)) if progress is not None else None,
-            with_baselines=with_baselines and call.baselines)
+            with_baselines=with_baselines and call.baselines), asked, left)
 
     return solve_part
 

@@ -93,6 +93,7 @@ def child(name: str, time_limit: float, big_time_limit: float) -> None:
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     print(json.dumps({"solve_seconds": seconds, "rss_mb": rss / 1024, "cost": res.cost_per_hour, "status": res.status,
                       "gap": res.gap, "bound": res.bound_per_hour, "models": len(s.models),
+                      "time_limited": res.time_limited,
                       "time_limit": s.options.time_limit_s}))
 
 
@@ -114,7 +115,9 @@ def fresh(names: list[str], runs: int, time_limit: float, big_time_limit: float)
             gap = "certified" if row["gap"] == 0 else (f"gap {row['gap']:.2%}" if row["gap"] is not None else "no bound")
             bound = f"${row['bound']:.3f}/h" if row["bound"] is not None else "none"
             print(f"  {name}: wall {wall:.1f} s (solve {row['solve_seconds']:.1f} s), peak RSS {row['rss_mb']:.0f} MB, "
-                  f"${row['cost']:.3f}/h {row['status']} {gap}, bound {bound}; load before {load:.1f}", flush=True)
+                  f"${row['cost']:.3f}/h {row['status']} {gap}, bound {bound}"
+                  + (", time-limited (the wall clock bound)" if row.get("time_limited") else "")
+                  + f"; load before {load:.1f}", flush=True)
         gaps = [r["gap"] for r in rows if r["gap"] is not None]
         med = {key: statistics.median(r[key] for r in rows) for key in ("wall", "solve_seconds", "rss_mb", "cost")}
         print(f"{name} ({rows[0]['models']} models, time limit {rows[0]['time_limit']:g} s): median of {runs}: wall "

@@ -20,8 +20,10 @@ Prints figures and a verdict per preset; exits 1 when a preset's runs differ or 
 SLO check, 2 when nothing failed but some preset's runs were time-limited and differ ("time-limited, not
 comparable": no determinism claim either way; rerun it with a ``--time-limit`` at which its proof completes), 0
 when every preset was verified. Runs a time limit stopped may differ: the incumbent at a wall-clock deadline
-depends on the machine's speed (a run is time-limited when its status is not ``optimal`` or an answer in it other
-than a baseline carries ``time_limited``: a commitment sizing whose proof stopped before its gap). What a time
+depends on the machine's speed (a run is time-limited when an answer in it other than a baseline or the sharing
+comparison carries ``time_limited`` — a commitment sizing whose proof stopped before its gap, a shared plan whose
+safety-net clock bound — or a time limit stopped it at a step, or a plain solve is not ``optimal``; a sharing run's
+engine stops on work, so its "feasible" with a proven gap and no flag is compared like an optimum). What a time
 limit stopped is flagged ``time_limited`` and its figures of that moment stay out of the digest (``stable_dict``):
 a baseline whose ILP a wall clock stopped (its far safety net or the solve's deadline; its ILPs otherwise stop on
 work, HiGHS nodes, the same in every run) keeps only its name and the flag, a sizing whose proof stopped keeps its
@@ -82,6 +84,10 @@ def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
     (data.get("scenario") or {}).get("options", {}).pop("workers", None)  # the one input that differs on purpose
     checks = data.get("checks", [])
     plan = {k: v for k, v in data.items() if k not in ("baselines", "checks")}  # the plan without its comparisons
+    sharing = dict(plan.get("sharing") or {})
+    compared = sharing.pop("comparison", None) or {}  # the plan without sharing (or the shared plan that lost)
+    if "sharing" in plan:
+        plan["sharing"] = sharing
     bill = (data.get("bill") or {}) if mode == "off" else {}
     return {"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
             "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float),
@@ -90,9 +96,9 @@ def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
             "cost_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "cost"],
             "slo_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "slo"],
             "limited": _flagged(plan),
-            "comparisons_limited": any(b.get("time_limited") or b.get("ran") is False
-                                       for b in data.get("baselines") or []),
-            "returned": (data.get("sharing") or {}).get("comparison", {}).get("returned")}
+            "comparisons_limited": compared.get("time_limited") is True or any(
+                b.get("time_limited") or b.get("ran") is False for b in data.get("baselines") or []),
+            "returned": compared.get("returned")}
 
 
 def _flagged(value: Any) -> bool:
@@ -141,9 +147,18 @@ def sameness(rows: list[dict[str, Any]]) -> tuple[str, str]:
         # the plan is the same and a comparison differs: only a clock excuses that (a baseline's safety net or the
         # solve's deadline); the baselines' ILPs stop on work, the same in every run
         return ("plan", PASS) if any(r.get("comparisons_limited") for r in rows) else ("NO", FAIL)
-    if any(r["status"] != "optimal" or r["limited"] for r in rows):  # a time limit stopped some run
+    if any(time_limited(r) for r in rows):  # a time limit stopped some run
         return "limit", NOT_COMPARABLE
     return "NO", FAIL
+
+
+def time_limited(r: dict[str, Any]) -> bool:
+    """Whether a wall clock stopped something in run ``r``'s plan: flagged ``time_limited`` or stopped at a step by
+    the time limit; a plain solve (mode ``off``) also whenever it is not ``optimal`` (its stops are on the clock).
+    A sharing run says so itself: its engine stops on work, so "feasible" with a proven gap and no flag is the
+    same plan on every machine and is compared."""
+    return bool(r["limited"] or r.get("stopped_at") or r["status"] == "time_limit"
+                or (r.get("mode", "off") == "off" and r["status"] != "optimal"))
 
 
 def verdict_line(preset: str, verdict: str, rows: list[dict[str, Any]]) -> str:

@@ -185,6 +185,11 @@ class CallClock:
         own = self.limit_s - self.elapsed()
         return max(self.floor_s, min(own, time_left(self.cancel, self.limit_s)))
 
+    def expired(self) -> bool:
+        """True once the call's own limit or the caller's deadline has passed: a safety net that bound (the call
+        then returns its best answer so far, flagged time-limited)."""
+        return self.elapsed() >= self.limit_s or (isinstance(self.cancel, CancelFlag) and self.cancel.expired())
+
     def check_caller(self, detail: str = "") -> None:
         """Raise :class:`Cancelled` when the caller cancelled; a passed deadline only stops the work (the call
         returns its best answer so far).

@@ -40,3 +40,19 @@ def skip_clock(monkeypatch: pytest.MonkeyPatch) -> SkipClock:
     clock = SkipClock()
     monkeypatch.setattr(context, "time", clock)
     return clock
+
+
+class FrozenClock(SkipClock):
+    """A clock that stands still until a test skips it: ``monotonic()`` is a fixed origin plus the seconds skipped,
+    so an elapsed time is exactly what the test skipped and a deadline passes only when the test says so, however
+    busy the machine."""
+
+    def monotonic(self) -> float:
+        return 1_000.0 + self.skipped
+
+
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> FrozenClock:
+    """Install a :class:`FrozenClock` as ``planning.context``'s clock for one test."""
+    clock = FrozenClock()
+    monkeypatch.setattr(context, "time", clock)
+    return clock

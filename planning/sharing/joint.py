@@ -48,9 +48,14 @@ pattern), and the master's LP bound is at least the compact LP's (Dantzig–Wolf
    gap 0). A plan of cost ≤ θ is
    optimal over all packings and templates; an ILP optimum above θ proves the bound θ and the target rises to
    that optimum (then the listed columns provably contain an optimum). θ starts at the restricted master ILP's
-   plan (over the columns generated in step 1). When the listing exceeds ``MAX_PATTERNS`` (or
-   ``PATTERNS_PER_SECOND`` × the seconds left) or the deadline passes, the best plan is returned with its proven
-   gap (status ``feasible``).
+   plan (over the columns generated in step 1). When the listing exceeds its cap, an ILP its node limit or the
+   targets run out, the best plan is returned with its proven gap (status ``feasible``).
+
+Stopping rule (issue 37 §6): every stop is counted in work (:class:`JointWork`: column-generation rounds,
+HiGHS branch-and-bound nodes of each ILP and Farley knapsack, listed patterns, certificate targets), so the same
+instance gives the same plan, bit for bit, on a quiet or a busy machine. The time limit is only a safety net,
+read on ``planning.context``'s clock (tests move it) between rounds and by HiGHS's MIP interrupt callback: when
+it binds, the best plan so far is returned flagged ``time_limited`` with a note naming the step and the fix.
 
 Tests: ``tests/sharing/test_joint.py`` (brute force over every split, packing and dedicated plan on 30 tiny seeded
 instances, one and two regions, aggregated and disaggregated, K = 0 and 0.5; a designed instance computed by hand;
@@ -89,26 +94,39 @@ from planning.sharing.joint_columns import (
     start_plans,
     template_rc,
 )
-from planning.sharing.joint_ilp import columns_ilp
+from planning.sharing.joint_ilp import IlpStop, columns_ilp
 from planning.sharing.joint_model import DedicatedGroup, JointArrays, JointInstance, JointPlan
 
-__all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]
+__all__ = ["WORK", "DedicatedGroup", "JointInstance", "JointPlan", "JointWork", "solve_joint"]
 
-MAX_PATTERNS = 400_000  # enumerated patterns beyond which the certificate is abandoned (best plan, proven gap)
-PATTERNS_PER_SECOND = 2_000  # and beyond this many per second left (building and solving the ILP takes time)
-MAX_ROUNDS = 500
 TARGET_START = 0.002  # first certificate target: z_LP · (1 + 0.2 %), unless the incumbent is already lower
-LP_SHARE = 0.6  # of the time limit column generation may use before the incumbent ILP and the bound
 LIST_PER_ROUND = 60  # negative patterns listed per node type and round when the greedy finds none
 LIST_NODES = 50_000  # search nodes of that listing before the exact knapsack decides instead
-MAX_ATTEMPTS = 8  # certificate targets tried (each widens the listed columns fourfold)
+
+
+@dataclass(frozen=True)
+class JointWork:
+    """The joint model's stops, all counted in work (module docstring, "Stopping rule"): the same plan on every
+    machine. ``rounds``: column-generation rounds (the LP bound is then Farley's); ``farley_nodes``: HiGHS nodes
+    of each node type's knapsack in that bound; ``ilp_nodes``: HiGHS nodes of the incumbent ILP and of each
+    certificate ILP; ``listed``: patterns within the gap beyond which the certificate is abandoned (best plan,
+    proven gap); ``attempts``: certificate targets tried (each widens the listed columns fourfold)."""
+
+    rounds: int = 500
+    farley_nodes: int = 2_000
+    ilp_nodes: int = 20_000
+    listed: int = 60_000
+    attempts: int = 8
+
+
+WORK = JointWork()
 
 
 # ---------------------------------------------------------------------------------------------- driver
 @dataclass(frozen=True)
 class _LP:
     """Where the column generation stopped: the last LP's value, primal values and duals, the columns the last
-    pricing round added (0: converged), its rounds and seconds."""
+    pricing round added (0: converged), its rounds and seconds, and whether the safety-net clock stopped it."""
 
     z: float
     values: np.ndarray
@@ -116,11 +134,13 @@ class _LP:
     added: int
     rounds: int
     seconds: float
+    time_limited: bool = False
 
 
 @dataclass
 class _Incumbent:
-    """The certificate's state: the best plan and its cost, the proven bound, and how the proof ended."""
+    """The certificate's state: the best plan and its cost, the proven bound, and how the proof ended (``stopped``:
+    the step the safety-net clock stopped, empty when only work did)."""
 
     best: JointPlan | None
     value: float
@@ -128,19 +148,22 @@ class _Incumbent:
     certified: bool = False
     proved_infeasible: bool = False
     notes: list[str] = field(default_factory=list)
+    stopped: str = ""
 
 
 def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: CancelToken | None = None,
-                start: JointPlan | None = None, lp_only: bool = False) -> JointPlan:
+                start: JointPlan | None = None, lp_only: bool = False, work: JointWork = WORK) -> JointPlan:
     """The joint sharing optimum (module docstring): certified over every packing and template, or the best
-    plan found with its proven gap when the deadline or the enumeration cap stops the proof.
+    plan found with its proven gap when a work limit stops the proof (the same plan on every machine), or the
+    safety-net clock does (flagged ``time_limited``).
 
     Parameters
     ----------
     inst:
         The instance (``fixed_shared`` / ``fixed_dedicated`` fix the split, e.g. to a threshold's).
     time_limit_s:
-        Seconds for the whole call (also bounded by ``cancel``'s deadline).
+        The safety net: seconds for the whole call (also bounded by ``cancel``'s deadline); work stops first on a
+        machine that is not overloaded.
     cancel:
         Checked between steps.
     start:
@@ -149,6 +172,8 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         Stop after the column generation: status ``lp``, no plan, the LP bound (Farley's when it did not
         converge), the converged LP's node prices (``JointPlan.node_prices``) and its shared nodes per
         offer (``JointPlan.lp_nodes``, fractional).
+    work:
+        The work limits (:class:`JointWork`).
 
     Returns
     -------
@@ -160,7 +185,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
     a = JointArrays.build(inst)
     allowed = _allowed(inst, a)
     master = _seed_master(inst, a, allowed, start)
-    lp = _column_generation(inst, a, master, allowed, clock)
+    lp = _column_generation(inst, a, master, allowed, clock, work.rounds)
     slack = master.slack_value(lp.values)
     converged = lp.added == 0
     z_lp = lp.z - BIG_M * a.max_cost * slack
@@ -171,25 +196,37 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
         return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None, stats,
                          ("the LP relaxation has no solution: availability cannot hold every model, shared or "
                           "dedicated.",))
-    bound = z_lp if converged else farley_bound(a, lp.duals, lp.z, allowed, min(clock.left(), 5.0))
+    bound = z_lp if converged else farley_bound(a, lp.duals, lp.z, allowed, work.farley_nodes)
     stats["farley_bound_per_hour"] = bound if not converged else z_lp
     stats["lp_converged"] = 1.0 if converged else 0.0
     prices = _node_prices(inst, lp.duals) if converged else {}
+    stopped = f"column generation round {lp.rounds}" if lp.time_limited else ""
     if lp_only:
-        return JointPlan("lp", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats, (),
-                         prices, _lp_nodes(inst, a, master, lp.values))
+        return JointPlan("lp", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats,
+                         _clock_notes(stopped, time_limit_s), prices, _lp_nodes(inst, a, master, lp.values),
+                         time_limited=bool(stopped))
     # the incumbent: the ILP over the generated columns
     t_ilp = time.perf_counter()
-    _status, value, _b, best = columns_ilp(a, sorted(master.patterns), sorted(master.templates),
-                                           min(clock.left(), 10.0), start)
+    status, value, _b, best = columns_ilp(a, sorted(master.patterns), sorted(master.templates),
+                                          IlpStop(work.ilp_nodes, clock), start)
+    stopped = stopped or ("the incumbent ILP" if status == "time_limit" else "")
     if start is not None and start.has_plan and (best is None or start.cost_per_hour < value - 1e-9):
         best, value = start, start.cost_per_hour
-    inc = _Incumbent(best, value, bound)
-    if converged and math.isfinite(bound):
-        _certify(a, master, allowed, lp.duals, z_lp, inc, clock, stats)
+    inc = _Incumbent(best, value, bound, stopped=stopped)
+    if converged and math.isfinite(bound) and not stopped:
+        _certify(a, master, allowed, lp.duals, z_lp, inc, _Stops(clock, work), stats)
     stats["ilp_seconds"] = time.perf_counter() - t_ilp
     stats["total_seconds"] = clock.elapsed()
+    inc.notes.extend(_clock_notes(inc.stopped, time_limit_s))
     return _answer(inst, inc, stats, prices)
+
+
+def _clock_notes(stopped: str, limit_s: float) -> tuple[str, ...]:
+    """The note of a safety-net stop (none when only work stopped the call)."""
+    if not stopped:
+        return ()
+    return (f"time-limited: the wall clock ({limit_s:g} s) stopped the joint model at {stopped}, before its work "
+            "limits; this answer depends on the machine's speed. Fix: raise options.time_limit_s.",)
 
 
 def _allowed(inst: JointInstance, a: JointArrays) -> list[list[int]]:
@@ -240,9 +277,9 @@ def _seed_master(inst: JointInstance, a: JointArrays, allowed: list[list[int]], 
 
 
 def _column_generation(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
-                       clock: CallClock) -> _LP:
-    """Step 1: solve the master LP and price new columns until none has a negative reduced cost, or the LP's
-    share of the time is spent (the bound is then Farley's)."""
+                       clock: CallClock, max_rounds: int) -> _LP:
+    """Step 1: solve the master LP and price new columns until none has a negative reduced cost or
+    ``max_rounds`` rounds are done (work; the bound is then Farley's), or the safety-net clock expires (flagged)."""
     rounds = 0
     t_lp = time.perf_counter()
     while True:
@@ -251,8 +288,10 @@ def _column_generation(inst: JointInstance, a: JointArrays, master: ColumnMaster
         z, y, values = master.solve()
         du = column_duals(master, y)
         added = _price_groups(inst, a, master, du) + _price_patterns(inst, a, master, du, allowed)
-        if added == 0 or rounds >= MAX_ROUNDS or clock.elapsed() > LP_SHARE * clock.limit_s or clock.left() <= 0.1:
+        if added == 0 or rounds >= max_rounds:
             break
+        if clock.expired():
+            return _LP(z, values, du, added, rounds, time.perf_counter() - t_lp, time_limited=True)
     return _LP(z, values, du, added, rounds, time.perf_counter() - t_lp)
 
 
@@ -317,23 +356,35 @@ def _lp_nodes(inst: JointInstance, a: JointArrays, master: ColumnMaster, values:
     return used
 
 
+@dataclass(frozen=True)
+class _Stops:
+    """What stops the certificate: the call's safety-net clock and its work limits."""
+
+    clock: CallClock
+    work: JointWork
+
+
 def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du: Duals, z_lp: float,
-             inc: _Incumbent, clock: CallClock, stats: dict[str, float]) -> None:
+             inc: _Incumbent, stops: _Stops, stats: dict[str, float]) -> None:
     """Steps 2–3: list the columns within the target's reduced-cost gap, solve their ILP, and raise the target
-    until a plan is certified, no plan is proven, or the time, the attempts or the listing cap run out
-    (updates ``inc`` and ``stats``)."""
+    until a plan is certified, no plan is proven, or the attempts, the listing cap or an ILP's node limit run out
+    (work), or the safety-net clock expires (``inc.stopped``; updates ``inc`` and ``stats``)."""
+    clock, work = stops.clock, stops.work
     target = max(inc.bound * (1 + TARGET_START), inc.bound + 1e-6)
     target = min(target, inc.value) if math.isfinite(inc.value) else target
     inst = a.inst
     attempts = 0
-    while clock.left() > 0.1 and attempts < MAX_ATTEMPTS:
+    while attempts < work.attempts:
+        if clock.expired():
+            inc.stopped = f"certificate target {attempts + 1}"
+            break
         attempts += 1
         # without any plan after two targets, list every column: the ILP then decides feasibility outright
         delta = target - z_lp if math.isfinite(inc.value) or attempts <= 2 else math.inf
-        pats, cap = _listed_patterns(inst, a, master, allowed, du, delta, clock)
+        pats = _listed_patterns(inst, a, master, allowed, du, delta, work.listed)
         if pats is None:
-            inc.notes.append(f"more than {cap:,} packings lie within the gap (at most {PATTERNS_PER_SECOND:,} per "
-                             "second left): the certificate was stopped, the best plan is given with its proven gap.")
+            inc.notes.append(f"more than {work.listed:,} packings lie within the gap (the listing's work limit): the "
+                             "certificate was stopped, the best plan is given with its proven gap.")
             break
         temps: set[tuple[int, int, int]] = set(master.templates)
         for gi in range(len(inst.groups)):
@@ -344,7 +395,10 @@ def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du:
         stats["patterns_in_ilp"] = float(len(pats))
         stats["templates_in_ilp"] = float(len(temps))
         clock.check_caller("sharing: certificate ILP")
-        status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), clock.left(), inc.best)
+        status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), IlpStop(work.ilp_nodes, clock),
+                                                 inc.best)
+        if status == "time_limit":
+            inc.stopped = f"certificate ILP {attempts}"
         if plan is not None and v < inc.value - 1e-9:
             inc.best, inc.value = plan, v
         if status == "optimal" and v <= target + 1e-9 * max(1.0, target):
@@ -359,24 +413,21 @@ def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du:
             wider = z_lp + 4 * (target - z_lp)  # the listing grows fast with the gap: widen it step by step
             target = min(inc.value, wider) if math.isfinite(inc.value) else wider
             continue
-        if math.isfinite(ilp_bound):  # stopped by the deadline: every plan ≤ target lies in its columns
+        if math.isfinite(ilp_bound):  # stopped by its node limit or the clock: every plan ≤ target is in its columns
             inc.bound = max(inc.bound, min(target, ilp_bound))
         break
 
 
 def _listed_patterns(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
-                     du: Duals, delta: float, clock: CallClock) -> tuple[set[tuple[int, tuple[int, ...]]] | None, int]:
-    """Every pattern of reduced cost ≤ ``delta`` with the generated ones, and the listing's cap (None instead of
-    the patterns when the listing passes it)."""
+                     du: Duals, delta: float, cap: int) -> set[tuple[int, tuple[int, ...]]] | None:
+    """Every pattern of reduced cost ≤ ``delta`` with the generated ones (None when they pass ``cap``)."""
     pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
-    cap = MAX_PATTERNS
     for t in range(len(inst.types)):
-        cap = min(MAX_PATTERNS, int(PATTERNS_PER_SECOND * clock.left()))  # the ILP must be built and solved in time
         listed = enumerate_patterns(a, du, t, allowed[t], delta, cap - len(pats))
         if listed is None:
-            return None, cap
+            return None
         pats.update((t, ms) for ms, _rc in listed)
-    return pats, cap
+    return pats
 
 
 def _answer(inst: JointInstance, inc: _Incumbent, stats: dict[str, float], prices: dict[tuple[str, str], float]
@@ -387,8 +438,9 @@ def _answer(inst: JointInstance, inc: _Incumbent, stats: dict[str, float], price
         if inc.proved_infeasible:
             return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None,
                              stats, (*notes, "no plan exists: every packing and template was tried."))
+        why = "before the time limit" if inc.stopped else "within the work limits (ILP nodes, listed patterns)"
         return JointPlan("time_limit", math.inf, math.inf, math.inf, (), {}, (), inst.models, inc.bound, None, stats,
-                         (*notes, "no plan was found before the time limit."))
+                         (*notes, f"no plan was found {why}."), time_limited=bool(inc.stopped))
     value, bound, best, certified = inc.value, inc.bound, inc.best, inc.certified
     gap = 0.0 if certified else ((value - bound) / value if math.isfinite(bound) and value > 0 else None)
     if gap is not None and gap <= 1e-6:
@@ -399,4 +451,4 @@ def _answer(inst: JointInstance, inc: _Incumbent, stats: dict[str, float], price
     stats["certified"] = 1.0 if certified else 0.0
     return JointPlan("optimal" if certified else "feasible", value, best.shared_cost_per_hour,
                      best.dedicated_cost_per_hour, best.nodes, best.counts, best.shared, best.dedicated,
-                     bound, gap, stats, tuple(notes), prices)
+                     bound, gap, stats, tuple(notes), prices, time_limited=bool(inc.stopped) and not certified)

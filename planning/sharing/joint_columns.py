@@ -273,10 +273,11 @@ def greedy_patterns(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], t
 
 
 def best_pattern(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], need: float = -math.inf,
-                  seconds: float | None = None) -> tuple[float, tuple[int, ...]]:
+                  nodes: int | None = None) -> tuple[float, tuple[int, ...]]:
     """A set of ``allowed`` models that fit together on type t with Σ π_m > ``need`` (binary knapsack, HiGHS):
     (Σ π of the set, the set), or (0, ()) when HiGHS proves none exists. With ``need`` = −inf: the maximum.
-    With ``seconds``: the search stops then and the first value is its proven upper bound on the maximum."""
+    With ``nodes``: the search stops after that many branch-and-bound nodes (work: the same on every machine) and
+    the first value is its proven upper bound on the maximum."""
     import highspy
 
     cand = [i for i in allowed if du.pi[i] > ZERO]
@@ -290,8 +291,8 @@ def best_pattern(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], need
     if math.isfinite(need):  # a pricing question: stop at the first set above it, prune every node below it
         h.setOptionValue("objective_bound", -float(need))
         h.setOptionValue("mip_max_improving_sols", 1)
-    if seconds is not None:
-        h.setOptionValue("time_limit", float(seconds))
+    if nodes is not None:
+        h.setOptionValue("mip_max_nodes", int(nodes))
     n = len(cand)
     h.addVars(n, np.zeros(n), np.ones(n))
     h.changeColsCost(n, np.arange(n, dtype=np.int32), -du.pi[cand])
@@ -310,7 +311,7 @@ def best_pattern(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], need
         for j in np.flatnonzero(hs > 0):
             h.addRow(-highspy.kHighsInf, 0.0, 2, np.array([j, hcol], dtype=np.int32), np.array([hs[j], -1.0]))
     h.run()
-    if seconds is not None:  # the bound question: −(HiGHS's dual bound) ≥ every set's Σ π
+    if nodes is not None:  # the bound question: −(HiGHS's dual bound) ≥ every set's Σ π
         dual = h.getInfo().mip_dual_bound
         return (-float(dual) if math.isfinite(dual) else math.inf), ()
     chosen, gain = _chosen(h, cand, n, du)
@@ -404,13 +405,12 @@ def pattern_listing(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], d
 
 
 def farley_bound(a: JointArrays, du: Duals, z_rmp: float, allowed: Sequence[Sequence[int]],
-                  seconds: float) -> float:
+                  nodes: int) -> float:
     """A lower bound when column generation stopped early (Farley / Lagrangian): every column has rc ≥ the
     smallest one, and a plan buys at most κ_t nodes of type t (its availability, or one per model that fits), so
     z* ≥ z_RMP + Σ_t κ_t·min(0, rc*_t). rc*_t ≥ p_t − σ_t − U_t with U_t the knapsack's dual bound (valid when the
-    search stops early too). −inf when a template column is still negative (those are priced exhaustively)."""
-    import highspy
-
+    search stops early too: each knapsack stops after ``nodes`` branch-and-bound nodes, work, not seconds). −inf when
+    a template column is still negative (those are priced exhaustively)."""
     if any((template_rc(a, du, gi) < -1e-7 * a.max_cost).any() for gi in range(len(a.inst.groups))
            if not a.planned[gi]):
         return -math.inf
@@ -418,20 +418,19 @@ def farley_bound(a: JointArrays, du: Duals, z_rmp: float, allowed: Sequence[Sequ
     for gi in range(len(a.inst.groups)):  # a plan has one whole-group plan per planned group at most
         if a.planned[gi]:
             total += min(0.0, plan_rc_lower(a, du, gi))
-    per = max(0.05, seconds / max(1, len(a.inst.types)))
     for t, node in enumerate(a.inst.types):
         cand = [i for i in allowed[t] if du.pi[i] > ZERO]
         if not cand:
             continue
-        upper = _knapsack_upper(a, du, t, cand, per, highspy)
+        upper = _knapsack_upper(a, du, t, cand, nodes)
         kappa = min(node.available, len(allowed[t]))
         total += kappa * min(0.0, pattern_base(a, du, t) - upper)
     return total
 
 
-def _knapsack_upper(a: JointArrays, du: Duals, t: int, cand: Sequence[int], seconds: float, highspy: object) -> float:
+def _knapsack_upper(a: JointArrays, du: Duals, t: int, cand: Sequence[int], nodes: int) -> float:
     """An upper bound on max Σ π x over sets of ``cand`` that fit on type t: the knapsack's dual bound within
-    ``seconds`` (the sum of positive π when the search could not bound it)."""
+    ``nodes`` branch-and-bound nodes (the sum of positive π when the search could not bound it)."""
     plain = float(du.pi[list(cand)].sum())
-    gain, _ms = best_pattern(a, du, t, cand, seconds=seconds)
+    gain, _ms = best_pattern(a, du, t, cand, nodes=nodes)
     return plain if not math.isfinite(gain) else gain

@@ -32,8 +32,8 @@ one dedicated solve (its certified optimum, or cost × (1 − gap)). The dedicat
 node what it is worth to the packing, and takes y_c of them only where they save it more. When the LP's duals
 are 0 there (degenerate) or the gap stays above ``STOP_GAP``: subgradient steps (Polyak) δ ← max(0, δ + θ(U − L)
 /‖g‖² · g), g_c = x_S,c + y_D,c − A_c (x_S the packing's nodes at those prices, whose bound is then the packing's
-proven one, ILP-lifted), U the best plan, θ halved when L does not rise; at most ``MAX_ROUNDS``, and only while
-more than three rounds' time is left.
+proven one, ILP-lifted), U the best plan, θ halved when L does not rise; at most ``MAX_ROUNDS`` (work: the same
+rounds on every machine; the call's deadline is only a safety net, whose stop flags the answer time-limited).
 
 The plans
 ---------
@@ -288,8 +288,7 @@ class _Search:
             self.timed("lagrangian_seconds", t_round)
             g = {key: float(x_s.get(key, 0.0)) + taken.get(key, 0) - rows[key] for key in rows}
             norm = sum(v * v for v in g.values())
-            left = c.deadline.remaining_s()
-            if self.close() or norm < 1e-12 or (left is not None and left < 3 * (time.perf_counter() - t_round)):
+            if self.close() or norm < 1e-12:  # MAX_ROUNDS bounds the rest: work, not the time left
                 break
             target = self.total() if math.isfinite(self.total()) else lagrange + 0.05 * abs(lagrange) + 1e-6
             step_len = theta * max(target - lagrange, 1e-6 * abs(target)) / norm
@@ -404,5 +403,6 @@ def shared_lp(packing: Packing, profiles: Sequence[ModelProfile], types: Sequenc
     from planning.sharing.parts import tail_models
 
     tail = [m for m in tail_models(profiles, types) if any(fits([m], t) for t in types)]
-    return packing_lp(tail, types, time_limit_s=time_left(deadline, 15.0, 0.2), cancel=deadline, extra=extra,
-                      lp_only=not extra)
+    # the packing stops on work (joint.JointWork); the call's time left is only its safety net
+    return packing_lp(tail, types, time_limit_s=time_left(deadline, deadline.limit_s, 0.2), cancel=deadline,
+                      extra=extra, lp_only=not extra)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from planning.context import CallClock
 from planning.sharing.joint_model import JointArrays, JointPlan
 from planning.sharing.packing import Node
 
@@ -75,16 +76,33 @@ class _IlpColumns:
     nu_cols: list[int]
 
 
+@dataclass(frozen=True)
+class IlpStop:
+    """When the master ILP stops short of gap 0: ``node_limit`` branch-and-bound nodes (HiGHS ``mip_max_nodes``,
+    work: the same answer on every machine; status ``work_limit``), or ``clock`` expiring (a safety net read on
+    ``planning.context``'s clock by HiGHS's MIP interrupt callback, so tests move it; status ``time_limit``).
+    ``far_s``: HiGHS's own time limit, farther still (its clock cannot be injected)."""
+
+    node_limit: int
+    clock: CallClock | None = None
+    far_s: float = 3600.0
+
+
 def columns_ilp(a: JointArrays, patterns: Sequence[tuple[int, tuple[int, ...]]], templates: Sequence[tuple[int, int, int]],
-         time_limit_s: float, start: JointPlan | None = None) -> tuple[str, float, float, JointPlan | None]:
-    """The master ILP over the given columns, to gap 0: (HiGHS status, value, dual bound, plan)."""
+                stop: IlpStop, start: JointPlan | None = None) -> tuple[str, float, float, JointPlan | None]:
+    """The master ILP over the given columns, to gap 0 or ``stop``: (status — ``optimal``, ``infeasible``,
+    ``work_limit`` (the node limit), ``time_limit`` (the safety-net clock) or ``other`` —, value, dual bound,
+    plan)."""
     import highspy
 
     rows = _Rows.of(a)
     cols = _Cols()
     index = _IlpColumns(patterns, templates, _split_columns(a, rows, cols), _pattern_columns(a, rows, cols, patterns),
                         _template_columns(a, rows, cols, templates))
-    h = _highs_model(a, rows, cols, index, time_limit_s)
+    h = _highs_model(a, rows, cols, index, stop.far_s)
+    h.setOptionValue("mip_max_nodes", int(stop.node_limit))
+    if stop.clock is not None:
+        interrupt_on(h, stop.clock)
     if start is not None and start.has_plan:
         h.setSolution(_mip_start(a, start, index, len(cols.cost)))
     h.run()
@@ -92,12 +110,25 @@ def columns_ilp(a: JointArrays, patterns: Sequence[tuple[int, tuple[int, ...]]],
     ms_ = h.getModelStatus()
     S = highspy.HighsModelStatus
     status = ("optimal" if ms_ == S.kOptimal else "infeasible" if ms_ in (S.kInfeasible, S.kUnboundedOrInfeasible)
-              else "time_limit" if ms_ == S.kTimeLimit else "other")
+              else "time_limit" if ms_ in (S.kTimeLimit, S.kInterrupt) else "work_limit" if ms_ == S.kSolutionLimit
+              else "other")
     bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
     if int(info.primal_solution_status) != 2:
         return status, math.inf, (math.inf if status == "infeasible" else bound), None
     plan = _read_plan(a, index, np.asarray(h.getSolution().col_value))
     return status, plan.cost_per_hour, bound, plan
+
+
+def interrupt_on(h: Any, clock: CallClock) -> None:
+    """Stop HiGHS's MIP search (model status "Interrupted by user", its incumbent kept) once ``clock`` expires."""
+    import highspy
+
+    def interrupt(_kind: Any, _message: str, _out: Any, data_in: Any, _user: Any) -> None:
+        if clock.expired():
+            data_in.user_interrupt = True
+
+    h.setCallback(interrupt, None)
+    h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
 
 def _split_columns(a: JointArrays, rows: _Rows, cols: _Cols) -> dict[str, int]:

@@ -75,6 +75,7 @@ class JointPlan:
     # generation did not converge): what one more node of that offer would save the LP (joint_contend uses them)
     node_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)
     lp_nodes: Mapping[tuple[str, str], float] = field(default_factory=dict)  # ``lp_only``: the LP's shared nodes
+    time_limited: bool = False  # the safety-net clock, not a work limit, stopped the call (machine-dependent)
 
     @property
     def has_plan(self) -> bool:

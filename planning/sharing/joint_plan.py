@@ -200,7 +200,7 @@ def column_packing(models: Sequence[TailModel], types: Sequence[NodeType], *, ti
                    (*plan.notes, f"shared part by column generation: lower bound {bound}, "
                     f"{plan.stats.get('lp_rounds', 0):.0f} LP rounds."), bound_per_hour=plan.bound,
                    lp_bound_per_hour=plan.stats.get("lp_bound_per_hour") if converged else None,
-                   node_prices=plan.node_prices)
+                   node_prices=plan.node_prices, time_limited=plan.time_limited)
 
 
 def threshold_fixed(inst: JointInstance, scenario: Scenario, shareable: Sequence[TailModel]) -> JointInstance:
@@ -270,7 +270,7 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         The dedicated re-plan with its baselines (False: without; a timeline epoch shows none).
     """
     from planning.pipeline import solve as solve_plan
-    from planning.sharing.parts import remaining, resolve_parts, shared_nodes
+    from planning.sharing.parts import as_asked, remaining, resolve_parts, shared_nodes
     from planning.sharing.plan import MIN_PART_S, SharingResult, models_subset
 
     t0 = time.perf_counter()
@@ -293,7 +293,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     t1 = time.perf_counter()
     step(0.2, "sharing: the threshold split, solved exactly")
     reserve = max(MIN_PART_S, RESERVE_SHARE * limit)  # the dedicated re-plan's share of the limit
-    by_rule = solve_joint(fixed, time_limit_s=max(0.1, 0.4 * (time_left(cancel, limit) - reserve)), cancel=cancel)
+    # both solves stop on work (joint.JointWork); the time left is only their safety net
+    by_rule = solve_joint(fixed, time_limit_s=max(0.1, time_left(cancel, limit) - reserve), cancel=cancel)
     chosen = by_rule
     free: JointPlan | None = None
     if split == "joint":
@@ -309,7 +310,8 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         return SharingResult(sharing="exact", status=chosen.status, threshold_rps=threshold, shared_nodes=(),
                              shared_cost_per_hour=math.inf, shared_status=chosen.status, shared_gap=chosen.gap,
                              dedicated=None, shared_models=tuple(m.id for m in shareable),
-                             dedicated_models=tuple(inst.models), timings={**seconds}, notes=tuple(notes), **extra)
+                             dedicated_models=tuple(inst.models), timings={**seconds}, notes=tuple(notes),
+                             time_limited=chosen.time_limited or by_rule.time_limited, **extra)
     packing = Packing(chosen.nodes, chosen.shared_cost_per_hour, chosen.status, "exact", chosen.gap)
     nodes = shared_nodes(packing, profiles, types)
     dedicated_ids = list(chosen.dedicated)
@@ -323,9 +325,10 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
         if solve_dedicated is not None:
             dedicated = solve_dedicated(sub)
         else:
-            part = replace(sub, options=replace(sub.options, time_limit_s=time_left(cancel, limit, MIN_PART_S)))
-            dedicated = solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline) else cancel,
-                                   with_baselines=baselines)
+            left = time_left(cancel, limit, MIN_PART_S)  # the re-plan's safety net
+            part = replace(sub, options=replace(sub.options, time_limit_s=left))
+            dedicated = as_asked(solve_plan(part, context=ctx, cancel=cancel.inner if isinstance(cancel, Deadline)
+                                            else cancel, with_baselines=baselines), limit, left)
         dedicated = _never_dearer(sub, ctx, sets, chosen, dedicated, notes)
     ok = dedicated is None or dedicated.has_plan
     status = ("optimal" if chosen.status == "optimal" and (dedicated is None or dedicated.status == "optimal")
@@ -335,4 +338,5 @@ def solve_joint_sharing(scenario: Scenario, ctx: EngineContext, *, split: str,
     return SharingResult(sharing="exact", status=status, threshold_rps=threshold, shared_nodes=nodes,
                          shared_cost_per_hour=chosen.shared_cost_per_hour, shared_status=chosen.status,
                          shared_gap=chosen.gap, dedicated=dedicated, shared_models=shared_ids,
-                         dedicated_models=tuple(dedicated_ids), timings=seconds, notes=tuple(notes), **extra)
+                         dedicated_models=tuple(dedicated_ids), timings=seconds, notes=tuple(notes),
+                         time_limited=chosen.time_limited or by_rule.time_limited, **extra)

@@ -95,6 +95,7 @@ class Packing:
     bound_per_hour: float | None = None  # a proven lower bound when the method gives one beside the gap
     lp_bound_per_hour: float | None = None  # the converged packing LP's value (column generation only) …
     node_prices: Mapping[tuple[str, str], float] = field(default_factory=dict)  # … and its node prices (−duals)
+    time_limited: bool = False  # the safety-net clock, not a work limit, stopped it (column generation only)
 
     @property
     def feasible(self) -> bool:

@@ -95,3 +95,16 @@ def part_bound(cost: float, gap: float | None, bound: float | None) -> float:
     if bound is not None and math.isfinite(bound):
         return bound
     return cost * (1.0 - gap) if gap is not None and math.isfinite(cost) else -math.inf
+
+
+def as_asked(result: PlanResult, limit_s: float, given_s: float) -> PlanResult:
+    """``result`` of a part solved with ``given_s`` (the time left: its safety net) as its limit, its scenario
+    showing the limit the caller asked for (``limit_s``) instead; the time it was given goes to its timings
+    (``part_limit_seconds``, wall-clock figures). The time left depends on the machine's speed; the plan of a part
+    that stopped on work does not, and two solves of one input must give the same result (issue 37 §6)."""
+    options = dict(result.scenario.get("options") or {})
+    if not options:
+        return result
+    options["time_limit_s"] = float(limit_s)
+    return replace(result, scenario={**result.scenario, "options": options},
+                   timings={**result.timings, "part_limit_seconds": float(given_s)})

@@ -147,14 +147,14 @@ def pack(scenario: Scenario, ctx: EngineContext, model_ids: Sequence[str], metho
 def pack_tail(scenario: Scenario, tail: Sequence[TailModel], types: Sequence[NodeType], method: str,
               cancel: CancelToken | None = None) -> Packing:
     """:func:`pack`'s packing of profiled models: KVPR, the compact MILP, or from ``COLUMN_PACKING_MIN`` models ×
-    types the column generation (half the time left)."""
+    types the column generation (which stops on work; the time left is its safety net)."""
     if method == "kvpr":
         return kvpr_packing(tail, types)
     limit = scenario.options.time_limit_s
     if len(tail) * len(types) >= COLUMN_PACKING_MIN:
         from planning.sharing.joint_plan import column_packing
 
-        return column_packing(tail, types, time_limit_s=0.5 * time_left(cancel, limit, 0.4), cancel=cancel)
+        return column_packing(tail, types, time_limit_s=time_left(cancel, limit, 0.4), cancel=cancel)
     return exact_packing(tail, types, time_limit_s=time_left(cancel, limit, 0.2), mip_rel_gap=scenario.options.mip_rel_gap)
 
 
@@ -208,7 +208,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     deadline = Deadline(scenario.options.time_limit_s, cancel)  # one limit for the whole call
     ctx = context or engine_context()
     method = method or (scenario.options.sharing if scenario.options.sharing != "off" else "kvpr")
-    from planning.sharing.joint_plan import solve_joint_sharing, supported
+    from planning.sharing.joint_plan import supported
 
     why_not = supported(scenario)
     threshold = scenario.options.sharing_threshold_rps
@@ -216,37 +216,66 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     notes: list[str] = []
     call = _Call(scenario, ctx, method, threshold, deadline, t0, step, solve_dedicated, progress, cancel, baselines)
     if method == "exact" and why_not is None:  # one model decides the split (or solves the threshold's exactly)
-        first: SharingResult | None = None  # a KV-pressure plan first, when the time left is short (below)
-        try:
-            t_prof = time.perf_counter()
-            shared_profiles(scenario, ctx, [m.id for m in scenario.models], deadline)
-            left = deadline.remaining_s()
-            if left is not None and EXACT_PER_PROFILE * (time.perf_counter() - t_prof) > left:
-                step(0.0, "sharing: a first plan by KV-pressure packing (the joint model may not finish in the "
-                          "time left on this machine)")
-                first = _solve_shared(replace(call, method="kvpr"), list(shared_ids), list(dedicated_ids), [])
-            exact = cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
-                                                            solve_dedicated=solve_dedicated, progress=progress,
-                                                            cancel=deadline, baselines=baselines))
-        except Cancelled as exc:
-            if not deadline.timed_out() or exc.reason != "time limit":
-                raise
-            if first is None or first.status not in PLANNED:
-                return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
-            return _first_plan(first, f"at {exc.detail or 'a step'}", scenario.options.time_limit_s)
-        if first is not None and first.status in PLANNED and (
-                exact.status not in PLANNED or first.cost_per_hour < exact.cost_per_hour - 1e-9):
-            return _first_plan(first, f"with status {exact.status}", scenario.options.time_limit_s)
-        return exact
+        return clock_flagged(_joint_answer(call, shared_ids, dedicated_ids, notes), deadline)
     step(0.0, "profiling the shared models")
     if method == "exact" and why_not is not None:
         notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
-        return _solve_shared(call, shared_ids, dedicated_ids, notes)
+        result = _solve_shared(call, shared_ids, dedicated_ids, notes)
     except Cancelled as exc:
         if not deadline.timed_out() or exc.reason != "time limit":
             raise
-        return _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+        result = _no_plan_in_time(scenario, method, threshold, shared_ids, dedicated_ids, notes, exc, t0)
+    return clock_flagged(result, deadline)
+
+
+def _joint_answer(call: _Call, shared_ids: list[str], dedicated_ids: list[str], notes: list[str]) -> SharingResult:
+    """The exact method's answer by the joint model, with a KV-pressure plan made first when the time left looks
+    short for it (``EXACT_PER_PROFILE``). The KV-pressure plan is returned only when the joint model has no plan,
+    or a wall clock stopped it (time-limited) above that plan: a joint plan its work limits stopped is the answer
+    on every machine, whether or not this one was slow enough to make the first plan."""
+    from planning.sharing.joint_plan import solve_joint_sharing
+
+    scenario, ctx, deadline = call.scenario, call.ctx, call.deadline
+    limit = scenario.options.time_limit_s
+    first: SharingResult | None = None  # a KV-pressure plan first, when the time left is short (below)
+    try:
+        t_prof = time.perf_counter()
+        shared_profiles(scenario, ctx, [m.id for m in scenario.models], deadline)
+        left = deadline.remaining_s()
+        if left is not None and EXACT_PER_PROFILE * (time.perf_counter() - t_prof) > left:
+            call.step(0.0, "sharing: a first plan by KV-pressure packing (the joint model may not finish in the "
+                           "time left on this machine)")
+            first = _solve_shared(replace(call, method="kvpr"), list(shared_ids), list(dedicated_ids), [])
+        exact = cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
+                                                        solve_dedicated=call.solve_dedicated,
+                                                        progress=call.progress, cancel=deadline,
+                                                        baselines=call.baselines))
+    except Cancelled as exc:
+        if not deadline.timed_out() or exc.reason != "time limit":
+            raise
+        if first is None or first.status not in PLANNED:
+            return _no_plan_in_time(scenario, call.method, call.threshold, shared_ids, dedicated_ids, notes, exc,
+                                    call.t0)
+        return _first_plan(first, f"at {exc.detail or 'a step'}", limit)
+    if first is not None and first.status in PLANNED and (exact.status not in PLANNED or (
+            exact.time_limited and first.cost_per_hour < exact.cost_per_hour - 1e-9)):
+        return _first_plan(first, f"with status {exact.status}", limit)
+    return exact
+
+
+def clock_flagged(result: SharingResult, deadline: Deadline) -> SharingResult:
+    """``result`` flagged ``time_limited`` (with a note naming the limit and the fix) when a wall clock stopped
+    some step: a part flagged so, a dedicated part its time limit stopped, or the call's deadline passed (a step
+    may then have been skipped). Work limits alone never flag: their plan is the same on every machine."""
+    dedicated = result.dedicated
+    limited = (result.time_limited or deadline.expired() or result.status == "time_limit"
+               or (dedicated is not None and bool(dedicated.stopped_at)))
+    if not limited:
+        return result
+    note = (f"time-limited: the wall clock (options.time_limit_s = {deadline.limit_s:g} s) stopped a step before "
+            "its work limits; this plan depends on the machine's speed. Fix: raise options.time_limit_s.")
+    return replace(result, time_limited=True, notes=result.notes if note in result.notes else (*result.notes, note))
 
 
 PLANNED = ("optimal", "feasible")
@@ -259,7 +288,7 @@ EXACT_PER_PROFILE = 15.0
 def _first_plan(first: SharingResult, how: str, limit_s: float) -> SharingResult:
     """The KV-pressure plan made first, returned because the joint model stopped ``how`` without a cheaper plan:
     status ``feasible`` (the heuristic packing has no bound) and a note with the fix."""
-    return replace(first, status="feasible", gap=None, bound_per_hour=None, notes=(
+    return replace(first, status="feasible", gap=None, bound_per_hour=None, time_limited=True, notes=(
         *first.notes, f"the joint sharing model stopped {how} within the time limit ({limit_s:g} s) without a "
         "cheaper plan: this is the KV-pressure packing's plan, made first (no proven gap). Fix: raise "
         "options.time_limit_s for the joint model's plan."))
@@ -412,12 +441,15 @@ def _part_solver(call: _Call) -> Callable[[Scenario, float, bool], PlanResult]:
     def solve_part(part: Scenario, lo: float, with_baselines: bool = True) -> PlanResult:
         if call.solve_dedicated is not None:
             return call.solve_dedicated(part)
+        from planning.sharing.parts import as_asked
+
         check_cancel(deadline, "the dedicated models' plan")
-        left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
+        asked = part.options.time_limit_s
+        left = time_left(deadline, asked, MIN_PART_S)  # the dedicated solve's own limit: its safety net
         part = replace(part, options=replace(part.options, time_limit_s=left))
-        return solve_plan(part, context=call.ctx, cancel=call.cancel, progress=(
+        return as_asked(solve_plan(part, context=call.ctx, cancel=call.cancel, progress=(
             lambda f, m: progress(lo + 0.2 * f, m)) if progress is not None else None,
-            with_baselines=with_baselines and call.baselines)
+            with_baselines=with_baselines and call.baselines), asked, left)
 
     return solve_part
 
@@ -451,7 +483,7 @@ def _shared_answer(call: _Call, parts: _Parts, ids: tuple[list[str], list[str]],
                          shared_gap=packing.gap, dedicated=dedicated, shared_models=tuple(shared_ids),
                          dedicated_models=tuple(dedicated_ids), timings=timings, notes=tuple(notes),
                          bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap,
-                         stats=parts.stats)
+                         stats=parts.stats, time_limited=packing.time_limited)
 
 
 COLUMN_PACKING_MIN = 2_000

@@ -79,6 +79,9 @@ class SharingResult:
     checks: tuple[Check, ...] = ()
     # the plan this answer was compared with: {"plan", "cost_per_hour", "status", "why"}; "returned": which won
     comparison: Mapping[str, Any] = field(default_factory=dict)
+    # a wall clock (the call's time limit, a safety net), not a work limit, stopped some step: the plan depends on
+    # the machine's speed (``planning.checks.stable_dict`` keeps only the flag of the ``sharing`` summary)
+    time_limited: bool = False
 
     @property
     def dedicated_cost_per_hour(self) -> float:
@@ -129,7 +132,7 @@ class SharingResult:
                         "dedicated_gap": self.dedicated.mip_gap if self.dedicated is not None else None,
                         "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
                         "timings": dict(self.timings), "notes": list(self.notes),
-                        "comparison": dict(self.comparison)},
+                        "comparison": dict(self.comparison), "time_limited": self.time_limited},
             "checks": [asdict(c) for c in self.checks],
         })
         return base

@@ -7,13 +7,14 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from planning.catalog.load import load_catalog
+from tests.app.conftest import TIMEOUT
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 CATALOG_PAGE = "views/6_Catalog.py"  # app.py became the workbench Home; the browser moved here
 
 
 def _catalog_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # a bound on a hang: the first run loads the catalog
     at.switch_page(CATALOG_PAGE)
     return at.run()
 

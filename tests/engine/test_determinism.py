@@ -88,3 +88,19 @@ def test_check_plans_says_time_limited_runs_are_not_comparable() -> None:
     assert "Fix: rerun with --time-limit" in line and "pass" not in line
     assert exit_code([PASS, PASS]) == 0 and exit_code([PASS, NOT_COMPARABLE]) == 2
     assert exit_code([NOT_COMPARABLE, FAIL, PASS]) == 1
+
+
+def test_check_plans_compares_work_stopped_sharing_plans() -> None:
+    """A sharing run's engine stops on work (issue 37 §6): "feasible" with a proven gap and no ``time_limited``
+    flag is the same plan on every machine, so two such runs that differ fail; a sharing run flagged
+    ``time_limited`` (its safety-net clock bound) or stopped at a step is not comparable; a plain run that is not
+    optimal still counts as time-limited (its stops are on the clock)."""
+    from benchmarks.check_plans import FAIL, NOT_COMPARABLE, sameness, time_limited
+
+    shared = [{**_run("a", "p", "feasible"), "mode": "exact"}, {**_run("b", "q", "feasible"), "mode": "exact"}]
+    assert not any(time_limited(r) for r in shared)
+    assert sameness(shared) == ("NO", FAIL)
+    assert sameness([shared[0], {**shared[1], "limited": True}]) == ("limit", NOT_COMPARABLE)
+    assert sameness([shared[0], {**shared[1], "stopped_at": "allocation ILP"}]) == ("limit", NOT_COMPARABLE)
+    plain = [{**r, "mode": "off"} for r in shared]
+    assert all(time_limited(r) for r in plain) and sameness(plain) == ("limit", NOT_COMPARABLE)

@@ -27,11 +27,21 @@ def hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
     store.close()
 
 
+LOOP_HANG_S = 600.0
+"""How long :func:`looping_job` runs when no cancel arrives: a bound on a hang, not on speed."""
+
+
 def looping_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
-    for i in range(2000):
-        progress(i / 2000, f"step {i}")
+    """Report progress and check the token until cancelled: only a cancel ends it (or, when the cancel never
+    arrives, ``LOOP_HANG_S``, after which it finishes "done", which a cancel test reports as a failure). Before,
+    it ran 2,000 steps of 5 ms, so a parent slower than ~10 s to send its cancel saw "done"."""
+    t_end = time.monotonic() + LOOP_HANG_S
+    i = 0
+    while time.monotonic() < t_end:
+        progress(min(i / 2000, 0.99), f"step {i}")
         token.check()
         time.sleep(0.005)
+        i += 1
     return {"finished": True}
 
 
@@ -41,7 +51,7 @@ def serve_one_job(path: str, job_ids: Any) -> None:
                        cadence=Cadence(progress_interval=0.02, cancel_poll_interval=0.02))
     job_id = runner.submit("loop", {"child": True}, looping_job, owner="tab-1")
     job_ids.put(job_id)
-    runner.wait(job_id, timeout=20)
+    runner.wait(job_id, timeout=LOOP_HANG_S)  # the parent cancels it; the bound is on a hang
     runner.shutdown()
 
 

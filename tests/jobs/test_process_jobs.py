@@ -43,7 +43,8 @@ def test_a_module_level_job_runs_in_another_process_and_a_closure_in_a_thread(ru
 
 def test_cancel_reaches_the_worker_process_through_the_store(runner: JobRunner) -> None:
     """A cancel asked while the job runs in its worker process ends it as cancelled, without a result: had the
-    flag not reached the worker, ``looping_job`` would have run its 2,000 steps to the end and finished ("done")."""
+    flag not reached the worker, ``looping_job`` (which runs until cancelled) would have run to its hang bound and
+    finished ("done")."""
     job = runner.submit("loop", {"n": 1}, looping_job)
     deadline = time.monotonic() + 120  # a bound on a hang, not on speed
     while runner.get(job).status != "running" or runner.get(job).progress <= 0:

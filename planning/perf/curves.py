@@ -118,7 +118,7 @@ def build_curves(arch: LayerArch, dev: Device, prec: Precision, settings: Global
     return Curves(
         batches=batches, tokens=np.asarray(tokens, dtype=float), t_full=t_full, t_slide=t_slide,
         step_s=dev.cal.step_ms * 1e-3, transfer_s=np.asarray(transfer, dtype=float),
-        w_layer=arch.weight_bytes_per_layer(prec) / tp, kv_full=kv_full, kv_slide=kv_slide,
+        w_layer=arch.weight_bytes_per_gpu(prec, tp), kv_full=kv_full, kv_slide=kv_slide,
         mem_fixed=memory.fixed_bytes(act), reserve=reserve_bytes(dev, memory), workspace=float(np.max(act)),
         card=dev.memory_bytes,
         capacity=memory.budget(dev.memory_bytes), dp=dp, measured=measured,

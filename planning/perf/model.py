@@ -1,11 +1,13 @@
 """PerfModel: the performance model's one public face (lookups, T̂ stage tables, whole-node estimates, serving).
 
-The physics lives in roofline.py (kernels), curves.py (per-batch times and memory), tables.py (Coral's T̂ tables),
-serving.py (continuous batching with chunked prefill) and bands.py (uncertainty from validation errors).
+The physics lives in roofline.py (kernels), moe.py (measured MoE experts), curves.py (per-batch times and memory),
+tables.py (Coral's T̂ tables), serving.py (continuous batching with chunked prefill), budgets.py (the planner's time
+budgets) and bands.py (uncertainty from validation errors); whole.py holds ``estimate`` and ``serving``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections.abc import Sequence
@@ -15,15 +17,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from planning.catalog.schema import GPU, ModelSpec, Provenance, parse_shape
-from planning.errors import PlanningError, UnknownIdError, quote
+from planning.catalog.schema import GPU, ModelSpec, parse_shape
+from planning.errors import PlanningError, UnknownIdError
 from planning.perf.bands import BandTable, load_bands
-from planning.perf.calibration import Calibration, GlobalSettings, GpuCalibration, load_calibration
-from planning.perf.curves import Curves, build_curves, memory_breakdown
-from planning.perf.engines import EngineMemory, RouterBatching
+from planning.perf.budgets import (
+    cycle_budget_s,
+    decode_cycle_budget_s,
+    handoff_s,
+    kv_element_bytes,
+    kv_request_bytes,
+)
+from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
+from planning.perf.curves import Curves, build_curves
+from planning.perf.engines import EngineMemory
+from planning.perf.moe import PLANNER_ENGINE, MoeBinding, MoeKernels, load_moe_kernels
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
-from planning.perf.roofline import KV_BYTES, Device, LayerArch, Precision, resolve_precision, valid_tp
-from planning.perf.serving import serving_point, serving_stage_entries, serving_stage_table
+from planning.perf.roofline import Device, LayerArch, Precision, resolve_precision, valid_tp
+from planning.perf.serving import serving_stage_entries, serving_stage_table
 from planning.perf.tables import (
     TableCache,
     batch_curves,
@@ -32,76 +42,28 @@ from planning.perf.tables import (
     step_elasticity,
     table_and_batch_curves,
 )
+from planning.perf.whole import MAX_BATCH, MAX_TOKENS, WholeNode
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
     from planning.perf.profiles import ProfileSet
 
-__all__ = ["PHASES", "MemoryBreakdown", "PerfEstimate", "PerfModel", "ServingPoint", "Workload", "parse_shape"]
+__all__ = ["MAX_BATCH", "MAX_TOKENS", "PHASES", "MemoryBreakdown", "PerfEstimate", "PerfModel", "ServingPoint",
+           "Workload", "cycle_budget_s", "decode_cycle_budget_s", "handoff_s", "kv_element_bytes", "kv_request_bytes", "parse_shape"]
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
 
 # Batch sizes tried (requests per step): powers of two and the half-steps between them.
 _GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
-MAX_TOKENS = 16_777_216  # tokens of one request: beyond every model's context window
-MAX_BATCH = 1_000_000  # requests in one estimated batch
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
 # reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
-# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room).
-PHYSICS_VERSION = "perf-v4"
-
-
-def kv_request_bytes(arch: LayerArch, kv_bytes: float, input_len: float) -> float:
-    """Bytes of one request's whole KV cache after its prefill: ``input_len`` tokens on every full-attention
-    layer (window-capped on sliding-window layers), all KV heads, ``kv_bytes`` per element."""
-    n_full = float(arch.full_in_window[-1])
-    window = float(arch.window) if arch.window else math.inf
-    tokens = n_full * input_len + (arch.layers - n_full) * min(input_len, window)
-    return tokens * arch.kv_bytes_per_token(1, kv_bytes)
-
-
-def kv_element_bytes(model: ModelSpec) -> float:
-    """Bytes per cached K/V element of ``model`` at its own dtype (FP8 checkpoints carry an FP8 KV cache, as in
-    ``roofline.resolve_precision``; everything else 16-bit)."""
-    return 1.0 if (model.dtype or "bf16").lower() == "fp8" else KV_BYTES
-
-
-def handoff_s(arch: LayerArch, prec: Precision, net_gbps: float, input_len: float, settings: GlobalSettings) -> float:
-    """Seconds to send one request's whole KV cache (``input_len`` tokens, all layers and KV heads) to a
-    disaggregated decode instance over ``net_gbps``: the network latency plus bytes / bandwidth."""
-    nbytes = kv_request_bytes(arch, prec.kv_bytes, input_len)
-    return settings.network_latency_ms * 1e-3 + nbytes / (net_gbps * 1e9 / 8.0)
-
-
-def decode_cycle_budget_s(tpot_ms: float, output_len: float, handoff: float, headroom: float) -> float:
-    """Longest decode cycle (all stages) that keeps a disaggregated request's mean TPOT within ``tpot_ms``.
-
-    TPOT counts from the first token (made by the prefill instance) to the last, over ``O - 1`` gaps. The
-    decode side spends the KV hand-off, on average one cycle waiting for the next step boundary (one step
-    behind at worst, half on average; the full cycle is budgeted) and ``O - 1`` cycles:
-    ``t_KV + O·C <= (O - 1)·TPOT``, so ``C <= ((O - 1)·TPOT - t_KV) / O``, then divided by ``headroom``.
-    With ``O <= 1`` there is no gap to protect and the cycle is ``TPOT / headroom``. Never negative.
-    """
-    tpot_s = tpot_ms * 1e-3
-    if output_len <= 1.0:
-        return tpot_s / headroom
-    return max(((output_len - 1.0) * tpot_s - handoff) / output_len, 0.0) / headroom
-
-
-def cycle_budget_s(settings: GlobalSettings, phase: str, slo_ms: float, output_len: float = 0.0,
-                   handoff: float = 0.0) -> float:
-    """The time budget of one batch through all S stages (a stage gets ``/ S``), the planner's rule per phase:
-    prefill ``TTFT / prefill_headroom``; aggregated ``TPOT / aggregated_headroom``; disaggregated decode
-    :func:`decode_cycle_budget_s` with the KV hand-off ``handoff`` (seconds, :func:`handoff_s`)."""
-    if phase == "prefill":
-        return slo_ms * 1e-3 / settings.prefill_headroom
-    if phase == "aggregated":
-        return slo_ms * 1e-3 / settings.aggregated_headroom
-    return decode_cycle_budget_s(slo_ms, output_len, handoff, settings.decode_headroom)
+# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room). v5:
+# MoE experts from measured fused-MoE kernels, engine-specific kernels (issue 42).
+PHYSICS_VERSION = "perf-v5"
 
 
 def _load_catalog() -> Catalog:
@@ -111,12 +73,12 @@ def _load_catalog() -> Catalog:
     return load_catalog()
 
 
-class PerfModel:
+class PerfModel(WholeNode):
     """Roofline + calibration performance model over a catalog (see docs/perf-model.md)."""
 
     def __init__(self, catalog: Catalog | None = None, calibration: Calibration | None = None,
                  profiles: ProfileSet | None = None, cache_dir: Path | None = None, cache_size: int = 2048,
-                 bands: BandTable | None = None) -> None:
+                 bands: BandTable | None = None, moe_kernels: MoeKernels | None = None) -> None:
         if catalog is None:
             catalog = _load_catalog()
         self.catalog = catalog
@@ -132,6 +94,25 @@ class PerfModel:
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
+        self.moe_kernels: MoeKernels | None = moe_kernels if moe_kernels is not None else load_moe_kernels()
+        self._moe: dict[str, MoeBinding | None] = {}
+        self.engine = PLANNER_ENGINE  # whose measured kernels estimates read (for_engine)
+        self.attention_dp = False  # the engine runs attention data parallel (for_engine; the planner never does)
+        self._views: dict[tuple[str, bool], PerfModel] = {}
+
+    def for_engine(self, engine: str | None, attention_dp: bool = False) -> PerfModel:
+        """This model reading ``engine``'s measured kernels (None: the planner's, vLLM), optionally with attention
+        data parallelism (``LayerArch.attention_dp``): shares catalog, calibration and caches; both are part of
+        every key (``_calibration_fingerprint``) and of each estimate."""
+        key = ((engine or PLANNER_ENGINE).lower(), bool(attention_dp))
+        if key == (self.engine, self.attention_dp):
+            return self
+        if key not in self._views:
+            view = copy.copy(self)
+            view.engine, view.attention_dp = key
+            view._cal_fp, view._views, view._arch = None, {}, {}
+            self._views[key] = view
+        return self._views[key]
 
     @property
     def cache_dir(self) -> Path | None:
@@ -151,10 +132,35 @@ class PerfModel:
             raise UnknownIdError("gpu", gpu_id, self.catalog.gpus)
         return self.catalog.gpus[gpu_id]
 
-    def device(self, gpu_id: str) -> Device:
-        """Spec numbers and calibration of one GPU type, as the roofline reads them."""
+    def device(self, gpu_id: str, engine: str | None = None) -> Device:
+        """Spec numbers, calibration and measured kernels of one GPU type under ``engine`` (None: this model's,
+        ``self.engine``), as the roofline reads them."""
         gpu = self.gpu(gpu_id)
-        return Device.from_specs(gpu, self.calibration.for_gpu(gpu))
+        eng = engine or self.engine
+        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng))
+
+    def _moe_binding(self, engine: str) -> MoeBinding | None:
+        """The measured MoE kernels under ``engine`` (one binding per engine, sharing its choices)."""
+        if self.moe_kernels is None:
+            return None
+        if engine not in self._moe:
+            refs = {g: Device.from_specs(self.catalog.gpus[g], self.calibration.for_gpu(self.catalog.gpus[g], engine))
+                    for g in self.moe_kernels.gpus if g in self.catalog.gpus}
+            self._moe[engine] = MoeBinding(self.moe_kernels, engine, refs)
+        return self._moe[engine]
+
+    def kernel_notes(self, model_id: str, gpu_id: str, tp: int, dtype: str | None = None,
+                     engine: str | None = None) -> tuple[str, ...]:
+        """Provenance of the engine-specific kernels an estimate of ``model_id`` reads (empty for dense models)."""
+        spec, gpu = self.model(model_id), self.gpu(gpu_id)
+        dev = self.device(gpu_id, engine)
+        arch = self._layer_arch(spec)
+        if not arch.is_moe:
+            return ()
+        choice = dev.moe.choice(dev, arch, resolve_precision(spec, dtype, gpu), tp) if dev.moe else None
+        if choice is None:
+            return ("MoE experts: roofline (no measured MoE kernel for this GPU, engine or dtype).",)
+        return (choice.describe(),)
 
     def gpu_calibration(self, gpu_id: str) -> GpuCalibration:
         """The fitted (or prior) constants of one GPU type."""
@@ -183,18 +189,22 @@ class PerfModel:
     def _calibration_fingerprint(self) -> str:
         """The calibration's fingerprint, computed once per calibration object."""
         if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
-            self._cal_fp = (id(self.calibration), f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}")
+            moe = self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels"
+            self._cal_fp = (id(self.calibration),
+                            f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}:{moe}:{self.engine}:{self.attention_dp}")
         return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:
         if model not in self._arch:
-            self._arch[model] = LayerArch.from_spec(model)
+            arch = LayerArch.from_spec(model)
+            self._arch[model] = replace(arch, attention_dp=True) if self.attention_dp else arch
         return self._arch[model]
 
     def fingerprint(self) -> str:
         """Hash of the physics version, the calibration, the catalog GPU/model specs (driver-reported memory and
         peer-to-peer included) and the profiles (cache invalidation key)."""
         parts = [PHYSICS_VERSION, self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
+                 self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels",
                  repr(sorted(self.catalog.models.items())),
                  self.profiles.fingerprint() if self.profiles is not None else "no-profiles"]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
@@ -443,180 +453,3 @@ class PerfModel:
         dp = curves[k].dp
         cap = s.prefill_max_load if phase == "prefill" else 1.0
         return StagePoint(count // dp, dp, batch, step, 0, thr * cap, e)
-
-    # ----------------------------------------------------------------- estimate
-    def _resolve(self, model_id: str, gpu_id: str, count: int, tp: int | None) -> tuple[ModelSpec, GPU, int]:
-        spec = self.model(model_id)
-        gpu = self.gpu(gpu_id)
-        if count < 1:
-            raise PlanningError("count", f"{count} GPUs.", "use count >= 1.")
-        options = self.tp_options(spec, count)
-        if tp is None:
-            tp = max(options)
-        elif tp not in options:
-            raise PlanningError("tp", f"tp={tp} is not usable for {model_id} ({spec.num_heads} heads, "
-                                f"{spec.num_kv_heads} KV heads) on {count} GPUs.", f"use one of {options}.")
-        return spec, gpu, tp
-
-    def serving(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
-                *, input_len: float, output_len: float, ttft_ms: float | None = None, tpot_ms: float | None = None,
-                concurrency: int | None = None, scheduling: str = "chunked",
-                engine_limits: tuple[int, int] | None = None,
-                memory: EngineMemory | None = None, request_rate: float | None = None,
-                router: RouterBatching | None = None) -> ServingPoint | None:
-        """Peak sustainable aggregated serving of one node (continuous batching + chunked prefill).
-
-        Parameters
-        ----------
-        model_id, gpu_id: catalog ids.
-        count: GPUs in the node; tp: tensor-parallel degree (default as in ``estimate``); dtype: weight dtype.
-        input_len, output_len: mean prompt and generated tokens per request.
-        ttft_ms, tpot_ms: optional SLOs (None: the unconstrained peak that max-throughput benchmarks report).
-        concurrency: evaluate a closed loop of this many clients instead of the open-loop peak.
-        scheduling: ``"chunked"`` (default: chunked prefill) or ``"prefill-first"`` (engines without chunked
-            prefill: prompt steps stall the decodes; see ``serving.serving_point``).
-        engine_limits: the engine's ``(max_num_batched_tokens, max_num_seqs)`` (None: the calibrated settings, the
-            limits ``planning export`` configures); ``engine_limits()`` gives an engine's defaults.
-        memory: the engine's memory reservation (None: the planner's engine, vLLM V1 at the calibrated
-            ``gpu_memory_utilization``); ``perf.engines.engine_memory()`` gives an engine's default.
-        request_rate: evaluate an open loop at this many requests/s (Poisson) instead of the peak: TTFT and TPOT
-            under that load (None when the node cannot sustain it).
-        router: a prefill-first engine's rule for letting waiting prompts in (TGI 2's router holds them behind the
-            decodes, ``engines.router_batching``; None: at the next step).
-
-        Returns
-        -------
-        The operating point (output tokens/s, requests/s, batch, TTFT, TPOT, memory), or None when the model does
-        not fit or no batch meets the SLOs.
-
-        Raises
-        ------
-        UnknownIdError: unknown model or GPU. PlanningError: bad count, tp, dtype, lengths or concurrency.
-        """
-        spec, gpu, tp = self._resolve(model_id, gpu_id, count, tp)
-        wl = Workload(float(input_len), float(output_len))
-        if concurrency is not None and concurrency < 1:
-            raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
-        if request_rate is not None and concurrency is not None:
-            raise PlanningError("request_rate", "both a request rate and a concurrency were given.",
-                                "give one: an open loop at a rate or a closed loop of clients.")
-        prec = resolve_precision(spec, dtype, gpu)
-        settings = self.calibration.settings
-        if engine_limits is not None:
-            tokens, seqs = engine_limits
-            if tokens < 1 or seqs < 1:
-                raise PlanningError("engine_limits", f"{engine_limits} has a limit below 1.",
-                                    "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
-            settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
-        return serving_point(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp,
-                             count // tp, wl, ttft_ms, tpot_ms, concurrency, scheduling, memory, request_rate, router)
-
-    def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
-                 *, batch: int | None = None, input_len: int, output_len: int | None = None,
-                 ttft_ms: float | None = None, tpot_ms: float | None = None,
-                 scheduling: str = "chunked") -> PerfEstimate:
-        """Whole model on one node of ``count`` x ``gpu_id``: prefill time, decode step, memory, best throughputs.
-
-        Parameters
-        ----------
-        model_id, gpu_id: catalog ids.
-        count: GPUs in the node.
-        tp: tensor-parallel degree (default: all ``count`` GPUs when valid for the model's heads, else the
-            largest valid divisor; remaining GPUs are data-parallel copies).
-        dtype: weight dtype (default the model's own): bf16, fp16, fp8, mxfp4.
-        batch: requests in the batch for the prefill/decode times (default 1: single-request latency; the
-            ``serving`` block gives the throughput operating point).
-        input_len: prompt tokens per request.
-        output_len: generated tokens per request (default 0: decode step at context ``input_len``).
-        ttft_ms: prefill latency SLO for the max prefill throughput and the serving point (None: unconstrained).
-        tpot_ms: per-token latency SLO for the max decode throughput and the serving point (None: unconstrained).
-        scheduling: the serving point's engine scheduling, ``"chunked"`` (default) or ``"prefill-first"``.
-
-        Returns
-        -------
-        PerfEstimate with a ``serving`` block. When the model does not fit, ``fits`` is False, both max
-        throughputs are 0 and ``serving`` is None (times are still the roofline times of a large-enough GPU).
-
-        Raises
-        ------
-        UnknownIdError: unknown model or GPU. PlanningError: bad count, tp, dtype, batch or lengths.
-        """
-        spec, gpu, tp = self._resolve(model_id, gpu_id, count, tp)
-        if batch is not None and batch < 1:
-            raise PlanningError("batch", f"{batch} requests.", "use batch >= 1.")
-        for name, value, top in (("batch", batch if batch is not None else 1, MAX_BATCH),
-                                 ("input_len", input_len, MAX_TOKENS), ("output_len", output_len or 0, MAX_TOKENS)):
-            if not (0 <= value <= top):  # before any float(): a 400-digit integer overflows it
-                raise PlanningError(name, f"{quote(value)} is outside [0, {top:,}].",
-                                    f"use {name} of at most {top:,}.")
-        output_len = 0 if output_len is None else output_len
-        wl = Workload(float(input_len), float(output_len))
-        prec = resolve_precision(spec, dtype, gpu)
-        dev = self.device(gpu_id)
-        dp = count // tp
-        arch = self._layer_arch(spec)
-        s = self.calibration.settings
-        serving = serving_point(arch, dev, prec, s, tp, dp, wl, ttft_ms, tpot_ms, scheduling=scheduling)
-        if batch is None:
-            batch = 1
-        shape = f"{count}x{gpu_id}"
-        L = arch.layers
-        nf = float(arch.full_in_window[-1])
-        ns = L - nf
-        net, _ = self.network_gbps(shape)
-        b = np.array([float(batch)])
-        pre = self._curves(spec, dev, prec, tp, dp, "prefill", wl, b, net)
-        dec = self._curves(spec, dev, prec, tp, dp, "decode", wl, b, net)
-        prefill_s = float(nf * pre.t_full[0] + ns * pre.t_slide[0] + pre.step_s)
-        decode_s = float(nf * dec.t_full[0] + ns * dec.t_slide[0] + dec.step_s)
-        memory, total, cap = memory_breakdown(pre, dec, nf, ns, L, count, dp, batch)
-        fits = bool(total <= cap)
-        pf_thr, pf_b, pf_meas = self._best_whole(spec, dev, prec, tp, dp, "prefill", wl, ttft_ms, net)
-        dc_thr, dc_b, dc_meas = self._best_whole(spec, dev, prec, tp, dp, "decode", wl, tpot_ms, net)
-        if not fits:
-            pf_thr, dc_thr = 0.0, 0.0
-        base: Provenance = dev.cal.provenance
-
-        def prov(measured: bool) -> Provenance:
-            return "measured" if measured else base
-
-        provenance: dict[str, Provenance] = {
-            "prefill_ms": prov(bool(pre.measured[0])), "decode_step_ms": prov(bool(dec.measured[0])),
-            "max_prefill_tokens_per_s": prov(pf_meas), "max_decode_tokens_per_s": prov(dc_meas),
-            "serving": base, "memory": "roofline",
-        }
-        bands, band_source = self.bands.for_estimate(gpu, prec.name, provenance, s)
-        notes = []
-        if dp > 1:
-            notes.append(f"{dp} data-parallel copies of tp={tp} inside the node; times are per copy.")
-        if not fits:
-            notes.append(f"batch {batch} does not fit: needs {memory.total_gb:.1f} GB of {memory.capacity_gb:.1f} GB.")
-        if base == "roofline":
-            notes.append(f"{gpu_id} has no calibration data: generation prior, wider band.")
-        return PerfEstimate(
-            model_id=model_id, gpu_id=gpu_id, count=count, tp=tp, dtype=prec.name, batch=batch,
-            input_len=input_len, output_len=output_len, prefill_ms=prefill_s * 1e3, decode_step_ms=decode_s * 1e3,
-            fits=fits, memory=memory, max_prefill_tokens_per_s=pf_thr, best_prefill_batch=pf_b,
-            max_decode_tokens_per_s=dc_thr, best_decode_batch=dc_b, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-            provenance=provenance, band=bands, notes=tuple(notes), serving=serving, band_source=band_source,
-        )
-
-    def _best_whole(self, spec: ModelSpec, dev: Device, prec: Precision, tp: int, dp: int, phase: str,
-                    wl: Workload, slo_ms: float | None, net: float) -> tuple[float, int, bool]:
-        """Best throughput of the whole model on the node (S = 1) over the batch grid, within memory and SLO."""
-        arch = self._layer_arch(spec)
-        batches = self._grid(phase, wl)
-        c = self._curves(spec, dev, prec, tp, dp, phase, wl, batches, net)
-        L = arch.layers
-        nf = float(arch.full_in_window[-1])
-        t = nf * c.t_full + (L - nf) * c.t_slide + c.step_s
-        mem = L * c.w_layer + nf * c.kv_full + (L - nf) * c.kv_slide + c.mem_fixed
-        s = self.calibration.settings
-        headroom = s.prefill_headroom if phase == "prefill" else s.decode_headroom
-        budget = math.inf if slo_ms is None else slo_ms * 1e-3 / headroom
-        ok = (t <= budget) & (mem <= c.capacity)
-        if not ok.any():
-            return 0.0, 0, False
-        thr = np.where(ok, c.tokens / t, 0.0)
-        i = int(np.argmax(thr))
-        return float(thr[i] * dp), int(batches[i]), bool(c.measured[i])

@@ -147,6 +147,8 @@ def engine_rows(reference: Path, calibration_csv: Path) -> list[str]:
         ape = np.abs(o.predict(dev, {}) / o.measured_ms - 1.0)[o.held_out]
         held[o.source].extend(ape.tolist())
     for src, errs in held.items():
+        if not errs:
+            continue
         print(f"A100-80G@trtllm {src:14s} held out {len(errs):4d}  median {100 * np.median(errs):5.1f} %  "
               f"p90 {100 * np.quantile(errs, 0.9):5.1f} %")
     rows = []

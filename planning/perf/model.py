@@ -139,15 +139,23 @@ class PerfModel(WholeNode):
         eng = engine or self.engine
         return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng))
 
-    def _moe_binding(self, engine: str) -> MoeBinding | None:
-        """The measured MoE kernels under ``engine`` (one binding per engine, sharing its choices)."""
+    def _planning_device(self, gpu_id: str) -> Device:
+        """The device the planner's tables read: MoE experts charged at the running batch's upper fluctuation
+        (``MoeBinding.sigmas`` = ``kv_sigmas``, docs/perf-model.md Sec. 1b); ``device`` is the step as it runs."""
+        gpu = self.gpu(gpu_id)
+        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, self.engine),
+                                 self._moe_binding(self.engine, self.calibration.settings.kv_sigmas))
+
+    def _moe_binding(self, engine: str, sigmas: float = 0.0) -> MoeBinding | None:
+        """The measured MoE kernels under ``engine`` (one binding per engine and sigmas, sharing its choices)."""
         if self.moe_kernels is None:
             return None
-        if engine not in self._moe:
+        key = f"{engine}|{sigmas}"
+        if key not in self._moe:
             refs = {g: Device.from_specs(self.catalog.gpus[g], self.calibration.for_gpu(self.catalog.gpus[g], engine))
                     for g in self.moe_kernels.gpus if g in self.catalog.gpus}
-            self._moe[engine] = MoeBinding(self.moe_kernels, engine, refs)
-        return self._moe[engine]
+            self._moe[key] = MoeBinding(self.moe_kernels, engine, refs, sigmas)
+        return self._moe[key]
 
     def kernel_notes(self, model_id: str, gpu_id: str, tp: int, dtype: str | None = None,
                      engine: str | None = None) -> tuple[str, ...]:
@@ -337,7 +345,7 @@ class PerfModel(WholeNode):
         """(GPUs, device, precision, network Gbit/s, layer sizes) of one node of ``shape`` serving ``model``."""
         count, gpu_id = parse_shape(shape)
         net, _known = self.network_gbps(shape)
-        return (count, self.device(gpu_id), resolve_precision(model, dtype, self.gpu(gpu_id)), net,
+        return (count, self._planning_device(gpu_id), resolve_precision(model, dtype, self.gpu(gpu_id)), net,
                 self._layer_arch(model))
 
     def _budget_and_curves(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,

@@ -222,12 +222,19 @@ def load_moe_kernels(path: Path | None = None) -> MoeKernels:
 
 
 class MoeBinding:
-    """The MoE kernels one device reads under one engine: picks (and remembers) the curve per layer setting."""
+    """The MoE kernels one device reads under one engine: picks (and remembers) the curve per layer setting.
 
-    def __init__(self, kernels: MoeKernels, engine: str, refs: dict[str, Device]) -> None:
+    ``sigmas`` > 0 (the planner's tables): a batch of n tokens is charged at n + sigmas·√n. A decode engine's running
+    batch fluctuates by about √n around the planned n (the fluctuation the KV room of ``tables.kv_room`` holds), and
+    measured fused-MoE kernels step up at their tile-configuration boundaries (vLLM 0.14 on A100: +39 % from 128 to
+    160 tokens for Qwen3-235B's shape), so a batch planned just below a step runs above it much of the time. The
+    simulator and whole-node estimates read the kernel as it runs (``sigmas`` = 0)."""
+
+    def __init__(self, kernels: MoeKernels, engine: str, refs: dict[str, Device], sigmas: float = 0.0) -> None:
         self.kernels = kernels
         self.engine = engine
         self.refs = refs
+        self.sigmas = sigmas
         self._choices: dict[tuple[object, ...], MoeChoice | None] = {}
         self._curves: dict[tuple[object, ...], MoeCurve] = {}
 
@@ -246,4 +253,5 @@ class MoeBinding:
         key = (dev.gpu_id, dev.cal, arch.hidden, arch.moe_inter, arch.active, arch.experts, tp, p.name)
         if key not in self._curves:
             self._curves[key] = scaled_curve(c, dev, arch, p, tp)
-        return self._curves[key].seconds(tokens)
+        t = np.asarray(tokens, dtype=float)
+        return self._curves[key].seconds(t + self.sigmas * np.sqrt(t))

@@ -12,6 +12,7 @@ docs/perf-model.md Sec. 1b.
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 from dataclasses import dataclass
@@ -224,17 +225,20 @@ def load_moe_kernels(path: Path | None = None) -> MoeKernels:
 class MoeBinding:
     """The MoE kernels one device reads under one engine: picks (and remembers) the curve per layer setting.
 
-    ``sigmas`` > 0 (the planner's tables): a batch of n tokens is charged at n + sigmas·√n. A decode engine's running
-    batch fluctuates by about √n around the planned n (the fluctuation the KV room of ``tables.kv_room`` holds), and
-    measured fused-MoE kernels step up at their tile-configuration boundaries (vLLM 0.14 on A100: +39 % from 128 to
-    160 tokens for Qwen3-235B's shape), so a batch planned just below a step runs above it much of the time. The
-    simulator and whole-node estimates read the kernel as it runs (``sigmas`` = 0)."""
+    ``sigmas`` > 0 (the planner's tables): a batch of n tokens is charged at n + sigmas·√(n·s), s the running count's
+    variance over its mean (``curves.fluctuation_spread``; 1 unless :meth:`with_spread` gives it per batch). A decode
+    engine's running batch fluctuates by √(n·s) around the planned n, the KV room of ``tables.kv_room`` and the
+    engine's admission cap (``templates.engine_plan``) hold it, and measured fused-MoE kernels step up at their
+    tile-configuration boundaries (vLLM 0.14 on A100: +39 % from 128 to 160 tokens for Qwen3-235B's shape), so a
+    batch planned just below a step runs above it much of the time. The simulator and whole-node estimates read the
+    kernel as it runs (``sigmas`` = 0, :meth:`running`)."""
 
     def __init__(self, kernels: MoeKernels, engine: str, refs: dict[str, Device], sigmas: float = 0.0) -> None:
         self.kernels = kernels
         self.engine = engine
         self.refs = refs
         self.sigmas = sigmas
+        self._spread: tuple[np.ndarray, np.ndarray] | None = None
         self._choices: dict[tuple[object, ...], MoeChoice | None] = {}
         self._curves: dict[tuple[object, ...], MoeCurve] = {}
 
@@ -254,4 +258,18 @@ class MoeBinding:
         if key not in self._curves:
             self._curves[key] = scaled_curve(c, dev, arch, p, tp)
         t = np.asarray(tokens, dtype=float)
-        return self._curves[key].seconds(t + self.sigmas * np.sqrt(t))
+        spread = 1.0 if self._spread is None else np.interp(t, self._spread[0], self._spread[1])
+        return self._curves[key].seconds(t + self.sigmas * np.sqrt(t * spread))
+
+    def with_spread(self, tokens: np.ndarray, spread: np.ndarray) -> MoeBinding:
+        """This binding charging n tokens at n + sigmas·√(n·s(n)), s given at ``tokens`` (interpolated, held beyond);
+        it shares the choices and curves."""
+        out = copy.copy(self)
+        out._spread = (np.asarray(tokens, dtype=float), np.asarray(spread, dtype=float))
+        return out
+
+    def running(self) -> MoeBinding:
+        """This binding reading the kernel as it runs (no fluctuation charge); it shares the choices and curves."""
+        out = copy.copy(self)
+        out.sigmas, out._spread = 0.0, None
+        return out

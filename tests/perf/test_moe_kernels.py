@@ -161,3 +161,38 @@ def test_planner_charges_the_running_batch_fluctuation(pm: PerfModel) -> None:
                                run.moe.seconds(run, arch, prec, 1, n + sigma * np.sqrt(n)), rtol=1e-12)
     step = run.moe.seconds(run, arch, prec, 1, np.array([128.0, 160.0]))
     assert step[1] / step[0] > 1.3
+
+
+def test_decode_tables_charge_experts_at_the_admission_cap(pm: PerfModel) -> None:
+    # gpt-oss-20b on one A10G: the expert time doubles from 8 to 16 tokens. The engine admits n + σ·√(n / (1 − e))
+    # (e the elasticity of the step the tables hold), so the tables charge the experts there: the spread the charge
+    # uses is at least the one its own charged step implies (the fixed point holds) and the running step's.
+    from planning.perf.curves import fluctuation_charged, fluctuation_spread, graphed, step_elasticity
+
+    spec = pm.model("gpt-oss-20b")
+    arch, prec = LayerArch.from_spec(spec), resolve_precision(spec, None, pm.gpu("A10G"))
+    dev = graphed(pm._planning_device("A10G"), pm.calibration.settings)
+    assert dev.moe is not None
+    b = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 11.0, 16.0, 23.0, 32.0])
+
+    def spread(d: object) -> np.ndarray:
+        t = layer_step(d)
+        return fluctuation_spread(step_elasticity(b, t))
+
+    def layer_step(d: object) -> np.ndarray:
+        from planning.perf.roofline import layer_time
+        full = layer_time(d, arch, prec, 1, b, 1.0, 1500.0, False, "decode")  # type: ignore[arg-type]
+        slide = (layer_time(d, arch, prec, 1, b, 1.0, 1500.0, True, "decode")  # type: ignore[arg-type]
+                 if arch.window else full)
+        n_full = float(arch.full_in_window[-1])
+        return np.asarray(n_full * full + (arch.layers - n_full) * slide + d.cal.step_ms * 1e-3)  # type: ignore[attr-defined]
+
+    charged = fluctuation_charged(dev, arch, prec, 1, b, 1500.0)
+    assert charged.moe is not None
+    used = np.interp(b, *charged.moe._spread)  # type: ignore[misc]
+    running = replace(dev, moe=dev.moe.running())
+    assert np.all(used >= spread(running) - 1e-12)
+    assert np.all(used >= spread(charged) * (1 - 1e-3))  # the fixed point, to the rounds' precision
+    # the charge is above the plain √n one wherever the step is elastic
+    plain = layer_step(dev)
+    assert np.all(layer_step(charged) >= plain - 1e-15) and np.any(layer_step(charged) > plain * 1.01)

@@ -100,7 +100,9 @@ def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyP
     lp = result.stats["anytime_bound"]
     assert lp <= coral_core_optimum + 1e-6
     assert result.mip_gap == pytest.approx((result.cost_per_hour - lp) / result.cost_per_hour, rel=1e-9)
-    assert lp >= 0.9 * coral_core_optimum  # the LP bound (26.39 of 28.60 $/h), far tighter than the additive one
+    # the LP bound (26.54 of 30.15 $/h with perf v5.1's MoE kernels charged at the admission cap; 26.43 of 29.49 with
+    # perf v5; 26.39 of 28.60 before), far tighter than the additive one
+    assert lp >= 0.85 * coral_core_optimum
 
 
 def test_library_path_has_a_plan_before_the_library(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,8 @@
 # The workbench for people who do not install Python. From a clone (no Python needed on the host):
 #   docker build -t planning . && docker run --rm -p 8501:8501 -v planning-home:/data planning
 # then open http://localhost:8501. Plans, jobs and template caches live in the volume (PLANNING_HOME=/data).
+# For a team, with sign-in: mount a secrets.toml with an [auth] section at /app/.streamlit/secrets.toml, or anywhere
+# and name it with -e STREAMLIT_SECRETS_FILES=...; docs/team.md has Keycloak and Google examples.
 # Installs exactly uv.lock's runtime set (no dev, ray or skypilot extras); tests/test_dockerfile.py replays the
 # install steps below in a fresh venv on every `make test`.
 FROM python:3.11-slim
@@ -31,4 +33,6 @@ VOLUME ["/data"]
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://localhost:8501/_stcore/health', timeout=4)"
+# sign-in settings from PLANNING_AUTH_* variables, when given, become Streamlit's secrets file (docs/team.md)
+ENTRYPOINT ["python", "tools/container_start.py"]
 CMD ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]

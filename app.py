@@ -1,10 +1,11 @@
-"""Entry point of the workbench: the page list (the first entry reads "Home", Material icons need no emoji font)."""
+"""Entry point of the workbench: the page list (the first entry reads "Home", Material icons need no emoji font);
+a share link opens only its plan, and with sign-in configured nothing but the sign-in page shows until signed in."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ui import state
+from ui import admin, state, team
 
 PAGES = [
     st.Page("views/0_Home.py", title="Home", icon=":material/home:", default=True),
@@ -23,4 +24,10 @@ PAGES = [
 # it takes work: it must neither start more workers nor render the app.
 if __name__ != "__mp_main__":
     state.runner()  # the job runner's worker process starts (and imports the engine) while the user picks a scenario
-    st.navigation(PAGES).run()
+    if st.query_params.get("share"):  # read-only, no account: this one plan, no navigation to anything else
+        team.only_page(team.shared_plan_page, "Shared plan")
+    elif not state.signed_in():  # every page and every ?job= link: the sign-in page only
+        team.only_page(team.sign_in_page, "Sign in")
+    else:
+        team.user_sidebar()
+        st.navigation([*PAGES, *admin.pages()]).run()  # the Admin page is listed only for admins

@@ -21,17 +21,15 @@ from planning.allocate import solve_allocation
 from planning.allocate.formulation import build_pulp
 from planning.allocate.instance import build_instance
 from planning.allocate.matrix_model import build_matrix
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.baselines import run_all_baselines
 
 
 def coral_like(templates: int, seed: int = 0, classes: int = 1, instances: float = 5.0, max_available: int = 30):  # type: ignore[no-untyped-def]
     """~``instances`` average-template instances of demand per group (Coral extended: 100-300 GPUs in all)."""
-    return random_problem(
-        seed, groups=12, templates_per_group=templates, regions=3, shapes=20, classes_per_group=classes,
-        max_nodes=6, max_available=max_available, demand_scale=instances / templates**0.5,
-        homogeneous_share=0.2, time_limit_s=60.0,
-    )
+    return random_problem(seed, Synthetic(groups=12, templates_per_group=templates, regions=3, shapes=20,
+                          classes_per_group=classes, max_nodes=6, max_available=max_available,
+                          demand_scale=instances / templates**0.5, homogeneous_share=0.2), time_limit_s=60.0)
 
 
 def main() -> int:

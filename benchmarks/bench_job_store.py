@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planning.jobs import JobRunner, JobStore
 from planning.jobs.dbfile import connect
+from planning.jobs.runner import Cadence
 from planning.jobs.salvage import salvage_rows
 
 PAGE = 4096
@@ -122,8 +123,8 @@ def stall_flag(runs: int, tmp: Path) -> None:
     from tests.jobs._children import quiet_job
 
     beat = 0.5
-    runner = JobRunner(JobStore(tmp / "stall.sqlite"), max_workers=1, processes=True, heartbeat_interval=beat,
-                       warm_modules=("planning.jobs",))
+    runner = JobRunner(JobStore(tmp / "stall.sqlite"), max_workers=1, processes=True, warm_modules=("planning.jobs",),
+                       cadence=Cadence(heartbeat_interval=beat))
     after_beat, after_stop = [], []
     try:
         for k in range(runs):

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from planning.templates.library import build_library
+from planning.templates.library import LibraryRun, build_library
 from planning.templates.synthetic import (
     CORE_MODELS,
     CORE_SHAPES,
@@ -88,7 +88,7 @@ def run_preset(jobs: list[Job], workers: int, verbose: bool) -> tuple[float, flo
     for model, phase, shapes, tables, mem, weight, L in jobs:
         t = time.perf_counter()
         c = cpu_seconds()
-        df = build_library(shapes, mem, tables, weight, L, nmax=6, rho=12, workers=workers)
+        df = build_library(shapes, mem, tables, weight, L, nmax=6, rho=12, run=LibraryRun(workers=workers))
         total += df.height
         if verbose:
             print(

@@ -11,9 +11,10 @@ failed SLO check. ``--sharing kvpr,exact`` adds one run per preset and sharing m
 
 Prints figures; exits 1 when a preset's runs differ or a returned plan fails a cost or SLO check. Runs a time
 limit stopped (status not optimal) may differ: the incumbent at a wall-clock deadline depends on the machine's speed;
-they are marked "limit", not counted as a failure. "plan": the plan is the same bytes, a baseline differs (a
-baseline ILP stopped by its wall-clock limit, 15 s, keeps the incumbent of that moment) ($/h: ``cost_per_hour``, the nodes and the start-up allowance, as
-the shared plan's total).
+they are marked "limit", not counted as a failure. A baseline whose ILP stopped at its own 15 s limit carries
+``time_limited`` and only its name and that flag enter the digest (``stable_dict``), so such a baseline no longer
+makes two runs differ. "plan": the plan is the same bytes, a baseline differs otherwise ($/h: ``cost_per_hour``,
+the nodes and the start-up allowance, as the shared plan's total).
 """
 
 from __future__ import annotations

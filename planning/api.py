@@ -28,6 +28,8 @@ from planning.api_measurements import (
     plan_diff,
     points_frame,
     read_measurements,
+    scenario_context,
+    solve_measured,
     validate_plan,
 )
 from planning.api_measurements import Setup as MeasurementSetup
@@ -61,7 +63,6 @@ from planning.api_timeline import (
 )
 from planning.context import Cancelled, CancelToken, ProgressFn, engine_context, planning_home
 from planning.errors import PlanningError, quote
-from planning.pipeline import solve as _solve
 from planning.report import terminal_summary
 from planning.resolve import resolve_scenario, scenario_warnings
 from planning.result import PlanResult, StagePlan
@@ -280,10 +281,8 @@ def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: Can
     from planning.pipeline import Reuse
     from planning.resultcache import default_cache
 
-    ctx, note = plan_context(scenario, engine_context())
-    result = _solve(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
-                    with_baselines=with_baselines, reuse=Reuse(cache=default_cache() if cache else None))
-    return label_measured(result, ctx, note)
+    return solve_measured(scenario, Reuse(cache=default_cache() if cache else None), progress=progress,
+                          cancel=cancel, with_baselines=with_baselines, dump_model=dump_model)
 
 
 def validate(scenario: Scenario) -> list[str]:
@@ -465,7 +464,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, progress: Pro
     instead when the shared plan loses (``comparison`` says why)."""
     from planning.sharing.checked import solve_checked
 
-    return solve_checked(scenario, method=method, context=engine_context(), progress=progress, cancel=cancel,
+    return solve_checked(scenario, method=method, context=scenario_context(scenario), progress=progress, cancel=cancel,
                          solve_dedicated=lambda plain: solve(plain, cancel=cancel))
 
 

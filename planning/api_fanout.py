@@ -22,11 +22,10 @@ from typing import Any
 import pandas as pd
 
 from planning.allocate.warm import WarmStart
-from planning.context import CancelToken, ProgressFn, engine_context
+from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
-from planning.parallel import fan_out
+from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
-from planning.pipeline import solve as solve_pipeline
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -36,12 +35,9 @@ def _solve(scenario: Scenario, reuse: Reuse, *, progress: ProgressFn | None = No
            cancel: CancelToken | None = None, with_baselines: bool = True) -> PlanResult:
     """What :func:`planning.api.solve` does (the perf model corrected by the user's kept measurement fits when the
     scenario asks, the result labelled), with ``reuse``: the result cache and/or a neighbour's warm columns."""
-    from planning.api_measurements import label_measured, plan_context
+    from planning.api_measurements import solve_measured
 
-    ctx, note = plan_context(scenario, engine_context())
-    result = solve_pipeline(scenario, context=ctx, progress=progress, cancel=cancel, with_baselines=with_baselines,
-                            reuse=reuse)
-    return label_measured(result, ctx, note)
+    return solve_measured(scenario, reuse, progress=progress, cancel=cancel, with_baselines=with_baselines)
 
 
 def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None = None, *,
@@ -82,9 +78,9 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     points = [(scenario.to_dict(), kind, float(x)) for x in values]
     warm = _Neighbours()
-    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values], backend=backend,
-                        workers=workers, progress=progress, cancel=cancel, what="sweep",
-                        here=lambda point, cancel=None: sweep_point(point, cancel, warm))
+    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values],
+                        FanOut(backend, workers, progress, cancel, what="sweep",
+                               here=lambda point, cancel=None: sweep_point(point, cancel, warm)))
     return pd.DataFrame([row for rows in per_point for row in rows])
 
 
@@ -163,9 +159,9 @@ def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequ
     cases = {"base": scenario} if base else {}
     cases.update({name: apply_variants(scenario, list(changes)) for name, changes in named.items()})
     warm = _Neighbours()  # here: the base first, then each variant from the base's columns
-    results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases), backend=backend,
-                      workers=workers, progress=progress, cancel=cancel, what="what-if",
-                      here=lambda data, cancel=None: variant_point(data, cancel, warm))
+    results = fan_out(variant_point, [s.to_dict() for s in cases.values()], list(cases),
+                      FanOut(backend, workers, progress, cancel, what="what-if",
+                             here=lambda data, cancel=None: variant_point(data, cancel, warm)))
     return dict(zip(cases, results, strict=True))
 
 

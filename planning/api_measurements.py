@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.context import CancelToken, EngineContext
+from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
 from planning.measurements.readers import Setup, read_files
@@ -24,6 +24,7 @@ from planning.scenario import Scenario
 if TYPE_CHECKING:  # the fit and the plan check load the simulator: imported when called, not with the face
     from planning.measurements.fit import SettingFit
     from planning.measurements.validate import InstanceCheck
+    from planning.pipeline import Reuse
 
 __all__ = [
     "ImportReport",
@@ -312,6 +313,30 @@ def kept_fits_fingerprint(home: str | os.PathLike[str] | None = None) -> str:
     except PlanningError:  # the solve itself names the damaged entry; a key is all this needs
         return ":fits-damaged"
     return f":fits-{hashlib.sha256(repr(kept).encode()).hexdigest()[:12]}" if kept else ""
+
+
+def scenario_context(scenario: Scenario) -> EngineContext:
+    """The engine context every answer about ``scenario`` is computed on (plans, sharing, timelines and the
+    simulator alike): the process's, corrected by the user's kept fits when ``options.measurements`` asks
+    (:func:`plan_context`), so a plan and its simulation never run on two different models."""
+    from planning.context import engine_context
+
+    return plan_context(scenario, engine_context())[0]
+
+
+def solve_measured(scenario: Scenario, reuse: Reuse | None = None, *, progress: ProgressFn | None = None,
+                   cancel: CancelToken | None = None, with_baselines: bool = True,
+                   dump_model: str | Path | None = None) -> PlanResult:
+    """:func:`planning.pipeline.solve` on the engine context :func:`plan_context` picks (the perf model corrected
+    by the user's kept fits when the scenario asks), the result labelled (:func:`label_measured`): what
+    ``api.solve``, what-ifs, sweeps and slider positions all run."""
+    from planning.context import engine_context
+    from planning.pipeline import solve
+
+    ctx, note = plan_context(scenario, engine_context())
+    result = solve(scenario, context=ctx, progress=progress, cancel=cancel, dump_model=dump_model,
+                   with_baselines=with_baselines, reuse=reuse)
+    return label_measured(result, ctx, note)
 
 
 def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> PlanResult:

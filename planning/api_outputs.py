@@ -17,7 +17,7 @@ from planning.scenario import Scenario
 
 if TYPE_CHECKING:
     from planning.export import ExportFile
-    from planning.export.preview import ExportPreview
+    from planning.export.preview import ExportedSimulation, ExportPreview
     from planning.learn import Lesson
 
 
@@ -119,30 +119,55 @@ def plan_report(result: PlanResult, fmt: str = "markdown") -> str:
     return report_markdown(result) if fmt == "markdown" else report_html(result)
 
 
-def export_preview(result: PlanResult, *, price_alternative: bool = True,
-                   alternative: PlanResult | None = None) -> ExportPreview:
+def export_preview(result: PlanResult, *, price_alternative: bool = True, alternative: PlanResult | None = None,
+                   simulate: bool = False, duration_s: float = 120.0) -> ExportPreview:
     """What the exported recipes run differently from ``result`` and what each difference costs, before export
     (``planning.export.preview``). Where an instance is exported without its planned KV transfer, the plan that
     deploys as planned is the scenario planned without pipelines (:func:`export_alternative`): pass its result as
-    ``alternative``, or let ``price_alternative`` solve it here (one more solve).
+    ``alternative``, or let ``price_alternative`` solve it here (one more solve). With ``simulate`` the plan and the
+    plan as the files deploy it (``export.preview.as_exported``) are simulated side by side (``duration_s`` of
+    Poisson arrivals at the planned rates, seed 0): per model with a lost KV transfer, SLO attainment and goodput.
 
     Raises
     ------
     PlanningError
         A result without a plan (as :func:`export_plan`).
     """
+    from dataclasses import replace
+
     from planning.export.preview import preview
 
     files = export_plan(result, "all")
-    first = preview(result, files)
-    if not any(d.kind == "kv-transfer" for d in first.differences):
-        return first
-    if alternative is not None:
-        return preview(result, files, alternative, priced=True)
+    out = preview(result, files)
+    if not any(d.kind == "kv-transfer" for d in out.differences):
+        return out
     scenario = export_alternative(result)
-    if not price_alternative or scenario is None:
-        return first
-    return preview(result, files, _solve(scenario, with_baselines=False), priced=True)
+    if alternative is not None:
+        out = preview(result, files, alternative, priced=True)
+    elif price_alternative and scenario is not None:
+        out = preview(result, files, _solve(scenario, with_baselines=False), priced=True)
+    if simulate:
+        out = replace(out, simulation=_simulate_as_exported(result, out, duration_s))
+    return out
+
+
+def _simulate_as_exported(result: PlanResult, preview: ExportPreview, duration_s: float) -> ExportedSimulation:
+    """The plan and the plan as exported, simulated with the same arrivals (the models whose KV transfer is lost)."""
+    from planning.export.preview import ExportedSimulation, as_exported, exported_runs, lost_kv_instances
+    from planning.simulate import SimConfig, simulate_plan
+
+    lost = lost_kv_instances(preview.differences)
+    exported, notes = as_exported(result, lost)
+    models = list(dict.fromkeys(result.instances[k].model for k in sorted(lost)))
+    config = SimConfig(duration_s=duration_s, seed=0)
+    how = f"{duration_s:g} s of Poisson arrivals at the planned rates, seed 0, the same for both"
+    perf = engine_context().perf
+    try:
+        planned = simulate_plan(result, config=config, perf=perf)
+        deployed = simulate_plan(exported, config=config, perf=perf)
+    except PlanningError as exc:
+        return ExportedSimulation((), how, notes, error=f"{exc.field}: {exc.problem}")
+    return ExportedSimulation(exported_runs(models, planned, deployed), how, notes)
 
 
 def export_alternative(result: PlanResult) -> Scenario | None:

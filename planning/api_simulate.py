@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from planning.context import engine_context
 from planning.errors import PlanningError
@@ -16,8 +16,9 @@ from planning.scenario import Scenario
 if TYPE_CHECKING:
     from planning.sharing.result import SharingResult
     from planning.sharing.simulate import SharedSimResult
+    from planning.simulate.bench import NodeOptions
     from planning.simulate.metrics import BenchmarkResult, HeadroomResult, SimResult
-    from planning.simulate.run import SimConfig, Topology
+    from planning.simulate.run import RunOptions, SimConfig, Topology
     from planning.traces import Trace
 
 
@@ -29,31 +30,30 @@ def simulate_shared(result: SharingResult, scenario: Scenario, *, duration_s: fl
     ``"reserve"``; optional eviction after ``evict_after_s`` idle seconds). Its dedicated part is a ``PlanResult``
     for :func:`simulate`. Returns ``planning.sharing.simulate.SharedSimResult``; raises PlanningError on bad options.
     """
-    from planning.sharing.simulate import simulate_sharing
+    from planning.api_measurements import scenario_context
+    from planning.sharing.simulate import SharedSimOptions, simulate_sharing
 
-    return simulate_sharing(result, scenario, context=engine_context(), duration_s=duration_s, seed=seed,
-                            admission=admission, evict_after_s=evict_after_s, rate_scale=rate_scale, kv=kv)
+    options = SharedSimOptions(duration_s, seed, admission, evict_after_s, rate_scale, kv)
+    return simulate_sharing(result, scenario, options, context=scenario_context(scenario))
 
 
 def _sim_topology(target: PlanResult | Scenario, config: SimConfig) -> Topology:
+    from planning.api_measurements import scenario_context, solve_measured
     from planning.simulate import build_topology
 
     if isinstance(target, Scenario):
-        from planning.pipeline import solve
-
-        scenario, plan = target, solve(target, context=engine_context())
+        scenario = target
+        plan = solve_measured(target)
     else:
         plan = target
         if not plan.scenario:
             raise PlanningError("plan", "carries no scenario.", "simulate a plan made by `solve`, or the scenario.")
         scenario = Scenario.from_dict(plan.scenario)
-    return build_topology(plan, scenario, engine_context().perf, config)
+    return build_topology(plan, scenario, scenario_context(scenario).perf, config)
 
 
-def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_scale: float = 1.0, seed: int = 0,
-             router: str = "proportional", trace: Trace | None = None, chunk_tokens: int | None = None,
-             max_seqs: int | None = None, interruptions: bool = False,
-             interruption_scale: float = 1.0) -> SimResult:
+def simulate(target: PlanResult | Scenario, *, interruptions: bool = False, interruption_scale: float = 1.0,
+             **run: Unpack[RunOptions]) -> SimResult:
     """Simulate a plan (a Scenario is planned first) under Poisson arrivals at the planned rates, or a trace.
 
     Parameters
@@ -90,8 +90,7 @@ def simulate(target: PlanResult | Scenario, *, duration_s: float = 600.0, rate_s
                                             float(row["interruptions_per_hour"]) * interruption_scale)
         rates = tuple(sorted(per_region.items()))
         recovery_s = float(spot.get("recovery_hours", 0.25)) * 3600.0
-    cfg = SimConfig(duration_s=duration_s, rate_scale=rate_scale, seed=seed, router=router, trace=trace,
-                    chunk_tokens=chunk_tokens, max_seqs=max_seqs, interruptions=rates, recovery_s=recovery_s)
+    cfg = SimConfig(**run, interruptions=rates, recovery_s=recovery_s)
     return simulate_topology(_sim_topology(target, cfg), cfg)
 
 
@@ -109,16 +108,14 @@ def simulate_headroom(target: PlanResult | Scenario, *, duration_s: float = 600.
     return headroom(_sim_topology(target, cfg), cfg, target=target_attainment)
 
 
-def simulate_benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-                       input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-                       chunk_tokens: int | None = None, max_seqs: int | None = None,
-                       scheduling: str = "chunked") -> BenchmarkResult:
-    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``."""
+def simulate_benchmark(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int,
+                       requests: int | None = None, **node: Unpack[NodeOptions]) -> BenchmarkResult:
+    """Closed-loop single-node run (benchmark style): TTFT, ITL, throughput; see ``planning.simulate.benchmark``
+    (``node``: count, tp, dtype, chunk_tokens, max_seqs, scheduling, ... as ``planning.simulate.NodeOptions``)."""
     from planning.simulate import benchmark
 
-    return benchmark(model, gpu, count=count, tp=tp, dtype=dtype, input_len=input_len, output_len=output_len,
-                     concurrency=concurrency, requests=requests, chunk_tokens=chunk_tokens, max_seqs=max_seqs,
-                     scheduling=scheduling, perf=engine_context().perf)
+    return benchmark(model, gpu, input_len=input_len, output_len=output_len, concurrency=concurrency,
+                     requests=requests, perf=engine_context().perf, **node)
 
 
 def load_trace(path: str | Path) -> Trace:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planning.context import CancelToken, ProgressFn, engine_context
+from planning.context import CancelToken, ProgressFn
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -28,11 +28,13 @@ def timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availability
 
     Raises ``PlanningError`` for bad inputs (an unknown ``demand_match``, a series for a model not in the scenario).
     """
+    from planning.api_measurements import scenario_context
     from planning.timeline import run_timeline
     from planning.timeline.matching import match_demand, with_trace_rates
 
     matched = match_demand(scenario, demand, demand_match)
-    result = run_timeline(scenario, matched, availability=availability, options=options, context=engine_context(),
+    result = run_timeline(scenario, matched, availability=availability, options=options,
+                          context=scenario_context(scenario),
                           progress=progress, cancel=cancel)
     return with_trace_rates(result, demand, demand_match)
 

@@ -291,8 +291,12 @@ VOLATILE_KEYS = ("timings", "seconds", "wall_s", "found_s", "templates_placed_no
 
 def stable_dict(value: Any) -> Any:
     """A result's dict without its wall-clock figures (``timings``, keys ending in ``seconds``) and cache counts
-    (:data:`VOLATILE_KEYS`): what must be equal, bit for bit, between two solves of the same input (issue 37 §6)."""
+    (:data:`VOLATILE_KEYS`): what must be equal, bit for bit, between two solves of the same input (issue 37 §6).
+    An answer stopped by its own wall-clock limit (a baseline with ``time_limited``) keeps its name and that flag
+    only: its figures are the incumbent of that moment, which a faster or busier machine does not share."""
     if isinstance(value, Mapping):
+        if value.get("time_limited") is True:
+            return {k: value[k] for k in ("name", "ran", "time_limited") if k in value}
         return {k: stable_dict(v) for k, v in value.items()
                 if not (k in VOLATILE_KEYS or str(k).endswith("_seconds"))}
     if isinstance(value, list | tuple):

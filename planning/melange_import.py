@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,70 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
     if not isinstance(data, Mapping):
         raise PlanningError("(file)", "must be a JSON object.", "see melange/config/example.json for the layout.")
     fix = "see melange/config/example.json: workload_distribution, total_request_rate, gpu_info."
+    wl, total, rate = _workload(data, normalize, fix)
+    n_in, n_out = len(wl), len(wl[0])
+    edges = data.get("bucket_edges")
+    if edges is not None and not isinstance(edges, list):
+        raise PlanningError("bucket_edges", "must be a list of token counts.", "e.g. [0, 25, 100, 250, 500, 1000, 2000].")
+    lens = _midpoints(max(n_in, n_out), edges, "bucket_edges")
+    gpus = _field(data, "gpu_info", "", fix)
+    if not isinstance(gpus, Mapping) or not gpus:
+        raise PlanningError("gpu_info", "must be a non-empty object {gpu: {cost, tputs}}.", fix)
+    aliases = {**GPU_ALIASES, **dict(gpu_map or {})}
+    model_id = str(model)
+    # as Mélange's solver does: bucket rate = fraction × total rate (fractions used as given)
+    grid = _Buckets(model_id, n_in, n_out, tuple(rate * wl[i][j] for i in range(n_in) for j in range(n_out)))
+    histogram = [{"input_len": lens[i], "output_len": lens[j], "rate_rps": grid.rates[i * n_out + j]}
+                 for i in range(n_in) for j in range(n_out)]
+    templates: list[dict[str, Any]] = []
+    offers: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for gname, info in gpus.items():
+        path = f"gpu_info.{str(gname)[:40]}"
+        if not isinstance(info, Mapping):
+            raise PlanningError(path, "must be an object {cost, tputs}.", fix)
+        gpu = aliases.get(str(gname), str(gname))
+        if gpu in seen:
+            raise PlanningError(path, f"maps to GPU {gpu!r} like another entry.", "give each GPU type once.")
+        seen.add(gpu)
+        template, offer = _gpu_entry(path, info, gpu, grid, f"{source} (gpu_info.{str(gname)[:40]})")
+        templates.append(template)
+        offers.append(offer)
+    note = "" if data.get("slice_factor") in (None, 1) else f"; slice_factor {data.get('slice_factor')} not needed"
+    note += fraction_note(total, rate, normalize)
+    return {
+        "name": name,
+        "description": (f"Mélange input: {n_in}×{n_out} request-size grid at {rate:g} req/s on "
+                        f"{', '.join(o['shape'] for o in offers)}; bucket (i, j) is histogram entry i×{n_out}+j{note}."),
+        "source": source,
+        "mode": "aggregated",
+        "pricing": "on_demand",
+        "models": [{"id": model_id, "slo": {"decode_ms": decode_slo_ms}, "demand": {"histogram": histogram}}],
+        "regions": [REGION],
+        "offers": offers,
+        "explicit_templates": templates,
+        "generate_templates": False,
+        "options": {"nmax": 1, "K": 0.0},
+        "objective": {"kind": "cost", "budget_per_hour": None},
+    }
+
+
+@dataclass(frozen=True)
+class _Buckets:
+    """The request-size grid one import poses: its model, dimensions and each bucket's rate (row-major)."""
+
+    model_id: str
+    n_in: int
+    n_out: int
+    rates: tuple[float, ...]
+
+    @property
+    def classes(self) -> list[str]:
+        return [f"{self.model_id}/aggregated/b{k}" for k in range(self.n_in * self.n_out)]
+
+
+def _workload(data: Mapping[str, Any], normalize: bool, fix: str) -> tuple[list[list[float]], float, float]:
+    """(the fractions grid, their sum, the total request rate), checked; scaled to sum 1 with ``normalize``."""
     wl = _grid(_field(data, "workload_distribution", "", fix), "workload_distribution")
     n_in, n_out = len(wl), len(wl[0])
     if n_in * n_out > MAX_BUCKETS:
@@ -157,63 +222,29 @@ def melange_to_scenario(data: Mapping[str, Any], *, model: str = "llama-2-7b", d
                                     f"× total_request_rate gives {v * rate:.4g} req/s in this bucket, outside "
                                     f"{TINY:g}…{BOUNDS['rate_rps'][0]:g}.",
                                     "write fractions of requests (summing to 1), or import with --normalize.")
-    edges = data.get("bucket_edges")
-    if edges is not None and not isinstance(edges, list):
-        raise PlanningError("bucket_edges", "must be a list of token counts.", "e.g. [0, 25, 100, 250, 500, 1000, 2000].")
-    lens = _midpoints(max(n_in, n_out), edges, "bucket_edges")
-    gpus = _field(data, "gpu_info", "", fix)
-    if not isinstance(gpus, Mapping) or not gpus:
-        raise PlanningError("gpu_info", "must be a non-empty object {gpu: {cost, tputs}}.", fix)
-    aliases = {**GPU_ALIASES, **dict(gpu_map or {})}
-    model_id = str(model)
-    cls = [f"{model_id}/aggregated/b{k}" for k in range(n_in * n_out)]
-    # as Mélange's solver does: bucket rate = fraction × total rate (fractions used as given)
-    rates = [rate * wl[i][j] for i in range(n_in) for j in range(n_out)]
-    histogram = [{"input_len": lens[i], "output_len": lens[j], "rate_rps": rates[i * n_out + j]}
-                 for i in range(n_in) for j in range(n_out)]
-    templates: list[dict[str, Any]] = []
-    offers: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for gname, info in gpus.items():
-        path = f"gpu_info.{str(gname)[:40]}"
-        if not isinstance(info, Mapping):
-            raise PlanningError(path, "must be an object {cost, tputs}.", fix)
-        gpu = aliases.get(str(gname), str(gname))
-        if gpu in seen:
-            raise PlanningError(path, f"maps to GPU {gpu!r} like another entry.", "give each GPU type once.")
-        seen.add(gpu)
-        price = _number(_field(info, "cost", f"{path}.", "give the $/h price of one GPU."), f"{path}.cost",
-                        bound="price_per_hour")
-        tputs = _grid(_field(info, "tputs", f"{path}.", "give the req/s table [input][output]."), f"{path}.tputs",
-                      (n_in, n_out), bound="throughput")
-        thr = {cls[i * n_out + j]: tputs[i][j] for i in range(n_in) for j in range(n_out) if tputs[i][j] > 0}
-        if not thr:
-            raise PlanningError(f"{path}.tputs", "is zero everywhere.", "drop this GPU or give its throughputs.")
-        # never more GPUs of one type than serving every bucket it can on that type alone
-        need = sum(rates[k] / thr[c] for k, c in enumerate(cls) if c in thr)
-        shape = f"1x{gpu}"
-        templates.append({"id": gpu, "model": model_id, "phase": "aggregated", "usage": {shape: 1}, "throughput": thr})
-        # capped at the scenario's bound on a region's nodes: more than that many GPUs is no plan either way
-        available = min(math.ceil(need) + 1, int(BOUNDS["nodes"][0]))
-        offers.append({"region": REGION, "shape": shape, "price_per_hour": price,
-                       "available": available, "source": f"{source} (gpu_info.{str(gname)[:40]})"})
-    note = "" if data.get("slice_factor") in (None, 1) else f"; slice_factor {data.get('slice_factor')} not needed"
-    note += fraction_note(total, rate, normalize)
-    return {
-        "name": name,
-        "description": (f"Mélange input: {n_in}×{n_out} request-size grid at {rate:g} req/s on "
-                        f"{', '.join(o['shape'] for o in offers)}; bucket (i, j) is histogram entry i×{n_out}+j{note}."),
-        "source": source,
-        "mode": "aggregated",
-        "pricing": "on_demand",
-        "models": [{"id": model_id, "slo": {"decode_ms": decode_slo_ms}, "demand": {"histogram": histogram}}],
-        "regions": [REGION],
-        "offers": offers,
-        "explicit_templates": templates,
-        "generate_templates": False,
-        "options": {"nmax": 1, "K": 0.0},
-        "objective": {"kind": "cost", "budget_per_hour": None},
-    }
+    return wl, total, rate
+
+
+def _gpu_entry(path: str, info: Mapping[str, Any], gpu: str, grid: _Buckets,
+               source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the explicit template, the offer) of one ``gpu_info`` entry: one GPU serving the buckets it has
+    throughputs for, offered at most as many times as serving every such bucket on it alone needs."""
+    n_in, n_out, cls = grid.n_in, grid.n_out, grid.classes
+    price = _number(_field(info, "cost", f"{path}.", "give the $/h price of one GPU."), f"{path}.cost",
+                    bound="price_per_hour")
+    tputs = _grid(_field(info, "tputs", f"{path}.", "give the req/s table [input][output]."), f"{path}.tputs",
+                  (n_in, n_out), bound="throughput")
+    thr = {cls[i * n_out + j]: tputs[i][j] for i in range(n_in) for j in range(n_out) if tputs[i][j] > 0}
+    if not thr:
+        raise PlanningError(f"{path}.tputs", "is zero everywhere.", "drop this GPU or give its throughputs.")
+    # never more GPUs of one type than serving every bucket it can on that type alone
+    need = sum(grid.rates[k] / thr[c] for k, c in enumerate(cls) if c in thr)
+    shape = f"1x{gpu}"
+    template = {"id": gpu, "model": grid.model_id, "phase": "aggregated", "usage": {shape: 1}, "throughput": thr}
+    # capped at the scenario's bound on a region's nodes: more than that many GPUs is no plan either way
+    available = min(math.ceil(need) + 1, int(BOUNDS["nodes"][0]))
+    return template, {"region": REGION, "shape": shape, "price_per_hour": price, "available": available,
+                      "source": source}
 
 
 FRACTION_TOLERANCE = 1e-3

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from planning.context import CancelToken, ProgressFn, check_cancel
@@ -139,12 +141,19 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None =
     pool:
         An executor for the process backend (default: ``spawning.shared_pool(workers)``).
 
+    A worker process that dies (killed, ``os._exit``, out of memory) breaks the pool: the pool is discarded (the
+    next call gets a fresh one) and every task it lost runs again, each alone in a fresh process; the others'
+    results are kept.
+
     Raises
     ------
     Cancelled
         When ``cancel`` is set.
     PlanningError
         Ray missing or unreachable.
+    WorkerCrashed
+        A task whose process died again when run alone, after every other task finished (a ``PlanningError``
+        carrying the others' results).
     """
     name = resolve_backend(backend)
     results: list[Any] = [None] * len(items)
@@ -161,19 +170,113 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, backend: str | None =
         from planning.spawning import shared_pool
 
         pool = shared_pool(workers)
-    futs: dict[Future[Any], int] = {pool.submit(fn, item): i for i, item in enumerate(items)}
+    batch = _Batch(fn, items, results, on_result, cancel, what)
+    lost = _run_pool(batch, pool)
+    if lost:  # a worker process died: the pool is broken for good; the lost tasks run again, each in a fresh one
+        from planning.spawning import discard_pool
+
+        discard_pool(pool)
+        crashed = _run_isolated(batch, lost, workers)
+        if crashed:
+            raise WorkerCrashed(what, crashed, results)
+    return results
+
+
+class WorkerCrashed(PlanningError):
+    """Tasks whose worker process died (killed, ``os._exit``, out of memory: not an exception the task raised) in
+    the pool and again alone in a fresh process. ``crashed`` maps each such task's index to how its process
+    ended; ``results`` holds every other task's result (they all finished), None at the crashed indices."""
+
+    def __init__(self, what: str, crashed: Mapping[int, str], results: list[Any]) -> None:
+        first = min(crashed)
+        super().__init__(
+            "workers", f"{what}: {len(crashed)} of {len(results)} task(s) ended their worker process, in the pool "
+            f"and again alone in a fresh process (task {first}: {crashed[first]}); the other tasks finished.",
+            "a task that kills its process usually runs out of memory: use fewer workers or a smaller problem; run "
+            "it with --workers 1 to see its error, and report it if it is a crash of the planner.")
+        self.crashed = dict(crashed)
+        self.results = results
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One ``run_tasks`` call's tasks, where their results go, and its cancel token."""
+
+    fn: Callable[[Any], Any]
+    items: Sequence[Any]
+    results: list[Any]
+    on_result: Callable[[int, Any], None] | None
+    cancel: CancelToken | None
+    what: str
+
+    def land(self, i: int, value: Any) -> None:
+        self.results[i] = value
+        if self.on_result:
+            self.on_result(i, value)
+
+    def cancelled(self, pending: set[Future[Any]]) -> None:
+        """Raise ``Cancelled`` (pending tasks cancelled) when the token is set."""
+        if self.cancel is not None and self.cancel.is_set():
+            for f in pending:
+                f.cancel()
+            check_cancel(self.cancel, self.what)
+
+
+def _run_pool(batch: _Batch, pool: Executor) -> list[int]:
+    """Every task on ``pool``; returns the indices of tasks lost to a dead worker process (``BrokenProcessPool``:
+    the dead one's and every other task not finished when it died). A task's own exception propagates."""
+    futs: dict[Future[Any], int] = {}
+    lost: list[int] = []
+    for i, item in enumerate(batch.items):
+        try:
+            futs[pool.submit(batch.fn, item)] = i
+        except BrokenProcessPool:  # broken before this call's tasks were all queued
+            lost.append(i)
     pending = set(futs)
     while pending:
         finished, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
-        for f in finished:
-            results[futs[f]] = f.result()
-            if on_result:
-                on_result(futs[f], results[futs[f]])
-        if cancel is not None and cancel.is_set():
-            for f in pending:
-                f.cancel()
-            check_cancel(cancel, what)
-    return results
+        for f in sorted(finished, key=futs.__getitem__):
+            try:
+                value = f.result()
+            except BrokenProcessPool:
+                lost.append(futs[f])
+                continue
+            batch.land(futs[f], value)
+        batch.cancelled(pending)
+    return sorted(lost)
+
+
+def _run_isolated(batch: _Batch, lost: Sequence[int], workers: int) -> dict[int, str]:
+    """The lost tasks again, each alone in a fresh one-process pool (at most ``workers`` at a time), so a task
+    that kills its process is told from those it took down with it; returns the tasks whose process died again
+    and how it ended."""
+    from planning.spawning import spawn_context
+
+    crashed: dict[int, str] = {}
+    queue = list(lost)
+    running: dict[Future[Any], tuple[int, ProcessPoolExecutor]] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < max(1, workers):
+                i = queue.pop(0)
+                alone = ProcessPoolExecutor(max_workers=1, mp_context=spawn_context(die_with_parent=True))
+                running[alone.submit(batch.fn, batch.items[i])] = (i, alone)
+            finished, _ = wait(set(running), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for f in sorted(finished, key=lambda g: running[g][0]):
+                i, alone = running.pop(f)
+                alone.shutdown(wait=False)
+                try:
+                    value = f.result()
+                except BrokenProcessPool as exc:
+                    crashed[i] = " ".join(str(exc).split())[:200] or "its process ended abruptly"
+                    continue
+                batch.land(i, value)
+            batch.cancelled(set(running))
+    finally:
+        for f, (_i, alone) in running.items():
+            f.cancel()
+            alone.shutdown(wait=False, cancel_futures=True)
+    return crashed
 
 
 def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cancel: CancelToken | None,
@@ -207,27 +310,41 @@ def _run_ray(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, cance
     return results
 
 
-def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], *, backend: str | None, workers: int,
-            progress: ProgressFn | None, cancel: CancelToken | None, what: str, here: Any = None) -> list[Any]:
-    """``[fn(item) for item in items]``: here (``workers`` ≤ 1 on the process backend, each task sees
-    ``cancel``; ``here(item, cancel=…)`` instead of ``fn`` when given, e.g. to reuse the caller's engine context),
-    on the process pool (``workers`` ≥ 2) or on Ray (``workers`` local CPUs, 0: one per core)."""
-    name = resolve_backend(backend)
+@dataclass(frozen=True)
+class FanOut:
+    """How :func:`fan_out` runs: the backend and worker count (``workers`` ≤ 1 on the process backend: here; 0 on
+    Ray: one per core), progress and cancel, what the work is called (in a ``Cancelled`` message), and ``here``:
+    the function used instead of ``fn`` when the tasks run here, called ``here(item, cancel=…)`` (e.g. to reuse
+    the caller's engine context)."""
+
+    backend: str | None = None
+    workers: int = 1
+    progress: ProgressFn | None = None
+    cancel: CancelToken | None = None
+    what: str = "parallel work"
+    here: Any = None
+
+
+def fan_out(fn: Any, items: Sequence[Any], labels: Sequence[str], how: FanOut) -> list[Any]:
+    """``[fn(item) for item in items]``: here (``how.workers`` ≤ 1 on the process backend, each task sees the
+    cancel token), on the process pool (``workers`` ≥ 2) or on Ray; ``progress(fraction, labels[i])`` as each
+    lands."""
+    name = resolve_backend(how.backend)
     finished = 0
 
     def landed(i: int, _r: Any) -> None:
         nonlocal finished
         finished += 1
-        if progress:
-            progress(finished / len(items), labels[i])
+        if how.progress:
+            how.progress(finished / len(items), labels[i])
 
-    if name == "ray" or workers >= 2:
-        return run_tasks(fn, items, backend=name, workers=workers or (os.cpu_count() or 1), cancel=cancel,
-                         on_result=landed, what=what)
-    local = here if here is not None else fn
+    if name == "ray" or how.workers >= 2:
+        return run_tasks(fn, items, backend=name, workers=how.workers or (os.cpu_count() or 1), cancel=how.cancel,
+                         on_result=landed, what=how.what)
+    local = how.here if how.here is not None else fn
     out = []
     for i, item in enumerate(items):
-        check_cancel(cancel, what)
-        out.append(local(item, cancel=cancel))
+        check_cancel(how.cancel, how.what)
+        out.append(local(item, cancel=how.cancel))
         landed(i, out[-1])
     return out

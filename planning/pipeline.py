@@ -349,7 +349,8 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
         # baselines' K × new-node allowance is not a bill, so adding it made savings the penalty's size
         out.append(BaselineSummary(name=b.name, cost_per_hour=float(b.cost_per_hour) + committed,
                                    served_fraction=float(b.served_fraction_min), feasible=bool(b.feasible),
-                                   served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note)))
+                                   served_by_group=dict(b.served_fraction), gpus=dict(b.gpus_used), note=str(b.note),
+                                   time_limited=bool(b.details.get("time_limited", False))))
     return out
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planning.context import EngineContext
+from planning.errors import PlanningError
 from planning.groups import Group
 from planning.perf import Workload
 from planning.perf.model import handoff_s
@@ -135,6 +136,26 @@ def precheck(scenario: Scenario, ctx: EngineContext) -> PlanResult | None:
     PlanningError
         What ``resolve_scenario`` raises (unknown ids, nothing purchasable), with its fix.
     """
+    found = _refused(scenario, ctx)
+    return None if found is None else found[0]
+
+
+def precheck_error(scenario: Scenario, ctx: EngineContext) -> PlanningError | None:
+    """:func:`precheck` for callers that return no PlanResult (the timeline): a PlanningError naming the first
+    refused SLO's field (``models[i].slo.decode_ms``) whose text is the solve's ``infeasible`` message, with its
+    fix; None when the scenario passes.
+
+    Raises
+    ------
+    PlanningError
+        What ``resolve_scenario`` raises (unknown ids, nothing purchasable), with its fix.
+    """
+    found = _refused(scenario, ctx)
+    return None if found is None else PlanningError(found[1], found[0].message)
+
+
+def _refused(scenario: Scenario, ctx: EngineContext) -> tuple[PlanResult, str] | None:
+    """The refusal (the ``infeasible`` PlanResult and the first refused SLO's field), or None."""
     if scenario.objective.kind != "cost":  # the served objective plans the rest; a refused model shows as unserved
         return None
     t0 = time.perf_counter()
@@ -154,10 +175,12 @@ def precheck(scenario: Scenario, ctx: EngineContext) -> PlanResult | None:
             diagnostics.append(other)
     elapsed = time.perf_counter() - t0
     message = "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "") + "."
+    first = refused[0]
+    field = f"models[{index.get(first.group.split('/', 1)[0], 0)}].slo.{SLO_NAME[first.phase][1]}"
     return PlanResult(status="infeasible", objective=scenario.objective.kind, cost_per_hour=0.0,
                       provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0, mip_gap=None,
                       timings={"precheck_seconds": elapsed, "total_seconds": elapsed}, scenario=scenario.to_dict(),
-                      message=message, diagnostics=tuple(diagnostics))
+                      message=message, diagnostics=tuple(diagnostics)), field
 
 
 FIX_STEPS = (1.0, 1.02, 1.05, 1.1, 1.25, 1.5, 2.0)  # the suggested SLO: the first of bound × these a template meets

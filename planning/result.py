@@ -212,6 +212,9 @@ class BaselineSummary:
     note: str = ""
     savings_pct: float | None = None
     ran: bool = True
+    # its ILP stopped at its own wall-clock limit before its gap: the cost is that moment's incumbent (may differ
+    # between runs; ``checks.stable_dict`` leaves its figures out of what two runs must share)
+    time_limited: bool = False
 
     @property
     def shortfall(self) -> str:

@@ -45,14 +45,23 @@ from planning.scenario_finance import (
     finance_to_dict,
 )
 from planning.scenario_io import atomic_write_text
-from planning.scenario_options import KV_TRANSFER_MODES, SHARING_MODES, SOLVERS, Objective, Options
+from planning.scenario_options import (
+    KV_TRANSFER_MODES,
+    SHARING_MODES,
+    SOLVERS,
+    Objective,
+    Options,
+    OptionSpec,
+    option_specs,
+)
 from planning.scenario_supply import AvailabilityOverride, CurrentInstance, ExplicitTemplate, OfferSpec
 
 __all__ = [
     "KV_TRANSFER_MODES", "MAX_MODELS", "MAX_SCENARIO_BYTES", "SCENARIO_LIMITS", "SHARING_MODES", "SLO", "SOLVERS",
     "AvailabilityOverride", "CurrentInstance", "Demand", "DemandProfile", "ExplicitTemplate", "Finance", "ModelRequest",
-    "Objective", "OfferSpec", "Options", "OwnedPool", "Reservation", "Scenario", "SizeBucket", "SpotPolicy", "SpotRate",
-    "atomic_write_text", "load_scenario", "parse_scenario_text", "save_scenario",
+    "Objective", "OfferSpec", "OptionSpec", "Options", "OwnedPool", "Reservation", "Scenario", "SizeBucket",
+    "SpotPolicy", "SpotRate",
+    "atomic_write_text", "load_scenario", "option_specs", "parse_scenario_text", "save_scenario",
 ]
 
 MAX_SCENARIO_BYTES = 2_000_000

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planning.scenario_options import option_schema
+
 _POS = {"type": "number", "exclusiveMinimum": 0}
 _NONNEG = {"type": "number", "minimum": 0}
 _NONNEG_INT = {"type": "integer", "minimum": 0}
@@ -46,16 +48,7 @@ def scenario_json_schema() -> dict[str, Any]:
                      "throughput": {"type": "object", "additionalProperties": _NONNEG}}, ("usage", "throughput"))
     current = _obj({"template_id": {"type": "string"}, "region": {"type": "string"}, "count": _NONNEG_INT},
                    ("template_id", "region", "count"))
-    options = _obj({"nmax": {"type": "integer", "minimum": 1}, "rho": {"type": "number", "minimum": 1},
-                    "K": _NONNEG, "max_stages": {"type": "integer", "minimum": 1},
-                    "solver": {"enum": ["highs", "cbc"]}, "time_limit_s": _POS, "mip_rel_gap": _NONNEG,
-                    "workers": {"type": "integer", "minimum": 0}, "sharing": {"enum": ["off", "kvpr", "exact"]},
-                    "sharing_threshold_rps": {"type": ["number", "null"], "minimum": 0},
-                    "sharing_split": {"enum": ["joint", "threshold"]},
-                    "lookahead_epochs": {"type": "integer", "minimum": 1},
-                    "templates": {"enum": ["library", "on-demand"]},
-                    "kv_transfer": {"enum": ["same-region", "cross-region"]},
-                    "measurements": {"enum": ["auto", "use", "ignore"]}})
+    options = _obj(option_schema())
     objective = _obj({"kind": {"enum": ["cost", "served"]},
                       "budget_per_hour": {"type": ["number", "null"], "exclusiveMinimum": 0}})
     owned = _obj({"location": {"type": "string", "pattern": "^owned:[^/]+$"},

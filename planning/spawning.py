@@ -119,3 +119,13 @@ def shared_pool(workers: int) -> ProcessPoolExecutor:
             _POOLS[workers] = pool
             atexit.register(pool.shutdown, wait=False, cancel_futures=True)
         return pool
+
+
+def discard_pool(pool: ProcessPoolExecutor | Any) -> None:
+    """Forget ``pool`` if it is a shared one and shut it down: one of its workers died, which breaks a process pool
+    for good; the next :func:`shared_pool` call starts a fresh one."""
+    with _POOLS_LOCK:
+        for key, cached in list(_POOLS.items()):
+            if cached is pool:
+                del _POOLS[key]
+    pool.shutdown(wait=False, cancel_futures=True)

@@ -81,6 +81,8 @@ def test_every_install_step_uses_only_the_lock() -> None:
     assert ("VOLUME", '["/data"]') in steps and ("EXPOSE", "8501") in steps
     cmd = json.loads(next(args for keyword, args in steps if keyword == "CMD"))
     assert cmd[:3] == ["streamlit", "run", "app.py"] and "--server.port=8501" in cmd
+    entry = json.loads(next(args for keyword, args in steps if keyword == "ENTRYPOINT"))
+    assert entry == ["python", "tools/container_start.py"] and (ROOT / entry[1]).is_file()
 
 
 def _runtime_set(lock: dict[str, Any]) -> dict[str, str]:

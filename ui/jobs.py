@@ -108,6 +108,27 @@ def simulate_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken
     return {"sim": sim.to_dict(), "headroom": head}
 
 
+def export_simulation_request(result_json: str, duration_s: float = 120.0) -> dict[str, Any]:
+    """The job request for simulating a plan beside the plan as its files deploy it (``api.export_preview``)."""
+    return {"plan": result_json, "duration_s": float(duration_s), "engine": engine_fingerprint()}
+
+
+def export_simulation_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
+    """``api.export_preview(..., simulate=True)``'s simulation: per model with a lost KV transfer, SLO attainment
+    and goodput as planned and as exported, how it was run, the notes, or why it could not be simulated."""
+    from dataclasses import asdict
+
+    plan = PlanResult.from_json(request["plan"])
+    progress(0.05, "simulating the plan and the plan as its files deploy it")
+    sim = api.export_preview(plan, price_alternative=False, simulate=True,
+                             duration_s=float(request["duration_s"])).simulation
+    cancel.check()
+    progress(1.0, "done")
+    if sim is None:
+        return {"runs": [], "how": "", "notes": [], "error": "every instance deploys with its planned KV transfer"}
+    return {"runs": [asdict(r) for r in sim.runs], "how": sim.how, "notes": list(sim.notes), "error": sim.error}
+
+
 def markets_request(scenario: Scenario) -> dict[str, Any]:
     """The job request for planning the same demand per cloud, per region and mixed, on-demand and spot."""
     return {"scenario": scenario.to_dict(), "engine": engine_fingerprint()}

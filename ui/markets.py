@@ -41,9 +41,12 @@ def markets_figure(table: pd.DataFrame) -> go.Figure:
         if column in table:
             fig.add_trace(go.Bar(x=table["where"], y=table[column], name=pricing, marker_color=colour,
                                  hovertemplate="%{x}: $%{y:,.0f} per month<extra>" + pricing + "</extra>"))
+    # many markets slant their names: the margin grows to hold them (it cut them at the bottom), and the legend
+    # sits above the bars so it never takes their width
     fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="$ per month",
                       title="The same demand planned per cloud and region: on-demand vs spot",
-                      legend_title="pricing")
+                      xaxis={"automargin": True},
+                      legend={"title": "pricing", "orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0})
     return fig
 
 
@@ -55,20 +58,14 @@ def markets_section(scenario: Scenario, plan_job_id: str) -> None:
                     "be reclaimed at short notice.")
     if st.button("Compare clouds and regions", icon=":material/public:"):
         try:
-            jobs[plan_job_id] = state.runner().submit("markets", markets_request(scenario), markets_job,
-                                                      owner=st.session_state["owner"])
+            jobs[plan_job_id] = state.submit("markets", markets_request(scenario), markets_job)
         except PlanningError as exc:
             widgets.show_error(exc)
-    record = state.find_job(jobs.get(plan_job_id))
-    if record is None:
+    record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Comparing markets", key="markets")
+    out = None if record is None else record.result
+    if out is None:
         return
-    if not record.is_terminal:
-        widgets.live_jobs({"Comparing markets": record.id}, key="markets")
-        return
-    if record.status != "done" or record.result is None:
-        widgets.show_job_outcome(record)
-        return
-    rows = pd.DataFrame(record.result["rows"])
+    rows = pd.DataFrame(out["rows"])
     table = side_by_side(rows)
     st.plotly_chart(markets_figure(table), width="stretch", key="markets_chart")
     st.dataframe(table, hide_index=True, width="stretch", column_config={

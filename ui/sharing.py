@@ -40,20 +40,14 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
     st.caption(f"{below} of {len(rates)} models are below {threshold:g} requests/s.")
     if run:
         try:
-            jobs[plan_job_id] = state.runner().submit("sharing", sharing_request(scenario, str(method), threshold),
-                                                      sharing_job, owner=st.session_state["owner"])
+            jobs[plan_job_id] = state.submit("sharing", sharing_request(scenario, str(method), threshold),
+                                             sharing_job)
         except PlanningError as exc:
             widgets.show_error(exc)
-    record = state.find_job(jobs.get(plan_job_id))
-    if record is None:
+    record = widgets.job_result(state.find_job(jobs.get(plan_job_id)), "Planning with shared GPUs", key="sharing")
+    out = None if record is None else record.result
+    if out is None:
         return
-    if not record.is_terminal:
-        widgets.live_jobs({"Planning with shared GPUs": record.id}, key="sharing")
-        return
-    if record.status != "done" or record.result is None:
-        widgets.show_job_outcome(record)
-        return
-    out = record.result
     info = out["sharing"]
     nodes = out.get("shared_nodes", [])
     dedicated_part = float(out.get("provisioning_per_hour", info["dedicated_cost_per_hour"]) or 0.0) \

@@ -60,7 +60,7 @@ def simulation_panel(result: PlanResult, plan_job_id: str) -> None:
     worst = k["worst_ttft_p99_ms"]
     kcols[2].metric("Worst p99 TTFT", "—" if worst is None else f"{worst:,.0f} ms")
     if head is not None:
-        kcols[3].metric("Headroom", f"×{float(head['scale']):.2f} demand",
+        kcols[3].metric("Headroom (× demand)", f"×{float(head['scale']):.2f}",  # "×1.04 demand" was cut at 1280 px
                        help="The highest uniform demand scale at which simulated attainment stays ≥ "
                             f"{float(head['target']):.0%} ({len(head['evaluations'])} simulated runs).")
     else:

@@ -42,16 +42,10 @@ def slider_section(scenario: Scenario, base: PlanResult) -> None:
         widgets.show_error(exc)
         return
     job_id = _submit(variant, base)
-    record = state.find_job(job_id)
-    if record is None:
-        return
     label = ", ".join(api.variant_label(c) for c in changes)
-    if not record.is_terminal:
-        widgets.live_jobs({label: job_id}, key="sliders")
-        return
-    result = state.result_of(record)
+    record = widgets.job_result(state.find_job(job_id), label, key="sliders")
+    result = None if record is None else state.result_of(record)
     if result is None:
-        widgets.show_job_outcome(record)
         return
     _show(label, base, result)
 
@@ -66,8 +60,8 @@ def _submit(variant: Scenario, base: PlanResult) -> str:
     if current:
         previous = state.find_job(current)
         if previous is not None and not previous.is_terminal:
-            state.runner().cancel(current)  # the slider moved on: that position's plan is no longer wanted
-    job_id = state.runner().submit("solve", request, near_job, owner=st.session_state["owner"])
+            state.cancel_job(current)  # the slider moved on: that position's plan is no longer wanted (by this user)
+    job_id = state.submit("solve", request, near_job)
     st.session_state["slider_job"], st.session_state["slider_key"] = job_id, key
     return job_id
 

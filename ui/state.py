@@ -1,4 +1,5 @@
-"""Session state from one defaults table, the job-runner singleton, cached pure loads, saved scenarios."""
+"""Session state from one defaults table, who the user is (workspace), the job-runner singleton, cached pure loads,
+saved scenarios."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
 
 from planning import api
 from planning.errors import PlanningError
-from planning.jobs import JobRecord, JobRunner, default_runner
+from planning.jobs import JobRecord, JobRunner, Workspace, default_runner, local_workspace, user_workspace
 from planning.result import PlanResult
 from planning.scenario import Scenario, load_scenario, save_scenario
 
@@ -24,7 +26,8 @@ POLL_SECONDS = 1.0
 
 # Everything a session keeps. Unsaved edits live here (per browser session), never in module globals.
 DEFAULTS: dict[str, Any] = {
-    "owner": None,  # random session id, tags this session's jobs
+    "owner": None,  # the workspace id (ui.state.workspace): "local" without sign-in, tags and finds one's jobs
+    "session_key": None,  # this browser session: its own user of the fair share without sign-in (fair_key)
     "preset": DEFAULT_PRESET,  # the Home picker's last choice
     "scenario": None,  # the working Scenario (frozen); edits replace it
     "scenario_origin": "",  # "preset:NAME", "saved:NAME", "upload:FILE", "job:ID", or "edited"
@@ -46,8 +49,45 @@ def init_state() -> None:
     for key, value in DEFAULTS.items():
         if key not in st.session_state:
             st.session_state[key] = copy.deepcopy(value)
-    if st.session_state["owner"] is None:
-        st.session_state["owner"] = uuid.uuid4().hex[:12]
+    st.session_state["owner"] = workspace().id  # every run: signing out and in as another user changes it
+
+
+# --- who the user is -------------------------------------------------------------------------------------------
+def sign_in_configured() -> bool:
+    """Whether ``.streamlit/secrets.toml`` (or ``secrets.files``) has an ``[auth]`` section: sign-in is on."""
+    try:
+        return bool(st.secrets.load_if_toml_exists() and "auth" in st.secrets)
+    except (FileNotFoundError, StreamlitSecretNotFoundError):
+        return False
+
+
+def signed_in() -> bool:
+    """Whether the user got past sign-in: always without ``[auth]``, else when the provider signed them in with
+    an ID token that names them (``iss`` and ``sub``: their workspace)."""
+    if not sign_in_configured():
+        return True
+    try:
+        workspace()
+    except PlanningError:
+        return False
+    return True
+
+
+def workspace() -> Workspace:
+    """This user's workspace: the local one without sign-in, else theirs from the ID token's ``iss`` + ``sub``.
+
+    Raises
+    ------
+    PlanningError
+        When sign-in is on and nobody is signed in (``app.py`` shows the sign-in page before any page runs).
+    """
+    if not sign_in_configured():
+        return local_workspace(planning_home())
+    user = st.user
+    if not user.get("is_logged_in"):
+        raise PlanningError("user", "nobody is signed in.", "Sign in first (the workbench asks on every page).")
+    label = str(user.get("name") or user.get("email") or user.get("preferred_username") or "")
+    return user_workspace(planning_home(), str(user.get("iss") or ""), str(user.get("sub") or ""), label)
 
 
 # --- where things live ---------------------------------------------------------------------------------------
@@ -57,7 +97,8 @@ def planning_home() -> Path:
 
 
 def scenarios_dir() -> Path:
-    return planning_home() / "scenarios"
+    """This workspace's saved scenarios (``PLANNING_HOME/scenarios`` without sign-in, as before)."""
+    return workspace().scenarios_dir
 
 
 @st.cache_resource(max_entries=4)
@@ -73,6 +114,21 @@ def _runner(store_path: str) -> JobRunner:
 def runner() -> JobRunner:
     """The process-wide job runner for this PLANNING_HOME (read-only singleton shared by all sessions)."""
     return _runner(str(planning_home() / "jobs.sqlite"))
+
+
+def fair_key() -> str | None:
+    """Who this session is to the fair share: its workspace with sign-in (None: the owner); without it, every
+    session shares the one local workspace, so each browser session is a user of its own ("local:<session>")."""
+    if workspace().private:
+        return None
+    if not st.session_state.get("session_key"):
+        st.session_state["session_key"] = uuid.uuid4().hex[:12]
+    return f"{st.session_state['owner']}:{st.session_state['session_key']}"
+
+
+def submit(kind: str, request: dict[str, Any], fn: Any) -> str:
+    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session."""
+    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key())
 
 
 # --- cached pure loads ---------------------------------------------------------------------------------------
@@ -153,12 +209,36 @@ def set_scenario(scenario: Scenario, origin: str) -> None:
 
 # --- the current plan job, shared with the URL -----------------------------------------------------------------
 def find_job(job_id: str | None) -> JobRecord | None:
+    """The job, if this workspace may see it; another user's job answers exactly like an unknown id (``None``)."""
     if not job_id:
         return None
     try:
-        return runner().store.find(job_id)
+        ws = workspace()
+        store = runner().store
+        if ws.private and not store.can_see(job_id, ws.id):
+            return None
+        return store.find(job_id)
     except PlanningError:
         return None
+
+
+def cancel_job(job_id: str) -> bool:
+    """This user's cancel: without sign-in the job stops; with it, only their interest goes unless they are its
+    only holder (identical requests share one job, so another user's plan is never stopped).
+
+    Returns
+    -------
+    bool
+        False when this workspace cannot see the job.
+    """
+    ws = workspace()
+    if not ws.private:  # the runner's own rule: a job another session also waits for goes on for them
+        jobs = runner()
+        return jobs.cancel(job_id, by=fair_key()) or jobs.cancel(job_id, by=ws.id)  # by=local: a job of no session
+    outcome = runner().store.withdraw(job_id, ws.id)
+    if outcome == "cancelled":
+        runner().cancel(job_id)  # sets this process's token too, so a job it runs stops at once
+    return outcome != "not found"
 
 
 def current_solve_job() -> JobRecord | None:
@@ -184,7 +264,7 @@ def submit_solve(scenario: Scenario) -> str:
     """Plan ``scenario`` in the background; identical requests reuse the stored job/result."""
     from ui.jobs import solve_job, solve_request
 
-    return runner().submit("solve", solve_request(scenario), solve_job, owner=st.session_state["owner"])
+    return submit("solve", solve_request(scenario), solve_job)
 
 
 def result_of(record: JobRecord) -> PlanResult | None:
@@ -198,8 +278,7 @@ def submit_simulation(result: PlanResult, duration_s: float = 120.0, seed: int =
     """Simulate a finished plan request by request in the background (identical requests reuse the stored run)."""
     from ui.jobs import simulate_job, simulate_request
 
-    return runner().submit("simulate", simulate_request(result.to_json(), duration_s, seed, headroom), simulate_job,
-                           owner=st.session_state["owner"])
+    return submit("simulate", simulate_request(result.to_json(), duration_s, seed, headroom), simulate_job)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

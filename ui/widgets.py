@@ -12,7 +12,7 @@ from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
 from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
-from ui.state import POLL_SECONDS, find_job, init_state, runner
+from ui.state import POLL_SECONDS, cancel_job, find_job, init_state, runner
 
 
 def page(title: str, intro: str) -> None:
@@ -62,6 +62,36 @@ def show_job_outcome(record: JobRecord) -> None:
                    "request starts a fresh job).", icon=":material/warning:")
 
 
+def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | None:
+    """The finished job whose result a panel can draw, else None after drawing why there is none yet.
+
+    No job → nothing drawn; queued or running → its progress bar with Cancel (``live_jobs``); failed, cancelled,
+    lost or done without a result → ``show_job_outcome``.
+
+    Parameters
+    ----------
+    record:
+        The panel's job, or None when none was submitted.
+    label:
+        What the progress bar says the job is doing ("Comparing markets").
+    key:
+        Unique key of the panel on the page.
+
+    Returns
+    -------
+    The record when it is done with a result, else None.
+    """
+    if record is None:
+        return None
+    if not record.is_terminal:
+        live_jobs({label: record.id}, key=key)
+        return None
+    if record.status != "done" or record.result_json is None:
+        show_job_outcome(record)
+        return None
+    return record
+
+
 def live_jobs(jobs: Mapping[str, str], key: str) -> None:
     """Progress bars with Cancel for running jobs; polls only while one runs, then reruns the whole page.
 
@@ -88,6 +118,8 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
             fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
             step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
             text = f"{label}: {step} ({record.status})"
+            if record.status == "queued" and (place := runner().place(record.id)) is not None:
+                text += f" · {place.text()}"  # fair share: "2nd in your queue, 5 ahead overall"
             if record.attempt > 1:
                 text += f" · attempt {record.attempt}, its first worker died"
             if attention := record.attention():
@@ -99,7 +131,10 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
                 cols[0].caption(f"So far: {best}. The solver keeps improving it until it is proven optimal or "
                                 "the time limit comes; then this plan is the answer.")
             if cols[1].button("Cancel", key=f"{key}-cancel-{record.id}"):
-                runner().cancel(record.id)
+                cancel_job(record.id)  # this user's cancel: never another user's job
+                after = find_job(record.id)
+                if after is not None and not after.is_terminal and not after.cancel_requested:
+                    st.toast("Cancelled for you. Another user asked for the same plan, so the job goes on for them.")
 
     _panel()
 
@@ -115,7 +150,9 @@ def kpis(result: PlanResult) -> None:
     best = result.best_baseline()
     bill = result.bill
     kinds = pricing_kinds(result)
-    cols = st.columns(5)
+    # two rows of three: at five abreast (1280 px and wider alike, the page is centred) the labels and the
+    # status ("Savings vs best ho…", "optimal…") were cut; the status takes two columns for "(gap not bounded)"
+    cols = [*st.columns(3), *st.columns([1, 2])]
     cols[0].metric("Cost per hour", bill.hour_text,
                    help=f"What is paid per hour at {kinds} prices, {bill.words}: owned capacity at its amortised "
                         "rate, operations and power, reservations at their fee whether used or not, on-demand and "

@@ -11,7 +11,7 @@ import streamlit as st
 from planning import api
 from planning.errors import PlanningError
 from planning.scenario import ModelRequest, Scenario, parse_scenario_text
-from ui import scenario_finance, state, tables, widgets
+from ui import options_form, scenario_finance, scenario_measurements, state, tables, widgets
 
 widgets.page("Scenario", "Everything a plan depends on. Edits stay in this browser session until you save them.")
 
@@ -161,30 +161,7 @@ with st.form("scenario_form"):
                              "Aggregated: one instance does both (vLLM's default).")
     pricing = c4.selectbox("Pricing", ["on_demand", "spot"], index=["on_demand", "spot"].index(scenario.pricing),
                            help="Spot is cheaper, but the cloud can reclaim spot nodes at short notice.")
-    o = scenario.options
-    c1, c2, c3, c4, c5 = st.columns(5)
-    nmax = c1.number_input("Nmax (nodes/template)", min_value=1, max_value=12, value=int(o.nmax),
-                           help="Nmax: the most nodes one serving template (one model replica's pipeline) may span. "
-                                "Larger allows more mixed pipelines but builds many more templates.")
-    rho = c2.number_input("ρ (memory × model)", min_value=1.0, value=float(o.rho), step=1.0,
-                          help="ρ: a template's GPUs may hold at most ρ × the model's weight size in memory, which "
-                               "prunes oversized templates (Coral's memory-redundancy bound).")
-    k_penalty = c3.number_input("K (init penalty)", min_value=0.0, value=float(o.K), step=0.05,
-                                help="K: the optimizer charges K × the hourly price of every newly started node so "
-                                     "plans do not churn; it is not billed and no comparison includes it.")
-    time_limit = c4.number_input("Time limit (s)", min_value=1.0, value=float(o.time_limit_s), step=10.0,
-                                 help="Wall-clock limit of the allocation ILP; past it the best plan found so far is "
-                                      "returned with its MIP gap.")
-    solver = c5.selectbox("Solver", ["highs", "cbc"], index=["highs", "cbc"].index(o.solver),
-                          help="The MILP solver: HiGHS (default, faster) or CBC.")
-    kv_modes = ["same-region", "cross-region"]
-    kv_transfer = st.selectbox(
-        "KV transfer (disaggregated)", kv_modes, index=kv_modes.index(o.kv_transfer),
-        format_func={"same-region": "same region: prefill and decode paired per region",
-                     "cross-region": "cross-region allowed: egress priced, WAN delay added"}.__getitem__,
-        help="KV transfer: a request's KV cache goes from its prefill node to a decode node. Same region (default) "
-             "plans both phases in the same regions; cross-region lets the optimizer send it to another region, "
-             "paying that cloud's egress $/GB and the WAN delay (data/egress.csv, data/wan.csv).")
+    chosen_options = options_form.option_inputs(st.columns(5), st, scenario.options)
     apply = st.form_submit_button("Apply", type="primary")
 if apply:
     data: dict[str, Any] = scenario.to_dict()
@@ -192,8 +169,7 @@ if apply:
         data["models"] = tables.models_from_frame(scenario, edited_models)
         data.update(regions=regions, shapes=shapes, exclude_gpus=exclude, mode=mode, pricing=pricing,
                     objective={"kind": objective, "budget_per_hour": budget or None})
-        data["options"] = {**data["options"], "nmax": nmax, "rho": rho, "K": k_penalty, "time_limit_s": time_limit,
-                           "solver": solver, "kv_transfer": kv_transfer}
+        data["options"] = {**data["options"], **chosen_options}
         data["name"], data["description"] = new_name.strip() or scenario.name, new_description
         if Scenario.from_dict(data).to_dict() == scenario.to_dict():
             st.info("Nothing changed.")
@@ -242,6 +218,10 @@ if save_offers:
 # --- owned GPUs, reservations, spot, the horizon (ui/scenario_finance.py) --------------------------------------
 if (with_finance := scenario_finance.finance_form(scenario, shape_ids, gpu_ids)) is not None:
     _accept(replace(with_finance, **_renamed(scenario, scenario.name, scenario.description)))
+
+# --- plan on your measurements: options.measurements (ui/scenario_measurements.py) --------------------------
+if (with_measurements := scenario_measurements.measurements_form(scenario)) is not None:
+    _accept(replace(with_measurements, **_renamed(scenario, scenario.name, scenario.description)))
 
 # --- custom model from a Hugging Face config.json -------------------------------------------------------------
 st.subheader("Custom model")

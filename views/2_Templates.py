@@ -18,8 +18,7 @@ widgets.page("Serving templates", "Every way to pipeline one model replica over 
 scenario = state.current_scenario()
 st.markdown(f"Scenario **{scenario.name}** — models: {', '.join(m.id for m in scenario.models)}.")
 if st.button("Build the template library", type="primary"):
-    st.session_state["library_job"] = state.runner().submit(
-        "library", solve_request(scenario), library_job, owner=st.session_state["owner"])
+    st.session_state["library_job"] = state.submit("library", solve_request(scenario), library_job)
 
 record = state.find_job(st.session_state["library_job"])
 if record is None:

@@ -63,9 +63,8 @@ if run_variant:
         change = api.make_variant(kind, **params)  # type: ignore[arg-type]
         variant = api.apply_variants(scenario, [change])
         if base_result is not None and base_result.has_plan:  # warm from the base plan's templates, same answer
-            whatif_jobs[api.variant_label(change)] = state.runner().submit(
-                "solve", near_request(variant, base_result, with_baselines=True), near_job,
-                owner=st.session_state["owner"])
+            whatif_jobs[api.variant_label(change)] = state.submit(
+                "solve", near_request(variant, base_result, with_baselines=True), near_job)
         else:
             whatif_jobs[api.variant_label(change)] = state.submit_solve(variant)
     except PlanningError as exc:
@@ -149,8 +148,7 @@ if run_sweep:
             widgets.show_error(PlanningError("factors", "is empty.", "give at least one factor, e.g. 1, 2."))
         else:
             label = f"{sweep_kind}: {', '.join(f'{v:g}' for v in values)}"
-            sweep_jobs[label] = state.runner().submit("sweep", sweep_request(scenario, sweep_kind, values), sweep_job,
-                                                      owner=st.session_state["owner"])
+            sweep_jobs[label] = state.submit("sweep", sweep_request(scenario, sweep_kind, values), sweep_job)
             st.rerun()
 for label, job_id in reversed(list(sweep_jobs.items())):
     record = state.find_job(job_id)

@@ -1,4 +1,5 @@
-"""Jobs page: background jobs of this session (and everyone's recent ones), open a finished plan, cancel."""
+"""Jobs page: this workspace's background jobs (without sign-in, optionally everyone's), open a finished plan, cancel,
+remove, share a plan read-only by a link."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import streamlit as st
 
 from planning.jobs import JobRecord
 from planning.result import PlanResult
-from ui import state, widgets
+from ui import state, team, widgets
 
 widgets.page("Jobs", "Plans, template libraries and sweeps run in the background and are kept on disk, so a reload "
              "or a second tab finds them. Identical requests reuse a finished job.")
@@ -20,8 +21,12 @@ widgets.page("Jobs", "Plans, template libraries and sweeps run in the background
 store = state.runner().store
 if store.notice:  # a damaged store was recovered (how many jobs, where the damaged file went), or it is read-only
     st.warning(store.notice, icon=":material/warning:")
-mine_only = st.toggle("Only this session's jobs", value=True)
-records = state.runner().list_jobs(owner=st.session_state["owner"] if mine_only else None, limit=100)
+workspace = state.workspace()
+# Signed in: one's own jobs only (and the identical requests one shares with others). Without sign-in the one local
+# workspace may list everything on this PLANNING_HOME, as before; "mine" survives a reload (the owner is "local").
+mine_only = workspace.private or st.toggle("Only my jobs", value=True,
+                                           help="Off: every job on this server's PLANNING_HOME, e.g. from the CLI.")
+records = state.runner().list_jobs(owner=workspace.id if mine_only else None, limit=100)
 if not records:
     st.info("No jobs yet.")
     st.stop()
@@ -103,11 +108,24 @@ if active:
     widgets.live_jobs(active, key="jobs")
 
 plans = [r.id for r in records if r.kind == "solve" and r.status == "done"]
+names = {r.id: f"{_scenario_of(r).get('name', '?')} · {KIND_LABELS.get(r.kind, r.kind)} · {_age(r.created)} · {r.id}"
+         for r in records}
 if plans:
-    names = {r.id: f"{_scenario_of(r).get('name', '?')} · {_age(r.created)} · {r.id}" for r in records}
     with st.form("open_plan"):
         pick = st.selectbox("Open a finished plan", plans, format_func=names.__getitem__)
         if st.form_submit_button("Open on the Plan page"):
             st.session_state["solve_job"] = pick
             st.query_params["job"] = pick
             st.switch_page("views/3_Plan.py")
+
+finished = [r.id for r in records if r.is_terminal]
+if finished:
+    with st.form("remove_job"):
+        gone = st.selectbox("Remove a finished job from my list", finished, format_func=names.__getitem__)
+        if st.form_submit_button("Remove"):
+            if workspace.private:  # another user's identical request keeps it
+                state.runner().store.withdraw(gone, workspace.id)
+            else:
+                state.runner().store.delete(gone)
+            st.rerun()
+team.shares_panel({job_id: names[job_id] for job_id in plans})

@@ -98,8 +98,7 @@ if run:
                 availability=None if avail_choice.startswith("constant") else avail_choice,
                 engine=engine_fingerprint(), policies=tuple(chosen_policies or ["myopic"]), horizon=int(horizon),
                 offline_time_limit_s=float(offline_limit), demand_match=match)
-            st.session_state["timeline_job"] = state.runner().submit("timeline", request, api.timeline_job,
-                                                                     owner=st.session_state["owner"])
+            st.session_state["timeline_job"] = state.submit("timeline", request, api.timeline_job)
         except PlanningError as exc:
             widgets.show_error(exc)
 

@@ -63,8 +63,8 @@ if check and plan_file is not None and result_files:
     except UnicodeDecodeError:
         widgets.show_error(PlanningError("upload", "a file is not UTF-8 text.", "upload the JSON files as written."))
     else:
-        st.session_state["validate_job"] = state.runner().submit("validate-plan", validate_request(plan_text, texts),
-                                                                 validate_job, owner=st.session_state["owner"])
+        st.session_state["validate_job"] = state.submit("validate-plan", validate_request(plan_text, texts),
+                                                        validate_job)
         st.rerun()
 checked = state.find_job(st.session_state.get("validate_job"))
 if checked is not None and not checked.is_terminal:
@@ -97,8 +97,7 @@ elif st.button("Which saved plans change?"):
             texts[name] = state.load_saved(name).to_yaml()  # bounded loader; a broken file is named and skipped
         except PlanningError as exc:
             widgets.show_error(exc)
-    st.session_state["impact_job"] = state.runner().submit("measurements-impact", impact_request(texts), impact_job,
-                                                           owner=st.session_state["owner"])
+    st.session_state["impact_job"] = state.submit("measurements-impact", impact_request(texts), impact_job)
     st.rerun()
 impact = state.find_job(st.session_state.get("impact_job"))
 if impact is not None and not impact.is_terminal:
@@ -123,8 +122,7 @@ widgets.explain("fit_figure", "Each marker is one measured number beside the sim
                 "the fit and filled after; on the dotted diagonal the simulator matches your measurement.")
 rows = stored.astype(object).where(pd.notna(stored), None).to_dict("records")
 if st.button("Fit the perf model to these measurements", type="primary"):
-    st.session_state["fit_job"] = state.runner().submit("fit", fit_request(rows), fit_job,
-                                                        owner=st.session_state["owner"])
+    st.session_state["fit_job"] = state.submit("fit", fit_request(rows), fit_job)
     st.rerun()
 record = state.find_job(st.session_state.get("fit_job"))
 if record is not None and not record.is_terminal:

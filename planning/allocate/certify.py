@@ -37,7 +37,15 @@ from planning.allocate.problem import (
     TransferPrice,
     WorkloadClass,
 )
-from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
+from planning.allocate.reduce import (
+    ColumnBlock,
+    LagrangianBound,
+    LpSides,
+    Market,
+    Reduction,
+    lagrangian_bound,
+    lp_reduction,
+)
 from planning.allocate.solve import solve_allocation
 from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
@@ -249,10 +257,10 @@ def _reduction(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: 
     objective = resolved.scenario.objective
     spot_cap, spot_regions = spot_constraint(resolved, groups)
     links, transfers = lp_links(resolved, groups)
-    red = lp_reduction(blocks, shape_index, resolved.regions, resolved.price_matrix(shapes),
-                       resolved.availability_matrix(shapes), demand, resolved.scenario.options.K,
-                       served=served, budget=objective.budget_per_hour if served else None, spot_cap=spot_cap,
-                       spot_regions=spot_regions, links=links, transfers=transfers, cancel=cancel)
+    market = Market(shape_index, resolved.regions, resolved.price_matrix(shapes), resolved.availability_matrix(shapes))
+    sides = LpSides(served=served, budget=objective.budget_per_hour if served else None, spot_cap=spot_cap,
+                    spot_regions=spot_regions, links=links, transfers=transfers)
+    red = lp_reduction(blocks, market, demand, resolved.scenario.options.K, sides, cancel=cancel)
     return red, blocks
 
 
@@ -290,10 +298,28 @@ def refuted_target(alloc: AllocationResult, target: float) -> float | None:
     return None
 
 
-def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
-          dump_model: str | None, progress: ProgressFn | None, cancel: CancelToken | None,
-          anytime: Anytime, alpha: float | None = None, ilp_gap: float | None = None,
-          ) -> tuple[AllocationResult, AllocationProblem, None]:
+@dataclass(frozen=True)
+class _Attempt:
+    """What one certified solve travels with: the scenario, its template sets and the groups (their demand), the
+    objective, where to dump the model, the run contract, where plans and bounds go (``anytime``), ``alpha`` (the
+    served objective's phase 2: its plans serve α*) and ``ilp_gap`` (every ILP's relative gap)."""
+
+    resolved: ResolvedScenario
+    sets: Sequence[TemplateSet]
+    groups: Sequence[Group]
+    objective: str
+    dump_model: str | None
+    progress: ProgressFn | None
+    cancel: CancelToken | None
+    anytime: Anytime
+    alpha: float | None = None
+    ilp_gap: float | None = None
+
+
+def _full(job: _Attempt) -> tuple[AllocationResult, AllocationProblem, None]:
+    """The ILP over every template (no reduction)."""
+    resolved, sets, groups, objective, dump_model = job.resolved, job.sets, job.groups, job.objective, job.dump_model
+    progress, cancel, anytime, alpha, ilp_gap = job.progress, job.cancel, job.anytime, job.alpha, job.ilp_gap
     problem = allocation_problem(resolved, sets, groups=groups, dump_model=dump_model, objective=objective)
     if progress:
         progress(0.0, f"ILP: {len(problem.templates):,} templates")
@@ -311,11 +337,8 @@ def _full(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Seque
     return alloc, problem, None
 
 
-def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], groups: Sequence[Group], objective: str,
-                  dump_model: str | None, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
-                  progress: ProgressFn | None, cancel: CancelToken | None, anytime: Anytime,
-                  alpha: float | None = None, duals: list[AvailabilityDuals] | None = None,
-                  upper: float | None = None, ilp_gap: float | None = None,
+def _reduced_loop(job: _Attempt, timings: MutableMapping[str, float], stats: MutableMapping[str, float],
+                  duals: list[AvailabilityDuals] | None = None, upper: float | None = None,
                   ) -> tuple[AllocationResult, AllocationProblem, list[np.ndarray] | None]:
     """ILP over the LP-reduced columns until the certificate holds (objective "cost": value = cost;
     "served": value = −α of phase 1). Every plan and bound goes to ``anytime``; a deadline raises
@@ -324,6 +347,8 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     bound as a function of the availabilities (cost objective). ``upper``: the value of a plan known to exist
     (cost objective): a raised target never exceeds it (the ILP at target ``upper`` holds every column such a
     plan uses, so it finds one and is certified), instead of growing blindly ×4 or falling back to every template."""
+    resolved, sets, groups, objective, dump_model = job.resolved, job.sets, job.groups, job.objective, job.dump_model
+    progress, cancel, anytime, alpha, ilp_gap = job.progress, job.cancel, job.anytime, job.alpha, job.ilp_gap
     served = objective == "served"
     if progress:
         progress(0.0, f"reduction: LP relaxation over {sum(len(ts) for ts in sets):,} templates ({objective})")
@@ -331,7 +356,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
     red, blocks = _reduction(resolved, sets, groups, served, cancel)
     timings["reduction_lp_seconds"] = timings.get("reduction_lp_seconds", 0.0) + time.perf_counter() - t0
     if not red.feasible_lp:  # the LP relaxation is infeasible (or did not converge): no reduction
-        return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha, ilp_gap)
+        return _full(job)
     phase_two = anytime.served and not served  # the cost phase of the served objective: α is already bounded
     if not phase_two:
         anytime.raise_bound(red.z_lp, "LP relaxation over all templates")
@@ -392,7 +417,7 @@ def _reduced_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], group
             grown = float(upper)  # a plan of value ≤ upper exists: the next ILP holds its columns
             stats["upper_target"] = stats.get("upper_target", 0.0) + 1.0
         target = grown
-    return _full(resolved, sets, groups, objective, dump_model, progress, cancel, anytime, alpha, ilp_gap)
+    return _full(job)
 
 
 def _availability_duals(resolved: ResolvedScenario, sets: Sequence[TemplateSet], y_avail: np.ndarray,
@@ -462,14 +487,15 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
     duals: list[AvailabilityDuals] = []
     try:
         if not _reducible(resolved, sets):
-            alloc, problem, masks = _full(resolved, sets, groups, objective, dump_model, progress, cancel, tracker,
-                                          ilp_gap=ilp_gap if objective == "cost" else None)
+            alloc, problem, masks = _full(_Attempt(resolved, sets, groups, objective, dump_model, progress, cancel,
+                                                   tracker, ilp_gap=ilp_gap if objective == "cost" else None))
         elif objective == "cost":
-            alloc, problem, masks = _reduced_loop(resolved, sets, groups, "cost", dump_model, timings, stats,
-                                                  progress, cancel, tracker, duals=duals, upper=upper,
-                                                  ilp_gap=ilp_gap)
+            alloc, problem, masks = _reduced_loop(
+                _Attempt(resolved, sets, groups, "cost", dump_model, progress, cancel, tracker, ilp_gap=ilp_gap),
+                timings, stats, duals=duals, upper=upper)
         else:
-            phase1 = _reduced_loop(resolved, sets, groups, "served", None, timings, stats, progress, cancel, tracker)
+            phase1 = _reduced_loop(_Attempt(resolved, sets, groups, "served", None, progress, cancel, tracker),
+                                   timings, stats)
             alloc, problem, masks = phase1
             alpha = float(alloc.alpha or 0.0)
             if alloc.has_plan and alpha > 1e-9 and stats.get("reduction_certified"):
@@ -478,8 +504,9 @@ def solve_certified(resolved: ResolvedScenario, sets: Sequence[TemplateSet], *, 
                 keep = alpha * (1 - 1e-7)  # the same tolerance as the allocation's own phase 2
                 scaled = [replace(g, classes=tuple(replace(c, rate=c.rate * keep) for c in g.classes)) for g in groups]
                 stats.pop("reduction_certified", None)
-                alloc, problem, masks = _reduced_loop(resolved, sets, scaled, "cost", dump_model, timings, stats,
-                                                      progress, cancel, tracker, alpha=alpha)
+                alloc, problem, masks = _reduced_loop(
+                    _Attempt(resolved, sets, scaled, "cost", dump_model, progress, cancel, tracker, alpha=alpha),
+                    timings, stats)
                 alloc = replace(alloc, objective="served", alpha=alpha)
     except Cancelled:
         if not own or tracker.best is None or not timed_out(cancel):

@@ -23,6 +23,7 @@ from planning.allocate.incumbent import Anytime
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
+    LpRun,
     PricedGroup,
     PricingResult,
     RoundState,
@@ -243,8 +244,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     run.anytime.raise_bound(additive_bound(priced, prices, resolved.scenario.options.K),
                             "additive throughput bound (availability relaxed)")
     pr, _lp = solve_lp(priced, prices, available, resolved.scenario.options.K, per_region=per_region,
-                       cancel=cancel, pricers=run.pricers, progress=sub_progress(progress, 0.0, 0.6),
-                       on_round=masters.on_round)
+                       run=LpRun(cancel, run.pricers, sub_progress(progress, 0.0, 0.6), masters.on_round))
     run.timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
         return None

@@ -401,19 +401,26 @@ class RoundState:
         return self.z / (1.0 - r) if self.z >= 0 else -math.inf
 
 
-def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
-             per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None, *,
-             progress: ProgressFn | None = None,
-             on_round: Callable[[RoundState], None] | None = None) -> tuple[PricingResult, ColumnLP]:
-    """Column generation until no column of any group prices out (exact over all templates).
+@dataclass(frozen=True)
+class LpRun:
+    """How :func:`solve_lp` runs: ``cancel`` (checked every round), ``pricers`` (each round's searches; default
+    here, in order; ``RayPricers``: as Ray actors), ``progress`` (:data:`planning.context.ProgressFn`: one
+    ``pricing:`` message per round with the LP value; its fraction only grows, the number of rounds is not known
+    in advance) and ``on_round`` (called after each master LP and after each round's searches with a
+    :class:`RoundState`: the anytime incumbents and the Farley bounds of ``planning.allocate.ondemand`` hang there)."""
 
-    ``pricers`` runs each round's searches (default: here, in order; ``RayPricers``: as Ray actors).
-    ``progress`` (:data:`planning.context.ProgressFn`) gets one ``pricing:`` message per round with the LP
-    value; its fraction only grows (the number of rounds is not known in advance). ``on_round`` is called after
-    each master LP and after each round's searches (:class:`RoundState`): the anytime incumbents and the
-    Farley bounds of ``planning.allocate.ondemand`` hang there.
-    """
-    pricers = pricers if pricers is not None else LocalPricers(groups)
+    cancel: CancelToken | None = None
+    pricers: Pricers | None = None
+    progress: ProgressFn | None = None
+    on_round: Callable[[RoundState], None] | None = None
+
+
+def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.ndarray, K: float,
+             per_region: bool = True, run: LpRun = LpRun()) -> tuple[PricingResult, ColumnLP]:
+    """Column generation until no column of any group prices out (exact over all templates); ``run``: its
+    cancel token, pricers, progress and per-round hook (:class:`LpRun`)."""
+    cancel, progress, on_round = run.cancel, run.progress, run.on_round
+    pricers = run.pricers if run.pricers is not None else LocalPricers(groups)
     t0 = time.perf_counter()
     lp = ColumnLP(groups, prices, available, K)
     for gi, pg in enumerate(groups):

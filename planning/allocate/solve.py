@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -108,53 +108,76 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
     builder = resolve_builder(problem)
     served_mode = problem.objective == "served"
     runner = _Runner(inst, problem, builder, served_mode)
-    phases: list[PhaseResult] = []
-    messages: list[str] = list(inst.notes)
+    out = _Outcome(messages=list(inst.notes))
+    try:
+        _solve_phases(inst, problem, runner, out)
+    except Exception as exc:  # the solver failing is reported as a status, with the reason
+        out.messages.append(f"solver error: {type(exc).__name__}: {exc}")
+        out.phases.append(PhaseResult("error", "error", None, None, None, 0.0, str(exc)))
+    return _assemble(problem, inst, runner, out, diagnose, t0)
+
+
+@dataclass
+class _Outcome:
+    """What the phases of one solve left: their results, the final solution, α* (served) and the messages."""
+
+    messages: list[str]
+    phases: list[PhaseResult] = field(default_factory=list)
     final: RawSolution | None = None
     alpha_star: float | None = None
-    try:
-        if inst.n_pairs == 0:
-            # nothing can be bought: answer without a solver (CBC rejects an empty model)
-            final = _empty_plan(inst, served_mode)
-            phases.append(final.phase)
-            if served_mode and final.values is not None:
-                alpha_star = float(final.values[-1])
-        elif not served_mode and _unservable(inst):
-            # a demanded group or class that no purchasable template serves: infeasible without a solve
-            final = RawSolution(None, PhaseResult("cost", "infeasible", None, None, None, 0.0,
+
+
+def _solve_phases(inst: Instance, problem: AllocationProblem, runner: _Runner, out: _Outcome) -> None:
+    """Run the phases into ``out``: no solver when nothing can be bought or a demanded class has no template; the
+    cost objective group by group when that is exact (else jointly); the served objective in two phases."""
+    builder, served_mode = runner.builder, runner.served
+    if inst.n_pairs == 0:
+        # nothing can be bought: answer without a solver (CBC rejects an empty model)
+        out.final = _empty_plan(inst, served_mode)
+        out.phases.append(out.final.phase)
+        if served_mode and out.final.values is not None:
+            out.alpha_star = float(out.final.values[-1])
+    elif not served_mode and _unservable(inst):
+        # a demanded group or class that no purchasable template serves: infeasible without a solve
+        out.final = RawSolution(None, PhaseResult("cost", "infeasible", None, None, None, 0.0,
                                                   "a demanded class has no purchasable template"))
-            phases.append(final.phase)
-        elif not served_mode:
-            final = None
-            if (builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model
-                    and not problem.commitments):  # commitments join every group's availability
-                final = _decomposed(inst, problem, runner)
-                if final is not None:
-                    messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
-                    runner.describe()
-            if final is None and runner.spent():
-                # the group-by-group attempt used the whole limit: HiGHS given a few ms still sets up and
-                # presolves the joint model (measured: 19.8 s past a 0.05 s limit), so stop here and say so
-                final = RawSolution(None, PhaseResult("cost", "time_limit", None, None, None, 0.0,
-                                                      "time limit reached before the joint model was solved"))
-            elif final is None:
-                final = runner.run("cost", dump=True)
-            phases.append(final.phase)
+        out.phases.append(out.final.phase)
+    elif not served_mode:
+        final = None
+        if (builder == "matrix" and problem.decompose and len(inst.groups) > 1 and not problem.dump_model
+                and not problem.commitments):  # commitments join every group's availability
+            final = out.final = _decomposed(inst, problem, runner)
+            if final is not None:
+                out.messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
+                runner.describe()
+        if final is None and runner.spent():
+            # the group-by-group attempt used the whole limit: HiGHS given a few ms still sets up and
+            # presolves the joint model (measured: 19.8 s past a 0.05 s limit), so stop here and say so
+            final = RawSolution(None, PhaseResult("cost", "time_limit", None, None, None, 0.0,
+                                                  "time limit reached before the joint model was solved"))
+        elif final is None:
+            final = runner.run("cost", dump=True)
+        out.final = final
+        out.phases.append(final.phase)
+    else:
+        first = runner.run("served", dump=False)
+        out.phases.append(first.phase)
+        if first.values is not None:
+            out.alpha_star = float(first.values[-1])
+            lower = max(0.0, out.alpha_star * (1 - ALPHA_REL_TOL) - ALPHA_ABS_TOL)
+            start = first.values if builder == "matrix" else None
+            second = runner.run("cost", alpha_lower=lower, start=start, dump=True)
+            out.phases.append(second.phase)
+            out.final = second if second.values is not None else first
         else:
-            first = runner.run("served", dump=False)
-            phases.append(first.phase)
-            if first.values is not None:
-                alpha_star = float(first.values[-1])
-                lower = max(0.0, alpha_star * (1 - ALPHA_REL_TOL) - ALPHA_ABS_TOL)
-                start = first.values if builder == "matrix" else None
-                second = runner.run("cost", alpha_lower=lower, start=start, dump=True)
-                phases.append(second.phase)
-                final = second if second.values is not None else first
-            else:
-                final = first
-    except Exception as exc:  # the solver failing is reported as a status, with the reason
-        messages.append(f"solver error: {type(exc).__name__}: {exc}")
-        phases.append(PhaseResult("error", "error", None, None, None, 0.0, str(exc)))
+            out.final = first
+
+
+def _assemble(problem: AllocationProblem, inst: Instance, runner: _Runner, out: _Outcome, diagnose: bool,
+              t0: float) -> AllocationResult:
+    """The result of the phases: the worst phase's status, the plan, stats, timings and (infeasible cost
+    objective, ``diagnose``) the diagnostics."""
+    served_mode, phases, alpha_star, messages = runner.served, out.phases, out.alpha_star, out.messages
     status: Status = max((ph.status for ph in phases), key=lambda s: _SEVERITY[s]) if phases else "error"
     stats = SolveStats(
         templates_in=len(problem.templates),
@@ -169,7 +192,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         "build_seconds": runner.build_seconds,
         "solve_seconds": runner.solve_seconds,
     }
-    values = final.values if final is not None else None
+    values = out.final.values if out.final is not None else None
     plan = _extract(inst, values) if values is not None else None
     diagnostics: tuple = ()
     if diagnose and not served_mode and status == "infeasible":
@@ -197,7 +220,7 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         phases=tuple(phases),
         timings=timings,
         stats=stats,
-        builder=builder,
+        builder=runner.builder,
         solver=problem.solver,
         diagnostics=diagnostics,
         messages=tuple(messages),

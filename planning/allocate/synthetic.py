@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, WorkloadClass
@@ -10,42 +12,34 @@ from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, 
 _GPU_COUNTS = (1, 2, 4, 8)
 
 
-def random_problem(
-    seed: int,
-    groups: int = 2,
-    templates_per_group: int = 3,
-    regions: int = 1,
-    shapes: int = 3,
-    classes_per_group: int = 1,
-    max_nodes: int = 3,
-    max_available: int = 3,
-    demand_scale: float = 0.5,
-    homogeneous_share: float = 0.3,
-    **options: object,
-) -> AllocationProblem:
-    """A random but well-formed problem.
+@dataclass(frozen=True)
+class Synthetic:
+    """The sizes and shape of a random problem.
 
-    Parameters
-    ----------
-    seed:
-        RNG seed.
-    groups, templates_per_group, regions, shapes, classes_per_group:
-        Sizes.
-    max_nodes:
-        Nodes per template (1..max_nodes, drawn with repetition from the shapes).
-    max_available:
-        Availability per (region, shape) is drawn from 0..max_available.
-    demand_scale:
-        Each group's total rate = scale × (capacity of all its templates at one instance each, averaged).
-    homogeneous_share:
-        Share of templates drawn from a single shape.
-    options:
-        Passed to ``AllocationProblem`` (objective, solver, builder, K, budget_per_hour, …).
-
-    Returns
-    -------
-    ``AllocationProblem``.
+    ``groups``, ``templates_per_group``, ``regions``, ``shapes``, ``classes_per_group``: sizes. ``max_nodes``: nodes
+    per template (1..max_nodes, drawn with repetition from the shapes). ``max_available``: availability per
+    (region, shape) drawn from 0..max_available. ``demand_scale``: each group's total rate = scale × (capacity of
+    all its templates at one instance each, averaged). ``homogeneous_share``: share of templates drawn from a
+    single shape.
     """
+
+    groups: int = 2
+    templates_per_group: int = 3
+    regions: int = 1
+    shapes: int = 3
+    classes_per_group: int = 1
+    max_nodes: int = 3
+    max_available: int = 3
+    demand_scale: float = 0.5
+    homogeneous_share: float = 0.3
+
+
+def random_problem(seed: int, spec: Synthetic = Synthetic(), **options: object) -> AllocationProblem:
+    """A random but well-formed problem: RNG ``seed``, sizes ``spec`` (:class:`Synthetic`); ``options`` are passed
+    to ``AllocationProblem`` (objective, solver, builder, K, budget_per_hour, …)."""
+    groups, templates_per_group, regions, shapes = spec.groups, spec.templates_per_group, spec.regions, spec.shapes
+    classes_per_group, max_nodes, max_available = spec.classes_per_group, spec.max_nodes, spec.max_available
+    demand_scale, homogeneous_share = spec.demand_scale, spec.homogeneous_share
     rng = np.random.default_rng(seed)
     n_gpu = max(1, min(shapes, 5))
     speed = rng.uniform(0.5, 3.0, n_gpu)

@@ -93,10 +93,11 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     res = solve_allocation(replace(cost_problem, time_limit_s=min(cost_problem.time_limit_s, BASELINE_LIMIT_S)),
                            diagnose=False)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
-        note = note_ok if reached_gap(res.gap, cost_problem.mip_rel_gap) else (
+        proven = reached_gap(res.gap, cost_problem.mip_rel_gap)
+        note = note_ok if proven else (
             f"{note_ok}; its ILP stopped after {BASELINE_LIMIT_S:g} s within {100 * (res.gap or 0.0):.1f} % of its "
             "optimum (this baseline's best cost may be up to that much lower)")
-        return _wrap(name, res, True, note)
+        return _wrap(name, res, True, note, time_limited=not proven)
     if res.status == "error":
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"solver error: {res.messages}")
     # the fraction a failing baseline can serve is information, not a comparison (no saving is shown against
@@ -114,10 +115,13 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
             f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound)):.1f} %; "
             f"search stopped after {SERVED_LIMIT_S:g} s)")
     note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "")
-    return _wrap(name, served, False, note)
+    return _wrap(name, served, False, note, time_limited=not proven and bound is not None)
 
 
-def _wrap(name: str, res: AllocationResult, feasible: bool, note: str) -> BaselineResult:
+def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, *, time_limited: bool = False
+          ) -> BaselineResult:
+    """``time_limited``: its ILP stopped at its own wall-clock limit before its gap (the incumbent of that moment:
+    another run, on a faster or busier machine, may keep another; ``details["time_limited"]``)."""
     served = dict(res.served)
     return BaselineResult(
         name=name,
@@ -130,7 +134,7 @@ def _wrap(name: str, res: AllocationResult, feasible: bool, note: str) -> Baseli
         note=note,
         penalty_per_hour=float(res.penalty_per_hour or 0.0),
         seconds=float(res.timings.get("total_seconds", 0.0)),
-        details={"status": res.status, "alpha": res.alpha, "gap": res.gap},
+        details={"status": res.status, "alpha": res.alpha, "gap": res.gap, "time_limited": time_limited},
     )
 
 

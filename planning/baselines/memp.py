@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from planning.allocate.problem import AllocationProblem, Offer
 from planning.baselines.base import _FULL, BaselineResult, from_allocation, gpus_of
@@ -65,6 +65,34 @@ def memp(
     """
     t0 = time.perf_counter()
     groups = list(problem.groups())
+    rates, weight, proxies = _weights(problem, groups, model_size, gpu_memory_gb, request_rate)
+    share, target = _split_pool(problem, groups, weight, gpu_memory_gb, cancel)
+    tally = _plan_shares(problem, share, rates, weight, cancel)
+    feasible = all(f >= _FULL for f in tally.served.values())
+    note = "memory-proportional shares" + (f" ({'; '.join(proxies)})" if proxies else "") + ("; all demand met" if feasible else "; cannot meet demand: " + "; ".join(tally.notes))
+    return BaselineResult(
+        name="memp",
+        cost_per_hour=tally.cost,
+        served_fraction=tally.served,
+        gpus_used=gpus_of(tally.nodes),
+        nodes_used=tally.nodes,
+        counts=tally.counts,
+        feasible=feasible,
+        note=note,
+        penalty_per_hour=tally.penalty,
+        seconds=time.perf_counter() - t0,
+        details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
+    )
+
+
+def _weights(
+    problem: AllocationProblem,
+    groups: list[str],
+    model_size: Mapping[str, float] | None,
+    gpu_memory_gb: Mapping[str, float] | None,
+    request_rate: Mapping[str, float] | None,
+) -> tuple[dict[str, float], dict[str, float], list[str]]:
+    """(rate, demand weight rate × size, the proxies used) per group (step 1)."""
     proxies = []
     rates = {g: sum(q.rate for q in problem.classes if q.group == g) for g in groups}
     if request_rate is not None:
@@ -74,12 +102,22 @@ def memp(
     size = {g: float(model_size.get(g, 1.0)) if model_size else 1.0 for g in groups}
     if gpu_memory_gb is None:
         proxies.append("no GPU memory given: each GPU counts as one unit")
+    return rates, {g: rates[g] * size[g] for g in groups}, proxies
+
+
+def _split_pool(
+    problem: AllocationProblem,
+    groups: list[str],
+    weight: dict[str, float],
+    gpu_memory_gb: Mapping[str, float] | None,
+    cancel: CancelToken | None,
+) -> tuple[dict[str, dict[tuple[str, str], int]], dict[str, float]]:
+    """(each group's share of the pool's nodes, its target memory): steps 2 and 3."""
 
     def mem_per_gpu(shape: str) -> float:
         _c, gpu = parse_shape(shape, bare_gpu=True)
         return float(gpu_memory_gb.get(gpu, 1.0)) if gpu_memory_gb else 1.0
 
-    weight = {g: rates[g] * size[g] for g in groups}
     total_weight = sum(weight.values())
     pool = sorted(
         (o for o in problem.offers if o.available > 0),
@@ -103,66 +141,77 @@ def memp(
                 left[k] -= take
                 got += take * node_mem[k]
                 share[g][k] = share[g].get(k, 0) + take
-    cost = 0.0
-    penalty = 0.0
-    served: dict[str, float] = {}
-    counts: dict[tuple[str, str], int] = {}
-    nodes: dict[tuple[str, str], int] = {}
-    notes: list[str] = []
+    return share, target
+
+
+@dataclass
+class _Tally:
+    """What the groups' plans inside their shares add up to (step 4)."""
+
+    cost: float = 0.0
+    penalty: float = 0.0
+    served: dict[str, float] = field(default_factory=dict)
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    nodes: dict[tuple[str, str], int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _plan_shares(
+    problem: AllocationProblem,
+    share: dict[str, dict[tuple[str, str], int]],
+    rates: dict[str, float],
+    weight: dict[str, float],
+    cancel: CancelToken | None,
+) -> _Tally:
+    """Each linked part's cheapest plan inside the union of its groups' shares (step 4)."""
+    total_weight = sum(weight.values())
+    tally = _Tally()
     for part in problem.linked_parts():
         check_cancel(cancel, "baseline memp")
         demanded = [g for g in part if rates[g] > 0 or any(q.rate > 0 for q in problem.classes if q.group == g)]
         for g in part:
             if g not in demanded:
-                served[g] = 1.0
+                tally.served[g] = 1.0
         if not demanded:
             continue
-        # a model's prefill and decode (linked: the same regions) plan together on the union of their shares
-        pooled: dict[tuple[str, str], int] = {}
-        for g in part:
-            for k, n in share[g].items():
-                pooled[k] = pooled.get(k, 0) + n
-        offers = tuple(Offer(r, s, o.price_per_hour, pooled.get((r, s), 0)) for o in problem.offers for r, s in [(o.region, o.shape)])
-        templates = tuple(t for t in problem.templates if t.group in part)
-        ids = {t.id for t in templates}
-        classes = tuple(q for q in problem.classes if q.group in part)
-        own = {q.id for q in classes}
-        sub = replace(
-            problem,
-            templates=templates,
-            offers=offers,
-            classes=classes,
-            current={k: v for k, v in problem.current.items() if k[0] in ids},
-            budget_per_hour=None,
-            dump_model=None,
-            links=tuple(lk for lk in problem.links if set(lk) <= own),
-            transfers=tuple(tp for tp in problem.transfers if tp.sender in own),
-        )
-        res = from_allocation("memp", sub, "", cancel)
-        cost += res.cost_per_hour
-        penalty += res.penalty_per_hour
+        res = from_allocation("memp", _part_problem(problem, part, share), "", cancel)
+        tally.cost += res.cost_per_hour
+        tally.penalty += res.penalty_per_hour
         for k, v in res.counts.items():
-            counts[k] = counts.get(k, 0) + v
+            tally.counts[k] = tally.counts.get(k, 0) + v
         for k, v in res.nodes_used.items():
-            nodes[k] = nodes.get(k, 0) + v
+            tally.nodes[k] = tally.nodes.get(k, 0) + v
         for g in demanded:
-            served[g] = res.served_fraction.get(g, 0.0)
-            if served[g] < _FULL:
-                notes.append(f"{g} gets {sum(share[g].values())} nodes ({100 * weight[g] / total_weight:.0f} % of pool memory) and serves {100 * served[g]:.0f} % of demand")
-    feasible = all(f >= _FULL for f in served.values())
-    note = "memory-proportional shares" + (f" ({'; '.join(proxies)})" if proxies else "") + ("; all demand met" if feasible else "; cannot meet demand: " + "; ".join(notes))
-    return BaselineResult(
-        name="memp",
-        cost_per_hour=cost,
-        served_fraction=served,
-        gpus_used=gpus_of(nodes),
-        nodes_used=nodes,
-        counts=counts,
-        feasible=feasible,
-        note=note,
-        penalty_per_hour=penalty,
-        seconds=time.perf_counter() - t0,
-        details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
+            tally.served[g] = res.served_fraction.get(g, 0.0)
+            if tally.served[g] < _FULL:
+                tally.notes.append(f"{g} gets {sum(share[g].values())} nodes ({100 * weight[g] / total_weight:.0f} % of pool memory) and serves {100 * tally.served[g]:.0f} % of demand")
+    return tally
+
+
+def _part_problem(
+    problem: AllocationProblem, part: list[str], share: dict[str, dict[tuple[str, str], int]]
+) -> AllocationProblem:
+    """The problem restricted to one linked part's groups and the union of their shares: a model's prefill and
+    decode (linked: the same regions) plan together."""
+    pooled: dict[tuple[str, str], int] = {}
+    for g in part:
+        for k, n in share[g].items():
+            pooled[k] = pooled.get(k, 0) + n
+    offers = tuple(Offer(r, s, o.price_per_hour, pooled.get((r, s), 0)) for o in problem.offers for r, s in [(o.region, o.shape)])
+    templates = tuple(t for t in problem.templates if t.group in part)
+    ids = {t.id for t in templates}
+    classes = tuple(q for q in problem.classes if q.group in part)
+    own = {q.id for q in classes}
+    return replace(
+        problem,
+        templates=templates,
+        offers=offers,
+        classes=classes,
+        current={k: v for k, v in problem.current.items() if k[0] in ids},
+        budget_per_hour=None,
+        dump_model=None,
+        links=tuple(lk for lk in problem.links if set(lk) <= own),
+        transfers=tuple(tp for tp in problem.transfers if tp.sender in own),
     )
 
 

@@ -115,6 +115,27 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
         File missing/too large, missing columns, bad values (naming the line), unknown config ids.
     """
     path = Path(path)
+    raw = _read_series_csv(path)
+    nodes = _series_nodes(path, raw)
+    timestamps = _series_timestamps(path, raw)
+    if "config_id" in raw.columns:
+        config_ids, regions, shapes = _places_by_config(path, raw, catalog)
+    else:
+        config_ids, regions, shapes = _places_by_region_shape(path, raw)
+    frame = pl.DataFrame(
+        {
+            "timestamp": timestamps,
+            "region": regions,
+            "shape": shapes,
+            "config_id": config_ids,
+            "nodes": nodes,
+        }
+    )
+    return frame.sort("timestamp", maintain_order=True)
+
+
+def _read_series_csv(path: Path) -> pl.DataFrame:
+    """The availability CSV as text columns, its size, header and row count checked."""
     if not path.is_file():
         raise _fail(path, "is not a file.", "pass the path of an availability CSV.")
     size = path.stat().st_size
@@ -134,14 +155,17 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
             raise _fail(
                 path, f"missing column {required!r}.", "columns: timestamp, config_id or region+shape, nodes."
             )
-    by_config = "config_id" in columns
-    if not by_config and not {"region", "shape"} <= columns:
+    if "config_id" not in columns and not {"region", "shape"} <= columns:
         raise _fail(
             path, "needs config_id, or region and shape.", "add a config_id column or region and shape."
         )
     if raw.height == 0:
         raise _fail(path, "has no rows.", "add at least one row.")
+    return raw
 
+
+def _series_nodes(path: Path, raw: pl.DataFrame) -> pl.Series:
+    """The ``nodes`` column as Int64, every value a whole number ≥ 0 (else the first bad line is named)."""
     nodes = raw["nodes"].str.strip_chars().cast(pl.Int64, strict=False)
     bad = raw.with_row_index("line", offset=2).filter(nodes.is_null() | (nodes < 0))
     if bad.height:
@@ -152,55 +176,57 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
             "write a whole number.",
             "nodes",
         )
+    return nodes
 
+
+def _series_timestamps(path: Path, raw: pl.DataFrame) -> pl.Series:
+    """Hours from the start when every timestamp is a number, else ISO 8601 date-times in UTC."""
     stamps_text = raw["timestamp"].str.strip_chars()
     hours = stamps_text.cast(pl.Float64, strict=False)
     if hours.null_count() == 0:
-        timestamps: pl.Series = hours
-    else:
-        timestamps = stamps_text.str.to_datetime(strict=False, time_zone="UTC")
-        if timestamps.null_count():
-            line = int(timestamps.is_null().arg_true()[0]) + 2
-            raise _fail(
-                path,
-                f"line {line}: timestamp {stamps_text[line - 2]!r} is neither ISO 8601 nor a number of hours.",
-                "write 2024-05-01T12:00:00 or hours such as 1.5 (the same form on every line).",
-                "timestamp",
-            )
+        return hours
+    timestamps = stamps_text.str.to_datetime(strict=False, time_zone="UTC")
+    if timestamps.null_count():
+        line = int(timestamps.is_null().arg_true()[0]) + 2
+        raise _fail(
+            path,
+            f"line {line}: timestamp {stamps_text[line - 2]!r} is neither ISO 8601 nor a number of hours.",
+            "write 2024-05-01T12:00:00 or hours such as 1.5 (the same form on every line).",
+            "timestamp",
+        )
+    return timestamps
 
-    if by_config:
-        cat = catalog
-        if cat is None:
-            from planning.catalog.load import load_catalog
 
-            cat = load_catalog()
-        config_ids = raw["config_id"].str.strip_chars()
-        for cid in config_ids.unique().to_list():
-            if cid not in cat.configs:
-                raise UnknownIdError(f"{path.name}:config_id", str(cid), cat.configs)
-        regions = config_ids.replace_strict({k: c.region_key for k, c in cat.configs.items()}, default=None)
-        shapes = config_ids.replace_strict({k: c.shape for k, c in cat.configs.items()}, default=None)
-    else:
-        config_ids = pl.Series("config_id", [None] * raw.height, dtype=pl.String)
-        regions = raw["region"].str.strip_chars()
-        shapes = raw["shape"].str.strip_chars()
-        bad_region = ~regions.str.contains(r"^[a-z0-9-]+:[A-Za-z0-9-]+$")
-        bad_shape = ~shapes.str.contains(r"^\d+x[A-Za-z0-9-]+$")
-        for column, mask, fix in (
-            ("region", bad_region, "write cloud:region such as aws:us-east-2."),
-            ("shape", bad_shape, "write {count}x{gpu} such as 4xL4."),
-        ):
-            if mask.any():
-                line = int(mask.arg_true()[0]) + 2
-                raise _fail(path, f"line {line}: bad {column} {raw[column][line - 2]!r}.", fix, column)
+def _places_by_config(
+    path: Path, raw: pl.DataFrame, catalog: Catalog | None
+) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(config ids, regions, shapes) of rows naming a catalog ``config_id`` (unknown ids refused)."""
+    cat = catalog
+    if cat is None:
+        from planning.catalog.load import load_catalog
 
-    frame = pl.DataFrame(
-        {
-            "timestamp": timestamps,
-            "region": regions,
-            "shape": shapes,
-            "config_id": config_ids,
-            "nodes": nodes,
-        }
-    )
-    return frame.sort("timestamp", maintain_order=True)
+        cat = load_catalog()
+    config_ids = raw["config_id"].str.strip_chars()
+    for cid in config_ids.unique().to_list():
+        if cid not in cat.configs:
+            raise UnknownIdError(f"{path.name}:config_id", str(cid), cat.configs)
+    regions = config_ids.replace_strict({k: c.region_key for k, c in cat.configs.items()}, default=None)
+    shapes = config_ids.replace_strict({k: c.shape for k, c in cat.configs.items()}, default=None)
+    return config_ids, regions, shapes
+
+
+def _places_by_region_shape(path: Path, raw: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """(null config ids, regions, shapes) of rows naming ``region`` and ``shape`` (their forms checked)."""
+    config_ids = pl.Series("config_id", [None] * raw.height, dtype=pl.String)
+    regions = raw["region"].str.strip_chars()
+    shapes = raw["shape"].str.strip_chars()
+    bad_region = ~regions.str.contains(r"^[a-z0-9-]+:[A-Za-z0-9-]+$")
+    bad_shape = ~shapes.str.contains(r"^\d+x[A-Za-z0-9-]+$")
+    for column, mask, fix in (
+        ("region", bad_region, "write cloud:region such as aws:us-east-2."),
+        ("shape", bad_shape, "write {count}x{gpu} such as 4xL4."),
+    ):
+        if mask.any():
+            line = int(mask.arg_true()[0]) + 2
+            raise _fail(path, f"line {line}: bad {column} {raw[column][line - 2]!r}.", fix, column)
+    return config_ids, regions, shapes

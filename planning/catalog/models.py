@@ -175,6 +175,44 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
     PlanningError
         A required key is missing or a value is invalid.
     """
+    cfg, where, model_type = _language_model(cfg, where)
+    layers, hidden, heads, kv_heads, head_dim = _attention_shape(cfg, where)
+    intermediate = _positive_int(
+        _require(cfg, ("intermediate_size", "ffn_hidden_size", "n_inner"), where),
+        f"{where}.intermediate_size", _MAX["intermediate_size"],
+    )
+    vocab = _positive_int(_require(cfg, ("vocab_size",), where), f"{where}.vocab_size", _MAX["vocab_size"])
+
+    experts, active, moe_inter, moe_layers = _experts(cfg, where, layers, intermediate)
+    window, layer_types = _sliding_layers(cfg, where, layers, model_type)
+
+    return Architecture(
+        model_type=model_type,
+        layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        experts_total=experts,
+        experts_active=active,
+        moe_intermediate_size=moe_inter,
+        moe_layers=moe_layers,
+        sliding_window=window,
+        layer_types=layer_types,
+        dtype=_dtype_of(cfg, where),
+        tie_embeddings=_flag(cfg, "tie_word_embeddings", where, False),
+        attention_bias=_flag(cfg, "attention_bias", where, False),
+        qk_norm=model_type in {"qwen3", "qwen3_moe"},
+        attention_sinks=model_type == "gpt_oss",
+        moe_biases=model_type == "gpt_oss",
+    )
+
+
+def _language_model(cfg: Any, where: str) -> tuple[Mapping[str, Any], str, str]:
+    """(the language model's keys, their error prefix, its ``model_type``): multimodal wrappers keep them under
+    ``text_config``."""
     if not isinstance(cfg, Mapping):
         raise PlanningError(where, "a config must be a JSON object.", "pass the model's config.json.")
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
@@ -188,6 +226,11 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
         raise PlanningError(f"{where}.model_type", f"must be short text, got {quote(raw_type, 80)}.",
                             'write the family name, e.g. "llama".')
     model_type = raw_type
+    return cfg, where, model_type
+
+
+def _attention_shape(cfg: Mapping[str, Any], where: str) -> tuple[int, int, int, int, int]:
+    """(layers, hidden size, attention heads, KV heads, head dim), each checked."""
     layers = _positive_int(
         _require(cfg, ("num_hidden_layers", "n_layer", "num_layers"), where), f"{where}.num_hidden_layers",
         _MAX["layers"],
@@ -207,12 +250,12 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
         )
     head_dim = _optional_int(cfg, ("head_dim",), f"{where}.head_dim", minimum=1, maximum=_MAX["head_dim"],
                              default=max(1, hidden // heads))
-    intermediate = _positive_int(
-        _require(cfg, ("intermediate_size", "ffn_hidden_size", "n_inner"), where),
-        f"{where}.intermediate_size", _MAX["intermediate_size"],
-    )
-    vocab = _positive_int(_require(cfg, ("vocab_size",), where), f"{where}.vocab_size", _MAX["vocab_size"])
+    return layers, hidden, heads, kv_heads, head_dim
 
+
+def _experts(cfg: Mapping[str, Any], where: str, layers: int,
+             intermediate: int) -> tuple[int, int, int, tuple[bool, ...]]:
+    """(experts, active experts per token, expert FFN width, which layers are MoE); zeros for a dense model."""
     experts = _optional_int(cfg, ("num_local_experts", "num_experts", "n_routed_experts"), f"{where}.num_experts",
                             minimum=1, maximum=_MAX["experts"], default=0)
     active = _optional_int(cfg, ("num_experts_per_tok", "experts_per_token"), f"{where}.num_experts_per_tok",
@@ -234,7 +277,12 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
     dense_only = {_int_value(v, f"{where}.mlp_only_layers[{i}]", minimum=0, maximum=layers - 1)
                   for i, v in enumerate(raw_dense)}
     moe_layers = tuple(bool(experts) and i not in dense_only and (i + 1) % step == 0 for i in range(layers))
+    return experts, active, moe_inter, moe_layers
 
+
+def _sliding_layers(cfg: Mapping[str, Any], where: str, layers: int,
+                    model_type: str) -> tuple[int | None, tuple[str, ...]]:
+    """(sliding window, per-layer ``"sliding"``/``"full"``): ``(None, ())`` when no layer slides."""
     window_raw = cfg.get("sliding_window")
     use_window = _flag(cfg, "use_sliding_window", where, True)
     window = (_int_value(window_raw, f"{where}.sliding_window", minimum=1, maximum=_MAX["window"])
@@ -271,29 +319,7 @@ def parse_architecture(cfg: Mapping[str, Any], where: str = "config") -> Archite
         layer_types = ()
     if layer_types and "sliding" not in layer_types:
         window, layer_types = None, ()
-
-    return Architecture(
-        model_type=model_type,
-        layers=layers,
-        hidden_size=hidden,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate_size=intermediate,
-        vocab_size=vocab,
-        experts_total=experts,
-        experts_active=active,
-        moe_intermediate_size=moe_inter,
-        moe_layers=moe_layers,
-        sliding_window=window,
-        layer_types=layer_types,
-        dtype=_dtype_of(cfg, where),
-        tie_embeddings=_flag(cfg, "tie_word_embeddings", where, False),
-        attention_bias=_flag(cfg, "attention_bias", where, False),
-        qk_norm=model_type in {"qwen3", "qwen3_moe"},
-        attention_sinks=model_type == "gpt_oss",
-        moe_biases=model_type == "gpt_oss",
-    )
+    return window, layer_types
 
 
 def count_params(arch: Architecture) -> ParamCount:

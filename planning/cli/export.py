@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     p.add_argument("--no-alternative", action="store_true",
                    help="do not price the plan that deploys as planned (one more solve) when an instance is exported "
                         "without its planned KV transfer")
+    p.add_argument("--simulate", action="store_true",
+                   help="simulate the plan and the plan as the files deploy it side by side (SLO attainment and "
+                        "goodput of each model whose KV transfer is lost)")
     p.set_defaults(func=_export)
 
 
@@ -45,7 +48,8 @@ def _export(args: argparse.Namespace) -> int:
         print(f"error: the plan has no instances (status {plan.status}); nothing to deploy.", file=sys.stderr)
         return 1
     files = api.export_plan(plan, args.format)
-    for line in api.export_preview(plan, price_alternative=not args.no_alternative).lines():
+    for line in api.export_preview(plan, price_alternative=not args.no_alternative,
+                                   simulate=args.simulate).lines():
         print(line, file=sys.stderr)  # before any file is written: what differs from the plan and what it costs
     if args.out is None:
         for f in files:

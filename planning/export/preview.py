@@ -7,7 +7,9 @@ it *before* the files are written:
 - ``kv-transfer``: a disaggregated instance whose engine is a pipeline runs without the planned KV transfer
   (vLLM's NixlConnector has no pipeline parallelism), so it serves whole requests outside its model's
   prefill/decode proxy. Its cost is priced by planning the scenario without pipelines
-  (``options.max_stages: 1``, :func:`alternative_scenario`): every instance then connects, as planned.
+  (``options.max_stages: 1``, :func:`alternative_scenario`): every instance then connects, as planned. What the
+  files themselves would give is the plan *as exported* (:func:`as_exported`) simulated beside the plan
+  (``api.export_preview(..., simulate=True)``): per model, SLO attainment and goodput as planned and as exported.
 - ``weights``: no weights source (a custom model or fine-tune without ``models[].weights``): nothing to pay,
   but the engine does not start until the weights are given.
 - ``layout``: vLLM's one TP size per pipeline or no data parallelism inside a stage: the same nodes at the same
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from planning.result import PlanResult, savings_pct
+from planning.result import InstancePlan, PlanResult, savings_pct
 
 if TYPE_CHECKING:
     from planning.export.deploy import ExportFile
@@ -42,6 +44,40 @@ class ExportDifference:
 
 
 @dataclass(frozen=True)
+class ExportedRun:
+    """One model simulated as planned and as exported (same arrivals, seed and length): the share of requests
+    within both SLOs and the output tokens/s of those requests."""
+
+    model: str
+    planned_attainment: float
+    exported_attainment: float
+    planned_goodput: float
+    exported_goodput: float
+
+    def text(self) -> str:
+        return (f"{self.model}: SLO attainment {self.planned_attainment:.1%} as planned, "
+                f"{self.exported_attainment:.1%} as exported; goodput {self.planned_goodput:,.0f} → "
+                f"{self.exported_goodput:,.0f} tok/s")
+
+
+@dataclass(frozen=True)
+class ExportedSimulation:
+    """The plan and its export simulated side by side (models with a lost KV transfer), how, and what the
+    simulator was told about the export (``as_exported``'s notes). ``error`` when the export cannot be simulated."""
+
+    runs: tuple[ExportedRun, ...]
+    how: str
+    notes: tuple[str, ...] = ()
+    error: str = ""
+
+    def lines(self) -> list[str]:
+        if self.error:
+            return [f"  simulated as exported: not possible — {self.error}"]
+        return ([f"  simulated as exported ({self.how}):"] + [f"    {r.text()}" for r in self.runs]
+                + [f"    ({n})" for n in self.notes])
+
+
+@dataclass(frozen=True)
 class ExportPreview:
     """Every difference between a plan and its export, and (for KV-transfer differences) the plan that deploys as
     planned: its cost per hour, or None when the scenario has no plan without pipelines."""
@@ -52,6 +88,7 @@ class ExportPreview:
     alternative_cost_per_hour: float | None = None
     alternative_priced: bool = False
     alternative_status: str = ""
+    simulation: ExportedSimulation | None = None
 
     @property
     def deploys_as_planned(self) -> bool:
@@ -84,6 +121,8 @@ class ExportPreview:
         alt = self.alternative_text()
         if alt:
             out.append(f"  to deploy as planned: {alt}")
+        if self.simulation is not None:
+            out += self.simulation.lines()
         return out
 
     def rows(self) -> list[dict[str, Any]]:
@@ -145,3 +184,43 @@ def preview(result: PlanResult, files: Sequence[ExportFile], alternative: PlanRe
     return ExportPreview(differences(result, files), float(result.cost_per_hour or 0.0), ALTERNATIVE_LABEL,
                          float(cost) if cost is not None else None, priced,
                          alternative.status if alternative is not None else "")
+
+
+def lost_kv_instances(differences: Sequence[ExportDifference]) -> frozenset[int]:
+    """Plan instances exported without their planned KV transfer."""
+    return frozenset(d.instance for d in differences if d.kind == "kv-transfer")
+
+
+def as_exported(result: PlanResult, lost: frozenset[int]) -> tuple[PlanResult, tuple[str, ...]]:
+    """The plan the files deploy, for the simulator, and one note per model whose serving changes.
+
+    A model whose connected (KV-transfer) prefill and decode engines both remain keeps its proxy as its entry point:
+    its ``lost`` instances stay out of the proxy and get no request. A model left without a connected pair has no
+    proxy that works: its ``lost`` instances serve whole requests (aggregated engines on the same placement and
+    engine limits), round robin as a plain load balancer sends them, and its connected remainder gets none.
+    """
+    keep: list[InstancePlan] = []
+    notes: list[str] = []
+    for model in dict.fromkeys(i.model for i in result.instances):
+        mine = [(k, i) for k, i in enumerate(result.instances) if i.model == model]
+        gone = [i for k, i in mine if k in lost]
+        rest = [i for k, i in mine if k not in lost]
+        if not gone:
+            keep += rest
+        elif {i.phase for i in rest} >= {"prefill", "decode"}:
+            keep += rest
+            notes.append(f"{model}: the proxy sends every request to its connected prefill/decode engines; its "
+                         f"{sum(i.count for i in gone)} engine(s) without KV transfer stay out of it and get none")
+        else:
+            keep += [replace(i, phase="aggregated", throughput=1.0, load=0.0, class_rps=()) for i in gone]
+            notes.append(f"{model}: no prefill/decode pair connects, so its requests go round robin to its "
+                         f"{sum(i.count for i in gone)} engine(s) without KV transfer, each serving whole requests"
+                         + (f"; its {sum(i.count for i in rest)} connected engine(s) get none" if rest else ""))
+    return replace(result, instances=tuple(keep)), tuple(notes)
+
+
+def exported_runs(models: Sequence[str], planned: Any, exported: Any) -> tuple[ExportedRun, ...]:
+    """Per model, the two simulations (``planning.simulate.SimResult``) side by side."""
+    return tuple(ExportedRun(m, planned.model(m).attainment, exported.model(m).attainment,
+                             planned.model(m).goodput_tokens_per_s, exported.model(m).goodput_tokens_per_s)
+                 for m in models)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,10 +62,21 @@ def held_pools(resolved: ResolvedScenario) -> dict[tuple[str, str], int]:
     return {(o.region, o.shape): o.available for o in resolved.offers if kind_of(o.region) == "reserved"}
 
 
-def solve_epochs(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-                 candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
-                 drop_kinds: Sequence[str], cancel: CancelToken | None, report: Callable[[str], None], *,
-                 stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
+@dataclass(frozen=True)
+class Horizon:
+    """What every step of the sizing solves over: the scenario, its template sets, the horizon's epochs, the
+    commitment candidates, the offer kinds left out (``drop_kinds``) and the caller's cancel token/deadline."""
+
+    resolved: ResolvedScenario
+    sets: Sequence[TemplateSet]
+    epochs: Sequence[Epoch]
+    candidates: Sequence[Candidate]
+    drop_kinds: Sequence[str] = ()
+    cancel: CancelToken | None = None
+
+
+def solve_epochs(horizon: Horizon, pools: Mapping[tuple[str, str], tuple[float, int]],
+                 report: Callable[[str], None], *, stop_without_plan: bool = False, prices: Sequence[Mapping[tuple[str, str], float]] | None = None,
                  proof: Proof | None = None, which: Sequence[int] | None = None,
                  ) -> tuple[list[EpochPlan], list[AllocationResult], list[list[np.ndarray]]]:
     """Every epoch solved alone, certified over all templates (``allocate.certify.solve_certified``), with the
@@ -80,6 +91,8 @@ def solve_epochs(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs
     targets (:meth:`Proof.upper`; the same answer, never the blind ×4 growth or the ILP over every template)."""
     from planning.allocate.certify import site_transfers, solve_certified, transfer_prices
 
+    resolved, sets, epochs, candidates = horizon.resolved, horizon.sets, horizon.epochs, horizon.candidates
+    drop_kinds, cancel = horizon.drop_kinds, horizon.cancel
     ilp_gap = EPOCH_GAP_SHARE * resolved.scenario.options.mip_rel_gap  # each epoch's proven low: value × (1 − gap)
     order = list(range(len(epochs))) if which is None else list(which)
     every_pool = {(c.pool, c.shape) for c in candidates}

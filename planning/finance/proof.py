@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 
 from planning.allocate.certify import AvailabilityDuals
 from planning.allocate.problem import AllocationResult
-from planning.context import CancelToken, time_left
-from planning.finance.commitments import Candidate, Epoch, EpochPlan
+from planning.context import time_left
+from planning.finance.commitments import EpochPlan
 from planning.finance.cuts import Cut, PlanPoint, next_prices, solve_master
-from planning.finance.epochs import proven_low, solve_epochs
+from planning.finance.epochs import Horizon, proven_low, solve_epochs
 from planning.finance.relaxation import pool_constant
-from planning.resolve import ResolvedScenario
-from planning.templates.sets import TemplateSet
 
 DUAL_STEPS = 6  # Kelley steps on the pool prices at most (enterprise, certified epoch solves to optimal: 12 steps
 # 394, 6 steps 290, 4 steps 266: the master closes the Lagrangian dual's ~1 % duality gap anyway)
@@ -30,18 +28,17 @@ MASTER_STEPS = 200  # cut-master iterations at most (each solves the epochs its 
 MASTER_LIMIT_S = 10.0  # per master MILP (a few dozen integers; its dual bound holds where it stops)
 
 
-def kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-           candidates: Sequence[Candidate], pools: Mapping[tuple[str, str], tuple[float, int]],
-           cheapest: Mapping[tuple[str, str], float], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
-           cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], say: Callable[[str], None],
-           proof: Proof) -> None:
+def kelley(horizon: Horizon, pools: Mapping[tuple[str, str], tuple[float, int]],
+           cheapest: Mapping[tuple[str, str], float], held: Mapping[tuple[str, str], int], state: dict[str, object],
+           stats: dict[str, float], say: Callable[[str], None], proof: Proof) -> None:
     """Raise ``state["bound"]`` towards the Lagrangian dual of the pool rows (module docstring, step 5) by
     Kelley's cutting planes with a box around the best prices (a bundle step): :func:`planning.finance.cuts.
     next_prices` over every epoch plan seen so far proposes π_e per epoch; one pass of certified epoch solves at
     π (pools at their caps) gives the bound Σ_e w_e·low_e(π) − C(π), new plans and new cuts. A step that raises
     the bound moves the box there; one that does not halves it. Stops when the model proves the dual cannot
     close the gap, the box is tiny, or a pass no longer fits in the time left."""
-    gap = resolved.scenario.options.mip_rel_gap
+    epochs, candidates, cancel = horizon.epochs, horizon.candidates, horizon.cancel
+    gap = horizon.resolved.scenario.options.mip_rel_gap
     keys = sorted(pools)
     hours = [ep.hours for ep in epochs]
     total = sum(hours)
@@ -76,8 +73,7 @@ def kelley(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequ
         def tell(m: str, step: int = step) -> None:
             say(f"step {step + 1}: {m}")
 
-        _plans, allocs, _used = solve_epochs(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
-                                              prices=prices, proof=proof)
+        _plans, allocs, _used = solve_epochs(horizon, pools, tell, prices=prices, proof=proof)
         seconds = time.perf_counter() - t0
         if not all(a.has_plan for a in allocs):
             break
@@ -167,9 +163,8 @@ def closed(state: Mapping[str, object], gap: float) -> bool:
     return math.isfinite(value) and value - bound <= gap * value
 
 
-def master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
-                candidates: Sequence[Candidate], held: Mapping[tuple[str, str], int], drop_kinds: Sequence[str],
-                cancel: CancelToken | None, state: dict[str, object], stats: dict[str, float], proof: Proof,
+def master_loop(horizon: Horizon, held: Mapping[tuple[str, str], int], state: dict[str, object],
+                stats: dict[str, float], proof: Proof,
                 offer: Callable[[float, Mapping[str, int], Sequence[EpochPlan]], None],
                 committed_cost: Callable[[Mapping[str, int]], float], say: Callable[[str], None]) -> None:
     """Step 6 (:mod:`planning.finance.cuts`): raise ``state["bound"]`` to the cut master's bound; while the gap is
@@ -182,7 +177,8 @@ def master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
     nothing to gain and is not re-solved. A point that is not refuted is solved in full and offered as a plan;
     a point the master proposes again is solved in full. Before time runs out a last master solve turns the
     cuts so far into the bound."""
-    gap = resolved.scenario.options.mip_rel_gap
+    epochs, candidates, cancel = horizon.epochs, horizon.candidates, horizon.cancel
+    gap = horizon.resolved.scenario.options.mip_rel_gap
     hours = [ep.hours for ep in epochs]
     total = sum(hours)
     rows = [(c.id, (c.pool, c.shape), c.max_count, c.effective_hourly * total) for c in candidates]
@@ -228,8 +224,7 @@ def master_loop(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs:
             def tell(_m: str, step: int = step, e: int = e) -> None:
                 say(f"step {step + 1}: epoch {e + 1}")
 
-            plans, allocs, _used = solve_epochs(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, tell,
-                                                 proof=proof, which=[e])
+            plans, allocs, _used = solve_epochs(horizon, pools, tell, proof=proof, which=[e])
             per_epoch = max(0.5 * per_epoch, time.perf_counter() - t0) if per_epoch else time.perf_counter() - t0
             stats["master_epoch_solves"] += 1.0
             proof.record(allocs, gap, point=k_hat, which=[e])

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planning.allocate.reduce import ColumnBlock, LagrangianBound, Reduction, lagrangian_bound, lp_reduction
+from planning.allocate.reduce import (
+    ColumnBlock,
+    LagrangianBound,
+    LpSides,
+    Market,
+    Reduction,
+    lagrangian_bound,
+    lp_reduction,
+)
 from planning.context import CancelToken, time_left
 from planning.finance.commitments import Candidate, Epoch, epoch_id, epoch_shape, horizon_problem
 from planning.resolve import ResolvedScenario
@@ -82,8 +90,9 @@ def relaxation(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: 
     links = [tuple(group_of[q] for q in link) for link in relaxed.links]
     first = {link[0]: li for li, link in enumerate(relaxed.links)}
     flows = {(first[tp.sender], tp.src, tp.dst): tp.usd_per_hour for tp in relaxed.transfers if tp.sender in first}
-    red = lp_reduction(blocks, index, regions, prices, available, demand, 0.0, spot_cap=relaxed.spot_cap,
-                       spot_regions=relaxed.spot_regions, links=links, transfers=flows, cancel=cancel)
+    red = lp_reduction(blocks, Market(index, regions, prices, available), demand, 0.0,
+                       LpSides(spot_cap=relaxed.spot_cap, spot_regions=relaxed.spot_regions, links=links,
+                               transfers=flows), cancel=cancel)
     if not red.feasible_lp:
         return None
     d = [demand.get(b.group, 0.0) for b in blocks]

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,9 +58,10 @@ from planning.finance.commitments import (
     horizon_problem,
     plans_from_stacked,
 )
-from planning.finance.epochs import dedupe_epochs, held_pools, proven_low, solve_epochs
+from planning.finance.epochs import Horizon, dedupe_epochs, held_pools, proven_low, solve_epochs
 from planning.finance.proof import Proof, closed, kelley, master_loop
 from planning.finance.relaxation import pool_constant, relaxation, uniform_prices
+from planning.progress_words import sizing_check
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
@@ -113,157 +114,213 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
     """
     from planning.context import Cancelled, timed_out
 
-    t0 = time.perf_counter()
-    stats: dict[str, float] = {"epochs": float(len(epochs)), "candidates": float(len(candidates))}
-    report: Callable[[float, str], None] = progress or (lambda _f, _m: None)
-    hours = [ep.hours for ep in epochs]
-    state: dict[str, object] = {"value": math.inf, "counts": {}, "plans": (), "bound": -math.inf,
-                                "over": "all templates", "message": ""}
-
-    def offer(value: float, counts: Mapping[str, int], plans: Sequence[EpochPlan]) -> None:
-        if value < float(state["value"]) - 1e-9 * max(1.0, abs(value)):  # type: ignore[arg-type]
-            state.update(value=value, counts=dict(counts), plans=tuple(plans))
-
-    def answer(status: str | None = None, message: str = "") -> Sizing:
-        value, bound = float(state["value"]), float(state["bound"])  # type: ignore[arg-type]
-        stats["seconds"] = time.perf_counter() - t0
-        plans: tuple[EpochPlan, ...] = state["plans"]  # type: ignore[assignment]
-        if status is None:
-            gap = (value - bound) / value if math.isfinite(bound) and value > 0 else math.inf
-            status = "optimal" if gap <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible"
-        counts = {c.id: int(state["counts"].get(c.id, 0)) for c in candidates}  # type: ignore[attr-defined]
-        zero: Sizing | None = state.get("no_reservation")  # type: ignore[assignment]
-        return Sizing(status, value, min(bound, value), counts, tuple(epochs), tuple(candidates), plans,
-                      str(state["over"]), message or str(state["message"]), stats, zero)
-
-    def committed_cost(counts: Mapping[str, int]) -> float:
-        return sum(c.effective_hourly * sum(hours) * counts.get(c.id, 0) for c in candidates)
-
-    def milp(problem: AllocationProblem, share: float = 1.0, cap: float = math.inf) -> AllocationResult:
-        check_cancel(cancel, f"{label}: two-stage MILP")
-        limit = time_left(cancel, problem.time_limit_s)
-        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, min(limit * share, cap))), diagnose=False)
-        if alloc.has_plan and alloc.total_per_hour is not None:
-            offer(float(alloc.total_per_hour), alloc.commitments, plans_from_stacked(alloc, problem, epochs))
-        return alloc
-
+    run = _Sizer(Horizon(resolved, sets, epochs, candidates, drop_kinds, cancel), progress, label)
     try:
         per_epoch = sum(len(ts) for ts in sets)
         reducible = per_epoch >= REDUCE_MIN_TEMPLATES and all(len(g.classes) == 1 for g in resolved.groups)
         if not reducible:
-            state["over"] = "all templates (every one in the MILP)"
-            report(0.1, f"{label}: two-stage MILP over {per_epoch * len(epochs):,} epoch templates")
-            alloc = milp(horizon_problem(resolved, sets, epochs, candidates, drop_kinds=drop_kinds))
-            last = alloc.phases[-1] if alloc.phases else None
-            if alloc.status == "infeasible":
-                return answer("infeasible", "no plan serves every epoch's demand")
-            if last is not None and last.bound is not None and math.isfinite(last.bound):
-                state["bound"] = float(last.bound)
-            if not alloc.has_plan:
-                return answer("time_limit", f"time limit reached in {label} before any plan")
-            return answer("optimal" if alloc.status == "optimal" else "feasible")
-        # (1) the relaxation over every template
-        report(0.05, f"{label}: LP relaxation over {per_epoch * len(epochs):,} epoch templates")
-        mu = uniform_prices(epochs, candidates)
-        relax = relaxation(resolved, sets, epochs, candidates, mu, drop_kinds, cancel)
-        if relax is None:  # the relaxation's LP is infeasible: so is the two-stage model
-            return answer("infeasible", "no plan serves every epoch's demand (the LP relaxation is infeasible)")
-        state["bound"] = relax.bound
-        stats["lp_bound"] = float(relax.red.z_lp) - relax.constant
-        stats["lagrangian_cover_bound"] = relax.bound
-        # (2) each epoch alone at R = 0 (exact) and with the reservations priced at their effective rate (bound)
-        masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
-        levels: list[float | None] = [None, 1.0] if candidates else [None]
-        dual = False  # the epochs' Lagrangian bound was computed (step 5 starts from it)
-        proof = Proof()
-        held = held_pools(resolved)
-        caps = {(c.pool, c.shape): sum(x.max_count for x in candidates if (x.pool, x.shape) == (c.pool, c.shape))
-                for c in candidates}
-        cheapest = {key: min(c.effective_hourly for c in candidates if (c.pool, c.shape) == key) for key in caps}
-        for lam in levels:
-            pools = ({k: (0.0, held.get(k, 0)) for k in caps} if lam is None
-                     else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
-            what = "no reservation" if lam is None else "reservations at their rate"
-
-            def say(m: str, what: str = what) -> None:
-                report(0.3, f"{label}: epochs alone ({what}): {m}")
-
-            t_pass = time.perf_counter()
-            plans, allocs, used = solve_epochs(resolved, sets, epochs, candidates, pools, drop_kinds, cancel, say,
-                                                stop_without_plan=lam is None, proof=proof)
-            for si in range(len(sets)):  # every epoch may use what any epoch's plan used (R is shared)
-                anywhere = np.logical_or.reduce([rows[si] for rows in used])
-                for e in range(len(epochs)):
-                    masks[(si, e)] = masks.get((si, e), np.zeros(len(sets[si]), dtype=bool)) | anywhere
-            if any(not a.has_plan for a in allocs):
-                if lam is None:
-                    continue
-                return answer("infeasible", "an epoch has no plan even with every reservation")
-            stats["pass_seconds"] = max(stats.get("pass_seconds", 0.0), time.perf_counter() - t_pass)
-            gap_milp = resolved.scenario.options.mip_rel_gap
-            if lam is None:
-                proof.record(allocs, gap_milp, point={k: held.get(k, 0) for k in caps})
-            else:
-                proof.record(allocs, gap_milp, prices={k: p for k, (p, _n) in pools.items()})
-            z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
-            # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
-            z_low = sum(w * proven_low(a, resolved.scenario.options.mip_rel_gap)
-                        for w, a in zip(hours, allocs, strict=True))
-            if lam is None:  # R = 0: an exact plan
-                offer(float(z), {}, plans)
-                stats["no_reservation_value"] = float(z)
-                gap_0 = (z - z_low) / z if z > 0 else 0.0
-                state["no_reservation"] = Sizing(
-                    "optimal" if gap_0 <= resolved.scenario.options.mip_rel_gap + 1e-12 else "feasible", float(z),
-                    float(z_low), {}, tuple(epochs), (), tuple(plans), "all templates (each epoch certified alone)",
-                    stats={"seconds": time.perf_counter() - t0})
-                if not candidates:  # nothing to commit: the epochs are independent, each certified alone
-                    state["bound"] = max(float(state["bound"]), z_low)  # type: ignore[arg-type]
-            else:  # a Lagrangian bound over all templates (integer epochs, pool rows priced)
-                bound = float(z_low) - pool_constant(mu, held, candidates, sum(hours))
-                stats["lagrangian_epoch_bound"] = bound
-                state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
-                dual = True
-        if not candidates:
-            state["over"] = "all templates (each epoch certified alone)"
-            return answer()
-        # (3) the two-stage MILP over the templates of those plans (and the relaxation's cheapest), to choose R
-        stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
-        report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
-        problem = horizon_problem(resolved, sets, epochs, candidates, masks=masks, drop_kinds=drop_kinds)
-        alloc = milp(problem, share=MILP_SHARE, cap=MILP_LIMIT_S)
-        if alloc.has_plan:
-            stats["milp_value"] = float(alloc.total_per_hour or math.inf)
-            stats["milp_gap"] = float(alloc.gap) if alloc.gap is not None else math.nan
-            # (4) the second stage at the chosen R, each epoch certified over all templates
-            chosen = dict(alloc.commitments)
-            pools = {(c.pool, c.shape): (0.0, held.get((c.pool, c.shape), 0)
-                                         + sum(chosen.get(x.id, 0) for x in candidates
-                                               if (x.pool, x.shape) == (c.pool, c.shape))) for c in candidates}
-            plans, allocs, _used = solve_epochs(resolved, sets, epochs, candidates, pools, drop_kinds, cancel,
-                                                 lambda m: report(0.9, f"{label}: epochs at the chosen commitments: {m}"),
-                                                 proof=proof)
-            if all(a.has_plan for a in allocs):
-                second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(hours, allocs, strict=True))
-                offer(second + committed_cost(chosen), chosen, plans)
-                proof.record(allocs, resolved.scenario.options.mip_rel_gap,
-                             point={k: n for k, (_p, n) in pools.items()})
-        # (5) the Lagrangian dual of the pool rows by Kelley's cutting planes (each pass's epochs are cuts)
-        if dual and not closed(state, resolved.scenario.options.mip_rel_gap):
-            kelley(resolved, sets, epochs, candidates, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps},
-                    cheapest, held, drop_kinds, cancel, state, stats,
-                    lambda m: report(0.9, f"{label}: tightening the bound: {m}"), proof)
-        # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
-        master_loop(resolved, sets, epochs, candidates, held, drop_kinds, cancel, state, stats, proof, offer,
-                     committed_cost, lambda m: report(0.95, f"{label}: cut master: {m}"))
-        stats["benders_cuts"] = float(proof.benders_cuts)
-        state["over"] = ("all templates" if answer().status == "optimal" else
-                         "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
-                         "all templates")
-        return answer()
+            return _whole_milp(run, per_epoch)
+        return _reduced(run, per_epoch)
     except Cancelled:
         if not timed_out(cancel):
             raise
-        if not math.isfinite(float(state["value"])):  # type: ignore[arg-type]
-            return answer("time_limit", f"time limit reached in {label} before any plan")
-        return answer("feasible", f"time limit reached in {label}: the best plan found, with its proven gap")
+        if not math.isfinite(float(run.state["value"])):  # type: ignore[arg-type]
+            return run.answer("time_limit", f"time limit reached in {label} before any plan")
+        return run.answer("feasible", f"time limit reached in {label}: the best plan found, with its proven gap")
+
+
+class _Sizer:
+    """One sizing run: the horizon, the best plan and bound so far (``state``, shared with :func:`kelley` and
+    :func:`master_loop`), its figures (``stats``) and how it reports progress."""
+
+    def __init__(self, horizon: Horizon, progress: ProgressFn | None, label: str) -> None:
+        self.h, self.label, self.t0 = horizon, label, time.perf_counter()
+        self.stats: dict[str, float] = {"epochs": float(len(horizon.epochs)),
+                                        "candidates": float(len(horizon.candidates))}
+        self.report: Callable[[float, str], None] = progress or (lambda _f, _m: None)
+        self.hours = [ep.hours for ep in horizon.epochs]
+        self.gap = horizon.resolved.scenario.options.mip_rel_gap
+        self.state: dict[str, object] = {"value": math.inf, "counts": {}, "plans": (), "bound": -math.inf,
+                                         "over": "all templates", "message": ""}
+
+    def offer(self, value: float, counts: Mapping[str, int], plans: Sequence[EpochPlan]) -> None:
+        """Keep (value, commitments, epoch plans) when it is cheaper than the best so far."""
+        if value < float(self.state["value"]) - 1e-9 * max(1.0, abs(value)):  # type: ignore[arg-type]
+            self.state.update(value=value, counts=dict(counts), plans=tuple(plans))
+
+    def answer(self, status: str | None = None, message: str = "") -> Sizing:
+        """The best plan so far with the best bound (status from the gap unless given)."""
+        state, stats = self.state, self.stats
+        value, bound = float(state["value"]), float(state["bound"])  # type: ignore[arg-type]
+        stats["seconds"] = time.perf_counter() - self.t0
+        plans: tuple[EpochPlan, ...] = state["plans"]  # type: ignore[assignment]
+        if status is None:
+            gap = (value - bound) / value if math.isfinite(bound) and value > 0 else math.inf
+            status = "optimal" if gap <= self.gap + 1e-12 else "feasible"
+        counts = {c.id: int(state["counts"].get(c.id, 0)) for c in self.h.candidates}  # type: ignore[attr-defined]
+        zero: Sizing | None = state.get("no_reservation")  # type: ignore[assignment]
+        return Sizing(status, value, min(bound, value), counts, tuple(self.h.epochs), tuple(self.h.candidates),
+                      plans, str(state["over"]), message or str(state["message"]), stats, zero)
+
+    def committed_cost(self, counts: Mapping[str, int]) -> float:
+        """The commitments' hourly cost over the whole horizon."""
+        return sum(c.effective_hourly * sum(self.hours) * counts.get(c.id, 0) for c in self.h.candidates)
+
+    def milp(self, problem: AllocationProblem, share: float = 1.0, cap: float = math.inf) -> AllocationResult:
+        """The two-stage MILP within ``share`` of the time left (at most ``cap`` s); its plan is offered."""
+        check_cancel(self.h.cancel, f"{self.label}: two-stage MILP")
+        limit = time_left(self.h.cancel, problem.time_limit_s)
+        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, min(limit * share, cap))), diagnose=False)
+        if alloc.has_plan and alloc.total_per_hour is not None:
+            self.offer(float(alloc.total_per_hour), alloc.commitments,
+                       plans_from_stacked(alloc, problem, self.h.epochs))
+        return alloc
+
+
+def _whole_milp(run: _Sizer, per_epoch: int) -> Sizing:
+    """A small library: the two-stage MILP over every template (exact to its gap)."""
+    h = run.h
+    run.state["over"] = "all templates (every one in the MILP)"
+    run.report(0.1, f"{run.label}: two-stage MILP over {per_epoch * len(h.epochs):,} epoch templates")
+    alloc = run.milp(horizon_problem(h.resolved, h.sets, h.epochs, h.candidates, drop_kinds=h.drop_kinds))
+    last = alloc.phases[-1] if alloc.phases else None
+    if alloc.status == "infeasible":
+        return run.answer("infeasible", "no plan serves every epoch's demand")
+    if last is not None and last.bound is not None and math.isfinite(last.bound):
+        run.state["bound"] = float(last.bound)
+    if not alloc.has_plan:
+        return run.answer("time_limit", f"time limit reached in {run.label} before any plan")
+    return run.answer("optimal" if alloc.status == "optimal" else "feasible")
+
+
+@dataclass(frozen=True)
+class _Pools:
+    """The candidate pools: the nodes held, every pool's cap (Σ its candidates' max counts), its cheapest rate."""
+
+    held: dict[tuple[str, str], int]
+    caps: dict[tuple[str, str], int]
+    cheapest: dict[tuple[str, str], float]
+
+
+def _reduced(run: _Sizer, per_epoch: int) -> Sizing:
+    """A large library: steps 1–6 of the module docstring."""
+    h, label, stats, state, proof = run.h, run.label, run.stats, run.state, Proof()
+    # (1) the relaxation over every template
+    run.report(0.05, f"{label}: LP relaxation over {per_epoch * len(h.epochs):,} epoch templates")
+    mu = uniform_prices(h.epochs, h.candidates)
+    relax = relaxation(h.resolved, h.sets, h.epochs, h.candidates, mu, h.drop_kinds, h.cancel)
+    if relax is None:  # the relaxation's LP is infeasible: so is the two-stage model
+        return run.answer("infeasible", "no plan serves every epoch's demand (the LP relaxation is infeasible)")
+    state["bound"] = relax.bound
+    stats["lp_bound"] = float(relax.red.z_lp) - relax.constant
+    stats["lagrangian_cover_bound"] = relax.bound
+    masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
+    held = held_pools(h.resolved)
+    caps = {(c.pool, c.shape): sum(x.max_count for x in h.candidates if (x.pool, x.shape) == (c.pool, c.shape))
+            for c in h.candidates}
+    cheapest = {key: min(c.effective_hourly for c in h.candidates if (c.pool, c.shape) == key) for key in caps}
+    pools = _Pools(held, caps, cheapest)
+    # (2) each epoch alone at R = 0 (exact) and with the reservations priced at their effective rate (bound)
+    dual = _epochs_alone(run, pools, masks, mu, proof)
+    if isinstance(dual, Sizing):
+        return dual
+    if not h.candidates:
+        state["over"] = "all templates (each epoch certified alone)"
+        return run.answer()
+    # (3) and (4): the two-stage MILP chooses R, each epoch re-solved at it
+    _choose_commitments(run, held, masks, proof)
+    # (5) the Lagrangian dual of the pool rows by Kelley's cutting planes (each pass's epochs are cuts)
+    if dual and not closed(state, run.gap):
+        kelley(h, {k: (0.0, held.get(k, 0) + caps[k]) for k in caps}, cheapest, held, state, stats,
+               lambda m: run.report(0.9, f"{label}: tightening the bound: {m}"), proof)
+    # (6) the cut master over R: a bound from every cut so far, and the points it asks for, solved exactly
+    master_loop(h, held, state, stats, proof, run.offer, run.committed_cost,
+                lambda m: run.report(0.95, f"{label}: {sizing_check(m)}"))
+    stats["benders_cuts"] = float(proof.benders_cuts)
+    state["over"] = ("all templates" if run.answer().status == "optimal" else
+                     "the commitments: the MILP over the epochs' candidate templates; each epoch's plan for them: "
+                     "all templates")
+    return run.answer()
+
+
+def _epochs_alone(run: _Sizer, pools: _Pools, masks: dict[tuple[int, int], np.ndarray],
+                  mu: Mapping[tuple[str, str, int], float], proof: Proof) -> bool | Sizing:
+    """Step 2: every epoch alone at R = 0 (an exact plan, offered) and with the reservations at their effective
+    rate (a Lagrangian bound); widens ``masks`` to the templates the plans use. True when the Lagrangian bound
+    was computed (step 5 starts from it); a ``Sizing`` when an epoch has no plan even with every reservation."""
+    h, label, stats, state = run.h, run.label, run.stats, run.state
+    held, caps, cheapest = pools.held, pools.caps, pools.cheapest
+    levels: list[float | None] = [None, 1.0] if h.candidates else [None]
+    dual = False
+    for lam in levels:
+        offered = ({k: (0.0, held.get(k, 0)) for k in caps} if lam is None
+                   else {k: (lam * cheapest[k], held.get(k, 0) + caps[k]) for k in caps})
+        what = "no reservation" if lam is None else "reservations at their rate"
+
+        def say(m: str, what: str = what) -> None:
+            run.report(0.3, f"{label}: epochs alone ({what}): {m}")
+
+        t_pass = time.perf_counter()
+        plans, allocs, used = solve_epochs(h, offered, say, stop_without_plan=lam is None, proof=proof)
+        for si in range(len(h.sets)):  # every epoch may use what any epoch's plan used (R is shared)
+            anywhere = np.logical_or.reduce([rows[si] for rows in used])
+            for e in range(len(h.epochs)):
+                masks[(si, e)] = masks.get((si, e), np.zeros(len(h.sets[si]), dtype=bool)) | anywhere
+        if any(not a.has_plan for a in allocs):
+            if lam is None:
+                continue
+            return run.answer("infeasible", "an epoch has no plan even with every reservation")
+        stats["pass_seconds"] = max(stats.get("pass_seconds", 0.0), time.perf_counter() - t_pass)
+        if lam is None:
+            proof.record(allocs, run.gap, point={k: held.get(k, 0) for k in caps})
+        else:
+            proof.record(allocs, run.gap, prices={k: p for k, (p, _n) in offered.items()})
+        z = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(run.hours, allocs, strict=True))
+        # each epoch's optimum is proven within its certified gap over all templates: its value × (1 − gap)
+        z_low = sum(w * proven_low(a, run.gap) for w, a in zip(run.hours, allocs, strict=True))
+        if lam is None:  # R = 0: an exact plan
+            _no_reservation(run, float(z), float(z_low), plans)
+        else:  # a Lagrangian bound over all templates (integer epochs, pool rows priced)
+            bound = float(z_low) - pool_constant(mu, held, h.candidates, sum(run.hours))
+            stats["lagrangian_epoch_bound"] = bound
+            state["bound"] = max(float(state["bound"]), bound)  # type: ignore[arg-type]
+            dual = True
+    return dual
+
+
+def _no_reservation(run: _Sizer, z: float, z_low: float, plans: Sequence[EpochPlan]) -> None:
+    """R = 0, every epoch certified alone: an exact plan (offered, and kept as the no-reservation answer)."""
+    run.offer(z, {}, plans)
+    run.stats["no_reservation_value"] = z
+    gap_0 = (z - z_low) / z if z > 0 else 0.0
+    run.state["no_reservation"] = Sizing(
+        "optimal" if gap_0 <= run.gap + 1e-12 else "feasible", z, z_low, {}, tuple(run.h.epochs), (),
+        tuple(plans), "all templates (each epoch certified alone)", stats={"seconds": time.perf_counter() - run.t0})
+    if not run.h.candidates:  # nothing to commit: the epochs are independent, each certified alone
+        run.state["bound"] = max(float(run.state["bound"]), z_low)  # type: ignore[arg-type]
+
+
+def _choose_commitments(run: _Sizer, held: Mapping[tuple[str, str], int],
+                        masks: dict[tuple[int, int], np.ndarray], proof: Proof) -> None:
+    """Steps 3 and 4: the two-stage MILP over the templates of the epochs' plans (and the relaxation's cheapest)
+    chooses R; every epoch is then re-solved alone at that R, certified over all templates, and offered."""
+    h, label, stats = run.h, run.label, run.stats
+    stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
+    run.report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
+    problem = horizon_problem(h.resolved, h.sets, h.epochs, h.candidates, masks=masks, drop_kinds=h.drop_kinds)
+    alloc = run.milp(problem, share=MILP_SHARE, cap=MILP_LIMIT_S)
+    if not alloc.has_plan:
+        return
+    stats["milp_value"] = float(alloc.total_per_hour or math.inf)
+    stats["milp_gap"] = float(alloc.gap) if alloc.gap is not None else math.nan
+    chosen = dict(alloc.commitments)
+    pools = {(c.pool, c.shape): (0.0, held.get((c.pool, c.shape), 0)
+                                 + sum(chosen.get(x.id, 0) for x in h.candidates
+                                       if (x.pool, x.shape) == (c.pool, c.shape))) for c in h.candidates}
+    plans, allocs, _used = solve_epochs(h, pools,
+                                        lambda m: run.report(0.9, f"{label}: epochs at the chosen commitments: {m}"),
+                                        proof=proof)
+    if all(a.has_plan for a in allocs):
+        second = sum(w * float(a.total_per_hour or 0.0) for w, a in zip(run.hours, allocs, strict=True))
+        run.offer(second + run.committed_cost(chosen), chosen, plans)
+        proof.record(allocs, run.gap, point={k: n for k, (_p, n) in pools.items()})

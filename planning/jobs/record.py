@@ -17,6 +17,7 @@ STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled",
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
 TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled", "lost")
 ESTIMATE_FROM = 0.02  # a time-left estimate once a job has reported this share of its work
+ESTIMATE_AFTER_S = 10.0  # or once it has run this long (any progress, or its time limit): no long wait without one
 
 # A job's columns in store order: schema 1's, then what schema 2 added (kept last, so a schema-1 row is a prefix).
 V1_COLUMNS: tuple[str, ...] = (
@@ -165,21 +166,27 @@ class JobRecord:
         """Seconds a running job probably still needs: the time so far × (1 − progress) / progress (its steps'
         progress fractions are shares of the whole job), at most what its time limit leaves
         (``request.scenario.options.time_limit_s`` when the request has one); ``None`` until there is enough to go
-        on (progress below ``ESTIMATE_FROM`` or less than a second run) or when the job is not running."""
+        on (progress below ``ESTIMATE_FROM`` or less than a second run) or when the job is not running. After
+        ``ESTIMATE_AFTER_S`` any progress above zero gives the pace, and a job with none yet is estimated by its
+        time limit: every job over 10 s shows an estimate when it has either (issue 41 §4)."""
         if self.status != "running" or self.started is None:
             return None
         now = time.time() if now is None else now
         spent = max(0.0, now - self.started)
         f = min(max(float(self.progress or 0.0), 0.0), 1.0)
-        if f < ESTIMATE_FROM or spent < 1.0:
+        limit = self._time_limit()
+        late = spent > ESTIMATE_AFTER_S
+        if spent < 1.0 or (f < ESTIMATE_FROM and not late) or (f <= 0.0 and limit is None):
             return None
-        left = spent * (1.0 - f) / f
+        left = spent * (1.0 - f) / f if f > 0.0 else float("inf")
+        return left if limit is None else min(left, max(0.0, limit - spent))
+
+    def _time_limit(self) -> float | None:
+        """The request's ``scenario.options.time_limit_s`` when it states a positive one."""
         scenario = self.request.get("scenario")
         options = scenario.get("options") if isinstance(scenario, dict) else None
         limit = options.get("time_limit_s") if isinstance(options, dict) else None
-        if isinstance(limit, (int, float)) and limit > 0:
-            left = min(left, max(0.0, float(limit) - spent))
-        return left
+        return float(limit) if isinstance(limit, (int, float)) and limit > 0 else None
 
     def time_left_text(self, now: float | None = None) -> str:
         """The estimate in words for a progress line: "about 40 s left", "about 3 min left", "estimating the time

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from planning.context import Cancelled
 from planning.errors import PlanningError
 from planning.jobs.dbfile import StoreError, default_store_path
+from planning.jobs.fairshare import CancelEffect, FairQueue, Place, Waiting, cancel_effect, max_jobs_per_user
 from planning.jobs.record import JobRecord
 from planning.jobs.reporting import JobToken, ProgressWriter
 from planning.jobs.store import RESUBMIT, JobStore
@@ -30,7 +33,30 @@ from planning.jobs.workers import (
     short_traceback,
 )
 
-__all__ = ["JobFn", "JobRunner", "JobToken", "default_runner"]
+__all__ = ["Cadence", "JobFn", "JobRunner", "JobToken", "default_runner"]
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often a runner writes and reads a job's signs of life.
+
+    Parameters
+    ----------
+    progress_interval:
+        Minimum seconds between progress writes (0.2 → at most 5 writes/s per job).
+    heartbeat_interval:
+        Seconds between heartbeats: written by a thread of the worker process running a job, or of the runner
+        for queued jobs and jobs run in threads. Readers flag a job silent for twice this ("no heartbeat for N s").
+    cancel_poll_interval:
+        Seconds a :class:`JobToken` caches the store's cancel flag.
+    stall_after:
+        Seconds without progress after which readers show "no progress for N s" (stored with each job).
+    """
+
+    progress_interval: float = 0.2
+    heartbeat_interval: float = 5.0
+    cancel_poll_interval: float = 0.2
+    stall_after: float = 30.0
 
 
 class JobRunner:
@@ -46,13 +72,11 @@ class JobRunner:
         The job store (a path or ``None`` opens one at that path / the default path).
     max_workers:
         Jobs that run at the same time; further jobs wait as ``queued``.
-    progress_interval:
-        Minimum seconds between progress writes (0.2 → at most 5 writes/s per job).
-    heartbeat_interval:
-        Seconds between heartbeats: written by a thread of the worker process running a job, or of this runner
-        for queued jobs and jobs run in threads. Readers flag a job silent for twice this ("no heartbeat for N s").
-    cancel_poll_interval:
-        Seconds a :class:`JobToken` caches the store's cancel flag.
+    per_user:
+        Jobs one owner runs at the same time (``None``: env ``PLANNING_MAX_JOBS_PER_USER``, default 2). Queued
+        jobs start round-robin across owners (:mod:`planning.jobs.fairshare`).
+    cadence:
+        How often progress, heartbeats and cancel flags are written and read (:class:`Cadence`).
     processes:
         ``True`` runs each job whose function is a module-level function in a long-lived worker process
         (``spawn``; at most ``max_workers``, managed by :class:`~planning.jobs.workers.WorkerPool`), so a solve
@@ -62,8 +86,6 @@ class JobRunner:
         in a thread.
     warm_modules:
         Modules each worker process imports when it starts (``processes=True``).
-    stall_after:
-        Seconds without progress after which readers show "no progress for N s" (stored with each job).
     retries:
         How many times a job whose worker process died is run again (solves are deterministic and idempotent).
     """
@@ -73,27 +95,28 @@ class JobRunner:
         store: JobStore | str | os.PathLike[str] | None = None,
         max_workers: int = 2,
         *,
-        progress_interval: float = 0.2,
-        heartbeat_interval: float = 5.0,
-        cancel_poll_interval: float = 0.2,
+        cadence: Cadence | None = None,
         processes: bool = False,
         warm_modules: tuple[str, ...] = ("planning.pipeline",),
-        stall_after: float = 30.0,
         retries: int = 1,
+        per_user: int | None = None,
     ) -> None:
         if max_workers < 1:
             raise PlanningError("max_workers", f"must be at least 1, got {max_workers}.", "Use 1 or more.")
         self.store = store if isinstance(store, JobStore) else JobStore(store)
         self.max_workers = max_workers
-        self.progress_interval = progress_interval
-        self.heartbeat_interval = heartbeat_interval
-        self.cancel_poll_interval = cancel_poll_interval
-        self.stall_after = stall_after
+        cadence = cadence or Cadence()
+        self.progress_interval = cadence.progress_interval
+        self.heartbeat_interval = cadence.heartbeat_interval
+        self.cancel_poll_interval = cadence.cancel_poll_interval
+        self.stall_after = cadence.stall_after
         self.retries = max(0, int(retries))
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="planning-job")
         self._lock = threading.Lock()
         self._tokens: dict[str, JobToken] = {}
         self._futures: dict[str, Future[None]] = {}
+        self._fair = FairQueue(max_workers, max_jobs_per_user() if per_user is None else max(1, int(per_user)))
+        self._pending: dict[str, tuple[dict[str, Any], JobFn, JobToken]] = {}  # queued here, not yet started
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
         self._in_process: set[str] = set()  # jobs whose worker process writes their heartbeat
@@ -113,6 +136,7 @@ class JobRunner:
         owner: str | None = None,
         *,
         reuse: bool = True,
+        fair_key: str | None = None,
     ) -> str:
         """Queue ``fn(request, progress, token)`` in the background, or reuse an identical job.
 
@@ -130,9 +154,14 @@ class JobRunner:
         fn:
             The work; must return a JSON dict. Raise ``PlanningError`` for user-facing failures.
         owner:
-            Session id, so a session can list its own jobs.
+            The user's key (session or workspace id): lists their jobs, caps their running jobs, and a reused
+            job counts them among its interested users (see :meth:`cancel`).
         reuse:
             ``False`` always starts a new job.
+        fair_key:
+            Who shares the workers fairly, when not ``owner``: without sign-in every browser session is the one
+            local owner (one workspace), yet each session is its own user for the per-user cap, the round-robin
+            and whose cancel counts (``cancel(..., by=fair_key)``).
 
         Returns
         -------
@@ -149,14 +178,52 @@ class JobRunner:
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
         job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse)
+        user = fair_key or owner
         if not created:
+            with self._lock:
+                self._fair.join(job_id, user)
             return job_id
         token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
             self._tokens[job_id] = token
-            self._futures[job_id] = self._executor.submit(self._run, job_id, dict(request), fn, token)
+            self._fair.push(job_id, user)
+            self._pending[job_id] = (dict(request), fn, token)
+        self._dispatch()
         self._ensure_heartbeat()
         return job_id
+
+    @property
+    def per_user(self) -> int:
+        """Jobs one owner runs at the same time (further ones wait in the fair queue)."""
+        return self._fair.per_user
+
+    def place(self, job_id: str) -> Place | None:
+        """Where a job queued by this runner stands ("2nd in your queue, 5 ahead overall"); ``None`` otherwise."""
+        with self._lock:
+            return self._fair.place(job_id)
+
+    def queue(self) -> tuple[list[Waiting], dict[str, str | None]]:
+        """This runner's queued jobs in the order they will start, and its running jobs (id → owner)."""
+        with self._lock:
+            return self._fair.queued(), self._fair.running()
+
+    def _dispatch(self) -> None:
+        """Start queued jobs while a slot is free, the fair-share pick first."""
+        while True:
+            with self._lock:
+                job_id = self._fair.start_next()
+                if job_id is None:
+                    return
+                request, fn, token = self._pending.pop(job_id)
+                try:
+                    self._futures[job_id] = self._executor.submit(self._run, job_id, request, fn, token)
+                    continue
+                except RuntimeError:  # the executor was shut down without waiting for the queue
+                    self._fair.remove(job_id)
+                    self._tokens.pop(job_id, None)
+            with contextlib.suppress(Exception):
+                self.store.finish_lost(job_id, "lost: the job runner shut down before the job could start",
+                                       RESUBMIT)
 
     def get(self, job_id: str) -> JobRecord:
         """Current record of a job (see :meth:`JobStore.get`)."""
@@ -166,16 +233,38 @@ class JobRunner:
         """Most recent jobs first, optionally only one owner's (see :meth:`JobStore.list_jobs`)."""
         return self.store.list_jobs(owner=owner, limit=limit)
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, *, by: str | None = None) -> bool:
         """Ask a job to stop: sets the local token and the store flag (seen by other processes).
+
+        Parameters
+        ----------
+        job_id:
+            The job.
+        by:
+            The user (owner key) who cancels: their cancel only withdraws their interest while another user's
+            identical request still waits for the job, and never touches a job they have no interest in
+            (:func:`~planning.jobs.fairshare.cancel_effect`). ``None``: the server or an admin, which stops it.
 
         Returns
         -------
         bool
-            True if the job was queued or running.
+            True if the job was queued or running and the cancel was accepted (stopped, or interest withdrawn).
         """
+        if by is not None:
+            record = self.store.find(job_id)
+            if record is None or record.is_terminal:
+                return False
+            with self._lock:
+                effect = cancel_effect(self._fair.interested(job_id, record.owner), by)
+                if effect is CancelEffect.WITHDRAW:
+                    self._fair.withdraw(job_id, by)
+            if effect is not CancelEffect.STOP:
+                return effect is CancelEffect.WITHDRAW
         with self._lock:
             token = self._tokens.get(job_id)
+            if self._pending.pop(job_id, None) is not None:  # still in the fair queue: it never starts
+                self._fair.remove(job_id)
+                self._tokens.pop(job_id, None)
         if token is not None:
             token.cancel()
         return self.store.request_cancel(job_id)
@@ -233,14 +322,21 @@ class JobRunner:
     def active_jobs(self) -> list[str]:
         """Ids of jobs this runner has queued or running."""
         with self._lock:
-            return [job_id for job_id, fut in self._futures.items() if not fut.done()]
+            return [job_id for job_id, fut in self._futures.items() if not fut.done()] + list(self._pending)
 
     def shutdown(self, wait: bool = True, cancel: bool = False) -> None:
-        """Stop accepting jobs; optionally cancel running ones; optionally wait for workers."""
+        """Stop accepting jobs; optionally cancel running and queued ones; optionally wait for the queue and the
+        workers (without ``wait``, jobs still queued are marked lost)."""
         if cancel:
             for job_id in self.active_jobs():
                 self.cancel(job_id)
         self._stop.set()
+        while wait:  # queued jobs start as running ones end: wait until the fair queue is empty
+            with self._lock:
+                futures = list(self._futures.values())
+                if not self._pending and all(f.done() for f in futures):
+                    break
+            concurrent.futures.wait(futures, timeout=self.heartbeat_interval)
         self._executor.shutdown(wait=wait, cancel_futures=cancel)
         if self._pool is not None:
             self._pool.close()  # idle workers stop now, busy ones when their job ends
@@ -260,6 +356,8 @@ class JobRunner:
         finally:
             with self._lock:
                 self._tokens.pop(job_id, None)
+                self._fair.remove(job_id)
+            self._dispatch()  # a slot is free: the next owner's job starts
 
     def _record_failure(self, job_id: str, error: str, detail: str | None = None) -> None:
         try:
@@ -418,7 +516,7 @@ class JobRunner:
         with self._lock:  # forget finished futures so the map does not grow forever
             for job_id in [j for j, f in self._futures.items() if f.done()]:
                 self._futures.pop(job_id, None)
-            beating = [j for j in self._futures if j not in self._in_process]
+            beating = [j for j in self._futures if j not in self._in_process] + list(self._pending)
             unrecorded = dict(self._unrecorded)
         with contextlib.suppress(Exception):  # a busy or full store must not stop heartbeats for good
             self.store.heartbeat(beating)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from planning.errors import PlanningError, quote
+from planning.jobs import access
 from planning.jobs.dbfile import StoreError, default_store_path, open_store_file, select_columns, store_error
 from planning.jobs.record import JobRecord, canonical_json, record_from_row, request_key
 
@@ -104,6 +105,11 @@ class JobStore:
         """Where a damaged file was moved on open; ``None`` otherwise."""
         self.notice: str | None = opened.notice
         """What a user must be told about the file (damaged and recovered, read-only); ``None`` otherwise."""
+        if not self.read_only:
+            with self._sql("adding the job-access tables", write=True) as conn:
+                access.ensure_tables(conn)
+        with self._sql("reading the job-access tables") as conn:
+            self._access = access.has_tables(conn)  # a read-only store of an older build: owners from jobs.owner
         if recover and not self.read_only:
             try:
                 self.recover_stale()
@@ -219,7 +225,8 @@ class JobStore:
         Parameters
         ----------
         owner:
-            Only this owner's (session's) jobs; ``None`` lists everyone's.
+            Only the jobs this owner (workspace) asked for, alone or with others (``job_access``); ``None``
+            lists everyone's.
         limit:
             At most this many records.
         kind, status:
@@ -234,7 +241,7 @@ class JobStore:
         clauses: list[str] = []
         params: list[Any] = []
         if owner is not None:
-            clauses.append("owner = ?")
+            clauses.append("id IN (SELECT job_id FROM job_access WHERE owner = ?)" if self._access else "owner = ?")
             params.append(owner)
         if kind is not None:
             clauses.append("kind = ?")
@@ -292,12 +299,14 @@ class JobStore:
                     (key,),
                 ).fetchone()
                 if row is not None:
+                    access.grant(conn, str(row[0]), owner, now)  # the second asker may see the shared job too
                     return str(row[0]), False
             conn.execute(
                 "INSERT INTO jobs (id, kind, request_key, request_json, status, owner, host, pid, heartbeat,"
                 " created) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (job_id, kind, key, text, owner, self.host, os.getpid(), now, now),
             )
+            access.grant(conn, job_id, owner, now)
         return job_id, True
 
     def mark_running(self, job_id: str, *, heartbeat_s: float | None = None, stall_s: float | None = None) -> bool:
@@ -471,20 +480,80 @@ class JobStore:
         return lost
 
     def delete(self, job_id: str) -> bool:
-        """Remove a finished job; active jobs are kept (cancel them first)."""
-        return (
-            self._execute(
-                "DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')", (job_id,),
-                doing=f"deleting job {job_id}",
-            )
-            == 1
-        )
+        """Remove a finished job (for everyone: its access rows and share links go too); active jobs are kept
+        (cancel them first)."""
+        with self._transaction(f"deleting job {job_id}") as conn:
+            deleted = conn.execute("DELETE FROM jobs WHERE id = ? AND status IN ('done','failed','cancelled','lost')",
+                                   (job_id,)).rowcount == 1
+            if deleted and self._access:
+                access.forget_missing(conn)
+        return deleted
 
     def prune(self, keep: int = 500) -> int:
-        """Delete all but the ``keep`` most recent finished jobs; returns how many were deleted."""
-        return self._execute(
-            "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
-            "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
-            (int(keep),),
-            doing="pruning old jobs",
-        )
+        """Delete all but the ``keep`` most recent finished jobs (with their access rows and share links); returns
+        how many were deleted."""
+        with self._transaction("pruning old jobs") as conn:
+            deleted = conn.execute(
+                "DELETE FROM jobs WHERE status IN ('done','failed','cancelled','lost') AND id NOT IN "
+                "(SELECT id FROM jobs ORDER BY created DESC LIMIT ?)",
+                (int(keep),),
+            ).rowcount
+            if self._access:
+                access.forget_missing(conn)
+        return int(deleted)
+
+    # -- who may see a job, share links (planning.jobs.access) ----------------------------------------------------
+    def can_see(self, job_id: str, owner: str) -> bool:
+        """Whether the workspace ``owner`` asked for ``job_id`` (alone or as one of several identical requests)."""
+        with self._sql(f"checking access to job {quote(job_id, 40)}") as conn:
+            if not self._access:
+                row = conn.execute("SELECT 1 FROM jobs WHERE id = ? AND owner = ?", (job_id, owner)).fetchone()
+                return row is not None
+            return access.allowed(conn, job_id, owner)
+
+    def withdraw(self, job_id: str, owner: str) -> str:
+        """``owner``'s cancel or removal: their interest goes; the job only when nobody else holds it.
+
+        Returns
+        -------
+        str
+            As :func:`planning.jobs.access.withdraw`: ``"not found"``, ``"withdrawn"``, ``"cancelled"`` (the
+            caller also tells its runner: :meth:`JobRunner.cancel`) or ``"deleted"``.
+        """
+        with self._transaction(f"withdrawing from job {quote(job_id, 40)}") as conn:
+            return access.withdraw(conn, job_id, owner, time.time())
+
+    def add_share(self, job_id: str, owner: str, token_id: str, expires: float) -> access.Share:
+        """Record a share link ``owner`` makes for their job (refused for a job they cannot see).
+
+        Raises
+        ------
+        PlanningError
+            On ``job_id`` when ``owner`` cannot see the job (worded as for an unknown id).
+        """
+        if not self.can_see(job_id, owner):
+            raise PlanningError("job_id", f"no job {quote(job_id, 80)} in {self.path}.",
+                                "Share one of your own finished plans (Jobs page).")
+        share = access.Share(token_id, job_id, owner, time.time(), float(expires), None)
+        with self._transaction(f"recording a share link of job {quote(job_id, 40)}") as conn:
+            access.record_share(conn, share)
+        return share
+
+    def find_share(self, token_id: str) -> access.Share | None:
+        """The recorded share link with this token id (``None``: unknown, so it opens nothing)."""
+        if not self._access:
+            return None
+        with self._sql("reading a share link") as conn:
+            return access.find_share(conn, token_id)
+
+    def shares(self, owner: str) -> list[access.Share]:
+        """The share links ``owner`` made, newest first (revoked ones included, marked)."""
+        if not self._access:
+            return []
+        with self._sql("listing share links") as conn:
+            return access.list_shares(conn, owner)
+
+    def revoke_share(self, token_id: str, owner: str) -> bool:
+        """Revoke one of ``owner``'s share links; False if it is not theirs or already revoked."""
+        with self._transaction("revoking a share link") as conn:
+            return access.revoke_share(conn, token_id, owner, time.time())

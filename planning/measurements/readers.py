@@ -189,6 +189,32 @@ def _check_detailed(data: Mapping[str, Any], stats: Mapping[str, float | None], 
                             f"{mean_ms:g} ms).", "the file was edited or merged from two runs; use one run's file.")
 
 
+def _vllm_per_request(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """A ``--save-detailed`` file's successful requests: TTFT (``ttfts``, s → ms) and TPOT, the mean of each
+    request's inter-token latencies (``itls``, s → ms; None for a one-token output); empty without the lists."""
+    ttfts, itls = data.get("ttfts"), data.get("itls")
+    if not isinstance(ttfts, list) or not ttfts or not isinstance(itls, list):
+        return {}
+    errors = data.get("errors")
+    ok = [not e for e in errors] if isinstance(errors, list) and len(errors) == len(ttfts) else [True] * len(ttfts)
+    if len(itls) != len(ttfts):
+        raise PlanningError(f"{name}.itls", f"{len(itls)} requests' inter-token latencies for {len(ttfts)} TTFTs.",
+                            "use the file as vLLM wrote it (one list per request).")
+    ttft_ms: list[float] = []
+    tpot_ms: list[float | None] = []
+    for t, gaps, good in zip(ttfts, itls, ok, strict=True):
+        if not good:
+            continue
+        if not isinstance(t, int | float) or isinstance(t, bool):
+            raise PlanningError(f"{name}.ttfts", f"holds {quote(t)}, not a time.", "use the file as vLLM wrote it.")
+        if not isinstance(gaps, list) or not all(isinstance(g, int | float) and not isinstance(g, bool) for g in gaps):
+            raise PlanningError(f"{name}.itls", "holds a request whose inter-token latencies are not a list of "
+                                "numbers.", "use the file as vLLM wrote it.")
+        ttft_ms.append(1e3 * t)
+        tpot_ms.append(1e3 * sum(gaps) / len(gaps) if gaps else None)
+    return {"ttft_ms_each": tuple(ttft_ms), "tpot_ms_each": tuple(tpot_ms)}
+
+
 def read_vllm(data: Mapping[str, Any], setup: Setup, catalog: Catalog, name: str) -> list[Measurement]:
     """A ``vllm bench serve --save-result`` JSON (vllm/benchmarks/serve.py ``result_json``) as one point."""
     completed = _num(data, "completed", name, required=True) or 0.0
@@ -212,7 +238,8 @@ def read_vllm(data: Mapping[str, Any], setup: Setup, catalog: Catalog, name: str
         **ids, input_len=total_in / completed, output_len=total_out / completed,
         concurrency=_int(conc, f"{name}.max_concurrency") if conc is not None else None,
         request_rate=None if conc is not None and rate_f == math.inf else rate_f, requests=int(completed),
-        **stats, source="vllm-bench-serve", date=str(date) if date is not None else "", file=name)]
+        **stats, source="vllm-bench-serve", date=str(date) if date is not None else "", file=name,
+        **_vllm_per_request(data, name))]
 
 
 # ----------------------------------------------------------------------------------------------- GuideLLM

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from planning.errors import PlanningError, quote
@@ -65,6 +65,10 @@ class Measurement:
     date: str = ""
     file: str = ""
     instance: str = ""
+    # per request (``vllm bench serve --save-detailed``), successful requests only: TTFT, and TPOT as the mean of
+    # the request's inter-token latencies (None for a one-token output); never stored, read again from the file
+    ttft_ms_each: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    tpot_ms_each: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_measurement(self)
@@ -82,10 +86,22 @@ class Measurement:
 
     def as_row(self) -> dict[str, Any]:
         """The stored row (CSV columns of :data:`COLUMNS`)."""
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k in COLUMNS}
+
+    def slo_shares(self, ttft_ms: float | None, tpot_ms: float | None) -> tuple[float, float, float] | None:
+        """Shares of the measured requests within the TTFT SLO, the TPOT SLO and both (an SLO not given is met);
+        None when the file has no per-request latencies."""
+        if not self.ttft_ms_each:
+            return None
+        ttft_ok = [not ttft_ms or t <= ttft_ms for t in self.ttft_ms_each]
+        tpot_ok = [not tpot_ms or t is None or t <= tpot_ms for t in self.tpot_ms_each]
+        n = len(ttft_ok)
+        return sum(ttft_ok) / n, sum(tpot_ok) / n, sum(a and b for a, b in zip(ttft_ok, tpot_ok, strict=True)) / n
 
 
-COLUMNS = tuple(f.name for f in fields(Measurement))
+PER_REQUEST = ("ttft_ms_each", "tpot_ms_each")
+FILE_KEYS = {"ttft_ms_each": "ttfts", "tpot_ms_each": "itls"}  # vLLM --save-detailed's keys they are read from
+COLUMNS = tuple(f.name for f in fields(Measurement) if f.name not in PER_REQUEST)
 REQUIRED = ("model", "gpu", "count", "tp", "input_len", "output_len")
 
 
@@ -161,6 +177,20 @@ def check_measurement(m: Measurement) -> None:
     _check_number(m, "output_tokens_per_s", 1e-6, MAX_OUTPUT_TOKENS_PER_S, "give output tokens per second (> 0).")
     _check_number(m, "requests_per_s", 1e-9, MAX_REQUESTS_PER_S, "give completed requests per second (> 0).")
     _check_number(m, "slo_attainment", 0.0, 1.0, "give the share of requests within the SLOs, in [0, 1].")
+    _check_per_request(m)
     if all(getattr(m, n) is None for n in (*LATENCY_FIELDS, "output_tokens_per_s", "requests_per_s")):
         raise PlanningError(_where(m, "ttft_ms_mean"), "states no measured latency or throughput.",
                             "give at least one of TTFT, ITL, TPOT or output tokens/s.")
+
+
+def _check_per_request(m: Measurement) -> None:
+    """Per-request latencies: one TPOT per TTFT, each a finite number of ms ≥ 0."""
+    if len(m.tpot_ms_each) != len(m.ttft_ms_each):
+        raise PlanningError(_where(m, "itls"), f"{len(m.tpot_ms_each)} requests' inter-token latencies for "
+                            f"{len(m.ttft_ms_each)} TTFTs.", "use the file as vLLM wrote it (one list per request).")
+    for name in PER_REQUEST:
+        for v in getattr(m, name):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+                                  or v < 0):
+                raise PlanningError(_where(m, FILE_KEYS[name]), f"holds {quote(v)}, not a latency.",
+                                    "use the file as vLLM wrote it (seconds, ≥ 0).")

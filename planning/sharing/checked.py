@@ -5,7 +5,9 @@ exact), the dedicated plan of every model (sharing off, the plain answer), and s
 request (``simulate_sharing``, 600 s, seed 0: about a second on long-tail). Its checks
 (:mod:`planning.checks`): shared ≤ dedicated (both ``cost_per_hour``: the nodes of both parts, the dedicated
 part's start-up allowance counted alike); per shared model the simulated SLO attainment ≥ 99 % (the analytic M/M/1
-estimate beside it); the dedicated part's own checks; the proven gap.
+estimate beside it); the dedicated part's own checks; the proven gap. ``options.time_limit_s`` bounds the whole
+call: ``SHARED_SHARE`` of it for the shared plan, what is left of it for the plan without sharing. Every sharing
+caller uses it: ``planning.api.solve_shared``, a timeline epoch with sharing, each threshold sweep point.
 
 Which plan is returned (the rule, docs/sharing.md "Checks"):
 1. the shared plan when it passes every cost and SLO check;
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from planning.checks import ATTAINMENT_TARGET, NA, attainment_check, gap_check, not_dearer, settle_status
-from planning.context import CancelToken, EngineContext, ProgressFn, check_cancel
+from planning.context import CancelToken, Deadline, EngineContext, ProgressFn, check_cancel, time_left
 from planning.result import Check, PlanResult
 from planning.scenario import Scenario
 from planning.sharing.plan import solve_shared
@@ -32,46 +34,72 @@ SIM_DURATION_S = 600.0
 SIM_SEED = 0
 
 
+SHARED_SHARE = 0.6
+"""Of the caller's ``options.time_limit_s``, the share the shared plan may use; the plan without sharing (the
+comparison) gets what is left of the same limit, at least ``MIN_DEDICATED_S``: the whole checked solve keeps to
+the caller's one limit."""
+MIN_DEDICATED_S = 0.5
+
+
 def solve_checked(scenario: Scenario, *, method: str | None, context: EngineContext,
-                  solve_dedicated: Callable[[Scenario], PlanResult], progress: ProgressFn | None = None,
-                  cancel: CancelToken | None = None) -> SharingResult:
+                  solve_dedicated: Callable[[Scenario], PlanResult] | None = None,
+                  progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                  baselines: bool = True) -> SharingResult:
     """The shared plan and the dedicated plan of every model, checked; the better one returned (module docstring).
 
     Parameters
     ----------
     scenario:
-        The scenario (``options.sharing_threshold_rps`` picks the shared models).
+        The scenario (``options.sharing_threshold_rps`` picks the shared models; ``options.time_limit_s`` bounds
+        the whole call: ``SHARED_SHARE`` of it for the shared plan, what is left for the plan without sharing).
     method:
         ``"kvpr"`` or ``"exact"`` (default: ``options.sharing``).
     context:
         The engine context (catalog, perf model).
     solve_dedicated:
-        ``f(scenario) -> PlanResult``: the plain solve (``planning.api.solve``), for the plan without sharing.
+        ``f(scenario) -> PlanResult``: the plain solve, for the plan without sharing (default:
+        ``planning.pipeline.solve`` under ``context``); its scenario carries the time left as its limit.
     progress, cancel:
         As for ``planning.api.solve_shared``.
+    baselines:
+        The dedicated plans' baselines (False: a timeline epoch, which shows none).
 
     Returns
     -------
     SharingResult with ``checks`` and ``comparison``.
     """
-    shared = solve_shared(scenario, method=method, context=context, progress=progress, cancel=cancel)
+    limit = scenario.options.time_limit_s
+    deadline = Deadline(limit, cancel)  # the caller's one limit, for both solves
+    part = replace(scenario, options=replace(scenario.options, time_limit_s=SHARED_SHARE * limit))
+    shared = solve_shared(part, method=method, context=context, progress=progress, cancel=cancel,
+                          baselines=baselines)
     check_cancel(cancel, "the plan without sharing (the comparison)")
     if not shared.shared_nodes and shared.dedicated is not None and set(shared.dedicated_models) >= \
             {m.id for m in scenario.models}:
         dedicated: PlanResult | None = shared.dedicated  # nothing was shared: it is the plain answer
     else:
-        dedicated = solve_dedicated(replace(scenario, options=replace(scenario.options, sharing="off")))
+        plain = replace(scenario, options=replace(scenario.options, sharing="off",
+                                                  time_limit_s=time_left(deadline, limit, MIN_DEDICATED_S)))
+        dedicated = (solve_dedicated or _plain_solver(context, cancel, baselines))(plain)
     attainment = simulated_attainment(shared, scenario, context)
     return choose(shared, dedicated, attainment)
+
+
+def _plain_solver(context: EngineContext, cancel: CancelToken | None, baselines: bool
+                  ) -> Callable[[Scenario], PlanResult]:
+    """``pipeline.solve`` under ``context``: the plan without sharing, for a caller below the face."""
+    from planning.pipeline import solve
+
+    return lambda plain: solve(plain, context=context, cancel=cancel, with_baselines=baselines)
 
 
 def simulated_attainment(result: SharingResult, scenario: Scenario, context: EngineContext) -> dict[str, float]:
     """Per shared model, its SLO attainment in the request-level simulation of the shared GPUs (empty: none)."""
     if not result.shared_nodes:
         return {}
-    from planning.sharing.simulate import simulate_sharing
+    from planning.sharing.simulate import SharedSimOptions, simulate_sharing
 
-    sim = simulate_sharing(result, scenario, context=context, duration_s=SIM_DURATION_S, seed=SIM_SEED)
+    sim = simulate_sharing(result, scenario, SharedSimOptions(SIM_DURATION_S, SIM_SEED), context=context)
     return {m.model: float(m.attainment) for m in sim.models}
 
 
@@ -160,9 +188,10 @@ def dedicated_answer(shared: SharingResult, dedicated: PlanResult, why: str) -> 
             + f" lost to the plan without sharing (${dedicated.cost_per_hour:,.2f}/h): {why}; returned the plan "
             "without sharing.")
     return SharingResult(
-        shared.sharing, dedicated.status, shared.threshold_rps, (), 0.0, "none", None, dedicated, (), ids,
-        dict(shared.timings), (*shared.notes, note), split="dedicated", gap=dedicated.mip_gap if dedicated.status
+        sharing=shared.sharing, status=dedicated.status, threshold_rps=shared.threshold_rps, shared_nodes=(),
+        shared_cost_per_hour=0.0, shared_status="none", shared_gap=None, dedicated=dedicated, shared_models=(),
+        dedicated_models=ids, timings=dict(shared.timings), notes=(*shared.notes, note), split="dedicated", gap=dedicated.mip_gap if dedicated.status
         == "feasible" else (0.0 if dedicated.status == "optimal" else None),
         bound_per_hour=None, checks=(lost, *dedicated.checks),
         comparison={"plan": f"{shared.sharing} sharing", "cost_per_hour": cost, "status": shared.status, "why": why,
-                    "returned": "dedicated"})
+                    "returned": "dedicated", "shared_models": len(shared.shared_models)})

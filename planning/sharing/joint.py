@@ -56,13 +56,15 @@ Tests: ``tests/sharing/test_joint.py`` (brute force over every split, packing an
 instances, one and two regions, aggregated and disaggregated, K = 0 and 0.5; a designed instance computed by hand;
 the threshold split never cheaper; the CLI on long-tail; ``test_joint_columns.py``: both pricing oracles and the
 column packing against brute force or the compact MILP). Modules: ``joint_model`` (the instance and its
-indexing), ``joint_columns`` (the master LP, pricing, the enumeration, the ILP), this one (the driver).
+indexing), ``joint_columns`` (the master LP, pricing, the enumeration), ``joint_ilp`` (the ILP over listed columns),
+this one (the driver).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -76,7 +78,6 @@ from planning.sharing.joint_columns import (
     Duals,
     best_pattern,
     column_duals,
-    columns_ilp,
     enumerate_patterns,
     farley_bound,
     greedy_patterns,
@@ -88,6 +89,7 @@ from planning.sharing.joint_columns import (
     start_plans,
     template_rc,
 )
+from planning.sharing.joint_ilp import columns_ilp
 from planning.sharing.joint_model import DedicatedGroup, JointArrays, JointInstance, JointPlan
 
 __all__ = ["DedicatedGroup", "JointInstance", "JointPlan", "solve_joint"]
@@ -108,6 +110,46 @@ def _caller_cancel(cancel: CancelToken | None, where: str) -> None:
     found is returned with its gap)."""
     if cancel is not None and cancel.is_set() and not timed_out(cancel):
         check_cancel(cancel, where)
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """The whole call's time: its start, its limit and the caller's token (whose deadline may be sooner)."""
+
+    t0: float
+    limit_s: float
+    cancel: CancelToken | None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def left(self) -> float:
+        return max(0.05, min(self.limit_s - self.elapsed(), time_left(self.cancel, self.limit_s)))
+
+
+@dataclass(frozen=True)
+class _LP:
+    """Where the column generation stopped: the last LP's value, primal values and duals, the columns the last
+    pricing round added (0: converged), its rounds and seconds."""
+
+    z: float
+    values: np.ndarray
+    duals: Duals
+    added: int
+    rounds: int
+    seconds: float
+
+
+@dataclass
+class _Incumbent:
+    """The certificate's state: the best plan and its cost, the proven bound, and how the proof ended."""
+
+    best: JointPlan | None
+    value: float
+    bound: float
+    certified: bool = False
+    proved_infeasible: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
 def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: CancelToken | None = None,
@@ -136,18 +178,58 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
     ``infeasible`` (the LP proves no plan exists), ``time_limit`` (no plan by the deadline) or ``lp``
     (``lp_only``).
     """
-    t0 = time.perf_counter()
-
-    def left() -> float:
-        return max(0.05, min(time_limit_s - (time.perf_counter() - t0), time_left(cancel, time_limit_s)))
-
+    clock = _Clock(time.perf_counter(), time_limit_s, cancel)
     a = JointArrays.build(inst)
+    allowed = _allowed(inst, a)
+    master = _seed_master(inst, a, allowed, start)
+    lp = _column_generation(inst, a, master, allowed, clock)
+    slack = master.slack_value(lp.values)
+    converged = lp.added == 0
+    z_lp = lp.z - BIG_M * a.max_cost * slack
+    stats: dict[str, float] = {"lp_rounds": float(lp.rounds), "lp_bound_per_hour": z_lp, "lp_seconds": lp.seconds,
+                               "patterns_generated": float(len(master.patterns)),
+                               "templates_generated": float(len(master.templates))}
+    if converged and slack > 1e-6:
+        return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None, stats,
+                         ("the LP relaxation has no solution: availability cannot hold every model, shared or "
+                          "dedicated.",))
+    bound = z_lp if converged else farley_bound(a, lp.duals, lp.z, allowed, min(clock.left(), 5.0))
+    stats["farley_bound_per_hour"] = bound if not converged else z_lp
+    stats["lp_converged"] = 1.0 if converged else 0.0
+    prices = _node_prices(inst, lp.duals) if converged else {}
+    if lp_only:
+        return JointPlan("lp", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats, (),
+                         prices, _lp_nodes(inst, a, master, lp.values))
+    # the incumbent: the ILP over the generated columns
+    t_ilp = time.perf_counter()
+    _status, value, _b, best = columns_ilp(a, sorted(master.patterns), sorted(master.templates),
+                                           min(clock.left(), 10.0), start)
+    if start is not None and start.has_plan and (best is None or start.cost_per_hour < value - 1e-9):
+        best, value = start, start.cost_per_hour
+    inc = _Incumbent(best, value, bound)
+    if converged and math.isfinite(bound):
+        _certify(a, master, allowed, lp.duals, z_lp, inc, clock, stats)
+    stats["ilp_seconds"] = time.perf_counter() - t_ilp
+    stats["total_seconds"] = clock.elapsed()
+    return _answer(inst, inc, stats, prices)
+
+
+def _allowed(inst: JointInstance, a: JointArrays) -> list[list[int]]:
+    """Per node type, the shareable models that fit on it alone and are not fixed dedicated (raises when a model
+    forced to share fits on none)."""
     allowed = [[i for i in a.fit_on[t] if inst.shareable[i].id not in inst.fixed_dedicated] for t in range(len(inst.types))]
     for m in inst.fixed_shared:
         i = a.shareable_index[m]
         if not any(i in al for al in allowed):
             raise PlanningError(f"sharing.{m}", "is forced to share but fits on no shared node type alone.",
                                 "dedicate it (raise the threshold above its rate) or offer a larger GPU.")
+    return allowed
+
+
+def _seed_master(inst: JointInstance, a: JointArrays, allowed: list[list[int]], start: JointPlan | None
+                 ) -> ColumnMaster:
+    """The master LP with the split fixed where the instance fixes it, and its first columns: singletons, the
+    start plan's patterns and group plans, and per group the cheapest templates per throughput per region."""
     master = ColumnMaster(a)
     for m in inst.fixed_shared:  # d fixed to 0: its column gets an upper bound of 0
         j = next(j for j, (kind, key) in enumerate(master.columns) if kind == "d" and key == a.shareable_index[m])
@@ -176,97 +258,104 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
                     master.add_template(gi, int(i), r)
         if a.planned[gi]:
             master.add_plan(gi, price_plan(a, Duals.zero(a), gi)[1])
+    return master
+
+
+def _column_generation(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
+                       clock: _Clock) -> _LP:
+    """Step 1: solve the master LP and price new columns until none has a negative reduced cost, or the LP's
+    share of the time is spent (the bound is then Farley's)."""
     rounds = 0
     t_lp = time.perf_counter()
     while True:
         rounds += 1
-        _caller_cancel(cancel, "sharing: column generation")
+        _caller_cancel(clock.cancel, "sharing: column generation")
         z, y, values = master.solve()
         du = column_duals(master, y)
-        added = 0
-        for gi in range(len(inst.groups)):
-            if a.planned[gi]:
-                if plan_rc_lower(a, du, gi) < -1e-7 * a.max_cost:  # the knapsack's LP bound says it may pay
-                    rc_q, q_plan = price_plan(a, du, gi)
-                    if rc_q < -1e-7 * a.max_cost:
-                        added += master.add_plan(gi, q_plan)
-                continue
-            rc = template_rc(a, du, gi)
-            neg = np.argwhere(rc < -1e-7 * a.max_cost)
-            if neg.size:
-                order = np.argsort(rc[neg[:, 0], neg[:, 1]])[:ADD_PER_ROUND]
-                added += sum(master.add_template(gi, int(i), int(r)) for i, r in neg[order])
-        tol = 1e-7 * a.max_cost
-        greedy = sum(master.add_pattern(t, ms) for t in range(len(inst.types))
-                     for ms in greedy_patterns(a, du, t, allowed[t], tol))
-        added += greedy
-        if not greedy:  # the heuristic found nothing: list negative patterns, or the exact knapsack decides
-            for t in range(len(inst.types)):
-                found, state = pattern_listing(a, du, t, allowed[t], -tol, LIST_PER_ROUND, LIST_NODES)
-                added += sum(master.add_pattern(t, ms) for ms, _rc in found)
-                if found or state == "complete":  # columns, or the listing proved there are none
-                    continue
-                pool = list(allowed[t])
-                for _ in range(EXACT_PER_ROUND):  # disjoint sets: several columns per (costly) exact search
-                    gain, ms = best_pattern(a, du, t, pool, need=pattern_base(a, du, t) + tol)
-                    if not ms or pattern_base(a, du, t) - gain >= -tol:
-                        break
-                    added += master.add_pattern(t, ms)
-                    pool = [i for i in pool if i not in ms]
-        if added == 0 or rounds >= MAX_ROUNDS or time.perf_counter() - t0 > LP_SHARE * time_limit_s or left() <= 0.1:
-            break  # converged, or the LP's share of the time is spent (the bound is then Farley's)
-    lp_seconds = time.perf_counter() - t_lp
-    slack = master.slack_value(values)
-    converged = added == 0
-    z_lp = z - BIG_M * a.max_cost * slack
-    stats: dict[str, float] = {"lp_rounds": float(rounds), "lp_bound_per_hour": z_lp, "lp_seconds": lp_seconds,
-                               "patterns_generated": float(len(master.patterns)),
-                               "templates_generated": float(len(master.templates))}
-    if converged and slack > 1e-6:
-        return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None, stats,
-                         ("the LP relaxation has no solution: availability cannot hold every model, shared or "
-                          "dedicated.",))
-    bound = z_lp if converged else farley_bound(a, du, z, allowed, min(left(), 5.0))
-    stats["farley_bound_per_hour"] = bound if not converged else z_lp
-    stats["lp_converged"] = 1.0 if converged else 0.0
+        added = _price_groups(inst, a, master, du) + _price_patterns(inst, a, master, du, allowed)
+        if added == 0 or rounds >= MAX_ROUNDS or clock.elapsed() > LP_SHARE * clock.limit_s or clock.left() <= 0.1:
+            break
+    return _LP(z, values, du, added, rounds, time.perf_counter() - t_lp)
+
+
+def _price_groups(inst: JointInstance, a: JointArrays, master: ColumnMaster, du: Duals) -> int:
+    """New group plans (exact covering knapsack) and template columns of negative reduced cost; how many."""
+    added = 0
+    for gi in range(len(inst.groups)):
+        if a.planned[gi]:
+            if plan_rc_lower(a, du, gi) < -1e-7 * a.max_cost:  # the knapsack's LP bound says it may pay
+                rc_q, q_plan = price_plan(a, du, gi)
+                if rc_q < -1e-7 * a.max_cost:
+                    added += master.add_plan(gi, q_plan)
+            continue
+        rc = template_rc(a, du, gi)
+        neg = np.argwhere(rc < -1e-7 * a.max_cost)
+        if neg.size:
+            order = np.argsort(rc[neg[:, 0], neg[:, 1]])[:ADD_PER_ROUND]
+            added += sum(master.add_template(gi, int(i), int(r)) for i, r in neg[order])
+    return added
+
+
+def _price_patterns(inst: JointInstance, a: JointArrays, master: ColumnMaster, du: Duals,
+                    allowed: list[list[int]]) -> int:
+    """New patterns of negative reduced cost: the greedy; when it finds none, a listing per node type, and when
+    that runs out of nodes, the exact knapsack; how many were added."""
+    tol = 1e-7 * a.max_cost
+    greedy = sum(master.add_pattern(t, ms) for t in range(len(inst.types))
+                 for ms in greedy_patterns(a, du, t, allowed[t], tol))
+    added = greedy
+    if greedy:
+        return added
+    for t in range(len(inst.types)):  # the heuristic found nothing: list negative patterns, or the knapsack decides
+        found, state = pattern_listing(a, du, t, allowed[t], -tol, LIST_PER_ROUND, LIST_NODES)
+        added += sum(master.add_pattern(t, ms) for ms, _rc in found)
+        if found or state == "complete":  # columns, or the listing proved there are none
+            continue
+        pool = list(allowed[t])
+        for _ in range(EXACT_PER_ROUND):  # disjoint sets: several columns per (costly) exact search
+            gain, ms = best_pattern(a, du, t, pool, need=pattern_base(a, du, t) + tol)
+            if not ms or pattern_base(a, du, t) - gain >= -tol:
+                break
+            added += master.add_pattern(t, ms)
+            pool = [i for i in pool if i not in ms]
+    return added
+
+
+def _node_prices(inst: JointInstance, du: Duals) -> dict[tuple[str, str], float]:
+    """The converged LP's node price per offer (−σ, where the availability row binds)."""
     R, Ks = inst.prices.shape
-    prices = {(inst.regions[r], inst.shapes[k]): -float(du.sigma[r, k]) for r in range(R) for k in range(Ks)
-              if du.sigma[r, k] < -1e-12} if converged else {}
-    if lp_only:  # the LP's shared nodes per offer
-        used: dict[tuple[str, str], float] = {}
-        for j, (kind, key) in enumerate(master.columns[: len(values)]):  # the columns of the last LP solved
-            if kind == "z" and values[j] > 1e-9:
-                r, k = a.type_rk[key[0]]  # type: ignore[index]
-                used[(inst.regions[r], inst.shapes[k])] = used.get((inst.regions[r], inst.shapes[k]), 0.0) + values[j]
-        return JointPlan("lp", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats, (),
-                         prices, used)
-    # the incumbent: the ILP over the generated columns
-    t_ilp = time.perf_counter()
-    status, value, _b, best = columns_ilp(a, sorted(master.patterns), sorted(master.templates), min(left(), 10.0), start)
-    if start is not None and start.has_plan and (best is None or start.cost_per_hour < value - 1e-9):
-        best, value = start, start.cost_per_hour
-    notes: list[str] = []
-    certified = False
-    target = max(bound * (1 + TARGET_START), bound + 1e-6) if math.isfinite(bound) else value
-    target = min(target, value) if math.isfinite(value) else target
+    return {(inst.regions[r], inst.shapes[k]): -float(du.sigma[r, k]) for r in range(R) for k in range(Ks)
+            if du.sigma[r, k] < -1e-12}
+
+
+def _lp_nodes(inst: JointInstance, a: JointArrays, master: ColumnMaster, values: np.ndarray
+              ) -> dict[tuple[str, str], float]:
+    """The LP's shared nodes per offer (fractional), from the columns of the last LP solved."""
+    used: dict[tuple[str, str], float] = {}
+    for j, (kind, key) in enumerate(master.columns[: len(values)]):
+        if kind == "z" and values[j] > 1e-9:
+            r, k = a.type_rk[key[0]]  # type: ignore[index]
+            used[(inst.regions[r], inst.shapes[k])] = used.get((inst.regions[r], inst.shapes[k]), 0.0) + values[j]
+    return used
+
+
+def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du: Duals, z_lp: float,
+             inc: _Incumbent, clock: _Clock, stats: dict[str, float]) -> None:
+    """Steps 2–3: list the columns within the target's reduced-cost gap, solve their ILP, and raise the target
+    until a plan is certified, no plan is proven, or the time, the attempts or the listing cap run out
+    (updates ``inc`` and ``stats``)."""
+    target = max(inc.bound * (1 + TARGET_START), inc.bound + 1e-6)
+    target = min(target, inc.value) if math.isfinite(inc.value) else target
+    inst = a.inst
     attempts = 0
-    proved_infeasible = False
-    while converged and math.isfinite(bound) and left() > 0.1 and attempts < MAX_ATTEMPTS:
+    while clock.left() > 0.1 and attempts < MAX_ATTEMPTS:
         attempts += 1
         # without any plan after two targets, list every column: the ILP then decides feasibility outright
-        delta = target - z_lp if math.isfinite(value) or attempts <= 2 else math.inf
-        pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
-        over = False
-        for t in range(len(inst.types)):
-            cap = min(MAX_PATTERNS, int(PATTERNS_PER_SECOND * left()))  # the ILP must be built and solved in time
-            listed = enumerate_patterns(a, du, t, allowed[t], delta, cap - len(pats))
-            if listed is None:
-                over = True
-                break
-            pats.update((t, ms) for ms, _rc in listed)
-        if over:
-            notes.append(f"more than {cap:,} packings lie within the gap (at most {PATTERNS_PER_SECOND:,} per second "
-                         "left): the certificate was stopped, the best plan is given with its proven gap.")
+        delta = target - z_lp if math.isfinite(inc.value) or attempts <= 2 else math.inf
+        pats, cap = _listed_patterns(inst, a, master, allowed, du, delta, clock)
+        if pats is None:
+            inc.notes.append(f"more than {cap:,} packings lie within the gap (at most {PATTERNS_PER_SECOND:,} per "
+                             "second left): the certificate was stopped, the best plan is given with its proven gap.")
             break
         temps: set[tuple[int, int, int]] = set(master.templates)
         for gi in range(len(inst.groups)):
@@ -276,33 +365,53 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
             temps.update((gi, int(i), int(r)) for i, r in np.argwhere(rc <= delta + 1e-9))
         stats["patterns_in_ilp"] = float(len(pats))
         stats["templates_in_ilp"] = float(len(temps))
-        _caller_cancel(cancel, "sharing: certificate ILP")
-        status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), left(), best)
-        if plan is not None and v < value - 1e-9:
-            best, value = plan, v
+        _caller_cancel(clock.cancel, "sharing: certificate ILP")
+        status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), clock.left(), inc.best)
+        if plan is not None and v < inc.value - 1e-9:
+            inc.best, inc.value = plan, v
         if status == "optimal" and v <= target + 1e-9 * max(1.0, target):
-            certified = True
-            bound = max(bound, v)
+            inc.certified = True
+            inc.bound = max(inc.bound, v)
             break
         if status == "infeasible" and not math.isfinite(delta):
-            proved_infeasible = True  # every column was in the ILP and it has no plan
+            inc.proved_infeasible = True  # every column was in the ILP and it has no plan
             break
         if status in ("optimal", "infeasible"):  # no plan of cost ≤ target exists: the bound rises to it
-            bound = max(bound, min(target, ilp_bound if math.isfinite(ilp_bound) else target))
+            inc.bound = max(inc.bound, min(target, ilp_bound if math.isfinite(ilp_bound) else target))
             wider = z_lp + 4 * (target - z_lp)  # the listing grows fast with the gap: widen it step by step
-            target = min(value, wider) if math.isfinite(value) else wider
+            target = min(inc.value, wider) if math.isfinite(inc.value) else wider
             continue
         if math.isfinite(ilp_bound):  # stopped by the deadline: every plan ≤ target lies in its columns
-            bound = max(bound, min(target, ilp_bound))
+            inc.bound = max(inc.bound, min(target, ilp_bound))
         break
-    stats["ilp_seconds"] = time.perf_counter() - t_ilp
-    stats["total_seconds"] = time.perf_counter() - t0
-    if best is None or not best.has_plan:
-        if proved_infeasible:
+
+
+def _listed_patterns(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
+                     du: Duals, delta: float, clock: _Clock) -> tuple[set[tuple[int, tuple[int, ...]]] | None, int]:
+    """Every pattern of reduced cost ≤ ``delta`` with the generated ones, and the listing's cap (None instead of
+    the patterns when the listing passes it)."""
+    pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)
+    cap = MAX_PATTERNS
+    for t in range(len(inst.types)):
+        cap = min(MAX_PATTERNS, int(PATTERNS_PER_SECOND * clock.left()))  # the ILP must be built and solved in time
+        listed = enumerate_patterns(a, du, t, allowed[t], delta, cap - len(pats))
+        if listed is None:
+            return None, cap
+        pats.update((t, ms) for ms, _rc in listed)
+    return pats, cap
+
+
+def _answer(inst: JointInstance, inc: _Incumbent, stats: dict[str, float], prices: dict[tuple[str, str], float]
+            ) -> JointPlan:
+    """The JointPlan of the certificate's end: the best plan with its gap, or why there is none."""
+    notes = inc.notes
+    if inc.best is None or not inc.best.has_plan:
+        if inc.proved_infeasible:
             return JointPlan("infeasible", math.inf, math.inf, math.inf, (), {}, (), inst.models, math.inf, None,
                              stats, (*notes, "no plan exists: every packing and template was tried."))
-        return JointPlan("time_limit", math.inf, math.inf, math.inf, (), {}, (), inst.models, bound, None, stats,
+        return JointPlan("time_limit", math.inf, math.inf, math.inf, (), {}, (), inst.models, inc.bound, None, stats,
                          (*notes, "no plan was found before the time limit."))
+    value, bound, best, certified = inc.value, inc.bound, inc.best, inc.certified
     gap = 0.0 if certified else ((value - bound) / value if math.isfinite(bound) and value > 0 else None)
     if gap is not None and gap <= 1e-6:
         gap, certified = 0.0, True

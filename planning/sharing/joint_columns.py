@@ -1,6 +1,6 @@
 """The joint sharing model's columns: the restricted master LP, pattern and template pricing, the Farley bound,
-the reduced-cost enumeration of patterns and the set-partitioning ILP (:mod:`planning.sharing.joint` has the
-formulation and the proofs)."""
+the reduced-cost enumeration of patterns (the set-partitioning ILP is :mod:`planning.sharing.joint_ilp`;
+:mod:`planning.sharing.joint` has the formulation and the proofs)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from planning.errors import PlanningError
 from planning.sharing.joint_groups import cheapest_cover
 from planning.sharing.joint_model import JointArrays, JointPlan
-from planning.sharing.packing import Node, fits
+from planning.sharing.packing import fits
 
 BIG_M = 1e4  # slack cost factor (× the dearest column): a positive slack proves the instance infeasible
 ADD_PER_ROUND = 300  # template columns added per group and round
@@ -401,138 +401,6 @@ def pattern_listing(a: JointArrays, du: Duals, t: int, allowed: Sequence[int], d
 
     dfs(0, 0.0, 0.0)
     return out, state[0]
-
-
-# ---------------------------------------------------------------------------------------------- the ILP
-def columns_ilp(a: JointArrays, patterns: Sequence[tuple[int, tuple[int, ...]]], templates: Sequence[tuple[int, int, int]],
-         time_limit_s: float, start: JointPlan | None = None) -> tuple[str, float, float, JointPlan | None]:
-    """The master ILP over the given columns, to gap 0: (HiGHS status, value, dual bound, plan)."""
-    import highspy
-    import scipy.sparse as sp
-
-    inst = a.inst
-    R, Ks = inst.prices.shape
-    nS, nG = len(inst.shareable), len(inst.groups)
-    shareable = set(a.shareable_index)
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    cost: list[float] = []
-    upper: list[float] = []
-    integer: list[bool] = []
-    pair_rows = {key: i for i, key in enumerate((m, r, j) for m in a.linked for r in range(R) for j in (0, 1))}
-    o_dem, o_pair = nS, nS + nG
-    o_psum = o_pair + len(pair_rows)
-    psum = {m: i for i, m in enumerate(a.linked)}
-    o_av = o_psum + len(psum)
-    n_rows = o_av + R * Ks
-
-    def col(c: float, ub: float, is_int: bool, entries: Sequence[tuple[int, float]]) -> int:
-        j = len(cost)
-        cost.append(c)
-        upper.append(ub)
-        integer.append(is_int)
-        for r_, v in entries:
-            rows.append(r_)
-            cols.append(j)
-            vals.append(v)
-        return j
-
-    d_col = {}
-    for m, i in a.shareable_index.items():
-        ent = [(i, 1.0)]
-        ent += [(o_dem + gi, -g.demand) for gi, g in enumerate(inst.groups) if g.model == m]
-        if m in psum:
-            ent.append((o_psum + psum[m], -1.0))
-        d_col[m] = col(0.0, 0.0 if m in inst.fixed_shared else 1.0, True, ent)
-    for m in a.linked:
-        for r in range(R):
-            gp, gd = a.linked[m]
-            col(0.0, 1.0, False, [(o_pair + pair_rows[(m, r, 0)], -inst.groups[gp].demand),
-                                  (o_pair + pair_rows[(m, r, 1)], -inst.groups[gd].demand), (o_psum + psum[m], 1.0)])
-    z_cols = []
-    for t, ms in patterns:
-        r, k = a.type_rk[t]
-        z_cols.append(col(inst.types[t].price_per_hour, 1.0, True, [(i, 1.0) for i in ms] + [(o_av + r * Ks + k, 1.0)]))
-    nu_cols = []
-    for gi, i, r in templates:
-        g = inst.groups[gi]
-        nz = np.flatnonzero(g.usage[i] > 0)
-        ent = [(o_dem + gi, float(g.throughput[i]))] + [(o_av + r * Ks + int(k), float(g.usage[i, k])) for k in nz]
-        if g.model in a.linked:
-            j = 0 if a.linked[g.model][0] == gi else 1
-            ent.append((o_pair + pair_rows[(g.model, r, j)], float(g.throughput[i])))
-        ub = min(float(inst.available[r, k]) // float(g.usage[i, k]) for k in nz) if nz.size else 0.0
-        nu_cols.append(col(float(a.cost[gi][i, r]), ub, True, ent))
-    n = len(cost)
-    lower_row = np.full(n_rows, -highspy.kHighsInf)
-    upper_row = np.full(n_rows, highspy.kHighsInf)
-    lower_row[:nS] = upper_row[:nS] = 1.0
-    for gi, g in enumerate(inst.groups):
-        lower_row[o_dem + gi] = g.demand if g.model not in shareable else 0.0
-    lower_row[o_pair:o_psum] = 0.0
-    for m, i in psum.items():
-        lower_row[o_psum + i] = 0.0 if m in shareable else 1.0
-    upper_row[o_av:] = inst.available.reshape(-1).astype(float)
-    mat = sp.csc_matrix((np.array(vals, dtype=float), (np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64))),
-                        shape=(n_rows, n))
-    col_lower = np.zeros(n)
-    for m in inst.fixed_dedicated:
-        if m in d_col:
-            col_lower[d_col[m]] = 1.0
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("mip_rel_gap", 0.0)
-    h.setOptionValue("time_limit", max(float(time_limit_s), 0.05))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, n_rows
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.array(cost), col_lower, np.array(upper)
-    lp.row_lower_, lp.row_upper_ = lower_row, upper_row
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = (mat.indptr.astype(np.int32),
-                                                                     mat.indices.astype(np.int32), mat.data)
-    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer]
-    h.passModel(lp)
-    if start is not None and start.has_plan:
-        x0 = np.zeros(n)
-        for m in start.dedicated:
-            if m in d_col:
-                x0[d_col[m]] = 1.0
-        want = {(n_.type, tuple(sorted(a.shareable_index[x] for x in n_.models))) for n_ in start.nodes}
-        taken: dict[tuple[str, tuple[int, ...]], int] = {}
-        for (t, ms), j in zip(patterns, z_cols, strict=True):
-            key = (inst.types[t].key, ms)
-            if key in want and taken.get(key, 0) < sum(1 for n_ in start.nodes if (n_.type, tuple(sorted(
-                    a.shareable_index[x] for x in n_.models))) == key):
-                x0[j] = 1.0
-                taken[key] = taken.get(key, 0) + 1
-        for (gi, i, r), j in zip(templates, nu_cols, strict=True):
-            x0[j] = start.counts.get((inst.groups[gi].ids[i], inst.regions[r]), 0)
-        sol = highspy.HighsSolution()
-        sol.col_value = list(x0)
-        h.setSolution(sol)
-    h.run()
-    info = h.getInfo()
-    ms_ = h.getModelStatus()
-    S = highspy.HighsModelStatus
-    status = ("optimal" if ms_ == S.kOptimal else "infeasible" if ms_ in (S.kInfeasible, S.kUnboundedOrInfeasible)
-              else "time_limit" if ms_ == S.kTimeLimit else "other")
-    bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else -math.inf
-    if int(info.primal_solution_status) != 2:
-        return status, math.inf, (math.inf if status == "infeasible" else bound), None
-    x = np.asarray(h.getSolution().col_value)
-    nodes = tuple(Node(inst.types[t].key, tuple(inst.shareable[i].id for i in ms))
-                  for (t, ms), j in zip(patterns, z_cols, strict=True) if x[j] > 0.5)
-    counts = {(inst.groups[gi].ids[i], inst.regions[r]): round(x[j])
-              for (gi, i, r), j in zip(templates, nu_cols, strict=True) if x[j] > 0.5}
-    shared_cost = sum(inst.types[t].price_per_hour for (t, _ms), j in zip(patterns, z_cols, strict=True) if x[j] > 0.5)
-    ded_cost = sum(float(a.cost[gi][i, r]) * round(x[j]) for (gi, i, r), j in zip(templates, nu_cols, strict=True)
-                   if x[j] > 0.5)
-    shared = tuple(m for n_ in nodes for m in n_.models)
-    dedicated = tuple(m for m in inst.models if m not in shared)
-    plan = JointPlan("feasible", shared_cost + ded_cost, shared_cost, ded_cost, nodes, counts, shared, dedicated,
-                     -math.inf, None)
-    return status, shared_cost + ded_cost, bound, plan
 
 
 def farley_bound(a: JointArrays, du: Duals, z_rmp: float, allowed: Sequence[Sequence[int]],

@@ -129,199 +129,247 @@ def lagrangian_applies(scenario: Scenario, offers: Sequence[ResolvedOffer], rows
                     and by_key[key].fixed_per_node_hour == 0.0 for key in rows))
 
 
-def settle(scenario: Scenario, sub: Scenario, offers: Sequence[ResolvedOffer], packing: Packing,
-           nodes: tuple[SharedNode, ...], free: PlanResult, bound: float | None, *, pack_on: PackOn,
-           solve_part: SolvePart, shared_lp: SharedLP,
-           deadline: Deadline, baselines: bool = True) -> Settled:
+@dataclass(frozen=True)
+class Contest:
+    """What the contention is settled over: the whole scenario and the popular models' (with the budget left, if
+    any), the whole scenario's resolved offers, the three solves it may call and the whole call's deadline.
+
+    ``pack_on``: ``f(usage) -> (packing, nodes)`` (None when no packing) on what ``usage`` leaves of the
+    availability. ``solve_part``: ``f(scenario, progress from, with baselines) -> PlanResult`` for the popular
+    models. ``shared_lp``: ``f(extra) -> (z_LP, node prices, LP nodes per offer)`` of the packing with every node,
+    the offers in ``extra`` dearer by that much (−inf when no bound; prices empty when the LP did not converge).
+    ``baselines``: the answer's dedicated plan with its baselines (False: none is solved for them)."""
+
+    scenario: Scenario
+    sub: Scenario
+    offers: Sequence[ResolvedOffer]
+    pack_on: PackOn
+    solve_part: SolvePart
+    shared_lp: SharedLP
+    deadline: Deadline
+    baselines: bool = True
+
+
+Candidate = tuple[float, str, Packing, "tuple[SharedNode, ...]", PlanResult, Scenario, bool]
+"""A pair found: (total $/h, how, packing, its nodes, dedicated plan, the scenario it was solved on, whether it was
+solved with its baselines)."""
+
+
+def settle(contest: Contest, packing: Packing, nodes: tuple[SharedNode, ...], free: PlanResult,
+           bound: float | None) -> Settled:
     """Resolve the competition between the packing (``packing``, ``nodes``: optimal or best with every node) and
     the popular models' free plan ``free`` (module docstring).
 
     Parameters
     ----------
-    scenario, sub:
-        The whole scenario and the popular models' (with the budget left, if any).
-    offers:
-        The whole scenario's resolved offers.
+    contest:
+        The scenarios, offers, solves and deadline (:class:`Contest`).
+    packing, nodes:
+        The shared part with every node available.
+    free:
+        The popular models' plan with every node available.
     bound:
         Each part's bound with every node, added (None when not a cost objective).
-    pack_on:
-        ``f(usage) -> (packing, nodes)`` (None when no packing) on what ``usage`` leaves of the availability.
-    solve_part:
-        ``f(scenario, progress from, with baselines) -> PlanResult`` for the popular models.
-    shared_lp:
-        ``f(extra) -> (z_LP, node prices, LP nodes per offer)`` of the packing with every node, the offers in
-        ``extra`` dearer by that much (−inf when no bound; prices empty when the LP did not converge).
-    deadline:
-        The whole call's.
-    baselines:
-        The answer's dedicated plan with its baselines (False: none is solved for them).
 
     Returns
     -------
     Settled: the cheapest pair found, the best bound, and whether it is proven optimal.
     """
-    from planning.sharing.parts import node_usage, part_bound, plan_usage, remaining
+    search = _Search(contest, packing, nodes, free, bound)
+    try:
+        search.explore()
+    except Cancelled:
+        if not contest.deadline.timed_out():
+            raise
+        search.notes.append("the time limit stopped the search for a cheaper split of the contended nodes.")
+    if "note" in search.found:
+        search.notes.append(search.found["note"])
+    return search.settled()
 
-    cost_objective = scenario.objective.kind == "cost" and scenario.objective.budget_per_hour is None
-    used_s, used_f = node_usage(nodes), plan_usage(free)
-    rows = contended(offers, used_s, used_f)
-    notes: list[str] = []
-    stats: dict[str, float] = {"contended_offers": float(len(rows)),
-                               "contended_nodes": float(sum(rows.values())),
-                               "contended_in_packing": float(sum(used_s.get(key, 0) for key in rows)),
-                               "contended_in_free_plan": float(sum(used_f.get(key, 0) for key in rows))}
-    best: list[tuple[float, str, Packing, tuple[SharedNode, ...], PlanResult, Scenario, bool]] = []
-    free_ok = free.status in ("optimal", "feasible")
 
-    def total() -> float:
-        return min((c[0] for c in best), default=math.inf)
+class _Search:
+    """The candidate pairs of one contention and the bound as the multipliers and the orders find them."""
 
-    def close() -> bool:
-        b = bound if bound is not None else -math.inf
-        return math.isfinite(b) and total() <= b + STOP_GAP * abs(total())
+    def __init__(self, contest: Contest, packing: Packing, nodes: tuple[SharedNode, ...], free: PlanResult,
+                 bound: float | None) -> None:
+        from planning.sharing.parts import node_usage, plan_usage
 
-    def timed(key: str, t0: float) -> None:
-        stats[key] = stats.get(key, 0.0) + time.perf_counter() - t0
+        scenario = contest.scenario
+        self.contest, self.packing, self.nodes, self.free, self.bound = contest, packing, nodes, free, bound
+        self.cost_objective = scenario.objective.kind == "cost" and scenario.objective.budget_per_hour is None
+        self.used_s, self.used_f = node_usage(nodes), plan_usage(free)
+        self.rows = contended(contest.offers, self.used_s, self.used_f)
+        self.notes: list[str] = []
+        self.stats: dict[str, float] = {
+            "contended_offers": float(len(self.rows)), "contended_nodes": float(sum(self.rows.values())),
+            "contended_in_packing": float(sum(self.used_s.get(key, 0) for key in self.rows)),
+            "contended_in_free_plan": float(sum(self.used_f.get(key, 0) for key in self.rows))}
+        self.best: list[Candidate] = []
+        self.free_ok = free.status in ("optimal", "feasible")
+        self.popular_first_tried = False
+        self.found: dict[str, str] = {}  # the Lagrangian bound's note, when it raised the bound
 
-    def add(label: str, pk: Packing, nd: tuple[SharedNode, ...], ded: PlanResult, on: Scenario,
+    def total(self) -> float:
+        return min((c[0] for c in self.best), default=math.inf)
+
+    def close(self) -> bool:
+        b = self.bound if self.bound is not None else -math.inf
+        return math.isfinite(b) and self.total() <= b + STOP_GAP * abs(self.total())
+
+    def timed(self, key: str, t0: float) -> None:
+        self.stats[key] = self.stats.get(key, 0.0) + time.perf_counter() - t0
+
+    def add(self, label: str, pk: Packing, nd: tuple[SharedNode, ...], ded: PlanResult, on: Scenario,
             baselines: bool) -> None:
         if pk.feasible and ded.status in ("optimal", "feasible"):
-            best.append((pk.cost_per_hour + ded.cost_per_hour, label, pk, nd, ded, on, baselines))
+            self.best.append((pk.cost_per_hour + ded.cost_per_hour, label, pk, nd, ded, on, baselines))
 
-    def packed_first(pk: Packing, nd: tuple[SharedNode, ...], label: str, lo: float) -> None:
+    def packed_first(self, pk: Packing, nd: tuple[SharedNode, ...], label: str, lo: float) -> None:
         """The popular models planned on what the packing leaves (the first such plan with its baselines)."""
-        if deadline.expired():
+        from planning.sharing.parts import node_usage, remaining
+
+        c = self.contest
+        if c.deadline.expired():
             return
         t0 = time.perf_counter()
-        on = remaining(sub, offers, node_usage(nd))
-        with_baselines = baselines and not any(c[6] for c in best)
-        add(label, pk, nd, solve_part(on, lo, with_baselines), on, with_baselines)
-        timed("replan_seconds", t0)
+        on = remaining(c.sub, c.offers, node_usage(nd))
+        with_baselines = c.baselines and not any(x[6] for x in self.best)
+        self.add(label, pk, nd, c.solve_part(on, lo, with_baselines), on, with_baselines)
+        self.timed("replan_seconds", t0)
 
-    def packed_on(taken: Usage) -> tuple[Packing, tuple[SharedNode, ...]] | None:
-        if deadline.expired():
+    def packed_on(self, taken: Usage) -> tuple[Packing, tuple[SharedNode, ...]] | None:
+        if self.contest.deadline.expired():
             return None
         t0 = time.perf_counter()
-        got = pack_on(taken)
-        timed("repack_seconds", t0)
+        got = self.contest.pack_on(taken)
+        self.timed("repack_seconds", t0)
         return got
 
-    popular_first_tried = False
-
-    def popular_first() -> None:
+    def popular_first(self) -> None:
         """The popular models' free optimum first, the packing on what it leaves (a packing only)."""
-        nonlocal popular_first_tried
-        popular_first_tried = True
-        got = packed_on(used_f)
+        self.popular_first_tried = True
+        got = self.packed_on(self.used_f)
         if got is not None:
-            add("popular first", got[0], got[1], free, sub, False)
+            self.add("popular first", got[0], got[1], self.free, self.contest.sub, False)
 
-    found: dict[str, str] = {}  # the Lagrangian bound's note, when it raised the bound
-
-    def explore() -> None:
+    def explore(self) -> None:
         """The multipliers and the orders (a time limit inside a solve raises ``Cancelled``: the caller keeps the
         pairs found)."""
-        nonlocal bound
-
         # 1. Lagrangian multipliers on the contended offers: the bound, and the split each dedicated plan suggests
-        if cost_objective and free_ok and lagrangian_applies(scenario, offers, rows):
-            t_start = time.perf_counter()
-            z0, prices, _ = shared_lp({})
-            factor = 1.0 + scenario.options.K
-            delta = {key: prices.get(key, 0.0) for key in rows}
-            splits: set[tuple[int, ...]] = set()
-            theta = 1.0
-            for it in range(MAX_ROUNDS):
-                if deadline.expired():
-                    break
-                t_round = time.perf_counter()
-                if it == 0:  # the LP's duals with σ_c raised to 0 stay feasible at the dearer prices (docstring)
-                    lb_s = z0 + sum(delta[key] * rows[key] for key in rows)
-                    if not any(d > 0 for d in delta.values()) and packing.bound_per_hour is not None:
-                        lb_s = max(lb_s, packing.bound_per_hour)  # no price: the packing's own bound (ILP-lifted)
-                    elif not any(d > 0 for d in delta.values()) and packing.status == "optimal":
-                        lb_s = max(lb_s, packing.cost_per_hour)
-                    x_s: Mapping[tuple[str, str], float] = used_s
-                else:
-                    lb_s, _p, x_s = shared_lp({key: d for key, d in delta.items() if d > 0})
-                if not math.isfinite(lb_s):
-                    break
-                dearer = {key: d / factor for key, d in delta.items() if d > 1e-9}
-                at = solve_part(priced(sub, offers, dearer), 0.7, False) if dearer else free
-                if at.status not in ("optimal", "feasible"):
-                    break
-                lagrange = lb_s + part_bound(at.cost_per_hour, at.mip_gap, None) - sum(
-                    delta[key] * rows[key] for key in rows)
-                stats["multiplier_rounds"] = float(it + 1)
-                if math.isfinite(lagrange) and (bound is None or lagrange > bound + 1e-9):
-                    bound = lagrange
-                    stats["lagrangian_bound_per_hour"] = lagrange
-                    stats["node_price_total"] = float(sum(delta.values()))
-                    priced_at = ", ".join(f"{r} {s} +${d:,.4f}/h" for (r, s), d in sorted(delta.items()) if d > 1e-9)
-                    found["note"] = (f"lower bound ${lagrange:,.2f}/h: a Lagrangian bound over the {len(rows)} "
-                                     "contended offers, the packing LP plus the popular models' optimum with those "
-                                     f"nodes priced at their value to the packing ({priced_at or 'no extra price'}).")
-                else:
-                    theta /= 2
-                taken = plan_usage(at)
-                split = tuple(taken.get(key, 0) for key in rows)
-                if split not in splits:  # a split not tried: the packing on what this plan leaves, then re-planned
-                    splits.add(split)
-                    if at is free:
-                        popular_first()
-                    else:
-                        got = packed_on(taken)
-                        if got is not None:
-                            packed_first(got[0], got[1], "lagrangian", 0.8)
-                timed("lagrangian_seconds", t_round)
-                g = {key: float(x_s.get(key, 0.0)) + taken.get(key, 0) - rows[key] for key in rows}
-                norm = sum(v * v for v in g.values())
-                left = deadline.remaining_s()
-                if close() or norm < 1e-12 or (left is not None and left < 3 * (time.perf_counter() - t_round)):
-                    break
-                target = total() if math.isfinite(total()) else lagrange + 0.05 * abs(lagrange) + 1e-6
-                step = theta * max(target - lagrange, 1e-6 * abs(target)) / norm
-                delta = {key: max(0.0, delta[key] + step * g[key]) for key in rows}
-            stats["lagrangian_seconds"] = time.perf_counter() - t_start
+        if self.cost_objective and self.free_ok and lagrangian_applies(self.contest.scenario, self.contest.offers,
+                                                                       self.rows):
+            self.lagrangian()
         # 2. the popular models' free optimum first, the packing on what it leaves (cost objective: a packing only)
-        if cost_objective and free_ok and not popular_first_tried and not close():
-            popular_first()
+        if self.cost_objective and self.free_ok and not self.popular_first_tried and not self.close():
+            self.popular_first()
         # 3. the packing first, the popular models on what it leaves
-        if not close() or not best:
-            packed_first(packing, nodes, "shared first", 0.7)
-    try:
-        explore()
-    except Cancelled:
-        if not deadline.timed_out():
-            raise
-        notes.append("the time limit stopped the search for a cheaper split of the contended nodes.")
-    if "note" in found:
-        notes.append(found["note"])
+        if not self.close() or not self.best:
+            self.packed_first(self.packing, self.nodes, "shared first", 0.7)
 
-    if not best:  # no pair in time: the packing with no dedicated plan (the caller reports the time limit)
-        empty = replace(free, status="time_limit", instances=(), cost_lines=(), cost_per_hour=0.0,
-                        provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0,
-                        message="time limit reached before the re-plan on what the shared nodes leave")
-        notes.append("time limit reached before the popular models could be re-planned on what the shared nodes "
-                     "leave.")
-        return Settled(packing, nodes, empty, sub, bound, False, notes, stats)
-    value, label, pk, nd, ded, on, has_baselines = min(best, key=lambda c: c[0])
-    if baselines and label != "popular first" and not has_baselines and not deadline.expired():
-        again = solve_part(on, 0.9, True)  # the answer with its baselines
-        if again.status in ("optimal", "feasible") and again.cost_per_hour <= ded.cost_per_hour * (1 + 1e-9) + 1e-9:
-            ded, value = again, pk.cost_per_hour + again.cost_per_hour
-    stats["candidates"] = float(len(best))
-    tried = f" (the cheapest of {len(best)} orders)." if len(best) > 1 else "."
-    notes.append({"lagrangian": "the parts compete for nodes: the popular models were planned with the contended "
-                                "nodes priced at their value to the packing, the shared nodes packed on what they "
-                                "leave and the popular models re-planned on what the packing leaves" + tried,
-                  "popular first": "the parts compete for nodes: the popular models were planned first and the "
-                                   "shared nodes packed on what they leave" + tried,
-                  "shared first": "the parts compete for nodes: the shared nodes were packed first and the popular "
-                                  "models planned on what they leave" + tried}[label])
-    optimal = (bound is not None and math.isfinite(bound) and pk.status == "optimal" and ded.status == "optimal"
-               and value <= bound * (1 + 1e-9) + 1e-9)
-    return Settled(pk, nd, ded, on, bound, optimal, notes, stats)
+    def lagrangian(self) -> None:
+        """Multiplier rounds (module docstring): the bound each raises, and the split each dedicated plan
+        suggests tried as a pair."""
+        c, rows = self.contest, self.rows
+        t_start = time.perf_counter()
+        z0, prices, _ = c.shared_lp({})
+        delta = {key: prices.get(key, 0.0) for key in rows}
+        splits: set[tuple[int, ...]] = set()
+        theta = 1.0
+        for it in range(MAX_ROUNDS):
+            if c.deadline.expired():
+                break
+            t_round = time.perf_counter()
+            step = self.lagrangian_round(it, z0, delta, splits)
+            if step is None:
+                break
+            lagrange, taken, x_s, raised = step
+            if not raised:
+                theta /= 2
+            self.timed("lagrangian_seconds", t_round)
+            g = {key: float(x_s.get(key, 0.0)) + taken.get(key, 0) - rows[key] for key in rows}
+            norm = sum(v * v for v in g.values())
+            left = c.deadline.remaining_s()
+            if self.close() or norm < 1e-12 or (left is not None and left < 3 * (time.perf_counter() - t_round)):
+                break
+            target = self.total() if math.isfinite(self.total()) else lagrange + 0.05 * abs(lagrange) + 1e-6
+            step_len = theta * max(target - lagrange, 1e-6 * abs(target)) / norm
+            delta = {key: max(0.0, delta[key] + step_len * g[key]) for key in rows}
+        self.stats["lagrangian_seconds"] = time.perf_counter() - t_start
+
+    def lagrangian_round(self, it: int, z0: float, delta: dict[tuple[str, str], float],
+                         splits: set[tuple[int, ...]]) -> tuple[float, Usage, Prices, bool] | None:
+        """One multiplier round at ``delta``: the bound L(δ) (raising ``self.bound`` when higher) and the pair its
+        dedicated plan suggests; (L, that plan's nodes, the packing's nodes, whether L rose), or None to stop."""
+        from planning.sharing.parts import part_bound, plan_usage
+
+        c, rows, packing = self.contest, self.rows, self.packing
+        if it == 0:  # the LP's duals with σ_c raised to 0 stay feasible at the dearer prices (docstring)
+            lb_s = z0 + sum(delta[key] * rows[key] for key in rows)
+            if not any(d > 0 for d in delta.values()) and packing.bound_per_hour is not None:
+                lb_s = max(lb_s, packing.bound_per_hour)  # no price: the packing's own bound (ILP-lifted)
+            elif not any(d > 0 for d in delta.values()) and packing.status == "optimal":
+                lb_s = max(lb_s, packing.cost_per_hour)
+            x_s: Prices = {k: float(v) for k, v in self.used_s.items()}
+        else:
+            lb_s, _p, x_s = c.shared_lp({key: d for key, d in delta.items() if d > 0})
+        if not math.isfinite(lb_s):
+            return None
+        dearer = {key: d / (1.0 + c.scenario.options.K) for key, d in delta.items() if d > 1e-9}
+        at = c.solve_part(priced(c.sub, c.offers, dearer), 0.7, False) if dearer else self.free
+        if at.status not in ("optimal", "feasible"):
+            return None
+        lagrange = lb_s + part_bound(at.cost_per_hour, at.mip_gap, None) - sum(delta[key] * rows[key] for key in rows)
+        self.stats["multiplier_rounds"] = float(it + 1)
+        raised = math.isfinite(lagrange) and (self.bound is None or lagrange > self.bound + 1e-9)
+        if raised:
+            self.bound = lagrange
+            self.stats["lagrangian_bound_per_hour"] = lagrange
+            self.stats["node_price_total"] = float(sum(delta.values()))
+            priced_at = ", ".join(f"{r} {s} +${d:,.4f}/h" for (r, s), d in sorted(delta.items()) if d > 1e-9)
+            self.found["note"] = (f"lower bound ${lagrange:,.2f}/h: a Lagrangian bound over the {len(rows)} "
+                                  "contended offers, the packing LP plus the popular models' optimum with those "
+                                  f"nodes priced at their value to the packing ({priced_at or 'no extra price'}).")
+        taken = plan_usage(at)
+        split = tuple(taken.get(key, 0) for key in rows)
+        if split not in splits:  # a split not tried: the packing on what this plan leaves, then re-planned
+            splits.add(split)
+            if at is self.free:
+                self.popular_first()
+            else:
+                got = self.packed_on(taken)
+                if got is not None:
+                    self.packed_first(got[0], got[1], "lagrangian", 0.8)
+        return lagrange, taken, x_s, raised
+
+    def settled(self) -> Settled:
+        """The cheapest pair found (solved again with its baselines when it is the answer and had none)."""
+        c, free, bound, notes = self.contest, self.free, self.bound, self.notes
+        if not self.best:  # no pair in time: the packing with no dedicated plan (the caller reports the time limit)
+            empty = replace(free, status="time_limit", instances=(), cost_lines=(), cost_per_hour=0.0,
+                            provisioning_per_hour=0.0, penalty_per_hour=0.0, served_fraction=0.0,
+                            message="time limit reached before the re-plan on what the shared nodes leave")
+            notes.append("time limit reached before the popular models could be re-planned on what the shared "
+                         "nodes leave.")
+            return Settled(self.packing, self.nodes, empty, c.sub, bound, False, notes, self.stats)
+        value, label, pk, nd, ded, on, has_baselines = min(self.best, key=lambda x: x[0])
+        if c.baselines and label != "popular first" and not has_baselines and not c.deadline.expired():
+            again = c.solve_part(on, 0.9, True)  # the answer with its baselines
+            if again.status in ("optimal", "feasible") and \
+                    again.cost_per_hour <= ded.cost_per_hour * (1 + 1e-9) + 1e-9:
+                ded, value = again, pk.cost_per_hour + again.cost_per_hour
+        self.stats["candidates"] = float(len(self.best))
+        tried = f" (the cheapest of {len(self.best)} orders)." if len(self.best) > 1 else "."
+        notes.append({"lagrangian": "the parts compete for nodes: the popular models were planned with the "
+                                    "contended nodes priced at their value to the packing, the shared nodes packed on "
+                                    "what they leave and the popular models re-planned on what the packing leaves"
+                                    + tried,
+                      "popular first": "the parts compete for nodes: the popular models were planned first and the "
+                                       "shared nodes packed on what they leave" + tried,
+                      "shared first": "the parts compete for nodes: the shared nodes were packed first and the "
+                                      "popular models planned on what they leave" + tried}[label])
+        optimal = (bound is not None and math.isfinite(bound) and pk.status == "optimal" and ded.status == "optimal"
+                   and value <= bound * (1 + 1e-9) + 1e-9)
+        return Settled(pk, nd, ded, on, bound, optimal, notes, self.stats)
 
 
 def pack_on(taken: Usage, scenario: Scenario, profiles: Sequence[ModelProfile], types: Sequence[NodeType],

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from planning.catalog.schema import parse_shape
@@ -55,7 +55,7 @@ from planning.sharing.profiles import (
     perf_with_specs,
     usable_memory_gb,
 )
-from planning.sharing.result import SharingResult
+from planning.sharing.result import SharedNode, SharingResult
 
 if TYPE_CHECKING:
     from planning.offers import ResolvedOffer
@@ -214,6 +214,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     threshold = scenario.options.sharing_threshold_rps
     shared_ids, dedicated_ids = split_models(scenario, threshold)
     notes: list[str] = []
+    call = _Call(scenario, ctx, method, threshold, deadline, t0, step, solve_dedicated, progress, cancel, baselines)
     if method == "exact" and why_not is None:  # one model decides the split (or solves the threshold's exactly)
         first: SharingResult | None = None  # a KV-pressure plan first, when the time left is short (below)
         try:
@@ -223,8 +224,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
             if left is not None and EXACT_PER_PROFILE * (time.perf_counter() - t_prof) > left:
                 step(0.0, "sharing: a first plan by KV-pressure packing (the joint model may not finish in the "
                           "time left on this machine)")
-                first = _solve_shared(scenario, ctx, "kvpr", threshold, list(shared_ids), list(dedicated_ids), [],
-                                      deadline, t0, step, solve_dedicated, progress, cancel, baselines)
+                first = _solve_shared(replace(call, method="kvpr"), list(shared_ids), list(dedicated_ids), [])
             exact = cast(SharingResult, solve_joint_sharing(scenario, ctx, split=scenario.options.sharing_split,
                                                             solve_dedicated=solve_dedicated, progress=progress,
                                                             cancel=deadline, baselines=baselines))
@@ -242,8 +242,7 @@ def solve_shared(scenario: Scenario, *, method: str | None = None, context: Engi
     if method == "exact" and why_not is not None:
         notes.append(f"the joint sharing model does not plan {why_not}: the threshold split was solved part by part.")
     try:
-        return _solve_shared(scenario, ctx, method, threshold, shared_ids, dedicated_ids, notes, deadline, t0, step,
-                             solve_dedicated, progress, cancel, baselines)
+        return _solve_shared(call, shared_ids, dedicated_ids, notes)
     except Cancelled as exc:
         if not deadline.timed_out() or exc.reason != "time limit":
             raise
@@ -270,21 +269,51 @@ def _no_plan_in_time(scenario: Scenario, method: str, threshold: float | None, s
                      dedicated_ids: Sequence[str], notes: Sequence[str], exc: Cancelled, t0: float) -> SharingResult:
     """The answer when the time limit came before both parts (or the joint model) had a plan: status
     ``time_limit``, no plan, the step it stopped at and the fix."""
-    return SharingResult(method, "time_limit", threshold, (), 0.0, "time_limit", None, None, tuple(shared_ids),
-                         tuple(dedicated_ids), {"total_seconds": time.perf_counter() - t0},
-                         (*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
+    return SharingResult(sharing=method, status="time_limit", threshold_rps=threshold, shared_nodes=(),
+                         shared_cost_per_hour=0.0, shared_status="time_limit", shared_gap=None, dedicated=None,
+                         shared_models=tuple(shared_ids), dedicated_models=tuple(dedicated_ids),
+                         timings={"total_seconds": time.perf_counter() - t0},
+                         notes=(*notes, f"time limit {scenario.options.time_limit_s:g} s reached at {exc.detail or 'a step'} "
                           "before a plan was found; no plan. Fix: raise options.time_limit_s."))
 
 
-def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold: float | None,
-                  shared_ids: list[str], dedicated_ids: list[str], notes: list[str], deadline: Deadline, t0: float,
-                  step: Callable[[float, str], None], solve_dedicated: Callable[[Scenario], PlanResult] | None,
-                  progress: ProgressFn | None, cancel: CancelToken | None, baselines: bool = True) -> SharingResult:
-    """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
-    from planning.pipeline import solve as solve_plan
-    from planning.sharing.joint_contend import pack_on, settle, shared_lp
+@dataclass(frozen=True)
+class _Call:
+    """What one :func:`solve_shared` call passes to its part-by-part body: the scenario and context, the method
+    and threshold, the deadline and start time, the progress step, and the caller's dedicated solve, progress,
+    cancel token and baselines switch."""
 
-    profiles, types = shared_profiles(scenario, ctx, shared_ids, deadline)
+    scenario: Scenario
+    ctx: EngineContext
+    method: str
+    threshold: float | None
+    deadline: Deadline
+    t0: float
+    step: Callable[[float, str], None]
+    solve_dedicated: Callable[[Scenario], PlanResult] | None
+    progress: ProgressFn | None
+    cancel: CancelToken | None
+    baselines: bool = True
+
+
+@dataclass
+class _Parts:
+    """The two parts as the body settles them: the packing and its nodes, the dedicated plan, the summed bound,
+    whether the parts were coupled without proof, and the contention's statistics."""
+
+    packing: Packing
+    nodes: tuple[SharedNode, ...]
+    dedicated: PlanResult | None = None
+    bound: float | None = None  # each part's proven bound with every node available, added (cost objective)
+    coupled: bool = False
+    stats: dict[str, float] = field(default_factory=dict)  # the contention's (joint_contend)
+    dedicated_started: float = 0.0  # perf_counter when the dedicated part began
+
+
+def _solve_shared(call: _Call, shared_ids: list[str], dedicated_ids: list[str], notes: list[str]) -> SharingResult:
+    """The body of :func:`solve_shared` under its deadline (a time limit raises ``Cancelled`` before a plan)."""
+    scenario, method, threshold = call.scenario, call.method, call.threshold
+    profiles, types = shared_profiles(scenario, call.ctx, shared_ids, call.deadline)
     # models that fit on no single-GPU node with their KV pool (or miss their TTFT alone) stay dedicated
     too_big = [m.id for m in _tail_models(profiles, types) if not any(fits([m], t) for t in types)]
     if too_big:
@@ -293,75 +322,114 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
         shared_ids = [m for m in shared_ids if m not in too_big]
         dedicated_ids = [m.id for m in scenario.models if m.id not in shared_ids]
     t1 = time.perf_counter()
-    step(0.1, f"packing {len(shared_ids)} models onto shared GPUs ({method})")
-    packing, profiles, types = pack(scenario, ctx, shared_ids, method, deadline) if shared_ids else (
+    call.step(0.1, f"packing {len(shared_ids)} models onto shared GPUs ({method})")
+    packing, profiles, types = pack(scenario, call.ctx, shared_ids, method, call.deadline) if shared_ids else (
         Packing((), 0.0, "optimal", method), [], [])
-    nodes = _shared_nodes(packing, profiles, types)
-    timings = {"profile_seconds": t1 - t0, "packing_seconds": time.perf_counter() - t1}
+    parts = _Parts(packing, _shared_nodes(packing, profiles, types))
+    timings = {"profile_seconds": t1 - call.t0, "packing_seconds": time.perf_counter() - t1}
     notes.extend(packing.notes)
     if not packing.feasible:  # no packing: proven (infeasible) or none found in time (time_limit)
         late = packing.status == "time_limit"
-        return SharingResult(method, "time_limit" if late else "infeasible", threshold, (), math.inf, packing.status,
-                             packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings, (*notes, (
+        return SharingResult(sharing=method, status="time_limit" if late else "infeasible", threshold_rps=threshold,
+                             shared_nodes=(), shared_cost_per_hour=math.inf, shared_status=packing.status,
+                             shared_gap=packing.gap, dedicated=None, shared_models=tuple(shared_ids),
+                             dedicated_models=tuple(dedicated_ids), timings=timings, notes=(*notes, (
                                  "no packing of the shared models was found before the time limit; raise "
                                  "options.time_limit_s.") if late else "the shared models cannot be packed within "
                              "availability."))
-    dedicated: PlanResult | None = None
-    stats: dict[str, float] = {}  # the contention's (joint_contend), when the parts compete for nodes
-    coupled = False
-    bound: float | None = None  # each part's proven bound with every node available, added (cost objective)
     if dedicated_ids:
-        offers, _ = _resolve(scenario, ctx.catalog)
-        sub = replace(scenario, models=models_subset(scenario, dedicated_ids))
-        budget = scenario.objective.budget_per_hour
-        if budget is not None:
-            left = budget - packing.cost_per_hour
-            if left <= 0:
-                return SharingResult(method, "infeasible", threshold, nodes, packing.cost_per_hour, packing.status,
-                                     packing.gap, None, tuple(shared_ids), tuple(dedicated_ids), timings,
-                                     (*notes, f"the shared nodes alone cost ${packing.cost_per_hour:,.2f}/h, "
-                                      f"above the budget ${budget:,.2f}/h."))
-            sub = replace(sub, objective=Objective(scenario.objective.kind, left))
-            notes.append(f"budget: ${packing.cost_per_hour:,.2f}/h to shared nodes, ${left:,.2f}/h left for "
-                         "the dedicated models (sequential: shared part first).")
-        t2 = time.perf_counter()
-        step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
+        over_budget = _dedicated_part(call, parts, (profiles, types), dedicated_ids, notes)
+        if over_budget is not None:
+            return SharingResult(sharing=method, status="infeasible", threshold_rps=threshold,
+                                 shared_nodes=parts.nodes, shared_cost_per_hour=packing.cost_per_hour,
+                                 shared_status=packing.status, shared_gap=packing.gap, dedicated=None,
+                                 shared_models=tuple(shared_ids), dedicated_models=tuple(dedicated_ids),
+                                 timings=timings, notes=(*notes, over_budget))
+        timings["dedicated_seconds"] = time.perf_counter() - parts.dedicated_started
+    return _shared_answer(call, parts, (shared_ids, dedicated_ids), notes, timings)
 
-        def solve_part(part: Scenario, lo: float, with_baselines: bool = True) -> PlanResult:
-            if solve_dedicated is not None:
-                return solve_dedicated(part)
-            check_cancel(deadline, "the dedicated models' plan")
-            left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
-            part = replace(part, options=replace(part.options, time_limit_s=left))
-            return solve_plan(part, context=ctx, cancel=cancel, progress=(lambda f, m: progress(lo + 0.2 * f, m))
-                              if progress is not None else None, with_baselines=with_baselines and baselines)
 
-        # the popular models' optimum with every node available; its baselines only when it is the answer (below)
-        free = solve_part(sub, 0.5, with_baselines=False)
-        dedicated = free
-        packing_free = packing  # the shared part's packing with every node available
-        if scenario.objective.kind == "cost" and budget is None:  # each part's bound with every node, added
-            bound = _part_bound(packing_free.cost_per_hour, packing_free.gap, packing_free.bound_per_hour) \
-                + _part_bound(free.cost_per_hour, free.mip_gap, None) if free.has_plan else None
-        if free.instances and not _fits_together(offers, _node_usage(nodes), _plan_usage(free)):
-            step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
-            if free.status == "optimal" and packing_free.status == "optimal" and scenario.objective.kind == "cost":
-                bound = packing_free.cost_per_hour + free.cost_per_hour
-                notes.append(f"lower bound ${bound:,.2f}/h: each part's optimum with every node available, added.")
-            settled = settle(scenario, sub, offers, packing, nodes, free, bound, deadline=deadline, solve_part=solve_part,
-                             pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
-                             shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d),
-                             baselines=baselines)
-            packing, nodes, dedicated, bound = settled.packing, settled.nodes, settled.dedicated, settled.bound
-            notes.extend(settled.notes)
-            coupled, stats = not settled.optimal, settled.stats
-        if dedicated is free and free.has_plan and solve_dedicated is None and baselines and not deadline.expired():
-            again = solve_part(sub, 0.9)  # the free plan is the answer: solved again with its baselines
-            if again.has_plan and again.cost_per_hour <= free.cost_per_hour * (1 + 1e-9) + 1e-9:
-                dedicated = again
-        timings["dedicated_seconds"] = time.perf_counter() - t2
+def _dedicated_part(call: _Call, parts: _Parts, profiled: tuple[list[ModelProfile], list[NodeType]],
+                    dedicated_ids: list[str], notes: list[str]) -> str | None:
+    """The popular models' plan beside the packing (updates ``parts``; the contention settled by
+    ``joint_contend.settle`` when they compete for nodes); the reason when the budget leaves them nothing."""
+    from planning.sharing.joint_contend import Contest, pack_on, settle, shared_lp
+
+    scenario, method, deadline = call.scenario, call.method, call.deadline
+    profiles, types = profiled
+    packing = parts.packing
+    offers, _ = _resolve(scenario, call.ctx.catalog)
+    sub = replace(scenario, models=models_subset(scenario, dedicated_ids))
+    budget = scenario.objective.budget_per_hour
+    if budget is not None:
+        left = budget - packing.cost_per_hour
+        if left <= 0:
+            return (f"the shared nodes alone cost ${packing.cost_per_hour:,.2f}/h, above the budget "
+                    f"${budget:,.2f}/h.")
+        sub = replace(sub, objective=Objective(scenario.objective.kind, left))
+        notes.append(f"budget: ${packing.cost_per_hour:,.2f}/h to shared nodes, ${left:,.2f}/h left for "
+                     "the dedicated models (sequential: shared part first).")
+    parts.dedicated_started = time.perf_counter()
+    call.step(0.5, f"dedicated templates for {len(dedicated_ids)} popular models")
+    solve_part = _part_solver(call)
+    # the popular models' optimum with every node available; its baselines only when it is the answer (below)
+    free = solve_part(sub, 0.5, False)
+    parts.dedicated = free
+    packing_free = packing  # the shared part's packing with every node available
+    if scenario.objective.kind == "cost" and budget is None:  # each part's bound with every node, added
+        parts.bound = _part_bound(packing_free.cost_per_hour, packing_free.gap, packing_free.bound_per_hour) \
+            + _part_bound(free.cost_per_hour, free.mip_gap, None) if free.has_plan else None
+    if free.instances and not _fits_together(offers, _node_usage(parts.nodes), _plan_usage(free)):
+        call.step(0.7, "the two parts compete for nodes: re-solving on what each leaves the other")
+        if free.status == "optimal" and packing_free.status == "optimal" and scenario.objective.kind == "cost":
+            parts.bound = packing_free.cost_per_hour + free.cost_per_hour
+            notes.append(f"lower bound ${parts.bound:,.2f}/h: each part's optimum with every node available, added.")
+        contest = Contest(scenario, sub, offers,
+                          pack_on=lambda taken: pack_on(taken, scenario, profiles, types, method, deadline),
+                          solve_part=solve_part,
+                          shared_lp=lambda d: shared_lp(packing_free, profiles, types, method, deadline, d),
+                          deadline=deadline, baselines=call.baselines)
+        settled = settle(contest, packing, parts.nodes, free, parts.bound)
+        parts.packing, parts.nodes, parts.dedicated, parts.bound = (settled.packing, settled.nodes, settled.dedicated,
+                                                                    settled.bound)
+        notes.extend(settled.notes)
+        parts.coupled, parts.stats = not settled.optimal, settled.stats
+    if (parts.dedicated is free and free.has_plan and call.solve_dedicated is None and call.baselines
+            and not deadline.expired()):
+        again = solve_part(sub, 0.9, True)  # the free plan is the answer: solved again with its baselines
+        if again.has_plan and again.cost_per_hour <= free.cost_per_hour * (1 + 1e-9) + 1e-9:
+            parts.dedicated = again
+    return None
+
+
+def _part_solver(call: _Call) -> Callable[[Scenario, float, bool], PlanResult]:
+    """``f(part, progress from, with baselines) -> PlanResult``: the caller's dedicated solve, or
+    ``pipeline.solve`` under the call's context with the time left (at least ``MIN_PART_S``)."""
+    from planning.pipeline import solve as solve_plan
+
+    deadline, progress = call.deadline, call.progress
+
+    def solve_part(part: Scenario, lo: float, with_baselines: bool = True) -> PlanResult:
+        if call.solve_dedicated is not None:
+            return call.solve_dedicated(part)
+        check_cancel(deadline, "the dedicated models' plan")
+        left = time_left(deadline, part.options.time_limit_s, MIN_PART_S)  # the dedicated solve's own limit
+        part = replace(part, options=replace(part.options, time_limit_s=left))
+        return solve_plan(part, context=call.ctx, cancel=call.cancel, progress=(
+            lambda f, m: progress(lo + 0.2 * f, m)) if progress is not None else None,
+            with_baselines=with_baselines and call.baselines)
+
+    return solve_part
+
+
+def _shared_answer(call: _Call, parts: _Parts, ids: tuple[list[str], list[str]], notes: list[str],
+                   timings: dict[str, float]) -> SharingResult:
+    """The SharingResult of the settled parts: its status, the notes on low attainment and KVPR, the gap."""
+    scenario, method = call.scenario, call.method
+    shared_ids, dedicated_ids = ids
+    packing, nodes, dedicated, bound = parts.packing, parts.nodes, parts.dedicated, parts.bound
     ok_dedicated = dedicated is None or dedicated.status in ("optimal", "feasible")
-    status = ("optimal" if packing.status == "optimal" and not coupled
+    status = ("optimal" if packing.status == "optimal" and not parts.coupled
               and (dedicated is None or dedicated.status == "optimal")
               else "feasible") if ok_dedicated else (dedicated.status if dedicated is not None else "infeasible")
     low = sorted((m.attainment_estimate, m.model) for n in nodes for m in n.models if m.attainment_estimate < 0.99)
@@ -370,7 +438,7 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
                      f"estimate; lowest {low[0][1]} {low[0][0]:.1%}): check them in the simulator.")
     if method == "kvpr":
         notes.append("shared part: KVPR heuristic (Prism Alg. 1), not proven optimal; use --sharing exact to compare.")
-    timings["total_seconds"] = time.perf_counter() - t0
+    timings["total_seconds"] = time.perf_counter() - call.t0
     total = packing.cost_per_hour + (dedicated.cost_per_hour if dedicated is not None else 0.0)
     if not dedicated_ids and scenario.objective.kind == "cost" and scenario.objective.budget_per_hour is None:
         bound = _part_bound(packing.cost_per_hour, packing.gap, packing.bound_per_hour)
@@ -378,10 +446,12 @@ def _solve_shared(scenario: Scenario, ctx: EngineContext, method: str, threshold
            and total > 0 else None)
     if gap is not None and status == "optimal":
         gap = 0.0
-    return SharingResult(method, status, threshold, nodes, packing.cost_per_hour, packing.status, packing.gap,
-                         dedicated, tuple(shared_ids), tuple(dedicated_ids), timings, tuple(notes),
+    return SharingResult(sharing=method, status=status, threshold_rps=call.threshold, shared_nodes=nodes,
+                         shared_cost_per_hour=packing.cost_per_hour, shared_status=packing.status,
+                         shared_gap=packing.gap, dedicated=dedicated, shared_models=tuple(shared_ids),
+                         dedicated_models=tuple(dedicated_ids), timings=timings, notes=tuple(notes),
                          bound_per_hour=bound if bound is not None and math.isfinite(bound) else None, gap=gap,
-                         stats=stats)
+                         stats=parts.stats)
 
 
 COLUMN_PACKING_MIN = 2_000
@@ -417,16 +487,19 @@ def threshold_sweep(scenario: Scenario, thresholds: Sequence[float | None], *, m
 
     Returns
     -------
-    One dict per threshold: threshold_rps, status, cost_per_hour, shared_cost_per_hour, gpus, shared_gpus,
-    shared_models (count).
+    One dict per threshold, of the checked plan (``sharing.checked.solve_checked``: the shared plan, or the plan
+    without sharing when that is cheaper or the shared GPUs miss an SLO): threshold_rps, status, cost_per_hour,
+    shared_cost_per_hour, gpus, shared_gpus, shared_models (count), returned (``"shared"`` or ``"dedicated"``),
+    and the shared plan's own cost and shared models (sharing_plan_cost_per_hour, sharing_plan_models), returned
+    or not.
     """
-    from planning.parallel import fan_out
+    from planning.parallel import FanOut, fan_out
 
     points = [(scenario.to_dict(), th, method) for th in thresholds]
     labels = [f"sharing threshold {th:g} req/s" if th is not None else "sharing threshold: none" for th in thresholds]
-    return list(fan_out(threshold_point, points, labels, backend=backend, workers=workers, progress=progress,
-                        cancel=cancel, what="sharing threshold sweep",
-                        here=lambda point, cancel=None: threshold_point(point, cancel=cancel, context=context)))
+    return list(fan_out(threshold_point, points, labels, FanOut(
+        backend, workers, progress, cancel, what="sharing threshold sweep",
+        here=lambda point, cancel=None: threshold_point(point, cancel=cancel, context=context))))
 
 
 def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: CancelToken | None = None,
@@ -434,8 +507,14 @@ def threshold_point(point: tuple[dict[str, Any], float | None, str], cancel: Can
     """One threshold sweep point (scenario as a dict, threshold, method) → its row (a task of any backend)."""
     data, th, method = point
     scenario = Scenario.from_dict(data)
+    from planning.sharing.checked import solve_checked
+
     variant = replace(scenario, options=replace(scenario.options, sharing_threshold_rps=th))
-    res = solve_shared(variant, method=method, context=context, cancel=cancel)
+    res = solve_checked(variant, method=method, context=context or engine_context(), cancel=cancel)
+    returned = str(res.comparison.get("returned", "shared"))
+    lost = returned == "dedicated"  # the shared plan lost: its figures are the comparison's
     return {"threshold_rps": th, "status": res.status, "cost_per_hour": res.cost_per_hour,
             "shared_cost_per_hour": res.shared_cost_per_hour, "gpus": res.n_gpus,
-            "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models)}
+            "shared_gpus": len(res.shared_nodes), "shared_models": len(res.shared_models), "returned": returned,
+            "sharing_plan_cost_per_hour": res.comparison.get("cost_per_hour") if lost else res.cost_per_hour,
+            "sharing_plan_models": int(res.comparison.get("shared_models") or 0) if lost else len(res.shared_models)}

@@ -130,6 +130,29 @@ def arrivals(rate_rps: float, burstiness: float, duration_s: float, rng: np.rand
     return np.sort(np.concatenate(out)) if out else np.zeros(0)
 
 
+@dataclass(frozen=True)
+class SharedSimOptions:
+    """How shared GPUs are simulated: the window and seed, the admission policy, KV accounting, optional eviction
+    after that many idle seconds, and a factor on every model's rate (module docstring)."""
+
+    duration_s: float = 600.0
+    seed: int = 0
+    admission: str = "moore-hodgson"
+    evict_after_s: float | None = None
+    rate_scale: float = 1.0
+    kv: str = "paged"
+
+    def check(self) -> None:
+        """Raise :class:`PlanningError` naming the bad option and the fix."""
+        if self.admission not in ADMISSIONS:
+            raise PlanningError("admission", f"unknown policy {self.admission!r}.",
+                                f"use one of {', '.join(ADMISSIONS)}.")
+        if self.kv not in KV_MODES:
+            raise PlanningError("kv", f"unknown KV accounting {self.kv!r}.", f"use one of {', '.join(KV_MODES)}.")
+        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+            raise PlanningError("duration_s", f"is {self.duration_s!r}.", "give a positive number of seconds.")
+
+
 @dataclass
 class _Model:
     profile: ModelProfile
@@ -146,22 +169,27 @@ class _Model:
     activations: int = 0
 
 
-def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: float = 600.0, seed: int = 0,
-                  admission: str = "moore-hodgson", evict_after_s: float | None = None, node: int = 0,
-                  rate_scale: float = 1.0, kv: str = "paged") -> tuple[list[SharedModelSim], float]:
-    """Simulate one shared GPU; returns each model's outcome and the GPU's busy share of the run.
+def simulate_node(profiles: Sequence[ModelProfile], gpu: str, options: SharedSimOptions | None = None, *,
+                  node: int = 0) -> tuple[list[SharedModelSim], float]:
+    """Simulate one shared GPU (node number ``node`` of a plan: it seeds the arrivals); returns each model's
+    outcome and the GPU's busy share of the run.
 
     Raises
     ------
     PlanningError
-        Unknown admission policy, a model that has no profile on ``gpu``, or a run over ``MAX_REQUESTS``.
+        Unknown admission policy or KV accounting, a model that has no profile on ``gpu``, or a run over
+        ``MAX_REQUESTS``.
     """
-    if admission not in ADMISSIONS:
-        raise PlanningError("admission", f"unknown policy {admission!r}.", f"use one of {', '.join(ADMISSIONS)}.")
-    if kv not in KV_MODES:
-        raise PlanningError("kv", f"unknown KV accounting {kv!r}.", f"use one of {', '.join(KV_MODES)}.")
-    if not (duration_s > 0 and math.isfinite(duration_s)):
-        raise PlanningError("duration_s", f"is {duration_s!r}.", "give a positive number of seconds.")
+    opts = options or SharedSimOptions()
+    opts.check()
+    models = _node_models(profiles, gpu, opts.kv)
+    run = _GpuRun(models, _arrivals_of(models, opts, node), opts)
+    run.run()
+    return [_outcome(m, mi, run, gpu, node) for mi, m in enumerate(models)], run.busy / max(run.t, opts.duration_s)
+
+
+def _node_models(profiles: Sequence[ModelProfile], gpu: str, kv: str) -> list[_Model]:
+    """Each model's times on ``gpu``, its KV pool and what a new request needs of it (by the KV accounting)."""
     models: list[_Model] = []
     for p in profiles:
         g = p.gpus.get(gpu)
@@ -174,47 +202,83 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
         models.append(_Model(p, g.prefill_ms / 1e3, g.decode_step_ms / 1e3, pool,
                              seq if kv == "reserve" else max(1.0, round(p.input_len)) + 1,
                              p.weights_gb / LOAD_GB_PER_S, []))
-    seeds = np.random.SeedSequence([seed, node]).spawn(len(models))
+    return models
+
+
+def _arrivals_of(models: list[_Model], opts: SharedSimOptions, node: int) -> list[tuple[float, int]]:
+    """Every request's (arrival time, model index), sorted; seeded per (seed, node, model)."""
+    seeds = np.random.SeedSequence([opts.seed, node]).spawn(len(models))
     arr: list[tuple[float, int]] = []
     for mi, (m, ss) in enumerate(zip(models, seeds, strict=True)):
-        times = arrivals(m.profile.rate_rps * rate_scale, m.profile.burstiness, duration_s, np.random.default_rng(ss))
+        times = arrivals(m.profile.rate_rps * opts.rate_scale, m.profile.burstiness, opts.duration_s,
+                         np.random.default_rng(ss))
         arr.extend((float(t), mi) for t in times)
     if len(arr) > MAX_REQUESTS:
         raise PlanningError("duration_s", f"{len(arr):,} requests on one shared GPU (limit {MAX_REQUESTS:,}).",
                             "simulate a shorter window.")
     arr.sort()
-    n = len(arr)
-    first = [math.nan] * n
-    done = [math.nan] * n
-    out_tokens = [max(1, round(models[mi].profile.output_len)) for _t, mi in arr]
-    pending: deque[int] = deque(range(n))  # arrivals not yet seen by the GPU
-    waiting: list[deque[int]] = [deque() for _ in models]  # per model, in arrival order
-    t = 0.0
-    busy = 0.0
-    last_was_prefill = False
+    return arr
 
-    def admit_arrivals(now: float) -> None:
-        while pending and arr[pending[0]][0] <= now:
-            i = pending.popleft()
-            m = models[arr[i][1]]
-            idle = m.seqs == 0 and not waiting[arr[i][1]]
+
+class _GpuRun:
+    """One GPU's run (module docstring): a prefill or a decode round at a time, the clock ``t`` and busy time."""
+
+    def __init__(self, models: list[_Model], arr: list[tuple[float, int]], opts: SharedSimOptions) -> None:
+        self.models, self.arr, self.opts = models, arr, opts
+        n = len(arr)
+        self.first = [math.nan] * n
+        self.done = [math.nan] * n
+        self.out_tokens = [max(1, round(models[mi].profile.output_len)) for _t, mi in arr]
+        self.pending: deque[int] = deque(range(n))  # arrivals not yet seen by the GPU
+        self.waiting: list[deque[int]] = [deque() for _ in models]  # per model, in arrival order
+        self.t = 0.0
+        self.busy = 0.0
+        self.last_was_prefill = False
+
+    def run(self) -> None:
+        """Until every request has finished."""
+        while self.pending or any(self.waiting) or any(m.running for m in self.models):
+            self.admit_arrivals(self.t)
+            running = any(m.running for m in self.models)
+            cands = self.candidates(self.t)
+            if running and (self.last_was_prefill or not cands):  # a decode round: one step of every running model
+                self.decode_round()
+                continue
+            if cands:
+                self.prefill(self.choose(cands, self.t))
+                continue
+            # idle: until the next arrival or the next model activation
+            wake = [x for x in ([self.arr[self.pending[0]][0]] if self.pending else [])
+                    + [m.ready_at for m in self.models] if x > self.t]
+            if not wake:
+                break  # nothing can ever run (cannot happen: every waiting model has a slot once its runs finish)
+            self.t = min(wake)
+            self.last_was_prefill = False
+
+    def admit_arrivals(self, now: float) -> None:
+        arr, evict_after_s = self.arr, self.opts.evict_after_s
+        while self.pending and arr[self.pending[0]][0] <= now:
+            i = self.pending.popleft()
+            m = self.models[arr[i][1]]
+            idle = m.seqs == 0 and not self.waiting[arr[i][1]]
             if evict_after_s is not None and idle and arr[i][0] - m.last_active > evict_after_s and m.last_active > 0:
                 m.ready_at = max(m.ready_at, arr[i][0] + m.load_s)
                 m.activations += 1
-            waiting[arr[i][1]].append(i)
+            self.waiting[arr[i][1]].append(i)
 
-    def candidates(now: float) -> list[int]:
+    def candidates(self, now: float) -> list[int]:
         out: list[int] = []
-        for mi, m in enumerate(models):
-            q = waiting[mi]
+        for mi, m in enumerate(self.models):
+            q = self.waiting[mi]
             if q and m.ready_at <= now and (m.seqs == 0 or m.used + m.need <= m.pool + 1e-9):
                 # FCFS needs each model's oldest; Moore–Hodgson sees each model's MH_WINDOW oldest (a model's
                 # requests share one SLO, so its oldest have its earliest deadlines)
-                out.extend(q[k] for k in range(min(len(q), 1 if admission == "fcfs" else MH_WINDOW)))
+                out.extend(q[k] for k in range(min(len(q), 1 if self.opts.admission == "fcfs" else MH_WINDOW)))
         return out
 
-    def choose(cands: list[int], now: float) -> int:
-        if admission == "fcfs" or len(cands) == 1:
+    def choose(self, cands: list[int], now: float) -> int:
+        arr, models = self.arr, self.models
+        if self.opts.admission == "fcfs" or len(cands) == 1:
             return min(cands, key=lambda i: (arr[i][0], i))
         queue = [QueuedRequest(i, arr[i][0], models[arr[i][1]].profile.ttft_s, models[arr[i][1]].prefill_s)
                  for i in cands]
@@ -223,83 +287,73 @@ def simulate_node(profiles: Sequence[ModelProfile], gpu: str, *, duration_s: flo
             return int(adm.admitted[0])
         return min(cands, key=lambda i: (arr[i][0] + models[arr[i][1]].profile.ttft_s, i))
 
-    while pending or any(waiting) or any(m.running for m in models):
-        admit_arrivals(t)
-        running = any(m.running for m in models)
-        cands = candidates(t)
-        if running and (last_was_prefill or not cands):  # a decode round: one step of every running model
-            for m in models:
-                if not m.running:
-                    continue
-                t += m.step_s
-                busy += m.step_s
-                still: list[list[float]] = []
-                for run in m.running:
-                    run[1] -= 1
-                    if kv == "paged":
-                        m.used += 1  # one more token of KV
-                    if run[1] <= 0:
-                        done[int(run[0])] = t
-                        m.used -= run[2]
-                        m.seqs -= 1
-                        m.last_active = t
-                    else:
-                        still.append(run)
-                m.running = still
-            last_was_prefill = False
-            continue
-        if cands:
-            i = choose(cands, t)
-            waiting[arr[i][1]].remove(i)
-            m = models[arr[i][1]]
-            hold = m.need  # KV tokens taken at admission (reserve: the whole sequence; paged: the prompt + 1)
-            m.used += hold
-            m.seqs += 1
-            t += m.prefill_s
-            busy += m.prefill_s
-            first[i] = t
-            m.last_active = t
-            if out_tokens[i] <= 1:
-                done[i] = t
-                m.used -= hold
-                m.seqs -= 1
-            else:  # [request, tokens left, KV tokens it will release]
-                m.running.append([float(i), float(out_tokens[i] - 1),
-                                  hold if kv == "reserve" else hold + out_tokens[i] - 1])
-            last_was_prefill = True
-            continue
-        # idle: until the next arrival or the next model activation
-        wake = [x for x in ([arr[pending[0]][0]] if pending else []) + [m.ready_at for m in models] if x > t]
-        if not wake:
-            break  # nothing can ever run (cannot happen: every waiting model has a slot once its runs finish)
-        t = min(wake)
-        last_was_prefill = False
-    out: list[SharedModelSim] = []
-    for mi, m in enumerate(models):
-        idx = [i for i in range(n) if arr[i][1] == mi]
-        ttft = np.array([first[i] - arr[i][0] for i in idx])
-        multi = np.array([out_tokens[i] > 1 for i in idx], dtype=bool)
-        per_token = np.array([(done[i] - first[i]) / (out_tokens[i] - 1) if out_tokens[i] > 1 else 0.0 for i in idx])
-        tpot = per_token[multi] if idx else np.zeros(0)  # requests with one output token have no TPOT
-        ok_ttft = ttft <= m.profile.ttft_s + 1e-9
-        ok = ok_ttft.copy()
-        if m.profile.tpot_s is not None:
-            ok &= per_token <= m.profile.tpot_s + 1e-9
+    def decode_round(self) -> None:
+        """One step of every model with running sequences."""
+        for m in self.models:
+            if not m.running:
+                continue
+            self.t += m.step_s
+            self.busy += m.step_s
+            still: list[list[float]] = []
+            for run in m.running:
+                run[1] -= 1
+                if self.opts.kv == "paged":
+                    m.used += 1  # one more token of KV
+                if run[1] <= 0:
+                    self.done[int(run[0])] = self.t
+                    m.used -= run[2]
+                    m.seqs -= 1
+                    m.last_active = self.t
+                else:
+                    still.append(run)
+            m.running = still
+        self.last_was_prefill = False
 
-        def pct(a: np.ndarray, q: float) -> float:
-            return float(np.percentile(a, q) * 1e3) if a.size else math.nan
-
-        out.append(SharedModelSim(m.profile.id, node, gpu, len(idx), float(ok.mean()) if idx else 1.0,
-                                  float(ok_ttft.mean()) if idx else 1.0,
-                                  float(ttft.mean() * 1e3) if ttft.size else math.nan, pct(ttft, 50), pct(ttft, 99),
-                                  pct(tpot, 50), pct(tpot, 99), m.activations))
-    return out, busy / max(t, duration_s)
+    def prefill(self, i: int) -> None:
+        """Prefill request ``i``: its first token, and its decode joins its model's running sequences."""
+        self.waiting[self.arr[i][1]].remove(i)
+        m = self.models[self.arr[i][1]]
+        hold = m.need  # KV tokens taken at admission (reserve: the whole sequence; paged: the prompt + 1)
+        m.used += hold
+        m.seqs += 1
+        self.t += m.prefill_s
+        self.busy += m.prefill_s
+        self.first[i] = self.t
+        m.last_active = self.t
+        if self.out_tokens[i] <= 1:
+            self.done[i] = self.t
+            m.used -= hold
+            m.seqs -= 1
+        else:  # [request, tokens left, KV tokens it will release]
+            m.running.append([float(i), float(self.out_tokens[i] - 1),
+                              hold if self.opts.kv == "reserve" else hold + self.out_tokens[i] - 1])
+        self.last_was_prefill = True
 
 
-def simulate_sharing(result: SharingResult, scenario: Scenario, *, context: EngineContext | None = None,
-                     duration_s: float = 600.0, seed: int = 0, admission: str = "moore-hodgson",
-                     evict_after_s: float | None = None,
-                     rate_scale: float = 1.0, kv: str = "paged") -> SharedSimResult:
+def _outcome(m: _Model, mi: int, run: _GpuRun, gpu: str, node: int) -> SharedModelSim:
+    """Model ``mi``'s requests, SLO attainment and TTFT/TPOT percentiles in the finished ``run``."""
+    arr, first, done, out_tokens = run.arr, run.first, run.done, run.out_tokens
+    idx = [i for i in range(len(arr)) if arr[i][1] == mi]
+    ttft = np.array([first[i] - arr[i][0] for i in idx])
+    multi = np.array([out_tokens[i] > 1 for i in idx], dtype=bool)
+    per_token = np.array([(done[i] - first[i]) / (out_tokens[i] - 1) if out_tokens[i] > 1 else 0.0 for i in idx])
+    tpot = per_token[multi] if idx else np.zeros(0)  # requests with one output token have no TPOT
+    ok_ttft = ttft <= m.profile.ttft_s + 1e-9
+    ok = ok_ttft.copy()
+    if m.profile.tpot_s is not None:
+        ok &= per_token <= m.profile.tpot_s + 1e-9
+
+    def pct(a: np.ndarray, q: float) -> float:
+        return float(np.percentile(a, q) * 1e3) if a.size else math.nan
+
+    return SharedModelSim(m.profile.id, node, gpu, len(idx), float(ok.mean()) if idx else 1.0,
+                          float(ok_ttft.mean()) if idx else 1.0,
+                          float(ttft.mean() * 1e3) if ttft.size else math.nan, pct(ttft, 50), pct(ttft, 99),
+                          pct(tpot, 50), pct(tpot, 99), m.activations)
+
+
+def simulate_sharing(result: SharingResult, scenario: Scenario, options: SharedSimOptions | None = None, *,
+                     context: EngineContext | None = None) -> SharedSimResult:
     """Simulate every shared node of a ``SharingResult`` (its dedicated part: :func:`planning.api.simulate`).
 
     Raises
@@ -310,6 +364,7 @@ def simulate_sharing(result: SharingResult, scenario: Scenario, *, context: Engi
     from planning.context import engine_context
     from planning.sharing.plan import shared_profiles
 
+    opts = options or SharedSimOptions()
     ctx = context or engine_context()
     ids = [m.model for node in result.shared_nodes for m in node.models]
     profiles, _types = shared_profiles(scenario, ctx, ids) if ids else ([], [])
@@ -317,9 +372,8 @@ def simulate_sharing(result: SharingResult, scenario: Scenario, *, context: Engi
     models: list[SharedModelSim] = []
     busy: list[float] = []
     for k, node in enumerate(result.shared_nodes):
-        sims, b = simulate_node([by_id[m.model] for m in node.models], node.gpu, duration_s=duration_s, seed=seed,
-                                admission=admission, evict_after_s=evict_after_s, node=k, rate_scale=rate_scale,
-                                kv=kv)
+        sims, b = simulate_node([by_id[m.model] for m in node.models], node.gpu, opts, node=k)
         models.extend(sims)
         busy.append(b)
-    return SharedSimResult(tuple(models), tuple(busy), duration_s, seed, admission, evict_after_s, kv)
+    return SharedSimResult(tuple(models), tuple(busy), opts.duration_s, opts.seed, opts.admission,
+                           opts.evict_after_s, opts.kv)

@@ -1,6 +1,6 @@
 """Request-level discrete-event simulator that checks plans: latencies, SLO attainment, goodput, headroom."""
 
-from planning.simulate.bench import benchmark, replay
+from planning.simulate.bench import BenchNode, NodeOptions, benchmark, replay
 from planning.simulate.metrics import (
     BenchmarkResult,
     HeadroomResult,
@@ -11,6 +11,7 @@ from planning.simulate.metrics import (
 )
 from planning.simulate.run import (
     ROUTERS,
+    RunOptions,
     SimConfig,
     Topology,
     build_topology,
@@ -20,16 +21,20 @@ from planning.simulate.run import (
     simulate_plan,
     simulate_topology,
 )
-from planning.simulate.steps import InstanceModel
+from planning.simulate.steps import EngineLimits, InstanceModel
 
 __all__ = [
     "ROUTERS",
+    "BenchNode",
     "BenchmarkResult",
+    "EngineLimits",
     "HeadroomResult",
     "InstanceModel",
     "InstanceSim",
     "ModelSim",
+    "NodeOptions",
     "Percentiles",
+    "RunOptions",
     "SimConfig",
     "SimResult",
     "Topology",

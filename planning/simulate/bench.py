@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -25,18 +27,48 @@ MAX_CONCURRENCY = 65_536  # closed-loop clients
 MAX_BENCH_REQUESTS = 1_000_000  # requests of one closed-loop run
 
 
-def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | None, dtype: str | None,
-                 input_len: float, output_len: float, chunk_tokens: int | None, max_seqs: int | None,
-                 scheduling: str, kv_policy: str, memory: EngineMemory | None = None,
-                 router: RouterBatching | None = None) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
+class NodeOptions(TypedDict, total=False):
+    """The benchmarked node and its engine, given as keywords to :func:`benchmark` and :func:`replay`."""
+
+    count: int  # GPUs in the node (default 1)
+    tp: int | None  # tensor-parallel degree (default: all GPUs when valid)
+    dtype: str | None  # weight dtype (default the model's)
+    chunk_tokens: int | None  # the engine's step token budget (default: vLLM V1's for the GPU)
+    max_seqs: int | None  # its sequence cap (default: vLLM V1's for the GPU)
+    scheduling: str  # "chunked" (default) or "prefill-first"
+    kv_policy: str  # "grow" (default) or "reserve"
+    memory: EngineMemory | None  # the engine's memory reservation (default: the planner's engine)
+    router: RouterBatching | None  # a prefill-first engine's admission rule (default: at the next step)
+
+
+@dataclass(frozen=True)
+class BenchNode:
+    """:class:`NodeOptions` with their defaults filled in."""
+
+    count: int = 1
+    tp: int | None = None
+    dtype: str | None = None
+    chunk_tokens: int | None = None
+    max_seqs: int | None = None
+    scheduling: str = "chunked"
+    kv_policy: str = "grow"
+    memory: EngineMemory | None = None
+    router: RouterBatching | None = None
+
+
+def _node_engine(perf: PerfModel, model: str, gpu: str, node: BenchNode, input_len: float,
+                 output_len: float) -> tuple[Sim, Requests, DecodeEngine, InstanceModel, int]:
     """One node's aggregated engine for a benchmark-style run: (sim, requests, engine, instance model, chunk)."""
-    if scheduling not in SCHEDULING:
-        raise PlanningError("scheduling", f"unknown scheduling {scheduling!r}.", f"use one of {list(SCHEDULING)}.")
+    if node.scheduling not in SCHEDULING:
+        raise PlanningError("scheduling", f"unknown scheduling {node.scheduling!r}.",
+                            f"use one of {list(SCHEDULING)}.")
     spec = perf.model(model)
     perf.gpu(gpu)
+    count = node.count
     default_chunk, default_seqs = benchmark_engine_defaults(perf, gpu)
-    chunk = chunk_tokens or default_chunk
-    seqs = max_seqs or default_seqs
+    chunk = node.chunk_tokens or default_chunk
+    seqs = node.max_seqs or default_seqs
+    tp = node.tp
     if tp is None:
         opts = perf.tp_options(spec, count)
         if not opts:
@@ -46,18 +78,21 @@ def _node_engine(perf: PerfModel, model: str, gpu: str, count: int, tp: int | No
     parse_shape(shape)
     stages = (StagePlan(spec.layers, 0, spec.layers, (NodeBox(shape, gpu, count, 1.0),)),)
     im = InstanceModel(perf, spec, stages, "aggregated", 1e6, input_len, output_len, max_seqs_per_copy=seqs,
-                       max_step_tokens=chunk, dtype=dtype, tp=tp, memory=memory)
+                       max_step_tokens=chunk, dtype=node.dtype, tp=tp, memory=node.memory)
     req = Requests.empty(0)
     sim = Sim([], req)
-    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=scheduling == "prefill-first", kv_policy=kv_policy,
-                       router=router)
+    eng = DecodeEngine(sim, im, shape, True, chunk, prefill_first=node.scheduling == "prefill-first",
+                       kv_policy=node.kv_policy, router=node.router)
     sim.routes = [ModelRoutes(Router([eng], [1.0], "proportional"), None)]
     return sim, req, eng, im, chunk
 
 
-def _bench_result(req: Requests, im: InstanceModel, model: str, gpu: str, count: int, dtype: str | None,
-                  input_len: int, output_len: int, concurrency: int, wall: float) -> BenchmarkResult:
-    """Statistics of a benchmark-style run over its finished requests (token counts per request)."""
+def _bench_result(req: Requests, im: InstanceModel, model: str, gpu: str, node: BenchNode, sizes: tuple[int, int],
+                  concurrency: int, wall: float) -> BenchmarkResult:
+    """Statistics of a benchmark-style run over its finished requests (token counts per request); ``sizes`` is
+    the (input, output) length the result states."""
+    count, dtype = node.count, node.dtype
+    input_len, output_len = sizes
     arrival = np.array(req.arrival)
     first = np.array(req.t_first)
     done = np.array(req.t_done)
@@ -87,11 +122,8 @@ def _bench_result(req: Requests, im: InstanceModel, model: str, gpu: str, count:
     )
 
 
-def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-              input_len: int, output_len: int, concurrency: int, requests: int | None = None,
-              chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
-              kv_policy: str = "grow", perf: PerfModel | None = None,
-              memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
+def benchmark(model: str, gpu: str, *, input_len: int, output_len: int, concurrency: int, requests: int | None = None,
+              perf: PerfModel | None = None, **options: Unpack[NodeOptions]) -> BenchmarkResult:
     """Closed loop on one node (aggregated engine): ``concurrency`` clients, each sending its next request when the
     previous one finishes, like ``vllm bench serve --max-concurrency``.
 
@@ -117,15 +149,15 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     ------
     PlanningError / UnknownIdError: bad ids, sizes, or a model that does not fit the node.
     """
+    node = BenchNode(**options)
     for name, v, top in (("input_len", input_len, MAX_TOKENS), ("output_len", output_len, MAX_TOKENS),
-                         ("concurrency", concurrency, MAX_CONCURRENCY), ("count", count, 64),
+                         ("concurrency", concurrency, MAX_CONCURRENCY), ("count", node.count, 64),
                          ("requests", requests if requests is not None else 1, MAX_BENCH_REQUESTS)):
         if not (1 <= v <= top):
             raise PlanningError(name, f"{quote(v)} is not in [1, {top:,}].", f"use {name} between 1 and {top:,}.")
     perf = perf or PerfModel()
     wall = time.perf_counter()
-    sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, input_len, output_len,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
+    sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, node, input_len, output_len)
     total = requests if requests is not None else max(10 * concurrency, 64)
     issued = [0]
 
@@ -139,22 +171,19 @@ def benchmark(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dt
     # Without chunked prefill, clients that start together stay in lockstep (their prompts batch into one long step
     # and they finish together); real clients drift apart, so they start spread over one batch-1 request.
     spread = im.prefill_s(1, input_len) + (output_len - 1) * im.decode_cycle_s(1, float(input_len)) \
-        if scheduling == "prefill-first" else 0.0
+        if node.scheduling == "prefill-first" else 0.0
     wave = []
     for i in range(first_wave):
         issued[0] += 1
         t0 = spread * i / first_wave
         wave.append(req.add(t0, input_len, output_len, 0))
     sim.run(wave)
-    return _bench_result(req, im, model, gpu, count, dtype, input_len, output_len, concurrency, wall)
+    return _bench_result(req, im, model, gpu, node, (input_len, output_len), concurrency, wall)
 
 
-def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype: str | None = None,
-           arrival_s: Sequence[float] | np.ndarray, input_lens: Sequence[int] | np.ndarray,
-           output_lens: Sequence[int] | np.ndarray,
-           chunk_tokens: int | None = None, max_seqs: int | None = None, scheduling: str = "chunked",
-           kv_policy: str = "grow", perf: PerfModel | None = None,
-           memory: EngineMemory | None = None, router: RouterBatching | None = None) -> BenchmarkResult:
+def replay(model: str, gpu: str, *, arrival_s: Sequence[float] | np.ndarray, input_lens: Sequence[int] | np.ndarray,
+           output_lens: Sequence[int] | np.ndarray, perf: PerfModel | None = None,
+           **options: Unpack[NodeOptions]) -> BenchmarkResult:
     """Open loop on one node: the given requests arrive at their times, like ``vllm bench serve`` with a finite
     prompt set at a request rate (all at 0: ``--request-rate inf``). Throughputs are over the whole run, first
     arrival to last completion, as the benchmark reports them (so a drain of long requests counts).
@@ -187,9 +216,9 @@ def replay(model: str, gpu: str, *, count: int = 1, tp: int | None = None, dtype
     perf = perf or PerfModel()
     wall = time.perf_counter()
     mean_in, mean_out = float(inp.mean()), float(out.mean())
-    sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, count, tp, dtype, mean_in, mean_out,
-                                              chunk_tokens, max_seqs, scheduling, kv_policy, memory, router)
+    node = BenchNode(**options)
+    sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, node, mean_in, mean_out)
     order = np.argsort(t, kind="stable")
     ids = [req.add(float(t[j]), int(inp[j]), int(out[j]), 0) for j in order]
     sim.run(ids)
-    return _bench_result(req, im, model, gpu, count, dtype, round(mean_in), round(mean_out), 0, wall)
+    return _bench_result(req, im, model, gpu, node, (round(mean_in), round(mean_out)), 0, wall)

@@ -171,10 +171,37 @@ class BenchmarkResult:
         return asdict(self)
 
 
-def model_metrics(model_id: str, slo_ttft_ms: float | None, slo_tpot_ms: float | None, arrival: np.ndarray,
-                  out: np.ndarray, t_start: np.ndarray, t_first: np.ndarray, t_dec_admit: np.ndarray,
-                  t_done: np.ndarray, dropped: np.ndarray, window_s: float) -> ModelSim:
-    """Metrics of one model's requests (arrays in seconds)."""
+@dataclass(frozen=True)
+class RequestTimes:
+    """The simulator's per-request record as arrays (times in seconds, one entry per request)."""
+
+    arrival: np.ndarray
+    out: np.ndarray  # output tokens
+    t_start: np.ndarray  # prefill start
+    t_first: np.ndarray  # first token
+    t_dec_admit: np.ndarray  # admitted to a decode engine
+    t_done: np.ndarray
+    dropped: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, req: Any) -> RequestTimes:
+        """From a ``planning.simulate.engine.Requests`` (its lists)."""
+        return cls(np.array(req.arrival, dtype=float), np.array(req.out, dtype=float),
+                   np.array(req.t_start, dtype=float), np.array(req.t_first, dtype=float),
+                   np.array(req.t_dec_admit, dtype=float), np.array(req.t_done, dtype=float),
+                   np.array(req.dropped, dtype=bool))
+
+    def select(self, mask: np.ndarray) -> RequestTimes:
+        """The requests where ``mask`` holds."""
+        return RequestTimes(self.arrival[mask], self.out[mask], self.t_start[mask], self.t_first[mask],
+                            self.t_dec_admit[mask], self.t_done[mask], self.dropped[mask])
+
+
+def model_metrics(model_id: str, slo_ttft_ms: float | None, slo_tpot_ms: float | None, times: RequestTimes,
+                  window_s: float) -> ModelSim:
+    """Metrics of one model's requests."""
+    arrival, out, t_first, t_done, dropped = times.arrival, times.out, times.t_first, times.t_done, times.dropped
+    t_start, t_dec_admit = times.t_start, times.t_dec_admit
     n = len(arrival)
     ttft = (t_first - arrival) * 1e3
     with np.errstate(invalid="ignore", divide="ignore"):

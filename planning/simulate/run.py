@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from planning.result import EnginePlan, InstancePlan, KvFlow, PlanResult
 from planning.scenario import ModelRequest, Scenario
 from planning.simulate.engine import DecodeEngine, Engine, PrefillEngine, Requests
 from planning.simulate.loop import Sim
-from planning.simulate.metrics import HeadroomResult, InstanceSim, SimResult, model_metrics
+from planning.simulate.metrics import HeadroomResult, InstanceSim, RequestTimes, SimResult, model_metrics
 from planning.simulate.pipelined import PipelinedEngine
 from planning.simulate.routing import ModelRoutes, Router, _Weights
 from planning.simulate.steps import InstanceModel, engine_defaults
@@ -31,6 +32,18 @@ DEFAULT_PREFILL_SLO_MS = 10_000.0  # aggregated mode without a TTFT target (the 
 MAX_DURATION_S = 7 * 86400.0  # arrival window: a week
 MAX_RATE_SCALE = 1000.0
 MAX_ARRIVALS = 20_000_000  # requests of one open-loop run (memory: a few hundred bytes each)
+
+
+class RunOptions(TypedDict, total=False):
+    """The :class:`SimConfig` fields a caller gives as keywords (``api.simulate``); defaults as there."""
+
+    duration_s: float
+    rate_scale: float
+    seed: int
+    router: str
+    trace: Trace | None
+    chunk_tokens: int | None
+    max_seqs: int | None
 
 
 @dataclass(frozen=True)
@@ -342,19 +355,10 @@ def _run_open(sim: Sim) -> None:
 def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePlan]], cfg: SimConfig,
             scale: float, arrivals: str, wall_s: float) -> SimResult:
     req = sim.req
-    arrival = np.array(req.arrival, dtype=float)
-    out = np.array(req.out, dtype=float)
-    t_start = np.array(req.t_start, dtype=float)
-    t_first = np.array(req.t_first, dtype=float)
-    t_adm = np.array(req.t_dec_admit, dtype=float)
-    t_done = np.array(req.t_done, dtype=float)
-    dropped = np.array(req.dropped, dtype=bool)
+    times = RequestTimes.of(req)
     model = np.array(req.model, dtype=np.int64)
-    models = []
-    for k, mr in enumerate(topo.scenario.models):
-        sel = model == k
-        models.append(model_metrics(mr.id, mr.slo.prefill_ms, mr.slo.decode_ms, arrival[sel], out[sel], t_start[sel],
-                                    t_first[sel], t_adm[sel], t_done[sel], dropped[sel], cfg.duration_s))
+    models = [model_metrics(mr.id, mr.slo.prefill_ms, mr.slo.decode_ms, times.select(model == k), cfg.duration_s)
+              for k, mr in enumerate(topo.scenario.models)]
     horizon = max(cfg.duration_s, sim.now)
     insts = []
     for eng, plan in engines:
@@ -368,7 +372,7 @@ def _result(sim: Sim, topo: Topology, engines: Sequence[tuple[Engine, InstancePl
         insts.append(InstanceSim(eng.name, plan.model, plan.phase, plan.template_id, plan.region, eng.served,
                                  busy / horizon, eng.kv_area / horizon, eng.kv_peak, eng.tokens_out,
                                  eng.peak_batch, eng.seq_seconds / horizon))
-    n = len(arrival)
+    n = len(times.arrival)
     ok = sum(m.attainment * m.requests for m in models if m.requests)
     return SimResult(models=tuple(models), instances=tuple(insts), duration_s=cfg.duration_s, requests=n,
                      attainment=float(ok / n) if n else float("nan"),

@@ -29,7 +29,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -89,6 +89,17 @@ def _interp_row(grid: Sequence[float], row: Sequence[float], x: float) -> float:
     return row[i - 1] + (row[i] - row[i - 1]) * (x - g0) / (g1 - g0)
 
 
+class EngineLimits(TypedDict, total=False):
+    """An instance's engine settings, given as keywords to :class:`InstanceModel` (each optional)."""
+
+    max_seqs_per_copy: int  # largest decode batch of one engine copy (default 1024)
+    max_step_tokens: int  # largest prefill chunk / batch in tokens (default 8192)
+    dtype: str | None
+    tp: int | None
+    memory: EngineMemory | None
+    max_batch: int | None
+
+
 class InstanceModel:
     """Composite step-time and KV model of one instance template (shared by its ``count`` copies).
 
@@ -115,9 +126,11 @@ class InstanceModel:
     """
 
     def __init__(self, perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], phase: str, slo_ms: float,
-                 mean_input: float, mean_output: float, *, max_seqs_per_copy: int = 1024,
-                 max_step_tokens: int = 8192, dtype: str | None = None, tp: int | None = None,
-                 memory: EngineMemory | None = None, max_batch: int | None = None) -> None:
+                 mean_input: float, mean_output: float, **limits: Unpack[EngineLimits]) -> None:
+        max_seqs_per_copy = limits.get("max_seqs_per_copy", 1024)
+        max_step_tokens = limits.get("max_step_tokens", 8192)
+        dtype, tp = limits.get("dtype"), limits.get("tp")
+        memory, max_batch = limits.get("memory"), limits.get("max_batch")
         if not stages:
             raise PlanningError("instance.stages", f"the {spec.id} instance has no placement (explicit template).",
                                 "simulate plans built from generated templates (generate_templates: true).")

@@ -36,7 +36,7 @@ from planning.perf import PerfModel, Workload
 from planning.perf.tables import fluctuation_spread, step_elasticity
 from planning.result import EnginePlan, PlanResult, StagePlan
 from planning.scenario import Scenario
-from planning.templates.sets import common_batch, mean_sizes
+from planning.templates.sets import DecodePoint, common_batch, mean_sizes
 
 
 def _slots(batch: float, sigmas: float, elasticity: float) -> int:
@@ -47,11 +47,12 @@ def _slots(batch: float, sigmas: float, elasticity: float) -> int:
 
 
 def _decode_elasticity(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], slo_ms: float,
-                       wl: Workload, depth: int, tables: np.ndarray, shapes: Sequence[str], micro: float) -> float:
+                       wl: Workload, depth: int, tables: np.ndarray, micro: float) -> float:
     """The largest step elasticity among the nodes of a decode pipeline at the common micro-batch ``micro`` (each
-    node's share of it per copy), on the grid interval it falls in, as its table entry measured it."""
+    node's share of it per copy), on the grid interval it falls in, as its table entry measured it. ``tables``
+    has a row per shape of the pipeline, in sorted order (as :func:`engine_plan` builds them)."""
     worst = 0.0
-    index = {sh: k for k, sh in enumerate(shapes)}
+    index = {sh: k for k, sh in enumerate(sorted({n.shape for st in stages for n in st.nodes}))}
     n_stages = len(stages)
     for st in stages:
         rates = [float(tables[index[n.shape], n_stages - 1, st.layers - 1]) for n in st.nodes]
@@ -83,11 +84,11 @@ def engine_plan(perf: PerfModel, spec: ModelSpec, stages: Sequence[StagePlan], p
         shapes = sorted({n.shape for st in stages for n in st.nodes})
         tables = perf.stage_tables(spec, shapes, "decode", slo_ms, wl, depth)
         layout = json.dumps([{"layers": st.layers, "shapes": [n.shape for n in st.nodes]} for st in stages])
-        thr, micro = common_batch(perf, spec, shapes, slo_ms, sizes, depth, [layout], tables)
+        thr, micro = common_batch(perf, DecodePoint(spec, tuple(shapes), slo_ms, sizes, depth), [layout], tables)
         if thr[0] <= 0 or micro[0] <= 0:
             return None
         batch = n_stages * float(micro[0])
-        e = _decode_elasticity(perf, spec, stages, slo_ms, wl, depth, tables, shapes, float(micro[0]))
+        e = _decode_elasticity(perf, spec, stages, slo_ms, wl, depth, tables, float(micro[0]))
         seqs = _slots(batch, sigmas, e)
         return EnginePlan("decode", round(batch, 3), seqs, seqs, sigmas, round(1e3 * batch / float(thr[0]), 3),
                           round(e, 4))

@@ -24,6 +24,7 @@ Rooms: ``enumeration`` (multisets by pattern), ``chunks`` (the chunk solver), ``
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +44,7 @@ __all__ = [
     "ALGORITHM_VERSION",
     "SCHEMA",
     "LibraryCache",
+    "LibraryRun",
     "build_library",
     "library_key",
     "multisets_by_pattern",
@@ -92,40 +94,10 @@ def _validate(
         raise PlanningError("rho", f"must be > 0, got {rho}.", "Coral uses ρ = 12.")
 
 
-def build_library(
-    shapes: list[str],
-    shape_mem_gb: npt.ArrayLike,
-    tables: npt.ArrayLike,
-    weight_gb: float,
-    layers: int,
-    nmax: int = 6,
-    rho: float = 12.0,
-    progress: ProgressFn | None = None,
-    cancel: CancelToken | None = None,
-    workers: int = 1,
-    cache: LibraryCache | None = None,
-    key: str | None = None,
-    backend: str | None = None,
-    single_shape: bool = False,
-    notice: Notice | None = None,
-) -> pl.DataFrame:
-    """Serving Template library of one (model, phase, SLO).
+@dataclass(frozen=True)
+class LibraryRun:
+    """How a library build runs (not what it holds, except ``single_shape``).
 
-    Parameters
-    ----------
-    shapes:
-        Candidate node shapes (``"2xL40S"``), K of them.
-    shape_mem_gb:
-        GPU memory per node of each shape (GB), length K.
-    tables:
-        ``(K, S_max, L)`` stage tables: ``tables[k, S-1, j-1]`` = throughput of one node of shape k holding j
-        layers with S stages.
-    weight_gb:
-        Model weight size (GB); the memory cap is ``rho * weight_gb``.
-    layers:
-        Number of layers L.
-    nmax, rho:
-        Coral's pruning: at most ``nmax`` nodes, total memory ≤ ``rho`` × weights.
     progress:
         The project's progress callback (:data:`planning.context.ProgressFn`): ``progress(done / total,
         "{done:,} of {total:,} templates")``, before the first chunk and after each one.
@@ -145,6 +117,54 @@ def build_library(
     notice:
         ``notice(line)`` for a cache file that was discarded or could not be written (one sentence each);
         the line also goes to ``progress`` so a running job shows it.
+    """
+
+    progress: ProgressFn | None = None
+    cancel: CancelToken | None = None
+    workers: int = 1
+    cache: LibraryCache | None = None
+    key: str | None = None
+    backend: str | None = None
+    single_shape: bool = False
+    notice: Notice | None = None
+
+    def told(self, line: str) -> None:
+        """A cache notice, to ``notice`` and to ``progress``."""
+        if self.notice is not None:
+            self.notice(line)
+        if self.progress is not None:
+            self.progress(0.0, line)
+
+
+def build_library(
+    shapes: list[str],
+    shape_mem_gb: npt.ArrayLike,
+    tables: npt.ArrayLike,
+    weight_gb: float,
+    layers: int,
+    nmax: int = 6,
+    rho: float = 12.0,
+    run: LibraryRun | None = None,
+) -> pl.DataFrame:
+    """Serving Template library of one (model, phase, SLO).
+
+    Parameters
+    ----------
+    shapes:
+        Candidate node shapes (``"2xL40S"``), K of them.
+    shape_mem_gb:
+        GPU memory per node of each shape (GB), length K.
+    tables:
+        ``(K, S_max, L)`` stage tables: ``tables[k, S-1, j-1]`` = throughput of one node of shape k holding j
+        layers with S stages.
+    weight_gb:
+        Model weight size (GB); the memory cap is ``rho * weight_gb``.
+    layers:
+        Number of layers L.
+    nmax, rho:
+        Coral's pruning: at most ``nmax`` nodes, total memory ≤ ``rho`` × weights.
+    run:
+        Progress, cancel, workers, backend, cache and its notices, ``single_shape`` (:class:`LibraryRun`).
 
     Returns
     -------
@@ -159,31 +179,39 @@ def build_library(
     PlanningError
         On inconsistent inputs.
     Cancelled
-        When ``cancel`` is set.
+        When ``run.cancel`` is set.
     """
+    run = run or LibraryRun()
     shapes = list(shapes)
     mem = np.asarray(shape_mem_gb, dtype=float)
     tab = np.asarray(tables, dtype=float)
     _validate(shapes, mem, tab, float(weight_gb), int(layers), int(nmax), float(rho))
-
-    def told(line: str) -> None:
-        if notice is not None:
-            notice(line)
-        if progress is not None:
-            progress(0.0, line)
-
-    if cache is not None:
-        key = key or library_key(shapes, mem, tab, weight_gb, layers, nmax, rho, "single-shape" if single_shape else "")
-        hit = cache.load(key, told)
+    key = run.key
+    if run.cache is not None:
+        key = key or library_key(shapes, mem, tab, weight_gb, layers, nmax, rho,
+                                 "single-shape" if run.single_shape else "")
+        hit = run.cache.load(key, run.told)
         if hit is not None:
             return hit
     L = int(layers)
-    depth = tab.shape[1]
     monotone = is_monotone(tab)
     cap = float(rho) * float(weight_gb) * (1 + 1e-12)
+    tasks = _chunk_tasks(mem, tab, L, int(nmax), cap, monotone, run.single_shape)
+    results = _solve_tasks(tasks, tab, L, monotone, run)
+    df = assemble(shapes, mem, tasks, results)
+    if run.cache is not None and key is not None:
+        run.cache.store(key, df, run.told)
+    return df
+
+
+def _chunk_tasks(mem: np.ndarray, tab: np.ndarray, L: int, nmax: int, cap: float, monotone: bool,
+                 single_shape: bool) -> list[tuple[Block, np.ndarray]]:
+    """The node multisets worth placing, as (pattern, rows) chunks of at most ``CHUNK_ROWS``: within the memory
+    cap and (monotone tables) able to hold all ``L`` layers with some stage count."""
+    depth = tab.shape[1]
     jmax = (tab > 0).sum(axis=2)  # layers a node can hold, per (shape, S) (monotone: a prefix)
     tasks: list[tuple[Block, np.ndarray]] = []
-    for pattern, ids in multisets_by_pattern(len(shapes), int(nmax)).items():
+    for pattern, ids in multisets_by_pattern(len(mem), nmax).items():
         if single_shape and len(pattern) != 1:
             continue
         cnt = np.asarray(pattern)
@@ -195,6 +223,14 @@ def build_library(
         sel = ids[keep]
         for start in range(0, sel.shape[0], CHUNK_ROWS):
             tasks.append((pattern, sel[start : start + CHUNK_ROWS]))
+    return tasks
+
+
+def _solve_tasks(tasks: list[tuple[Block, np.ndarray]], tab: np.ndarray, L: int, monotone: bool,
+                 run: LibraryRun) -> list[ChunkResult | None]:
+    """Every chunk's placements, in task order: serially, or in ~16 batches per worker on the process pool or
+    Ray (the same result); progress after each chunk or batch, cancel checked between them."""
+    progress, cancel, workers, backend = run.progress, run.cancel, run.workers, run.backend
     total = sum(t[1].shape[0] for t in tasks)
     results: list[ChunkResult | None] = [None] * len(tasks)
     done = 0
@@ -210,24 +246,21 @@ def build_library(
             results[i] = solve_task((pattern, ids, tab, L, monotone))
             done += ids.shape[0]
             report()
-    else:
-        # ~16 batches per worker: one pickle of the tables per batch (not per 128-row chunk), and still small
-        # enough for progress and for cancel to take effect within a few seconds.
-        n_batches = min(len(tasks), workers * 16)
-        bounds = [(int(a), int(b)) for a, b in itertools.pairwise(np.linspace(0, len(tasks), n_batches + 1).astype(int))
-                  if b > a]
+        return results
+    # ~16 batches per worker: one pickle of the tables per batch (not per 128-row chunk), and still small
+    # enough for progress and for cancel to take effect within a few seconds.
+    n_batches = min(len(tasks), workers * 16)
+    bounds = [(int(a), int(b)) for a, b in itertools.pairwise(np.linspace(0, len(tasks), n_batches + 1).astype(int))
+              if b > a]
 
-        def landed(i: int, batch: list[ChunkResult]) -> None:
-            nonlocal done
-            a, b = bounds[i]
-            results[a:b] = batch
-            done += sum(t[1].shape[0] for t in tasks[a:b])
-            report()
+    def landed(i: int, batch: list[ChunkResult]) -> None:
+        nonlocal done
+        a, b = bounds[i]
+        results[a:b] = batch
+        done += sum(t[1].shape[0] for t in tasks[a:b])
+        report()
 
-        run_tasks(solve_batch, [(tab, L, monotone, tasks[a:b]) for a, b in bounds], backend=backend,
-                  workers=workers, cancel=cancel, on_result=landed, what="library build",
-                  pool=None if resolve_backend(backend) == "ray" else shared_pool(workers))
-    df = assemble(shapes, mem, tasks, results)
-    if cache is not None and key is not None:
-        cache.store(key, df, told)
-    return df
+    run_tasks(solve_batch, [(tab, L, monotone, tasks[a:b]) for a, b in bounds], backend=backend,
+              workers=workers, cancel=cancel, on_result=landed, what="library build",
+              pool=None if resolve_backend(backend) == "ray" else shared_pool(workers))
+    return results

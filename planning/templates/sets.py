@@ -138,12 +138,37 @@ def _node_mem_gb(catalog: Catalog, shape: str) -> float:
     return catalog.gpus[gpu].memory_gb * count
 
 
-def _tables(ctx: EngineContext, spec: ModelSpec, shapes: Sequence[str], phase: str, slo_ms: float,
-            inp: float, out: float, max_stages: int, ttft_ms: float | None = None) -> np.ndarray:
+@dataclass(frozen=True)
+class PerfPoint:
+    """Where one group reads the perf model: its model, the candidate shapes, its phase and SLO, the deepest
+    pipeline, and (aggregated) the TTFT budget."""
+
+    spec: ModelSpec
+    shapes: tuple[str, ...]
+    phase: str
+    slo_ms: float
+    max_stages: int
+    ttft_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Where a decode group's batch curves are stacked: its model, the shapes (rows of its tables), its SLO, the
+    mean request (input, output tokens) and the deepest pipeline."""
+
+    spec: ModelSpec
+    shapes: tuple[str, ...]
+    slo_ms: float
+    sizes: tuple[float, float]
+    max_stages: int
+
+
+def _tables(ctx: EngineContext, point: PerfPoint, inp: float, out: float) -> np.ndarray:
     from planning.perf import Workload
 
-    return np.asarray(ctx.perf.stage_tables(spec, list(shapes), phase, slo_ms, Workload(input_len=inp, output_len=out),
-                                            max_stages, ttft_ms=ttft_ms))
+    return np.asarray(ctx.perf.stage_tables(point.spec, list(point.shapes), point.phase, point.slo_ms,
+                                            Workload(input_len=inp, output_len=out), point.max_stages,
+                                            ttft_ms=point.ttft_ms))
 
 
 def mean_sizes(group: Group) -> tuple[float, float]:
@@ -154,20 +179,18 @@ def mean_sizes(group: Group) -> tuple[float, float]:
             sum(c.rate * c.output_len for c in group.classes) / total)
 
 
-def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str, slo_ms: float,
-             sizes: tuple[float, float], shapes: Sequence[str], progress: ProgressFn | None,
-             cancel: CancelToken | None, ttft_ms: float | None = None,
+def _library(ctx: EngineContext, scenario: Scenario, point: PerfPoint, sizes: tuple[float, float],
+             progress: ProgressFn | None, cancel: CancelToken | None,
              single_shape: bool = False) -> tuple[pl.DataFrame, np.ndarray, tuple[str, ...]]:
     """Exact placements over all node multisets of one (model, phase, SLO) (Parquet-cached), its T̂ tables and the
     cache's notices (a damaged file discarded and rebuilt), each prefixed with the library's model/phase."""
-    from planning.templates.library import LibraryCache, build_library
+    from planning.templates.library import LibraryCache, LibraryRun, build_library
 
     opts = scenario.options
+    spec, phase, shapes = point.spec, point.phase, point.shapes
     notices: list[str] = []
-    tables = _tables(ctx, spec, shapes, phase, slo_ms, sizes[0], sizes[1], opts.max_stages, ttft_ms)
-    frame = build_library(
-        shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
-        weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho,
+    tables = _tables(ctx, point, sizes[0], sizes[1])
+    run = LibraryRun(
         progress=(lambda fraction, count: progress(fraction, f"{spec.id}/{phase} ({count})")) if progress else None,
         cancel=cancel,
         workers=opts.workers or (os.cpu_count() or 1),
@@ -175,6 +198,10 @@ def _library(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, phase: str
         cache=LibraryCache(ctx.cache_dir) if ctx.cache_dir is not None and not single_shape else None,
         single_shape=single_shape,
         notice=lambda line: notices.append(f"{spec.id}/{phase}: {line}."),
+    )
+    frame = build_library(
+        shapes=list(shapes), shape_mem_gb=[_node_mem_gb(ctx.catalog, s) for s in shapes], tables=tables,
+        weight_gb=spec.weight_bytes() / 1e9, layers=spec.layers, nmax=opts.nmax, rho=opts.rho, run=run,
     )
     return frame, tables, tuple(notices)
 
@@ -243,17 +270,14 @@ def _explode(stages_json: Sequence[str], shapes: Sequence[str]) -> tuple[np.ndar
 COMMON_BATCH_CHUNK = 512  # templates per vectorised block of common_batch_throughput (~(nodes x 200) floats each)
 
 
-def common_batch_throughput(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float,
-                            sizes: tuple[float, float], max_stages: int, stages_json: Sequence[str],
-                            tables: np.ndarray,
+def common_batch_throughput(perf: PerfModel, point: DecodePoint, stages_json: Sequence[str], tables: np.ndarray,
                             curves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Decode throughput of each placement when every stage runs the same micro-batch (tokens/s per template);
     :func:`common_batch` also gives the micro-batch."""
-    return common_batch(perf, spec, shapes, slo_ms, sizes, max_stages, stages_json, tables, curves)[0]
+    return common_batch(perf, point, stages_json, tables, curves)[0]
 
 
-def common_batch(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms: float, sizes: tuple[float, float],
-                 max_stages: int, stages_json: Sequence[str], tables: np.ndarray,
+def common_batch(perf: PerfModel, point: DecodePoint, stages_json: Sequence[str], tables: np.ndarray,
                  curves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(decode throughput, micro-batch) of each placement when every stage runs the same micro-batch: tokens/s per
     template and the sequences m of one micro-batch over a whole stage (split over its nodes by their shares).
@@ -272,8 +296,9 @@ def common_batch(perf: PerfModel, spec: ModelSpec, shapes: Sequence[str], slo_ms
     best_m = np.zeros(n)
     if n == 0:
         return out, best_m
-    bgrid, dp, tau = curves if curves is not None else stacked_batch_curves(perf, spec, shapes, slo_ms, sizes,
-                                                                            max_stages)
+    shapes = point.shapes
+    bgrid, dp, tau = curves if curves is not None else stacked_batch_curves(perf, point.spec, shapes, point.slo_ms,
+                                                                            point.sizes, point.max_stages)
     n_stages, stage_row, stage_depth, stage_layers, node_stage, node_shape = _explode(stages_json, shapes)
     depth_ok = (stage_depth >= 1) & (stage_depth <= tables.shape[1]) & (stage_layers >= 1) & \
         (stage_layers <= tables.shape[2])
@@ -361,8 +386,8 @@ def common_batch_corrector(perf: PerfModel, spec: ModelSpec, shapes: Sequence[st
     def correct(stages_json: list[str]) -> np.ndarray:
         if not stacked:
             stacked.append(stacked_batch_curves(perf, spec, shapes, slo_ms, sizes, max_stages))
-        return common_batch_throughput(perf, spec, list(shapes), slo_ms, sizes, max_stages, stages_json, tables,
-                                       stacked[0])
+        return common_batch_throughput(perf, DecodePoint(spec, tuple(shapes), slo_ms, sizes, max_stages),
+                                       stages_json, tables, stacked[0])
 
     return correct
 
@@ -376,21 +401,20 @@ def _generated_set(ctx: EngineContext, scenario: Scenario, spec: ModelSpec, grou
     ttft = None
     if group.phase == "aggregated":
         ttft = float(scenario.model(group.model).slo.prefill_ms or DEFAULT_PREFILL_BUDGET_MS)
-    frame, tables, notices = _library(ctx, scenario, spec, group.phase, group.slo_ms, sizes, shapes, progress, cancel,
-                                      ttft, single_shape)
+    point = PerfPoint(spec, tuple(shapes), group.phase, group.slo_ms, opts.max_stages, ttft)
+    frame, tables, notices = _library(ctx, scenario, point, sizes, progress, cancel, single_shape)
     stages_json = tuple(frame["stages_json"].to_list())
     if len(group.classes) == 1:
         thr = frame["throughput"].to_numpy().reshape(-1, 1)
     else:
-        class_tables = [_tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
-                                opts.max_stages, ttft) for c in group.classes]
+        class_tables = [_tables(ctx, point, c.input_len, c.output_len) for c in group.classes]
         thr = _per_class(stages_json, class_tables, shapes)
     if group.phase == "decode" and len(stages_json):
         # One micro-batch size through all stages (docs/perf-model.md Sec. 3c item 9): scale each template's
         # rate by its common-batch / separable ratio at the group's mean request size.
         sep = frame["throughput"].to_numpy()
-        common = common_batch_throughput(ctx.perf, spec, shapes, group.slo_ms, sizes, opts.max_stages, stages_json,
-                                         tables)
+        common = common_batch_throughput(ctx.perf, DecodePoint(spec, tuple(shapes), group.slo_ms, sizes,
+                                                               opts.max_stages), stages_json, tables)
         ratio = np.where(sep > 0, np.minimum(common / np.where(sep > 0, sep, 1.0), 1.0), 1.0)
         thr = thr * ratio[:, None]
     usage = usage_matrix(frame, shapes)
@@ -516,8 +540,8 @@ def additive_cost_bound(ctx: EngineContext, resolved: ResolvedScenario, sets: Se
                 continue
             ratio = np.inf
             if scenario.generate_templates:
-                tab = _tables(ctx, spec, shapes, group.phase, group.slo_ms, c.input_len, c.output_len,
-                              scenario.options.max_stages, ttft)
+                point = PerfPoint(spec, tuple(shapes), group.phase, group.slo_ms, scenario.options.max_stages, ttft)
+                tab = _tables(ctx, point, c.input_len, c.output_len)
                 L = tab.shape[2]
                 v = (tab * np.arange(1, L + 1)).max(axis=2).max(axis=1) / L  # (K,)
                 with np.errstate(divide="ignore", invalid="ignore"):

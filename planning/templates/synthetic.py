@@ -14,12 +14,24 @@ Entries are non-increasing in j and in S (the real tables' shape) and have many 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from planning.catalog.schema import parse_shape
 
 GPU_MEM_GB = {"H100": 80.0, "A100": 80.0, "L40S": 48.0, "L4": 24.0, "A10G": 24.0}
 GPU_SPEED = {"H100": 3.0, "A100": 1.6, "L40S": 1.0, "L4": 0.35, "A10G": 0.4}
+
+
+@dataclass(frozen=True)
+class SyntheticCosts:
+    """The synthetic node's costs (module docstring): ``layer_ms`` a per-layer weight read, ``token_ms`` the
+    per-sequence work per layer, ``kv_gb`` one sequence's KV cache per layer."""
+
+    layer_ms: float = 0.3
+    token_ms: float = 0.02
+    kv_gb: float = 0.002
 
 
 def node_table(
@@ -30,11 +42,10 @@ def node_table(
     weight_gb: float,
     slo_ms: float,
     max_stages: int = 6,
-    layer_ms: float = 0.3,
-    token_ms: float = 0.02,
-    kv_gb: float = 0.002,
+    costs: SyntheticCosts = SyntheticCosts(),
 ) -> np.ndarray:
     """Stage table ``(max_stages, layers)`` of one node (see module docstring)."""
+    layer_ms, token_ms, kv_gb = costs.layer_ms, costs.token_ms, costs.kv_gb
     mem = 0.9 * gpus * gpu_mem_gb
     node_speed = (
         speed * gpus * 0.9 ** max(0, gpus.bit_length() - 1)

@@ -157,7 +157,7 @@ def build_pool(ctx: EngineContext, design: Scenario, groups: Sequence[Group], pr
     for n, (scn, gs) in enumerate(todo):
         check_cancel(cancel, "timeline: on-demand columns")
         if progress:
-            progress(n / len(todo), f"pricing: epoch problem {n + 1}/{len(todo)} (templates on demand)")
+            progress(n / len(todo), f"finding serving setups for demand level {n + 1} of {len(todo)}")
         avail = tuple(scn.availability_overrides)
         base = resolved_by_avail.get(avail)
         if base is None:

@@ -20,13 +20,17 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from planning.context import CancelToken, EngineContext, ProgressFn
+from planning.errors import PlanningError
 from planning.groups import Group
 from planning.scenario import Scenario
 from planning.timeline import engine
+
+if TYPE_CHECKING:
+    from planning.parallel import FanOut
 
 _PREPARED: dict[str, engine.Prepared] = {}  # per worker process: the design's libraries, by its dict's digest
 _CONTEXTS: dict[str | None, EngineContext] = {}
@@ -49,7 +53,8 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
                       cancel: CancelToken | None = None, progress: ProgressFn | None = None,
                       ) -> tuple[list[engine.EpochSolve], int]:
     """Every epoch's allocation (K = 0: no running instances), each distinct problem solved once; returns the
-    solves in epoch order and how many distinct problems there were.
+    solves in epoch order and how many distinct problems there were. An epoch whose worker process died (in the
+    pool and again alone: ``parallel.WorkerCrashed``) is that epoch's "no plan" with the error and fix.
 
     Raises
     ------
@@ -58,50 +63,78 @@ def solve_independent(prep: engine.Prepared, scns: Sequence[Scenario], groups: S
     PlanningError
         Ray missing or unreachable, or work lost on a Ray cluster after its retries.
     """
+    from planning.parallel import FanOut
+
     design = prep.scenario.to_dict()
     cache = str(prep.ctx.cache_dir) if prep.ctx.cache_dir is not None else None
-    return run_distinct(
-        distinct_epochs(scns, groups),
-        lambda e: engine.solve_epoch_alone(prep, replace(scns[e], current=()), groups[e],
-                                           goodput_fallback=goodput_fallback, cancel=cancel),
-        epoch_task,
-        lambda e: (design, replace(scns[e], current=()).to_dict(), [[float(c.rate) for c in g.classes]
-                                                                    for g in groups[e]], goodput_fallback, cache),
-        workers=workers, backend=backend, cancel=cancel, progress=progress, label="epoch problem",
-        what="timeline epochs")
+    alone = [replace(s, current=()) for s in scns]
+    return run_distinct(distinct_epochs(scns, groups), Distinct(
+        here=lambda e: engine.solve_epoch_alone(prep, alone[e], groups[e], goodput_fallback=goodput_fallback,
+                                                cancel=cancel),
+        task=epoch_task,
+        item=lambda e: (design, alone[e].to_dict(), [[float(c.rate) for c in g.classes] for g in groups[e]],
+                        goodput_fallback, cache),
+        crashed=lambda e, exc: engine.failed_epoch(alone[e], exc, 0.0), label="planning the periods"),
+        FanOut(backend, workers, progress, cancel, what="timeline epochs"))
 
 
 R = TypeVar("R")
 
 
-def run_distinct(source: Sequence[int], here: Callable[[int], R], task: Callable[[Any], R],
-                 item: Callable[[int], Any], *, workers: int, backend: str | None, cancel: CancelToken | None,
-                 progress: ProgressFn | None, label: str, what: str) -> tuple[list[R], int]:
+@dataclass(frozen=True)
+class Distinct(Generic[R]):
+    """How :func:`run_distinct` solves problem ``e``: ``here(e)`` in this process, or ``task(item(e))`` on the
+    process pool or Ray; ``crashed(e, error)``: its answer when the task's worker process died twice (the error
+    names the worker and the fix); ``label`` names a problem in the progress messages."""
+
+    here: Callable[[int], R]
+    task: Callable[[Any], R]
+    item: Callable[[int], Any]
+    crashed: Callable[[int, PlanningError], R]
+    label: str
+
+
+def run_distinct(source: Sequence[int], how: Distinct[R], run: FanOut) -> tuple[list[R], int]:
     """``source[e]``: the first index with problem e's answer (itself when first). Each first index is solved once:
-    ``here(e)`` one after another (process backend, ``workers`` ≤ 1), else ``task(item(e))`` on the process pool or
-    as Ray tasks; returns the answers in index order and how many were solved."""
-    from planning.parallel import resolve_backend, run_tasks
+    ``how.here(e)`` one after another (process backend, ``run.workers`` ≤ 1), else ``how.task(how.item(e))`` on
+    the process pool or as Ray tasks; returns the answers in index order and how many were solved. A task whose
+    worker process died in the pool and again alone (``parallel.WorkerCrashed``) is answered ``how.crashed``; the
+    others keep their answers."""
+    from planning.parallel import WorkerCrashed, resolve_backend, run_tasks
 
     todo = sorted(set(source))
-    name = resolve_backend(backend)
+    name = resolve_backend(run.backend)
     done = 0
 
     def landed(_i: int, _r: Any) -> None:
         nonlocal done
         done += 1
-        if progress:
-            progress(done / len(todo), f"{label} {done}/{len(todo)} ({len(source)} epochs)")
+        if run.progress:
+            run.progress(done / len(todo), f"{how.label}: {done} of {len(todo)} distinct periods ({len(source)} in all; "
+                         "equal ones share a plan)")
 
-    if name == "process" and workers <= 1:
+    if name == "process" and run.workers <= 1:
         solved = []
         for i, e in enumerate(todo):
-            solved.append(here(e))
+            solved.append(how.here(e))
             landed(i, solved[-1])
     else:
-        solved = run_tasks(task, [item(e) for e in todo], backend=name, workers=workers or (os.cpu_count() or 1),
-                           cancel=cancel, on_result=landed, what=what)
+        try:
+            solved = run_tasks(how.task, [how.item(e) for e in todo], backend=name,
+                               workers=run.workers or (os.cpu_count() or 1), cancel=run.cancel, on_result=landed,
+                               what=run.what)
+        except WorkerCrashed as lost:
+            solved = [how.crashed(e, _crash_error(lost, i)) if i in lost.crashed else lost.results[i]
+                      for i, e in enumerate(todo)]
     by_index = dict(zip(todo, solved, strict=True))
     return [by_index[source[e]] for e in range(len(source))], len(todo)
+
+
+def _crash_error(lost: PlanningError, i: int) -> PlanningError:
+    """The error of the ``i``-th task of a ``WorkerCrashed``: its own process death, and the fix."""
+    how = getattr(lost, "crashed", {}).get(i, "its process ended abruptly")
+    return PlanningError("workers", f"the worker process solving it died, in the pool and again alone ({how}).",
+                         lost.fix)
 
 
 def epoch_task(item: tuple[dict[str, Any], dict[str, Any], list[list[float]], bool, str | None]

@@ -391,16 +391,65 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
     -------
     HorizonPlan; ``lp_slack`` True (status ``infeasible``) when some epoch's demand cannot be met at all.
     """
-    t0 = time.perf_counter()
-
-    def left() -> float:
-        return max(0.0, min(time_limit_s - (time.perf_counter() - t0), time_left(cancel, time_limit_s)))
-
-    def caller() -> None:
-        if cancel is not None and cancel.is_set() and not timed_out(cancel):
-            check_cancel(cancel, "timeline: multi-epoch allocation")
-
+    run = _Run(time.perf_counter(), time_limit_s, cancel)
     d = HorizonData.build(problem)
+    m = _seeded_master(d, problem)
+    lp = _column_generation(d, m, run)
+    slack = float(lp.x[m.slack].sum()) if m.slack and lp.x.size else 0.0
+    z_lp = lp.z - BIG_M * d.max_cost * slack
+    rc_np = _all_rc(d, m, lp.y, pairing=False) if d.link_of and lp.converged else lp.rcs
+    rc_np = [r_np if r_np.size or not r.size else r for r_np, r in zip(rc_np, lp.rcs, strict=True)]
+    stats: dict[str, float] = {"lp_rounds": float(lp.rounds), "lp_bound": z_lp, "lp_pairs": float(len(m.pairs)),
+                               "lp_seconds": time.perf_counter() - run.t0}
+    if lp.converged and slack > 1e-6 * max(1.0, float(problem.demand.max(initial=1.0))):
+        return HorizonPlan("infeasible", (), math.inf, math.inf, None, True, stats)
+    bound = z_lp if lp.converged else -math.inf
+    cover_s = COVER_LIMIT_S * len(problem.groups) * max(1.0, problem.epochs / 3)  # longer horizons: larger covers
+    lag = _lagrangian(d, m, lp.y, rc_np, min(cover_s, 0.5 * run.left())) if lp.converged else None
+    stats["lagrangian_seconds"] = time.perf_counter() - run.t0 - stats["lp_seconds"]
+    if lag is not None:
+        bound = max(bound, lag.z_lb)
+        stats["lagrangian_bound"] = lag.z_lb
+    keep_always = set(m.pairs)  # (a superset of the pairs a plan ≤ target can use keeps every claim below)
+    if start is not None:  # the start's own pairs, so the ILP can take it whole
+        keep_always.update(k for counts in start for k, v in counts.items() if v > 0 and k[0] < len(problem.groups))
+    fixing = _Fixing(lp.rcs, rc_np, z_lp, lag, lp.converged, frozenset(keep_always))
+    search = _Search(bound, bound * (1 + TARGET_START) + 1e-9 if lp.converged else math.inf)
+    # a whole schedule (and an earlier attempt's plan) is kept aside and compared at the end (``schedule_value``):
+    # handed to HiGHS it slowed the coral-core day's ILP from 5.6 s to optimal to 16.5 s, interrupted, without
+    # improving on it; a shorter one (the previous look-ahead step's, shifted) is the first attempt's MIP start
+    full_start = start is not None and len(start) == problem.epochs
+    _attempts(d, fixing, search, run, mip_rel_gap, None if full_start else start, stats)
+    if start is not None and full_start:  # never dearer than the start, even when the ILP found nothing in time
+        v_start = schedule_value(d, start)
+        if v_start < search.value - 1e-9 * max(1.0, abs(v_start)):
+            search.best, search.value = [dict(c) for c in start], v_start
+            search.certified = False
+    stats["seconds"] = time.perf_counter() - run.t0
+    return search.plan(stats)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The call's clock: its start, its own limit and the caller's token."""
+
+    t0: float
+    time_limit_s: float
+    cancel: CancelToken | None
+
+    def left(self) -> float:
+        return max(0.0, min(self.time_limit_s - (time.perf_counter() - self.t0),
+                            time_left(self.cancel, self.time_limit_s)))
+
+    def caller(self) -> None:
+        """Raise ``Cancelled`` when the caller (not the deadline) cancelled."""
+        if self.cancel is not None and self.cancel.is_set() and not timed_out(self.cancel):
+            check_cancel(self.cancel, "timeline: multi-epoch allocation")
+
+
+def _seeded_master(d: HorizonData, problem: HorizonProblem) -> _Master:
+    """The restricted master's first pairs: every running instance's, and per group and region the
+    ``INITIAL_PER_GROUP_REGION`` best by cost per throughput."""
     m = _Master(d)
     for key, n in problem.running.items():
         if n > 0 and np.isfinite(d.cost[key[0]][key[1], key[2]]):
@@ -411,15 +460,34 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
             ok = np.flatnonzero(np.isfinite(c[:, r]))
             for i in ok[np.argsort(c[ok, r])[:INITIAL_PER_GROUP_REGION]]:
                 m.add_pair(gi, int(i), r)
+    return m
+
+
+@dataclass(frozen=True)
+class _LP:
+    """The column generation's last LP: value, duals, primal, each group's lifetime reduced costs, rounds, and
+    whether it converged (no pair with a negative lifetime left: optimal over every template)."""
+
+    z: float
+    y: np.ndarray
+    x: np.ndarray
+    rcs: list[np.ndarray]
+    rounds: int
+    converged: bool
+
+
+def _column_generation(d: HorizonData, m: _Master, run: _Run) -> _LP:
+    """Step 1 of the module docstring: the LP over pairs, adding the most negative lifetimes until none is left
+    (or ``MAX_ROUNDS``, or the deadline: then not converged)."""
     rounds = 0
     tol = 1e-7 * d.max_cost
     z, y, x = -math.inf, np.zeros(0), np.zeros(0)
-    rcs: list[np.ndarray] = [np.zeros((0, len(problem.regions))) for _ in problem.groups]
+    rcs: list[np.ndarray] = [np.zeros((0, len(d.p.regions))) for _ in d.p.groups]
     added = -1  # no LP solved yet
     while True:
         rounds += 1
-        caller()
-        got = m.solve(left())
+        run.caller()
+        got = m.solve(run.left())
         if got is None:  # the deadline stopped this LP: unconverged, the ILP takes the pairs so far
             added = -1
             break
@@ -431,89 +499,95 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
             if neg.size:
                 order = np.argsort(rc[neg[:, 0], neg[:, 1]])[:ADD_PER_ROUND]
                 added += sum(m.add_pair(gi, int(i), int(r)) for i, r in neg[order])
-        if added == 0 or rounds >= MAX_ROUNDS or left() <= 0.05:
+        if added == 0 or rounds >= MAX_ROUNDS or run.left() <= 0.05:
             break
-    converged = added == 0
-    slack = float(x[m.slack].sum()) if m.slack and x.size else 0.0
-    z_lp = z - BIG_M * d.max_cost * slack
-    rc_np = _all_rc(d, m, y, pairing=False) if d.link_of and converged else rcs
-    rc_np = [r_np if r_np.size or not r.size else r for r_np, r in zip(rc_np, rcs, strict=True)]
-    stats: dict[str, float] = {"lp_rounds": float(rounds), "lp_bound": z_lp, "lp_pairs": float(len(m.pairs)),
-                               "lp_seconds": time.perf_counter() - t0}
-    if converged and slack > 1e-6 * max(1.0, float(problem.demand.max(initial=1.0))):
-        return HorizonPlan("infeasible", (), math.inf, math.inf, None, True, stats)
-    bound = z_lp if converged else -math.inf
-    cover_s = COVER_LIMIT_S * len(problem.groups) * max(1.0, problem.epochs / 3)  # longer horizons: larger covers
-    lag = _lagrangian(d, m, y, rc_np, min(cover_s, 0.5 * left())) if converged else None
-    stats["lagrangian_seconds"] = time.perf_counter() - t0 - stats["lp_seconds"]
-    if lag is not None:
-        bound = max(bound, lag.z_lb)
-        stats["lagrangian_bound"] = lag.z_lb
-    best: list[dict] | None = None
-    value = math.inf
-    target = bound * (1 + TARGET_START) + 1e-9 if converged else math.inf
-    certified = False
-    keep_always = set(m.pairs)  # (a superset of the pairs a plan ≤ target can use keeps every claim below)
-    if start is not None:  # the start's own pairs, so the ILP can take it whole
-        keep_always.update(k for counts in start for k, v in counts.items() if v > 0 and k[0] < len(problem.groups))
-    # a whole schedule (and an earlier attempt's plan) is kept aside and compared at the end (``schedule_value``):
-    # handed to HiGHS it slowed the coral-core day's ILP from 5.6 s to optimal to 16.5 s, interrupted, without
-    # improving on it; a shorter one (the previous look-ahead step's, shifted) is the first attempt's MIP start
-    full_start = start is not None and len(start) == problem.epochs
-    hint = None if full_start else start
-    for _attempt in range(MAX_ATTEMPTS):
-        caller()
-        if left() <= 0.05:
-            break
-        chosen = set(keep_always)  # the LP stopped early: its own pairs only, and no claim on the optimum
-        if converged:  # a plan ≤ target uses only pairs within both thresholds (plain and Lagrangian fixing)
-            for gi, rc in enumerate(rcs):
-                within = rc <= target - z_lp + 1e-9
+    return _LP(z, y, x, rcs, rounds, added == 0)
+
+
+@dataclass(frozen=True)
+class _Fixing:
+    """Step 2's inputs: which pairs a plan ≤ a target can use (plain and Lagrangian reduced-cost fixing)."""
+
+    rcs: list[np.ndarray]
+    rc_np: list[np.ndarray]
+    z_lp: float
+    lag: _Lagrange | None
+    converged: bool
+    keep_always: frozenset[tuple[int, int, int]]
+
+    def pairs(self, target: float) -> list[tuple[int, int, int]]:
+        chosen = set(self.keep_always)  # the LP stopped early: its own pairs only, and no claim on the optimum
+        if self.converged:  # a plan ≤ target uses only pairs within both thresholds (plain and Lagrangian fixing)
+            lag = self.lag
+            for gi, rc in enumerate(self.rcs):
+                within = rc <= target - self.z_lp + 1e-9
                 if lag is not None:
-                    within &= rc_np[gi] <= target - lag.z_lb + lag.L[gi] - lag.base[gi] + 1e-9 * max(1.0, abs(target))
+                    within &= self.rc_np[gi] <= target - lag.z_lb + lag.L[gi] - lag.base[gi] + 1e-9 * max(
+                        1.0, abs(target))
                 chosen.update((gi, int(i), int(r)) for i, r in np.argwhere(within))
-        pairs = sorted(chosen)
+        return sorted(chosen)
+
+
+@dataclass
+class _Search:
+    """The ILP attempts' state: the proven bound, the target θ, the best plan so far and whether it is certified."""
+
+    bound: float
+    target: float
+    best: list[dict] | None = None
+    value: float = math.inf
+    certified: bool = False
+
+    def offer(self, counts: list[dict] | None, v: float) -> None:
+        if counts and v < self.value - 1e-9:
+            self.best, self.value = counts, v
+
+    def plan(self, stats: dict[str, float]) -> HorizonPlan:
+        if self.best is None:
+            return HorizonPlan("time_limit", (), math.inf, self.bound, None, False, stats)
+        bound, value, certified = self.bound, self.value, self.certified
+        gap = 0.0 if certified else ((value - bound) / value if math.isfinite(bound) and value > 0 else None)
+        if gap is not None and gap <= 1e-6:
+            gap, certified = 0.0, True
+        return HorizonPlan("optimal" if certified else "feasible", tuple(self.best), value, bound, gap, False, stats)
+
+
+def _attempts(d: HorizonData, fixing: _Fixing, search: _Search, run: _Run, mip_rel_gap: float,
+              hint: Sequence[Mapping[tuple[int, int, int], int]] | None, stats: dict[str, float]) -> None:
+    """Step 2's target loop: the ILP over the pairs a plan ≤ θ can use; optimal ≤ θ certifies it, otherwise θ
+    rises (at most ``MAX_ATTEMPTS``); the deadline keeps the best plan and the bound proven so far."""
+    problem = d.p
+    for _attempt in range(MAX_ATTEMPTS):
+        run.caller()
+        if run.left() <= 0.05:
+            break
+        pairs = fixing.pairs(search.target)
         stats["pairs_in_ilp"] = float(len(pairs))
         ilp_gap = 0.0 if len(pairs) * problem.epochs <= GAP_ZERO_COLUMNS else mip_rel_gap
         restricted = False
-        if left() < len(pairs) * problem.epochs / ILP_COLUMNS_PER_S:  # too big for the time left: building it and
-            # HiGHS's presolve and first heuristics (deaf to its interrupts) would run past the limit
-            if best is not None or len(keep_always) >= len(pairs):
+        if run.left() < len(pairs) * problem.epochs / ILP_COLUMNS_PER_S:  # too big for the time left: building it
+            # and HiGHS's presolve and first heuristics (deaf to its interrupts) would run past the limit
+            if search.best is not None or len(fixing.keep_always) >= len(pairs):
                 stats["ilp_skipped"] = float(len(pairs))
                 break
-            pairs, restricted = sorted(keep_always), True  # a first plan over the LP's (and the start's) pairs
+            pairs, restricted = sorted(fixing.keep_always), True  # a first plan over the LP's (and start's) pairs
             stats["pairs_in_ilp"] = float(len(pairs))
-        status, v, ilp_bound, counts = pairs_ilp_within(d, pairs, left, ilp_gap, hint if best is None else None)
-        if restricted:  # no claim on the optimum from a restricted ILP
-            if counts and v < value - 1e-9:
-                best, value = counts, v
+        status, v, ilp_bound, counts = pairs_ilp_within(d, pairs, run.left, ilp_gap,
+                                                        hint if search.best is None else None)
+        search.offer(counts, v)
+        if restricted or not fixing.converged:  # no claim on the optimum from a restricted ILP
             break
-        if counts and v < value - 1e-9:
-            best, value = counts, v
-        if not converged:
-            break
+        target = search.target
         if status == "optimal" and v <= target + 1e-9 * max(1.0, abs(target)):
-            certified = ilp_gap == 0.0
-            bound = max(bound, v if certified else min(v, ilp_bound))
+            search.certified = ilp_gap == 0.0
+            search.bound = max(search.bound, v if search.certified else min(v, ilp_bound))
             break
         if status in ("optimal", "infeasible"):
-            bound = max(bound, min(target, ilp_bound) if math.isfinite(ilp_bound) else target)
-            low = lag.z_lb if lag is not None else z_lp
+            search.bound = max(search.bound, min(target, ilp_bound) if math.isfinite(ilp_bound) else target)
+            low = fixing.lag.z_lb if fixing.lag is not None else fixing.z_lp
             wider = low + 4 * (target - low)
-            target = min(value, wider) if math.isfinite(value) else wider
+            search.target = min(search.value, wider) if math.isfinite(search.value) else wider
             continue
         if math.isfinite(ilp_bound):  # the deadline stopped it: every plan ≤ target is within its columns
-            bound = max(bound, min(target, ilp_bound))
+            search.bound = max(search.bound, min(target, ilp_bound))
         break
-    if start is not None and full_start:  # never dearer than the start, even when the ILP found nothing in time
-        v_start = schedule_value(d, start)
-        if v_start < value - 1e-9 * max(1.0, abs(v_start)):
-            best, value = [dict(c) for c in start], v_start
-            certified = False
-    stats["seconds"] = time.perf_counter() - t0
-    if best is None:
-        return HorizonPlan("time_limit", (), math.inf, bound, None, False, stats)
-    gap = 0.0 if certified else ((value - bound) / value if math.isfinite(bound) and value > 0 else None)
-    if gap is not None and gap <= 1e-6:
-        gap, certified = 0.0, True
-    return HorizonPlan("optimal" if certified else "feasible", tuple(best), value, bound, gap, False, stats)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,104 +52,169 @@ def pairs_ilp(d: HorizonData, pairs: Sequence[tuple[int, int, int]], time_limit_
     """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch). ``time_limit_s``: seconds,
     or a function giving the seconds left, read when HiGHS starts (so building the model counts against it)."""
     import highspy
-    import scipy.sparse as sp
 
-    p = d.p
-    E, R, S, G = p.epochs, len(p.regions), len(p.shapes), len(p.groups)
-    links = p.links if d.link_of else ()
-    L = len(links)
-    o_dem = E * R * S
-    o_pair = o_dem + E * G
-    o_psum = o_pair + E * L * R * 2
-    o_pen = o_psum + E * L
-    n_rows = o_pen + (E * len(pairs) if p.K > 0 else 0)
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    cost: list[float] = []
-    upper: list[float] = []
-    integer: list[bool] = []
-    pen_lower = np.zeros(E * len(pairs)) if p.K > 0 else np.zeros(0)
+    lay = _Layout.of(d, len(pairs))
+    model = _Columns()
+    _share_columns(d, lay, model)
+    nu_cols, pen_lower = _pair_columns(d, lay, pairs, model)
+    if not pairs:  # nothing can be bought: a plan exists only without demand
+        if (d.p.demand > 0).any():
+            return "infeasible", math.inf, math.inf, []
+        return "optimal", 0.0, 0.0, [{} for _ in range(lay.E)]
+    h = _highs(d, lay, model, pen_lower, gap)
+    if start is not None:  # a known schedule (another policy's, or the previous step's shifted) as a MIP start
+        x0 = start_vector(d, pairs, nu_cols, start, len(model.cost))
+        sol = highspy.HighsSolution()
+        sol.col_value = list(x0)
+        h.setSolution(sol)
+    left = float(time_limit_s() if callable(time_limit_s) else time_limit_s)
+    run_until(h, left)
+    return _answer(h, pairs, nu_cols, lay.E)
 
-    def add(c: float, ub: float, is_int: bool, r_: Sequence[int], v_: Sequence[float]) -> int:
-        j = len(cost)
-        cost.append(c)
-        upper.append(ub)
-        integer.append(is_int)
-        rows.append(np.asarray(r_, dtype=np.int64))
-        cols.append(np.full(len(r_), j, dtype=np.int64))
-        vals.append(np.asarray(v_, dtype=float))
+
+@dataclass(frozen=True)
+class _Layout:
+    """The row blocks' offsets (module docstring's order) and the problem's sizes."""
+
+    E: int
+    R: int
+    S: int
+    G: int
+    links: tuple[tuple[int, int], ...]
+    o_dem: int
+    o_pair: int
+    o_psum: int
+    o_pen: int
+    n_rows: int
+
+    @property
+    def L(self) -> int:
+        return len(self.links)
+
+    @classmethod
+    def of(cls, d: HorizonData, n_pairs: int) -> _Layout:
+        p = d.p
+        E, R, S, G = p.epochs, len(p.regions), len(p.shapes), len(p.groups)
+        links = tuple(p.links) if d.link_of else ()
+        o_dem = E * R * S
+        o_pair = o_dem + E * G
+        o_psum = o_pair + E * len(links) * R * 2
+        o_pen = o_psum + E * len(links)
+        return cls(E, R, S, G, links, o_dem, o_pair, o_psum, o_pen, o_pen + (E * n_pairs if p.K > 0 else 0))
+
+
+@dataclass
+class _Columns:
+    """The MILP's columns as they are added: cost, upper bound, integrality and their sparse entries."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    cols: list[np.ndarray] = field(default_factory=list)
+    vals: list[np.ndarray] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+
+    def add(self, c: float, ub: float, is_int: bool, r_: Sequence[int], v_: Sequence[float]) -> int:
+        j = len(self.cost)
+        self.cost.append(c)
+        self.upper.append(ub)
+        self.integer.append(is_int)
+        self.rows.append(np.asarray(r_, dtype=np.int64))
+        self.cols.append(np.full(len(r_), j, dtype=np.int64))
+        self.vals.append(np.asarray(v_, dtype=float))
         return j
 
+
+def _share_columns(d: HorizonData, lay: _Layout, model: _Columns) -> None:
+    """Per epoch, link and region the share s of the link's requests served there (pairing and sum rows)."""
+    p = d.p
+    E, L, R = lay.E, lay.L, lay.R
     for e in range(E):
-        for li, (gp, gd) in enumerate(links):
+        for li, (gp, gd) in enumerate(lay.links):
             for r in range(R):
-                base = o_pair + ((e * L + li) * R + r) * 2
-                add(0.0, 1.0, False, [base, base + 1, o_psum + e * L + li],
-                    [-float(p.demand[e, gp]), -float(p.demand[e, gd]), 1.0])
+                base = lay.o_pair + ((e * L + li) * R + r) * 2
+                model.add(0.0, 1.0, False, [base, base + 1, lay.o_psum + e * L + li],
+                          [-float(p.demand[e, gp]), -float(p.demand[e, gd]), 1.0])
+
+
+def _pair_columns(d: HorizonData, lay: _Layout, pairs: Sequence[tuple[int, int, int]],
+                  model: _Columns) -> tuple[list[int], np.ndarray]:
+    """Per pair its E instance counts ν (availability, demand, pairing and start-up entries) and, with K > 0, its E
+    start-up costs I; returns each pair's first ν column and the start-up rows' lower bounds (the running ones)."""
+    p = d.p
+    E, R, S, G, L = lay.E, lay.R, lay.S, lay.G, lay.L
+    pen_lower = np.zeros(E * len(pairs)) if p.K > 0 else np.zeros(0)
     nu_cols: list[int] = []
     for q, (gi, i, r) in enumerate(pairs):
         g = p.groups[gi]
         c = float(d.cost[gi][i, r])
         nz = np.flatnonzero(g.usage[i] > 0)
         ub = float(min((p.available[:, r, k] // g.usage[i, k]).max() for k in nz)) if nz.size else 0.0
-        first = len(cost)
+        first = len(model.cost)
         for e in range(E):
-            r_ = [(e * R + r) * S + int(k) for k in nz] + [o_dem + e * G + gi]
+            r_ = [(e * R + r) * S + int(k) for k in nz] + [lay.o_dem + e * G + gi]
             v_ = [float(g.usage[i, k]) for k in nz] + [float(g.throughput[i])]
             if gi in d.link_of:
                 li, j = d.link_of[gi]
-                r_.append(o_pair + ((e * L + li) * R + r) * 2 + j)
+                r_.append(lay.o_pair + ((e * L + li) * R + r) * 2 + j)
                 v_.append(float(g.throughput[i]))
             if p.K > 0:
                 kc = p.K * p.hours * c
-                r_.append(o_pen + q * E + e)
+                r_.append(lay.o_pen + q * E + e)
                 v_.append(-kc)
                 if e + 1 < E:
-                    r_.append(o_pen + q * E + e + 1)
+                    r_.append(lay.o_pen + q * E + e + 1)
                     v_.append(kc)
-            add(p.hours * c, ub, True, r_, v_)
+            model.add(p.hours * c, ub, True, r_, v_)
         nu_cols.append(first)
         if p.K > 0:
             pen_lower[q * E] = -p.K * p.hours * c * float(p.running.get((gi, i, r), 0))
             for e in range(E):
-                add(1.0, math.inf, False, [o_pen + q * E + e], [1.0])
-    n = len(cost)
-    if not pairs:  # nothing can be bought: a plan exists only without demand
-        if (p.demand > 0).any():
-            return "infeasible", math.inf, math.inf, []
-        return "optimal", 0.0, 0.0, [{} for _ in range(E)]
-    mat = sp.csc_matrix((np.concatenate(vals) if vals else np.zeros(0),
-                         (np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-                          np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64))), shape=(n_rows, n))
+                model.add(1.0, math.inf, False, [lay.o_pen + q * E + e], [1.0])
+    return nu_cols, pen_lower
+
+
+def _highs(d: HorizonData, lay: _Layout, model: _Columns, pen_lower: np.ndarray, gap: float) -> Any:
+    """The HiGHS instance holding the MILP (row bounds by block), quiet, at ``gap``."""
+    import highspy
+    import scipy.sparse as sp
+
+    p = d.p
+    n, n_rows = len(model.cost), lay.n_rows
+    mat = sp.csc_matrix((np.concatenate(model.vals) if model.vals else np.zeros(0),
+                         (np.concatenate(model.rows) if model.rows else np.zeros(0, dtype=np.int64),
+                          np.concatenate(model.cols) if model.cols else np.zeros(0, dtype=np.int64))),
+                        shape=(n_rows, n))
     inf = highspy.kHighsInf
     lower_row = np.full(n_rows, -inf)
     upper_row = np.full(n_rows, inf)
-    upper_row[:o_dem] = p.available.reshape(-1).astype(float)
-    lower_row[o_dem:o_pair] = p.demand.reshape(-1)
-    lower_row[o_pair:o_psum] = 0.0
-    lower_row[o_psum:o_pen] = 1.0
-    lower_row[o_pen:] = pen_lower
+    upper_row[:lay.o_dem] = p.available.reshape(-1).astype(float)
+    lower_row[lay.o_dem:lay.o_pair] = p.demand.reshape(-1)
+    lower_row[lay.o_pair:lay.o_psum] = 0.0
+    lower_row[lay.o_psum:lay.o_pen] = 1.0
+    lower_row[lay.o_pen:] = pen_lower
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("mip_rel_gap", float(gap))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, n_rows
-    lp.col_cost_, lp.col_lower_ = np.array(cost), np.zeros(n)
-    lp.col_upper_ = np.array([u if math.isfinite(u) else inf for u in upper])
+    lp.col_cost_, lp.col_lower_ = np.array(model.cost), np.zeros(n)
+    lp.col_upper_ = np.array([u if math.isfinite(u) else inf for u in model.upper])
     lp.row_lower_, lp.row_upper_ = lower_row, upper_row
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_ = mat.indptr.astype(np.int32), mat.indices.astype(np.int32)
     lp.a_matrix_.value_ = mat.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer]
+    lp.integrality_ = [highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous
+                       for b in model.integer]
     h.passModel(lp)
-    if start is not None:  # a known schedule (another policy's, or the previous step's shifted) as a MIP start
-        x0 = start_vector(d, pairs, nu_cols, start, n)
-        sol = highspy.HighsSolution()
-        sol.col_value = list(x0)
-        h.setSolution(sol)
-    left = float(time_limit_s() if callable(time_limit_s) else time_limit_s)
-    run_until(h, left)
+    return h
+
+
+def _answer(h: Any, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
+            E: int) -> tuple[str, float, float, list[dict]]:
+    """(status, value, dual bound, counts per epoch) of a HiGHS run; no counts without a primal solution."""
+    import highspy
+
     info = h.getInfo()
     ms = h.getModelStatus()
     st = highspy.HighsModelStatus

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from planning.baselines.registry import REPLANNED_LABELS as BASELINE_LABELS
 from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel
 from planning.groups import Group
+from planning.progress_words import planning_period
 from planning.scenario import Scenario
 from planning.timeline import engine
 from planning.timeline.availability import is_spot
@@ -137,7 +138,7 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
         epochs.append(_record(prep, hz, e, solved, prev, node_cache, methods))
         prev = dict(solved.counts)
         if progress:
-            progress(0.3 + 0.6 * (e + 1) / hz.n_epochs, f"epoch {e + 1}/{hz.n_epochs}")
+            progress(0.3 + 0.6 * (e + 1) / hz.n_epochs, planning_period(e + 1, hz.n_epochs, hz.epoch_hours))
     return epochs
 
 

@@ -30,6 +30,8 @@ from planning.baselines.registry import PER_EPOCH as BASELINES
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.groups import Group
+from planning.precheck import precheck_error
+from planning.progress_words import planning_period
 from planning.resolve import resolve_scenario
 from planning.scenario import Demand, Scenario, SizeBucket
 from planning.timeline import engine, loop, policies, shared
@@ -211,13 +213,18 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     Raises
     ------
     PlanningError
-        Bad inputs (unknown model, mismatched epochs), naming the field and the fix.
+        Bad inputs (unknown model, mismatched epochs), naming the field and the fix; an SLO below what any offered
+        GPU reaches (``planning.precheck``, on the design scenario, before any library is built), with the
+        ``infeasible`` message ``planning solve`` gives.
     Cancelled
         When ``cancel`` is set.
     """
     opts = options or TimelineOptions()
     t_start = time.perf_counter()
     hz, design, notes = _horizon(scenario, demand, availability, opts, context)
+    refused = precheck_error(design, context)  # an SLO no offered GPU reaches: said at once, before any library
+    if refused is not None:
+        raise refused
     why = shared.unsupported(design, hz.series, hz.K, opts.policies)
     if why is None:  # the scenario shares GPUs and its epochs do not chain: each epoch is its shared plan
         # the static peak on an epoch's own scenario when one has the scarcest availability: an epoch equal to the
@@ -321,7 +328,7 @@ def _templates(hz: loop.Horizon, design: Scenario, context: EngineContext, progr
         from planning.timeline.columns import build_pool
 
         if progress:
-            progress(0.01, "pricing: serving templates on demand, per distinct epoch demand")
+            progress(0.01, "finding serving setups for each distinct demand level")
         problems = [(hz.scns[e], hz.groups[e]) for e in range(hz.n_epochs)]
         if hz.opts.static_peak:
             problems.append((hz.peak_scn, hz.peak_groups))
@@ -477,7 +484,7 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon,
         if p == "lookahead":
             def step(t: int, label: str = policies.policy_label(p, horizon)) -> None:
                 if progress:
-                    progress(0.3, f"{label}: epoch {t + 1}/{len(scns)}")
+                    progress(0.3, f"{label}: {planning_period(t + 1, len(scns), hours)}")
             runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
                                                    myopic=myopic, cancel=cancel, on_epoch=step)
         else:

@@ -1,7 +1,8 @@
 """A timeline planned with GPU sharing (issue 29 §3): each distinct epoch is the scenario's shared plan.
 
 A scenario with ``options.sharing`` (kvpr | exact) plans its low-rate models on shared GPUs
-(:func:`planning.sharing.solve_shared`, its one entry point); the timeline's template-based epochs (``engine``)
+(:func:`planning.sharing.checked.solve_checked`: the shared plan, or the plan without sharing when that is
+cheaper or the shared GPUs miss an SLO in simulation); the timeline's template-based epochs (``engine``)
 plan dedicated instances only. With K = 0 (no initialization penalty: platform-100's) the epochs do not chain, so
 each epoch's plan is the shared plan of the epoch's demand alone: the epoch scenario holds every model's rate and
 request sizes of that epoch and the epoch's availability, and each distinct one (an hourly week repeats its days)
@@ -127,31 +128,34 @@ def solve_epochs(scenarios: Sequence[Scenario], ctx: EngineContext, *, workers: 
     Cancelled
         When ``cancel`` is set.
     PlanningError
-        Ray missing or unreachable, or work lost on a Ray cluster after its retries.
+        Ray missing or unreachable, or work lost on a Ray cluster after its retries (an epoch whose worker process
+        died in the pool and again alone is that epoch's "no plan" with the error).
     """
     import json
 
-    from planning.timeline.fanout import run_distinct
+    from planning.parallel import FanOut
+    from planning.timeline.engine import describe_failure
+    from planning.timeline.fanout import Distinct, run_distinct
 
     keys = [json.dumps(s.to_dict(), sort_keys=True, default=str) for s in scenarios]
     first: dict[str, int] = {}
     cache = str(ctx.cache_dir) if ctx.cache_dir is not None else None
-    return run_distinct([first.setdefault(k, i) for i, k in enumerate(keys)],
-                        lambda e: _solve(scenarios[e], ctx, cancel), shared_epoch_task,
-                        lambda e: (scenarios[e].to_dict(), cache), workers=workers, backend=backend, cancel=cancel,
-                        progress=progress, label="shared plan", what="shared timeline epochs")
+    return run_distinct([first.setdefault(k, i) for i, k in enumerate(keys)], Distinct(
+        here=lambda e: _solve(scenarios[e], ctx, cancel), task=shared_epoch_task,
+        item=lambda e: (scenarios[e].to_dict(), cache), crashed=lambda _e, exc: failed(describe_failure(exc), 0.0),
+        label="shared plan"), FanOut(backend, workers, progress, cancel, what="shared timeline epochs"))
 
 
 def _solve(scenario: Scenario, ctx: EngineContext, cancel: CancelToken | None = None) -> SharedEpoch:
     """One epoch's shared plan; a solve that raises (anything but ``Cancelled``) is this epoch's "no plan" with
     its error and fix, so the other epochs are kept."""
     from planning.context import Cancelled
-    from planning.sharing import solve_shared
+    from planning.sharing.checked import solve_checked
     from planning.timeline.engine import describe_failure
 
     t0 = time.perf_counter()
-    try:
-        res = solve_shared(scenario, context=ctx, cancel=cancel, baselines=False)  # an epoch shows no baselines
+    try:  # checked: never dearer than the epoch without sharing, no SLO miss kept; an epoch shows no baselines
+        res = solve_checked(scenario, method=None, context=ctx, cancel=cancel, baselines=False)
     except Cancelled:
         raise
     except Exception as exc:  # reported on this epoch, the horizon goes on

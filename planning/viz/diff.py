@@ -283,6 +283,19 @@ def diff_summary(
     return head + (f" Lines: {tail}." if tail else " No instance changed.")
 
 
+WATERFALL_ROW_PX = 30  # one step's row: its label (12 px) and bar with room to spare
+WATERFALL_BASE_PX = 140  # title, axis and margins
+
+
+def _running(start: float, deltas: Sequence[float]) -> list[float]:
+    """The running totals of a waterfall after each step."""
+    out, total = [], start
+    for d in deltas:
+        total += d
+        out.append(total)
+    return out
+
+
 def plan_diff_figure(
     diff: pd.DataFrame, cost_before: float, title: str = "What changed the cost"
 ) -> go.Figure:
@@ -300,27 +313,43 @@ def plan_diff_figure(
     Returns
     -------
     plotly.graph_objects.Figure
-        One waterfall trace: "before", one step per changed line, "after".
+        One horizontal waterfall trace: "before", one step per changed line, "after", one row each (top to
+        bottom), the figure as tall as its rows, labels outside the bars and never clipped.
     """
     if diff is None or diff.empty:
         return empty_figure("The two plans are the same: nothing changed.", title)
     labels = [f"{r.change}: {r.template_id} @ {r.region}" for r in diff.itertuples()]
     deltas = [float(d) for d in diff["cost_delta"]]
+    steps = ["before", *labels, "after"]
     fig = go.Figure(
         go.Waterfall(
-            x=["before", *labels, "after"],
-            y=[float(cost_before), *deltas, 0.0],
+            orientation="h",  # one row per step: long template names never overlap, whatever their number
+            y=steps,
+            x=[float(cost_before), *deltas, 0.0],
             measure=["absolute", *(["relative"] * len(deltas)), "total"],
             text=[
                 money(float(cost_before)),
                 *[f"{d:+,.2f}" for d in deltas],
                 money(float(cost_before) + sum(deltas)),
             ],
+            textposition="outside",
+            cliponaxis=False,  # a label beyond the last gridline is drawn, not cut
             hovertext=["", *diff["why"].tolist(), ""],
             decreasing={"marker": {"color": "#2CA02C"}},
             increasing={"marker": {"color": "#D62728"}},
             totals={"marker": {"color": "#7F7F7F"}},
         )
     )
-    fig.update_layout(title=title, template="plotly_white", yaxis={"title": "USD per hour"}, showlegend=False)
+    top = max(float(cost_before), *_running(float(cost_before), deltas))
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        xaxis={"title": "USD per hour", "range": [0, top * 1.18 if top > 0 else 1.0]},  # room for the labels
+        # the margin is measured in a fallback font and came out a few px short of the longest name's first
+        # letter: two no-break spaces before each name take that shortfall
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category", "tickprefix": "\u00a0\u00a0"},
+        height=WATERFALL_BASE_PX + WATERFALL_ROW_PX * len(steps),
+        margin={"r": 40},
+        showlegend=False,
+    )
     return fig

@@ -16,6 +16,7 @@ from planning.viz.colors import gpu_color
 USAGE_COLUMNS = ("region", "shape", "gpu", "used", "available")
 SERVED_COLUMNS = ("model", "phase", "demanded", "served")
 BASELINE_COLUMNS = ("name", "cost_per_hour", "served_fraction", "feasible")
+RIGHT_MARGIN_PX = 80  # a slanted 12-character name at 30 degrees reaches about 70 px right of its tick
 
 PLAN_COLOR = "#2CA02C"
 BASELINE_COLOR = "#7F7F7F"
@@ -261,5 +262,10 @@ def baselines_figure(
     )
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", row=1, col=2)
-    fig.update_layout(title=title, template="plotly_white")
+    # slanted names ("Plan (mixed templates)") widen the bottom margin instead of being cut by it, and a bar's
+    # label above the top gridline is drawn, not clipped
+    fig.update_xaxes(automargin=True)
+    fig.update_traces(cliponaxis=False)
+    # the last name slants to the right of its bar: room for it ("memp" was cut at the figure's edge)
+    fig.update_layout(title=title, template="plotly_white", margin={"r": RIGHT_MARGIN_PX})
     return fig

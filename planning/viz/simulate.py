@@ -24,7 +24,8 @@ def _check(result: Any, function: str) -> SimResult:
 
 
 def latency_cdf_figure(result: SimResult, metric: str = "ttft") -> go.Figure:
-    """CDF of TTFT (``metric="ttft"``) or TPOT (``"tpot"``) per model, each with its SLO as a dashed line.
+    """CDF of TTFT (``metric="ttft"``) or TPOT (``"tpot"``) per model, each SLO a dashed line named in the legend
+    (one line per distinct SLO, naming the models that share it).
 
     Raises
     ------
@@ -39,6 +40,7 @@ def latency_cdf_figure(result: SimResult, metric: str = "ttft") -> go.Figure:
         return empty_figure("No finished requests to draw.", label)
     fig = go.Figure()
     share = np.linspace(0.0, 1.0, CDF_POINTS)
+    slos: dict[float, list[tuple[str, str]]] = {}  # SLO → (model, colour) of the models that share it
     for k, m in enumerate(models):
         color = _PALETTE[k % len(_PALETTE)]
         xs = m.ttft_cdf_ms if metric == "ttft" else m.tpot_cdf_ms
@@ -46,10 +48,18 @@ def latency_cdf_figure(result: SimResult, metric: str = "ttft") -> go.Figure:
                                  hovertemplate="%{x:.0f} ms: %{y:.0%} of requests<extra>" + m.model + "</extra>"))
         slo = m.slo_ttft_ms if metric == "ttft" else m.slo_tpot_ms
         if slo:
-            fig.add_vline(x=slo, line={"color": color, "dash": "dash", "width": 1},
-                          annotation_text=f"{m.model} SLO {slo:g} ms", annotation_position="top")
-    fig.update_layout(template="plotly_white", height=340, xaxis_title=label, yaxis_title="share of requests",
-                      yaxis={"tickformat": ".0%", "range": [0, 1.02]}, legend_title="model",
+            slos.setdefault(float(slo), []).append((m.model, color))
+    for slo, owners in sorted(slos.items()):
+        # SLO lines named in the legend, not by annotations: close SLOs drew their labels over each other
+        names = ", ".join(name for name, _ in owners)
+        fig.add_trace(go.Scatter(x=[slo, slo], y=[0.0, 1.02], mode="lines", name=f"SLO {slo:g} ms ({names})",
+                                 line={"color": owners[0][1] if len(owners) == 1 else "#444", "dash": "dash",
+                                       "width": 1},
+                                 hovertemplate=f"SLO {slo:g} ms<extra>{names}</extra>"))
+    # the legend under the plot: beside it, in a half-width column, it squeezed the plot to half its width
+    fig.update_layout(template="plotly_white", height=340 + 20 * len(fig.data), xaxis_title=label,
+                      yaxis_title="share of requests", yaxis={"tickformat": ".0%", "range": [0, 1.02]},
+                      legend={"title": "model and SLO", "orientation": "h", "yanchor": "top", "y": -0.25, "x": 0},
                       title=f"{'TTFT' if metric == 'ttft' else 'TPOT'} distribution vs SLO "
                             f"({res.arrivals}, {res.duration_s:g} s, rate × {res.rate_scale:g})")
     return fig

@@ -10,18 +10,19 @@ import pytest
 
 from planning.allocate import solve_allocation
 from planning.allocate.io import problem_from_dict, problem_to_dict, result_to_dict
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.cli.allocate import register
 
 
 def test_problem_round_trip() -> None:
-    p = random_problem(4, groups=2, classes_per_group=2, K=0.1, objective="served", budget_per_hour=12.0)
+    p = random_problem(4, Synthetic(groups=2, classes_per_group=2), K=0.1, objective="served",
+                       budget_per_hour=12.0)
     again = problem_from_dict(json.loads(json.dumps(problem_to_dict(p))))
     assert again == p
 
 
 def test_cli_matches_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = random_problem(2, groups=2, max_available=6)
+    p = random_problem(2, Synthetic(groups=2, max_available=6))
     f = tmp_path / "p.json"
     f.write_text(json.dumps(problem_to_dict(p)))
     parser = argparse.ArgumentParser()

@@ -11,7 +11,7 @@ import pytest
 from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
 from planning.allocate.instance import build_instance, dominated_mask
 from planning.allocate.solvers import classify, parse_cbc_log
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.errors import PlanningError
 
 
@@ -36,8 +36,9 @@ def test_dominated_mask_needs_every_class() -> None:
 @pytest.mark.parametrize("classes", [1, 2])
 @pytest.mark.parametrize("seed", [21, 22, 23])
 def test_pruning_is_lossless(seed: int, classes: int) -> None:
-    p = random_problem(seed, groups=3, templates_per_group=25, regions=2, shapes=5, classes_per_group=classes,
-                       max_available=8, demand_scale=0.15, mip_rel_gap=1e-9, time_limit_s=30)
+    p = random_problem(seed, Synthetic(groups=3, templates_per_group=25, regions=2, shapes=5,
+                       classes_per_group=classes, max_available=8, demand_scale=0.15), mip_rel_gap=1e-9,
+                       time_limit_s=30)
     on = solve_allocation(p, diagnose=False)
     off = solve_allocation(replace(p, prune=False), diagnose=False)
     assert on.stats.templates_dominated > 0
@@ -74,9 +75,9 @@ def test_initialisation_penalty_prefers_running_instances() -> None:
 
 @pytest.mark.parametrize(("builder", "solver"), [("matrix", "highs"), ("pulp", "highs"), ("pulp", "cbc")])
 def test_time_limit_is_reported_from_the_solver(builder: str, solver: str) -> None:
-    p = random_problem(13, groups=4, templates_per_group=40, regions=2, shapes=6, classes_per_group=2,
-                       max_nodes=4, max_available=6, demand_scale=0.3, mip_rel_gap=1e-6, time_limit_s=0.5,
-                       builder=builder, solver=solver)
+    p = random_problem(13, Synthetic(groups=4, templates_per_group=40, regions=2, shapes=6,
+                       classes_per_group=2, max_nodes=4, max_available=6, demand_scale=0.3), mip_rel_gap=1e-6,
+                       time_limit_s=0.5, builder=builder, solver=solver)
     r = solve_allocation(p, diagnose=False)
     assert r.status == "time_limit"  # pulp itself would label a stopped HiGHS run "Optimal"
     assert "time limit" in r.phases[-1].solver_status.lower()
@@ -142,8 +143,8 @@ def test_validation_names_field() -> None:
 def test_group_by_group_shortcut_is_exact() -> None:
     hits = 0
     for seed in range(30, 38):
-        p = random_problem(seed, groups=3, templates_per_group=8, regions=2, shapes=5, max_available=20,
-                           demand_scale=0.2, K=0.05, mip_rel_gap=1e-9)
+        p = random_problem(seed, Synthetic(groups=3, templates_per_group=8, regions=2, shapes=5,
+                           max_available=20, demand_scale=0.2), K=0.05, mip_rel_gap=1e-9)
         fast = solve_allocation(p, diagnose=False)
         joint = solve_allocation(replace(p, decompose=False), diagnose=False)
         assert fast.status == joint.status
@@ -154,8 +155,8 @@ def test_group_by_group_shortcut_is_exact() -> None:
 
 
 def test_start_plan_is_a_floor_and_protected_from_pruning() -> None:
-    p = random_problem(13, groups=4, templates_per_group=40, regions=2, shapes=6, classes_per_group=1,
-                       max_nodes=4, max_available=6, demand_scale=0.3, time_limit_s=5)
+    p = random_problem(13, Synthetic(groups=4, templates_per_group=40, regions=2, shapes=6,
+                       classes_per_group=1, max_nodes=4, max_available=6, demand_scale=0.3), time_limit_s=5)
     from planning.baselines import run_baseline
 
     homo = run_baseline("homo-ilp", p)

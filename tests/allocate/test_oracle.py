@@ -8,17 +8,16 @@ import pytest
 
 from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
 from planning.allocate.brute import brute_force
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 
 COMBOS = [("matrix", "highs"), ("pulp", "highs"), ("pulp", "cbc")]
 
 
 def _tiny(seed: int, classes: int, objective: str) -> AllocationProblem:
-    p = random_problem(
-        seed, groups=2, templates_per_group=3 if classes == 1 else 2, regions=1 + seed % 2, shapes=3,
-        classes_per_group=classes, max_available=3, objective=objective, K=0.1 * (seed % 3),
-        budget_per_hour=None if objective == "cost" else 15.0, mip_rel_gap=1e-9,
-    )
+    p = random_problem(seed, Synthetic(groups=2, templates_per_group=3 if classes == 1 else 2,
+                       regions=1 + seed % 2, shapes=3, classes_per_group=classes, max_available=3),
+                       objective=objective, K=0.1 * (seed % 3),
+                       budget_per_hour=None if objective == "cost" else 15.0, mip_rel_gap=1e-9)
     if seed % 4 == 0:  # running instances exercise the penalty rows
         p = replace(p, current={(p.templates[0].id, p.offers[0].region): 1})
     return p
@@ -82,15 +81,15 @@ def test_workload_classes_hand_computation(builder: str, solver: str) -> None:
 
 
 def test_single_class_groups_use_the_direct_form() -> None:
-    p = random_problem(3, groups=2, templates_per_group=4, classes_per_group=1)
+    p = random_problem(3, Synthetic(groups=2, templates_per_group=4, classes_per_group=1))
     r = solve_allocation(p)
     # no x (class assignment) columns: ν per pair plus α
     assert r.stats.variables == r.stats.pairs + 1
 
 
 def test_builders_agree_on_a_medium_instance() -> None:
-    p = random_problem(12, groups=4, templates_per_group=40, regions=2, shapes=6, classes_per_group=2,
-                       max_nodes=4, max_available=6, demand_scale=0.2, mip_rel_gap=1e-6)
+    p = random_problem(12, Synthetic(groups=4, templates_per_group=40, regions=2, shapes=6,
+                       classes_per_group=2, max_nodes=4, max_available=6, demand_scale=0.2), mip_rel_gap=1e-6)
     a = solve_allocation(replace(p, builder="matrix"))
     b = solve_allocation(replace(p, builder="pulp"))
     assert a.status == b.status == "optimal"

@@ -13,7 +13,7 @@ import pytest
 from planning.allocate import solve_allocation
 from planning.allocate.brute import BruteResult, brute_force
 from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, TransferPrice, WorkloadClass
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.errors import PlanningError
 
 
@@ -76,9 +76,9 @@ def _seeded(seed: int) -> tuple[AllocationProblem, AllocationProblem]:
     """(unlinked, linked) seeded instance: 1 or 2 models, 1 or 2 request-size classes, 2 regions."""
     classes = 1 if seed < 10 else 2
     groups = 4 if seed % 4 == 3 else 2  # two models (their plans compete for nodes) or one
-    base = _scrambled(random_problem(seed, groups=groups, templates_per_group=2, regions=2, shapes=2,
-                                     classes_per_group=classes, max_nodes=2, max_available=2 if groups == 4 else 3,
-                                     demand_scale=0.3), seed)
+    base = _scrambled(random_problem(seed, Synthetic(groups=groups, templates_per_group=2, regions=2,
+                                     shapes=2, classes_per_group=classes, max_nodes=2,
+                                     max_available=2 if groups == 4 else 3, demand_scale=0.3)), seed)
     return base, _linked(base, classes)
 
 
@@ -118,8 +118,8 @@ def test_linked_optimum_equals_brute_force(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_linked_served_objective_equals_brute_force(seed: int) -> None:
-    base = random_problem(100 + seed, groups=2, templates_per_group=2, regions=2, shapes=2, max_nodes=2,
-                          max_available=2, demand_scale=1.5)
+    base = random_problem(100 + seed, Synthetic(groups=2, templates_per_group=2, regions=2, shapes=2,
+                          max_nodes=2, max_available=2, demand_scale=1.5))
     problem = replace(_linked(base, 1), objective="served", mip_rel_gap=0.0)
     oracle = brute_force(problem, max_evaluations=400_000)
     res = solve_allocation(problem)
@@ -213,8 +213,8 @@ def test_transfer_optimum_equals_brute_force(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_transfer_served_objective_equals_brute_force(seed: int) -> None:
-    base = random_problem(100 + seed, groups=2, templates_per_group=2, regions=2, shapes=2, max_nodes=2,
-                          max_available=2, demand_scale=1.5)
+    base = random_problem(100 + seed, Synthetic(groups=2, templates_per_group=2, regions=2, shapes=2,
+                          max_nodes=2, max_available=2, demand_scale=1.5))
     problem = replace(_with_transfers(_linked(base, 1), seed), objective="served", mip_rel_gap=0.0)
     oracle = brute_force(problem, max_evaluations=400_000)
     res = solve_allocation(problem)

@@ -16,7 +16,7 @@ from planning.allocate import (
     WorkloadClass,
     solve_allocation,
 )
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from tests.allocate.test_oracle import (
     COMBOS,
     _check,  # ILP (builder, solver) = brute force
@@ -24,8 +24,8 @@ from tests.allocate.test_oracle import (
 
 
 def _capped(seed: int, classes: int, objective: str) -> AllocationProblem:
-    p = random_problem(seed, groups=2, templates_per_group=3 if classes == 1 else 2, regions=2, shapes=3,
-                       classes_per_group=classes, max_available=4, objective=objective,
+    p = random_problem(seed, Synthetic(groups=2, templates_per_group=3 if classes == 1 else 2, regions=2,
+                       shapes=3, classes_per_group=classes, max_available=4), objective=objective,
                        budget_per_hour=None if objective == "cost" else 15.0, mip_rel_gap=1e-9)
     spot = "cloud:r1"  # the second region plays the spot pool: cheaper, so uncapped plans lean on it
     offers = tuple(replace(o, price_per_hour=o.price_per_hour * 0.4) if o.region == spot else o for o in p.offers)
@@ -35,7 +35,8 @@ def _capped(seed: int, classes: int, objective: str) -> AllocationProblem:
 
 
 def _committed(seed: int) -> AllocationProblem:
-    p = random_problem(seed, groups=2, templates_per_group=3, regions=1, shapes=3, max_available=3, mip_rel_gap=1e-9)
+    p = random_problem(seed, Synthetic(groups=2, templates_per_group=3, regions=1, shapes=3, max_available=3),
+                       mip_rel_gap=1e-9)
     # a reserved pool of the first shape: free at the margin, up to 3 nodes committed at a fixed cost each
     shape = p.offers[0].shape
     pool = Offer("cloud:r0/reserved", shape, 0.0, seed % 2)

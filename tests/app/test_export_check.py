@@ -54,3 +54,23 @@ def test_export_check_lists_the_lost_kv_transfer_and_prices_the_alternative(plan
     assert not at.exception
     said = " ".join(str(i.value) for i in at.info)
     assert "options.max_stages: 1" in said  # priced, or said to have no plan without pipelines
+
+
+def test_the_files_are_simulated_as_exported_on_the_page(planning_home: Path) -> None:
+    """The lost KV transfer's button runs the plan and the plan as its files deploy it through the simulator in
+    the background; the page shows both per model (qwen3-32b served round robin by its two pipelines without KV
+    transfer meets its SLOs less often than the connected plan)."""
+    save_scenario(Scenario.from_dict(PIPELINED), planning_home / "scenarios" / "pipelined-l4.yaml")
+    at, _ = planned(planning_home, "saved:pipelined-l4", page="views/3_Plan.py")
+    next(b for b in at.button if b.label == "Simulate the files as exported").click()
+    at.run()
+    job_id = str(next(iter(at.session_state["export_simulation_jobs"].values())))
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception
+    table = next(df.value for df in at.dataframe if "SLO attainment as exported" in df.value.columns)
+    row = table.set_index("model").loc["qwen3-32b"]
+    assert 0 <= row["SLO attainment as exported"] < row["SLO attainment as planned"] <= 1
+    assert row["goodput as exported (tok/s)"] < row["goodput as planned (tok/s)"]
+    said = " ".join(str(c.value) for c in at.caption)
+    assert "Simulated as exported (120 s of Poisson arrivals" in said and "round robin" in said

@@ -80,7 +80,7 @@ def test_simulation_panel_checks_the_plan_in_the_background(planning_home: Path)
     metrics = {m.label: m.value for m in at.metric}
     attainment = float(metrics["SLO attainment"].rstrip("%")) / 100
     assert 0.0 <= attainment <= 1.0
-    assert metrics["Headroom"].startswith("×") and float(metrics["Headroom"][1:].split()[0]) > 0
+    assert metrics["Headroom (× demand)"].startswith("×") and float(metrics["Headroom (× demand)"][1:]) > 0
     assert "tok/s" in metrics["Goodput"]
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("TTFT distribution vs SLO" in t for t in titles) and any("TPOT distribution vs SLO" in t for t in titles)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.baselines import baseline_names, run_all_baselines, run_baseline
 from planning.errors import PlanningError
 
@@ -45,7 +45,8 @@ def test_homo_greedy_partial_service_is_reported() -> None:
 
 def test_homo_ilp_never_beats_the_full_ilp_and_is_no_worse_than_greedy() -> None:
     for seed in range(5):
-        p = random_problem(seed, groups=3, templates_per_group=6, regions=2, shapes=4, max_available=10, demand_scale=0.3)
+        p = random_problem(seed, Synthetic(groups=3, templates_per_group=6, regions=2, shapes=4,
+                           max_available=10, demand_scale=0.3))
         full = solve_allocation(p, diagnose=False)
         hilp = run_baseline("homo-ilp", p)
         greedy = run_baseline("homo", p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -30,6 +31,34 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_app(cmd: list[str], env: dict[str, str], log_path: Path, url: str) -> Iterator[str]:
+    """Start ``cmd`` (a `streamlit run app.py`), wait up to 60 s for its health check at ``url``, yield ``url``,
+    and stop it afterwards; its output goes to ``log_path`` (named when it does not start)."""
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"streamlit did not start; see {log_path}")
+            time.sleep(0.2)
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _record_timing(name: str, seconds: float) -> None:
@@ -67,28 +96,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _SERVER_HOME["path"] = env["PLANNING_HOME"]
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address",
            "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    log = (tmp_path_factory.mktemp("logs") / "streamlit.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start; see {log.name}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with running_app(cmd, env, tmp_path_factory.mktemp("logs") / "streamlit.log", f"http://127.0.0.1:{port}") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +187,22 @@ def test_a_direct_link_opens_the_page_inside_the_apps_navigation(server: str, br
     names = [t.splitlines()[-1].strip() for t in links]
     assert "app" not in names and names[0] == "Home" and "Timeline" in names, links
     assert "timeline" in nav.inner_text()  # the Material icon's ligature: app.py's st.Page list is in charge
+    page.close()
+
+
+
+def test_the_admin_page_is_listed_for_the_local_user(server: str, browser: Any) -> None:
+    """Without sign-in the local user is the admin (issue 43 §5): the navigation lists Admin, which shows the queue
+    and the caps of the server's runner (worker processes, as shipped)."""
+    page = browser.new_page()
+    page.goto(server.rstrip("/") + "/Admin")
+    page.get_by_role("heading", name="Admin").first.wait_for(timeout=60_000)
+    _settled(page)
+    page.get_by_role("heading", name="Queue").first.wait_for()
+    names = [t.splitlines()[-1].strip() for t in
+             page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()]
+    assert names[-1] == "Admin", names
+    assert "Usage per user" in page.inner_text("body") and "This page is for admins" not in page.inner_text("body")
     page.close()
 
 

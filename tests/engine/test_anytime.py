@@ -4,7 +4,6 @@ while a plan exists; every bound on the way is a valid lower bound and every inc
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -16,12 +15,12 @@ from planning import api
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.pricers import LocalPricers
 from planning.allocate.pricing import RoundState
-from planning.context import CancelFlag, check_cancel
+from planning.context import check_cancel
 from planning.scenario import Scenario
+from tests.clock import SkipClock, skip_clock
 
-# The contract is limit + 2 s, measured by benchmarks/bench_under_load.py; a unit test on a shared machine allows
-# more so that noise cannot fail it (one run took 6.6 s at load 30), still far below a solve that ignores its limit.
-SLACK = 6.0
+# The contract is limit + 2 s, measured by benchmarks/bench_under_load.py; these tests assert what the solve does
+# at its limit (status, step, gap), with the deadlines' clock moved past the limit (tests/clock.py), never its wall.
 
 
 def _limited(preset: str, limit: float) -> Scenario:
@@ -29,10 +28,10 @@ def _limited(preset: str, limit: float) -> Scenario:
     return replace(base, options=replace(base.options, time_limit_s=limit))
 
 
-def _sleep_past(cancel: Any) -> None:
-    """Sleep until ``cancel``'s deadline has passed (a step slower than the whole limit)."""
-    left = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
-    time.sleep((left or 0.0) + 0.05)
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> SkipClock:
+    """The deadlines' clock; a step "slower than the whole limit" moves it past the deadline."""
+    return skip_clock(monkeypatch)
 
 
 def _record_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -56,20 +55,19 @@ def coral_core_optimum() -> float:
 
 
 def test_limit_in_pricing_round_one_returns_the_seed_plan_with_a_finite_gap(
-        monkeypatch: pytest.MonkeyPatch, coral_core_optimum: float) -> None:
+        monkeypatch: pytest.MonkeyPatch, coral_core_optimum: float, clock: SkipClock) -> None:
     """The injected slow step: the first pricing round outlasts the limit. Before it, the restricted master ILP
-    over the seed columns found a plan; that plan comes back as feasible with its proven gap, not "no plan"."""
+    over the seed columns found a plan; that plan comes back as feasible with its proven gap, not "no plan", the
+    step it stopped at is pricing and the baselines are listed as not run (with the limit ignored: optimal, nothing
+    stopped, every baseline run)."""
     real = LocalPricers.price_all
 
     def slow(self: LocalPricers, calls: Any, cancel: Any = None) -> Any:
-        _sleep_past(cancel)
+        clock.skip_past(cancel)
         return real(self, calls, cancel)
 
     monkeypatch.setattr(LocalPricers, "price_all", slow)
-    t0 = time.perf_counter()
     result = api.solve(_limited("coral-core", 3.0))
-    wall = time.perf_counter() - t0
-    assert wall <= 3.0 + SLACK
     assert result.status == "feasible" and result.has_plan and result.instances
     assert result.mip_gap is not None and 0 < result.mip_gap < 1  # the additive bound, proven before any LP
     assert result.cost_per_hour >= coral_core_optimum - 1e-6  # a real plan: never below the optimum
@@ -83,14 +81,14 @@ def test_limit_in_pricing_round_one_returns_the_seed_plan_with_a_finite_gap(
 
 
 def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyPatch,
-                                                      coral_core_optimum: float) -> None:
+                                                      coral_core_optimum: float, clock: SkipClock) -> None:
     """Stopped in the Lagrangian group bounds: the LP over all templates is proven, so the gap is at most
     (cost − z_LP) / cost and the optimum lies within it."""
     real = ondemand.group_bounds
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         cancel = args[4] if len(args) > 4 else kwargs.get("cancel")
-        _sleep_past(cancel)
+        clock.skip_past(cancel)
         check_cancel(cancel, "on-demand allocation: group bounds")
         return real(*args, **kwargs)
 
@@ -105,13 +103,13 @@ def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyP
     assert lp >= 0.85 * coral_core_optimum
 
 
-def test_library_path_has_a_plan_before_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_library_path_has_a_plan_before_the_library(monkeypatch: pytest.MonkeyPatch, clock: SkipClock) -> None:
     """The library path plans first over the single-shape templates; a limit inside the full library build
     returns that plan (feasible, bounded by the additive throughput bound)."""
     real = pipeline.build_template_sets
 
     def slow(ctx: Any, resolved: Any, progress: Any, cancel: Any) -> Any:
-        _sleep_past(cancel)
+        clock.skip_past(cancel)
         check_cancel(cancel, "library build: llama-2-7b/aggregated")
         return real(ctx, resolved, progress, cancel)
 
@@ -126,12 +124,12 @@ def test_library_path_has_a_plan_before_the_library(monkeypatch: pytest.MonkeyPa
     assert result.stopped_at.startswith("library build")
 
 
-def test_no_plan_only_when_nothing_was_found(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_plan_only_when_nothing_was_found(monkeypatch: pytest.MonkeyPatch, clock: SkipClock) -> None:
     """A limit before any plan exists (here: the T̂ tables outlast it) is the one case of "no plan"."""
     real = ondemand.build_space
 
     def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(1.2)
+        clock.skip(1.2)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ondemand, "build_space", slow)
@@ -196,14 +194,15 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
 
 
 def test_near_the_deadline_the_first_plan_comes_from_the_lp_support(monkeypatch: pytest.MonkeyPatch,
-                                                                    coral_core_optimum: float) -> None:
+                                                                    coral_core_optimum: float,
+                                                                    clock: SkipClock) -> None:
     """A busy machine: the limit is near at the first master LP and round 1's pricing outlasts it. The plan
     returned is a real plan (≥ the optimum) with a finite proven gap, found by the support's ILP first."""
     monkeypatch.setattr(ondemand, "NEAR_DEADLINE_RATIO", 1e12)
     real = LocalPricers.price_all
 
     def slow(self: LocalPricers, batch: Any, cancel: Any = None) -> Any:
-        _sleep_past(cancel)
+        clock.skip_past(cancel)
         return real(self, batch, cancel)
 
     monkeypatch.setattr(LocalPricers, "price_all", slow)

@@ -18,7 +18,7 @@ from planning import api
 from planning.allocate.brute import brute_force
 from planning.allocate.solve import solve_allocation
 from planning.allocate.solvers import ZERO_GAP
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.result import PlanResult
 from planning.scenario import Scenario
 
@@ -27,8 +27,8 @@ from planning.scenario import Scenario
 def test_allocation_ilp_says_optimal_only_at_gap_zero(seed: int) -> None:
     """A loose requested gap (50 %) stops HiGHS early: the answer is ``feasible`` with that gap, never
     ``optimal``; asked for gap 0 the same instance is ``optimal`` at brute force's value."""
-    p = random_problem(seed, groups=2, templates_per_group=4, regions=1, shapes=3, max_nodes=2, max_available=4,
-                       demand_scale=1.2)
+    p = random_problem(seed, Synthetic(groups=2, templates_per_group=4, regions=1, shapes=3, max_nodes=2,
+                       max_available=4, demand_scale=1.2))
     loose = solve_allocation(replace(p, mip_rel_gap=0.5, decompose=False), diagnose=False)
     exact = solve_allocation(replace(p, mip_rel_gap=0.0, decompose=False), diagnose=False)
     oracle = brute_force(p, 200_000)
@@ -46,8 +46,8 @@ def test_a_loose_gap_is_feasible_on_some_seeded_instance() -> None:
     """The path above is exercised: on these seeds a 50 % gap stops HiGHS before the optimum at least once."""
     statuses = []
     for seed in range(30):
-        p = random_problem(seed, groups=3, templates_per_group=8, regions=2, shapes=4, max_nodes=4, max_available=8,
-                           demand_scale=1.5)
+        p = random_problem(seed, Synthetic(groups=3, templates_per_group=8, regions=2, shapes=4, max_nodes=4,
+                           max_available=8, demand_scale=1.5))
         r = solve_allocation(replace(p, mip_rel_gap=0.5, decompose=False), diagnose=False)
         statuses.append(r.status)
         if r.status == "feasible":

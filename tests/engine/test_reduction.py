@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
-from planning.allocate.reduce import ColumnBlock, lp_reduction
+from planning.allocate.reduce import ColumnBlock, LpSides, Market, lp_reduction
 
 
 def _instance(seed: int) -> tuple[list[ColumnBlock], dict[str, float], list[str], list[str], np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def _problem(blocks, demand, shapes, regions, prices, available, masks=None) -> 
 def test_reduced_ilp_equals_full_ilp(seed: int) -> None:
     blocks, demand, shapes, regions, prices, available = _instance(seed)
     full = solve_allocation(_problem(blocks, demand, shapes, regions, prices, available))
-    red = lp_reduction(blocks, {s: k for k, s in enumerate(shapes)}, regions, prices, available, demand, K=0.1)
+    red = lp_reduction(blocks, Market({s: k for k, s in enumerate(shapes)}, regions, prices, available), demand, K=0.1)
     assert full.status == "optimal"  # the seeds are chosen feasible; the comparison must really happen
     assert red.feasible_lp
     assert red.z_lp <= full.total_per_hour + 1e-6  # the LP (with cardinality cuts) is a relaxation
@@ -71,8 +71,8 @@ def test_served_lp_bounds_the_ilp_and_prices_out_columns(seed: int) -> None:
     from dataclasses import replace
 
     full = solve_allocation(replace(full_problem, objective="served", budget_per_hour=15.0))
-    red = lp_reduction(blocks, {s: k for k, s in enumerate(shapes)}, regions, prices, available, demand, K=0.1,
-                       served=True, budget=15.0)
+    red = lp_reduction(blocks, Market({s: k for k, s in enumerate(shapes)}, regions, prices, available), demand,
+                       K=0.1, sides=LpSides(served=True, budget=15.0))
     assert full.has_plan and full.alpha is not None
     assert -red.z_lp >= full.alpha - 1e-7  # α_LP ≥ α_ILP
     threshold = 1e-6
@@ -124,7 +124,7 @@ def test_reduction_with_running_instances_is_a_relaxation_and_certifies_the_opti
     full = solve_allocation(replace(_problem(blocks, demand, shapes, regions, prices, available), current=running, K=K))
     assert full.status == "optimal"
     blocks = _with_running(blocks, running)
-    red = lp_reduction(blocks, {s: k for k, s in enumerate(shapes)}, regions, prices, available, demand, K=K)
+    red = lp_reduction(blocks, Market({s: k for k, s in enumerate(shapes)}, regions, prices, available), demand, K=K)
     assert red.feasible_lp
     assert red.z_lp <= full.total_per_hour + 1e-6
     threshold = 0.0
@@ -154,7 +154,7 @@ def test_lagrangian_fixing_certifies_the_full_ilp_optimum(seed: int, K: float, r
         blocks = _with_running(blocks, current)
     full = solve_allocation(replace(_problem(blocks, demand, shapes, regions, prices, available), current=current, K=K))
     assert full.status == "optimal"
-    red = lp_reduction(blocks, {s: k for k, s in enumerate(shapes)}, regions, prices, available, demand, K=K)
+    red = lp_reduction(blocks, Market({s: k for k, s in enumerate(shapes)}, regions, prices, available), demand, K=K)
     dem = [demand[b.group] for b in blocks]
     lag = lagrangian_bound(red, dem)
     assert red.z_lp - 1e-9 <= lag.z_lb <= full.total_per_hour + 1e-6
@@ -183,8 +183,8 @@ def test_the_reduction_holds_its_deadline() -> None:
     expired = Deadline(0.5)
     time.sleep(0.6)
     with pytest.raises(Cancelled):
-        lp_reduction(blocks, index, regions, prices, available, demand, K=0.1, cancel=expired)
-    red = lp_reduction(blocks, index, regions, prices, available, demand, K=0.1, cancel=Deadline(600.0))
+        lp_reduction(blocks, Market(index, regions, prices, available), demand, K=0.1, cancel=expired)
+    red = lp_reduction(blocks, Market(index, regions, prices, available), demand, K=0.1, cancel=Deadline(600.0))
     dem = [demand[b.group] for b in blocks]
     full = lagrangian_bound(red, dem)
     spent = lagrangian_bound(red, dem, budget_s=0.0)

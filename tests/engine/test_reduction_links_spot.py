@@ -11,7 +11,7 @@ import pytest
 
 from planning.allocate import AllocationProblem, Offer, TemplateOption, WorkloadClass, solve_allocation
 from planning.allocate.problem import TransferPrice
-from planning.allocate.reduce import ColumnBlock, lagrangian_bound, lp_reduction
+from planning.allocate.reduce import ColumnBlock, LpSides, Market, lagrangian_bound, lp_reduction
 
 SHAPES = ["1xL4", "2xL4", "1xL40S"]
 REGIONS = ["c:a", "c:a/spot", "c:b"]  # a site with its spot pool, and a second site
@@ -62,8 +62,8 @@ def _reduce(blocks, demand, prices, available, cap, rows=True):  # type: ignore[
         extra = {"spot_cap": dict.fromkeys(demand, cap), "spot_regions": SPOT,
                  "links": [(f"m{m}/prefill", f"m{m}/decode") for m in range(2)],
                  "transfers": {(m, a, b): 0.0 for m in range(2) for a, b in (("c:a", "c:a/spot"), ("c:a/spot", "c:a"))}}
-    return lp_reduction(blocks, {s: k for k, s in enumerate(SHAPES)}, REGIONS, prices, available, demand, K=0.0,
-                        **extra)
+    return lp_reduction(blocks, Market({s: k for k, s in enumerate(SHAPES)}, REGIONS, prices, available), demand,
+                        K=0.0, sides=LpSides(**extra))
 
 
 @pytest.mark.parametrize("cap", [1.0, 0.5, 0.0])

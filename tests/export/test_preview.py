@@ -55,3 +55,54 @@ def test_a_custom_model_scenario_says_before_export_what_is_missing(tmp_path: Pa
     plan = api.solve(_custom("my-org/my-3b"), with_baselines=False)
     assert api.export_preview(plan).deploys_as_planned
     assert api.export_preview(plan).lines() == ["export: every instance deploys as planned"]
+
+
+def test_the_export_as_the_simulator_sees_it() -> None:
+    """as_exported: a model left without a connected prefill/decode pair serves whole requests on its engines
+    without KV transfer (round robin); a model that keeps a connected pair keeps its proxy, the others idle."""
+    from planning.export.preview import as_exported, lost_kv_instances
+
+    lost = lost_kv_instances(differences(PLAN, _files()))
+    assert lost == {1, 2}  # llama-3-70b's pipelined prefill and decode
+    exported, notes = as_exported(PLAN, lost)
+    seventy = [i for i in exported.instances if i.model == "llama-3-70b"]
+    assert [i.phase for i in seventy] == ["aggregated", "aggregated"] and {i.throughput for i in seventy} == {1.0}
+    assert [i.stages for i in seventy] == [PLAN.instances[1].stages, PLAN.instances[2].stages]  # same placement
+    assert [i for i in exported.instances if i.model != "llama-3-70b"] == [
+        i for i in PLAN.instances if i.model != "llama-3-70b"]
+    assert len(notes) == 1 and notes[0].startswith("llama-3-70b: no prefill/decode pair connects")
+
+    # one of two decode-connected phi-4 prefills lost: the proxy still has a pair, the lost one gets no request
+    two = replace(PLAN, instances=(*PLAN.instances, PLAN.instances[4]))
+    kept, said = as_exported(two, frozenset({4}))
+    assert [i.phase for i in kept.instances if i.model == "phi-4"] == ["decode", "prefill"]
+    assert said[0].startswith("phi-4: the proxy sends every request to its connected")
+    # a lost prefill beside a connected decode only: no pair, the decode gets none
+    alone, said = as_exported(PLAN, frozenset({4}))
+    assert [i.phase for i in alone.instances if i.model == "phi-4"] == ["aggregated"]
+    assert "its 1 connected engine(s) get none" in said[0]
+
+
+def test_the_files_are_simulated_as_exported_beside_the_plan() -> None:
+    """api.export_preview(simulate=True) reports, per model with a lost KV transfer, the simulator's own figures
+    for the plan and for the plan as exported (same arrivals), and the CLI prints them."""
+    from planning.export.preview import as_exported, lost_kv_instances
+    from planning.scenario import Scenario
+    from tests.app.test_export_check import PIPELINED
+
+    plan = api.solve(Scenario.from_dict(PIPELINED), with_baselines=False)
+    shown = api.export_preview(plan, price_alternative=False, simulate=True, duration_s=60.0)
+    sim = shown.simulation
+    assert sim is not None and not sim.error, sim
+    assert [r.model for r in sim.runs] == ["qwen3-32b"]
+    planned = api.simulate(plan, duration_s=60.0)
+    exported, notes = as_exported(plan, lost_kv_instances(shown.differences))
+    assert {i.phase for i in exported.instances} == {"aggregated"} and sim.notes == notes
+    deployed = api.simulate(exported, duration_s=60.0)
+    run = sim.runs[0]
+    assert run.planned_attainment == planned.model("qwen3-32b").attainment
+    assert run.exported_attainment == deployed.model("qwen3-32b").attainment
+    assert run.exported_goodput == deployed.model("qwen3-32b").goodput_tokens_per_s
+    lines = shown.lines()
+    assert any(line.startswith("  simulated as exported (60 s of Poisson") for line in lines)
+    assert any(f"{run.exported_attainment:.1%} as exported" in line for line in lines)

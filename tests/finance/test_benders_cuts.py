@@ -61,7 +61,8 @@ def test_benders_cuts_hold_at_every_pool_size(monkeypatch: pytest.MonkeyPatch) -
         {k: (rng.uniform(0.1, 1.5), caps[k]) for k in keys},
     ]
     for pools in settings:
-        epochs_module.solve_epochs(resolved, sets, epochs, cands, pools, (), None, lambda _m: None, proof=proof)
+        epochs_module.solve_epochs(epochs_module.Horizon(resolved, sets, epochs, cands), pools, lambda _m: None,
+                                   proof=proof)
     assert proof.benders_cuts == len(settings) * len(epochs)
     exact = {(e, tuple(k.values())): _exact(resolved, sets, ep, cands, k) for e, ep in enumerate(epochs) for k in grid}
     useful = 0
@@ -91,8 +92,8 @@ def test_epochs_solved_two_at_a_time_give_the_serial_answer(monkeypatch: pytest.
     for threads in (1, 2):
         monkeypatch.setattr(epochs_module, "EPOCH_THREADS", threads)
         proof = proof_module.Proof()
-        _plans, allocs, _used = epochs_module.solve_epochs(resolved, sets, epochs, cands, pools, (), None,
-                                                     lambda _m: None, proof=proof)
+        _plans, allocs, _used = epochs_module.solve_epochs(epochs_module.Horizon(resolved, sets, epochs, cands), pools,
+                                                           lambda _m: None, proof=proof)
         answers.append(([a.total_per_hour for a in allocs], [dict(a.counts) for a in allocs], proof.cuts))
     assert answers[0] == answers[1]
     assert len(answers[0][2]) == len(epochs)

@@ -15,14 +15,14 @@ import pytest
 
 from planning.allocate import AllocationProblem, Offer, solve_allocation
 from planning.allocate.brute import brute_force
-from planning.allocate.synthetic import random_problem
+from planning.allocate.synthetic import Synthetic, random_problem
 from planning.finance.commitments import Candidate, stack
 from planning.pools import Terms
 
 
 def _epochs(seed: int) -> tuple[list[AllocationProblem], list[float], list[Candidate]]:
-    base = random_problem(seed, groups=2, templates_per_group=3, regions=1, shapes=3, max_available=2,
-                          mip_rel_gap=1e-9)
+    base = random_problem(seed, Synthetic(groups=2, templates_per_group=3, regions=1, shapes=3,
+                          max_available=2), mip_rel_gap=1e-9)
     shape = base.offers[0].shape
     pool = Offer("cloud:r0/reserved", shape, 0.0, seed % 2)  # a held node in odd seeds
     factors = [0.4, 1.0, 0.7][: 2 + seed % 2]

@@ -41,7 +41,7 @@ def test_proof_upper_is_a_feasible_value_of_the_epoch() -> None:
     """``Proof.upper``: the cheapest plan seen that fits the pools, priced there, is ≥ the epoch's optimum at
     those pools (a feasible plan's value), and None when no plan seen fits."""
     from planning.allocate.certify import solve_certified
-    from planning.finance.epochs import epoch_resolved, solve_epochs
+    from planning.finance.epochs import Horizon, epoch_resolved, solve_epochs
     from planning.finance.proof import Proof
 
     resolved, sets, epochs, cands = small_sizing_inputs()
@@ -49,7 +49,7 @@ def test_proof_upper_is_a_feasible_value_of_the_epoch() -> None:
     caps = {k: sum(c.max_count for c in cands if (c.pool, c.shape) == k) for k in keys}
     proof = Proof()
     full = {k: (0.4, caps[k]) for k in keys}
-    _plans, allocs, _used = solve_epochs(resolved, sets, epochs, cands, full, (), None, lambda _m: None, proof=proof)
+    _plans, allocs, _used = solve_epochs(Horizon(resolved, sets, epochs, cands), full, lambda _m: None, proof=proof)
     proof.record(allocs, 1e-6, prices={k: p for k, (p, _n) in full.items()})
     rng = random.Random(3)
     for e, ep in enumerate(epochs):

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
+from planning.jobs.runner import Cadence
 
 
 def hammer(path: str, worker: int, writes: int, errors: Any, go: Any) -> None:
@@ -36,7 +37,8 @@ def looping_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) 
 
 def serve_one_job(path: str, job_ids: Any) -> None:
     """Child process: a runner (as in another Streamlit server) runs one long job to its end."""
-    runner = JobRunner(JobStore(path), max_workers=1, progress_interval=0.02, cancel_poll_interval=0.02)
+    runner = JobRunner(JobStore(path), max_workers=1,
+                       cadence=Cadence(progress_interval=0.02, cancel_poll_interval=0.02))
     job_id = runner.submit("loop", {"child": True}, looping_job, owner="tab-1")
     job_ids.put(job_id)
     runner.wait(job_id, timeout=20)
@@ -143,8 +145,9 @@ def serve_held_solve(path: str, request_json: str) -> None:
     """A "server" process: a process runner (as the workbench's) solving one held job, kept alive until killed."""
     import json
 
-    runner = JobRunner(JobStore(path), max_workers=1, processes=True, heartbeat_interval=0.5,
-                       progress_interval=0.05, cancel_poll_interval=0.05)
+    runner = JobRunner(JobStore(path), max_workers=1, processes=True,
+                       cadence=Cadence(heartbeat_interval=0.5, progress_interval=0.05,
+                                       cancel_poll_interval=0.05))
     job_id = runner.submit("solve", json.loads(request_json), held_solve_job)
     print(job_id, flush=True)
     time.sleep(3600)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from planning.jobs import JobRecord, JobRunner, JobStore
+from planning.jobs.runner import Cadence
 from planning.jobs.store import INTERRUPTED_MESSAGE, pid_alive
 from planning.jobs.workers import SERVER_GONE_MESSAGE
 from tests.jobs._children import held_solve_job, pid_job, self_killing_job
@@ -54,8 +55,8 @@ def solve_request(scenario: dict[str, Any], release: Path, tag: str) -> dict[str
 
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True, heartbeat_interval=0.5,
-                  progress_interval=0.05, cancel_poll_interval=0.05)
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True,
+                  cadence=Cadence(heartbeat_interval=0.5, progress_interval=0.05, cancel_poll_interval=0.05))
     yield r
     r.shutdown(wait=True, cancel=True)
     r.store.close()
@@ -150,7 +151,8 @@ def test_killing_the_server_mid_job_leaves_it_lost_and_a_restart_runs_it(
     assert "Submit the same request again" in (lost.error_detail or "")
 
     release.touch()
-    restarted = JobRunner(JobStore(store), max_workers=1, processes=True, heartbeat_interval=0.5)
+    restarted = JobRunner(JobStore(store), max_workers=1, processes=True,
+                          cadence=Cadence(heartbeat_interval=0.5))
     try:
         again = restarted.submit("solve", request, held_solve_job)
         assert again != record.id  # a lost job is never joined
@@ -165,8 +167,8 @@ def test_eight_concurrent_solves_give_identical_costs(tmp_path: Path, coral: tup
     from ui.jobs import solve_job
 
     scenario, alone = coral
-    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=4, processes=True, heartbeat_interval=0.5,
-                       progress_interval=0.05)
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=4, processes=True,
+                       cadence=Cadence(heartbeat_interval=0.5, progress_interval=0.05))
     ids: list[str] = []
     start = threading.Barrier(8)
     lock = threading.Lock()

@@ -24,6 +24,7 @@ from planning.jobs import (
     default_store_path,
     request_key,
 )
+from planning.jobs.runner import Cadence
 from planning.jobs.store import INTERRUPTED_MESSAGE
 from planning.spawning import spawn_context
 from tests.jobs import _children
@@ -38,7 +39,8 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def runner(store_path: Path) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(store_path), max_workers=2, progress_interval=0.02, cancel_poll_interval=0.02)
+    r = JobRunner(JobStore(store_path), max_workers=2,
+                  cadence=Cadence(progress_interval=0.02, cancel_poll_interval=0.02))
     yield r
     r.shutdown(wait=True, cancel=True)
     r.store.close()

@@ -12,6 +12,7 @@ import pytest
 import planning.api as api
 import planning.context as context
 from planning.jobs import Cancelled, JobRunner, JobStore, JobToken, ProgressFn
+from planning.jobs.runner import Cadence
 from planning.scenario import Scenario
 from ui.jobs import library_job, solve_job, solve_request
 
@@ -56,7 +57,8 @@ def _cancel_inside_library_build(job: Any, messages: list[str]) -> Any:
 
 @pytest.mark.parametrize("job", [library_job, solve_job], ids=["library-job", "solve-job"])
 def test_cancel_during_real_library_build_is_recorded_cancelled(job: Any, fresh_cache: Path, tmp_path: Path) -> None:
-    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.0)
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1,
+                       cadence=Cadence(progress_interval=0.0))
     messages: list[str] = []
     try:
         job_id = runner.submit("library", solve_request(Scenario.from_dict(TINY)),
@@ -100,7 +102,8 @@ def test_a_throttled_step_message_still_reaches_the_store(tmp_path: Path) -> Non
     (before, the store showed the library message through the whole ILP)."""
     import threading
 
-    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.2)
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1,
+                       cadence=Cadence(progress_interval=0.2))
     reported, release = threading.Event(), threading.Event()
 
     def steps(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import pytest
 
 from planning.cli import main
 from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
+from planning.jobs.runner import Cadence
 from planning.jobs.store import LOST_MESSAGE, pid_alive
 from planning.jobs.workers import death_cause
 from tests.jobs._children import hung_job, pid_job, quiet_job
@@ -26,8 +27,9 @@ BEAT = 0.25
 
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, processes=True, heartbeat_interval=BEAT,
-                  stall_after=0.5, progress_interval=0.02, cancel_poll_interval=0.02, warm_modules=("planning.jobs",))
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, processes=True, warm_modules=("planning.jobs",),
+                  cadence=Cadence(heartbeat_interval=BEAT, stall_after=0.5,
+                                  progress_interval=0.02, cancel_poll_interval=0.02))
     yield r
     r.shutdown(wait=True, cancel=True)
     r.store.close()
@@ -86,7 +88,8 @@ def test_a_stopped_worker_is_flagged_by_its_missing_heartbeat_and_recovers(runne
 
 def test_a_hung_worker_is_marked_lost_after_stale_after_and_replaced(tmp_path: Path) -> None:
     r = JobRunner(JobStore(tmp_path / "jobs.sqlite", stale_after=2.0), max_workers=1, processes=True,
-                  heartbeat_interval=BEAT, progress_interval=0.02, warm_modules=("planning.jobs",))
+                  warm_modules=("planning.jobs",),
+                  cadence=Cadence(heartbeat_interval=BEAT, progress_interval=0.02))
     try:
         job = r.submit("hung", {"n": 1}, hung_job)  # stuck in C holding the GIL: its heartbeat thread starves
         record = poll(lambda: (x := r.get(job)).worker_pid and x.message == "thinking" and x, "the job in its worker")
@@ -107,7 +110,8 @@ def test_jobs_run_in_threads_get_their_heartbeat_from_the_runner(tmp_path: Path)
         gate.wait(120)
         return {}
 
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, heartbeat_interval=BEAT, stall_after=0.3)
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1,
+                  cadence=Cadence(heartbeat_interval=BEAT, stall_after=0.3))
     try:
         job = r.submit("silent", {}, silent)
         started = poll(lambda: (x := r.get(job)).status == "running" and x, "the job to start")

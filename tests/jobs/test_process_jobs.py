@@ -15,13 +15,14 @@ from typing import Any
 import pytest
 
 from planning.jobs import JobRunner, JobStore
+from planning.jobs.runner import Cadence
 from tests.jobs._children import failing_job, looping_job, pid_job
 
 
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.02,
-                  cancel_poll_interval=0.02, processes=True, warm_modules=("planning.jobs",))
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, processes=True, warm_modules=("planning.jobs",),
+                  cadence=Cadence(progress_interval=0.02, cancel_poll_interval=0.02))
     yield r
     r.shutdown(wait=True, cancel=True)
 
@@ -105,8 +106,8 @@ def test_cancelling_a_real_on_demand_solve_in_a_worker_process_is_recorded_cance
 
     scenario = Scenario.from_dict({**TINY, "options": {**TINY["options"], "templates": "on-demand",
                                                        "time_limit_s": 300}})
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, progress_interval=0.0,
-                  cancel_poll_interval=0.02, processes=True)
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=1, processes=True,
+                  cadence=Cadence(progress_interval=0.0, cancel_poll_interval=0.02))
     try:
         job = r.submit("solve", solve_request(scenario), on_demand_solve_held_in_pricing)
         deadline = time.monotonic() + 120

@@ -39,3 +39,25 @@ def test_no_estimate_without_enough_to_go_on() -> None:
 def test_the_time_limit_caps_the_estimate() -> None:
     assert _record(0.1, limit=60).time_left(now=T0 + 20) == pytest.approx(40.0)  # linear says 180 s
     assert _record(0.1, limit=10).time_left(now=T0 + 20) == pytest.approx(0.0)  # past it: the plan is imminent
+
+
+def test_every_job_over_ten_seconds_has_an_estimate() -> None:
+    """Past ESTIMATE_AFTER_S a small share still gives the pace, and a job with no progress yet is estimated by
+    its time limit; with neither there is nothing honest to say."""
+    assert _record(0.01).time_left(now=T0 + 11) == pytest.approx(11 * 99)  # 1 % in 11 s
+    assert _record(0.01).time_left_text(now=T0 + 11) == "about 18 min left"
+    assert _record(0.0, limit=120).time_left(now=T0 + 20) == pytest.approx(100.0)
+    assert _record(0.0, limit=120).time_left(now=T0 + 5) is None  # not yet 10 s: wait for a pace
+    assert _record(0.0).time_left(now=T0 + 60) is None
+
+
+def test_timeline_progress_in_the_users_words() -> None:
+    """The timeline's progress lines count the horizon in the user's unit, not the solver's epochs."""
+    from planning.progress_words import period, planning_period, sizing_check
+
+    assert planning_period(12, 24, 1.0) == "planning hour 12 of 24"
+    assert period(2, 24, 2.0) == "hours 3–4 of 48"
+    assert period(3, 7, 24.0) == "day 3 of 7"
+    assert period(1, 2, 48.0) == "days 1–2 of 4"
+    assert period(5, 96, 0.25) == "period 5 of 96 (0.25 h each)"
+    assert "cut master" not in sizing_check("step 148: bound 1, best plan 2")

@@ -86,13 +86,6 @@ def test_melange_fig6_slo_checks_say_which_input_differs() -> None:
     assert set(_checks(learn.slo_changes_the_answer(200.0))) == {"A100 advantage below 60 ms (×)"}
 
 
-def test_learn_reads_no_shared_papers() -> None:
-    """The Learn lessons restate the papers' numbers in the project's data; nothing reads ../shared at run time."""
-    root = Path(learn.__file__).resolve().parent
-    for name in ("learn.py", "learn_melange.py", "learn_checks.py"):
-        text = (root / name).read_text(encoding="utf-8")
-        assert "shared/papers" not in text and "/work/shared" not in text
-
 
 def test_glossary_defines_the_terms_the_pages_use() -> None:
     """Issue 38 §4: the glossary lacked these; each now has a sentence of its own."""

@@ -4,6 +4,7 @@ GPU, count, TP, engine) only, `options.measurements` selects them, and the plan,
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,44 @@ def test_planning_solve_on_the_command_line_follows_the_option(tmp_path: Path, m
         out = json.loads(capsys.readouterr().out)
         bands[mode] = {i["provenance"] for i in out["instances"]}
     assert bands["auto"] == {"measured (yours)"} and "measured (yours)" not in bands["ignore"]
+
+
+def test_sharing_timeline_and_simulator_run_on_the_plans_model(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: with kept fits and options.measurements asking, GPU sharing, the timeline and the simulator
+    compute on the same corrected model a plan does (not the shipped one); `ignore` keeps the shipped one."""
+    import planning.sharing.checked as checked
+    import planning.simulate as simulate_room
+    import planning.timeline as timeline_room
+
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
+    monkeypatch.setattr("planning.context._CTX", None)
+    save_settings([MILD], tmp_path)
+    seen: dict[str, object] = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(name: str, perf_of: object) -> object:
+        def fake(*args: object, **kwargs: object) -> object:
+            seen[name] = perf_of(args, kwargs)  # type: ignore[operator]
+            raise Stop
+        return fake
+
+    monkeypatch.setattr(checked, "solve_checked", capture("sharing", lambda a, k: k["context"].perf))
+    monkeypatch.setattr(timeline_room, "run_timeline", capture("timeline", lambda a, k: k["context"].perf))
+    monkeypatch.setattr("planning.timeline.matching.match_demand", lambda scenario, demand, match: demand)
+    monkeypatch.setattr(simulate_room, "build_topology", capture("simulate", lambda a, k: a[2]))
+    plan = api.solve(Scenario.from_dict({**SCENARIO, "shapes": ["1xA10G"]}), with_baselines=False)
+    assert plan.instances and all(i.provenance == "measured (yours)" for i in plan.instances)
+    for mode, expected in (("auto", True), ("ignore", False)):
+        scenario = Scenario.from_dict({**SCENARIO, "options": {**SCENARIO["options"], "measurements": mode}})
+        seen.clear()
+        with pytest.raises(Stop):
+            api.solve_shared(scenario)
+        with pytest.raises(Stop):
+            api.timeline(scenario, [])
+        with pytest.raises(Stop):
+            api.simulate(replace(plan, scenario=scenario.to_dict()))
+        assert {k: isinstance(v, MeasuredPerfModel) for k, v in seen.items()} == \
+            {"sharing": expected, "timeline": expected, "simulate": expected}, mode

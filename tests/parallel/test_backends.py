@@ -22,7 +22,7 @@ from planning.cli import main
 from planning.context import Cancelled
 from planning.errors import PlanningError
 from planning.templates import library
-from planning.templates.library import build_library
+from planning.templates.library import LibraryRun, build_library
 from planning.templates.synthetic import shape_tables
 
 SHAPES = ["1xL4", "2xL40S", "1xH100", "4xA10G"]
@@ -74,9 +74,8 @@ def test_library_build_is_identical_serial_pool_and_ray(ray_local: Any, inputs: 
         done, total = re.fullmatch(r"([\d,]+) of ([\d,]+) templates", message).groups()  # type: ignore[union-attr]
         calls.append((int(done.replace(",", "")), int(total.replace(",", ""))))
 
-    on_ray = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray",
-                           progress=progress)
-    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="process")
+    on_ray = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="ray", progress=progress))
+    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="process"))
     assert len(serial) > 20
     assert on_ray.equals(serial) and pooled.equals(serial)
     assert calls[-1][0] == calls[-1][1] == calls[0][1]  # progress reaches the total
@@ -96,13 +95,12 @@ def test_a_cancelled_ray_build_stops(ray_local: Any, inputs: Any, monkeypatch: p
             ev.set()
 
     with pytest.raises(Cancelled):
-        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray", cancel=ev,
-                      progress=progress)
+        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="ray", cancel=ev, progress=progress))
     assert len(landed) == 1  # nothing after the cancel was merged
     ev2 = threading.Event()
     ev2.set()
     with pytest.raises(Cancelled):  # set before the start: nothing is submitted
-        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray", cancel=ev2)
+        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="ray", cancel=ev2))
 
 
 @pytest.mark.ray

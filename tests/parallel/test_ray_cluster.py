@@ -25,7 +25,7 @@ import pytest
 from planning import api, parallel
 from planning.errors import PlanningError
 from planning.templates import library
-from planning.templates.library import build_library
+from planning.templates.library import LibraryRun, build_library
 from planning.templates.synthetic import shape_tables
 from planning.timeline import TimelineOptions, diurnal
 from tests.parallel.ray_cluster import DRIVER_ENV, LocalCluster, stragglers
@@ -84,8 +84,8 @@ def test_library_build_on_the_cluster_equals_the_serial_build(cluster: LocalClus
     tables, mem = shape_tables(SHAPES, L, WEIGHT, SLO, max_stages=4)
     monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)
     serial = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6)
-    there = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="ray")
-    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2, backend="process")
+    there = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="ray"))
+    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2, backend="process"))
     assert len(serial) > 20
     assert there.equals(serial) and pooled.equals(serial)
 
@@ -198,8 +198,7 @@ def test_a_node_killed_mid_build_loses_nothing(cluster: LocalCluster, monkeypatc
             killed.append("victim")
             progress_at_kill.append((done, total))
 
-    there = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=4, backend="ray",
-                          progress=progress)
+    there = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=4, backend="ray", progress=progress))
     assert killed == ["victim"], "the node was not killed mid-run"
     assert there.equals(serial)
     assert _wait_until(lambda: cluster.alive_nodes() == 2)

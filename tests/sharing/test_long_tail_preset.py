@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -12,11 +11,19 @@ from planning.catalog.presets import PRESETS_DIR
 from planning.sharing import solve_shared
 
 
-def test_long_tail_validates_with_zipf_rates() -> None:
-    t0 = time.perf_counter()
+def test_long_tail_validates_with_zipf_rates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validating 44 models builds no template library and computes no step-time curve (each raises here: the
+    work that would make validation slow), and the rates follow the preset's stated Zipf law."""
+    import planning.perf.model as perf_model
+    import planning.templates.library as template_library
+
+    def work(*_a: object, **_k: object) -> None:
+        raise AssertionError("validation started a library build or perf curves")
+
+    monkeypatch.setattr(template_library, "build_library", work)
+    monkeypatch.setattr(perf_model.PerfModel, "_curves", work)
     s = api.load_preset_scenario("long-tail")
     api.validate(s)
-    assert time.perf_counter() - t0 < 30  # generous: the check is that 44 models do not blow up validation
     variants = [m for m in s.models if m.base is not None]
     assert len(s.models) == 44 and len(variants) == 40
     assert len({m.base for m in variants}) == 6

@@ -33,12 +33,12 @@ def result() -> SimResult:
 def test_cdf_has_one_line_per_model_and_the_slo_line(result: SimResult) -> None:
     fig = latency_cdf_figure(result, "ttft")
     assert isinstance(fig, go.Figure)
-    assert [t.name for t in fig.data] == ["llama-3-8b"]
+    assert [t.name for t in fig.data] == ["llama-3-8b", "SLO 1000 ms (llama-3-8b)"]
     xs = list(fig.data[0].x)
     assert xs == sorted(xs) and len(xs) == 101
-    assert any(s.x0 == 1000 for s in fig.layout.shapes)  # the TTFT SLO
+    assert list(fig.data[1].x) == [1000, 1000]  # the TTFT SLO, a dashed line named in the legend
     tpot = latency_cdf_figure(result, "tpot")
-    assert any(s.x0 == 60 for s in tpot.layout.shapes)
+    assert list(tpot.data[1].x) == [60, 60] and tpot.data[1].line.dash == "dash"
     with pytest.raises(PlanningError, match="metric"):
         latency_cdf_figure(result, "e2e")
 

@@ -12,7 +12,7 @@ import pytest
 
 import planning.context as context
 from planning.templates.cache import LibraryCache, content_hash
-from planning.templates.library import build_library
+from planning.templates.library import LibraryRun, build_library
 from tests.fuzz.mutators import CACHE_CORRUPTIONS as CORRUPTIONS
 from tests.fuzz.mutators import cache_footer as _footer
 from tests.fuzz.mutators import template_cache_cases
@@ -31,7 +31,7 @@ def inputs() -> tuple[np.ndarray, np.ndarray]:
 def test_footer_records_fingerprint_and_checksum(tmp_path: Path, inputs) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
     cache = LibraryCache(tmp_path)
-    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
+    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache))
     (path,) = tmp_path.glob("*.parquet")
     footer = _footer(path)
     assert footer["key"] == path.stem and footer["rows"] == df.height > 0
@@ -45,20 +45,18 @@ def test_footer_records_fingerprint_and_checksum(tmp_path: Path, inputs) -> None
 def test_damaged_file_is_discarded_with_a_notice_and_rebuilt(name: str, tmp_path: Path, inputs) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
     cache = LibraryCache(tmp_path)
-    clean = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
+    clean = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache))
     (path,) = tmp_path.glob("*.parquet")
     CORRUPTIONS[name](path)
     notices: list[str] = []
     progress: list[str] = []
-    again = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, notice=notices.append,
-                          progress=lambda f, m: progress.append(m))
+    again = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache, notice=notices.append, progress=lambda f, m: progress.append(m)))
     assert again.equals(clean)
     assert len(notices) == 1 and path.name in notices[0] and "rebuilt" in notices[0] and "\n" not in notices[0]
     assert notices[0] in progress  # a running job shows it too
     # the rebuilt file passes its checks: the third build is a silent cache hit
     third: list[str] = []
-    assert build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, notice=third.append,
-                         progress=lambda f, m: third.append(m)).equals(clean)
+    assert build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache, notice=third.append, progress=lambda f, m: third.append(m))).equals(clean)
     assert third == []
 
 
@@ -67,8 +65,7 @@ def test_unwritable_cache_is_a_notice_not_a_crash(tmp_path: Path, inputs) -> Non
     blocker = tmp_path / "file"
     blocker.write_text("x")
     notices: list[str] = []
-    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=LibraryCache(blocker / "templates"),
-                       notice=notices.append)
+    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=LibraryCache(blocker / "templates"), notice=notices.append))
     assert df.height > 0 and len(notices) == 1 and "could not be written" in notices[0]
 
 
@@ -105,9 +102,9 @@ def test_footer_written_without_polars_metadata_argument(tmp_path: Path, inputs,
     monkeypatch.setattr(pl.DataFrame, "write_parquet", old_polars)
     tables, mem = inputs
     cache = LibraryCache(tmp_path)
-    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
+    df = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache))
     (path,) = tmp_path.glob("*.parquet")
     assert _footer(path)["content_sha256"] == content_hash(df)
     notices: list[str] = []
-    assert build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, notice=notices.append).equals(df)
+    assert build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache, notice=notices.append)).equals(df)
     assert notices == []

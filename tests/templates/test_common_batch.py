@@ -9,7 +9,7 @@ import pytest
 
 from planning import api
 from planning.perf import Workload
-from planning.templates.sets import common_batch_throughput
+from planning.templates.sets import DecodePoint, common_batch_throughput
 
 SHAPES = ["1xA100-80G", "2xH100"]
 WL = (755.0, 354.0)  # coral-extended's qwen3-32b
@@ -68,7 +68,8 @@ def test_kv_bound_stage_caps_the_faster_stage(setup: tuple[object, object, np.nd
     pm, spec, tables = setup
     mixed = _stages((14, ["1xA100-80G"]), (50, ["2xH100"]))
     single = _stages((64, ["2xH100"]))
-    got = common_batch_throughput(pm, spec, SHAPES, SLO, WL, 6, [mixed, single], tables)  # type: ignore[arg-type]
+    got = common_batch_throughput(pm, DecodePoint(spec, tuple(SHAPES), SLO, WL, 6), [mixed, single],  # type: ignore[arg-type]
+                                  tables)
     separable_mixed = min(tables[0, 1, 13], tables[1, 1, 49])
     # the 2xH100 stage holds 181 sequences (KV); at 181 the A100 stage runs 8,627 tok/s, not its own best 8,963
     assert got[0] < 0.98 * separable_mixed
@@ -89,7 +90,8 @@ def test_never_above_the_separable_value_and_matches_brute_force_with_data_paral
         stages = [(int(j), [SHAPES[int(k)] for k in rng.integers(0, 2, size=int(rng.integers(1, 3)))])
                   for j in layers]
         placements.append(stages)
-    got = common_batch_throughput(pm, spec, SHAPES, SLO, WL, 6, [_stages(*p) for p in placements], tables)  # type: ignore[arg-type]
+    got = common_batch_throughput(pm, DecodePoint(spec, tuple(SHAPES), SLO, WL, 6),  # type: ignore[arg-type]
+                                  [_stages(*p) for p in placements], tables)
     for stages, value in zip(placements, got, strict=True):
         S = len(stages)
         sep = min(sum(tables[SHAPES.index(s), S - 1, j - 1] for s in shapes) for j, shapes in stages)

@@ -15,6 +15,7 @@ from planning.errors import PlanningError
 from planning.templates import library, place
 from planning.templates.library import (
     LibraryCache,
+    LibraryRun,
     build_library,
     library_key,
     multisets_by_pattern,
@@ -103,20 +104,18 @@ def test_non_monotone_tables_use_general_path(inputs) -> None:  # type: ignore[n
 def test_pool_output_identical_to_serial(inputs, lib, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
     monkeypatch.setattr(library, "POOL_MIN_TEMPLATES", 0)  # force the pool on this small library
-    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, workers=2)
+    pooled = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=4, rho=6, run=LibraryRun(workers=2))
     assert pooled.equals(lib)
 
 
 def test_cache_hit_and_key(tmp_path: Path, inputs) -> None:  # type: ignore[no-untyped-def]
     tables, mem = inputs
     cache = LibraryCache(tmp_path)
-    a = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache)
+    a = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache))
     files = list(tmp_path.glob("*.parquet"))
     assert len(files) == 1
     calls: list[tuple[float, str]] = []
-    b = build_library(
-        SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cache=cache, progress=lambda f, m: calls.append((f, m))
-    )
+    b = build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cache=cache, progress=lambda f, m: calls.append((f, m))))
     assert b.equals(a) and calls == []  # loaded, not rebuilt
     k1 = library_key(SHAPES, mem, tables, WEIGHT, L, 3, 6)
     assert files[0].stem == k1
@@ -135,7 +134,7 @@ def test_progress_and_cancel(inputs, monkeypatch) -> None:  # type: ignore[no-un
         calls.append((int(done.replace(",", "")), int(total.replace(",", ""))))
         fractions.append(fraction)
 
-    build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, progress=progress)
+    build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(progress=progress))
     assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] > 0
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert fractions[0] == 0.0 and fractions[-1] == 1.0
@@ -143,9 +142,9 @@ def test_progress_and_cancel(inputs, monkeypatch) -> None:  # type: ignore[no-un
     ev = threading.Event()
     ev.set()
     with pytest.raises(Cancelled):
-        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cancel=ev)
+        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cancel=ev))
     with pytest.raises(Cancelled):
-        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, cancel=ev, workers=2)
+        build_library(SHAPES, mem, tables, WEIGHT, L, nmax=3, rho=6, run=LibraryRun(cancel=ev, workers=2))
 
 
 def test_input_validation(inputs) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
-"""A timeline with GPU sharing (``planning.timeline.shared``): with K = 0 each epoch is the shared plan of its
-demand alone, each distinct epoch solved once, the same on the process pool; otherwise the dedicated route says
+"""A timeline with GPU sharing (``planning.timeline.shared``): with K = 0 each epoch is the checked shared plan of
+its demand alone, each distinct epoch solved once, the same on the process pool; otherwise the dedicated route says
 sharing was not applied."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 
 from planning import api
 from planning.scenario import Demand, Scenario
-from planning.sharing import solve_shared
 from planning.timeline import TimelineOptions, diurnal, run_timeline
 from tests.sharing.conftest import SMALL
 
@@ -41,7 +40,7 @@ def test_each_epoch_is_the_shared_plan_of_its_demand(method: str) -> None:
     for level, ep in zip(LEVELS, res.epochs, strict=True):
         models = tuple(replace(m, demand=Demand(rate_rps=m.demand.rate_rps * level, input_len=m.demand.input_len,
                                                 output_len=m.demand.output_len)) for m in s.models)
-        alone = solve_shared(replace(s, models=models))
+        alone = api.solve_shared(replace(s, models=models))  # checked, as every epoch's
         assert ep.has_plan and ep.cost_per_hour == pytest.approx(alone.cost_per_hour, rel=1e-9)
         assert ep.gap == alone.gap  # the epoch's proven gap, as its shared plan states it
         assert sum(ep.gpus.values()) == alone.n_gpus

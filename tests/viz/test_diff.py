@@ -99,7 +99,7 @@ def test_plan_diff_figure_is_a_waterfall_from_before_to_after() -> None:
     fig = plan_diff_figure(diff, cost_before=34.0)
     trace = fig.data[0]
     assert trace.type == "waterfall"
-    assert len(trace.x) == len(diff) + 2
+    assert len(trace.y) == len(diff) + 2 and trace.orientation == "h"
     assert trace.text[-1] == "$26.50/h"
     empty = plan_diff_figure(plan_diff(BEFORE, BEFORE), 34.0)
     assert any(a.name == EMPTY_NAME for a in empty.layout.annotations)

@@ -156,8 +156,10 @@ def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray
     else:
         raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill' or 'decode'.")
     eng = node.copy(dev)
-    if phase == "decode" and dev.moe is not None and dev.moe.sigmas > 0:
-        eng = node.copy(fluctuation_charged(eng, batches, context))
+    if dev.moe is not None and dev.moe.sigmas > 0:
+        # the admission-cap charge is a decode batch's: a prefill step holds the prompts it was planned with
+        charged = fluctuation_charged(eng, batches, context) if phase == "decode" else replace(dev, moe=dev.moe.running())
+        eng = node.copy(charged)
     t_full, t_slide = _layer_times(eng, batches, q_len, context, phase)
     measured = np.zeros(batches.shape, dtype=bool)
     if correction is not None:

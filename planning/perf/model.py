@@ -66,8 +66,9 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
 # KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room). v5:
 # MoE experts from measured fused-MoE kernels, engine-specific kernels (issue 42); v5.1: decode tables charge the
-# experts at the engine's admission cap (curves.fluctuation_charged).
-PHYSICS_VERSION = "perf-v5.1"
+# experts at the engine's admission cap (curves.fluctuation_charged); v5.2: that charge on decode tables only (a
+# prefill step holds the prompts it was planned with).
+PHYSICS_VERSION = "perf-v5.2"
 
 
 def _load_catalog() -> Catalog:

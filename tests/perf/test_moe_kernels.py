@@ -196,3 +196,24 @@ def test_decode_tables_charge_experts_at_the_admission_cap(pm: PerfModel) -> Non
     # the charge is above the plain √n one wherever the step is elastic
     plain = layer_step(dev)
     assert np.all(layer_step(charged) >= plain - 1e-15) and np.any(layer_step(charged) > plain * 1.01)
+
+
+def test_prefill_tables_read_the_experts_as_they_run(pm: PerfModel) -> None:
+    # The admission-cap charge is a decode batch's fluctuation; a prefill step holds the prompts it was planned with,
+    # so Qwen3-235B's prefill curves on the planner's device equal those of the device as it runs (perf v5.2) while
+    # its decode curves stay charged.
+    from planning.perf.curves import build_curves
+    from planning.perf.roofline import NodeEngine
+
+    spec = pm.model("qwen3-235b-a22b")
+    arch, prec = LayerArch.from_spec(spec), resolve_precision(spec, None, pm.gpu("H100"))
+    plan, run = pm._planning_device("H100"), pm.device("H100")
+    assert plan.moe is not None and plan.moe.sigmas > 0 and run.moe is not None and run.moe.sigmas == 0
+    wl, b = Workload(2048, 28), np.array([1.0, 2.0, 4.0, 8.0])
+
+    def curves(dev: object, phase: str) -> np.ndarray:
+        node = NodeEngine(arch, dev, prec, pm.calibration.settings, 2, 1)  # type: ignore[arg-type]
+        return np.asarray(build_curves(node, phase, wl, b, 100.0).t_full)
+
+    np.testing.assert_allclose(curves(plan, "prefill"), curves(run, "prefill"), rtol=1e-12)
+    assert np.all(curves(plan, "decode") >= curves(run, "decode")) and np.any(curves(plan, "decode") > curves(run, "decode"))

@@ -83,9 +83,11 @@ def test_coral_spectrum_mixed_replicas_fill_the_gaps() -> None:
 
 
 def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
-    """Coral Fig. 1(a) at the paper's setting: the best mixed pipeline gives more prompt tok/s per $/h than the
-    best pipeline of every single GPU type, and so does the paper's own winner (3×1xL40S + 3×2xH100) against
-    every pure-H100 one; each row's figure is its throughput over its cost."""
+    """Coral Fig. 1(a) at the paper's setting: the paper's own winner (3×1xL40S + 3×2xH100) gives more prompt
+    tok/s per $/h than every pure-H100 pipeline, and the best mixed pipeline more than every H100 or A100 one; each
+    row's figure is its throughput over its cost. Since perf v5 (Qwen3-235B's experts from vLLM's measured
+    fused-MoE kernels, further above the roofline on the H100 than on the L40S) the cheap 6x2xL40S pipeline is
+    ahead of every mixed one at RunPod's prices (2,297 against 2,162), and the takeaway says so."""
     lesson = api.lesson("coral-mixed-pipeline")
     rows = {r["setup"]: r for r in lesson.rows}
     one_type = [r for r in lesson.rows if r["kind"] == "one GPU type"]
@@ -93,8 +95,14 @@ def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
     best = rows["best mixed pipeline"]
     assert {"H100", "L40S"} <= {s.split("x", 1)[1] for s in learn._usage(best["template"])}
     for r in one_type:
-        assert best["per_dollar"] > r["per_dollar"], r
         assert len({s.split("x", 1)[1] for s in learn._usage(r["template"])}) == 1
+        if r["setup"] != "best L40S only":
+            assert best["per_dollar"] > r["per_dollar"], r
+    best_one = max(one_type, key=lambda r: r["per_dollar"])
+    if best_one["per_dollar"] > best["per_dollar"]:
+        assert lesson.takeaway.startswith(f"Here one GPU type wins: {best_one['template']}")
+    else:
+        assert lesson.takeaway.startswith(f"The mixed pipeline {best['template']}")
     paper_mix = rows["the paper's mix (3×1xL40S + 3×2xH100)"]
     assert learn._usage(paper_mix["template"]) == {"1xL40S": 3, "2xH100": 3}
     assert paper_mix["per_dollar"] > rows["best H100 only"]["per_dollar"]  # the paper's claim, 526 vs 481
@@ -102,7 +110,8 @@ def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
     for r in lesson.rows:
         assert r["per_dollar"] == pytest.approx(r["throughput"] / r["cost_per_hour"], rel=2e-3)
         assert sum(int(x) for x in r["layers"].split(" | ")) == 94  # Qwen3-235B's layers, all placed
-    assert lesson.ours["best mixed ÷ best one-type (×)"] > 1
+    assert lesson.ours["best mixed ÷ best one-type (×)"] == pytest.approx(
+        best["per_dollar"] / best_one["per_dollar"], abs=1e-3)
     assert lesson.paper_numbers["paper's mix ÷ best pure H100 (×)"] == 1.09
 
 
@@ -123,10 +132,10 @@ def test_coral_mixed_pipeline_is_computed_not_pinned() -> None:
 
 @pytest.mark.slow
 def test_coral_mixed_pipeline_with_eight_gpu_nodes_as_the_note_says() -> None:
-    """The lesson's note: with 8-GPU nodes a 28-GPU pure-H100 pipeline beats the best mixed one (perf v3; a 32-GPU
-    one by 2,765 against 2,726 before)."""
+    """The lesson's note: with 8-GPU nodes a 28-GPU pure-H100 pipeline beats the best mixed one (perf v5.2: 2,285
+    against 2,214; perf v3: 2,948 against 2,803; a 32-GPU one by 2,765 against 2,726 before)."""
     lesson = api.lesson("coral-mixed-pipeline", max_gpus_per_node=8)
     rows = {r["setup"]: r for r in lesson.rows}
     assert rows["best H100 only"]["gpus"] == 28
-    assert round(rows["best H100 only"]["per_dollar"]) == 2948 and round(rows["best mixed pipeline"]["per_dollar"]) == 2803
-    assert any("2,948 against 2,803" in note for note in lesson.notes)
+    assert round(rows["best H100 only"]["per_dollar"]) == 2285 and round(rows["best mixed pipeline"]["per_dollar"]) == 2214
+    assert any("2,285 against 2,214" in note for note in lesson.notes)

@@ -67,7 +67,8 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room). v5:
 # MoE experts from measured fused-MoE kernels, engine-specific kernels (issue 42); v5.1: decode tables charge the
 # experts at the engine's admission cap (curves.fluctuation_charged); v5.2: that charge on decode tables only (a
-# prefill step holds the prompts it was planned with).
+# prefill step holds the prompts it was planned with), and FP8 experts under an engine whose own MoE kernels are not
+# measured on the GPU read the planner's BF16 kernel scaled to FP8 (moe.MoeKernels.choose).
 PHYSICS_VERSION = "perf-v5.2"
 
 

@@ -125,7 +125,14 @@ class MoeKernels:
                refs: dict[str, Device]) -> MoeChoice | None:
         """The nearest measured curve: same GPU if measured (else the measured GPU nearest in bandwidth and
         compute, ``refs``), the engine if measured there (else the planner's, vLLM), the dtype if measured (else
-        BF16), then the nearest shape and tensor-parallel degree in log space. None when nothing is measured."""
+        BF16), then the nearest shape and tensor-parallel degree in log space. None when nothing is measured.
+
+        An FP8 setting under an engine whose own kernels are not measured on the GPU reads the planner's BF16
+        kernel, scaled to FP8 by the roofline (the GPU's dense FP8 and BF16 GEMM efficiencies): vLLM's FP8 MoE
+        kernels are vLLM's own (on Hopper its block-scaled Triton path runs 1.0-1.3x as fast as its BF16 kernel at
+        2k-16k tokens, its per-tensor FlashInfer path slower than BF16, where the FP8 peak is 2x), a property of
+        that engine, not of the GPU, while the grouped-GEMM shape, permutation and routing skew of its BF16 kernel
+        are the layer's (docs/perf-model.md Sec. 1b)."""
         scaled: list[str] = []
         gpu = dev.gpu_id
         if gpu not in refs or not any(g == gpu for g, _, _ in self._by_table):
@@ -136,6 +143,9 @@ class MoeKernels:
             scaled.append(f"the GPU ({dev.gpu_id})")
         eng = engine if self.has(gpu, engine) else PLANNER_ENGINE
         dtype = _dtype_key(p)
+        if eng != engine and dtype == "fp8" and (gpu, eng, "bf16") in self._by_table:
+            scaled.append(f"the dtype (fp8; {eng}'s FP8 MoE kernels are its own)")
+            dtype = "bf16"
         if (gpu, eng, dtype) not in self._by_table:
             if (gpu, eng, "bf16") not in self._by_table:
                 return None

@@ -217,3 +217,28 @@ def test_prefill_tables_read_the_experts_as_they_run(pm: PerfModel) -> None:
 
     np.testing.assert_allclose(curves(plan, "prefill"), curves(run, "prefill"), rtol=1e-12)
     assert np.all(curves(plan, "decode") >= curves(run, "decode")) and np.any(curves(plan, "decode") > curves(run, "decode"))
+
+
+def test_fp8_under_an_unmeasured_engine_reads_the_bf16_kernel(pm: PerfModel) -> None:
+    # vLLM's FP8 MoE kernels are vLLM's own: the planner (vLLM) on an H100 reads its measured FP8 curve, while
+    # TensorRT-LLM on an H100 (its MoE kernels measured only on the A100) reads vLLM's BF16 curve scaled to FP8 by
+    # the roofline, and says so; on the A100 TensorRT-LLM reads its own measured kernel.
+    spec = pm.model("mixtral-8x7b")
+    arch, fp8 = LayerArch.from_spec(spec), resolve_precision(spec, "fp8", pm.gpu("H100"))
+    t = np.array([16.0, 1024.0, 8192.0])
+    tokens, secs = _table("H100", "vllm", "fp8", (4096, 14336, 2, 8), 1)
+    run = pm.device("H100")
+    assert run.moe is not None
+    np.testing.assert_allclose(run.moe.seconds(run, arch, fp8, 1, tokens), np.maximum.accumulate(secs), rtol=1e-9)
+    trt = pm.for_engine("trtllm").device("H100")
+    assert trt.moe is not None
+    choice = trt.moe.choice(trt, arch, fp8, 1)
+    assert choice is not None and choice.curve.dtype == "bf16" and choice.curve.engine == "vllm"
+    assert "the dtype (fp8; vllm's FP8 MoE kernels are its own)" in choice.describe()
+    bf16_tokens, bf16_secs = _table("H100", "vllm", "bf16", (4096, 14336, 2, 8), 1)
+    bf16 = np.exp(np.interp(np.log(t), np.log(bf16_tokens), np.log(np.maximum.accumulate(bf16_secs))))
+    got = trt.moe.seconds(trt, arch, fp8, 1, t)
+    assert np.all(got < bf16), "FP8 weights and the FP8 peak: faster than the BF16 kernel it is scaled from"
+    assert got[-1] < 0.8 * run.moe.seconds(run, arch, fp8, 1, t)[-1], "vLLM's FP8 kernel: ~1.2x BF16 at 8k tokens"
+    a100 = pm.for_engine("trtllm").kernel_notes("mixtral-8x7b", "A100-80G", 2, engine="trtllm")[0]
+    assert "trtllm fused-MoE kernel measured on A100-80G" in a100 and "dtype" not in a100

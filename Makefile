@@ -15,9 +15,10 @@ export UV_PYTHON_DOWNLOADS := never
 # (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
 # run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
 SYNC := $(UV) sync --locked
-PYTEST_DEFAULT := not benchmark and not ray and not skypilot
+PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm
 
-.PHONY: run test test-ray test-skypilot install install-dev install-ray install-skypilot lock skypilot-schema \
+.PHONY: run test test-ray test-skypilot test-guidellm install install-dev install-ray install-skypilot \
+	install-guidellm lock skypilot-schema guidellm-fixtures \
 	bench bench-setup calibrate fuzz clean
 
 $(BIN)/python:
@@ -48,6 +49,12 @@ SKY_VENV ?= .venv-skypilot
 install-skypilot: $(UV_READY)
 	UV_PROJECT_ENVIRONMENT=$(abspath $(SKY_VENV)) $(UV) sync --locked --project tools/skypilot --python $(BIN)/python
 
+## GuideLLM 0.3.1 (the newest without torch) with planning and its dev set, in an environment of its own from
+## tools/guidellm/uv.lock: its cap click < 8.2 would hold the workbench's click back (tools/guidellm)
+GUIDELLM_VENV ?= .venv-guidellm
+install-guidellm: $(UV_READY)
+	UV_PROJECT_ENVIRONMENT=$(abspath $(GUIDELLM_VENV)) $(UV) sync --locked --project tools/guidellm --python $(BIN)/python
+
 ## Install and start the workbench on http://localhost:8501
 run: install
 	$(BIN)/streamlit run app.py
@@ -72,10 +79,19 @@ test-ray: $(UV_READY)
 test-skypilot: install-skypilot
 	$(SKY_VENV)/bin/python -m pytest -m skypilot
 
-## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the three files
+## Build GuideLLM reports with GuideLLM's own classes and import them; check the committed reports against them
+test-guidellm: install-guidellm
+	$(GUIDELLM_VENV)/bin/python -m pytest -m guidellm tests/measurements
+
+## Rewrite tests/measurements/data/guidellm-*.json (the default suite's GuideLLM reports) with tools/guidellm's GuideLLM
+guidellm-fixtures: install-guidellm
+	$(GUIDELLM_VENV)/bin/python -m tests.measurements.guidellm_reports --write
+
+## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the four files
 lock: $(UV_READY)
 	$(UV) lock --upgrade
 	$(UV) lock --upgrade --project tools/skypilot
+	$(UV) lock --upgrade --project tools/guidellm
 	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \
 		-o tools/uv-requirements.txt
 

@@ -9,6 +9,8 @@ context is its own Streamlit session, so its own user of the fair share, ``ui.st
 - Then N light users (``--users 30``) arrive ``--spread`` seconds apart. A light user opens Home, fills the
   **Quick estimate** with its own traffic (2.0, 2.5, 3.0 … requests/s of llama-3-8b: every request differs, so no
   two users share a job) and presses *Estimate monthly cost*: the cheapest real path to a plan of one's own.
+  ``--light upload``: each light user instead uploads a **coral-core variant** (demand ×1.02, ×1.07, …) on the
+  Scenario page, goes Home and presses **Plan it** (its job from the page's ``?job=`` link).
 - Each light user's time is from its click to the "Cost per hour" KPI on its screen.
 
 Printed: the load average before and after, per user the seconds to its plan, median / p90 / max, how many got
@@ -18,6 +20,7 @@ heavy jobs started while a light user's first job waited (target 0). The whole r
 
     python -m benchmarks.bench_browser_users                      # 30 users, 1 heavy user with 5 jobs
     python -m benchmarks.bench_browser_users --users 4 --heavy 0  # a quick look
+    python -m benchmarks.bench_browser_users --users 5 --heavy 0 --light upload --cap 400
 
 Needs /usr/bin/chromium and Playwright (the dev install; never ``playwright install``). ``BENCH_SHOTS=DIR``
 saves the heavy user's page as ``DIR/heavy.png`` when it is done queuing (or gave up).
@@ -189,15 +192,39 @@ async def light_user(run: Run, row: Row, rate: float, delay: float) -> None:
         await context.close()
 
 
-def scenario_files(folder: Path, heavy: int) -> list[Path]:
-    """The heavy user's coral-extended variants (demand ×1.02, ×1.07, …) as YAML files to upload."""
+async def light_upload_user(run: Run, row: Row, path: Path, delay: float) -> None:
+    """Arrive after ``delay`` s, upload ``path`` on the Scenario page, go Home, press Plan it and time the click →
+    the plan's KPI on screen (the job from the page's ?job= link, there while the job runs)."""
+    await asyncio.sleep(delay)
+    context = await run.browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(_left_ms(run))
+    try:
+        page = await context.new_page()
+        await page.goto(run.url, timeout=_left_ms(run))
+        await _settled(page, run)
+        await _upload(page, path, run)
+        start = time.monotonic()
+        await page.get_by_role("button", name="Plan it").click()
+        await page.wait_for_url("**/?job=*")
+        row.job_id = _job_of(page)
+        await page.get_by_test_id("stMetric").filter(has_text=PLAN_KPI).first.wait_for(timeout=_left_ms(run))
+        row.seconds = time.monotonic() - start
+    except Exception as exc:  # a user's failure is a figure of the run, not the end of it
+        row.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    finally:
+        await context.close()
+
+
+def variant_files(folder: Path, preset: str, prefix: str, count: int) -> list[Path]:
+    """``count`` variants of ``preset`` (demand ×1.02, ×1.07, …) as YAML files to upload: the heavy user's
+    coral-extended ones and, with ``--light upload``, the light users' coral-core ones."""
     from planning import api
 
-    extended = api.load_preset_scenario("coral-extended")
+    base = api.load_preset_scenario(preset)
     files = []
-    for i in range(heavy):
-        path = folder / f"heavy-{i}.yaml"
-        path.write_text(extended.with_demand_scaled(round(1.02 + 0.05 * i, 3)).to_yaml(), encoding="utf-8")
+    for i in range(count):
+        path = folder / f"{prefix}-{i}.yaml"
+        path.write_text(base.with_demand_scaled(round(1.02 + 0.05 * i, 3)).to_yaml(), encoding="utf-8")
         files.append(path)
     return files
 
@@ -206,10 +233,12 @@ async def drive(args: argparse.Namespace, url: str, home: str, folder: Path) -> 
     """The heavy user queues its jobs, then the light users arrive; every row, finished or not, by the cap."""
     from playwright.async_api import async_playwright
 
-    heavy_files = scenario_files(folder, args.heavy)
+    heavy_files = variant_files(folder, "coral-extended", "heavy", args.heavy)
     heavy = Row("heavy", f"{args.heavy} x coral-extended variant")
     rates = [2.0 + 0.5 * i for i in range(args.users)]
-    rows = [Row(f"user{i:02d}", f"estimate {rate:g} req/s") for i, rate in enumerate(rates)]
+    uploads = variant_files(folder, "coral-core", "light", args.users) if args.light == "upload" else []
+    rows = [Row(f"user{i:02d}", uploads[i].stem if uploads else f"estimate {rate:g} req/s")
+            for i, rate in enumerate(rates)]
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
@@ -220,7 +249,8 @@ async def drive(args: argparse.Namespace, url: str, home: str, folder: Path) -> 
                 except Exception as exc:  # said in the report
                     heavy.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             print(f"heavy user queued {len(heavy.jobs)} job(s) {heavy.problem}", flush=True)
-            tasks = [light_user(run, row, rates[i], i * args.spread) for i, row in enumerate(rows)]
+            tasks = [light_upload_user(run, row, uploads[i], i * args.spread) if uploads else
+                     light_user(run, row, rates[i], i * args.spread) for i, row in enumerate(rows)]
             try:
                 await asyncio.wait_for(asyncio.gather(*tasks), timeout=args.cap + 60)
             except TimeoutError:  # the report still says who got a plan before the cap
@@ -267,7 +297,7 @@ def report(args: argparse.Namespace, home: str, heavy: Row, rows: list[Row]) -> 
     planned = [r.seconds for r in rows if r.seconds is not None]
     print(f"load average before/after: {args.load_before} / {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"({os.cpu_count()} cores)")
-    print(f"{args.users} browser users (quick estimate), arrivals every {args.spread} s; heavy user: {len(heavy.jobs)} "
+    print(f"{args.users} browser users ({args.light}), arrivals every {args.spread} s; heavy user: {len(heavy.jobs)} "
           f"job(s) queued first; PLANNING_MAX_JOBS_PER_USER={args.per_user}, 2 workers")
     print(f"users with their plan on screen: {len(planned)}/{len(rows)}")
     print(_summary("click → plan on screen", planned))
@@ -285,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spread", type=float, default=0.3, help="seconds between two light users' arrivals")
     parser.add_argument("--per-user", type=int, default=1, help="PLANNING_MAX_JOBS_PER_USER for the server")
     parser.add_argument("--cap", type=float, default=1200.0, help="safety cap of the whole run, seconds")
+    parser.add_argument("--light", choices=("estimate", "upload"), default="estimate",
+                        help="how light users plan: Home's quick estimate, or a coral-core variant uploaded on the "
+                             "Scenario page, then Home → Plan it")
     args = parser.parse_args(argv)
     args.load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     os.environ["PLANNING_MAX_JOBS_PER_USER"] = str(args.per_user)  # the server's environment (_serve copies it)

@@ -1,20 +1,31 @@
-"""Determinism and self-checks on every preset (issue 37 §6, §1, §2): prints one row per preset and sharing mode.
+"""Determinism and self-checks on every preset (issue 37 §6, §1, §2): prints one row per preset, backend and mode.
 
-Each preset is solved ``--runs`` times (default 3), each run in a fresh process with its own ``PYTHONHASHSEED``
-and ``options.workers`` cycling 1, 2, 1, …; the plan's JSON without its wall-clock figures
-(``planning.checks.stable_dict``) must be the same bytes every time. Each row also says whether the returned plan
-passed its checks: no failed cost check (dearer than an alternative it computed) and no "optimal"/"feasible" with a
-failed SLO check. ``--sharing kvpr,exact`` adds one run per preset and sharing mode for the checks.
+Each preset is solved ``--runs`` times (default 3) per backend (``--backends process,ray``; default the process
+pool), each run in a fresh process with its own ``PYTHONHASHSEED`` and ``options.workers`` cycling 1, 2, 1, …,
+``PLANNING_BACKEND`` set to the backend and the result cache off (``PLANNING_RESULT_CACHE=off``: every run
+solves). ``--time-limit S`` replaces every preset's ``options.time_limit_s``, so that on a busy machine the
+finished solves are compared. ``--fresh`` gives every run an empty ``PLANNING_HOME``, so template libraries are
+built anew — through the backend — instead of read from the cache. The plan's JSON without its wall-clock figures
+(``planning.checks.stable_dict``) must be the same bytes in every run of every backend. Each row also says whether
+the returned plan passed its checks: no failed cost check (dearer than an alternative it computed) and no
+"optimal"/"feasible" with a failed SLO check. ``--sharing kvpr,exact`` adds one run per preset and sharing mode
+(first backend) for the checks.
 
-    python -m benchmarks.check_plans                       # every preset, 3 runs
+    python -m benchmarks.check_plans                       # every preset, 3 runs on the process pool
     python -m benchmarks.check_plans --presets coral-core,long-tail --sharing kvpr,exact
+    python -m benchmarks.check_plans --presets coral-core --backends process,ray --fresh
+    python -m benchmarks.check_plans --presets platform-100 --time-limit 1800   # finished solves, under load
 
 Prints figures; exits 1 when a preset's runs differ or a returned plan fails a cost or SLO check. Runs a time
-limit stopped (status not optimal) may differ: the incumbent at a wall-clock deadline depends on the machine's speed;
-they are marked "limit", not counted as a failure. A baseline whose ILP stopped at its own 15 s limit carries
-``time_limited`` and only its name and that flag enter the digest (``stable_dict``), so such a baseline no longer
-makes two runs differ. "plan": the plan is the same bytes, a baseline differs otherwise ($/h: ``cost_per_hour``,
-the nodes and the start-up allowance, as the shared plan's total).
+limit stopped may differ: the incumbent at a wall-clock deadline depends on the machine's speed; they are marked
+"limit", not counted as a failure (a run is time-limited when its status is not ``optimal`` or an answer in it
+other than a baseline carries ``time_limited``: a commitment sizing whose proof stopped before its gap). What a
+time limit stopped is flagged ``time_limited`` and its figures of that moment stay out of the digest
+(``stable_dict``): a baseline whose ILP stopped at its own 15 s limit keeps only its name and the flag, a sizing
+whose proof stopped keeps its plan and drops its bound, gap and cut counts. "same": ``yes`` every run's whole
+result is the same bytes; ``plan`` the plan is, a baseline differs; ``limit`` the plans differ, a time limit
+stopped some run; ``NO`` they differ otherwise. $/h: ``cost_per_hour`` (the nodes and the start-up allowance, as
+the shared plan's total).
 """
 
 from __future__ import annotations
@@ -23,8 +34,10 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -34,9 +47,11 @@ from dataclasses import replace
 from planning import api
 from planning.checks import stable_dict
 
-name, workers, sharing = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name, workers, sharing, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 scenario = api.load_preset_scenario(name)
 scenario = replace(scenario, options=replace(scenario.options, workers=workers))
+if limit:
+    scenario = replace(scenario, options=replace(scenario.options, time_limit_s=float(limit)))
 mode = sharing if sharing != "own" else scenario.options.sharing
 if mode != "off":
     res = api.solve_shared(scenario, method=mode)
@@ -49,24 +64,89 @@ checks = data.get("checks", [])
 bad = [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "cost"]
 slo = [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "slo"]
 plan = {k: v for k, v in data.items() if k not in ("baselines", "checks")}  # the plan without its comparisons
+
+
+def flagged(value):
+    if isinstance(value, dict):
+        return value.get("time_limited") is True or any(flagged(v) for v in value.values())
+    return isinstance(value, list) and any(flagged(v) for v in value)
+
+
 print(json.dumps({"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
                   "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float), "cost": cost,
-                  "status": status, "mode": mode, "cost_failed": bad, "slo_failed": slo,
+                  "status": status, "mode": mode, "cost_failed": bad, "slo_failed": slo, "limited": flagged(plan),
                   "returned": (data.get("sharing") or {}).get("comparison", {}).get("returned")}))
 """
 
 
-def run_child(preset: str, workers: int, sharing: str, seed: int) -> dict[str, Any]:
-    """One solve in a fresh process; its digest, cost, status and failed checks."""
-    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+def run_child(preset: str, workers: int, sharing: str, seed: int, backend: str = "process",
+              how: argparse.Namespace | None = None) -> dict[str, Any]:
+    """One solve in a fresh process (the result cache off; ``how.fresh``: an empty ``PLANNING_HOME``;
+    ``how.time_limit``: the scenario's limit replaced); its digests, cost, status, failed checks and wall time."""
+    fresh = bool(how and how.fresh)
+    limit = str(how.time_limit) if how is not None and how.time_limit else ""
+    home = tempfile.mkdtemp(prefix="check-plans-") if fresh else None
+    env = {**os.environ, "PYTHONHASHSEED": str(seed), "PLANNING_BACKEND": backend, "PLANNING_RESULT_CACHE": "off",
+           **({"PLANNING_HOME": home} if home else {})}
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing], env=env, check=True,
-                         capture_output=True, text=True)
+    try:
+        out = subprocess.run([sys.executable, "-c", CHILD, preset, str(workers), sharing, limit], env=env,
+                             check=False, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{preset} (workers {workers}, {backend}) exited {out.returncode}: {out.stderr[-3000:]}")
+    finally:
+        if home:
+            shutil.rmtree(home, ignore_errors=True)
     row = json.loads(out.stdout.strip().splitlines()[-1])
     row["digest"] = hashlib.sha256(row.pop("stable").encode()).hexdigest()[:16]
     row["plan_digest"] = hashlib.sha256(row.pop("plan").encode()).hexdigest()[:16]
     row["seconds"] = time.perf_counter() - t0
+    row["backend"] = backend
     return row
+
+
+def sameness(rows: list[dict[str, Any]]) -> tuple[str, bool]:
+    """The "same" word for ``rows`` (every run of one preset and mode, all backends) and whether it is a pass."""
+    if len({r["digest"] for r in rows}) == 1:
+        return "yes", True
+    if len({r["plan_digest"] for r in rows}) == 1:  # the baselines aside (their ILPs stop at 15 s)
+        return "plan", True
+    if any(r["status"] != "optimal" or r["limited"] for r in rows):  # a time limit stopped some run
+        return "limit", True
+    return "NO", False
+
+
+def checked(r: dict[str, Any]) -> bool:
+    """No failed cost check, and no "optimal"/"feasible" with a failed SLO check."""
+    return not r["cost_failed"] and not (r["slo_failed"] and r["status"] in ("optimal", "feasible"))
+
+
+def print_row(preset: str, r: dict[str, Any], runs: int, same: str, digests: str) -> None:
+    ok = checked(r)
+    print(f"{preset:<16} {r['mode']:<6} {r['backend']:<7} {runs:>4} {same:>5} {r['status']:<9} {r['cost']:>9.2f} "
+          f"{'ok' if ok else 'FAILED':<8} {r['returned'] or '—'!s:<10} {r['s_median']:>6.1f}  {digests}"
+          + ("" if ok else f"  cost: {r['cost_failed']} slo: {r['slo_failed']}"))
+    sys.stdout.flush()
+
+
+def check_preset(preset: str, args: argparse.Namespace) -> bool:
+    """Every run of ``preset`` (each backend, then each extra sharing mode); prints its rows; True when it passes."""
+    backends = args.backends.split(",")
+    own: dict[str, list[dict[str, Any]]] = {}
+    for i, backend in enumerate(backends):
+        own[backend] = [run_child(preset, 1 + (r % 2), "own", i * args.runs + r, backend, args)
+                        for r in range(args.runs)]
+    same, ok = sameness([r for rows in own.values() for r in rows])
+    for rows in own.values():
+        seconds = sorted(r["seconds"] for r in rows)
+        first = {**rows[0], "s_median": seconds[len(seconds) // 2]}
+        ok &= all(checked(r) for r in rows)
+        print_row(preset, first, len(rows), same, " ".join(dict.fromkeys(r["digest"] for r in rows)))
+    for mode in filter(None, args.sharing.split(",")):
+        r = run_child(preset, 1, mode, 0, backends[0], args)
+        ok &= checked(r)
+        print_row(preset, {**r, "s_median": r["seconds"]}, 1, "—", r["digest"])
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,30 +154,20 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", help="comma-separated presets (default: every preset)")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="runs per backend (workers 1, 2, 1, …)")
+    parser.add_argument("--backends", default="process", help="comma-separated: process, ray (every run compared)")
+    parser.add_argument("--fresh", action="store_true", help="each run with an empty PLANNING_HOME (no caches)")
     parser.add_argument("--sharing", default="", help="extra sharing modes, one run each, e.g. kvpr,exact")
+    parser.add_argument("--time-limit", type=float, default=0.0, metavar="S",
+                        help="replace every preset's options.time_limit_s (a limit no run reaches: finished "
+                             "solves compared on a busy machine; 0: the preset's own)")
     args = parser.parse_args(argv)
     presets = args.presets.split(",") if args.presets else [r["name"] for r in api.preset_summaries()]
+    print(f"{'preset':<16} {'mode':<6} {'backend':<7} {'runs':>4} {'same':>5} {'status':<9} {'$/h':>9} "
+          f"{'checks':<8} {'returned':<10} {'s/run':>6}  digests")
     ok = True
-    print(f"{'preset':<16} {'mode':<6} {'runs':>4} {'same':>5} {'status':<9} {'$/h':>9} {'checks':<8} "
-          f"{'returned':<10} {'s/run':>6}  digest")
     for preset in presets:
-        rows = [run_child(preset, 1 + (r % 2), "own", r) for r in range(args.runs)]
-        rows += [run_child(preset, 1, mode, 0) for mode in filter(None, args.sharing.split(","))]
-        own = rows[: args.runs]
-        same = len({r["digest"] for r in own}) == 1
-        plan_same = len({r["plan_digest"] for r in own}) == 1  # the baselines aside (their ILPs stop at 15 s)
-        timed = not plan_same and any(r["status"] != "optimal" for r in own)  # a time limit stopped some run
-        ok &= plan_same or timed
-        for i, r in enumerate([own[0], *rows[args.runs:]]):
-            checked = not r["cost_failed"] and not (r["slo_failed"] and r["status"] in ("optimal", "feasible"))
-            ok &= checked
-            runs = f"{len(own)}" if i == 0 else "1"
-            print(f"{preset:<16} {r['mode']:<6} {runs:>4} {('yes' if same else 'plan' if plan_same else 'limit' if timed else 'NO') if i == 0 else '—':>5} "
-                  f"{r['status']:<9} {r['cost']:>9.2f} {'ok' if checked else 'FAILED':<8} {r['returned'] or '—'!s:<10} "
-                  f"{r['seconds']:>6.1f}  {r['digest']}" + (f"  cost: {r['cost_failed']} slo: {r['slo_failed']}"
-                                                            if not checked else ""))
-            sys.stdout.flush()
+        ok &= check_preset(preset, args)
     return 0 if ok else 1
 
 

@@ -86,6 +86,10 @@ from planning.whatif import (
     diff_lines,
     make_variant,
     parse_variant,
+    slider_neighbours,
+    slider_position,
+    slider_steps,
+    slider_values,
     slider_variants,
 )
 from planning.whatif import (
@@ -170,6 +174,10 @@ __all__ = [
     "simulate_headroom",
     "simulate_shared",
     "simulated_checks",
+    "slider_neighbours",
+    "slider_position",
+    "slider_steps",
+    "slider_values",
     "slider_variants",
     "solve",
     "solve_near",

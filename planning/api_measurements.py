@@ -118,7 +118,8 @@ def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os
 
 
 def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
-    """One row per setting: its corrections and median errors before, after and leave-one-out (fractions)."""
+    """One row per setting: its corrections (``fitted``: those its points identify, the others kept at the
+    model's), and median errors before, after and leave-one-out (fractions)."""
     rows = []
     for f in fits:
         model, gpu, count, tp, engine = f.key
@@ -126,6 +127,7 @@ def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
                      "points": len({id(e.point) for e in f.before}), "prefill_factor": f.corrections.prefill,
                      "decode_factor": f.corrections.decode, "step_ms_added": f.corrections.step_ms,
                      "error_before": f.error_before, "error_after": f.error_after,
+                     "fitted": ", ".join(f.fitted),
                      "error_leave_one_out": f.loo_error if not math.isnan(f.loo_error) else None,
                      "trusted": f.trusted,
                      "sources": "; ".join(f.sources)})

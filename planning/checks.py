@@ -292,11 +292,22 @@ VOLATILE_KEYS = ("timings", "seconds", "wall_s", "found_s", "templates_placed_no
 def stable_dict(value: Any) -> Any:
     """A result's dict without its wall-clock figures (``timings``, keys ending in ``seconds``) and cache counts
     (:data:`VOLATILE_KEYS`): what must be equal, bit for bit, between two solves of the same input (issue 37 §6).
-    An answer stopped by its own wall-clock limit (a baseline with ``time_limited``) keeps its name and that flag
-    only: its figures are the incumbent of that moment, which a faster or busier machine does not share."""
+
+    An answer stopped by its own wall-clock limit carries ``time_limited: true``; its figures of that moment, which a
+    faster or busier machine does not share, stay out:
+
+    * one that names them in ``time_limited_figures`` (a commitment sizing whose proof stopped before its gap: the
+      bound, gap, cut and step counts, the stop message) loses those keys and keeps the rest — its plan, which is
+      still compared;
+    * one that names none (a baseline whose ILP stopped at its 15 s limit: its cost and nodes are that moment's
+      incumbent) keeps its name, ``ran`` and the flag only.
+    """
     if isinstance(value, Mapping):
         if value.get("time_limited") is True:
-            return {k: value[k] for k in ("name", "ran", "time_limited") if k in value}
+            anytime = value.get("time_limited_figures")
+            if anytime is None:
+                return {k: value[k] for k in ("name", "ran", "time_limited") if k in value}
+            value = {k: v for k, v in value.items() if k not in set(anytime)}
         return {k: stable_dict(v) for k, v in value.items()
                 if not (k in VOLATILE_KEYS or str(k).endswith("_seconds"))}
     if isinstance(value, list | tuple):

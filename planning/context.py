@@ -9,6 +9,10 @@ optional arguments:
   :func:`check_cancel` between units of work, which raises :class:`Cancelled`. :class:`CancelFlag` is the
   concrete token: it can be set by hand and can carry a wall-clock deadline, after which it reports
   ``is_set()`` and its reason is ``"time limit"``.
+
+A call with a time limit of its own (the sharing and timeline solvers) keeps a :class:`CallClock`: its start, its
+limit and the caller's token, and the time left of the two. Every deadline here reads ``time.monotonic()`` of this
+module, so a test moves them ahead by replacing this module's ``time`` (``tests/clock.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -147,6 +151,50 @@ def time_left(cancel: CancelToken | None, limit_s: float, floor_s: float = 0.05)
     """
     left = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
     return float(limit_s) if left is None else max(floor_s, min(float(limit_s), left))
+
+
+@dataclass(frozen=True)
+class CallClock:
+    """The time of one call with a limit of its own: its start, its limit and the caller's token (whose deadline
+    may come sooner).
+
+    Parameters
+    ----------
+    limit_s:
+        The call's own limit, seconds from :attr:`t0`.
+    cancel:
+        The caller's token, or None.
+    floor_s:
+        The least :meth:`left` answers (a solver call given 0 s would not even start).
+    t0:
+        When the call started (``time.monotonic()``; default: now).
+    """
+
+    limit_s: float
+    cancel: CancelToken | None = None
+    floor_s: float = 0.0
+    t0: float = field(default_factory=lambda: time.monotonic())
+
+    def elapsed(self) -> float:
+        """Seconds since the call started."""
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        """Seconds left: the call's own limit less the time spent, capped by the caller's deadline, at least
+        ``floor_s``."""
+        own = self.limit_s - self.elapsed()
+        return max(self.floor_s, min(own, time_left(self.cancel, self.limit_s)))
+
+    def check_caller(self, detail: str = "") -> None:
+        """Raise :class:`Cancelled` when the caller cancelled; a passed deadline only stops the work (the call
+        returns its best answer so far).
+
+        Raises
+        ------
+        Cancelled
+        """
+        if self.cancel is not None and self.cancel.is_set() and not timed_out(self.cancel):
+            check_cancel(self.cancel, detail)
 
 
 def check_cancel(cancel: CancelToken | None, detail: str = "") -> None:

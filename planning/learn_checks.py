@@ -70,8 +70,9 @@ class PaperCheck:
 
 @dataclass(frozen=True)
 class Lesson:
-    """One worked example: what the paper says, what the engine computes, the rows to show, and ``checks``: the
-    paper's figures beside ours at the paper's own setting (empty when a control moved away from it)."""
+    """One worked example: what the paper says, what the engine computes, the rows to show, ``checks``: the
+    paper's figures beside ours at the paper's own setting (empty when a control moved away from it), and
+    ``tables`` that show the inputs behind them."""
 
     key: str
     title: str
@@ -82,6 +83,8 @@ class Lesson:
     rows: tuple[Mapping[str, Any], ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     checks: tuple[PaperCheck, ...] = ()
+    # further tables, each (caption, rows): the inputs a check compares, side by side
+    tables: tuple[tuple[str, tuple[Mapping[str, Any], ...]], ...] = ()
 
 
 @lru_cache(maxsize=1)

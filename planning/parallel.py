@@ -91,9 +91,9 @@ def ray_module(num_cpus: int | None = None) -> Any:
                     ray.init(address=address, log_to_driver=False)
                 else:
                     ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except Exception as exc:  # ray.init raises a bare Exception when a node times out starting
                 where = f"the cluster at PLANNING_RAY_ADDRESS={address[:80]!r}" if address else "a local Ray instance"
-                raise PlanningError("backend", f"could not start or reach {where}: {str(exc)[:200]}.",
+                raise PlanningError("backend", f"could not start or reach {where}: {str(exc)[:200].rstrip('.')}.",
                                     "check the address and that the cluster runs, or use --backend process.") from None
     return ray
 

@@ -27,7 +27,9 @@ throughputs are given, not modelled) are not checked here.
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -43,6 +45,9 @@ from planning.result import PlanResult
 from planning.scenario import Scenario
 
 CHECKED_PHASES = ("prefill", "decode")
+PASSED_KEPT = 8  # scenarios remembered as passed: the CLI prechecks before api.solve, whose pipeline prechecks again
+_PASSED: dict[tuple[int, str], EngineContext] = {}  # (context id, scenario JSON) → the context, kept alive
+_PASSED_LOCK = threading.Lock()
 SLO_NAME = {"prefill": ("TTFT", "prefill_ms"), "decode": ("TPOT", "decode_ms")}
 
 
@@ -128,15 +133,26 @@ def refusals(ctx: EngineContext, resolved: ResolvedScenario) -> list[SloBound]:
 
 def precheck(scenario: Scenario, ctx: EngineContext) -> PlanResult | None:
     """The ``infeasible`` PlanResult when some model's SLO is below what any offered GPU reaches (the cost
-    objective: every model must be served), else None (the solve goes on). Runs in well under a second: a few
-    batch-1 step-time curves per offered shape, no template library.
+    objective: every model must be served), else None (the solve goes on). A few batch-1 step-time curves per
+    offered shape, no template library: well under a second for a few models (~0.1 s for one), seconds for
+    platform-100's hundred; a scenario that passed is remembered per context (:data:`PASSED_KEPT`), so the CLI's
+    check before ``api.solve`` is not paid twice.
 
     Raises
     ------
     PlanningError
         What ``resolve_scenario`` raises (unknown ids, nothing purchasable), with its fix.
     """
+    key = (id(ctx), json.dumps(scenario.to_dict(), sort_keys=True, default=str))
+    with _PASSED_LOCK:
+        if key in _PASSED:
+            return None  # passed on this context already (platform-100's check takes seconds)
     found = _refused(scenario, ctx)
+    if found is None:
+        with _PASSED_LOCK:
+            if len(_PASSED) >= PASSED_KEPT:
+                _PASSED.pop(next(iter(_PASSED)))
+            _PASSED[key] = ctx
     return None if found is None else found[0]
 
 

@@ -6,14 +6,15 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from planning.billing import HOURS_PER_MONTH as HOURS_PER_MONTH
 from planning.billing import HOURS_PER_YEAR as HOURS_PER_YEAR
 from planning.billing import Bill, bill_of, full_cost_rows
 from planning.billing import pricing_kinds_text as pricing_kinds_text
+
+if TYPE_CHECKING:  # pandas: imported by _frame
+    import pandas as pd
 
 STATUSES = ("optimal", "feasible", "slo_miss", "infeasible", "time_limit", "cancelled", "error")
 # "slo_miss": a plan exists but one of its SLO checks failed (planning.checks); "optimal"/"feasible" only when all pass
@@ -396,11 +397,10 @@ class PlanResult:
         rows = [{
             "model": i.model, "phase": i.phase, "template_id": i.template_id, "region": i.region, "count": i.count,
             "gpus": ", ".join(f"{n}×{g}" for g, n in sorted(i.gpus.items())), "throughput": i.throughput,
-            "throughput_unit": i.throughput_unit, "utilisation": round(i.utilisation, 4),
+            "throughput_unit": i.throughput_unit, "utilisation": round(i.utilisation, 4), "provenance": i.provenance,
             "cost_per_hour": i.cost_per_hour, "single_shape": i.single_shape, "n_stages": len(i.stages),
-            "provenance": i.provenance,
         } for i in self.instances]
-        return pd.DataFrame(rows, columns=cols)
+        return _frame(rows, cols)
 
     def breakdown_frame(self) -> pd.DataFrame:
         """The cost lines: ``cost_per_hour`` the marginal $/h the allocation saw; ``full_cost_per_hour`` with the
@@ -408,7 +408,7 @@ class PlanResult:
         committed pool with idle nodes, so the full column adds up (with egress) to the design hour's full cost."""
         cols = ["model", "phase", "region", "shape", "nodes", "cost_per_hour", "full_cost_per_hour", "kind"]
         rows = full_cost_rows([asdict(c) for c in self.cost_lines], (self.finance or {}).get("idle", []))
-        return pd.DataFrame(rows, columns=cols)
+        return _frame(rows, cols)
 
     @property
     def bill(self) -> Bill:
@@ -418,11 +418,11 @@ class PlanResult:
 
     def capacity_frame(self) -> pd.DataFrame:
         cols = ["region", "shape", "gpu", "used", "available", "price_per_hour"]
-        return pd.DataFrame([asdict(c) for c in self.capacity], columns=cols)
+        return _frame([asdict(c) for c in self.capacity], cols)
 
     def service_frame(self) -> pd.DataFrame:
         cols = ["model", "phase", "demanded", "served", "unit", "fraction"]
-        return pd.DataFrame([{**asdict(s), "fraction": s.fraction} for s in self.service], columns=cols)
+        return _frame([{**asdict(s), "fraction": s.fraction} for s in self.service], cols)
 
     def baselines_frame(self) -> pd.DataFrame:
         """The plan and every baseline; no cost (NaN) for a plan that does not exist or a baseline that did not
@@ -435,7 +435,7 @@ class PlanResult:
                  "savings_pct": 0.0 if self.has_plan else None, "note": note}]
         rows += [{**{k: getattr(b, k) for k in cols},
                   **({} if b.ran else {"cost_per_hour": nan, "served_fraction": nan})} for b in self.baselines]
-        return pd.DataFrame(rows, columns=cols)
+        return _frame(rows, cols)
 
     def gpus_by_type(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -512,8 +512,7 @@ class PlanResult:
                  + (f" The design hour includes ${self.transfer_per_hour:,.2f}/h of cross-region KV transfer."
                     if self.transfer_per_hour > 0 else "")
                  + f" The optimizer's initialization penalty (${self.penalty_per_hour:,.2f}/h, not billed) is left "
-                 "out of every comparison.",
-                 *([f"- {t}"] if (t := self.bill.design_hour_text()) else []),
+                 "out of every comparison.", *([f"- {t}"] if (t := self.bill.design_hour_text()) else []),
                  f"- **Served fraction of demand:** {self.served_fraction:.1%}"]
         best = self.best_baseline()
         saving = self.savings_vs(best) if best is not None else None
@@ -575,6 +574,11 @@ def _md_cell(column: str, v: Any) -> str:
             return f"{x:,.0f}"
         return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
     return str(v).replace("|", "/")
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    import pandas as pd  # here, not at the top: an answer without a table (an infeasible one) needs no pandas
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _md_table(df: pd.DataFrame) -> str:

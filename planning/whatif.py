@@ -301,6 +301,58 @@ def slider_variants(demand: float = 1.0, price_pct: float = 0.0, slo: float = 1.
     return out
 
 
+SliderPosition = tuple[float, ...]  # one value per slider, in the order of SLIDERS
+
+
+def slider_position(**values: float) -> SliderPosition:
+    """The sliders' values as a position (neutral where not given), in :data:`SLIDERS` order, on their steps.
+
+    Raises
+    ------
+    PlanningError
+        For a name that is no slider, naming the sliders there are.
+    """
+    unknown = sorted(set(values) - set(SLIDERS))
+    if unknown:
+        raise PlanningError("slider", f"{unknown[0]!r} is no slider.", f"use one of {', '.join(SLIDERS)}.")
+    return tuple(_on_step(name, values.get(name, neutral)) for name, (_, _, neutral, _) in SLIDERS.items())
+
+
+def _on_step(name: str, value: float) -> float:
+    """``value`` on its slider's grid (so 0.1 + 0.2 and 0.3 name one position)."""
+    low, _, _, step = SLIDERS[name]
+    return round(low + round((float(value) - low) / step) * step, 6)
+
+
+def slider_values(position: SliderPosition) -> dict[str, float]:
+    """A position as keyword values for :func:`slider_variants`."""
+    return dict(zip(SLIDERS, position, strict=True))
+
+
+def slider_steps(a: SliderPosition, b: SliderPosition) -> int:
+    """How many slider steps apart two positions are (the sum over the sliders)."""
+    return sum(round(abs(x - y) / step) for x, y, (_, _, _, step) in zip(a, b, SLIDERS.values(), strict=True))
+
+
+def slider_neighbours(position: SliderPosition, came_from: SliderPosition | None = None) -> list[SliderPosition]:
+    """The positions one step from ``position`` (each slider up and down, within its range): what the What-if page
+    plans ahead while the user looks at ``position``'s plan. In slider order, up before down; when the user just
+    came from ``came_from``, the step that goes on the same way on the slider that moved most comes first."""
+    out: list[SliderPosition] = []
+    for index, (name, (low, high, _, step)) in enumerate(SLIDERS.items()):
+        for direction in (1, -1):
+            value = _on_step(name, position[index] + direction * step)
+            if low - 1e-9 <= value <= high + 1e-9:
+                out.append((*position[:index], value, *position[index + 1:]))
+    if came_from is None or came_from == position:
+        return out
+    steps = [(abs(p - c) / s[3], i) for i, (p, c, s) in enumerate(zip(position, came_from, SLIDERS.values(),
+                                                                         strict=True))]
+    _, moved = max(steps)
+    onward = [n for n in out if (n[moved] - position[moved]) * (position[moved] - came_from[moved]) > 0]
+    return onward + [n for n in out if n not in onward]
+
+
 # ------------------------------------------------------------------------------------------------------------
 # comparing variants' plans
 

@@ -1,16 +1,24 @@
 """What-if page section "Move a slider": demand ×, prices %, SLOs ×, availability % → the plan and its diff.
 
-A slider sends its value when it is let go (Streamlit's own debounce); each new position cancels the solve of the
-previous one if it still runs and plans the new one in the background from the base plan's columns
-(``api.solve_near``: warm, the result cache first), so a position already visited comes back at once.
+A slider sends its value when it is let go (Streamlit's own debounce). Each position is planned in the background
+from the base plan's columns (``api.solve_near``: warm, the result cache first). While the user looks at a
+position's plan, the positions one step away on every slider (``api.slider_neighbours``, at most eight) are planned
+ahead in the job runner's background lane, which never delays anyone's job (``planning.jobs.fairshare``), so a move
+to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, the
+plan of the nearest position already planned; a new position cancels the previous one's plan unless it is a
+neighbour, and a new base plan cancels everything planned ahead for the old one.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import streamlit as st
 
 from planning import api, viz
 from planning.errors import PlanningError
+from planning.jobs import JobRecord
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from ui import state, widgets
@@ -20,61 +28,177 @@ LABELS = {"demand": "Demand ×", "price_pct": "Prices %", "slo": "SLOs ×", "ava
 HELP = {"demand": "Every model's demand times this factor.", "price_pct": "Every price changes by this percentage.",
         "slo": "Every latency target times this factor (below 1 tightens).",
         "availability_pct": "Available nodes as a percentage of today's (scarcity below 100)."}
+KEEP_POSITIONS = 32  # positions whose jobs a session remembers (the store keeps the plans; this only finds them)
+GONE = ("cancelled", "failed", "lost")  # a job of these is no plan and is submitted again when wanted
+
+Position = tuple[float, ...]
 
 
-def slider_section(scenario: Scenario, base: PlanResult) -> None:
-    """Four sliders; the plan of their position (running, or its cost, status and diff against ``base``)."""
+def slider_section(scenario: Scenario, base: PlanResult, base_id: str) -> None:
+    """Four sliders; the plan of their position (its cost, status and diff against ``base``), its neighbours
+    planned ahead, and while it runs, its progress and the nearest position already planned."""
     st.subheader("Move a slider")
-    widgets.explain("whatif_sliders", "Each position is planned in the background from the base plan's templates; "
-                    "moving again cancels the previous plan. Positions already visited come back at once.")
+    widgets.explain("whatif_sliders", "Each position is planned in the background from the base plan's templates. "
+                    "The positions one step away are planned ahead, at a priority below everyone's own plans, "
+                    "so moving a slider one step shows its plan at once; while a position is still being "
+                    "planned, the nearest position already planned is shown, labelled as such.")
     cols = st.columns(len(api.VARIANT_SLIDERS))
     values: dict[str, float] = {}
     for col, (name, (low, high, neutral, step)) in zip(cols, api.VARIANT_SLIDERS.items(), strict=True):
         values[name] = col.slider(LABELS[name], min_value=low, max_value=high, value=neutral, step=step,
                                   key=f"slider_{name}", help=HELP[name])
-    changes = api.slider_variants(**values)
-    if not changes:
+    position = api.slider_position(**values)
+    jobs = _positions(scenario, base_id)
+    came_from = st.session_state["slider_key"]  # the position of the previous run (a tuple once one ran)
+    current = _plan_position(scenario, base, position, jobs)
+    if current is None:
         st.caption("The sliders are at the base scenario: move one to see its plan.")
-        return
+    else:
+        _draw(base, position, current, jobs)  # before planning ahead: the plan is on screen first
+    ready = _plan_ahead(scenario, base, position, jobs, came_from if isinstance(came_from, tuple) else None)
+    _forget_old(jobs, position)
+    st.caption(f"Planned ahead: {ready} of {len(api.slider_neighbours(position))} positions one step away.")
+
+
+def label(position: Position) -> str:
+    """What a position changes ("demand ×2 (all models), prices −20 %"); "the base scenario" at rest."""
+    changes = api.slider_variants(**api.slider_values(position))
+    return ", ".join(api.variant_label(c) for c in changes) if changes else "the base scenario"
+
+
+def _positions(scenario: Scenario, base_id: str) -> dict[Position, str]:
+    """This session's position → job map for this base; a new base (plan or scenario) cancels every unfinished
+    job of the old one (planned ahead or current) and starts an empty map."""
+    text = json.dumps(scenario.to_dict(), sort_keys=True, default=str)
+    key = f"{base_id}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    jobs: dict[Position, str] = st.session_state["slider_jobs"]
+    if st.session_state["slider_base"] != key:
+        for job_id in jobs.values():
+            _cancel_if_running(job_id)
+        jobs.clear()
+        st.session_state["slider_base"], st.session_state["slider_job"] = key, None
+    return jobs
+
+
+def _plan_position(scenario: Scenario, base: PlanResult, position: Position, jobs: dict[Position, str]) -> str | None:
+    """The job of the sliders' position (None at rest): the one already asked for, else a user's job (which
+    joins, and promotes, the same position's job planned ahead). The previous position's unfinished job is
+    cancelled unless it is one step away (then it is what planning ahead would run anyway)."""
+    previous = st.session_state["slider_job"]
+    if previous and st.session_state["slider_key"] == position:
+        return str(previous)
+    old = _position_of(jobs, str(previous)) if previous else None
+    if previous and old not in api.slider_neighbours(position):
+        _cancel_if_running(str(previous))
+    st.session_state["slider_job"], st.session_state["slider_key"] = None, position
+    changes = api.slider_variants(**api.slider_values(position))
+    if not changes:
+        return None
     try:
         variant = api.apply_variants(scenario, changes)
     except PlanningError as exc:
         widgets.show_error(exc)
-        return
-    job_id = _submit(variant, base)
-    label = ", ".join(api.variant_label(c) for c in changes)
-    record = widgets.job_result(state.find_job(job_id), label, key="sliders")
-    result = None if record is None else state.result_of(record)
-    if result is None:
-        return
-    _show(label, base, result)
-
-
-def _submit(variant: Scenario, base: PlanResult) -> str:
-    """The job of this position: the one already submitted for it, else a new one (cancelling the previous)."""
-    request = near_request(variant, base)
-    key = repr(sorted(request["scenario"].items()))
-    current = st.session_state["slider_job"]
-    if current and st.session_state["slider_key"] == key:
-        return str(current)
-    if current:
-        previous = state.find_job(current)
-        if previous is not None and not previous.is_terminal:
-            state.cancel_job(current)  # the slider moved on: that position's plan is no longer wanted (by this user)
-    job_id = state.submit("solve", request, near_job)
-    st.session_state["slider_job"], st.session_state["slider_key"] = job_id, key
+        return None
+    job_id = state.submit("solve", near_request(variant, base), near_job)
+    jobs.pop(position, None)
+    jobs[position] = job_id  # the latest at the end: the map's order is its age
+    st.session_state["slider_job"] = job_id
     return job_id
 
 
-def _show(label: str, base: PlanResult, result: PlanResult) -> None:
-    """Cost, status and the plan diff of the slider's position against the base plan."""
+def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: dict[Position, str],
+                came_from: Position | None) -> int:
+    """Submit the positions one step away that have no plan or job yet to the background lane (the step going on
+    from ``came_from`` first, then in slider order); cancel the unfinished ones no longer one step away. Returns
+    how many of the neighbours are planned."""
+    near = api.slider_neighbours(position, came_from)
+    ready = 0
+    for other in near:
+        changes = api.slider_variants(**api.slider_values(other))
+        record = state.find_job(jobs.get(other))
+        if not changes or (record is not None and record.status == "done"):
+            ready += 1  # the base scenario's plan is the base plan
+            continue
+        if record is not None and record.status not in GONE:
+            continue
+        try:
+            variant = api.apply_variants(scenario, changes)
+        except PlanningError:
+            continue  # a position that is no valid scenario: the user sees why when they move there
+        jobs[other] = state.submit("solve", near_request(variant, base), near_job, background=True)
+    for other, job_id in list(jobs.items()):
+        if other != position and other not in near:
+            _cancel_if_running(job_id)
+    return ready
+
+
+def _forget_old(jobs: dict[Position, str], position: Position) -> None:
+    """Keep the map to :data:`KEEP_POSITIONS` entries: the oldest go first, never the current or a neighbour."""
+    keep = {position, *api.slider_neighbours(position)}
+    for other in list(jobs):
+        if len(jobs) <= KEEP_POSITIONS:
+            return
+        if other not in keep:
+            del jobs[other]
+
+
+def _draw(base: PlanResult, position: Position, job_id: str, jobs: dict[Position, str]) -> None:
+    """The position's plan when done; else its progress (or why it has none) and the nearest finished one."""
+    record = widgets.job_result(state.find_job(job_id), f"Planning {label(position)}", key="sliders")
+    result = None if record is None else state.result_of(record)
+    if result is not None:
+        _show(label(position), base, result, current=True)
+        return
+    running = state.find_job(job_id)
+    if running is None or running.is_terminal:
+        return
+    nearest = _nearest_finished(position, jobs, base)
+    if nearest is None:
+        return
+    other, other_result = nearest
+    steps = api.slider_steps(position, other)
+    st.info(f"While **{label(position)}** is being planned, this is the plan of the nearest position already "
+            f"planned: **{label(other)}** ({steps} slider step{'s' if steps != 1 else ''} away), not of the "
+            "sliders' position.")
+    _show(label(other), base, other_result, current=False)
+
+
+def _nearest_finished(position: Position, jobs: dict[Position, str],
+                      base: PlanResult) -> tuple[Position, PlanResult] | None:
+    """The finished position fewest slider steps from ``position`` (the base scenario counts), with its plan."""
+    rest = api.slider_position()
+    found: list[tuple[int, Position, PlanResult]] = [(api.slider_steps(position, rest), rest, base)]
+    for other, job_id in jobs.items():
+        record = state.find_job(job_id) if other != position else None
+        result = None if record is None else state.result_of(record)
+        if result is not None:
+            found.append((api.slider_steps(position, other), other, result))
+    _, other, result = min(found, key=lambda f: f[0])
+    return other, result
+
+
+def _position_of(jobs: dict[Position, str], job_id: str) -> Position | None:
+    return next((p for p, j in jobs.items() if j == job_id), None)
+
+
+def _cancel_if_running(job_id: str) -> None:
+    """This user's cancel of a job no longer wanted (another user waiting for the same plan keeps it going)."""
+    record: JobRecord | None = state.find_job(job_id)
+    if record is not None and not record.is_terminal:
+        state.cancel_job(job_id)
+
+
+def _show(text: str, base: PlanResult, result: PlanResult, *, current: bool) -> None:
+    """Cost, status and the plan diff of a position against the base plan; ``current``: the sliders' position
+    (captioned "Sliders: …"), else the nearest finished one (captioned "Nearest planned position: …")."""
     cols = st.columns(3)
-    cols[0].metric("Plan at the sliders", f"${result.comparable_cost:,.2f}/h" if result.has_plan else "no plan",
+    cols[0].metric("Plan at the sliders" if current else "Plan of the nearest planned position",
+                   f"${result.comparable_cost:,.2f}/h" if result.has_plan else "no plan",
                    delta=f"{result.comparable_cost - base.comparable_cost:+,.2f} $/h" if result.has_plan else None,
                    delta_color="inverse")
     cols[1].metric("Status", result.status)
     cols[2].metric("Demand served", f"{result.served_fraction:.1%}")
-    st.caption(f"Sliders: {label}.")
+    st.caption(f"Sliders: {text}." if current else f"Nearest planned position: {text}.")
     if not result.has_plan:
         for line in result.diagnostics[:3]:
             st.caption(line)

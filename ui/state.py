@@ -8,6 +8,7 @@ import copy
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,9 @@ DEFAULTS: dict[str, Any] = {
     "whatif_jobs": {},  # variant label -> job id
     "sweep_jobs": {},  # sweep label -> job id
     "slider_job": None,  # job id of the What-if sliders' current position (ui.sliders)
-    "slider_key": "",  # that position's scenario, to tell a new position from a rerun
+    "slider_key": "",  # that position (a tuple of the slider values), to tell a new position from a rerun
+    "slider_jobs": {},  # slider position -> job id: the current one, those planned ahead, those visited
+    "slider_base": "",  # the base plan and scenario those positions are variants of
     "sim_jobs": {},  # plan job id -> simulation job id (Plan page "Check with simulation")
     "whatif_sim_jobs": {},  # variant label -> simulation job id
     "shared_jobs": {},
@@ -126,9 +129,11 @@ def fair_key() -> str | None:
     return f"{st.session_state['owner']}:{st.session_state['session_key']}"
 
 
-def submit(kind: str, request: dict[str, Any], fn: Any) -> str:
-    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session."""
-    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key())
+def submit(kind: str, request: dict[str, Any], fn: Any, background: bool = False) -> str:
+    """Queue a job for this user (``JobRunner.submit``): listed in their workspace, fair-shared as this session;
+    ``background``: work planned ahead that never delays anyone's job (the What-if sliders' neighbours)."""
+    return runner().submit(kind, request, fn, owner=st.session_state["owner"], fair_key=fair_key(),
+                           background=background)
 
 
 # --- cached pure loads ---------------------------------------------------------------------------------------
@@ -223,22 +228,16 @@ def find_job(job_id: str | None) -> JobRecord | None:
 
 
 def cancel_job(job_id: str) -> bool:
-    """This user's cancel: without sign-in the job stops; with it, only their interest goes unless they are its
-    only holder (identical requests share one job, so another user's plan is never stopped).
+    """This user's cancel (this session's without sign-in): their interest goes, and the job stops only when
+    nobody else holds it (identical requests share one job, so another user's plan is never stopped). The store
+    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without.
 
     Returns
     -------
     bool
-        False when this workspace cannot see the job.
+        False when this user does not hold the job (or it already finished).
     """
-    ws = workspace()
-    if not ws.private:  # the runner's own rule: a job another session also waits for goes on for them
-        jobs = runner()
-        return jobs.cancel(job_id, by=fair_key()) or jobs.cancel(job_id, by=ws.id)  # by=local: a job of no session
-    outcome = runner().store.withdraw(job_id, ws.id)
-    if outcome == "cancelled":
-        runner().cancel(job_id)  # sets this process's token too, so a job it runs stops at once
-    return outcome != "not found"
+    return runner().cancel(job_id, by=fair_key() or workspace().id)
 
 
 def current_solve_job() -> JobRecord | None:
@@ -258,6 +257,26 @@ def current_solve_job() -> JobRecord | None:
     if record is not None and st.query_params.get("job") != job_id:
         st.query_params["job"] = job_id
     return record
+
+
+def link_solve_job(job_id: str) -> None:
+    """Make ``job_id`` this session's plan job and put it in the URL (``?job=``), so a reload or a second tab
+    finds it while it runs. Call it in the run that submits the job, before anything slow."""
+    st.session_state["solve_job"] = job_id
+    st.query_params["job"] = job_id
+
+
+def keep_job_in_url(job_ids: Iterable[str]) -> None:
+    """Say ``?job=`` again when this session's plan job is among ``job_ids`` (a live panel's, every poll).
+
+    The run that submitted the job already put it in the URL, but that message can be lost: a rerun that stops
+    the run before it, or a page switch whose URL update lands after it (the browser keeps the page's path with
+    the query it had). Sent again each poll, it costs nothing when the URL already holds it (the browser compares)
+    and repairs the link within a poll when it does not; before this, the link came back only with the result.
+    """
+    job_id = st.session_state.get("solve_job")
+    if job_id and job_id in job_ids:
+        st.query_params["job"] = job_id
 
 
 def submit_solve(scenario: Scenario) -> str:

@@ -12,7 +12,7 @@ from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
 from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
-from ui.state import POLL_SECONDS, cancel_job, find_job, init_state, runner
+from ui.state import POLL_SECONDS, cancel_job, find_job, init_state, keep_job_in_url, runner
 
 
 def page(title: str, intro: str) -> None:
@@ -105,6 +105,7 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
 
     @st.fragment(run_every=POLL_SECONDS)
     def _panel() -> None:
+        keep_job_in_url(jobs.values())  # a reload mid-job finds the plan job even if the submit's URL update was lost
         records = {label: find_job(job_id) for label, job_id in jobs.items()}
         if all(r is None or r.is_terminal for r in records.values()):
             st.rerun()  # full rerun: the page draws the results and this fragment is no longer rendered

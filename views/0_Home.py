@@ -53,8 +53,7 @@ plan_it = right.button("Plan it", type="primary", width="stretch", icon=":materi
 
 def _started(job_id: str) -> JobRecord | None:
     """Remember a submitted solve in the session and the URL (a reload or a second tab finds it); its record."""
-    st.session_state["solve_job"] = job_id
-    st.query_params["job"] = job_id
+    state.link_solve_job(job_id)
     return state.find_job(job_id)
 
 

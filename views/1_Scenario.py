@@ -102,8 +102,12 @@ with st.expander("Load, save, download, upload", expanded=False):
                        mime="application/x-yaml")
     with c4.form("upload_form"):
         uploaded = st.file_uploader("Upload a scenario (YAML or JSON)", type=["yaml", "yml", "json"])
-        if st.form_submit_button("Load file") and uploaded is not None:
+        if st.form_submit_button("Load file"):
             try:
+                if uploaded is None:  # said, never silent: a busy server can drop a file picked just before
+                    raise PlanningError("Upload a scenario", "no file came with Load file (none was chosen, or its "
+                                        "upload had not finished).", "Choose the YAML or JSON file, wait until it "
+                                        "is listed under the box, then press Load file again.")
                 _accept(parse_scenario_text(uploaded.getvalue().decode("utf-8", errors="replace"),
                                             origin=uploaded.name), f"upload:{uploaded.name}")
             except PlanningError as exc:

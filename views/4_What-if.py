@@ -29,7 +29,7 @@ base_result = state.result_of(base)
 
 # --- sliders: the plan as a slider moves --------------------------------------------------------------------------
 if base_result is not None and base_result.has_plan:
-    sliders.slider_section(scenario, base_result)
+    sliders.slider_section(scenario, base_result, base.id)
 
 # --- new variant -----------------------------------------------------------------------------------------------
 st.subheader("Add a variant")

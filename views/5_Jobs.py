@@ -114,8 +114,7 @@ if plans:
     with st.form("open_plan"):
         pick = st.selectbox("Open a finished plan", plans, format_func=names.__getitem__)
         if st.form_submit_button("Open on the Plan page"):
-            st.session_state["solve_job"] = pick
-            st.query_params["job"] = pick
+            state.link_solve_job(pick)
             st.switch_page("views/3_Plan.py")
 
 finished = [r.id for r in records if r.is_terminal]

@@ -272,8 +272,22 @@ its last 0.1 % in seconds; catalog-wide's (105) and coral-core's (17) at once.""
 
 
 def exact_when_small(problem: AllocationProblem) -> AllocationProblem:
-    """``problem`` asked for a proven gap of 0 when it has at most :data:`GAP_ZERO_TEMPLATES` templates."""
-    return replace(problem, mip_rel_gap=0.0) if len(problem.templates) <= GAP_ZERO_TEMPLATES else problem
+    """``problem`` asked for a proven gap of 0 when it has at most :data:`GAP_ZERO_TEMPLATES` templates; a larger
+    one whose group-by-group shortcut applies (cost objective, matrix builder, no commitments) asks it of each part
+    when every part (a model's prefill and decode) has at most that many (``part_mip_rel_gap`` 0; the joint model,
+    solved only when the parts' plans do not fit together, keeps ``mip_rel_gap``). Measured: coral-extended at
+    demand ×2 keeps 35,221 templates, parts of at most 7,014, each proven in 0.1-20 s; at the joint 0.1 % the
+    answer was ``feasible``."""
+    if len(problem.templates) <= GAP_ZERO_TEMPLATES:
+        return replace(problem, mip_rel_gap=0.0)
+    if problem.objective != "cost" or not problem.decompose or problem.commitments or problem.solver != "highs" \
+            or problem.builder == "pulp":
+        return problem
+    per_group: dict[str, int] = {}
+    for t in problem.templates:
+        per_group[t.group] = per_group.get(t.group, 0) + 1
+    largest = max((sum(per_group.get(g, 0) for g in part) for part in problem.linked_parts()), default=0)
+    return replace(problem, part_mip_rel_gap=0.0) if largest <= GAP_ZERO_TEMPLATES else problem
 
 
 def _solve(problem: AllocationProblem, cancel: CancelToken | None, ilp_gap: float | None = None) -> AllocationResult:

@@ -412,12 +412,17 @@ def solve_matrix(
 
 
 def start_vector(model: MatrixModel) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices and values of ``problem.start`` (ν of every pair, α = 1); ([], []) when it does not map."""
+    """Column indices and values of ``problem.start`` (ν of every pair, α = 1); ([], []) when it does not map. On a
+    part of the group-by-group shortcut (``Instance.restrict``) the start's instances of other groups are left out."""
     inst = model.inst
     key_to_pair = {inst.pair_key(p): p for p in range(inst.n_pairs)}
+    mine = {inst.groups[int(g)] for g in np.unique(inst.pair_group)}
+    group_of = {t.id: t.group for t in inst.problem.templates}
     nu = np.zeros(inst.n_pairs)
     for key, n in inst.problem.start.items():
         p = key_to_pair.get(key)
+        if p is None and group_of.get(key[0]) not in mine:
+            continue  # another part's instances
         if p is None or n > inst.pair_ub[p]:
             return np.zeros(0, dtype=np.int32), np.zeros(0)
         nu[p] = n

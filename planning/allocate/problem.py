@@ -176,7 +176,9 @@ class AllocationProblem:
     Sec. 4.3). Availability ``Offer.available`` is the total number of nodes that may be held, running ones
     included. ``budget_per_hour`` bounds provisioning + penalty (the cost objective's value) and is used with
     the ``served`` objective. ``dump_model`` writes the model (``.lp`` or ``.mps``) of the final solve.
-    ``decompose`` lets the cost objective try the exact group-by-group shortcut first (matrix builder).
+    ``decompose`` lets the cost objective try the exact group-by-group shortcut first (matrix builder);
+    ``part_mip_rel_gap`` is the relative gap each part of that shortcut is solved to (None: ``mip_rel_gap``, which
+    the joint model keeps when the parts' plans do not fit together).
     ``start`` is a plan (template id, region) -> instances handed to HiGHS as a MIP start (e.g. the best
     baseline's counts); its templates are exempt from dominance pruning so that it maps exactly.
     ``links`` are tuples of class ids served *in the same regions in the same proportions* (a model's prefill
@@ -205,6 +207,7 @@ class AllocationProblem:
     prune: bool = True
     dump_model: str | None = None
     decompose: bool = True
+    part_mip_rel_gap: float | None = None
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
     links: tuple[tuple[str, ...], ...] = ()
     transfers: tuple[TransferPrice, ...] = ()
@@ -289,6 +292,9 @@ class AllocationProblem:
             raise PlanningError("time_limit_s", f"time limit {self.time_limit_s} is not > 0.", "Give seconds, e.g. 60.")
         if not (0 <= self.mip_rel_gap < 1):
             raise PlanningError("mip_rel_gap", f"relative gap {self.mip_rel_gap} is not in [0, 1).", "Use e.g. 1e-3.")
+        if self.part_mip_rel_gap is not None and not (0 <= self.part_mip_rel_gap < 1):
+            raise PlanningError("part_mip_rel_gap", f"relative gap {self.part_mip_rel_gap} is not in [0, 1).",
+                                "Use e.g. 0 (proven optimal parts) or leave it unset (mip_rel_gap).")
 
     def groups(self) -> tuple[str, ...]:
         """Groups with demand classes, in order of first appearance in ``classes``."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -148,7 +148,9 @@ def _solve_phases(inst: Instance, problem: AllocationProblem, runner: _Runner, o
                 and not problem.commitments):  # commitments join every group's availability
             final = out.final = _decomposed(inst, problem, runner)
             if final is not None:
-                out.messages.append("solved group by group: the groups' optimal plans fit the shared availability together")
+                out.messages.append("solved group by group: the groups' optimal plans fit the shared availability together"
+                                    if final.phase.solver_status.startswith("Optimal per group") else
+                                    f"solved part by part: {final.phase.solver_status.lower()}")
                 runner.describe()
         if final is None and runner.spent():
             # the group-by-group attempt used the whole limit: HiGHS given a few ms still sets up and
@@ -231,60 +233,119 @@ def _assemble(problem: AllocationProblem, inst: Instance, runner: _Runner, out: 
     )
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One part of the group-by-group shortcut solved alone: its groups, its pairs' plan and its proven bound."""
+
+    groups: tuple[int, ...]
+    pairs: np.ndarray
+    trip: np.ndarray
+    sub: Instance
+    values: np.ndarray
+    primal: float
+    bound: float
+    used: np.ndarray  # nodes per offer row of its plan
+
+
+def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_left_s: float,
+                gap_tol: float) -> tuple[_Part | None, float]:
+    """One part (a set of groups, availability its own) to ``gap_tol``: (the part or None, seconds spent). None
+    when it has no pair or was not solved to its gap."""
+    from planning.allocate.matrix_model import build_matrix, solve_matrix
+
+    sub, pairs, trip = inst.restrict(list(groups))
+    if sub.n_pairs == 0:
+        return None, 0.0
+    m = build_matrix(sub, False, None)
+    runner.build_seconds += m.build_seconds
+    raw = solve_matrix(m, "cost", max(0.1, time_left_s), gap_tol)
+    if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, gap_tol):
+        return None, raw.phase.seconds
+    nu = np.rint(raw.values[: sub.n_pairs])
+    used = np.zeros(len(inst.offer_keys))
+    np.add.at(used, sub.use_row, nu[sub.use_pair] * sub.use_val)
+    return _Part(tuple(groups), pairs, trip, sub, raw.values, float(raw.phase.objective or 0.0),
+                 float(raw.phase.bound), used), raw.phase.seconds
+
+
+def _merge_conflicts(parts: list[_Part], avail: np.ndarray) -> list[int] | None:
+    """When the parts' plans together over-use some offer: the groups of every part that uses such an offer (to be
+    solved as one part); None when they fit."""
+    used = np.sum([p.used for p in parts], axis=0)
+    over = used > avail + 1e-9
+    if not over.any():
+        return None
+    return sorted(g for p in parts if np.any(p.used[over] > 0) for g in p.groups)
+
+
 def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> RawSolution | None:
-    """Exact shortcut for the cost objective: solve each group alone; if the union of the groups' optimal
-    plans fits the shared availability (and budget), it is optimal for the joint problem, because the joint
-    optimum is at least the sum of the groups' separate optima (each group's problem is a relaxation of its
-    part). Groups joined by region links (a model's prefill and decode) are solved together, as one part.
-    Returns None when the plans do not fit or a part is not solved to optimality.
+    """Exact shortcut for the cost objective: solve each part alone; if the union of the parts' optimal plans fits
+    the shared availability (and budget), it is optimal for the joint problem, because the joint optimum is at
+    least the sum of the parts' separate optima (each part's problem is a relaxation of its share of the joint
+    one). Groups joined by region links (a model's prefill and decode) are one part. When the plans over-use some
+    offer, the parts that use it are merged into one part and solved together (still a relaxation of their
+    share, so the sum of bounds stays a lower bound), until the plans fit or one part would hold every group.
+    Returns None then, or when a part is not solved to its gap (``part_mip_rel_gap``, else ``mip_rel_gap``).
     """
-    from planning.allocate.matrix_model import build_matrix, columns, solve_matrix
+    from planning.allocate.matrix_model import columns
 
     t0 = time.perf_counter()
-    col = columns(inst)
-    values = np.zeros(col.n)
-    values[-1] = 1.0
-    primal = bound = 0.0
+    gap_tol = problem.mip_rel_gap if problem.part_mip_rel_gap is None else problem.part_mip_rel_gap
     budget_left = runner.left()
-    lk = inst.links()
-    parent_split = {(int(li), int(a), int(b)): j
-                    for j, (li, a, b) in enumerate(zip(lk.split_link, lk.split_src, lk.split_dst, strict=True))}
-    for part in inst.components():
-        if not np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0)):
-            continue
-        sub, pairs, trip = inst.restrict(part)
-        if sub.n_pairs == 0:
-            return None
-        m = build_matrix(sub, False, None)
-        runner.build_seconds += m.build_seconds
-        raw = solve_matrix(m, "cost", max(0.1, budget_left), problem.mip_rel_gap)
-        budget_left -= raw.phase.seconds
-        if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, problem.mip_rel_gap):
+    groups = [part for part in inst.components()
+              if np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0))]
+    parts: list[_Part] = []
+    todo: list[list[int]] = groups
+    while todo:
+        for part_groups in todo:
+            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol)
+            budget_left -= seconds
+            if solved is None:
+                runner.solve_seconds += time.perf_counter() - t0
+                return None
+            parts.append(solved)
+        merged = _merge_conflicts(parts, inst.offer_avail)
+        if merged is None:
+            break
+        if len(merged) >= sum(len(p.groups) for p in parts):
             runner.solve_seconds += time.perf_counter() - t0
-            return None
-        values[pairs] = raw.values[: sub.n_pairs]
-        values[col.x0 + trip] = raw.values[sub.n_pairs : sub.n_pairs + len(trip)]
-        sub_col = m.col
-        for j, p in enumerate(sub_col.pen_pairs):
-            values[col.i0 + int(np.searchsorted(col.pen_pairs, pairs[p]))] = raw.values[sub_col.i0 + j]
-        sub_links = sub.links()
-        for j, (li, a, b) in enumerate(zip(sub_links.split_link, sub_links.split_src, sub_links.split_dst, strict=True)):
-            values[col.s0 + parent_split[(int(li), int(a), int(b))]] = raw.values[sub_col.s0 + j]
-        primal += float(raw.phase.objective or 0.0)
-        bound += float(raw.phase.bound)
+            return None  # one part would hold every group: that is the joint model
+        parts = [p for p in parts if not set(p.groups) & set(merged)]
+        todo = [merged]
+    values = _joint_values(inst, columns(inst), parts)
+    primal, bound = sum(p.primal for p in parts), sum(p.bound for p in parts)
     seconds = time.perf_counter() - t0
     runner.solve_seconds += seconds
-    nu = np.rint(values[: inst.n_pairs])
-    used = np.zeros(len(inst.offer_keys))
-    np.add.at(used, inst.use_row, nu[inst.use_pair] * inst.use_val)
-    if np.any(used > inst.offer_avail + 1e-9):
-        return None
     if problem.budget_per_hour is not None and primal > problem.budget_per_hour + 1e-9:
         return None
     gap = rel_gap(primal, bound)
-    status = classify(True, "optimal" if reached_gap(gap, problem.mip_rel_gap) else "other", gap, problem.mip_rel_gap,
-                      primal, bound)
-    return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, "Optimal per group, shared availability not binding"))
+    status = classify(True, "optimal" if reached_gap(gap, gap_tol) else "other", gap, gap_tol, primal, bound)
+    how = "Optimal per group, shared availability not binding" if len(parts) == len(groups) else \
+        f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)"
+    return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, how))
+
+
+def _joint_values(inst: Instance, col: Any, parts: Sequence[_Part]) -> np.ndarray:
+    """The joint model's column vector of the parts' plans (ν, x, penalties, link splits)."""
+    values = np.zeros(col.n)
+    values[-1] = 1.0
+    lk = inst.links()
+    parent_split = {(int(li), int(a), int(b)): j
+                    for j, (li, a, b) in enumerate(zip(lk.split_link, lk.split_src, lk.split_dst, strict=True))}
+    from planning.allocate.matrix_model import columns
+
+    for part in parts:
+        sub, pairs, trip, raw = part.sub, part.pairs, part.trip, part.values
+        sub_col = columns(sub)
+        values[pairs] = raw[: sub.n_pairs]
+        values[col.x0 + trip] = raw[sub.n_pairs : sub.n_pairs + len(trip)]
+        for j, p in enumerate(sub_col.pen_pairs):
+            values[col.i0 + int(np.searchsorted(col.pen_pairs, pairs[p]))] = raw[sub_col.i0 + j]
+        sub_links = sub.links()
+        for j, (li, a, b) in enumerate(zip(sub_links.split_link, sub_links.split_src, sub_links.split_dst,
+                                           strict=True)):
+            values[col.s0 + parent_split[(int(li), int(a), int(b))]] = raw[sub_col.s0 + j]
+    return values
 
 
 def _unservable(inst: Instance) -> bool:

@@ -42,8 +42,10 @@ which meets the region pairing), so a plan certified optimal over all templates 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from planning.allocate.problem import AllocationProblem, Offer, TemplateOption, WorkloadClass
 from planning.baselines.base import BaselineResult, from_allocation
@@ -98,30 +100,21 @@ def combos(problem: AllocationProblem, decode_per_prefill: int = MAX_DECODE) -> 
     rates: dict[str, dict[str, float]] = {}
     for q in problem.classes:
         rates.setdefault(q.group, {})[q.id] = q.rate
-    out: dict[str, list[Combo]] = {}
-    for model, pg, dg in model_pairs(problem):
-        pre = [(t, _share(t, rates.get(pg, {}))) for t in problem.templates if t.group == pg and t.single_shape]
-        dec = [(t, _share(t, rates.get(dg, {}))) for t in problem.templates if t.group == dg and t.single_shape]
-        found: list[Combo] = []
-        for tp, sp in pre:
-            if sp <= 0:
-                continue
-            for td, sd in dec:
-                if sd <= 0:
-                    continue
-                top = min(max(1, math.ceil(sp / sd - 1e-12)), decode_per_prefill)
-                for n in range(1, top + 1):
-                    usage = dict(tp.usage)
-                    for s, k in td.usage.items():
-                        usage[s] = usage.get(s, 0) + n * k
-                    found.append(Combo(model, tp, td, n, min(sp, n * sd), usage))
-        out[model] = found
-    return out
+    return {model: _combos_of(model, _phase(problem, pg, rates), _phase(problem, dg, rates), decode_per_prefill)
+            for model, pg, dg in model_pairs(problem)}
 
 
 def candidates(problem: AllocationProblem, keep: int = CANDIDATES,
                decode_per_prefill: int = MAX_DECODE) -> dict[str, list[tuple[Combo, float, str]]]:
-    """Per model the ``keep`` combos of highest Token/USD in their best region: (combo, tokens per USD, region)."""
+    """Per model the ``keep`` combos of highest Token/USD in their best region: (combo, tokens per USD, region).
+
+    Ties in Token/USD go to the smaller combo id, ties in a combo's price to the region name first in order. When
+    every homogeneous template of the pair's phases uses one shape (the engine's single-shape templates), the
+    combos are priced as arrays (:func:`_ranked_arrays`), every float computed in the same order as
+    :func:`_ranked_combos` does it one combo at a time, so both rank the same combos with the same bits
+    (``tests/baselines/test_cauchy.py``); only the ``keep`` best become :class:`Combo` objects (catalog-wide has
+    ~170,000 combos: 25 s one by one under load, well under a second as arrays).
+    """
     tokens: dict[str, float] = {}
     for q in problem.classes:
         tokens[q.group] = tokens.get(q.group, 0.0) + q.rate
@@ -129,17 +122,123 @@ def candidates(problem: AllocationProblem, keep: int = CANDIDATES,
     for o in problem.offers:
         if o.available > 0:
             prices.setdefault(o.region, {})[o.shape] = o.price_per_hour
+    rates: dict[str, dict[str, float]] = {}
+    for q in problem.classes:
+        rates.setdefault(q.group, {})[q.id] = q.rate
     out: dict[str, list[tuple[Combo, float, str]]] = {}
-    for (model, pg, dg), found in zip(model_pairs(problem), combos(problem, decode_per_prefill).values(), strict=True):
+    for model, pg, dg in model_pairs(problem):
         per_second = tokens.get(pg, 0.0) + tokens.get(dg, 0.0)
-        ranked = []
-        for c in found:
-            best = min(((c.price(p), r) for r, p in prices.items()), default=(math.inf, ""))
-            if math.isfinite(best[0]) and best[0] > 0:
-                ranked.append((c, c.fraction * per_second * 3600.0 / best[0], best[1]))
-        ranked.sort(key=lambda x: (-x[1], x[0].id))
+        pre = _phase(problem, pg, rates)
+        dec = _phase(problem, dg, rates)
+        if all(len(t.usage) == 1 and min(t.usage.values()) > 0 for t, _s in (*pre, *dec)):
+            ranked = _ranked_arrays(model, pre, dec, _Market(prices, per_second, decode_per_prefill), keep)
+        else:
+            ranked = _ranked_combos(_combos_of(model, pre, dec, decode_per_prefill), prices, per_second)
         out[model] = ranked[:keep]
     return out
+
+
+def _phase(problem: AllocationProblem, group: str,
+           rates: Mapping[str, Mapping[str, float]]) -> list[tuple[TemplateOption, float]]:
+    """A phase's homogeneous templates that serve some of its demand, with their shares."""
+    out = []
+    for t in problem.templates:
+        if t.group == group and t.single_shape:
+            share = _share(t, rates.get(group, {}))
+            if share > 0:
+                out.append((t, share))
+    return out
+
+
+def _combos_of(model: str, pre: Sequence[tuple[TemplateOption, float]], dec: Sequence[tuple[TemplateOption, float]],
+               decode_per_prefill: int) -> list[Combo]:
+    """Every combo of one model from its phases' templates and shares (n = 1 … n̄)."""
+    found: list[Combo] = []
+    for tp, sp in pre:
+        for td, sd in dec:
+            top = min(max(1, math.ceil(sp / sd - 1e-12)), decode_per_prefill)
+            for n in range(1, top + 1):
+                usage = dict(tp.usage)
+                for s, k in td.usage.items():
+                    usage[s] = usage.get(s, 0) + n * k
+                found.append(Combo(model, tp, td, n, min(sp, n * sd), usage))
+    return found
+
+
+def _ranked_combos(found: Sequence[Combo], prices: Mapping[str, Mapping[str, float]],
+                   per_second: float) -> list[tuple[Combo, float, str]]:
+    """Combos with a finite price somewhere, by Token/USD in their cheapest region (best first), one by one."""
+    ranked = []
+    for c in found:
+        best = min(((c.price(p), r) for r, p in prices.items()), default=(math.inf, ""))
+        if math.isfinite(best[0]) and best[0] > 0:
+            ranked.append((c, c.fraction * per_second * 3600.0 / best[0], best[1]))
+    ranked.sort(key=lambda x: (-x[1], x[0].id))
+    return ranked
+
+
+@dataclass(frozen=True)
+class _Market:
+    """What ranks one model's combos: node prices per region and shape, the model's tokens/s, n̄'s cap."""
+
+    prices: Mapping[str, Mapping[str, float]]
+    per_second: float
+    decode_per_prefill: int
+
+
+def _ranked_arrays(model: str, pre: Sequence[tuple[TemplateOption, float]], dec: Sequence[tuple[TemplateOption, float]],
+                   market: _Market, keep: int) -> list[tuple[Combo, float, str]]:
+    """:func:`_ranked_combos` over :func:`_combos_of` for one-shape templates, as arrays; the ``keep`` best (and
+    every combo tied with the last of them, so the id decides as it does there) become combos, best first."""
+    regions = sorted(market.prices)
+    if not pre or not dec or not regions:
+        return []  # argmin takes the first of equal prices: the smallest region name, as min()
+    shapes = sorted({next(iter(t.usage)) for t, _s in (*pre, *dec)})
+    col = {s: j for j, s in enumerate(shapes)}
+    price = np.array([[market.prices[r].get(s, math.inf) for r in regions] for s in shapes], dtype=float).reshape(
+        len(shapes), len(regions))
+    p_shape, p_count, p_share = _columns(pre, col)
+    d_shape, d_count, d_share = _columns(dec, col)
+    i = np.repeat(np.arange(len(pre)), len(dec))  # every (prefill, decode) pair, prefill-major
+    j = np.tile(np.arange(len(dec)), len(pre))
+    ratio = np.array([math.ceil(a / b - 1e-12) for a, b in zip(p_share[i].tolist(), d_share[j].tolist(), strict=True)],
+                     dtype=np.int64)
+    top = np.minimum(np.maximum(1, ratio), market.decode_per_prefill)
+    i, j = np.repeat(i, top), np.repeat(j, top)
+    n = np.arange(len(i)) - np.repeat(np.cumsum(top) - top, top) + 1  # 1 … top of each pair
+    fraction = np.minimum(p_share[i], n * d_share[j])
+    same = p_shape[i] == d_shape[j]
+    # one shape: p·(a + n·b); two: p_P·a + p_D·(n·b), left to right (Combo.price sums its usage in this order)
+    cost = np.where(same[:, None], price[p_shape[i]] * (p_count[i] + n * d_count[j])[:, None],
+                    price[p_shape[i]] * p_count[i][:, None] + price[d_shape[j]] * (n * d_count[j])[:, None])
+    where = np.argmin(cost, axis=1)
+    best = cost[np.arange(len(where)), where]
+    ok = np.isfinite(best) & (best > 0)
+    eff = np.where(ok, fraction * market.per_second * 3600.0 / np.where(ok, best, 1.0), -math.inf)
+    order = np.flatnonzero(ok)
+    if order.size > keep:
+        cut = np.partition(eff[order], order.size - keep)[order.size - keep]  # the keep-th largest
+        order = order[eff[order] >= cut]
+    ranked = []
+    for k in order.tolist():
+        tp, _sp = pre[int(i[k])]
+        td, _sd = dec[int(j[k])]
+        m = int(n[k])
+        usage = dict(tp.usage)
+        for s, c in td.usage.items():
+            usage[s] = usage.get(s, 0) + m * c
+        ranked.append((Combo(model, tp, td, m, float(fraction[k]), usage), float(eff[k]), regions[int(where[k])]))
+    ranked.sort(key=lambda x: (-x[1], x[0].id))
+    return ranked
+
+
+def _columns(phase: Sequence[tuple[TemplateOption, float]],
+             col: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(shape column, node count, share) of each one-shape template of a phase."""
+    shape = np.array([col[next(iter(t.usage))] for t, _s in phase], dtype=np.int64)
+    count = np.array([next(iter(t.usage.values())) for t, _s in phase], dtype=np.int64)
+    share = np.array([s for _t, s in phase], dtype=float)
+    return shape, count, share
 
 
 def cauchy(problem: AllocationProblem, cancel: CancelToken | None = None, keep: int = CANDIDATES,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from planning.catalog.schema import Catalog, NodeConfig
 from planning.errors import PlanningError, UnknownIdError
+
+if TYPE_CHECKING:  # polars is imported where a series is read: the catalog itself needs none (CLI start-up)
+    import polars as pl
 
 MAX_SERIES_BYTES = 20_000_000
 """Largest availability series file accepted."""
@@ -114,6 +116,8 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
     PlanningError
         File missing/too large, missing columns, bad values (naming the line), unknown config ids.
     """
+    import polars as pl
+
     path = Path(path)
     raw = _read_series_csv(path)
     nodes = _series_nodes(path, raw)
@@ -136,6 +140,8 @@ def load_availability_series(path: str | Path, catalog: Catalog | None = None) -
 
 def _read_series_csv(path: Path) -> pl.DataFrame:
     """The availability CSV as text columns, its size, header and row count checked."""
+    import polars as pl
+
     if not path.is_file():
         raise _fail(path, "is not a file.", "pass the path of an availability CSV.")
     size = path.stat().st_size
@@ -166,6 +172,8 @@ def _read_series_csv(path: Path) -> pl.DataFrame:
 
 def _series_nodes(path: Path, raw: pl.DataFrame) -> pl.Series:
     """The ``nodes`` column as Int64, every value a whole number ≥ 0 (else the first bad line is named)."""
+    import polars as pl
+
     nodes = raw["nodes"].str.strip_chars().cast(pl.Int64, strict=False)
     bad = raw.with_row_index("line", offset=2).filter(nodes.is_null() | (nodes < 0))
     if bad.height:
@@ -181,6 +189,8 @@ def _series_nodes(path: Path, raw: pl.DataFrame) -> pl.Series:
 
 def _series_timestamps(path: Path, raw: pl.DataFrame) -> pl.Series:
     """Hours from the start when every timestamp is a number, else ISO 8601 date-times in UTC."""
+    import polars as pl
+
     stamps_text = raw["timestamp"].str.strip_chars()
     hours = stamps_text.cast(pl.Float64, strict=False)
     if hours.null_count() == 0:
@@ -217,6 +227,8 @@ def _places_by_config(
 
 def _places_by_region_shape(path: Path, raw: pl.DataFrame) -> tuple[pl.Series, pl.Series, pl.Series]:
     """(null config ids, regions, shapes) of rows naming ``region`` and ``shape`` (their forms checked)."""
+    import polars as pl
+
     config_ids = pl.Series("config_id", [None] * raw.height, dtype=pl.String)
     regions = raw["region"].str.strip_chars()
     shapes = raw["shape"].str.strip_chars()

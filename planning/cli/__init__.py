@@ -17,7 +17,9 @@ from typing import Any
 from planning.errors import PlanningError, quote
 
 # Each area's sub-commands live in ``planning/cli/<area>.py`` exposing ``register(subparsers)``;
-# registered parsers set ``func`` (args -> exit code).
+# registered parsers set ``func`` (args -> exit code). ``main`` imports only the module of the command asked
+# (:data:`COMMANDS`; a test checks it against what each module registers): ``planning solve`` never pays for the
+# imports of ``simulate`` or ``perf``; ``planning --help`` and an unknown command build the whole parser.
 _COMMAND_MODULES = (
     "planning.cli.catalog",
     "planning.cli.perf",
@@ -33,6 +35,16 @@ _COMMAND_MODULES = (
     "planning.cli.prices",
 )
 
+COMMANDS = {
+    "catalog": "planning.cli.catalog", "perf": "planning.cli.perf", "place": "planning.cli.templates",
+    "jobs": "planning.cli.jobs", "allocate": "planning.cli.allocate", "solve": "planning.cli.commands",
+    "templates": "planning.cli.commands", "sweep": "planning.cli.commands", "validate": "planning.cli.commands",
+    "presets": "planning.cli.commands", "export": "planning.cli.export", "simulate": "planning.cli.simulate",
+    "import-melange": "planning.cli.melange", "timeline": "planning.cli.timeline",
+    "measurements": "planning.cli.measurements", "validate-plan": "planning.cli.measurements",
+    "prices": "planning.cli.prices",
+}
+"""Each command's module (the one whose ``register`` adds it)."""
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:
@@ -44,7 +56,8 @@ EXIT_CODES_HELP = """exit codes:
   4  a plan that misses an SLO (status slo_miss): every alternative computed failed an SLO check"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every command, or only ``command``'s module's (:data:`COMMANDS`) when it names one."""
     parser = argparse.ArgumentParser(
         prog="planning",
         description="Plan cost-minimal LLM serving on heterogeneous cloud GPUs.",
@@ -53,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _COMMAND_MODULES:
+    modules = [COMMANDS[command]] if command in COMMANDS else _COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -103,8 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     SystemExit
         From argparse only: code 2 for a usage error, 0 for ``--help``.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)  # usage errors exit with 2 through argparse's SystemExit, --help with 0
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)  # usage errors exit with 2 through argparse's SystemExit, --help with 0
     try:
         code = args.func(args)
     except PlanningError as exc:

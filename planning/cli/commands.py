@@ -1,4 +1,9 @@
-"""CLI sub-commands of the planning engine: solve, templates, sweep, validate, presets."""
+"""CLI sub-commands of the planning engine: solve, templates, sweep, validate, presets.
+
+``planning.api`` (pandas, the solvers, the template machinery: most of the CLI's start-up) is imported inside the
+commands that use it, so ``planning solve`` answers a scenario the precheck refuses (an SLO no offered GPU reaches,
+``planning.precheck``) before importing it (issue 37 §4: ≤ 2 s in a fresh process).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from planning import api
 from planning.errors import PlanningError
 from planning.parallel import BACKENDS, set_default_backend
-from planning.scenario import Objective, Scenario, atomic_write_text
+from planning.result import PlanResult
+from planning.scenario import Objective, Scenario, atomic_write_text, load_scenario
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg, unused-ignore]
@@ -76,11 +81,17 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     if args.preset and args.scenario:
         raise PlanningError("scenario", "both a file and --preset were given.", "give one of them.")
     if args.preset:
-        scenario = api.load_preset_scenario(args.preset)
+        from planning.catalog.presets import load_preset
+
+        scenario = Scenario.from_dict(load_preset(args.preset))  # api.load_preset_scenario, without its imports
     elif args.scenario is None:
         raise PlanningError("scenario", "no scenario given.", "pass a file, or --preset NAME (see `planning presets`).")
     else:
-        scenario = api.load_scenario(args.scenario)
+        scenario = load_scenario(args.scenario)
+    if not args.variant:
+        return scenario
+    from planning import api
+
     variants = [api.parse_variant(text) for text in args.variant]
     return api.apply_variants(scenario, variants)
 
@@ -98,6 +109,8 @@ def _solve(args: argparse.Namespace) -> int:
         budget = args.budget if args.budget is not None else scenario.objective.budget_per_hour
         scenario = replace(scenario, objective=Objective.from_dict({"kind": kind, "budget_per_hour": budget}, "objective"))
     if (args.sharing or scenario.options.sharing) != "off":
+        from planning import api
+
         shared = api.solve_shared(scenario, method=args.sharing)
         _emit(shared.to_json() if args.json else shared.summary(), args.out)
         return 0 if shared.status in ("optimal", "feasible") else 4 if shared.status == "slo_miss" else 1
@@ -105,21 +118,46 @@ def _solve(args: argparse.Namespace) -> int:
         from planning.allocate.problem import check_dump_path
 
         check_dump_path(args.dump_model, "--dump-model")
-    result = api.solve(scenario, dump_model=args.dump_model)
+    result = refused_at_once(scenario)
+    if result is None:
+        from planning import api
+
+        result = api.solve(scenario, dump_model=args.dump_model)
     if args.bill is not None:
-        atomic_write_text(args.bill, api.bill_csv(result), field="--bill")
+        from planning.api_finance import bill_csv
+
+        atomic_write_text(args.bill, bill_csv(result), field="--bill")
     if args.json:
-        _emit(api.result_json(result), args.out)
+        _emit(result.to_json(), args.out)  # api.result_json
     elif args.markdown:
         _emit(result.to_markdown(), args.out)
     else:
-        _emit(api.result_summary(result), args.out)
+        from planning.report import terminal_summary
+
+        _emit(terminal_summary(result), args.out)  # api.result_summary
     if result.status == "slo_miss":
         return 4  # a plan that fails an SLO check (planning.checks)
     return 0 if result.status in ("optimal", "feasible") or result.instances else 1  # a time-limited plan is a plan
 
 
+def refused_at_once(scenario: Scenario) -> PlanResult | None:
+    """The ``infeasible`` answer of the precheck (``planning.precheck``: an SLO below what any offered GPU reaches)
+    on the engine context ``api.solve`` would plan on, without importing the solve's machinery; None when the
+    scenario passes, or when the solve plans on a perf model the user's measurement fits correct (``api.solve``
+    runs the precheck there itself)."""
+    from planning.context import engine_context
+    from planning.measurements.apply import load_settings
+    from planning.precheck import precheck
+
+    if scenario.options.measurements != "ignore" and any(s.model in {m.id for m in scenario.models}
+                                                          for s in load_settings()):
+        return None  # api_measurements.plan_context corrects the perf model: its precheck is api.solve's own
+    return precheck(scenario, engine_context())
+
+
 def _templates(args: argparse.Namespace) -> int:
+    from planning import api
+
     scenario = scenario_from_args(args)
     frame = api.build_templates(scenario)
     if args.json:
@@ -150,6 +188,8 @@ def _parse_values(text: str) -> list[float]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from planning import api
+
     scenario = scenario_from_args(args)
     if args.workers < 0:
         raise PlanningError("--workers", f"must be ≥ 0, got {args.workers}.", "give 0 (one per core) or more.")
@@ -164,6 +204,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from planning import api
+
     scenario = scenario_from_args(args)
     warnings = api.validate(scenario)
     print(f"{scenario.name}: valid ({len(scenario.models)} models, mode {scenario.mode}).")
@@ -173,6 +215,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
+    from planning import api
+
     rows = api.preset_summaries()
     if args.json:
         from planning.cli import print_json

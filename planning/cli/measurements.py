@@ -123,7 +123,8 @@ def run_fit(args: argparse.Namespace) -> int:
         loo_text = "-" if loo is None else f"{100 * loo:.1f} %"
         print(f"{row['model']} on {row['shape']} TP{row['tp']} ({row['engine']}, {row['points']} point(s)): "
               f"prefill ×{row['prefill_factor']:.3f}, decode ×{row['decode_factor']:.3f}, "
-              f"step {row['step_ms_added']:+.2f} ms; median error {100 * row['error_before']:.1f} % → "
+              f"step {row['step_ms_added']:+.2f} ms (fitted: {row['fitted'] or 'none'}); "
+              f"median error {100 * row['error_before']:.1f} % → "
               f"{100 * row['error_after']:.1f} % (leave-one-out {loo_text}); "
               f"{'trusted: plans use it' if row['trusted'] else 'not trusted: leave-one-out does not beat the model'}")
     return 0

@@ -53,6 +53,7 @@ from planning.templates.sets import TemplateSet
 SIZING_SHARE = 0.55
 COMPARISON_SHARE = 0.10
 RESERVE_SHARE = 0.05  # held back for what runs after a step's deadline (baselines, assembly) on a busy machine
+PROOF_FIGURES = ("bound_usd", "gap", "message", "stats")  # a sizing's figures of the moment its time limit stopped it
 
 
 def solve_finance(scenario: Scenario, *, context: EngineContext, plan_hour: Callable[..., PlanResult],
@@ -117,11 +118,7 @@ def solve_finance(scenario: Scenario, *, context: EngineContext, plan_hour: Call
                        dump_model=dump_model, with_baselines=with_baselines, finance=False)
     resolved_hour = resolve_scenario(hour, context.catalog)
     if sizing is not None and sizing.has_plan and candidates:
-        signed = [f"{n} × {c.shape} ({c.region}, {c.terms.term_years:g} y)" for c in candidates
-                  if (n := sizing.counts.get(c.id, 0))]
-        gap = f"proven within {sizing.gap:.1%} of the optimum" if sizing.gap is not None else "no bound proven"
-        notes.append(f"Commitment sizing over {len(epochs)} epochs: " + (", ".join(signed) + " to sign" if signed else
-                     "no reservation pays off") + f"; {gap} ({sizing.certified_over}).")
+        notes.append(sizing_note(sizing, candidates, len(epochs), scenario.options.mip_rel_gap))
     finance = finance_view(scenario, resolved_hour, result, candidates, sizing, compare, notes,
                            committed_before=resolved.offers)
     lines = commitment_lines(scenario, context, candidates, sizing)
@@ -193,6 +190,28 @@ def commitment_lines(scenario: Scenario, context: EngineContext, candidates: tup
     return tuple(out)
 
 
+def time_limited(sizing: Sizing) -> bool:
+    """True when the sizing's proof stopped at its wall-clock limit before closing the requested gap (status
+    ``feasible`` with a plan): its bound, gap, cut and step counts are those of that moment, which a faster or
+    busier machine does not share (its plan is kept and compared; ``checks.stable_dict``)."""
+    return sizing.has_plan and sizing.status == "feasible"
+
+
+def sizing_note(sizing: Sizing, candidates: tuple[Candidate, ...], n_epochs: int, requested_gap: float) -> str:
+    """The diagnostics' line on the sizing: the commitments to sign and how well they are proven. A proof its
+    time limit stopped quotes no gap here (the figure of that moment: ``finance.sizing.gap``, flagged
+    ``time_limited``), so the note reads the same on every machine."""
+    signed = [f"{n} × {c.shape} ({c.region}, {c.terms.term_years:g} y)" for c in candidates
+              if (n := sizing.counts.get(c.id, 0))]
+    if time_limited(sizing):
+        gap = (f"the proof stopped at its time limit above the requested {requested_gap:.1%} gap (the proven gap: "
+               "the finance summary; raise options.time_limit_s to prove more)")
+    else:
+        gap = f"proven within {sizing.gap:.1%} of the optimum" if sizing.gap is not None else "no bound proven"
+    return (f"Commitment sizing over {n_epochs} epochs: " + (", ".join(signed) + " to sign" if signed else
+            "no reservation pays off") + f"; {gap} ({sizing.certified_over}).")
+
+
 def _pool_use(sizing: Sizing) -> dict[tuple[str, str], float]:
     """Node-hours over the horizon each reserved (pool, shape) serves in the sizing's plan."""
     out: dict[tuple[str, str], float] = {}
@@ -210,7 +229,9 @@ def _total(sizing: Sizing, fixed_over_horizon: float) -> dict[str, Any]:
             "bound_usd": sizing.bound + fixed_over_horizon if ok and math.isfinite(sizing.bound) else None,
             "gap": sizing.gap if ok else None, "commitments": dict(sizing.counts), "message": sizing.message,
             "certified_over": sizing.certified_over if ok else "", "seconds": sizing.stats.get("seconds"),
-            "stats": {k: v for k, v in sizing.stats.items() if isinstance(v, float)}}
+            "stats": {k: v for k, v in sizing.stats.items() if isinstance(v, float)},
+            "time_limited": time_limited(sizing), **({"time_limited_figures": list(PROOF_FIGURES)}
+                                                    if time_limited(sizing) else {})}
 
 
 def finance_view(scenario: Scenario, resolved: ResolvedScenario, result: PlanResult, candidates: tuple[Candidate, ...],

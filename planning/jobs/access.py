@@ -1,8 +1,14 @@
 """Who may see a job, and its share links: the ``job_access`` and ``job_shares`` tables of the job store.
 
-Identical requests share one job, so a job can have several owners: ``job_access(job_id, owner)`` holds one row
-for each workspace that asked for it (the ``jobs.owner`` column keeps the first asker). A user's cancel withdraws
-their own interest; the job itself is cancelled (or, when finished, deleted) only when nobody else holds it.
+Identical requests share one job, so a job can have several holders: ``job_access(job_id, owner)`` holds one row
+for each *holder* that asked for it (the ``jobs.owner`` column keeps the first asker's workspace). A holder is a
+workspace id (``"u-…"`` with sign-in), or one browser session of the shared local workspace,
+``"<workspace>:<session>"`` (:func:`holder_of`): without sign-in every session lists the one workspace's jobs, yet
+each session's cancel counts for itself. A workspace sees a job when it or one of its sessions holds it.
+
+This table is the one rule of whose cancel counts (:func:`withdraw`): a holder's cancel withdraws their own
+interest; the job itself is cancelled (or, when finished, deleted) only when nobody else holds it. It lives in the
+store, so it survives a server restart and holds across processes.
 ``job_shares`` records each share link's token id, its job, who made it, when it expires and whether it was
 revoked; a link whose token id is not in the table (revoked and pruned, or from another store) opens nothing.
 
@@ -65,26 +71,39 @@ def ensure_tables(conn: sqlite3.Connection) -> None:
         raise
 
 
-def grant(conn: sqlite3.Connection, job_id: str, owner: str | None, now: float) -> None:
-    """Let ``owner`` see ``job_id`` (idempotent; nothing for an anonymous submit)."""
-    if owner is not None:
+def holder_of(workspace: str, session: str | None = None) -> str:
+    """The holder key of a workspace (``session`` None), or of one session of it: ``"<workspace>:<session>"``."""
+    return workspace if session is None else f"{workspace}:{session}"
+
+
+def held_by(workspace: str) -> tuple[str, tuple[str, int, str]]:
+    """A SQL condition on ``job_access.owner`` and its parameters: rows of ``workspace`` or of its sessions."""
+    prefix = f"{workspace}:"
+    return "(owner = ? OR substr(owner, 1, ?) = ?)", (workspace, len(prefix), prefix)
+
+
+def grant(conn: sqlite3.Connection, job_id: str, holder: str | None, now: float) -> None:
+    """Let ``holder`` (a workspace or ``"<workspace>:<session>"``) hold ``job_id`` (idempotent; nothing for an
+    anonymous submit)."""
+    if holder is not None:
         conn.execute("INSERT OR IGNORE INTO job_access (job_id, owner, granted) VALUES (?, ?, ?)",
-                     (job_id, owner, now))
+                     (job_id, holder, now))
 
 
 def allowed(conn: sqlite3.Connection, job_id: str, owner: str) -> bool:
-    """Whether ``owner`` may see ``job_id``."""
-    row = conn.execute("SELECT 1 FROM job_access WHERE job_id = ? AND owner = ?", (job_id, owner)).fetchone()
+    """Whether the workspace ``owner`` may see ``job_id`` (it, or one of its sessions, holds it)."""
+    condition, params = held_by(owner)
+    row = conn.execute(f"SELECT 1 FROM job_access WHERE job_id = ? AND {condition}", (job_id, *params)).fetchone()
     return row is not None
 
 
 def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> str:
-    """Take ``owner``'s interest in a job away (call inside a write transaction).
+    """Take the holder ``owner``'s interest in a job away (call inside a write transaction).
 
     Returns
     -------
     str
-        ``"not found"`` when ``owner`` had no access; ``"withdrawn"`` when others still hold the job (it goes on
+        ``"not found"`` when ``owner`` does not hold it; ``"withdrawn"`` when others still hold the job (it goes on
         for them, untouched); ``"cancelled"`` when ``owner`` was its only holder and it was queued or running
         (queued: cancelled at once; running: its cancel flag is set); ``"deleted"`` when it was finished and
         nobody holds it any more.

@@ -1,4 +1,4 @@
-"""Fair share of the job runner's workers: a per-user cap, round-robin across users, places, whose cancel counts.
+"""Fair share of the job runner's workers: a per-user cap, round-robin across users, queue places.
 
 The runner keeps its queued jobs here instead of in its thread pool's FIFO queue, so one user's queue of twenty
 heavy jobs never blocks another user's first job.
@@ -11,9 +11,13 @@ Rules
 * When a slot frees, the next job is the oldest queued job of the user who, among users under their cap, runs the
   fewest jobs now; ties go to the user served longest ago (never served first), then to the oldest job. With equal
   running counts this is round-robin across users.
-* Identical requests are still one job (the store's reuse): a user who submits a request another user's job
-  already answers becomes *interested* in that job. A user's cancel withdraws only their own interest; the job
-  stops only when its last interested user cancels it (:func:`cancel_effect`). An admin's cancel stops it.
+* Identical requests are still one job (the store's reuse). Whose cancel counts is not decided here but by the
+  store, which records every holder of a job (``job_access``, :meth:`~planning.jobs.store.JobStore.withdraw`).
+* Background jobs (``push(..., background=True)``: the What-if page's prefetch of neighbouring slider positions)
+  are a lane of their own below every user's jobs: one starts only when no user's job could take the slot, at most
+  ``slots - 1`` of them run at once (at least 1), so a user's next job finds a slot free, they never count
+  towards a user's cap, and when a user's job waits for a slot a running one is named to stop (:meth:`preempt`).
+  A user's identical request joining a background job promotes it to that user's lane (:meth:`promote`).
 """
 
 from __future__ import annotations
@@ -21,17 +25,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 
 from planning.errors import PlanningError
 
 __all__ = [
     "DEFAULT_MAX_JOBS_PER_USER",
-    "CancelEffect",
     "FairQueue",
     "Place",
     "Waiting",
-    "cancel_effect",
     "max_jobs_per_user",
     "pick_next",
 ]
@@ -114,34 +115,6 @@ def pick_next(
     return min(first.values(), key=lambda j: (running[j.owner], served.get(j.owner, -1), j.seq))
 
 
-class CancelEffect(Enum):
-    """What a cancel does: stop the job, only withdraw the user's interest, or nothing (not theirs)."""
-
-    STOP = "stop"
-    WITHDRAW = "withdraw"
-    REFUSE = "refuse"
-
-
-def cancel_effect(interested: frozenset[str | None], by: str | None, *, admin: bool = False) -> CancelEffect:
-    """What a cancel of a job by user ``by`` does, given the users interested in the job (its owner, and those
-    whose identical request joined it).
-
-    Parameters
-    ----------
-    interested:
-        Users interested in the job now.
-    by:
-        The user who pressed Cancel.
-    admin:
-        An admin's cancel stops any job.
-    """
-    if admin:
-        return CancelEffect.STOP
-    if by not in interested:
-        return CancelEffect.REFUSE
-    return CancelEffect.STOP if interested == frozenset({by}) else CancelEffect.WITHDRAW
-
-
 @dataclass
 class FairQueue:
     """The runner's queued and running jobs by owner; not thread-safe (the runner holds its lock around calls).
@@ -159,34 +132,36 @@ class FairQueue:
     _waiting: dict[str, Waiting] = field(default_factory=dict)
     _running: dict[str, str | None] = field(default_factory=dict)
     _served: dict[str | None, int] = field(default_factory=dict)
-    _interested: dict[str, set[str | None]] = field(default_factory=dict)
+    _background: set[str] = field(default_factory=set)
+    _stopping: set[str] = field(default_factory=set)
     _seq: int = 0
     _turn: int = 0
 
-    def push(self, job_id: str, owner: str | None) -> None:
-        """Queue a new job of ``owner``."""
+    def push(self, job_id: str, owner: str | None, *, background: bool = False) -> None:
+        """Queue a new job of ``owner``; ``background``: in the lane below every user's jobs (module docstring)."""
         self._seq += 1
         self._waiting[job_id] = Waiting(job_id, owner, self._seq)
-        self._interested[job_id] = {owner}
+        if background:
+            self._background.add(job_id)
 
-    def join(self, job_id: str, owner: str | None) -> None:
-        """``owner`` submitted a request that job ``job_id`` (queued or running here) already answers."""
-        if job_id in self._interested:
-            self._interested[job_id].add(owner)
+    def promote(self, job_id: str) -> None:
+        """A user now waits for a background job (their identical request joined it): it becomes a user's job,
+        started before other background jobs and never stopped to free its slot."""
+        self._background.discard(job_id)
+        self._stopping.discard(job_id)
 
-    def interested(self, job_id: str, fallback: str | None = None) -> frozenset[str | None]:
-        """Users interested in a job; ``{fallback}`` (its stored owner) for a job this queue never held."""
-        return frozenset(self._interested.get(job_id, {fallback}))
-
-    def withdraw(self, job_id: str, owner: str | None) -> None:
-        """Forget ``owner``'s interest in a job (their cancel of a job others still want)."""
-        self._interested.get(job_id, set()).discard(owner)
+    def is_background(self, job_id: str) -> bool:
+        """Whether a queued or running job is in the background lane."""
+        return job_id in self._background
 
     def start_next(self) -> str | None:
-        """Move the next job (see :func:`pick_next`) from queued to running, if a slot is free; its id."""
+        """Move the next job (see :func:`pick_next`) from queued to running, if a slot is free; its id. A user's
+        job first; a background job only when no user's job can start and the background lane has room."""
         if len(self._running) >= self.slots:
             return None
-        job = pick_next(list(self._waiting.values()), self.running_by_owner(), self.per_user, self._served)
+        job = pick_next(self._lane(False), self._lane_running(False), self.per_user, self._served)
+        if job is None and len(self._lane_running(True)) < self.background_slots:
+            job = pick_next(self._lane(True), self._lane_running(True), 1, self._served)
         if job is None:
             return None
         del self._waiting[job.job_id]
@@ -195,9 +170,34 @@ class FairQueue:
         self._turn += 1
         return job.job_id
 
+    @property
+    def background_slots(self) -> int:
+        """Background jobs that run at once: all slots but one (at least one), so a user's job finds one free."""
+        return max(1, self.slots - 1)
+
+    def preempt(self) -> str | None:
+        """The running background job to stop because a user's job could start but every slot is taken (the
+        latest started; each named once, so one waiting job stops one), or ``None``."""
+        if len(self._running) < self.slots or self._stopping:
+            return None
+        if pick_next(self._lane(False), self._lane_running(False), self.per_user, self._served) is None:
+            return None
+        victims = [j for j in self._running if j in self._background]
+        if not victims:
+            return None
+        self._stopping.add(victims[-1])
+        return victims[-1]
+
+    def _lane(self, background: bool) -> list[Waiting]:
+        return [w for w in self._waiting.values() if (w.job_id in self._background) == background]
+
+    def _lane_running(self, background: bool) -> Counter[str | None]:
+        return Counter(o for j, o in self._running.items() if (j in self._background) == background)
+
     def remove(self, job_id: str) -> bool:
         """Forget a job that finished, or was cancelled while queued; True if it was queued or running."""
-        self._interested.pop(job_id, None)
+        self._background.discard(job_id)
+        self._stopping.discard(job_id)
         return self._waiting.pop(job_id, None) is not None or self._running.pop(job_id, "-") != "-"
 
     def running_by_owner(self) -> Counter[str | None]:
@@ -222,10 +222,14 @@ class FairQueue:
         return None
 
     def _order(self) -> list[Waiting]:
-        """The start order of the queued jobs: :func:`pick_next` replayed, each started job counted as running
-        until all its owner's earlier jobs have started (slots free over time, so the cap delays, never blocks)."""
-        waiting = list(self._waiting.values())
-        running = self.running_by_owner()
+        """The start order of the queued jobs: users' jobs, then background ones."""
+        return self._lane_order(False) + self._lane_order(True)
+
+    def _lane_order(self, background: bool) -> list[Waiting]:
+        """One lane's start order: :func:`pick_next` replayed, each started job counted as running until all its
+        owner's earlier jobs have started (slots free over time, so the cap delays, never blocks)."""
+        waiting = self._lane(background)
+        running = self._lane_running(background)
         served = dict(self._served)
         order: list[Waiting] = []
         turn = self._turn

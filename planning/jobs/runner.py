@@ -16,7 +16,7 @@ from typing import Any
 from planning.context import Cancelled
 from planning.errors import PlanningError
 from planning.jobs.dbfile import StoreError, default_store_path
-from planning.jobs.fairshare import CancelEffect, FairQueue, Place, Waiting, cancel_effect, max_jobs_per_user
+from planning.jobs.fairshare import FairQueue, Place, Waiting, max_jobs_per_user
 from planning.jobs.record import JobRecord
 from planning.jobs.reporting import JobToken, ProgressWriter
 from planning.jobs.store import RESUBMIT, JobStore
@@ -137,6 +137,7 @@ class JobRunner:
         *,
         reuse: bool = True,
         fair_key: str | None = None,
+        background: bool = False,
     ) -> str:
         """Queue ``fn(request, progress, token)`` in the background, or reuse an identical job.
 
@@ -154,14 +155,18 @@ class JobRunner:
         fn:
             The work; must return a JSON dict. Raise ``PlanningError`` for user-facing failures.
         owner:
-            The user's key (session or workspace id): lists their jobs, caps their running jobs, and a reused
-            job counts them among its interested users (see :meth:`cancel`).
+            The user's workspace id: lists their jobs, caps their running jobs, and holds the job in the
+            store's ``job_access`` table (a reused job too), so their cancel counts (see :meth:`cancel`).
         reuse:
             ``False`` always starts a new job.
         fair_key:
-            Who shares the workers fairly, when not ``owner``: without sign-in every browser session is the one
-            local owner (one workspace), yet each session is its own user for the per-user cap, the round-robin
-            and whose cancel counts (``cancel(..., by=fair_key)``).
+            Who shares the workers fairly and holds the job, when not ``owner``: without sign-in every browser
+            session is the one local owner (one workspace), yet each session, ``"<owner>:<session>"``, is its own
+            user for the per-user cap, the round-robin and whose cancel counts (``cancel(..., by=fair_key)``).
+        background:
+            Work nobody waits for yet (a prefetch): it runs only in slots no user's job could take, and is
+            cancelled when a user's job needs its slot (:mod:`planning.jobs.fairshare`). A user's identical request
+            joining it later promotes it to a user's job.
 
         Returns
         -------
@@ -177,16 +182,18 @@ class JobRunner:
         if self._stop.is_set():
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
-        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse)
         user = fair_key or owner
+        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user)
         if not created:
             with self._lock:
-                self._fair.join(job_id, user)
+                if not background:
+                    self._fair.promote(job_id)
+            self._dispatch()  # a promoted job may start now, or stop a background job to take its slot
             return job_id
         token = JobToken(job_id, self.store, self.cancel_poll_interval)
         with self._lock:
             self._tokens[job_id] = token
-            self._fair.push(job_id, user)
+            self._fair.push(job_id, user, background=background)
             self._pending[job_id] = (dict(request), fn, token)
         self._dispatch()
         self._ensure_heartbeat()
@@ -208,12 +215,14 @@ class JobRunner:
             return self._fair.queued(), self._fair.running()
 
     def _dispatch(self) -> None:
-        """Start queued jobs while a slot is free, the fair-share pick first."""
+        """Start queued jobs while a slot is free, the fair-share pick first; then stop a background job whose
+        slot a user's queued job needs (it starts when that job ends)."""
         while True:
             with self._lock:
                 job_id = self._fair.start_next()
                 if job_id is None:
-                    return
+                    victim = self._fair.preempt()
+                    break
                 request, fn, token = self._pending.pop(job_id)
                 try:
                     self._futures[job_id] = self._executor.submit(self._run, job_id, request, fn, token)
@@ -224,6 +233,8 @@ class JobRunner:
             with contextlib.suppress(Exception):
                 self.store.finish_lost(job_id, "lost: the job runner shut down before the job could start",
                                        RESUBMIT)
+        if victim is not None:
+            self.cancel(victim)
 
     def get(self, job_id: str) -> JobRecord:
         """Current record of a job (see :meth:`JobStore.get`)."""
@@ -241,9 +252,10 @@ class JobRunner:
         job_id:
             The job.
         by:
-            The user (owner key) who cancels: their cancel only withdraws their interest while another user's
-            identical request still waits for the job, and never touches a job they have no interest in
-            (:func:`~planning.jobs.fairshare.cancel_effect`). ``None``: the server or an admin, which stops it.
+            The user who cancels (the ``fair_key or owner`` they submitted with). The store decides
+            (:meth:`JobStore.withdraw`): their interest goes; the job stops only when nobody else holds it; a job
+            they do not hold is untouched. The store keeps who holds what, so the rule outlives this runner.
+            ``None``: the server or an admin, which stops it.
 
         Returns
         -------
@@ -253,13 +265,16 @@ class JobRunner:
         if by is not None:
             record = self.store.find(job_id)
             if record is None or record.is_terminal:
-                return False
-            with self._lock:
-                effect = cancel_effect(self._fair.interested(job_id, record.owner), by)
-                if effect is CancelEffect.WITHDRAW:
-                    self._fair.withdraw(job_id, by)
-            if effect is not CancelEffect.STOP:
-                return effect is CancelEffect.WITHDRAW
+                return False  # a finished job is removed (Jobs page), never "cancelled"
+            outcome = self.store.withdraw(job_id, by)
+            if outcome == "cancelled":  # the store marked it (queued: cancelled; running: flagged)
+                self._stop_here(job_id)
+            return outcome in ("cancelled", "withdrawn")
+        self._stop_here(job_id)
+        return self.store.request_cancel(job_id)
+
+    def _stop_here(self, job_id: str) -> None:
+        """Drop a cancelled job from this runner's fair queue, and set its token so a job run here stops at once."""
         with self._lock:
             token = self._tokens.get(job_id)
             if self._pending.pop(job_id, None) is not None:  # still in the fair queue: it never starts
@@ -267,7 +282,6 @@ class JobRunner:
                 self._tokens.pop(job_id, None)
         if token is not None:
             token.cancel()
-        return self.store.request_cancel(job_id)
 
     def wait(self, job_id: str, timeout: float | None = None, poll: float = 0.05) -> JobRecord:
         """Block until the job is done, failed or cancelled (or ``timeout`` passes).

@@ -241,8 +241,13 @@ class JobStore:
         clauses: list[str] = []
         params: list[Any] = []
         if owner is not None:
-            clauses.append("id IN (SELECT job_id FROM job_access WHERE owner = ?)" if self._access else "owner = ?")
-            params.append(owner)
+            if self._access:
+                condition, held = access.held_by(owner)
+                clauses.append(f"id IN (SELECT job_id FROM job_access WHERE {condition})")
+                params.extend(held)
+            else:
+                clauses.append("owner = ?")
+                params.append(owner)
         if kind is not None:
             clauses.append("kind = ?")
             params.append(kind)
@@ -265,7 +270,14 @@ class JobStore:
 
     # -- writes -------------------------------------------------------------------------------------
     def create_or_reuse(
-        self, job_id: str, kind: str, request: dict[str, Any], owner: str | None, *, reuse: bool = True
+        self,
+        job_id: str,
+        kind: str,
+        request: dict[str, Any],
+        owner: str | None,
+        *,
+        reuse: bool = True,
+        holder: str | None = None,
     ) -> tuple[str, bool]:
         """Insert a queued job, or return the id of an identical done/active job.
 
@@ -280,6 +292,9 @@ class JobStore:
             As for :meth:`JobRunner.submit`.
         reuse:
             ``False`` always creates a new job.
+        holder:
+            Who holds the job in ``job_access`` (whose cancel counts, :meth:`withdraw`), when not ``owner``:
+            one session of a shared workspace, ``"<owner>:<session>"``.
 
         Returns
         -------
@@ -299,14 +314,14 @@ class JobStore:
                     (key,),
                 ).fetchone()
                 if row is not None:
-                    access.grant(conn, str(row[0]), owner, now)  # the second asker may see the shared job too
+                    access.grant(conn, str(row[0]), holder or owner, now)  # the second asker holds the shared job too
                     return str(row[0]), False
             conn.execute(
                 "INSERT INTO jobs (id, kind, request_key, request_json, status, owner, host, pid, heartbeat,"
                 " created) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (job_id, kind, key, text, owner, self.host, os.getpid(), now, now),
             )
-            access.grant(conn, job_id, owner, now)
+            access.grant(conn, job_id, holder or owner, now)
         return job_id, True
 
     def mark_running(self, job_id: str, *, heartbeat_s: float | None = None, stall_s: float | None = None) -> bool:
@@ -512,13 +527,23 @@ class JobStore:
             return access.allowed(conn, job_id, owner)
 
     def withdraw(self, job_id: str, owner: str) -> str:
-        """``owner``'s cancel or removal: their interest goes; the job only when nobody else holds it.
+        """The holder ``owner``'s cancel or removal: their interest goes; the job only when nobody else holds it.
+
+        The one rule of whose cancel counts (:meth:`JobRunner.cancel` with ``by`` asks it); it is stored, so it
+        holds after a server restart and for every process sharing the store.
+
+        Parameters
+        ----------
+        job_id:
+            The job.
+        owner:
+            A holder: a workspace id, or ``"<workspace>:<session>"`` (:func:`planning.jobs.access.holder_of`).
 
         Returns
         -------
         str
-            As :func:`planning.jobs.access.withdraw`: ``"not found"``, ``"withdrawn"``, ``"cancelled"`` (the
-            caller also tells its runner: :meth:`JobRunner.cancel`) or ``"deleted"``.
+            As :func:`planning.jobs.access.withdraw`: ``"not found"``, ``"withdrawn"``, ``"cancelled"`` (a queued
+            job is marked cancelled, a running one gets its cancel flag) or ``"deleted"``.
         """
         with self._transaction(f"withdrawing from job {quote(job_id, 40)}") as conn:
             return access.withdraw(conn, job_id, owner, time.time())

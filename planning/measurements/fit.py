@@ -7,12 +7,19 @@ corrections x = (ln a_p, ln a_d, s):
   a_p  multiplies the GPU's compute efficiency (prefill rate),  a_p · eff_compute ≤ 1,
   a_d  multiplies its memory-bandwidth efficiency (decode rate), a_d · eff_bw ≤ 1,
   s    adds to its per-step overhead (ms),                      step_ms + s ≥ 0.
-  minimize  mean_iq ln(ŷ_iq(x) / y_iq)²  +  λ (x₁² + x₂² + (x₃ / 10 ms)²)
+  minimize  mean_iq ρ(ln(ŷ_iq(x) / y_iq))  +  λ (x₁² + x₂² + (x₃ / 10 ms)²)   over the free corrections F,
+  ρ(r) = σ² ln(1 + (r/σ)²)  (Cauchy, σ = 0.10: the model's typical error on runs it never saw)
 (λ = 0.05: a correction must buy more than its own size in fit, so few points stay near the model)
-by Nelder–Mead on the box (the simulator is piecewise in x). The error of a point set is the median of
-|ŷ/y − 1| over its (point, quantity) pairs; the leave-one-out error refits without each point and predicts it.
-A setting's corrections are *trusted* (used by plans) only when their leave-one-out error beats the model's
-error before: a fit that only explains its own points changes nothing.
+by Nelder–Mead on the box (the simulator is piecewise in x); the corrections outside F stay 0.
+Robust: a point missed by r ≫ σ pulls with a bounded force (ρ' ≤ σ), so one run the simulator cannot reproduce
+(a client that saturated, a TTFT the API server inflated under load) does not drag a rate the other points hold.
+Identified: with two or more measured loads, a correction is free only when the quantity that measures it is
+measured at two loads or more — the prefill rate by TTFT, the decode rate and step overhead by ITL / TPOT or
+output tok/s — so every correction is one some other point can contradict (which the leave-one-out checks); a
+single load fits what it measures.
+The error of a point set is the median of |ŷ/y − 1| over its (point, quantity) pairs; the leave-one-out error
+refits without each point and predicts it. A setting's corrections are *trusted* (used by plans) only when their
+leave-one-out error beats the model's error before: a fit that only explains its own points changes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from planning.simulate.bench import benchmark, replay
 from planning.simulate.metrics import BenchmarkResult
 
 RIDGE = 0.05
+ROBUST_SCALE = 0.10  # σ of the Cauchy loss: the perf model's median error on published runs it never saw (10-12 %)
 STEP_SCALE_MS = 10.0  # the ridge counts 10 ms of step overhead like a factor e
 MAX_SIM_REQUESTS = 400  # a point's simulated run (the measured count when smaller): enough for stable means
 OPEN_LOOP_SEED = 0
@@ -138,28 +146,54 @@ def _from_x(x: Sequence[float] | np.ndarray) -> Corrections:
     return Corrections(prefill=math.exp(x[0]), decode=math.exp(x[1]), step_ms=float(x[2]))
 
 
+def free_corrections(points: Sequence[Measurement]) -> tuple[bool, bool, bool]:
+    """Which of (prefill, decode, step) ``points`` identify: with two or more loads, the prefill rate needs TTFT
+    measured at two loads, the decode rate and step overhead ITL / TPOT or output tok/s at two; one load fits
+    what it measures (see the module's formulation)."""
+    def loads(quantities: tuple[str, ...]) -> int:
+        return len({(m.concurrency, m.request_rate, m.input_len, m.output_len) for m in points
+                    if any(measured(m, q) is not None for q in quantities)})
+
+    need = 2 if loads(QUANTITIES) >= 2 else 1
+    decode = loads(("itl_ms", "output_tokens_per_s")) >= need
+    return loads(("ttft_ms",)) >= need, decode, decode
+
+
+def robust_loss(log_ratio: float) -> float:
+    """ρ(r) = σ² ln(1 + (r/σ)²): r² near 0, growing only with ln r beyond σ (:data:`ROBUST_SCALE`)."""
+    return ROBUST_SCALE ** 2 * math.log1p((log_ratio / ROBUST_SCALE) ** 2)
+
+
 def fit_corrections(points: Sequence[Measurement], perf: PerfModel, max_evals: int = 90) -> Corrections:
     """The corrections that make the simulator reproduce ``points`` (one setting), by the formulation above."""
     from scipy.optimize import minimize
 
     if not points:
         return Corrections()
-    gpu = points[0].gpu
-    cal = perf.gpu_calibration(gpu)
-    hi_p = math.log(1.0 / min(cal.eff_compute_bf16, cal.eff_compute_fp8))
-    hi_d = math.log(1.0 / cal.eff_bw)
-    lo_s = -cal.step_ms
+    cal = perf.gpu_calibration(points[0].gpu)
+    free = [i for i, f in enumerate(free_corrections(points)) if f]
+    if not free:
+        return Corrections()
+    lo = np.array([-3.0, -3.0, -cal.step_ms])
+    hi = np.array([math.log(1.0 / min(cal.eff_compute_bf16, cal.eff_compute_fp8)), math.log(1.0 / cal.eff_bw),
+                   1000.0])
 
-    def loss(x: np.ndarray) -> float:
-        x = np.array([min(max(x[0], -3.0), hi_p), min(max(x[1], -3.0), hi_d), min(max(x[2], lo_s), 1000.0)])
+    def full(z: np.ndarray) -> np.ndarray:  # the free corrections in place, the others 0, inside the box
+        x = np.zeros(3)
+        x[free] = z
+        return np.clip(x, lo, hi)
+
+    def loss(z: np.ndarray) -> float:
+        x = full(z)
         errs = point_errors(points, perf, _from_x(x))
-        return float(np.mean([math.log(e.predicted / e.measured) ** 2 for e in errs])) + RIDGE * float(x[0] ** 2 + x[1] ** 2 + (x[2] / STEP_SCALE_MS) ** 2)
+        data = float(np.mean([robust_loss(math.log(e.predicted / e.measured)) for e in errs]))
+        return data + RIDGE * float(x[0] ** 2 + x[1] ** 2 + (x[2] / STEP_SCALE_MS) ** 2)
 
-    res = minimize(loss, np.zeros(3), method="Nelder-Mead",
-                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-5, "initial_simplex":
-                            np.array([[0, 0, 0], [-0.3, 0, 0], [0, -0.3, 0], [0, 0, 3.0]])})
-    x = res.x
-    return _from_x([min(max(x[0], -3.0), hi_p), min(max(x[1], -3.0), hi_d), min(max(x[2], lo_s), 1000.0)])
+    first_step = np.array([-0.3, -0.3, 3.0])[free]
+    simplex = np.vstack([np.zeros(len(free)), np.diag(first_step)])
+    res = minimize(loss, np.zeros(len(free)), method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6, "initial_simplex": simplex})
+    return _from_x(full(res.x))
 
 
 @dataclass(frozen=True)
@@ -172,6 +206,12 @@ class SettingFit:
     after: tuple[PointError, ...]
     loo_error: float  # median error of each point predicted by the fit on the others (NaN with one point)
     sources: tuple[str, ...]
+    free: tuple[bool, bool, bool] = (True, True, True)  # (prefill, decode, step) the points identify
+
+    @property
+    def fitted(self) -> tuple[str, ...]:
+        """The corrections the fit was free to move (:func:`free_corrections`); the others keep the model's."""
+        return tuple(n for n, f in zip(("prefill", "decode", "step"), self.free, strict=True) if f)
 
     @property
     def error_before(self) -> float:
@@ -206,7 +246,7 @@ def fit_setting(points: Sequence[Measurement], perf: PerfModel, *, loo: bool = T
     return SettingFit(key=points[0].key, corrections=c, before=tuple(point_errors(points, perf)),
                       after=tuple(point_errors(points, perf, c)),
                       loo_error=leave_one_out(points, perf, max_evals) if loo else math.nan,
-                      sources=tuple(sorted({m.file or m.source for m in points})))
+                      sources=tuple(sorted({m.file or m.source for m in points})), free=free_corrections(points))
 
 
 def by_setting(points: Iterable[Measurement]) -> dict[tuple[str, str, int, int, str], list[Measurement]]:

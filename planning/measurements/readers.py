@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -280,15 +281,38 @@ def _guidellm_load(cfg: Mapping[str, Any], where: str) -> tuple[int | None, floa
                         "import the synchronous, concurrent, constant, poisson or throughput benchmarks.")
 
 
+def _guidellm_setup(bench: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], str, str | None]:
+    """(the mapping holding ``strategy``, its path, the model served) of one benchmark: GuideLLM 0.8 keeps both in
+    ``config`` (``config.strategy``, ``config.backend.model``); 0.3 in ``args.strategy`` and
+    ``worker.backend_model``."""
+    if "config" in bench or "args" not in bench:
+        cfg, where = bench.get("config") or {}, f"{name}.config"
+        backend = cfg.get("backend") if isinstance(cfg, Mapping) else None
+        model = backend.get("model") if isinstance(backend, Mapping) else None
+    else:
+        cfg, where = bench.get("args"), f"{name}.args"
+        worker = bench.get("worker")
+        model = worker.get("backend_model") if isinstance(worker, Mapping) else None
+    if not isinstance(cfg, Mapping):
+        raise PlanningError(where, "is not a mapping.", "use GuideLLM's report as written.")
+    return cfg, where, model if isinstance(model, str) else None
+
+
+def _guidellm_date(bench: Mapping[str, Any]) -> str:
+    """The UTC date a GuideLLM 0.3 benchmark started (``start_time``, seconds since the epoch), '' when absent."""
+    t = bench.get("start_time")
+    if isinstance(t, int | float) and not isinstance(t, bool) and 0 < t < 1e11:
+        return datetime.fromtimestamp(t, tz=UTC).date().isoformat()
+    return ""
+
+
 def _guidellm_point(bench: Mapping[str, Any], setup: Setup, catalog: Catalog, name: str, date: str) -> Measurement:
-    cfg = bench.get("config") or {}
     metrics = bench.get("metrics")
-    if not isinstance(cfg, Mapping) or not isinstance(metrics, Mapping):
+    if not isinstance(metrics, Mapping):
         raise PlanningError(f"{name}.metrics", "is missing.", "use GuideLLM's report as written.")
-    backend = cfg.get("backend") or {}
-    file_model = backend.get("model") if isinstance(backend, Mapping) else None
-    ids = _resolve(catalog, setup, file_model if isinstance(file_model, str) else None, name)
-    conc, rate = _guidellm_load(cfg, f"{name}.config")
+    cfg, where, file_model = _guidellm_setup(bench, name)
+    ids = _resolve(catalog, setup, file_model, name)
+    conc, rate = _guidellm_load(cfg, where)
     stats: dict[str, Any] = {}
     for field, key in (("ttft", "time_to_first_token_ms"), ("itl", "inter_token_latency_ms"),
                        ("tpot", "time_per_output_token_ms")):
@@ -298,8 +322,8 @@ def _guidellm_point(bench: Mapping[str, Any], setup: Setup, catalog: Catalog, na
             for k in ("prompt_token_count", "output_token_count")]
     if lens[0] is None or lens[1] is None:
         raise PlanningError(f"{name}.metrics.prompt_token_count", "no successful request.", "rerun the benchmark.")
-    totals = metrics.get("request_totals")
-    done = _num(totals, "successful", f"{name}.metrics.request_totals") if isinstance(totals, Mapping) else None
+    totals = metrics.get("request_totals", bench.get("request_totals"))  # 0.8 keeps them in metrics, 0.3 beside
+    done = _num(totals, "successful", f"{name}.request_totals") if isinstance(totals, Mapping) else None
     return Measurement(
         **ids, input_len=lens[0], output_len=lens[1], concurrency=conc, request_rate=rate,
         requests=int(done) if done else None, **stats,
@@ -317,13 +341,14 @@ def read_guidellm(data: Mapping[str, Any], setup: Setup, catalog: Catalog, name:
     if not isinstance(benches, list) or not benches:
         raise PlanningError(f"{name}.benchmarks", "holds no benchmark.", "use GuideLLM's report as written.")
     meta = data.get("metadata")
-    date = str(meta.get("guidellm_version", "")) if isinstance(meta, Mapping) else ""
+    version = str(meta.get("guidellm_version", "")) if isinstance(meta, Mapping) else ""
     out = []
     for i, bench in enumerate(benches):
         if not isinstance(bench, Mapping):
             raise PlanningError(f"{name}.benchmarks[{i}]", "is not a benchmark.", "use GuideLLM's report as written.")
-        out.append(_guidellm_point(bench, setup, catalog, f"{name}.benchmarks[{i}]", ""))
-    return [replace(m, file=name, date=date and f"guidellm {date}") for m in out]
+        point = _guidellm_point(bench, setup, catalog, f"{name}.benchmarks[{i}]", "")
+        out.append(replace(point, file=name, date=f"guidellm {version}" if version else _guidellm_date(bench)))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- CSV

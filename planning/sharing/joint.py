@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planning.context import CancelToken, check_cancel, time_left, timed_out
+from planning.context import CallClock, CancelToken
 from planning.errors import PlanningError
 from planning.sharing.joint_columns import (
     ADD_PER_ROUND,
@@ -105,28 +105,6 @@ MAX_ATTEMPTS = 8  # certificate targets tried (each widens the listed columns fo
 
 
 # ---------------------------------------------------------------------------------------------- driver
-def _caller_cancel(cancel: CancelToken | None, where: str) -> None:
-    """Raise :class:`Cancelled` when the caller cancelled; a passed deadline only stops the work (the best plan
-    found is returned with its gap)."""
-    if cancel is not None and cancel.is_set() and not timed_out(cancel):
-        check_cancel(cancel, where)
-
-
-@dataclass(frozen=True)
-class _Clock:
-    """The whole call's time: its start, its limit and the caller's token (whose deadline may be sooner)."""
-
-    t0: float
-    limit_s: float
-    cancel: CancelToken | None
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def left(self) -> float:
-        return max(0.05, min(self.limit_s - self.elapsed(), time_left(self.cancel, self.limit_s)))
-
-
 @dataclass(frozen=True)
 class _LP:
     """Where the column generation stopped: the last LP's value, primal values and duals, the columns the last
@@ -178,7 +156,7 @@ def solve_joint(inst: JointInstance, *, time_limit_s: float = 60.0, cancel: Canc
     ``infeasible`` (the LP proves no plan exists), ``time_limit`` (no plan by the deadline) or ``lp``
     (``lp_only``).
     """
-    clock = _Clock(time.perf_counter(), time_limit_s, cancel)
+    clock = CallClock(time_limit_s, cancel, floor_s=0.05)
     a = JointArrays.build(inst)
     allowed = _allowed(inst, a)
     master = _seed_master(inst, a, allowed, start)
@@ -262,14 +240,14 @@ def _seed_master(inst: JointInstance, a: JointArrays, allowed: list[list[int]], 
 
 
 def _column_generation(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
-                       clock: _Clock) -> _LP:
+                       clock: CallClock) -> _LP:
     """Step 1: solve the master LP and price new columns until none has a negative reduced cost, or the LP's
     share of the time is spent (the bound is then Farley's)."""
     rounds = 0
     t_lp = time.perf_counter()
     while True:
         rounds += 1
-        _caller_cancel(clock.cancel, "sharing: column generation")
+        clock.check_caller("sharing: column generation")
         z, y, values = master.solve()
         du = column_duals(master, y)
         added = _price_groups(inst, a, master, du) + _price_patterns(inst, a, master, du, allowed)
@@ -340,7 +318,7 @@ def _lp_nodes(inst: JointInstance, a: JointArrays, master: ColumnMaster, values:
 
 
 def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du: Duals, z_lp: float,
-             inc: _Incumbent, clock: _Clock, stats: dict[str, float]) -> None:
+             inc: _Incumbent, clock: CallClock, stats: dict[str, float]) -> None:
     """Steps 2–3: list the columns within the target's reduced-cost gap, solve their ILP, and raise the target
     until a plan is certified, no plan is proven, or the time, the attempts or the listing cap run out
     (updates ``inc`` and ``stats``)."""
@@ -365,7 +343,7 @@ def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du:
             temps.update((gi, int(i), int(r)) for i, r in np.argwhere(rc <= delta + 1e-9))
         stats["patterns_in_ilp"] = float(len(pats))
         stats["templates_in_ilp"] = float(len(temps))
-        _caller_cancel(clock.cancel, "sharing: certificate ILP")
+        clock.check_caller("sharing: certificate ILP")
         status, v, ilp_bound, plan = columns_ilp(a, sorted(pats), sorted(temps), clock.left(), inc.best)
         if plan is not None and v < inc.value - 1e-9:
             inc.best, inc.value = plan, v
@@ -387,7 +365,7 @@ def _certify(a: JointArrays, master: ColumnMaster, allowed: list[list[int]], du:
 
 
 def _listed_patterns(inst: JointInstance, a: JointArrays, master: ColumnMaster, allowed: list[list[int]],
-                     du: Duals, delta: float, clock: _Clock) -> tuple[set[tuple[int, tuple[int, ...]]] | None, int]:
+                     du: Duals, delta: float, clock: CallClock) -> tuple[set[tuple[int, tuple[int, ...]]] | None, int]:
     """Every pattern of reduced cost ≤ ``delta`` with the generated ones, and the listing's cap (None instead of
     the patterns when the listing passes it)."""
     pats: set[tuple[int, tuple[int, ...]]] = set(master.patterns)

@@ -161,10 +161,14 @@ def benchmark(model: str, gpu: str, *, input_len: int, output_len: int, concurre
     total = requests if requests is not None else max(10 * concurrency, 64)
     issued = [0]
 
+    # a prefill-first engine (vLLM v0, TGI 2) schedules its next step as soon as one ends, before a client that got
+    # its last token in that step has sent its next request: the request waits for that step (``Sim.arrive_after``)
+    send = sim.arrive_after if node.scheduling == "prefill-first" else sim.arrive
+
     def next_request(sim: Sim, t: float, _r: int) -> None:
         if issued[0] < total:
             issued[0] += 1
-            sim.arrive(t, req.add(t, input_len, output_len, 0))
+            send(t, req.add(t, input_len, output_len, 0))
 
     sim.on_finish = next_request
     first_wave = min(concurrency, total)

@@ -31,7 +31,7 @@ from planning.simulate.steps import InstanceModel
 if TYPE_CHECKING:
     from planning.simulate.loop import Sim
 
-WAKE, PREFILL_DONE, KV_DONE = 0, 1, 2
+WAKE, PREFILL_DONE, KV_DONE, ARRIVE = 0, 1, 2, 3  # ARRIVE: a request queued as an event (after the engines' step)
 KV_POLICIES = ("reserve", "grow")
 KV_WATERMARK = 0.01  # grow policy: admission leaves this share of the KV cache free (vLLM's watermark)
 
@@ -409,8 +409,13 @@ class DecodeEngine(Engine):
         self.poke(t)
 
     def poke(self, t: float) -> None:
-        """New work: start when idle; during a decode leap, stop it at the next step boundary."""
+        """New work: start when idle; during a decode leap, stop it at the next step boundary. An idle prefill-first
+        engine starts after the other arrivals of this instant, so prompts that arrive together run as one step
+        (vLLM v0's engine loop wakes on a request and takes every request queued by then)."""
         if not self.busy:
+            if self.prefill_first:
+                self._begin(t, 0.0, 0)  # a step of no time: the wake at ``t`` starts the real one
+                return
             self.start(t)
             return
         if self.mixed is not None:

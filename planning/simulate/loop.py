@@ -6,7 +6,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 
-from planning.simulate.engine import PREFILL_DONE, WAKE, DecodeEngine, PrefillEngine, Requests
+from planning.simulate.engine import ARRIVE, PREFILL_DONE, WAKE, DecodeEngine, PrefillEngine, Requests
 from planning.simulate.routing import ModelRoutes
 
 
@@ -37,6 +37,12 @@ class Sim:
             return
         engine = routes.first.pick(self.req.inp[r], self.req.out[r])
         engine.enqueue(t, r)  # type: ignore[attr-defined]  # prefill, decode or pipelined aggregated engine
+
+    def arrive_after(self, t: float, r: int) -> None:
+        """Request ``r`` arrives at ``t`` once the event in hand is done: an engine whose step ended at ``t`` has
+        already scheduled its next step, so ``r`` waits for that one to end (a closed-loop client sends its next
+        request on receiving the last token, while the engine runs on without it)."""
+        self.push(t, ARRIVE, None, r)
 
     def drop(self, t: float, r: int) -> None:
         self.req.dropped[r] = True
@@ -73,7 +79,7 @@ class Sim:
         pop = heapq.heappop
         while True:
             t_next = arrival[order[i]] if i < n else math.inf
-            if heap and heap[0][0] <= t_next:
+            if heap and heap[0][0] < t_next:  # an arrival goes before the events of its instant
                 t, _, kind, target, payload = pop(heap)
                 self.now = t
                 self.events += 1
@@ -81,6 +87,8 @@ class Sim:
                     target.on_wake(t, payload)  # type: ignore[attr-defined]
                 elif kind == PREFILL_DONE:
                     self._prefill_done(t, target, payload)  # type: ignore[arg-type]
+                elif kind == ARRIVE:
+                    self.arrive(t, payload)  # type: ignore[arg-type]
                 else:
                     target.kv_arrived(t, payload)  # type: ignore[attr-defined]
             elif i < n:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planning.context import CancelToken, check_cancel, time_left, timed_out
+from planning.context import CallClock, CancelToken
 from planning.errors import PlanningError
 from planning.timeline.horizon_data import (
     HorizonData,
@@ -391,7 +391,7 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
     -------
     HorizonPlan; ``lp_slack`` True (status ``infeasible``) when some epoch's demand cannot be met at all.
     """
-    run = _Run(time.perf_counter(), time_limit_s, cancel)
+    run = CallClock(time_limit_s, cancel)
     d = HorizonData.build(problem)
     m = _seeded_master(d, problem)
     lp = _column_generation(d, m, run)
@@ -400,13 +400,13 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
     rc_np = _all_rc(d, m, lp.y, pairing=False) if d.link_of and lp.converged else lp.rcs
     rc_np = [r_np if r_np.size or not r.size else r for r_np, r in zip(rc_np, lp.rcs, strict=True)]
     stats: dict[str, float] = {"lp_rounds": float(lp.rounds), "lp_bound": z_lp, "lp_pairs": float(len(m.pairs)),
-                               "lp_seconds": time.perf_counter() - run.t0}
+                               "lp_seconds": run.elapsed()}
     if lp.converged and slack > 1e-6 * max(1.0, float(problem.demand.max(initial=1.0))):
         return HorizonPlan("infeasible", (), math.inf, math.inf, None, True, stats)
     bound = z_lp if lp.converged else -math.inf
     cover_s = COVER_LIMIT_S * len(problem.groups) * max(1.0, problem.epochs / 3)  # longer horizons: larger covers
     lag = _lagrangian(d, m, lp.y, rc_np, min(cover_s, 0.5 * run.left())) if lp.converged else None
-    stats["lagrangian_seconds"] = time.perf_counter() - run.t0 - stats["lp_seconds"]
+    stats["lagrangian_seconds"] = run.elapsed() - stats["lp_seconds"]
     if lag is not None:
         bound = max(bound, lag.z_lb)
         stats["lagrangian_bound"] = lag.z_lb
@@ -425,26 +425,8 @@ def solve_horizon(problem: HorizonProblem, *, time_limit_s: float = 60.0, mip_re
         if v_start < search.value - 1e-9 * max(1.0, abs(v_start)):
             search.best, search.value = [dict(c) for c in start], v_start
             search.certified = False
-    stats["seconds"] = time.perf_counter() - run.t0
+    stats["seconds"] = run.elapsed()
     return search.plan(stats)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """The call's clock: its start, its own limit and the caller's token."""
-
-    t0: float
-    time_limit_s: float
-    cancel: CancelToken | None
-
-    def left(self) -> float:
-        return max(0.0, min(self.time_limit_s - (time.perf_counter() - self.t0),
-                            time_left(self.cancel, self.time_limit_s)))
-
-    def caller(self) -> None:
-        """Raise ``Cancelled`` when the caller (not the deadline) cancelled."""
-        if self.cancel is not None and self.cancel.is_set() and not timed_out(self.cancel):
-            check_cancel(self.cancel, "timeline: multi-epoch allocation")
 
 
 def _seeded_master(d: HorizonData, problem: HorizonProblem) -> _Master:
@@ -476,7 +458,7 @@ class _LP:
     converged: bool
 
 
-def _column_generation(d: HorizonData, m: _Master, run: _Run) -> _LP:
+def _column_generation(d: HorizonData, m: _Master, run: CallClock) -> _LP:
     """Step 1 of the module docstring: the LP over pairs, adding the most negative lifetimes until none is left
     (or ``MAX_ROUNDS``, or the deadline: then not converged)."""
     rounds = 0
@@ -486,7 +468,7 @@ def _column_generation(d: HorizonData, m: _Master, run: _Run) -> _LP:
     added = -1  # no LP solved yet
     while True:
         rounds += 1
-        run.caller()
+        run.check_caller("timeline: multi-epoch allocation")
         got = m.solve(run.left())
         if got is None:  # the deadline stopped this LP: unconverged, the ILP takes the pairs so far
             added = -1
@@ -552,13 +534,13 @@ class _Search:
         return HorizonPlan("optimal" if certified else "feasible", tuple(self.best), value, bound, gap, False, stats)
 
 
-def _attempts(d: HorizonData, fixing: _Fixing, search: _Search, run: _Run, mip_rel_gap: float,
+def _attempts(d: HorizonData, fixing: _Fixing, search: _Search, run: CallClock, mip_rel_gap: float,
               hint: Sequence[Mapping[tuple[int, int, int], int]] | None, stats: dict[str, float]) -> None:
     """Step 2's target loop: the ILP over the pairs a plan ≤ θ can use; optimal ≤ θ certifies it, otherwise θ
     rises (at most ``MAX_ATTEMPTS``); the deadline keeps the best plan and the bound proven so far."""
     problem = d.p
     for _attempt in range(MAX_ATTEMPTS):
-        run.caller()
+        run.check_caller("timeline: multi-epoch allocation")
         if run.left() <= 0.05:
             break
         pairs = fixing.pairs(search.target)

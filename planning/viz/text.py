@@ -173,7 +173,13 @@ GLOSSARY: dict[str, str] = {
         "reserving a GPU is cheaper than renting it on demand."
     ),
     "TP-2": "Tensor parallelism over two GPUs: one model replica whose layers are split across two GPUs.",
-    "T/$": "Tokens per dollar: output tokens a GPU produces per dollar of its hourly price (Mélange's measure).",
+    "T/$": ("Tokens per dollar: the input and output tokens a GPU serves per dollar of its hourly price, at the "
+            "highest load that still meets the SLO (Mélange Sec. 4.1). For one request size both GPUs serve the "
+            "same tokens per request, so their T/$ ratio is their requests per second per dollar ratio."),
+    "bucket": ("A request-size bucket: a range of input and of output lengths (Mélange: ≤ 25, 100, 250, 500, 1000, "
+               "2000 tokens each way); a workload is a histogram of request rates over buckets."),
+    "profile": ("A throughput profile: the requests per second one GPU sustains within the SLO for each request-size "
+                "bucket, measured once per GPU type (Mélange Sec. 5.3) and read by the allocation."),
 }
 
 

@@ -56,5 +56,9 @@ def test_learn_page_checks_every_tab_against_its_paper() -> None:
             assert row["agrees"] == "yes" or row["why not"].startswith("The input"), row.to_dict()
     for f in frames:
         assert not {"per_dollar", "cost_per_hour", "makespan_s", "price_per_hour", "gpus"} & set(f.columns)
+    # Mélange Fig. 9's mix on the three sets of throughputs, side by side, and Fig. 6's request on the paper's profile
+    fig9 = next(f for f in frames if "Fig. 9's own steps (read off the plot)" in f.columns)
+    assert list(fig9.loc[fig9["quantity"] == "mix saving vs A10G-only there (%)"].iloc[0])[1:] == ["8.1", "17.3", "31.1"]
+    assert any("Fig. 6 bars within ± 0.05" in f.columns for f in frames)
     shown = texts(at)
     assert "a few A100s carry the bulk" not in shown and "t1, t2, t3:" in shown

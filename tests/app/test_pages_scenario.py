@@ -178,3 +178,23 @@ def test_custom_model_takes_its_weights_source() -> None:
     bad = _add_custom("not a repo")
     assert "weights" in "\n".join(str(e.value) for e in bad.error)
     assert all(m.id != "my-3b" for m in bad.session_state["scenario"].models)
+
+
+def test_load_file_without_a_file_says_so() -> None:
+    """Under load a picked file can be lost before Load file (5 browser users, docs/benchmarks.md): the page said
+    nothing and the user waited for ever. Now it names the field and the fix; a real file still loads."""
+    at = app("views/1_Scenario.py")
+    next(b for b in at.button if b.label == "Load file").click()
+    at.run()
+    assert not at.exception
+    errors = "\n".join(str(e.value) for e in at.error)
+    assert "Upload a scenario" in errors and "Load file again" in errors
+    from planning import api
+
+    text = api.load_preset_scenario("coral-core").with_demand_scaled(1.07).to_yaml().encode()
+    next(f for f in at.file_uploader if f.label == "Upload a scenario (YAML or JSON)").upload(
+        "light-1.yaml", text, "application/x-yaml")
+    next(b for b in at.button if b.label == "Load file").click()
+    at.run()
+    assert not at.exception and not at.error
+    assert at.session_state["scenario_origin"] == "upload:light-1.yaml"

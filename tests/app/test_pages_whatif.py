@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from planning import api
+from planning.jobs import JobStore
 from tests.app.conftest import app, planned, texts, wait_for_job
 
 
@@ -117,3 +124,60 @@ def test_a_slider_position_is_planned_from_the_base_and_diffed(planning_home: Pa
     at.slider(key="slider_price_pct").set_value(0.0)
     at.run()
     assert str(at.session_state["slider_job"]) == first  # a position already planned comes back as it was
+
+
+def test_neighbouring_positions_are_planned_ahead_and_a_far_one_shows_the_nearest(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: with the base plan shown, the positions one step away are planned ahead, so moving there reads a
+    finished plan; a position still being planned shows the nearest finished position's plan, labelled as that
+    position's; positions no longer one step away, and everything when the base changes, are cancelled."""
+    import ui.sliders
+
+    opened = threading.Event()
+    opened.set()
+    real = ui.sliders.near_job
+
+    def gated(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        while not opened.wait(0.01):  # the test decides when a solve may run: no clock, no race
+            cancel.check()
+        return real(request, progress, cancel)
+
+    monkeypatch.setattr(ui.sliders, "near_job", gated)
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    ahead = dict(at.session_state["slider_jobs"])
+    rest = api.slider_position()
+    assert set(ahead) == set(api.slider_neighbours(rest))  # every slider, both directions
+    assert all(wait_for_job(planning_home, j) == "done" for j in ahead.values())
+    opened.clear()  # from here new solves wait
+    at.slider(key="slider_demand").set_value(1.25)
+    at.run()
+    assert not at.exception
+    near = api.slider_position(demand=1.25)
+    assert at.session_state["slider_job"] == ahead[near]  # the plan planned ahead, read at once
+    assert "Sliders: demand ×1.25 (all models)." in texts(at)
+    assert next(m for m in at.metric if m.label == "Plan at the sliders").value.startswith("$")
+    further = at.session_state["slider_jobs"][api.slider_position(demand=1.5)]
+    at.slider(key="slider_demand").set_value(3.0)
+    at.run()
+    assert not at.exception
+    shown = texts(at)
+    assert "Sliders: demand ×3" not in shown  # never another position's plan labelled as the sliders'
+    assert "Nearest planned position: demand ×1.25 (all models)." in shown
+    assert any(m.label == "Plan of the nearest planned position" for m in at.metric)
+    assert wait_for_job(planning_home, further) == "cancelled"  # no longer one step away
+    far = str(at.session_state["slider_job"])
+    opened.set()
+    assert wait_for_job(planning_home, far) == "done"
+    at.run()
+    assert "Sliders: demand ×3 (all models)." in texts(at)
+    opened.clear()
+    at.slider(key="slider_demand").set_value(3.25)
+    at.run()
+    store = JobStore(planning_home / "jobs.sqlite")
+    held = [j for j in at.session_state["slider_jobs"].values() if not store.get(j).is_terminal]
+    assert len(held) >= 2  # the sliders' position and those planned ahead of it, waiting
+    at.session_state["scenario"] = replace(at.session_state["scenario"], name="edited")  # a new base
+    at.run()
+    opened.set()
+    assert [wait_for_job(planning_home, j) for j in held] == ["cancelled"] * len(held)
+    store.close()

@@ -110,3 +110,88 @@ def test_plan_not_dearer_than_cauchy_on_coral_extended() -> None:
     c = next(b for b in result.baselines if b.name == "cauchy")
     assert result.status == "optimal" and c.ran and c.feasible
     assert result.comparable_cost <= c.cost_per_hour + 1e-9
+
+
+def _one_by_one(problem: AllocationProblem, keep: int, decode_per_prefill: int) -> dict[str, list[tuple]]:
+    """The ranking as Cauchy's module computed it before it priced combos as arrays: every combo built, priced in
+    every region at once (min over (price, region)), sorted by (−Token/USD, id); floats as hex, exact bits."""
+    import math
+
+    from planning.baselines.cauchy import combos, model_pairs
+
+    tokens: dict[str, float] = {}
+    for q in problem.classes:
+        tokens[q.group] = tokens.get(q.group, 0.0) + q.rate
+    prices: dict[str, dict[str, float]] = {}
+    for o in problem.offers:
+        if o.available > 0:
+            prices.setdefault(o.region, {})[o.shape] = o.price_per_hour
+    out = {}
+    for (model, pg, dg), found in zip(model_pairs(problem), combos(problem, decode_per_prefill).values(), strict=True):
+        ranked = []
+        for c in found:
+            best = min(((c.price(p), r) for r, p in prices.items()), default=(math.inf, ""))
+            if math.isfinite(best[0]) and best[0] > 0:
+                eff = c.fraction * (tokens.get(pg, 0.0) + tokens.get(dg, 0.0)) * 3600.0 / best[0]
+                ranked.append((c, eff, best[1]))
+        ranked.sort(key=lambda x: (-x[1], x[0].id))
+        out[model] = [(c.id, c.n, c.fraction.hex(), list(c.usage.items()), e.hex(), r) for c, e, r in ranked[:keep]]
+    return out
+
+
+def _seeded(seed: int) -> AllocationProblem:
+    """Two linked models, three regions (one missing a shape, two with equal prices: ties in price and in
+    Token/USD), one-shape homogeneous templates of 1-4 nodes plus mixed ones Cauchy may not use."""
+    import random
+
+    rng = random.Random(seed)
+    shapes = ["1xL4", "2xL4", "1xL40S", "4xH100"]
+    regions = ["b:r2", "a:r1", "c:r3"]
+    base = {s: rng.choice([1.0, 1.5, 2.0, 3.0, 8.0]) for s in shapes}
+    offers = []
+    for r in regions:
+        for s in shapes:
+            if r == "c:r3" and s == "1xL40S":
+                continue
+            offers.append(Offer(r, s, base[s] * (1.0 if r != "c:r3" else rng.choice([0.9, 1.0])),
+                                rng.choice([0, 5, 40])))
+    templates, classes, links = [], [], []
+    for m in ("m1", "m2"):
+        for phase in ("prefill", "decode"):
+            g = f"{m}/{phase}"
+            classes.append(WorkloadClass(g, g, rng.choice([10.0, 60.0, 100.0])))
+            for s in shapes:
+                for n in range(1, rng.randint(2, 4)):
+                    thr = rng.choice([5.0, 15.0, 40.0, 120.0]) * n
+                    templates.append(TemplateOption(id=f"{g}:{n}x{s}", group=g, usage={s: n}, throughput={g: thr},
+                                                    single_shape=True))
+            templates.append(TemplateOption(id=f"{g}:mixed", group=g, usage={"1xL4": 1, "1xL40S": 1},
+                                            throughput={g: 500.0}, single_shape=False))
+        links.append((f"{m}/prefill", f"{m}/decode"))
+    return AllocationProblem(templates=tuple(templates), offers=tuple(offers), classes=tuple(classes),
+                             links=tuple(links))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_array_ranking_equals_one_by_one(seed: int) -> None:
+    """Issue 41: ``candidates`` prices the combos as arrays; on seeded instances (ties in price across regions, in
+    Token/USD, unsold shapes, unavailable offers) it keeps the same combos in the same order with the same float
+    bits as building and pricing every combo one by one; so the Cauchy baseline's figures are unchanged."""
+    p = _seeded(seed)
+    for keep, dpp in ((8, 16), (3, 1), (1000, 16)):
+        got = {m: [(c.id, c.n, c.fraction.hex(), list(c.usage.items()), e.hex(), r) for c, e, r in v]
+               for m, v in candidates(p, keep, dpp).items()}
+        assert got == _one_by_one(p, keep, dpp)
+    assert any(candidates(p, 8, 16).values())
+
+
+def test_multi_shape_homogeneous_templates_are_ranked_one_by_one() -> None:
+    """A hand-made single-shape template with two usage entries is ranked by the one-by-one path, the same way."""
+    p = golden()
+    odd = TemplateOption(id="P3", group="m/prefill", usage={"1xL4": 1, "1xL40S": 1}, throughput={"m/prefill": 90.0},
+                         single_shape=True)
+    p2 = AllocationProblem(templates=(*p.templates, odd), offers=p.offers, classes=p.classes, links=p.links)
+    got = {m: [(c.id, c.n, c.fraction.hex(), list(c.usage.items()), e.hex(), r) for c, e, r in v]
+           for m, v in candidates(p2, 100, 16).items()}
+    assert got == _one_by_one(p2, 100, 16)
+    assert any("P3" in row[0] for row in got["m"])

@@ -206,6 +206,70 @@ def test_the_admin_page_is_listed_for_the_local_user(server: str, browser: Any) 
     page.close()
 
 
+def _store_status(job_id: str) -> str:
+    """The status of a job in the server's store (read beside the server, as the benchmarks do)."""
+    from planning.jobs import JobStore
+
+    with JobStore(Path(_SERVER_HOME["path"]) / "jobs.sqlite", recover=False) as store:
+        return store.get(job_id).status
+
+
+def _load_upload(page: Any, path: Path, attempts: int = 3) -> None:
+    """Upload ``path`` on the Scenario page and press Load file until the scenario is loaded. The press waits for
+    the file's name under the uploader (the upload reached the server); on a busy server a press can still arrive
+    without its file (the page then says "no file": docs/workbench.md), so it is tried again, at most ``attempts``."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    loaded = page.get_by_text(f"upload:{path.name}")
+    for attempt in range(attempts):
+        page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(str(path))
+        page.get_by_text(path.name, exact=True).first.wait_for(timeout=120_000)
+        _settled(page)
+        page.get_by_role("button", name="Load file").click()
+        try:
+            loaded.wait_for(timeout=120_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
+def test_a_reload_mid_job_finds_the_job_after_a_page_switch(server: str, browser: Any, tmp_path: Path) -> None:
+    """Scenario (upload) → Home → Plan it: the URL holds ?job= while the job runs, so a reload mid-job finds it
+    (it came back only with the result before). The job is a cold coral-extended variant (minutes of work, never
+    in the result cache), cancelled at the end."""
+    from urllib.parse import parse_qs, urlparse
+
+    from planning import api
+
+    path = tmp_path / "extended-113.yaml"
+    path.write_text(api.load_preset_scenario("coral-extended").with_demand_scaled(1.13).to_yaml(), encoding="utf-8")
+    page = browser.new_page()
+    page.goto(server)
+    _settled(page)
+    page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="Scenario").first.click()
+    _settled(page)
+    page.get_by_text("Load, save, download, upload").click()
+    _load_upload(page, path)
+    page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="Home").first.click()
+    page.get_by_role("button", name="Plan it").wait_for()
+    _settled(page)
+    page.get_by_role("button", name="Plan it").click()
+    page.wait_for_url("**/?job=*", timeout=120_000)  # a bound on a hang: the job is minutes long
+    job_id = parse_qs(urlparse(page.url).query)["job"][0]
+    try:
+        assert _store_status(job_id) in ("queued", "running")  # the link came while the job runs
+        page.reload()
+        panel = page.get_by_test_id("stProgress").filter(has_text="Planning ")
+        panel.first.wait_for(timeout=120_000)
+        assert parse_qs(urlparse(page.url).query)["job"] == [job_id]
+        assert _store_status(job_id) in ("queued", "running")  # found mid-job, not its result
+    finally:
+        with contextlib.suppress(Exception):
+            page.get_by_role("button", name="Cancel").first.click()  # this session is its only holder: it stops
+        page.close()
+
+
 @pytest.mark.benchmark  # a timing, not a check: a cold 1M-template build in the browser (`make bench`)
 def test_plan_time_coral_extended(server: str, browser: Any) -> None:
     page = browser.new_page()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,7 +13,14 @@ from planning.context import CancelFlag, Cancelled, check_cancel, sub_progress
 from planning.scenario import Scenario
 
 
-def test_flag_reason_and_deadline() -> None:
+def test_flag_reason_and_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag is set by cancel() (reason "cancelled") or by its deadline (reason "time limit", 0 s remaining), and
+    an explicit cancel wins over the deadline. The clock is injected (``planning.context.time``): under load a
+    pause of 50 ms between making a flag and reading it no longer reads as its deadline."""
+    import planning.context as context_module
+
+    clock = [100.0]
+    monkeypatch.setattr(context_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     flag = CancelFlag()
     assert not flag.is_set() and flag.remaining_s() is None
     check_cancel(flag)  # not set: no exception
@@ -22,8 +29,9 @@ def test_flag_reason_and_deadline() -> None:
         flag.check()
     assert err.value.reason == "cancelled"
     timed = CancelFlag(deadline_s=0.05)
-    assert not timed.is_set()
-    time.sleep(0.06)
+    clock[0] += 0.04
+    assert not timed.is_set() and timed.remaining_s() == pytest.approx(0.01)
+    clock[0] += 0.02
     assert timed.is_set() and timed.reason == "time limit" and timed.remaining_s() == 0.0
     with pytest.raises(Cancelled) as err:
         check_cancel(timed, "ILP")

@@ -105,3 +105,25 @@ def test_savings_only_between_plans_serving_the_same_demand() -> None:
     assert set(frame["prices"]) == {"on-demand"}
     spot = replace(served_all, scenario={**(served_all.scenario or {}), "pricing": "spot"})
     assert set(api.comparison_frame({"spot": spot})["prices"]) == {"spot"}  # labelled on every row
+
+
+def test_slider_positions_their_neighbours_and_distances() -> None:
+    """Issue 41: the What-if page plans the positions one step from the sliders' ahead of the user."""
+    rest = api.slider_position()
+    assert api.slider_variants(**api.slider_values(rest)) == []  # at rest: the base scenario
+    assert api.slider_position(slo=0.1 + 0.2 + 0.4) == api.slider_position(slo=0.7)  # one grid, one position
+    near = api.slider_neighbours(rest)
+    assert len(near) == 2 * len(api.VARIANT_SLIDERS) and len(set(near)) == len(near)
+    assert all(api.slider_steps(rest, p) == 1 for p in near)
+    assert near[0] == api.slider_position(demand=1.25) and near[1] == api.slider_position(demand=0.75)
+    edge = api.slider_position(demand=4.0, availability_pct=10.0)  # at two ends: one neighbour each there
+    assert api.slider_position(demand=4.25, availability_pct=10.0) not in api.slider_neighbours(edge)
+    assert len(api.slider_neighbours(edge)) == 2 * len(api.VARIANT_SLIDERS) - 2
+    assert api.slider_steps(rest, api.slider_position(demand=2.0, price_pct=-20.0)) == 4 + 4
+    down = api.slider_position(price_pct=-5.0)  # the user just moved Prices down: going on that way comes first
+    after = api.slider_neighbours(down, came_from=rest)
+    assert after[0] == api.slider_position(price_pct=-10.0) and sorted(after) == sorted(api.slider_neighbours(down))
+    assert api.slider_neighbours(down, came_from=down) == api.slider_neighbours(down)
+    with pytest.raises(PlanningError) as err:
+        api.slider_position(speed=2.0)
+    assert err.value.field == "slider" and "demand" in str(err.value)

@@ -8,7 +8,7 @@ import os
 import random
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -454,18 +454,24 @@ def comparable_plan(plan_json: str) -> dict[str, Any]:
     return {k: v for k, v in json.loads(plan_json).items() if k not in ("timings", "diagnostics", "stats")}
 
 
-def template_cache_cases(folder: Path, preset: str = "demystifying") -> list[Case]:
+def template_cache_cases(folder: Path, preset: str = "demystifying",
+                         overrides: Mapping[str, Any] | None = None) -> list[Case]:
     """One case per :data:`CACHE_CORRUPTIONS`: damage every cached library of ``preset`` (library path), solve it
     through the CLI, and fail unless the exit code is 0/1, the plan equals the clean plan and each damaged file got
     a notice. The solves use their own cache directory under ``folder`` (the process's engine context is swapped
-    for the call), so other cached libraries are never touched; the first case also plans the clean run."""
+    for the call), so other cached libraries are never touched; the first case also plans the clean run.
+    ``overrides``: top-level scenario fields replaced (``options`` merged into the preset's), e.g. a smaller
+    instance with a limit no solve reaches, so that no plan is a time limit's incumbent (which a busy machine
+    would not share with the clean run)."""
     from dataclasses import replace
 
     from planning import api, context
 
     folder.mkdir(parents=True, exist_ok=True)
     data = api.load_preset_scenario(preset).to_dict()
-    data["options"]["templates"] = "library"
+    extra = dict(overrides or {})
+    data["options"] = {**data["options"], **extra.pop("options", {}), "templates": "library"}
+    data.update(extra)
     scenario = folder / f"{preset}-library.yaml"
     scenario.write_text(yaml.safe_dump(data), encoding="utf-8")
     cache = folder / "templates"

@@ -13,11 +13,9 @@ import pytest
 from planning.errors import PlanningError
 from planning.jobs import JobRunner, JobStore, JobToken, ProgressFn
 from planning.jobs.fairshare import (
-    CancelEffect,
     FairQueue,
     Place,
     Waiting,
-    cancel_effect,
     max_jobs_per_user,
     ordinal,
     pick_next,
@@ -91,12 +89,6 @@ def test_pick_next_prefers_fewest_running_then_longest_unserved() -> None:
     assert pick_next(waiting, Counter(), 2, {"a": 0, "b": 1}) == waiting[2]  # c never served
     assert pick_next(waiting, Counter({"a": 2, "b": 2, "c": 2}), 2, {}) is None
 
-
-def test_cancel_effect_only_the_last_interested_user_stops_a_job() -> None:
-    assert cancel_effect(frozenset({"a"}), "a") is CancelEffect.STOP
-    assert cancel_effect(frozenset({"a", "b"}), "a") is CancelEffect.WITHDRAW
-    assert cancel_effect(frozenset({"a"}), "b") is CancelEffect.REFUSE
-    assert cancel_effect(frozenset({"a"}), "b", admin=True) is CancelEffect.STOP
 
 
 def test_max_jobs_per_user_from_env_with_a_clear_error() -> None:
@@ -199,6 +191,33 @@ def test_identical_requests_share_a_job_and_cancel_touches_only_ones_own(runner:
     assert runner.wait(shared, timeout=WAIT_S).status == "cancelled"
 
 
+def test_whose_cancel_counts_survives_a_server_restart(tmp_path: Path, gates: Gates) -> None:
+    """The store, not the runner's memory, holds who wants a job: after a restart (a new runner on the same
+    store), one user's cancel still only withdraws their interest while the other's holds."""
+    path = tmp_path / "jobs.sqlite"
+    first = JobRunner(JobStore(path), max_workers=1, cadence=Cadence(cancel_poll_interval=0.01))
+    try:
+        shared = first.submit("gate", {"name": "s"}, gates.job, owner="alice")
+        assert first.submit("gate", {"name": "s"}, gates.job, owner="bob") == shared
+        assert gates.events("s")[0].wait(WAIT_S)
+        second = JobRunner(JobStore(path), max_workers=1, cadence=Cadence(cancel_poll_interval=0.01))
+        try:
+            assert second.cancel(shared, by="carol") is False  # no interest: untouched
+            assert second.cancel(shared, by="alice") is True  # withdrawn: bob's interest still holds
+            record = second.get(shared)
+            assert record.status == "running" and not record.cancel_requested
+            assert second.store.can_see(shared, "bob") and not second.store.can_see(shared, "alice")
+            assert second.cancel(shared, by="bob") is True  # the last holder: the store flags it, the first stops
+            assert first.wait(shared, timeout=WAIT_S).status == "cancelled"
+        finally:
+            second.shutdown(wait=True)
+            second.store.close()
+    finally:
+        gates.events("s")[1].set()
+        first.shutdown(wait=True, cancel=True)
+        first.store.close()
+
+
 def test_cancel_of_a_queued_job_drops_it_from_the_fair_queue(runner: JobRunner, gates: Gates) -> None:
     jobs = [submit(runner, gates, f"h{i}", "heavy") for i in range(3)]
     assert gates.events("h1")[0].wait(WAIT_S)
@@ -232,4 +251,61 @@ def test_without_sign_in_each_session_is_its_own_user_of_one_workspace(tmp_path:
             gates.events(name)[1].set()
         r.shutdown(wait=True)
         assert r.get(other).status == "done" and r.get(heavy[2]).status == "cancelled"
+        r.store.close()
+
+
+# -- the background lane (the What-if page's prefetch) -----------------------------------------------------------
+def test_background_jobs_start_only_in_slots_no_users_job_wants() -> None:
+    queue = FairQueue(slots=2, per_user=2)
+    queue.push("p0", "alice", background=True)
+    queue.push("p1", "alice", background=True)
+    queue.push("u0", "bob")
+    assert queue.queued()[0].job_id == "u0"  # a user's job is ahead of every background job
+    assert started_in_order(queue, finish=False) == ["u0", "p0"]  # p1 waits: the lane keeps one slot short
+    assert queue.running_by_owner() == Counter({"bob": 1, "alice": 1})
+    queue.push("a0", "alice")
+    assert queue.start_next() is None  # both slots are taken ...
+    assert queue.preempt() == "p0"  # ... so the background job is named to stop, once
+    assert queue.preempt() is None
+    queue.remove("p0")
+    assert queue.start_next() == "a0"  # alice's own job: her background job never counted towards her cap
+    assert queue.start_next() is None
+
+
+def test_a_promoted_background_job_is_a_users_job() -> None:
+    queue = FairQueue(slots=2, per_user=2)
+    queue.push("p0", "alice", background=True)
+    queue.push("p1", "alice", background=True)
+    assert queue.start_next() == "p0"
+    queue.promote("p1")  # alice's slider reached that position: she waits for it now
+    assert not queue.is_background("p1") and queue.is_background("p0")
+    assert queue.start_next() == "p1"
+    queue.promote("p0")
+    queue.push("u0", "bob")
+    assert queue.preempt() is None  # nothing left to stop: both are users' jobs
+
+
+def test_a_users_job_stops_a_running_background_job_and_takes_its_slot(tmp_path: Path, gates: Gates) -> None:
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
+                  cadence=Cadence(cancel_poll_interval=0.01))
+    try:
+        warm = [r.submit("gate", {"name": f"p{i}"}, gates.job, owner="alice", background=True) for i in range(2)]
+        assert gates.events("p0")[0].wait(WAIT_S)
+        assert r.get(warm[1]).status == "queued"  # one slot stays free for a user's job
+        first = submit(r, gates, "u0", "bob")
+        assert gates.events("u0")[0].wait(WAIT_S)  # it starts at once, in the free slot
+        second = submit(r, gates, "u1", "carol")
+        assert r.wait(warm[0], timeout=WAIT_S).status == "cancelled"  # the prefetch gave its slot up
+        assert gates.events("u1")[0].wait(WAIT_S)
+        assert r.get(warm[1]).status == "queued"
+        joined = r.submit("gate", {"name": "p1"}, gates.job, owner="alice")  # alice now waits for p1
+        assert joined == warm[1]
+        gates.events("u0")[1].set()
+        assert gates.events("p1")[0].wait(WAIT_S)
+        assert r.get(joined).status == "running" and r.get(second).status == "running"
+    finally:
+        for name in ("p0", "p1", "u0", "u1"):
+            gates.events(name)[1].set()
+        r.shutdown(wait=True)
+        assert r.get(first).status == "done" and r.get(second).status == "done" and r.get(warm[1]).status == "done"
         r.store.close()

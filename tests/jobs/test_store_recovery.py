@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -218,7 +219,16 @@ def test_a_folder_is_not_moved_aside(tmp_path: Path) -> None:
     assert folder.is_dir()
 
 
-def test_dead_job_is_detected_by_heartbeat_without_reopening(tmp_path: Path) -> None:
+def test_dead_job_is_detected_by_heartbeat_without_reopening(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's heartbeats every 0.05 s keep its job running for a reader opened before the job (stale_after
+    0.4 s); 0.8 s of silence marks it lost, and a late finish does not resurrect it. The stores' clock is
+    injected (``planning.jobs.store.time``): a busy machine that runs the loop slowly (a heartbeat 0.4 s late
+    under load 17 read as a lost job) changes nothing."""
+    import planning.jobs.store as store_module
+
+    clock = [1_700_000_000.0]
+    monkeypatch.setattr(store_module, "time", SimpleNamespace(time=lambda: clock[0], monotonic=lambda: clock[0]))
     path = tmp_path / "jobs.sqlite"
     worker = JobStore(path, stale_after=0.4)
     reader = JobStore(path, stale_after=0.4)  # opened before the job exists: no reopen later
@@ -226,12 +236,11 @@ def test_dead_job_is_detected_by_heartbeat_without_reopening(tmp_path: Path) -> 
     assert worker.mark_running(job_id)
     worker.set_progress(job_id, 0.3, "allocating")
     assert reader.get(job_id).status == "running"
-    deadline = time.time() + 0.3
-    while time.time() < deadline:  # a live worker keeps it running
+    for _ in range(6):  # 0.3 s of a live worker: it keeps the job running
         worker.heartbeat([job_id])
-        time.sleep(0.05)
+        clock[0] += 0.05
         assert reader.get(job_id).status == "running"
-    time.sleep(0.8)  # the worker stops sending heartbeats (died or hung)
+    clock[0] += 0.8  # the worker stops sending heartbeats (died or hung)
     record = reader.get(job_id)
     assert record.status == "lost"
     assert record.error is not None and record.error.startswith(LOST_MESSAGE.split("{")[0])

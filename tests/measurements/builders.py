@@ -3,9 +3,10 @@
 vLLM: the keys and their order of ``result_json`` in vllm/benchmarks/serve.py (vllm 0.33.0, read from the wheel:
 setup keys, ``--metadata KEY=VALUE`` pairs, traffic keys, then ``benchmark_result`` with ``process_one_metric``'s
 ``mean_/median_/std_/p99_<metric>_ms``; ``--save-detailed`` keeps the per-request lists, TTFTs in seconds).
-GuideLLM: ``GenerativeBenchmarksReport.model_dump(mode="json")`` of guidellm 0.8.1 (benchmark/schemas/report.py,
-benchmark.py, metrics.py; DistributionSummary in schemas/base/statistics.py), the fields the reader uses plus
-their siblings. GuideLLM itself is not installed: it requires torch (see docs/measurements.md).
+GuideLLM 0.8: hand-built to ``GenerativeBenchmarksReport.model_dump(mode="json")`` of guidellm 0.8.1
+(benchmark/schemas/report.py, benchmark.py, metrics.py; DistributionSummary in schemas/base/statistics.py), the
+fields the reader uses plus their siblings: GuideLLM 0.4 on require torch, so 0.8 is not installed anywhere here.
+GuideLLM 0.3.1's reports are written by GuideLLM itself (``guidellm_reports.py``, tools/guidellm).
 """
 
 from __future__ import annotations

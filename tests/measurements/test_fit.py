@@ -3,17 +3,21 @@ a setting's concurrencies cuts the median error on the other half at least in ha
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from planning import api
 from planning.measurements.fit import (
+    ROBUST_SCALE,
     Corrections,
     corrected_perf,
     fit_corrections,
+    free_corrections,
     median_error,
     point_errors,
+    robust_loss,
     simulate_point,
 )
 from planning.measurements.schema import Measurement
@@ -69,7 +73,38 @@ def test_api_fit_reports_before_after_and_leave_one_out(perf: PerfModel) -> None
     frame = api.fit_frame([fit])
     row = frame.iloc[0]
     assert (row["model"], row["shape"], row["tp"], row["points"]) == ("llama-3-8b", "1xA10G", 1, 3)
+    assert row["fitted"] == "prefill, decode, step"  # TTFT, ITL and throughput each at three loads
     assert row["error_after"] < row["error_before"] / 2
     assert 0 <= row["error_leave_one_out"] < row["error_before"] and bool(row["trusted"])
     pts = api.points_frame([fit])
     assert len(pts) == 9 and set(pts["quantity"]) == {"ttft_ms", "itl_ms", "output_tokens_per_s"}
+
+
+def test_a_correction_needs_its_quantity_at_two_loads(perf: PerfModel) -> None:
+    points = _measured(perf, Corrections(), (1, 8, 32))
+    assert free_corrections(points) == (True, True, True)
+    one_ttft = [points[0]] + [replace(m, ttft_ms_mean=None) for m in points[1:]]
+    assert free_corrections(one_ttft) == (False, True, True)  # one TTFT cannot be checked by another point
+    only_ttft = [replace(m, itl_ms_mean=None, output_tokens_per_s=None) for m in points]
+    assert free_corrections(only_ttft) == (True, False, False)
+    assert free_corrections(one_ttft[1:2]) == (False, True, True)  # one load fits what it measures
+    assert free_corrections(points[:1]) == (True, True, True)
+
+
+def test_robust_loss_is_least_squares_near_zero_and_bounded_in_pull() -> None:
+    assert robust_loss(0.01) == pytest.approx(0.01 ** 2, rel=0.01)
+    pull = [(robust_loss(r + 1e-6) - robust_loss(r)) / 1e-6 for r in (0.05, 0.1, 0.5, 1.0, 3.0)]
+    assert max(pull) <= ROBUST_SCALE * 1.0001 and pull[-1] < pull[1] / 10  # a far miss pulls less, not more
+    assert robust_loss(math.log(2.0)) < math.log(2.0) ** 2 / 10  # a 2x miss weighs a tenth of its square
+
+
+def test_one_point_the_simulator_cannot_reproduce_does_not_drag_the_fit(perf: PerfModel) -> None:
+    """One load's TTFT twice what the rest imply (the API server queued it): the decode the others show is still
+    found, and the prefill rate, which the other TTFTs hold, is not halved."""
+    points = _measured(perf, TRUTH, (1, 2, 4, 8, 16, 32, 64, 128))
+    train, held_out = points[::2], points[1::2]
+    assert train[2].ttft_ms_mean is not None
+    train[2] = replace(train[2], ttft_ms_mean=2 * train[2].ttft_ms_mean)
+    fitted = fit_corrections(train, perf, max_evals=60)
+    assert fitted.prefill > 0.85 and fitted.decode < 0.9
+    assert median_error(point_errors(held_out, perf, fitted)) < 0.05

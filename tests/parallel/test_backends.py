@@ -62,6 +62,22 @@ def test_missing_ray_is_an_instruction(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "planning[ray]" in str(err.value)
 
 
+def test_a_ray_that_cannot_start_is_an_instruction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local Ray whose node times out starting (ray.init raises a bare Exception on a busy machine) is a
+    PlanningError on the backend with the fix, not a traceback."""
+    from types import SimpleNamespace
+
+    def init(**_kw: Any) -> None:
+        raise Exception("The current node timed out during startup.")  # what ray 2.60 raises
+
+    monkeypatch.delenv("PLANNING_RAY_ADDRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "ray", SimpleNamespace(is_initialized=lambda: False, init=init))
+    with pytest.raises(PlanningError) as err:
+        parallel.ray_module()
+    assert err.value.field == "backend" and "timed out during startup" in str(err.value)
+    assert "use --backend process" in str(err.value)
+
+
 @pytest.mark.ray
 def test_library_build_is_identical_serial_pool_and_ray(ray_local: Any, inputs: Any,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,21 @@ def test_cancel_of_a_shared_job_only_withdraws_interest(tmp_path: Path) -> None:
         assert store.get(job).status == "cancelled"
 
 
+def test_sessions_of_a_shared_workspace_hold_a_job_each(tmp_path: Path) -> None:
+    """Without sign-in each browser session holds its own interest (``"local:<session>"``), while the one local
+    workspace lists and sees every session's jobs."""
+    with _store(tmp_path) as store:
+        job, _ = store.create_or_reuse("aaaa0001", "solve", {"x": 1}, "local", holder="local:one")
+        assert store.create_or_reuse("aaaa0002", "solve", {"x": 1}, "local", holder="local:two") == (job, False)
+        assert store.get(job).owner == "local"
+        assert [r.id for r in store.list_jobs(owner="local")] == [job] and store.can_see(job, "local")
+        assert not store.can_see(job, "loc") and store.list_jobs(owner="localx") == []  # a prefix is not a match
+        assert store.withdraw(job, "local") == "not found"  # the workspace as such does not hold it
+        assert store.withdraw(job, "local:one") == "withdrawn"  # session two still wants it
+        assert store.get(job).status == "queued"
+        assert store.withdraw(job, "local:two") == "cancelled"
+
+
 def test_last_holder_removing_a_finished_job_deletes_it(tmp_path: Path) -> None:
     with _store(tmp_path) as store:
         job, _ = store.create_or_reuse("aaaa0001", "solve", {"x": 1}, "alice")

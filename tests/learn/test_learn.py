@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 
@@ -82,12 +83,13 @@ def test_coral_spectrum_mixed_replicas_fill_the_gaps() -> None:
         api.lesson("coral-spectrum", nmax=9)
 
 
-def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
+def test_coral_mixed_pipeline_beats_h100_and_a100_but_not_6x2xl40s() -> None:
     """Coral Fig. 1(a) at the paper's setting: the paper's own winner (3×1xL40S + 3×2xH100) gives more prompt
     tok/s per $/h than every pure-H100 pipeline, and the best mixed pipeline more than every H100 or A100 one; each
-    row's figure is its throughput over its cost. Since perf v5 (Qwen3-235B's experts from vLLM's measured
-    fused-MoE kernels, further above the roofline on the H100 than on the L40S) the cheap 6x2xL40S pipeline is
-    ahead of every mixed one at RunPod's prices (2,297 against 2,162), and the takeaway says so."""
+    row's figure is its throughput over its cost. Unlike the paper, the cheap 6x2xL40S pipeline is ahead of every
+    mixed one at RunPod's prices (2,297 against 2,162 tok/s per $/h, 0.941×) since perf v5 reads Qwen3-235B's
+    experts from the measured kernels (test_paper_checks: the check disagrees and says why), and the takeaway
+    says so."""
     lesson = api.lesson("coral-mixed-pipeline")
     rows = {r["setup"]: r for r in lesson.rows}
     one_type = [r for r in lesson.rows if r["kind"] == "one GPU type"]
@@ -96,13 +98,12 @@ def test_coral_mixed_pipeline_beats_every_one_type_setup() -> None:
     assert {"H100", "L40S"} <= {s.split("x", 1)[1] for s in learn._usage(best["template"])}
     for r in one_type:
         assert len({s.split("x", 1)[1] for s in learn._usage(r["template"])}) == 1
-        if r["setup"] != "best L40S only":
-            assert best["per_dollar"] > r["per_dollar"], r
+    assert best["per_dollar"] > rows["best H100 only"]["per_dollar"]
+    assert best["per_dollar"] > rows["best A100-80G only"]["per_dollar"]
     best_one = max(one_type, key=lambda r: r["per_dollar"])
-    if best_one["per_dollar"] > best["per_dollar"]:
-        assert lesson.takeaway.startswith(f"Here one GPU type wins: {best_one['template']}")
-    else:
-        assert lesson.takeaway.startswith(f"The mixed pipeline {best['template']}")
+    assert best_one["setup"] == "best L40S only" and best_one["template"] == "6x2xL40S"
+    assert round(best_one["per_dollar"]) == 2297 and round(best["per_dollar"]) == 2162
+    assert lesson.takeaway.startswith("Here one GPU type wins: 6x2xL40S gives 2,297 prompt tok/s per $/h")
     paper_mix = rows["the paper's mix (3×1xL40S + 3×2xH100)"]
     assert learn._usage(paper_mix["template"]) == {"1xL40S": 3, "2xH100": 3}
     assert paper_mix["per_dollar"] > rows["best H100 only"]["per_dollar"]  # the paper's claim, 526 vs 481
@@ -139,3 +140,36 @@ def test_coral_mixed_pipeline_with_eight_gpu_nodes_as_the_note_says() -> None:
     assert rows["best H100 only"]["gpus"] == 28
     assert round(rows["best H100 only"]["per_dollar"]) == 2285 and round(rows["best mixed pipeline"]["per_dollar"]) == 2214
     assert any("2,285 against 2,214" in note for note in lesson.notes)
+
+
+@pytest.mark.slow
+def test_coral_mixed_pipeline_moves_with_the_l40s_kernel_not_the_h100s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cause the Fig. 1(a) check names, as a counterfactual: with the L40S's Qwen3-235B experts at perf v4's
+    roofline (the H100's measured) the paper's mix ÷ best pure H100 is 1.055, inside the paper's 1.09 ± 0.05; with
+    the H100's at the roofline (the L40S's measured) it is 1.009. The H100's kernel prices both sides of the ratio,
+    the L40S's only the mix: the measured L40S kernel is what moves the check (1.019 with both measured)."""
+    import numpy as np
+
+    from planning.catalog import load_catalog
+    from planning.context import EngineContext
+    from planning.perf import PerfModel
+    from planning.perf.moe import MoeBinding
+    from planning.perf.roofline import moe_roofline_time
+    from planning.templates.digest import template_frame
+
+    measured = MoeBinding.seconds
+
+    def ratio(roofline_gpu: str) -> float:
+        def seconds(self: MoeBinding, dev: Any, arch: Any, p: Any, tp: int, tokens: Any) -> Any:
+            if dev.gpu_id == roofline_gpu:
+                return moe_roofline_time(dev, arch, p, tp, np.asarray(tokens, dtype=float))
+            return measured(self, dev, arch, p, tp, tokens)
+
+        monkeypatch.setattr(MoeBinding, "seconds", seconds)
+        catalog = load_catalog()
+        ctx = EngineContext(catalog=catalog, perf=PerfModel(catalog=catalog), cache_dir=None)  # no shared tables
+        lesson = learn.coral_mixed_pipeline(lambda s: template_frame(s, context=ctx))
+        return lesson.ours["paper's mix ÷ best pure H100 (×)"]
+
+    assert ratio("L40S") == 1.055
+    assert ratio("H100") == 1.009

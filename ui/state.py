@@ -230,14 +230,16 @@ def find_job(job_id: str | None) -> JobRecord | None:
 def cancel_job(job_id: str) -> bool:
     """This user's cancel (this session's without sign-in): their interest goes, and the job stops only when
     nobody else holds it (identical requests share one job, so another user's plan is never stopped). The store
-    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without.
+    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without. The job of the URL's
+    ``?job=`` is cancelled as its link's holder: without sign-in a reloaded page is a new session, and it may
+    cancel the job its old session alone held, never one another user holds (``planning.jobs.access.orphan_hold``).
 
     Returns
     -------
     bool
         False when this user does not hold the job (or it already finished).
     """
-    return runner().cancel(job_id, by=fair_key() or workspace().id)
+    return runner().cancel(job_id, by=fair_key() or workspace().id, link=job_id == st.query_params.get("job"))
 
 
 def current_solve_job() -> JobRecord | None:

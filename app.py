@@ -32,7 +32,5 @@ if __name__ != "__mp_main__":
         team.user_sidebar()
         page = st.navigation([*PAGES, *admin.pages()])  # the Admin page is listed only for admins
         if page.title != "What-if":
-            from ui.sliders import stop_planning_ahead  # here: a spawned worker never imports the figures
-
-            stop_planning_ahead()  # the What-if page's prefetch ends when one leaves it
+            state.stop_planning_ahead()  # the What-if page's prefetch ends when one leaves it
         page.run()

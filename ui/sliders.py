@@ -7,7 +7,7 @@ ahead in the job runner's background lane, which never delays anyone's job (``pl
 to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, the
 plan of the nearest position already planned; a new position cancels the previous one's plan unless it is a
 neighbour, a new base plan cancels everything planned ahead for the old one, and leaving the page cancels what is
-still planned ahead (:func:`stop_planning_ahead`). Work planned ahead is not listed on the Jobs page as the user's
+still planned ahead (:func:`ui.state.stop_planning_ahead`). Work planned ahead is not listed on the Jobs page as the user's
 (the store keeps it apart until the user asks for that position).
 """
 
@@ -20,7 +20,6 @@ import streamlit as st
 
 from planning import api, viz
 from planning.errors import PlanningError
-from planning.jobs import JobRecord
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from ui import state, widgets
@@ -60,19 +59,6 @@ def slider_section(scenario: Scenario, base: PlanResult, base_id: str) -> None:
     ready = _plan_ahead(scenario, base, position, jobs, came_from if isinstance(came_from, tuple) else None)
     _forget_old(jobs, position)
     st.caption(f"Planned ahead: {ready} of {len(api.slider_neighbours(position))} positions one step away.")
-
-
-def stop_planning_ahead() -> int:
-    """Cancel this session's unfinished positions planned ahead (every one but the sliders' own, which the user
-    asked for): ``app.py`` calls it on every run of another page, so leaving the What-if page leaves no prefetch
-    running; coming back plans them again. Returns how many were cancelled."""
-    jobs: dict[Position, str] = st.session_state.get("slider_jobs") or {}
-    current = st.session_state.get("slider_job")
-    stopped = 0
-    for job_id in jobs.values():
-        if job_id != current and _cancel_if_running(job_id):
-            stopped += 1
-    return stopped
 
 
 def label(position: Position) -> str:
@@ -197,13 +183,8 @@ def _position_of(jobs: dict[Position, str], job_id: str) -> Position | None:
 
 
 def _cancel_if_running(job_id: str) -> bool:
-    """This user's cancel of a job no longer wanted (another user waiting for the same plan keeps it going);
-    whether it was unfinished."""
-    record: JobRecord | None = state.find_job(job_id)
-    if record is not None and not record.is_terminal:
-        state.cancel_job(job_id)
-        return True
-    return False
+    """This user's cancel of a job no longer wanted (another user waiting for the same plan keeps it going)."""
+    return state.cancel_if_running(job_id)
 
 
 def _show(text: str, base: PlanResult, result: PlanResult, *, current: bool) -> None:

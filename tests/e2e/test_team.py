@@ -89,6 +89,9 @@ def _sign_in(page: Any, url: str, subject: str) -> None:
     page.locator("input[name=sub]").fill(subject)
     page.get_by_role("button", name="Authorize").click()
     page.get_by_test_id("stSidebarNav").wait_for(timeout=60_000)
+    # the page after the provider's redirect may show the sidebar with skeletons (and "notRunning") before its
+    # first run: wait for the button, as a user would, then check there is one
+    page.get_by_role("button", name="Sign out").wait_for(timeout=60_000)
     _settled(page)
     assert page.get_by_role("button", name="Sign out").count() == 1
 

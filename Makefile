@@ -15,10 +15,10 @@ export UV_PYTHON_DOWNLOADS := never
 # (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
 # run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
 SYNC := $(UV) sync --locked
-PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm
+PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm and not guidellm08
 
-.PHONY: run test test-ray test-skypilot test-guidellm install install-dev install-ray install-skypilot \
-	install-guidellm lock skypilot-schema guidellm-fixtures \
+.PHONY: run test test-ray test-skypilot test-guidellm test-guidellm08 install install-dev install-ray install-skypilot \
+	install-guidellm install-guidellm08 lock skypilot-schema guidellm-fixtures guidellm08-fixtures \
 	bench bench-setup calibrate fuzz clean
 
 $(BIN)/python:
@@ -55,6 +55,16 @@ GUIDELLM_VENV ?= .venv-guidellm
 install-guidellm: $(UV_READY)
 	UV_PROJECT_ENVIRONMENT=$(abspath $(GUIDELLM_VENV)) $(UV) sync --locked --project tools/guidellm --python $(BIN)/python
 
+## GuideLLM 0.8.1 with planning and its dev set, from tools/guidellm08/uv.lock, in a venv of Debian's Python 3.11
+## that sees Debian's CPU python3-torch (GuideLLM 0.8 imports torch; PyPI's Linux torch is the CUDA build). Linux + apt
+GUIDELLM08_VENV ?= .venv-guidellm08
+DEBIAN_PYTHON ?= /usr/bin/python3.11
+install-guidellm08: $(UV_READY)
+	@$(DEBIAN_PYTHON) -c 'import torch' 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-torch; }
+	$(UV) venv --allow-existing --system-site-packages --python $(DEBIAN_PYTHON) $(GUIDELLM08_VENV)
+	UV_PROJECT_ENVIRONMENT=$(abspath $(GUIDELLM08_VENV)) $(UV) sync --locked --project tools/guidellm08 \
+		--python $(GUIDELLM08_VENV)/bin/python
+
 ## Install and start the workbench on http://localhost:8501
 run: install
 	$(BIN)/streamlit run app.py
@@ -83,15 +93,24 @@ test-skypilot: install-skypilot
 test-guidellm: install-guidellm
 	$(GUIDELLM_VENV)/bin/python -m pytest -m guidellm tests/measurements
 
-## Rewrite tests/measurements/data/guidellm-*.json (the default suite's GuideLLM reports) with tools/guidellm's GuideLLM
+## Rewrite tests/measurements/data/guidellm-0.3.1-*.json (the default suite's GuideLLM reports) with tools/guidellm's GuideLLM
 guidellm-fixtures: install-guidellm
 	$(GUIDELLM_VENV)/bin/python -m tests.measurements.guidellm_reports --write
 
-## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the four files
+## Load the committed GuideLLM 0.8.1 reports with GuideLLM 0.8.1's own report model
+test-guidellm08: install-guidellm08
+	$(GUIDELLM08_VENV)/bin/python -m pytest -m guidellm08 tests/measurements/test_guidellm08.py
+
+## Rewrite tests/measurements/data/guidellm-0.8.1-*.json: `guidellm run` against GuideLLM's mock server on 127.0.0.1
+guidellm08-fixtures: install-guidellm08
+	$(GUIDELLM08_VENV)/bin/python -m tests.measurements.guidellm08_reports --write
+
+## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the five files
 lock: $(UV_READY)
 	$(UV) lock --upgrade
 	$(UV) lock --upgrade --project tools/skypilot
 	$(UV) lock --upgrade --project tools/guidellm
+	$(UV) lock --upgrade --project tools/guidellm08
 	echo uv | $(UV) pip compile - --no-config --universal --generate-hashes --no-header --quiet \
 		-o tools/uv-requirements.txt
 

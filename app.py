@@ -30,4 +30,7 @@ if __name__ != "__mp_main__":
         team.only_page(team.sign_in_page, "Sign in")
     else:
         team.user_sidebar()
-        st.navigation([*PAGES, *admin.pages()]).run()  # the Admin page is listed only for admins
+        page = st.navigation([*PAGES, *admin.pages()])  # the Admin page is listed only for admins
+        if page.title != "What-if":
+            state.stop_planning_ahead()  # the What-if page's prefetch ends when one leaves it
+        page.run()

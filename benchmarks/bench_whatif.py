@@ -9,17 +9,25 @@ session has them after the first plan):
 - ``what-if <label>``: demand ×2, drop L40S, prices −20 %, SLO ×0.8, each solved from the base plan's columns
   (``pipeline.Reuse(warm=…)``, cache off), with its status (every one must be ``optimal``); ``--check`` also
   solves it cold right after (timed: warm and cold see the same load) and compares the costs;
-  ``--no-baselines`` times the what-ifs' allocations alone;
+  ``--no-baselines`` times the base's and the what-ifs' allocations alone;
 - ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off;
 - ``catalog-wide cold`` with ``--catalog-wide``.
 
 ``--profile`` instead profiles one cold solve of the preset with cProfile (the 25 functions with the most
 cumulative time, and the pipeline's step timings): where a cold solve's time goes.
 
+``--side-by-side DIR`` instead times cold solves in fresh processes, ``planning solve --preset P --json`` with the
+result cache off, for the preset and catalog-wide, alternating this checkout and the one in ``DIR`` (e.g. ``git
+archive main | tar -x -C DIR``; the same virtualenv), ``--runs`` times each, with the load average beside every
+run; then the medians, and whether the two give the same plan cost and the same baselines (cost, served
+fractions, GPUs, note) in every run (a baseline stopped by its own time limit is load-dependent and is named).
+
 ``--busy N`` runs everything with N CPU-burning processes (``benchmarks._load.Busy``); every run prints the load
 line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
 ``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
-[--no-baselines] [--profile]``.
+[--no-baselines] [--profile] [--what-ifs demand,L40S] [--what-ifs-only]``: ``--what-ifs`` keeps the what-ifs whose label
+contains one of the words; ``--what-ifs-only`` leaves out the re-solve and the sweep (the base is still solved
+cold first, as the what-ifs start from it).
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmarks._load import Busy, load_line
@@ -50,24 +60,35 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def one_run(preset: str, check: bool, catalog_wide: bool, baselines: bool = True) -> dict[str, float]:
+@dataclass(frozen=True)
+class RunOptions:
+    """What one pass times: ``check`` (each what-if cold too), ``catalog_wide``, the what-ifs' ``baselines``,
+    ``what_ifs`` (label words; empty: all four) and ``what_ifs_only`` (no re-solve, no sweep)."""
+
+    check: bool = False
+    catalog_wide: bool = False
+    baselines: bool = True
+    what_ifs: Sequence[str] = ()
+    what_ifs_only: bool = False
+
+
+def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
     """One pass over every figure; returns seconds by name."""
+    check, catalog_wide, baselines = opts.check, opts.catalog_wide, opts.baselines
     os.environ["PLANNING_RESULT_CACHE"] = "off"
     scenario = api.load_preset_scenario(preset)
     ctx = api.engine_context()
     out: dict[str, float] = {}
-    out["cold"], base = _timed(lambda: api.solve(scenario, cache=False))
+    out["cold"], base = _timed(lambda: api.solve(scenario, cache=False, with_baselines=baselines))
     print(f"  cold {preset}: {out['cold']:.2f} s, {base.status} ${base.comparable_cost:,.4f}/h "
           f"(allocation {base.timings.get('allocation_seconds', 0):.2f} s, baselines "
           f"{base.timings.get('baselines_seconds', 0):.2f} s)")
-    with tempfile.TemporaryDirectory() as home:
-        os.environ["PLANNING_HOME"], os.environ["PLANNING_RESULT_CACHE"] = home, "on"
-        api.solve(scenario)
-        out["re-solve"], again = _timed(lambda: api.solve(scenario))
-        os.environ["PLANNING_RESULT_CACHE"] = "off"
-    print(f"  re-solve: {out['re-solve'] * 1000:.1f} ms (from the cache: {again.stats.get('result_cache_hit') == 1})")
+    if not opts.what_ifs_only:
+        _resolve(scenario, out)
     warm = WarmStart.from_result(base)
     for v in VARIANTS:
+        if opts.what_ifs and not any(word.lower() in label(v).lower() for word in opts.what_ifs):
+            continue
         variant = apply_variants(scenario, [v])
         secs, res = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=Reuse(warm=warm),
                                                                   with_baselines=baselines))
@@ -81,6 +102,8 @@ def one_run(preset: str, check: bool, catalog_wide: bool, baselines: bool = True
             line += (f"; cold {cold_s:.2f} s, {cold.status} ${cold.comparable_cost:,.4f}/h "
                      f"({'same cost' if same else 'DIFFERENT COST'})")
         print(line)
+    if opts.what_ifs_only:
+        return out
     out["sweep"], frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP))
     plan_rows = frame[frame["method"].str.startswith("Plan")]
     print(f"  sweep of {len(SWEEP)} demand points: {out['sweep']:.2f} s "
@@ -90,6 +113,16 @@ def one_run(preset: str, check: bool, catalog_wide: bool, baselines: bool = True
         out["catalog-wide cold"], res = _timed(lambda: api.solve(wide, cache=False))
         print(f"  catalog-wide cold: {out['catalog-wide cold']:.2f} s, {res.status} ${res.comparable_cost:,.4f}/h")
     return out
+
+
+def _resolve(scenario: Any, out: dict[str, float]) -> None:
+    """The re-solve through the result cache (a fresh cache folder, filled by one solve first)."""
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["PLANNING_HOME"], os.environ["PLANNING_RESULT_CACHE"] = home, "on"
+        api.solve(scenario)
+        out["re-solve"], again = _timed(lambda: api.solve(scenario))
+        os.environ["PLANNING_RESULT_CACHE"] = "off"
+    print(f"  re-solve: {out['re-solve'] * 1000:.1f} ms (from the cache: {again.stats.get('result_cache_hit') == 1})")
 
 
 def profile_cold(preset: str) -> None:
@@ -112,6 +145,65 @@ def profile_cold(preset: str) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
 
 
+def _cold_process(checkout: str, preset: str) -> tuple[float, float, dict[str, Any], float]:
+    """Wall and CPU seconds (user + system, the process and its children) of one ``planning solve --preset P
+    --json`` in a fresh process run from ``checkout``, its JSON and the 1-minute load average when it started. The
+    CPU seconds are the figure to compare on a shared machine: the wall time is mostly other users' work."""
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": checkout, "PLANNING_RESULT_CACHE": "off"}
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", "from planning.cli import main; main()", "solve", "--preset", preset,
+                          "--json"], cwd=checkout, env=env, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads(out.stdout), load
+
+
+def _answer(doc: dict[str, Any], limited: set[str]) -> tuple[Any, ...]:
+    """What must not change: the plan's cost and every baseline's cost, served fractions, GPUs and note (of the
+    baselines not in ``limited``: stopped by their own time limit in either run, so load-dependent)."""
+    return (doc["cost_per_hour"], doc["status"],
+            tuple((b["name"], b["cost_per_hour"], b["served_by_group"], b["gpus"], b["note"], b["feasible"])
+                  for b in doc["baselines"] if b["name"] not in limited))
+
+
+def side_by_side(other: str, presets: list[str], runs: int) -> None:
+    """Cold solves in fresh processes, this checkout and ``other`` alternately (see the module docstring)."""
+    here = str(Path(__file__).resolve().parent.parent)
+    figures: dict[tuple[str, str], list[tuple[float, float, float, float, float]]] = defaultdict(list)
+    for run in range(runs):
+        for preset in presets:
+            answers = {}
+            for which, checkout in ([("before", other), ("after", here)] if run % 2 == 0
+                                    else [("after", here), ("before", other)]):
+                secs, cpu, doc, load = _cold_process(checkout, preset)
+                t = doc["timings"]
+                figures[(preset, which)].append((secs, t.get("allocation_seconds", 0.0),
+                                                 t.get("baselines_seconds", 0.0), cpu, load))
+                answers[which] = doc
+                limited = [b["name"] for b in doc["baselines"] if b.get("time_limited")]
+                print(f"run {run + 1} {preset:15} {which:6} {secs:7.2f} s, CPU {cpu:.2f} s (allocation {t.get('allocation_seconds', 0):.2f}"
+                      f", baselines {t.get('baselines_seconds', 0):.2f}) load {load:.1f}, {doc['status']} "
+                      f"{doc['cost_per_hour']:.6f} $/h" + (f"; time-limited: {limited}" if limited else ""), flush=True)
+            limited = {b["name"] for doc in answers.values() for b in doc["baselines"] if b.get("time_limited")}
+            same = _answer(answers["before"], limited) == _answer(answers["after"], limited)
+            print(f"      {preset}: {'the same plan cost and baselines' if same else 'DIFFERENT ANSWERS'}"
+                  + (f" (time-limited in either, not compared: {sorted(limited)})" if limited else ""))
+    print("medians (wall, allocation, baselines, CPU of the process; load averages at the starts):")
+    for (preset, which), rows in figures.items():
+        med = [statistics.median(r[i] for r in rows) for i in range(4)]
+        print(f"  {preset:15} {which:6} {med[0]:7.2f} s  allocation {med[1]:6.2f} s  baselines {med[2]:6.2f} s  "
+              f"CPU {med[3]:6.2f} s (runs {', '.join(f'{r[0]:.2f}' for r in rows)}; CPU "
+              f"{', '.join(f'{r[3]:.2f}' for r in rows)}; load {', '.join(f'{r[4]:.1f}' for r in rows)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="coral-extended")
@@ -121,7 +213,15 @@ def main() -> None:
     parser.add_argument("--no-baselines", action="store_true", help="what-ifs without their baselines")
     parser.add_argument("--catalog-wide", action="store_true", help="also time catalog-wide cold")
     parser.add_argument("--profile", action="store_true", help="profile one cold solve instead")
+    parser.add_argument("--what-ifs", default="", help="comma-separated words: only the what-ifs whose label has one")
+    parser.add_argument("--what-ifs-only", action="store_true", help="no re-solve and no sweep")
+    parser.add_argument("--side-by-side", metavar="DIR", help="cold solves in fresh processes, here and in DIR")
     args = parser.parse_args()
+    if args.side_by_side:
+        side_by_side(args.side_by_side, [args.preset, "catalog-wide"], args.runs)
+        return
+    opts = RunOptions(args.check, args.catalog_wide, not args.no_baselines,
+                      tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only)
     if args.profile:
         with Busy(args.busy):
             print(load_line(args.busy))
@@ -131,7 +231,7 @@ def main() -> None:
     with Busy(args.busy):
         for run in range(args.runs):
             print(f"run {run + 1}/{args.runs} — {load_line(args.busy)}")
-            for name, secs in one_run(args.preset, args.check, args.catalog_wide, not args.no_baselines).items():
+            for name, secs in one_run(args.preset, opts).items():
                 figures[name].append(secs)
         print(f"medians of {args.runs} ({args.preset}, --busy {args.busy}) — {load_line(args.busy)}")
     for name, values in figures.items():

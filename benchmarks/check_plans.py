@@ -16,16 +16,18 @@ the returned plan passed its checks: no failed cost check (dearer than an altern
     python -m benchmarks.check_plans --presets coral-core --backends process,ray --fresh
     python -m benchmarks.check_plans --presets platform-100 --time-limit 1800   # finished solves, under load
 
-Prints figures; exits 1 when a preset's runs differ or a returned plan fails a cost or SLO check. Runs a time
-limit stopped may differ: the incumbent at a wall-clock deadline depends on the machine's speed; they are marked
-"limit", not counted as a failure (a run is time-limited when its status is not ``optimal`` or an answer in it
-other than a baseline carries ``time_limited``: a commitment sizing whose proof stopped before its gap). What a
-time limit stopped is flagged ``time_limited`` and its figures of that moment stay out of the digest
-(``stable_dict``): a baseline whose ILP stopped at its own 15 s limit keeps only its name and the flag, a sizing
-whose proof stopped keeps its plan and drops its bound, gap and cut counts. "same": ``yes`` every run's whole
-result is the same bytes; ``plan`` the plan is, a baseline differs; ``limit`` the plans differ, a time limit
-stopped some run; ``NO`` they differ otherwise. $/h: ``cost_per_hour`` (the nodes and the start-up allowance, as
-the shared plan's total).
+Prints figures and a verdict per preset; exits 1 when a preset's runs differ or a returned plan fails a cost or
+SLO check, 2 when nothing failed but some preset's runs were time-limited and differ ("time-limited, not
+comparable": no determinism claim either way; rerun it with a ``--time-limit`` at which its proof completes), 0
+when every preset was verified. Runs a time limit stopped may differ: the incumbent at a wall-clock deadline
+depends on the machine's speed (a run is time-limited when its status is not ``optimal`` or an answer in it other
+than a baseline carries ``time_limited``: a commitment sizing whose proof stopped before its gap). What a time
+limit stopped is flagged ``time_limited`` and its figures of that moment stay out of the digest (``stable_dict``):
+a baseline whose ILP stopped at its own 15 s limit keeps only its name and the flag, a sizing whose proof stopped
+keeps its plan and drops its bound, gap and cut counts. "same": ``yes`` every run's whole result is the same
+bytes; ``plan`` the plan is, a baseline differs; ``limit`` the plans differ and a time limit stopped some run (the
+verdict line says "time-limited, not comparable"); ``NO`` they differ otherwise. $/h: ``cost_per_hour`` (the
+nodes and the start-up allowance, as the shared plan's total).
 """
 
 from __future__ import annotations
@@ -105,15 +107,35 @@ def run_child(preset: str, workers: int, sharing: str, seed: int, backend: str =
     return row
 
 
-def sameness(rows: list[dict[str, Any]]) -> tuple[str, bool]:
-    """The "same" word for ``rows`` (every run of one preset and mode, all backends) and whether it is a pass."""
+PASS, FAIL, NOT_COMPARABLE = "pass", "FAIL", "time-limited, not comparable"
+
+
+def sameness(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """The "same" word for ``rows`` (every run of one preset and mode, all backends) and its verdict: ``PASS``,
+    ``FAIL`` or ``NOT_COMPARABLE`` (the plans differ and a time limit stopped some run: the incumbent at a
+    wall-clock deadline depends on the machine's speed, so the runs say nothing about determinism)."""
     if len({r["digest"] for r in rows}) == 1:
-        return "yes", True
+        return "yes", PASS
     if len({r["plan_digest"] for r in rows}) == 1:  # the baselines aside (their ILPs stop at 15 s)
-        return "plan", True
+        return "plan", PASS
     if any(r["status"] != "optimal" or r["limited"] for r in rows):  # a time limit stopped some run
-        return "limit", True
-    return "NO", False
+        return "limit", NOT_COMPARABLE
+    return "NO", FAIL
+
+
+def verdict_line(preset: str, verdict: str, rows: list[dict[str, Any]]) -> str:
+    """One line per preset saying what its runs show; a time-limited preset names the limit to raise."""
+    if verdict != NOT_COMPARABLE:
+        return f"{preset}: {verdict}"
+    statuses = ", ".join(sorted({r["status"] for r in rows}))
+    return (f"{preset}: {NOT_COMPARABLE} ({len({r['plan_digest'] for r in rows})} plans in {len(rows)} runs, "
+            f"status {statuses}; a time limit stopped a run). Fix: rerun with --time-limit S at which every run "
+            f"ends optimal (the longest run here took {max(r['seconds'] for r in rows):.0f} s).")
+
+
+def exit_code(verdicts: list[str]) -> int:
+    """1 when any preset failed, 2 when none did but one was not comparable, 0 when every preset passed."""
+    return 1 if FAIL in verdicts else 2 if NOT_COMPARABLE in verdicts else 0
 
 
 def checked(r: dict[str, Any]) -> bool:
@@ -129,14 +151,18 @@ def print_row(preset: str, r: dict[str, Any], runs: int, same: str, digests: str
     sys.stdout.flush()
 
 
-def check_preset(preset: str, args: argparse.Namespace) -> bool:
-    """Every run of ``preset`` (each backend, then each extra sharing mode); prints its rows; True when it passes."""
+def check_preset(preset: str, args: argparse.Namespace) -> tuple[str, str]:
+    """Every run of ``preset`` (each backend, then each extra sharing mode); prints its rows; its verdict
+    (``PASS``, ``FAIL`` or ``NOT_COMPARABLE``; a failed cost or SLO check is a ``FAIL`` whatever the digests) and
+    the line that says it."""
     backends = args.backends.split(",")
     own: dict[str, list[dict[str, Any]]] = {}
     for i, backend in enumerate(backends):
         own[backend] = [run_child(preset, 1 + (r % 2), "own", i * args.runs + r, backend, args)
                         for r in range(args.runs)]
-    same, ok = sameness([r for rows in own.values() for r in rows])
+    every = [r for rows in own.values() for r in rows]
+    same, verdict = sameness(every)
+    ok = True
     for rows in own.values():
         seconds = sorted(r["seconds"] for r in rows)
         first = {**rows[0], "s_median": seconds[len(seconds) // 2]}
@@ -146,7 +172,8 @@ def check_preset(preset: str, args: argparse.Namespace) -> bool:
         r = run_child(preset, 1, mode, 0, backends[0], args)
         ok &= checked(r)
         print_row(preset, {**r, "s_median": r["seconds"]}, 1, "—", r["digest"])
-    return ok
+    verdict = verdict if ok else FAIL
+    return verdict, verdict_line(preset, verdict, every)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,10 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     presets = args.presets.split(",") if args.presets else [r["name"] for r in api.preset_summaries()]
     print(f"{'preset':<16} {'mode':<6} {'backend':<7} {'runs':>4} {'same':>5} {'status':<9} {'$/h':>9} "
           f"{'checks':<8} {'returned':<10} {'s/run':>6}  digests")
-    ok = True
-    for preset in presets:
-        ok &= check_preset(preset, args)
-    return 0 if ok else 1
+    verdicts = [check_preset(preset, args) for preset in presets]
+    print()
+    for _verdict, line in verdicts:
+        print(line)
+    return exit_code([v for v, _ in verdicts])
 
 
 if __name__ == "__main__":

@@ -205,7 +205,7 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.baselines.homo", "planning.baselines.cauchy", "planning.baselines.memp",
                  "planning.baselines.single_type", "planning.baselines.registry", "planning.explain",
                  "planning.transfer", "planning.templates.search", "planning.templates.library",
-                 "planning.finance.plan", "planning.measurements.apply")
+                 "planning.finance.plan", "planning.measurements.apply", "planning.allocate.linked")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 def list_presets() -> list[str]:
@@ -280,17 +280,21 @@ def preset_summaries() -> list[dict[str, Any]]:
 
 
 def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
-          dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True) -> PlanResult:
+          dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True,
+          prechecked: bool = False) -> PlanResult:
     """Plan a scenario (see :func:`planning.pipeline.solve`), on the perf model corrected by your trusted
     measurement fits when ``options.measurements`` asks (:func:`plan_context`); ``cache`` False always solves anew
     instead of returning the final plan of the same question from ``$PLANNING_HOME/results``
     (:mod:`planning.resultcache`; its key holds the perf model's fingerprint, so corrected and shipped models never
-    share an answer)."""
+    share an answer). ``prechecked``: the caller ran :func:`planning.precheck.precheck` on this scenario and the
+    context it plans on (:func:`engine_context`; no fit of its models kept, ``planned_settings``) and it passed,
+    so the solve does not run it again (the CLI does, before it imports this module)."""
     from planning.pipeline import Reuse
     from planning.resultcache import default_cache
 
-    return solve_measured(scenario, Reuse(cache=default_cache() if cache else None), progress=progress,
-                          cancel=cancel, with_baselines=with_baselines, dump_model=dump_model)
+    reuse = Reuse(cache=default_cache() if cache else None, prechecked=prechecked)
+    return solve_measured(scenario, reuse, progress=progress, cancel=cancel, with_baselines=with_baselines,
+                          dump_model=dump_model)
 
 
 def validate(scenario: Scenario) -> list[str]:

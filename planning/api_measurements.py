@@ -283,16 +283,13 @@ def plan_context(scenario: Scenario, base: EngineContext,
     are kept in ``$PLANNING_HOME/measurements/fits.json``) plans on ``base`` corrected by the kept fits of the
     scenario's models (``measurements.apply``); a fit corrects its own (model, GPU, count, TP, engine) only.
     """
-    from planning.measurements.apply import load_settings, measured_context
+    from planning.measurements.apply import measured_context, planned_settings
 
-    mode = scenario.options.measurements
-    if mode == "ignore":
-        return base, ""
-    models = {m.id for m in scenario.models}
-    kept = [s for s in load_settings(home) if s.model in models]
+    kept = planned_settings(scenario, home)  # the rule the CLI's precheck follows too
     if not kept:
         return base, ("options.measurements is use but no trusted fit of this scenario's models is kept: "
-                      "planned on the shipped model (run `planning measurements fit`).") if mode == "use" else ""
+                      "planned on the shipped model (run `planning measurements fit`)."
+                      ) if scenario.options.measurements == "use" else ""
     key = (id(base), tuple(kept))
     if key not in _MEASURED:  # one corrected model per (context, fits): its in-memory tables are reused by solves
         if len(_MEASURED) >= 4:

@@ -64,10 +64,13 @@ class Reuse:
     """What a solve may reuse from earlier ones: ``cache`` answers a question already asked
     (:mod:`planning.resultcache`, final plans only), ``warm`` starts the on-demand engine from a neighbouring
     plan's columns (:class:`planning.allocate.warm.WarmStart`: a what-if's base, a sweep's previous point). Neither
-    changes the answer: a warm solve is still certified over every template."""
+    changes the answer: a warm solve is still certified over every template. ``prechecked`` says the caller ran
+    :func:`planning.precheck.precheck` on this scenario and context and it passed (the CLI checks before it imports
+    the solve): the solve does not compute the bound again."""
 
     cache: ResultCache | None = None
     warm: WarmStart | None = None
+    prechecked: bool = False
 
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
@@ -120,7 +123,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             if progress:
                 progress(1.0, "done: the same question was answered before (result cache)")
             return replace(hit, timings={**hit.timings, "result_cache_seconds": time.perf_counter() - t0})
-    refused = precheck(scenario, ctx)  # an SLO no offered GPU reaches: infeasible at once, before any library
+    refused = None if reuse.prechecked else precheck(scenario, ctx)  # an SLO no offered GPU reaches: at once
     if refused is not None:
         return refused
     if finance and scenario.has_finance:

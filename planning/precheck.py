@@ -27,9 +27,7 @@ throughputs are given, not modelled) are not checked here.
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 import time
 from dataclasses import dataclass
 
@@ -45,9 +43,6 @@ from planning.result import PlanResult
 from planning.scenario import Scenario
 
 CHECKED_PHASES = ("prefill", "decode")
-PASSED_KEPT = 8  # scenarios remembered as passed: the CLI prechecks before api.solve, whose pipeline prechecks again
-_PASSED: dict[tuple[int, str], EngineContext] = {}  # (context id, scenario JSON) → the context, kept alive
-_PASSED_LOCK = threading.Lock()
 SLO_NAME = {"prefill": ("TTFT", "prefill_ms"), "decode": ("TPOT", "decode_ms")}
 
 
@@ -135,24 +130,15 @@ def precheck(scenario: Scenario, ctx: EngineContext) -> PlanResult | None:
     """The ``infeasible`` PlanResult when some model's SLO is below what any offered GPU reaches (the cost
     objective: every model must be served), else None (the solve goes on). A few batch-1 step-time curves per
     offered shape, no template library: well under a second for a few models (~0.1 s for one), seconds for
-    platform-100's hundred; a scenario that passed is remembered per context (:data:`PASSED_KEPT`), so the CLI's
-    check before ``api.solve`` is not paid twice.
+    platform-100's hundred. Nothing is remembered between calls: a caller that already checked says so to the solve
+    (``pipeline.Reuse.prechecked``; the CLI checks before ``api.solve``).
 
     Raises
     ------
     PlanningError
         What ``resolve_scenario`` raises (unknown ids, nothing purchasable), with its fix.
     """
-    key = (id(ctx), json.dumps(scenario.to_dict(), sort_keys=True, default=str))
-    with _PASSED_LOCK:
-        if key in _PASSED:
-            return None  # passed on this context already (platform-100's check takes seconds)
     found = _refused(scenario, ctx)
-    if found is None:
-        with _PASSED_LOCK:
-            if len(_PASSED) >= PASSED_KEPT:
-                _PASSED.pop(next(iter(_PASSED)))
-            _PASSED[key] = ctx
     return None if found is None else found[0]
 
 

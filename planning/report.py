@@ -460,7 +460,8 @@ def terminal_summary(result: PlanResult) -> str:
     sizing = (result.finance or {}).get("sizing") or {}
     if sizing.get("gap") is not None:  # the notes quote no gap a time limit stopped (finance.plan.sizing_note)
         lines.append(f"commitment sizing: {sizing.get('status')}, proven within {sizing['gap']:.2%} of the optimum"
-                     + (" when its time limit stopped the proof" if sizing.get("time_limited") else ""))
+                     + ((" when its work budget ran out" if sizing.get("stopped_by") == "work" else
+                         " when its time limit stopped the proof") if sizing.get("time_limited") else ""))
     best = result.best_baseline()
     saving = result.savings_vs(best) if best is not None else None
     if best is not None and saving is not None:

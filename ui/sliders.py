@@ -6,7 +6,9 @@ position's plan, the positions one step away on every slider (``api.slider_neigh
 ahead in the job runner's background lane, which never delays anyone's job (``planning.jobs.fairshare``), so a move
 to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, the
 plan of the nearest position already planned; a new position cancels the previous one's plan unless it is a
-neighbour, and a new base plan cancels everything planned ahead for the old one.
+neighbour, a new base plan cancels everything planned ahead for the old one, and leaving the page cancels what is
+still planned ahead (:func:`ui.state.stop_planning_ahead`). Work planned ahead is not listed on the Jobs page as the user's
+(the store keeps it apart until the user asks for that position).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import streamlit as st
 
 from planning import api, viz
 from planning.errors import PlanningError
-from planning.jobs import JobRecord
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from ui import state, widgets
@@ -181,11 +182,9 @@ def _position_of(jobs: dict[Position, str], job_id: str) -> Position | None:
     return next((p for p, j in jobs.items() if j == job_id), None)
 
 
-def _cancel_if_running(job_id: str) -> None:
+def _cancel_if_running(job_id: str) -> bool:
     """This user's cancel of a job no longer wanted (another user waiting for the same plan keeps it going)."""
-    record: JobRecord | None = state.find_job(job_id)
-    if record is not None and not record.is_terminal:
-        state.cancel_job(job_id)
+    return state.cancel_if_running(job_id)
 
 
 def _show(text: str, base: PlanResult, result: PlanResult, *, current: bool) -> None:

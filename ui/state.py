@@ -230,14 +230,36 @@ def find_job(job_id: str | None) -> JobRecord | None:
 def cancel_job(job_id: str) -> bool:
     """This user's cancel (this session's without sign-in): their interest goes, and the job stops only when
     nobody else holds it (identical requests share one job, so another user's plan is never stopped). The store
-    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without.
+    decides (``JobRunner.cancel(by=...)`` → ``JobStore.withdraw``), with sign-in or without. The job of the URL's
+    ``?job=`` is cancelled as its link's holder: without sign-in a reloaded page is a new session, and it may
+    cancel the job its old session alone held, never one another user holds (``planning.jobs.access.orphan_hold``).
 
     Returns
     -------
     bool
         False when this user does not hold the job (or it already finished).
     """
-    return runner().cancel(job_id, by=fair_key() or workspace().id)
+    return runner().cancel(job_id, by=fair_key() or workspace().id, link=job_id == st.query_params.get("job"))
+
+
+def cancel_if_running(job_id: str) -> bool:
+    """This user's cancel of a job no longer wanted (:func:`cancel_job`); whether it was unfinished."""
+    record = find_job(job_id)
+    if record is not None and not record.is_terminal:
+        cancel_job(job_id)
+        return True
+    return False
+
+
+def stop_planning_ahead() -> int:
+    """Cancel this session's unfinished What-if positions planned ahead (every one but the sliders' own, which
+    the user asked for). ``app.py`` calls it on every run of another page, so leaving the What-if page leaves no
+    prefetch running; coming back plans them again (``ui.sliders``). It lives here, not in ``ui.sliders``, so
+    other pages' runs import nothing of the What-if page; a session that never planned ahead reads nothing.
+    Returns how many were cancelled."""
+    jobs: dict[Any, str] = st.session_state.get("slider_jobs") or {}
+    current = st.session_state.get("slider_job")
+    return sum(1 for job_id in jobs.values() if job_id != current and cancel_if_running(job_id))
 
 
 def current_solve_job() -> JobRecord | None:

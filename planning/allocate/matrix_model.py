@@ -395,6 +395,8 @@ def solve_matrix(
         h.changeColBounds(col.alpha, float(alpha_lower), 1.0)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(gap))
+    if model.inst.problem.improving_limit is not None and not relax:
+        h.setOptionValue("mip_max_improving_sols", int(model.inst.problem.improving_limit))
     if start is not None and not relax:
         h.setSolution(_solution(start))
     elif model.inst.problem.start and not relax:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import polars as pl
 
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime
@@ -65,10 +66,14 @@ INCUMBENT_GAP = 0.01  # an incumbent ILP stops within 1 % of its own optimum (th
 
 def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> TemplateSet:
     """A ``TemplateSet`` of the given multisets (library rows, sorted by id); ``provenance(gpu)`` labels rows."""
+    return _frame_set(pg, pg.space.frame(P), provenance)
+
+
+def _frame_set(pg: PricedGroup, frame: pl.DataFrame, provenance: Callable[[str], str] | None) -> TemplateSet:
+    """The ``TemplateSet`` of library rows ``frame`` (:meth:`MultisetSpace.frame`) of ``pg``'s space."""
     from planning.templates.sets import usage_matrix
 
     sp = pg.space
-    frame = sp.frame(P)
     shapes = list(sp.shapes)
     usage = usage_matrix(frame, shapes)
     rank = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
@@ -324,16 +329,24 @@ class _Masters:
         run.timings["incumbent_seconds"] = run.timings.get("incumbent_seconds", 0.0) + time.perf_counter() - t
 
 
-def _fixed_sets(run: _Run, kept: Sequence[np.ndarray],
-                single: Sequence[np.ndarray]) -> tuple[list[TemplateSet], list[np.ndarray]]:
+def _fixed_sets(run: _Run, kept: Sequence[np.ndarray], single: Sequence[np.ndarray],
+                single_frames: dict[int, pl.DataFrame]) -> tuple[list[TemplateSet], list[np.ndarray]]:
     """The fixing ILP's template sets: per group the kept multisets (masked in) plus every single-GPU-type
-    multiset (for the baselines; masked out unless kept)."""
+    multiset (for the baselines; masked out unless kept). The single-GPU-type rows are the same in every fixing
+    attempt: ``single_frames`` keeps them by group, and each attempt adds the kept rows not among them (the rows
+    of ``frame(kept ∪ single)``: one row per multiset, sorted by id)."""
     sets, masks = [], []
-    for pg, P, S1 in zip(run.priced, kept, single, strict=True):
+    for gi, (pg, P, S1) in enumerate(zip(run.priced, kept, single, strict=True)):
         _check(run.cancel)  # a group's exact placements take up to ~0.1 CPU-s (coral-extended): the limit holds
-        ts = template_set(pg, np.concatenate([P, S1]) if P.size else S1, run.provenance)
-        keys = set(pg.space.codes(P).tolist())
-        masks.append(np.array([c in keys for c in _row_codes(pg.space, ts)], dtype=bool))
+        if gi not in single_frames:
+            single_frames[gi] = pg.space.frame(S1)
+        frame = single_frames[gi]
+        if P.size:
+            mine = pg.space.frame(P)
+            frame = pl.concat([mine, frame.filter(~pl.col("template_id").is_in(mine["template_id"].implode()))]
+                              ).sort("template_id")
+        ts = _frame_set(pg, frame, run.provenance)
+        masks.append(np.isin(row_codes(pg.space, ts), pg.space.codes(P)))
         sets.append(ts)
     return sets, masks
 
@@ -350,6 +363,7 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         # a plan is known within the first margin (a warm start's, often): certify at its value, over fewer columns
         target = anytime.value * (1 + 1e-9) + 1e-9
     delta = target - z_lb
+    single_frames: dict[int, pl.DataFrame] = {}
     certified = False
     alloc: AllocationResult | None = None
     sets: list[TemplateSet] = []
@@ -364,7 +378,7 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         thetas = [float(L[gi] - pr.y_d[gi] * pg.demand - pr.y_n[gi] + delta) for gi, pg in enumerate(priced)]
         thetas = [max(t, delta) for t in thetas]  # and never below plain reduced-cost fixing's δ
         kept = fix(priced, pr, thetas, run.per_region, run.cancel, run.pricers)
-        sets, masks = _fixed_sets(run, kept, single)
+        sets, masks = _fixed_sets(run, kept, single, single_frames)
         timings["fixing_seconds"] = timings.get("fixing_seconds", 0.0) + time.perf_counter() - t2
         _check(run.cancel)
         _report(run.progress, step + 0.15 / MAX_ATTEMPTS,
@@ -500,13 +514,14 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
                       sets=plan.sets)
 
 
-def _row_codes(space: MultisetSpace, ts: TemplateSet) -> list[int]:
-    """Multiset code of each row of a TemplateSet built from ``space``."""
-    K = space.K
-    out = []
-    for i in range(len(ts)):
-        row = np.repeat(np.arange(K), ts.usage[i])
-        pad = np.full(space.nmax, K, dtype=np.int64)
-        pad[: row.size] = row
-        out.append(int(pad @ space.pow))
-    return out
+def row_codes(space: MultisetSpace, ts: TemplateSet) -> np.ndarray:
+    """Multiset code of each row of a TemplateSet built from ``space`` (its padded sorted multiset · ``pow``)."""
+    K, n = space.K, len(ts)
+    usage = np.asarray(ts.usage, dtype=np.int64).reshape(n, K)
+    counts = usage.ravel()
+    shape = np.repeat(np.tile(np.arange(K, dtype=np.int64), n), counts)
+    row = np.repeat(np.repeat(np.arange(n), K), counts)
+    starts = np.cumsum(usage.sum(axis=1)) - usage.sum(axis=1)
+    pad = np.full((n, space.nmax), K, dtype=np.int64)
+    pad[row, np.arange(row.size) - starts[row]] = shape
+    return np.asarray(pad @ space.pow, dtype=np.int64)

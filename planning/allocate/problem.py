@@ -202,6 +202,7 @@ class AllocationProblem:
     budget_per_hour: float | None = None
     solver: SolverName = "highs"
     time_limit_s: float = 60.0
+    improving_limit: int | None = None  # HiGHS mip_max_improving_sols: a stop counted in work (deterministic)
     builder: BuilderName = "auto"
     mip_rel_gap: float = 1e-3
     prune: bool = True

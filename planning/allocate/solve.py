@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -89,7 +90,8 @@ class _Runner:
         return raw
 
 
-def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> AllocationResult:
+def solve_allocation(problem: AllocationProblem, diagnose: bool = True,
+                     instance: Instance | None = None) -> AllocationResult:
     """Solve the allocation problem (see ``planning.allocate.formulation`` for the math).
 
     Parameters
@@ -98,13 +100,17 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         Templates, offers, demand classes, running instances, K, objective, budget, solver options.
     diagnose:
         When the cost objective is infeasible, compute per-group best fractions and binding capacities.
+    instance:
+        An instance built (:func:`planning.allocate.instance.build_instance`) for this problem with another
+        objective or time limit: reused instead of pruning and indexing the templates again (a baseline's cost
+        ILP, then its max-served MIP). Ignored when it was built for another problem.
 
     Returns
     -------
     ``AllocationResult`` — always; status ``optimal | feasible | infeasible | time_limit | error``.
     """
     t0 = time.perf_counter()
-    inst = build_instance(problem)
+    inst = _instance(problem, instance)
     builder = resolve_builder(problem)
     served_mode = problem.objective == "served"
     runner = _Runner(inst, problem, builder, served_mode)
@@ -115,6 +121,17 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True) -> Alloc
         out.messages.append(f"solver error: {type(exc).__name__}: {exc}")
         out.phases.append(PhaseResult("error", "error", None, None, None, 0.0, str(exc)))
     return _assemble(problem, inst, runner, out, diagnose, t0)
+
+
+def _instance(problem: AllocationProblem, built: Instance | None) -> Instance:
+    """``built`` for ``problem`` when it was built for the same problem but its objective and time limit (pruning
+    and indexing do not read them), else a new instance."""
+    if built is None or replace(built.problem, objective=problem.objective,
+                                time_limit_s=problem.time_limit_s) != problem:
+        return build_instance(problem)
+    inst = replace(built, problem=problem)
+    inst.seconds = 0.0
+    return inst
 
 
 @dataclass
@@ -161,6 +178,13 @@ def _solve_phases(inst: Instance, problem: AllocationProblem, runner: _Runner, o
             final = runner.run("cost", dump=True)
         out.final = final
         out.phases.append(final.phase)
+    elif _nothing_servable(inst, problem):
+        # a demanded class no purchasable template serves: α* = 0 without a solver, and the cheapest plan with
+        # α ≥ 0 buys nothing (the answer HiGHS gives in two phases; single-type baselines on a GPU too small)
+        out.final = _nothing_bought(inst)
+        out.alpha_star = 0.0
+        out.phases.extend([PhaseResult("served", "optimal", 0.0, 0.0, 0.0, 0.0, _UNSERVABLE),
+                           out.final.phase])
     else:
         first = runner.run("served", dump=False)
         out.phases.append(first.phase)
@@ -247,10 +271,28 @@ class _Part:
     used: np.ndarray  # nodes per offer row of its plan
 
 
+def _model_key(m: Any, gap_tol: float) -> bytes | None:
+    """A digest of everything HiGHS is given for a part's cost ILP (matrix, bounds, costs, integrality, gap); None
+    with a MIP start (the start is not in the digest)."""
+    from planning.allocate.matrix_model import cost_vector
+
+    if m.inst.problem.start:
+        return None
+    h = hashlib.blake2b(digest_size=20)
+    a = m.matrix
+    for arr in (a.indptr, a.indices, a.data, m.col_lower, m.col_upper, m.integrality, m.row_lower, m.row_upper,
+                cost_vector(m.inst, m.col), np.array([gap_tol, a.shape[0], a.shape[1]], dtype=float)):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.digest()
+
+
 def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_left_s: float,
-                gap_tol: float) -> tuple[_Part | None, float]:
+                gap_tol: float, solved: dict[bytes, RawSolution] | None = None) -> tuple[_Part | None, float]:
     """One part (a set of groups, availability its own) to ``gap_tol``: (the part or None, seconds spent). None
-    when it has no pair or was not solved to its gap."""
+    when it has no pair or was not solved to its gap. ``solved`` holds the answers of parts solved before, by
+    their model's digest: a part whose model is the same as an earlier one's (two models with the same specs,
+    demand and offers) gets that answer, which HiGHS would give again (deterministic on the same model) when the
+    earlier solve took less than the time left now."""
     from planning.allocate.matrix_model import build_matrix, solve_matrix
 
     sub, pairs, trip = inst.restrict(list(groups))
@@ -258,7 +300,15 @@ def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_lef
         return None, 0.0
     m = build_matrix(sub, False, None)
     runner.build_seconds += m.build_seconds
-    raw = solve_matrix(m, "cost", max(0.1, time_left_s), gap_tol)
+    key = _model_key(m, gap_tol) if solved is not None else None
+    limit = max(0.1, time_left_s)
+    earlier = solved.get(key) if solved is not None and key is not None else None
+    if earlier is not None and earlier.phase.seconds < limit:
+        raw = replace(earlier, values=np.array(earlier.values), phase=replace(earlier.phase, seconds=0.0))
+    else:
+        raw = solve_matrix(m, "cost", limit, gap_tol)
+        if solved is not None and key is not None and raw.values is not None:
+            solved[key] = raw
     if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, gap_tol):
         return None, raw.phase.seconds
     nu = np.rint(raw.values[: sub.n_pairs])
@@ -296,9 +346,12 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
               if np.any(np.isin(inst.class_group, part) & (inst.class_rate > 0))]
     parts: list[_Part] = []
     todo: list[list[int]] = groups
+    linked = -np.inf  # the best linked Lagrangian bound (planning.allocate.linked), valid for the joint problem
+    settled = False
+    answers: dict[bytes, RawSolution] = {}
     while todo:
         for part_groups in todo:
-            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol)
+            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol, answers)
             budget_left -= seconds
             if solved is None:
                 runner.solve_seconds += time.perf_counter() - t0
@@ -307,22 +360,42 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         merged = _merge_conflicts(parts, inst.offer_avail)
         if merged is None:
             break
+        fitted, linked, budget_left = _settle(inst, parts, budget_left, gap_tol, linked)
+        if fitted is not None:
+            parts, settled = fitted, True
+            break
         if len(merged) >= sum(len(p.groups) for p in parts):
             runner.solve_seconds += time.perf_counter() - t0
             return None  # one part would hold every group: that is the joint model
         parts = [p for p in parts if not set(p.groups) & set(merged)]
         todo = [merged]
     values = _joint_values(inst, columns(inst), parts)
-    primal, bound = sum(p.primal for p in parts), sum(p.bound for p in parts)
+    primal = sum(p.primal for p in parts)
+    # settled parts' own bounds are of their priced or restricted problems, not of the joint one: only L(λ) holds
+    bound = linked if settled else max(linked, sum(p.bound for p in parts))
     seconds = time.perf_counter() - t0
     runner.solve_seconds += seconds
     if problem.budget_per_hour is not None and primal > problem.budget_per_hour + 1e-9:
         return None
     gap = rel_gap(primal, bound)
     status = classify(True, "optimal" if reached_gap(gap, gap_tol) else "other", gap, gap_tol, primal, bound)
-    how = "Optimal per group, shared availability not binding" if len(parts) == len(groups) else \
-        f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)"
+    how = ("Optimal per part, competing parts settled by the linked Lagrangian bound (no merged ILP)" if settled
+           else "Optimal per group, shared availability not binding" if len(parts) == len(groups) else
+           f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)")
     return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, how))
+
+
+def _settle(inst: Instance, parts: list[_Part], budget_left: float, gap_tol: float,
+            linked: float) -> tuple[list[_Part] | None, float, float]:
+    """Competing parts settled without merging them (``planning.allocate.linked``): (plans that fit together
+    and are optimal within ``gap_tol``, or None; the best linked bound so far; the seconds left)."""
+    from planning.allocate.linked import settle
+
+    out, seconds = settle(inst, parts, budget_left, gap_tol)
+    budget_left -= seconds
+    if out is None:
+        return None, linked, budget_left
+    return (list(out.parts) if out.closed else None), max(linked, out.bound), budget_left
 
 
 def _joint_values(inst: Instance, col: Any, parts: Sequence[_Part]) -> np.ndarray:
@@ -359,6 +432,27 @@ def _unservable(inst: Instance) -> bool:
         if inst.single_class[g] and np.any((inst.pair_group == g) & (inst.single_thr > 0)):
             served[inst.group_class[g]] = True
     return bool(np.any(~served[demanded]))
+
+
+_UNSERVABLE = "a demanded class has no purchasable template: nothing can be served"
+
+
+def _nothing_servable(inst: Instance, problem: AllocationProblem) -> bool:
+    """Served objective whose answer needs no solver: some demanded class no pair serves (α* = 0), every column's
+    cost is positive where buying is possible and nothing is running or committed, so the cheapest plan at α ≥ 0
+    is the empty one (``problem.dump_model`` still builds and solves the model, to write it)."""
+    if problem.dump_model or problem.budget_per_hour is not None or inst.n_commit or problem.start:
+        return False
+    return (_unservable(inst) and not np.any(inst.pair_current > 0) and bool(np.all(inst.pair_price > 0))
+            and not np.any(inst.links().split_cost < 0))
+
+
+def _nothing_bought(inst: Instance) -> RawSolution:
+    """Phase 2 of :func:`_nothing_servable`'s case: every column 0 (α = 0), cost 0."""
+    from planning.allocate.matrix_model import columns
+
+    values = np.zeros(columns(inst).n)
+    return RawSolution(values, PhaseResult("cost", "optimal", 0.0, 0.0, 0.0, 0.0, _UNSERVABLE))
 
 
 def _empty_plan(inst: Instance, served_mode: bool) -> RawSolution:

@@ -83,6 +83,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     Cancelled
         When ``cancel`` is set (or its deadline passes) before an ILP.
     """
+    from planning.allocate.instance import build_instance
     from planning.allocate.solve import solve_allocation
 
     def bounded(objective: Objective) -> AllocationProblem:
@@ -90,8 +91,9 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
         return replace(problem, objective=objective, time_limit_s=time_left(cancel, problem.time_limit_s))
 
     cost_problem = bounded("cost")
+    inst = build_instance(cost_problem)  # pruned and indexed once for both ILPs (they differ in objective only)
     res = solve_allocation(replace(cost_problem, time_limit_s=min(cost_problem.time_limit_s, BASELINE_LIMIT_S)),
-                           diagnose=False)
+                           diagnose=False, instance=inst)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
         proven = reached_gap(res.gap, cost_problem.mip_rel_gap)
         note = note_ok if proven else (
@@ -104,7 +106,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     # it): its max-α MIP gets at most SERVED_LIMIT_S and reports the best fraction found with its bound
     served_problem = bounded("served")
     served = solve_allocation(replace(served_problem, time_limit_s=min(served_problem.time_limit_s, SERVED_LIMIT_S)),
-                              diagnose=False)
+                              diagnose=False, instance=inst)
     if not served.has_plan:
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0

@@ -20,21 +20,6 @@ from planning.errors import PlanningError, quote
 # registered parsers set ``func`` (args -> exit code). ``main`` imports only the module of the command asked
 # (:data:`COMMANDS`; a test checks it against what each module registers): ``planning solve`` never pays for the
 # imports of ``simulate`` or ``perf``; ``planning --help`` and an unknown command build the whole parser.
-_COMMAND_MODULES = (
-    "planning.cli.catalog",
-    "planning.cli.perf",
-    "planning.cli.templates",
-    "planning.cli.jobs",
-    "planning.cli.allocate",
-    "planning.cli.commands",
-    "planning.cli.export",
-    "planning.cli.simulate",
-    "planning.cli.melange",
-    "planning.cli.timeline",
-    "planning.cli.measurements",
-    "planning.cli.prices",
-)
-
 COMMANDS = {
     "catalog": "planning.cli.catalog", "perf": "planning.cli.perf", "place": "planning.cli.templates",
     "jobs": "planning.cli.jobs", "allocate": "planning.cli.allocate", "solve": "planning.cli.commands",
@@ -44,7 +29,11 @@ COMMANDS = {
     "measurements": "planning.cli.measurements", "validate-plan": "planning.cli.measurements",
     "prices": "planning.cli.prices",
 }
-"""Each command's module (the one whose ``register`` adds it)."""
+"""Each command's module (the one whose ``register`` adds it), in the order ``planning --help`` lists them: a
+module's commands are listed together, in the order its ``register`` adds them."""
+
+_COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
+"""The modules the whole parser imports, in :data:`COMMANDS`' order (each once)."""
 
 EXIT_OK, EXIT_NO_PLAN, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:

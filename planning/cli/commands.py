@@ -118,11 +118,11 @@ def _solve(args: argparse.Namespace) -> int:
         from planning.allocate.problem import check_dump_path
 
         check_dump_path(args.dump_model, "--dump-model")
-    result = refused_at_once(scenario)
+    result, checked = precheck_first(scenario)
     if result is None:
         from planning import api
 
-        result = api.solve(scenario, dump_model=args.dump_model)
+        result = api.solve(scenario, dump_model=args.dump_model, prechecked=checked)  # passed: not checked twice
     if args.bill is not None:
         from planning.api_finance import bill_csv
 
@@ -141,18 +141,23 @@ def _solve(args: argparse.Namespace) -> int:
 
 
 def refused_at_once(scenario: Scenario) -> PlanResult | None:
+    """The ``infeasible`` answer of the precheck (:func:`precheck_first`), or None."""
+    return precheck_first(scenario)[0]
+
+
+def precheck_first(scenario: Scenario) -> tuple[PlanResult | None, bool]:
     """The ``infeasible`` answer of the precheck (``planning.precheck``: an SLO below what any offered GPU reaches)
-    on the engine context ``api.solve`` would plan on, without importing the solve's machinery; None when the
-    scenario passes, or when the solve plans on a perf model the user's measurement fits correct (``api.solve``
-    runs the precheck there itself)."""
+    on the engine context ``api.solve`` would plan on, without importing the solve's machinery (None when the
+    scenario passes), and whether it was checked: not when the solve plans on a perf model the user's measurement
+    fits correct (``measurements.apply.planned_settings``, the rule ``api.solve`` follows; it runs the precheck on
+    that model itself)."""
     from planning.context import engine_context
-    from planning.measurements.apply import load_settings
+    from planning.measurements.apply import planned_settings
     from planning.precheck import precheck
 
-    if scenario.options.measurements != "ignore" and any(s.model in {m.id for m in scenario.models}
-                                                          for s in load_settings()):
-        return None  # api_measurements.plan_context corrects the perf model: its precheck is api.solve's own
-    return precheck(scenario, engine_context())
+    if planned_settings(scenario):
+        return None, False  # api_measurements.plan_context corrects the perf model: its precheck is api.solve's own
+    return precheck(scenario, engine_context()), True
 
 
 def _templates(args: argparse.Namespace) -> int:

@@ -266,6 +266,8 @@ class Sizing:
     message: str = ""
     stats: dict[str, float] = field(default_factory=dict)
     no_reservation: Sizing | None = None  # the same horizon with R = 0 (every epoch certified alone), when computed
+    stopped_by: str = ""  # status feasible: "work" (its work budget ran out above the gap: the same on every
+    # machine) or "clock" (the wall clock, a safety net, stopped it: another machine may return another plan)
 
     @property
     def gap(self) -> float | None:

@@ -45,18 +45,25 @@ class Cut:
     point: Mapping[PoolKey, int] | None = None
 
 
+MASTER_NODES = 20_000  # the master MILP's branch-and-bound nodes at most (HiGHS mip_max_nodes: a stop counted in
+# work; a few dozen integers, it finishes far below it; its dual bound holds wherever it stops)
+
+
 @dataclass(frozen=True)
 class MasterAnswer:
-    """The master's proven lower bound (USD over the horizon), its R and whether the search finished."""
+    """The master's proven lower bound (USD over the horizon), its R, whether the search finished, and whether
+    the wall clock (a safety net, not the node budget) stopped it."""
 
     bound: float
     counts: dict[str, int]
     finished: bool
+    clocked: bool = False
 
 
 def solve_master(cuts: Sequence[Cut], hours: Sequence[float], candidates: Sequence[tuple[str, PoolKey, int, float]],
-                 held: Mapping[PoolKey, int], time_limit_s: float = 10.0) -> MasterAnswer | None:
-    """The cut master (module docstring). ``candidates``: (id, pool, cap_j, a_j over the horizon).
+                 held: Mapping[PoolKey, int], time_limit_s: float = 600.0) -> MasterAnswer | None:
+    """The cut master (module docstring). ``candidates``: (id, pool, cap_j, a_j over the horizon); it stops at
+    ``MASTER_NODES`` nodes (work) or ``time_limit_s`` (the wall clock, a safety net: ``MasterAnswer.clocked``).
 
     Returns None when there is no cut at all (no bound to prove)."""
     import highspy
@@ -74,6 +81,7 @@ def solve_master(cuts: Sequence[Cut], hours: Sequence[float], candidates: Sequen
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(0.05, float(time_limit_s)))
+    h.setOptionValue("mip_max_nodes", MASTER_NODES)
     h.setOptionValue("mip_rel_gap", 1e-9)
     inf = highspy.kHighsInf
     # columns: R_j, then θ_e, then the y's as they come
@@ -132,7 +140,8 @@ def solve_master(cuts: Sequence[Cut], hours: Sequence[float], candidates: Sequen
     if info.primal_solution_status == 2:
         x = h.getSolution().col_value
         counts = {cid: round(x[i]) for i, (cid, _k, _c, _a) in enumerate(candidates)}
-    return MasterAnswer(bound, counts, status == highspy.HighsModelStatus.kOptimal)
+    return MasterAnswer(bound, counts, status == highspy.HighsModelStatus.kOptimal,
+                        status == highspy.HighsModelStatus.kTimeLimit)
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,10 @@ def commitment_lines(scenario: Scenario, context: EngineContext, candidates: tup
 
 
 def time_limited(sizing: Sizing) -> bool:
-    """True when the sizing's proof stopped at its wall-clock limit before closing the requested gap (status
-    ``feasible`` with a plan): its bound, gap, cut and step counts are those of that moment, which a faster or
-    busier machine does not share (its plan is kept and compared; ``checks.stable_dict``)."""
+    """True when the sizing's proof stopped before closing the requested gap (status ``feasible`` with a plan):
+    by the wall clock, its safety net (``stopped_by == "clock"``: its plan, bound, gap and counts are those of
+    that moment, which a faster or busier machine does not share), or by its work budget (``"work"``: the same
+    on every machine). Either way its proof figures stay out of the digest (``checks.stable_dict``)."""
     return sizing.has_plan and sizing.status == "feasible"
 
 
@@ -203,9 +204,14 @@ def sizing_note(sizing: Sizing, candidates: tuple[Candidate, ...], n_epochs: int
     ``time_limited``), so the note reads the same on every machine."""
     signed = [f"{n} × {c.shape} ({c.region}, {c.terms.term_years:g} y)" for c in candidates
               if (n := sizing.counts.get(c.id, 0))]
-    if time_limited(sizing):
-        gap = (f"the proof stopped at its time limit above the requested {requested_gap:.1%} gap (the proven gap: "
-               "the finance summary; raise options.time_limit_s to prove more)")
+    if time_limited(sizing) and sizing.stopped_by == "work":
+        gap = (f"the proof's work budget (cut rounds, master nodes) ran out above the requested {requested_gap:.1%} "
+               "gap, the same on every machine (the proven gap: the finance summary; raise options.mip_rel_gap "
+               "to accept it)")
+    elif time_limited(sizing):
+        gap = (f"time-limited: the wall clock stopped the proof above the requested {requested_gap:.1%} gap, so "
+               "this plan depends on the machine's speed and load (the proven gap: the finance summary; raise "
+               "options.time_limit_s to let it finish)")
     else:
         gap = f"proven within {sizing.gap:.1%} of the optimum" if sizing.gap is not None else "no bound proven"
     return (f"Commitment sizing over {n_epochs} epochs: " + (", ".join(signed) + " to sign" if signed else
@@ -230,7 +236,8 @@ def _total(sizing: Sizing, fixed_over_horizon: float) -> dict[str, Any]:
             "gap": sizing.gap if ok else None, "commitments": dict(sizing.counts), "message": sizing.message,
             "certified_over": sizing.certified_over if ok else "", "seconds": sizing.stats.get("seconds"),
             "stats": {k: v for k, v in sizing.stats.items() if isinstance(v, float)},
-            "time_limited": time_limited(sizing), **({"time_limited_figures": list(PROOF_FIGURES)}
+            "time_limited": time_limited(sizing), "stopped_by": sizing.stopped_by,
+            **({"time_limited_figures": list(PROOF_FIGURES)}
                                                     if time_limited(sizing) else {})}
 
 

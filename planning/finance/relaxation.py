@@ -25,7 +25,8 @@ from planning.finance.commitments import Candidate, Epoch, epoch_id, epoch_shape
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
-COVER_LIMIT_S = 2.0
+COVER_LIMIT_S = 30.0  # per cover ILP: a safety net (they finish in well under a second); a relaxation whose
+# cover bounds took this long may have been stopped by it (``Relaxation.clocked``: the sizing's answer is flagged)
 
 
 def _blocks(sets: Sequence[TemplateSet], epochs: Sequence[Epoch]) -> tuple[list[ColumnBlock], list[tuple[int, int]]]:
@@ -56,6 +57,12 @@ class Relaxation:
     where: list[tuple[int, int]]
     demand: list[float]
     constant: float
+
+    @property
+    def clocked(self) -> bool:
+        """True when the wall clock may have stopped a cover ILP (its bound, and the columns kept, then depend
+        on the machine's speed)."""
+        return float(self.lag.seconds) >= COVER_LIMIT_S
 
     @property
     def bound(self) -> float:

@@ -13,7 +13,7 @@ every template, exact to ``mip_rel_gap``. Large ones, in four steps under one de
    plan: the "all on-demand" horizon) and with the pools at that μ and their caps (Σ_e w_e z_e(μ) − C(μ), each
    epoch at its proven bound, is a second lower bound).
 3. **The two-stage MILP** over the templates those plans use (any epoch may use any of them) chooses R
-   (within ``MILP_LIMIT_S``: it only proposes R; its plans are re-solved exactly in step 4).
+   (stopped at its ``MILP_SOLUTIONS``-th improving solution: it only proposes R; its plans are re-solved exactly in step 4).
 4. **Every epoch re-solved alone at that R**, certified over all templates: the second stage is exact for the
    chosen commitments.
 5. **The Lagrangian dual** (:func:`planning.finance.proof.kelley`): Kelley's cutting planes in a box (a bundle step;
@@ -35,7 +35,9 @@ The epoch solves themselves: :mod:`planning.finance.epochs`.
 
 The better of R and R = 0 is returned with the better bound; status ``optimal`` when the gap is within
 ``mip_rel_gap``, else ``feasible`` with the proven gap; at the deadline the best plan so far (``feasible``), or
-``time_limit`` before any plan (never a $0 plan).
+``time_limit`` before any plan (never a $0 plan). Every stop is counted in work (steps, HiGHS nodes), never in
+seconds, so a proof that ends is the same on every machine; the wall clock is only the deadline, a safety net:
+when it stops a step the answer is ``feasible`` with ``Sizing.stopped_by == "clock"`` (else ``"work"``).
 """
 
 from __future__ import annotations
@@ -67,9 +69,11 @@ from planning.templates.sets import TemplateSet
 
 START_FRACTION = 0.003  # the relaxation's columns kept for a plan within the bound + 0.3 %
 REDUCE_MIN_TEMPLATES = 1500  # below this many templates per epoch the MILP sees all of them
-MILP_SHARE = 0.25  # of the time left when the two-stage MILP starts (the rest: re-solving the epochs, the bound)
-MILP_LIMIT_S = 15.0  # and at most this: it only proposes R (found in seconds; the rest of its time went to
-# polishing epoch plans that step 4 re-solves exactly anyway: enterprise, 10 s limit: the same R at a 4.3 % gap)
+MILP_SOLUTIONS = 3  # the two-stage MILP stops at its third improving solution (HiGHS mip_max_improving_sols: a
+# stop counted in work, so the R it proposes is the same on every machine). It only proposes R; enterprise: the
+# third solution has the optimum's R (3 x 1xL40S, 2 x 1xL4) at 7 % MILP gap in 4.4 CPU-s, where the old 15 s wall
+# cap got 3 CPU-s at load ~20 and proposed 282 reserved nodes (dearer than none); 50 B&B nodes took 55 CPU-s.
+# Its wall-clock limit is the time left, a safety net.
 
 
 def size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Sequence[Epoch],
@@ -124,6 +128,7 @@ def _size(resolved: ResolvedScenario, sets: Sequence[TemplateSet], epochs: Seque
     except Cancelled:
         if not timed_out(cancel):
             raise
+        run.clock(label)
         if not math.isfinite(float(run.state["value"])):  # type: ignore[arg-type]
             return run.answer("time_limit", f"time limit reached in {label} before any plan")
         return run.answer("feasible", f"time limit reached in {label}: the best plan found, with its proven gap")
@@ -141,7 +146,12 @@ class _Sizer:
         self.hours = [ep.hours for ep in horizon.epochs]
         self.gap = horizon.resolved.scenario.options.mip_rel_gap
         self.state: dict[str, object] = {"value": math.inf, "counts": {}, "plans": (), "bound": -math.inf,
-                                         "over": "all templates", "message": ""}
+                                         "over": "all templates", "message": "", "clock": []}
+
+    def clock(self, step: str) -> None:
+        """The wall clock (the safety net), not the work budget, stopped ``step``: the answer is flagged."""
+        clocked: list[str] = self.state["clock"]  # type: ignore[assignment]
+        clocked.append(step)
 
     def offer(self, value: float, counts: Mapping[str, int], plans: Sequence[EpochPlan]) -> None:
         """Keep (value, commitments, epoch plans) when it is cheaper than the best so far."""
@@ -154,23 +164,32 @@ class _Sizer:
         value, bound = float(state["value"]), float(state["bound"])  # type: ignore[arg-type]
         stats["seconds"] = time.perf_counter() - self.t0
         plans: tuple[EpochPlan, ...] = state["plans"]  # type: ignore[assignment]
+        clocked: list[str] = state["clock"]  # type: ignore[assignment]
         if status is None:
             gap = (value - bound) / value if math.isfinite(bound) and value > 0 else math.inf
-            status = "optimal" if gap <= self.gap + 1e-12 else "feasible"
+            status = "optimal" if gap <= self.gap + 1e-12 and not clocked else "feasible"
+        stopped = "" if status != "feasible" else "clock" if clocked else "work"
+        if stopped == "clock" and not message:
+            message = (f"the wall clock stopped {', '.join(dict.fromkeys(clocked))} before its work budget: "
+                       "a faster or less busy machine may return another plan")
         counts = {c.id: int(state["counts"].get(c.id, 0)) for c in self.h.candidates}  # type: ignore[attr-defined]
         zero: Sizing | None = state.get("no_reservation")  # type: ignore[assignment]
         return Sizing(status, value, min(bound, value), counts, tuple(self.h.epochs), tuple(self.h.candidates),
-                      plans, str(state["over"]), message or str(state["message"]), stats, zero)
+                      plans, str(state["over"]), message or str(state["message"]), stats, zero, stopped)
 
     def committed_cost(self, counts: Mapping[str, int]) -> float:
         """The commitments' hourly cost over the whole horizon."""
         return sum(c.effective_hourly * sum(self.hours) * counts.get(c.id, 0) for c in self.h.candidates)
 
-    def milp(self, problem: AllocationProblem, share: float = 1.0, cap: float = math.inf) -> AllocationResult:
-        """The two-stage MILP within ``share`` of the time left (at most ``cap`` s); its plan is offered."""
+    def milp(self, problem: AllocationProblem, solutions: int | None = None) -> AllocationResult:
+        """The two-stage MILP, stopped at its ``solutions``-th improving solution (None: at its gap) within the time left
+        (a safety net: when it binds, the answer is flagged); its plan is offered."""
         check_cancel(self.h.cancel, f"{self.label}: two-stage MILP")
         limit = time_left(self.h.cancel, problem.time_limit_s)
-        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, min(limit * share, cap))), diagnose=False)
+        alloc = solve_allocation(replace(problem, time_limit_s=max(0.05, limit), improving_limit=solutions), diagnose=False)
+        if alloc.status == "time_limit" or any(ph.status == "time_limit" or "time limit" in ph.solver_status.lower()
+                                               for ph in alloc.phases):
+            self.clock(f"{self.label}: two-stage MILP")
         if alloc.has_plan and alloc.total_per_hour is not None:
             self.offer(float(alloc.total_per_hour), alloc.commitments,
                        plans_from_stacked(alloc, problem, self.h.epochs))
@@ -212,6 +231,8 @@ def _reduced(run: _Sizer, per_epoch: int) -> Sizing:
     if relax is None:  # the relaxation's LP is infeasible: so is the two-stage model
         return run.answer("infeasible", "no plan serves every epoch's demand (the LP relaxation is infeasible)")
     state["bound"] = relax.bound
+    if relax.clocked:
+        run.clock(f"{label}: the relaxation's cover bounds")
     stats["lp_bound"] = float(relax.red.z_lp) - relax.constant
     stats["lagrangian_cover_bound"] = relax.bound
     masks = relax.masks(relax.bound + START_FRACTION * abs(relax.bound))
@@ -308,7 +329,7 @@ def _choose_commitments(run: _Sizer, held: Mapping[tuple[str, str], int],
     stats["templates_in_milp"] = float(sum(int(m.sum()) for m in masks.values()))
     run.report(0.6, f"{label}: two-stage MILP over {int(stats['templates_in_milp']):,} epoch templates")
     problem = horizon_problem(h.resolved, h.sets, h.epochs, h.candidates, masks=masks, drop_kinds=h.drop_kinds)
-    alloc = run.milp(problem, share=MILP_SHARE, cap=MILP_LIMIT_S)
+    alloc = run.milp(problem, solutions=MILP_SOLUTIONS)
     if not alloc.has_plan:
         return
     stats["milp_value"] = float(alloc.total_per_hour or math.inf)

@@ -21,6 +21,11 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+AHEAD_TABLE = ("CREATE TABLE IF NOT EXISTS job_ahead (job_id TEXT NOT NULL, owner TEXT NOT NULL,"
+               " PRIMARY KEY (job_id, owner))")
+"""Holds taken as work planned ahead (``JobRunner.submit(background=True)``: the What-if sliders' neighbours): a
+job held only so is not one the holder asked for, and is not listed as theirs (:func:`listed_by`)."""
+
 TABLES = (
     "CREATE TABLE IF NOT EXISTS job_access (job_id TEXT NOT NULL, owner TEXT NOT NULL, granted REAL NOT NULL,"
     " PRIMARY KEY (job_id, owner))",
@@ -28,6 +33,7 @@ TABLES = (
     "CREATE TABLE IF NOT EXISTS job_shares (token_id TEXT PRIMARY KEY, job_id TEXT NOT NULL, owner TEXT NOT NULL,"
     " created REAL NOT NULL, expires REAL NOT NULL, revoked REAL)",
     "CREATE INDEX IF NOT EXISTS job_shares_by_job ON job_shares (job_id)",
+    AHEAD_TABLE,
 )
 
 
@@ -56,6 +62,8 @@ def ensure_tables(conn: sqlite3.Connection) -> None:
     the second finds the tables made).
     """
     if has_tables(conn):
+        if not has_ahead_table(conn):  # a store of the build before holds planned ahead
+            conn.execute(AHEAD_TABLE)
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -71,6 +79,12 @@ def ensure_tables(conn: sqlite3.Connection) -> None:
         raise
 
 
+def has_ahead_table(conn: sqlite3.Connection) -> bool:
+    """Whether the store records holds planned ahead (a read-only store of an older build may not)."""
+    row = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_ahead'").fetchone()
+    return bool(row and row[0])
+
+
 def holder_of(workspace: str, session: str | None = None) -> str:
     """The holder key of a workspace (``session`` None), or of one session of it: ``"<workspace>:<session>"``."""
     return workspace if session is None else f"{workspace}:{session}"
@@ -82,12 +96,28 @@ def held_by(workspace: str) -> tuple[str, tuple[str, int, str]]:
     return "(owner = ? OR substr(owner, 1, ?) = ?)", (workspace, len(prefix), prefix)
 
 
-def grant(conn: sqlite3.Connection, job_id: str, holder: str | None, now: float) -> None:
+def listed_by(workspace: str) -> tuple[str, tuple[str, int, str]]:
+    """A SQL condition on ``jobs.id`` and its parameters: the jobs ``workspace`` (or one of its sessions) asked
+    for, leaving out those it holds only as work planned ahead (:data:`AHEAD_TABLE`)."""
+    condition, params = held_by(workspace)
+    return (f"id IN (SELECT job_id FROM job_access a WHERE {condition} AND NOT EXISTS "
+            "(SELECT 1 FROM job_ahead h WHERE h.job_id = a.job_id AND h.owner = a.owner))"), params
+
+
+def grant(conn: sqlite3.Connection, job_id: str, holder: str | None, now: float, *, ahead: bool = False) -> None:
     """Let ``holder`` (a workspace or ``"<workspace>:<session>"``) hold ``job_id`` (idempotent; nothing for an
-    anonymous submit)."""
-    if holder is not None:
-        conn.execute("INSERT OR IGNORE INTO job_access (job_id, owner, granted) VALUES (?, ?, ?)",
-                     (job_id, holder, now))
+    anonymous submit). ``ahead``: a new hold taken as work planned ahead; a hold granted without it (the holder
+    now asks for the job) is no longer planned ahead."""
+    if holder is None:
+        return
+    new = conn.execute("INSERT OR IGNORE INTO job_access (job_id, owner, granted) VALUES (?, ?, ?)",
+                       (job_id, holder, now)).rowcount
+    if not has_ahead_table(conn):
+        return
+    if ahead and new:
+        conn.execute("INSERT OR IGNORE INTO job_ahead (job_id, owner) VALUES (?, ?)", (job_id, holder))
+    elif not ahead:
+        conn.execute("DELETE FROM job_ahead WHERE job_id = ? AND owner = ?", (job_id, holder))
 
 
 def allowed(conn: sqlite3.Connection, job_id: str, owner: str) -> bool:
@@ -97,8 +127,12 @@ def allowed(conn: sqlite3.Connection, job_id: str, owner: str) -> bool:
     return row is not None
 
 
-def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> str:
+def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float, *, link: bool = False) -> str:
     """Take the holder ``owner``'s interest in a job away (call inside a write transaction).
+
+    ``link``: ``owner`` opened the job's link (``?job=``), so it may stand in for the one anonymous session that
+    held it (:func:`orphan_hold`: a reloaded page is a new session of the same workspace); never for a job another
+    user (a signed-in workspace, or a second session) holds too.
 
     Returns
     -------
@@ -108,8 +142,11 @@ def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> s
         (queued: cancelled at once; running: its cancel flag is set); ``"deleted"`` when it was finished and
         nobody holds it any more.
     """
-    if conn.execute("DELETE FROM job_access WHERE job_id = ? AND owner = ?", (job_id, owner)).rowcount == 0:
-        return "not found"
+    if not _drop_hold(conn, job_id, owner):
+        held = orphan_hold(conn, job_id, owner) if link else None
+        if held is None:
+            return "not found"
+        _drop_hold(conn, job_id, held)
     others = conn.execute("SELECT count(*) FROM job_access WHERE job_id = ?", (job_id,)).fetchone()[0]
     if others:
         return "withdrawn"
@@ -124,10 +161,36 @@ def withdraw(conn: sqlite3.Connection, job_id: str, owner: str, now: float) -> s
     return "deleted"
 
 
+def _drop_hold(conn: sqlite3.Connection, job_id: str, holder: str) -> bool:
+    """Remove ``holder``'s hold of ``job_id`` (planned ahead or asked for); False when it held none."""
+    if has_ahead_table(conn):
+        conn.execute("DELETE FROM job_ahead WHERE job_id = ? AND owner = ?", (job_id, holder))
+    return conn.execute("DELETE FROM job_access WHERE job_id = ? AND owner = ?", (job_id, holder)).rowcount > 0
+
+
+def orphan_hold(conn: sqlite3.Connection, job_id: str, owner: str) -> str | None:
+    """The hold the session ``owner`` (``"<workspace>:<session>"``) may take over by the job's link: the job's one
+    holder when it is another session of the same workspace (an anonymous session: without sign-in every browser
+    session, a reloaded page included, is a new one); None for a workspace holder (signed in: its own hold
+    already counts), or when the job has any other holder or several."""
+    workspace, sep, _ = owner.rpartition(":")
+    if not sep:
+        return None
+    rows = conn.execute("SELECT owner FROM job_access WHERE job_id = ?", (job_id,)).fetchall()
+    if len(rows) != 1:
+        return None
+    held = str(rows[0][0])
+    other, other_sep, _ = held.rpartition(":")
+    return held if other_sep and other == workspace and held != owner else None
+
+
 def forget_missing(conn: sqlite3.Connection) -> None:
     """Drop access rows and share links of jobs no longer in the store (after a delete or a prune)."""
     conn.execute("DELETE FROM job_access WHERE job_id NOT IN (SELECT id FROM jobs)")
     conn.execute("DELETE FROM job_shares WHERE job_id NOT IN (SELECT id FROM jobs)")
+    if has_ahead_table(conn):
+        conn.execute("DELETE FROM job_ahead WHERE NOT EXISTS (SELECT 1 FROM job_access a WHERE "
+                     "a.job_id = job_ahead.job_id AND a.owner = job_ahead.owner)")
 
 
 def record_share(conn: sqlite3.Connection, share: Share) -> None:

@@ -17,6 +17,9 @@ STATUSES: tuple[str, ...] = ("queued", "running", "done", "failed", "cancelled",
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
 TERMINAL_STATUSES: tuple[str, ...] = ("done", "failed", "cancelled", "lost")
 ESTIMATE_FROM = 0.02  # a time-left estimate once a job has reported this share of its work
+# jobs that run one solve per epoch or point: the scenario's time limit bounds each solve, not the job (a timeline of
+# 24 epochs at 60 s each said "almost done" from its 60th second on)
+LIMIT_PER_SOLVE_KINDS = frozenset({"timeline", "sweep"})
 ESTIMATE_AFTER_S = 10.0  # or once it has run this long (any progress, or its time limit): no long wait without one
 
 # A job's columns in store order: schema 1's, then what schema 2 added (kept last, so a schema-1 row is a prefix).
@@ -182,7 +185,10 @@ class JobRecord:
         return left if limit is None else min(left, max(0.0, limit - spent))
 
     def _time_limit(self) -> float | None:
-        """The request's ``scenario.options.time_limit_s`` when it states a positive one."""
+        """The request's ``scenario.options.time_limit_s`` when it states a positive one and bounds the whole job
+        (not for the kinds in ``LIMIT_PER_SOLVE_KINDS``, whose every epoch or point has that limit)."""
+        if self.kind in LIMIT_PER_SOLVE_KINDS:
+            return None
         scenario = self.request.get("scenario")
         options = scenario.get("options") if isinstance(scenario, dict) else None
         limit = options.get("time_limit_s") if isinstance(options, dict) else None

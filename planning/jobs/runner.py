@@ -166,7 +166,8 @@ class JobRunner:
         background:
             Work nobody waits for yet (a prefetch): it runs only in slots no user's job could take, and is
             cancelled when a user's job needs its slot (:mod:`planning.jobs.fairshare`). A user's identical request
-            joining it later promotes it to a user's job.
+            joining it later promotes it to a user's job. Until then it is not listed as its holder's job
+            (:meth:`JobStore.list_jobs`).
 
         Returns
         -------
@@ -183,7 +184,8 @@ class JobRunner:
             raise PlanningError("runner", "was shut down.", "Create a new JobRunner or use default_runner().")
         new_id = uuid.uuid4().hex[:16]
         user = fair_key or owner
-        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user)
+        job_id, created = self.store.create_or_reuse(new_id, kind, request, owner, reuse=reuse, holder=user,
+                                                     ahead=background)
         if not created:
             with self._lock:
                 if not background:
@@ -244,7 +246,7 @@ class JobRunner:
         """Most recent jobs first, optionally only one owner's (see :meth:`JobStore.list_jobs`)."""
         return self.store.list_jobs(owner=owner, limit=limit)
 
-    def cancel(self, job_id: str, *, by: str | None = None) -> bool:
+    def cancel(self, job_id: str, *, by: str | None = None, link: bool = False) -> bool:
         """Ask a job to stop: sets the local token and the store flag (seen by other processes).
 
         Parameters
@@ -256,6 +258,10 @@ class JobRunner:
             (:meth:`JobStore.withdraw`): their interest goes; the job stops only when nobody else holds it; a job
             they do not hold is untouched. The store keeps who holds what, so the rule outlives this runner.
             ``None``: the server or an admin, which stops it.
+        link:
+            ``by`` opened the job's link (``?job=``): without sign-in it may cancel a job whose one holder is
+            another anonymous session of its workspace (its own page before a reload), never one another user
+            holds (:meth:`JobStore.withdraw`).
 
         Returns
         -------
@@ -266,12 +272,13 @@ class JobRunner:
             record = self.store.find(job_id)
             if record is None or record.is_terminal:
                 return False  # a finished job is removed (Jobs page), never "cancelled"
-            outcome = self.store.withdraw(job_id, by)
+            outcome = self.store.withdraw(job_id, by, link=link)
             if outcome == "cancelled":  # the store marked it (queued: cancelled; running: flagged)
                 self._stop_here(job_id)
             return outcome in ("cancelled", "withdrawn")
+        accepted = self.store.request_cancel(job_id)  # first: a thread stopped here may finish the job at once
         self._stop_here(job_id)
-        return self.store.request_cancel(job_id)
+        return accepted
 
     def _stop_here(self, job_id: str) -> None:
         """Drop a cancelled job from this runner's fair queue, and set its token so a job run here stops at once."""

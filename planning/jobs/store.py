@@ -110,6 +110,7 @@ class JobStore:
                 access.ensure_tables(conn)
         with self._sql("reading the job-access tables") as conn:
             self._access = access.has_tables(conn)  # a read-only store of an older build: owners from jobs.owner
+            self._ahead = self._access and access.has_ahead_table(conn)
         if recover and not self.read_only:
             try:
                 self.recover_stale()
@@ -225,8 +226,8 @@ class JobStore:
         Parameters
         ----------
         owner:
-            Only the jobs this owner (workspace) asked for, alone or with others (``job_access``); ``None``
-            lists everyone's.
+            Only the jobs this owner (workspace) asked for, alone or with others (``job_access``), not those it
+            holds only as work planned ahead (``access.listed_by``); ``None`` lists everyone's.
         limit:
             At most this many records.
         kind, status:
@@ -242,8 +243,8 @@ class JobStore:
         params: list[Any] = []
         if owner is not None:
             if self._access:
-                condition, held = access.held_by(owner)
-                clauses.append(f"id IN (SELECT job_id FROM job_access WHERE {condition})")
+                condition, held = access.listed_by(owner) if self._ahead else access.held_by(owner)
+                clauses.append(condition if self._ahead else f"id IN (SELECT job_id FROM job_access WHERE {condition})")
                 params.extend(held)
             else:
                 clauses.append("owner = ?")
@@ -278,6 +279,7 @@ class JobStore:
         *,
         reuse: bool = True,
         holder: str | None = None,
+        ahead: bool = False,
     ) -> tuple[str, bool]:
         """Insert a queued job, or return the id of an identical done/active job.
 
@@ -295,6 +297,8 @@ class JobStore:
         holder:
             Who holds the job in ``job_access`` (whose cancel counts, :meth:`withdraw`), when not ``owner``:
             one session of a shared workspace, ``"<owner>:<session>"``.
+        ahead:
+            The hold is work planned ahead (``JobRunner.submit(background=True)``): not listed as the holder's.
 
         Returns
         -------
@@ -314,14 +318,14 @@ class JobStore:
                     (key,),
                 ).fetchone()
                 if row is not None:
-                    access.grant(conn, str(row[0]), holder or owner, now)  # the second asker holds the shared job too
+                    access.grant(conn, str(row[0]), holder or owner, now, ahead=ahead)  # the second asker holds it too
                     return str(row[0]), False
             conn.execute(
                 "INSERT INTO jobs (id, kind, request_key, request_json, status, owner, host, pid, heartbeat,"
                 " created) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (job_id, kind, key, text, owner, self.host, os.getpid(), now, now),
             )
-            access.grant(conn, job_id, holder or owner, now)
+            access.grant(conn, job_id, holder or owner, now, ahead=ahead)
         return job_id, True
 
     def mark_running(self, job_id: str, *, heartbeat_s: float | None = None, stall_s: float | None = None) -> bool:
@@ -526,7 +530,7 @@ class JobStore:
                 return row is not None
             return access.allowed(conn, job_id, owner)
 
-    def withdraw(self, job_id: str, owner: str) -> str:
+    def withdraw(self, job_id: str, owner: str, *, link: bool = False) -> str:
         """The holder ``owner``'s cancel or removal: their interest goes; the job only when nobody else holds it.
 
         The one rule of whose cancel counts (:meth:`JobRunner.cancel` with ``by`` asks it); it is stored, so it
@@ -538,6 +542,9 @@ class JobStore:
             The job.
         owner:
             A holder: a workspace id, or ``"<workspace>:<session>"`` (:func:`planning.jobs.access.holder_of`).
+        link:
+            ``owner`` opened the job's link: it stands in for the job's one anonymous session holder of its own
+            workspace (:func:`planning.jobs.access.orphan_hold`), never for another user's hold.
 
         Returns
         -------
@@ -546,7 +553,7 @@ class JobStore:
             job is marked cancelled, a running one gets its cancel flag) or ``"deleted"``.
         """
         with self._transaction(f"withdrawing from job {quote(job_id, 40)}") as conn:
-            return access.withdraw(conn, job_id, owner, time.time())
+            return access.withdraw(conn, job_id, owner, time.time(), link=link)
 
     def add_share(self, job_id: str, owner: str, token_id: str, expires: float) -> access.Share:
         """Record a share link ``owner`` makes for their job (refused for a job they cannot see).

@@ -29,6 +29,7 @@ from planning.perf.calibration import GpuCalibration
 from planning.perf.model import PerfModel
 from planning.perf.roofline import Device, NodeEngine
 from planning.safeio import Limits, load_json_file
+from planning.scenario import Scenario
 from planning.scenario_io import atomic_write_text
 
 FITS_NAME = "fits.json"
@@ -131,6 +132,22 @@ def load_settings(home: str | os.PathLike[str] | None = None) -> list[MeasuredSe
     if not isinstance(rows, list):
         raise PlanningError(f"{path}.fits", "is missing or not a list.", "run `planning measurements fit` again.")
     return [_setting(r, f"{path.name}.fits[{i}]") for i, r in enumerate(rows)]
+
+
+def planned_settings(scenario: Scenario, home: str | os.PathLike[str] | None = None) -> list[MeasuredSetting]:
+    """The kept trusted fits a solve of ``scenario`` plans on: none when its ``options.measurements`` is
+    ``ignore``, else those of its models (``use`` and ``auto`` alike). The one rule for which perf model a plan
+    runs on: empty means the shipped model (``api_measurements.plan_context`` corrects it otherwise, and the CLI
+    prechecks on the shipped model before the solve only then).
+
+    Raises
+    ------
+    PlanningError: a damaged fits file (:func:`load_settings`).
+    """
+    if scenario.options.measurements == "ignore":
+        return []
+    models = {m.id for m in scenario.models}
+    return [s for s in load_settings(home) if s.model in models]
 
 
 def _corrected_cal(cal: GpuCalibration, s: MeasuredSetting) -> GpuCalibration:

@@ -35,7 +35,7 @@ from planning.measurements.schema import Measurement
 from planning.perf.calibration import Calibration
 from planning.perf.engines import published_engine
 from planning.perf.model import PerfModel
-from planning.simulate.bench import benchmark, replay
+from planning.simulate.bench import Waves, benchmark, replay, waves
 from planning.simulate.metrics import BenchmarkResult
 
 RIDGE = 0.05
@@ -91,7 +91,8 @@ def predicted(r: BenchmarkResult, q: str) -> float:
 
 
 def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
-    """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version."""
+    """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version (a
+    closed loop, llmperf's waves of clients when ``m.client_gap_s`` is set, or Poisson arrivals at the rate)."""
     eng = published_engine(perf, m.engine, m.engine_version, m.gpu, m.tp)
     kw: dict[str, Any] = {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
           "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow",
@@ -99,6 +100,9 @@ def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
     n = min(m.requests or MAX_SIM_REQUESTS, MAX_SIM_REQUESTS)
     common: dict[str, Any] = {"count": m.count, "tp": m.tp, "dtype": m.dtype, "perf": perf, **kw}
     inp, out = max(1, round(m.input_len)), max(1, round(m.output_len))
+    if m.concurrency is not None and m.client_gap_s is not None:  # llmperf's launcher: waves of the clients
+        return waves(m.model, m.gpu, input_len=inp, output_len=out, launcher=Waves(m.concurrency, m.client_gap_s,
+                     max(n, m.concurrency)), **common)
     if m.concurrency is not None:
         n = max(n, m.concurrency)
         return benchmark(m.model, m.gpu, input_len=inp, output_len=out, concurrency=m.concurrency, requests=n,

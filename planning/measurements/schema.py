@@ -69,6 +69,9 @@ class Measurement:
     # the request's inter-token latencies (None for a one-token output); never stored, read again from the file
     ttft_ms_each: tuple[float, ...] = field(default=(), repr=False, compare=False)
     tpot_ms_each: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
+    # a closed loop run by llmperf's launcher (``simulate.bench.Waves``): seconds between two requests of a wave;
+    # None: clients that each send their next request on the last one's end. Set by code, never stored
+    client_gap_s: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_measurement(self)
@@ -101,7 +104,7 @@ class Measurement:
 
 PER_REQUEST = ("ttft_ms_each", "tpot_ms_each")
 FILE_KEYS = {"ttft_ms_each": "ttfts", "tpot_ms_each": "itls"}  # vLLM --save-detailed's keys they are read from
-COLUMNS = tuple(f.name for f in fields(Measurement) if f.name not in PER_REQUEST)
+COLUMNS = tuple(f.name for f in fields(Measurement) if f.name not in (*PER_REQUEST, "client_gap_s"))
 REQUIRED = ("model", "gpu", "count", "tp", "input_len", "output_len")
 
 
@@ -177,6 +180,10 @@ def check_measurement(m: Measurement) -> None:
     _check_number(m, "output_tokens_per_s", 1e-6, MAX_OUTPUT_TOKENS_PER_S, "give output tokens per second (> 0).")
     _check_number(m, "requests_per_s", 1e-9, MAX_REQUESTS_PER_S, "give completed requests per second (> 0).")
     _check_number(m, "slo_attainment", 0.0, 1.0, "give the share of requests within the SLOs, in [0, 1].")
+    _check_number(m, "client_gap_s", 0.0, 60.0, "give llmperf's client time between two requests in s (0 to 60).")
+    if m.client_gap_s is not None and m.concurrency is None:
+        raise PlanningError(_where(m, "client_gap_s"), "llmperf's launcher runs waves of clients, not a rate.",
+                            "state the wave size as the concurrency, or drop client_gap_s.")
     _check_per_request(m)
     if all(getattr(m, n) is None for n in (*LATENCY_FIELDS, "output_tokens_per_s", "requests_per_s")):
         raise PlanningError(_where(m, "ttft_ms_mean"), "states no measured latency or throughput.",

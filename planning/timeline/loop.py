@@ -19,13 +19,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from planning.baselines.registry import REPLANNED_LABELS as BASELINE_LABELS
-from planning.context import Cancelled, CancelToken, ProgressFn, check_cancel
+from planning.context import Cancelled, CancelToken, check_cancel
 from planning.groups import Group
 from planning.progress_words import planning_period
 from planning.scenario import Scenario
 from planning.timeline import engine
 from planning.timeline.availability import is_spot
 from planning.timeline.demand import DemandSeries, at
+from planning.timeline.pace import Pace
 from planning.timeline.result import EpochResult, MethodEpoch
 
 if TYPE_CHECKING:
@@ -112,9 +113,10 @@ def by_model(values: Mapping[str, float], models: Sequence[str], how: str = "min
 
 # ------------------------------------------------------------------------------------------------ the loop
 def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Counts], engine.EpochSolve],
-               progress: ProgressFn | None, cancel: CancelToken | None) -> list[EpochResult]:
+               pace: Pace | None, cancel: CancelToken | None) -> list[EpochResult]:
     """Every epoch in order: ``plan_epoch(e, running)`` (the first policy's plan), its record and the re-planned
-    baselines; an epoch whose plan raises is recorded as "no plan" with its error and the loop goes on.
+    baselines; an epoch whose plan raises is recorded as "no plan" with its error and the loop goes on. Each
+    epoch's time goes to ``pace`` (the progress line and its estimate of the time left).
 
     Raises
     ------
@@ -125,6 +127,7 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
     prev: Counts = {}
     base_prev: dict[str, Counts] = {b: {} for b in hz.opts.baselines}
     node_cache: dict[str, int] = {}
+    base_memo: dict[tuple[Any, ...], Any] = {}
     for e in range(hz.n_epochs):
         check_cancel(cancel, "timeline")
         t0 = time.perf_counter()
@@ -134,11 +137,11 @@ def run_epochs(prep: engine.Prepared, hz: Horizon, plan_epoch: Callable[[int, Co
             raise
         except Exception as exc:  # this epoch alone has no plan; the horizon goes on
             solved = engine.failed_epoch(hz.scns[e], exc, time.perf_counter() - t0)
-        methods = _baselines(prep, hz, e, base_prev, node_cache, cancel)
+        methods = _baselines(prep, hz, e, _BaselineState(base_prev, node_cache, base_memo), cancel)
         epochs.append(_record(prep, hz, e, solved, prev, node_cache, methods))
         prev = dict(solved.counts)
-        if progress:
-            progress(0.3 + 0.6 * (e + 1) / hz.n_epochs, planning_period(e + 1, hz.n_epochs, hz.epoch_hours))
+        if pace is not None:
+            pace.epoch_done(time.perf_counter() - t0, planning_period(e + 1, hz.n_epochs, hz.epoch_hours))
     return epochs
 
 
@@ -194,14 +197,29 @@ def _spot(hz: Horizon, res: Any, served: Mapping[str, float]) -> tuple[float, di
     return share_cost, by_model(per_group, hz.models)
 
 
-def _baselines(prep: engine.Prepared, hz: Horizon, e: int, base_prev: dict[str, Counts], node_cache: dict[str, int],
+@dataclass(frozen=True)
+class _BaselineState:
+    """What the re-planned baselines carry from epoch to epoch: each one's previous instances (updated in place),
+    the nodes per template, and their answers by problem and running instances (a baseline is a deterministic
+    function of them: an epoch that repeats an earlier one's problem from the same instances reuses its answer)."""
+
+    prev: dict[str, Counts]
+    node_cache: dict[str, int]
+    memo: dict[tuple[Any, ...], Any]
+
+
+def _baselines(prep: engine.Prepared, hz: Horizon, e: int, state: _BaselineState,
                cancel: CancelToken | None) -> dict[str, MethodEpoch]:
     """The homogeneous baselines re-planned at epoch ``e`` from their own previous instances (updated here)."""
     methods: dict[str, MethodEpoch] = {}
+    base_prev, node_cache = state.prev, state.node_cache
     for b in hz.opts.baselines:
         check_cancel(cancel, "timeline")
-        bscn = replace(hz.scns[e], current=engine.current_of(base_prev[b]))
-        br = engine.homogeneous_epoch(prep, bscn, hz.groups[e], b)
+        key = (b, hz.problem(e), tuple(sorted(base_prev[b].items())))
+        br = state.memo.get(key)
+        if br is None:
+            bscn = replace(hz.scns[e], current=engine.current_of(base_prev[b]))
+            br = state.memo[key] = engine.homogeneous_epoch(prep, bscn, hz.groups[e], b)
         counts = {(str(t), str(r)): int(n) for (t, r), n in br.counts.items() if n > 0}
         b_start, b_stop = churn(prep, counts, base_prev[b], node_cache)
         pen = penalty(prep, counts, base_prev[b], hz.price, hz.K)

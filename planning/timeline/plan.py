@@ -42,6 +42,7 @@ from planning.timeline.availability import (
     with_availability,
 )
 from planning.timeline.demand import DemandSeries, align, at
+from planning.timeline.pace import Pace
 from planning.timeline.result import EpochResult, TimelineResult
 
 MAX_CLASSES = 16
@@ -220,7 +221,7 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         When ``cancel`` is set.
     """
     opts = options or TimelineOptions()
-    t_start = time.perf_counter()
+    t_start, started = time.perf_counter(), time.monotonic()
     hz, design, notes = _horizon(scenario, demand, availability, opts, context)
     refused = precheck_error(design, context)  # an SLO no offered GPU reaches: said at once, before any library
     if refused is not None:
@@ -238,12 +239,16 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
     timings: dict[str, float] = {}
     prep, pool = _templates(hz, design, context, progress, cancel, timings)
     horizon = opts.horizon or design.options.lookahead_epochs
-    runs = _policy_schedules(prep, design, hz, horizon, progress, cancel,
+    pace = Pace(progress, hz.n_epochs, lookahead_steps=hz.n_epochs if "lookahead" in opts.policies else 0,
+                offline_limit_s=opts.offline_time_limit_s if "offline" in opts.policies else 0.0,
+                horizon=opts.horizon or design.options.lookahead_epochs, start=started,
+                repeats=tuple(e > 0 and hz.problem(e) == hz.problem(e - 1) for e in range(hz.n_epochs)))
+    runs = _policy_schedules(prep, design, hz, horizon, pace, cancel,
                              pool.horizon_rows() if pool is not None else None)
     distinct = _independent(runs, hz, progress, cancel, timings)
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
     t0 = time.perf_counter()
-    epochs = loop.run_epochs(prep, hz, runs.epoch, progress, cancel)
+    epochs = loop.run_epochs(prep, hz, runs.epoch, pace, cancel)
     timings["epochs_seconds"] = time.perf_counter() - t0
     epochs = _compare_policies(prep, runs, epochs, hz, horizon)
     t0 = time.perf_counter()
@@ -399,6 +404,7 @@ class _Runs:
     myopic_solves: dict[int, engine.EpochSolve]
     independent: list[engine.EpochSolve] = field(default_factory=list)  # K = 0: every epoch, solved on its own
     memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)
+    last: tuple[int, engine.EpochSolve] | None = None  # the last myopic epoch planned and its plan
 
     def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
         """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
@@ -422,11 +428,24 @@ class _Runs:
         key = (epoch_key(self.scns[e], self.groups[e]), tuple(sorted(prev.items())))
         solved = self.memo.get(key)
         if solved is None:
-            solved = engine.solve_epoch_alone(self.prep, replace(self.scns[e], current=engine.current_of(prev)),
-                                              self.groups[e], goodput_fallback=self.opts.goodput_fallback,
-                                              cancel=self.cancel)
+            solved = self._held(e, prev) or engine.solve_epoch_alone(
+                self.prep, replace(self.scns[e], current=engine.current_of(prev)), self.groups[e],
+                goodput_fallback=self.opts.goodput_fallback, cancel=self.cancel)
             self.memo[key] = solved
+        self.last = (e, solved)
         return solved
+
+    def _held(self, e: int, prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve | None:
+        """Epoch ``e``'s plan without a solve when it has epoch e − 1's problem (rates, availability) and starts
+        from e − 1's optimal plan: that plan, kept, is optimal for ``e`` too (``policies.held_epoch``)."""
+        from planning.timeline.fanout import epoch_key
+
+        if self.last is None or self.last[0] != e - 1 or e == 0:
+            return None
+        before = self.last[1]
+        if epoch_key(self.scns[e], self.groups[e]) != epoch_key(self.scns[e - 1], self.groups[e - 1]):
+            return None
+        return policies.held_epoch(self.prep, self.scns[e], self.groups[e], before, prev)
 
     def solved_alone(self, e: int) -> engine.EpochSolve | None:
         """Epoch ``e``'s solve from nothing running, when one was made (the fan-out's, or the myopic loop's)."""
@@ -448,9 +467,10 @@ class _Runs:
 
 
 def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon, horizon: int,
-                      progress: ProgressFn | None, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
+                      pace: Pace, cancel: CancelToken | None, rows: list[Any] | None = None) -> _Runs:
     """The look-ahead and offline schedules asked for (the myopic one is the epoch loop's, or computed here when
-    it is only compared)."""
+    it is only compared); their steps' times go to ``pace`` (the progress line and its estimate of the time
+    left)."""
     scns, groups, opts, hours, K = list(hz.scns), list(hz.groups), hz.opts, hz.epoch_hours, hz.K
     runs = _Runs(prep, scns, groups, opts, cancel, {}, {})
     wanted = [p for p in opts.policies if p != "myopic"]
@@ -479,20 +499,22 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon,
     # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it)
     for p in sorted(wanted, key=lambda q: q == "offline"):
         assert adapter is not None
-        if progress:
-            progress(0.3, f"{policies.policy_label(p, horizon)}: planning {len(scns)} epochs")
+        label = policies.policy_label(p, horizon)
         if p == "lookahead":
-            def step(t: int, label: str = policies.policy_label(p, horizon)) -> None:
-                if progress:
-                    progress(0.3, f"{label}: {planning_period(t + 1, len(scns), hours)}")
+            pace.lookahead_started(f"{label}: planning {len(scns)} epochs")
+
+            def step(t: int, label: str = label) -> None:
+                pace.step_done(f"{label}: {planning_period(t + 1, len(scns), hours)}")
             runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
                                                    myopic=myopic, cancel=cancel, on_epoch=step)
         else:
             start = runs.schedules.get("lookahead")
             if start is None or not start.counts:
                 start = runs.schedules.setdefault("myopic", myopic_schedule())
-            runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s, mip_rel_gap=gap,
-                                                 cancel=cancel, start=start.counts or None)
+            with pace.offline(f"{label}: planning {len(scns)} epochs together (at most "
+                              f"{opts.offline_time_limit_s:g} s)"):
+                runs.schedules[p] = policies.offline(adapter, time_limit_s=opts.offline_time_limit_s,
+                                                     mip_rel_gap=gap, cancel=cancel, start=start.counts or None)
     if "myopic" in opts.policies[1:] and "myopic" not in runs.schedules:  # compared only: the loop's counts
         runs.schedules["myopic"] = myopic_schedule()
     runs.schedules = {p: runs.schedules[p] for p in opts.policies if p in runs.schedules}

@@ -281,6 +281,32 @@ def fixed_epoch(prep: engine.Prepared, scenario: Scenario, groups: Sequence[Grou
     return engine.EpochSolve(result, dict(counts), "cost", alloc.alpha or 1.0, seconds)
 
 
+def held_epoch(prep: engine.Prepared, scenario: Scenario, groups: Sequence[Group], before: engine.EpochSolve,
+               prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve | None:
+    """The epoch's plan when it has the problem of the epoch ``before`` (same rates, availability, prices, K) and
+    starts from that epoch's plan x* (``prev``): x* again, with no new instance; None when that does not hold or
+    ``before`` was not an optimal cost plan of one class per group on same-region pairs (the plans
+    :func:`fixed_epoch` prices).
+
+    Why x* is optimal: with c the prices and p the instances before x*, x* minimised
+    f(x) = c·x + K·c·(x − p)⁺, and the epoch now minimises g(x) = c·x + K·c·(x − x*)⁺. Since (·)⁺ is subadditive,
+    (x − p)⁺ ≤ (x − x*)⁺ + (x* − p)⁺, so f(x) ≤ g(x) + K·c·(x* − p)⁺ and
+    g(x*) = c·x* = f(x*) − K·c·(x* − p)⁺ ≤ f(x) − K·c·(x* − p)⁺ + G ≤ g(x) + G for every plan x, where G is the
+    absolute gap x* was proven within (0 at a proven optimum). The held plan's gap is G / g(x*).
+    """
+    res = before.result
+    if (before.error or not before.has_plan or before.objective != "cost" or res.status != "optimal"
+            or dict(before.counts) != dict(prev) or any(len(g.classes) != 1 for g in groups)
+            or scenario.options.kv_transfer == "cross-region" or res.transfer_per_hour):
+        return None
+    t0 = time.perf_counter()
+    absolute = (res.mip_gap or 0.0) * res.cost_per_hour
+    provisioning = res.provisioning_per_hour
+    gap = absolute / provisioning if provisioning > 0 else 0.0
+    held = fixed_epoch(prep, scenario, groups, dict(prev), dict(prev), "optimal", gap, 0.0)
+    return replace(held, seconds=time.perf_counter() - t0)
+
+
 def _locate(prep: engine.Prepared, key: str) -> tuple[int, int]:
     for gi, ts in enumerate(prep.sets):
         row = ts.row_of.get(key)

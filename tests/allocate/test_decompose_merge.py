@@ -13,6 +13,7 @@ from planning.allocate import (
     TemplateOption,
     WorkloadClass,
     certify,
+    linked,
     solve_allocation,
 )
 from planning.allocate.certify import exact_when_small
@@ -27,7 +28,13 @@ def _scarce(seed: int) -> AllocationProblem:
                                           demand_scale=0.3), K=0.05, mip_rel_gap=1e-9)
 
 
-def test_merged_parts_give_the_joint_optimum() -> None:
+def _no_linked_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Competing parts go straight to the merge (``planning.allocate.linked`` finds nothing)."""
+    monkeypatch.setattr(linked, "settle", lambda *_a, **_k: (None, 0.0))
+
+
+def test_merged_parts_give_the_joint_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_linked_bound(monkeypatch)
     merged = 0
     for seed in range(40, 56):
         p = _scarce(seed)
@@ -39,7 +46,8 @@ def test_merged_parts_give_the_joint_optimum() -> None:
     assert merged >= 4  # availability binds on these seeds: the merge was taken, not only the plain shortcut
 
 
-def test_two_groups_wanting_the_same_scarce_node_are_merged() -> None:
+def test_two_groups_wanting_the_same_scarce_node_are_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_linked_bound(monkeypatch)
     # a and b each take the one cheap node alone; together one of them must buy the dear one; c is on its own
     def tpl(group: str, shape: str) -> TemplateOption:
         return TemplateOption(f"{group}-{shape}", group, {shape: 1}, {group: 10.0})

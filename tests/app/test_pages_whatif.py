@@ -181,3 +181,40 @@ def test_neighbouring_positions_are_planned_ahead_and_a_far_one_shows_the_neares
     opened.set()
     assert [wait_for_job(planning_home, j) for j in held] == ["cancelled"] * len(held)
     store.close()
+
+
+def test_leaving_the_page_cancels_what_is_planned_ahead_and_the_jobs_page_lists_none(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: the sliders' prefetch ran on after one left the What-if page and showed on the Jobs page as if the
+    user had asked for it. Leaving cancels every position still planned ahead; the Jobs page lists the user's own
+    plan only; coming back plans the neighbours again."""
+    import ui.sliders
+
+    opened = threading.Event()  # closed: every position planned ahead waits (no clock, no race)
+    real = ui.sliders.near_job
+
+    def gated(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        while not opened.wait(0.01):
+            cancel.check()
+        return real(request, progress, cancel)
+
+    monkeypatch.setattr(ui.sliders, "near_job", gated)
+    try:
+        at, base_job = planned(planning_home, page="views/4_What-if.py")
+        ahead = dict(at.session_state["slider_jobs"])
+        store = JobStore(planning_home / "jobs.sqlite")
+        assert ahead and not any(store.get(j).is_terminal for j in ahead.values())
+        at.switch_page("views/5_Jobs.py")
+        at.run()
+        assert not at.exception
+        assert [wait_for_job(planning_home, j) for j in ahead.values()] == ["cancelled"] * len(ahead)
+        listed = set(at.dataframe[0].value["id"])
+        assert base_job in listed and not listed & set(ahead.values())  # the user's plan, no prefetch
+        at.switch_page("views/4_What-if.py")
+        at.run()
+        again = dict(at.session_state["slider_jobs"])
+        assert set(again) == set(ahead)
+        assert all(not store.get(j).is_terminal for j in again.values())  # planned ahead anew
+        store.close()
+    finally:
+        opened.set()

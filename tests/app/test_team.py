@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from planning.errors import PlanningError
 from planning.jobs import JobStore, ShareToken, load_secret, sign, user_workspace, verify
 from planning.scenario import Scenario, save_scenario
-from tests.app.conftest import ROOT, TIMEOUT, TINY, texts, wait_for_job
+from tests.app.conftest import ROOT, TIMEOUT, TINY, app, save_tiny, texts, wait_for_job
 
 ISSUER = "https://idp.example/realms/team"
 AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "c" * 32, "client_id": "planning",
@@ -152,3 +152,41 @@ def test_a_token_without_a_subject_opens_no_workspace() -> None:
     assert [t.value for t in at.title] == ["Sign in"] and not at.dataframe and not at.selectbox
     assert at.error and "user.sub" in at.error[0].value
     assert [b.label for b in at.button] == ["Sign out"]
+
+
+def test_without_sign_in_a_reloaded_page_cancels_its_linked_job(planning_home: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reload is a new browser session (a new fair-share holder); opened by its ``?job=`` link, its Cancel stops
+    the plan its old session alone asked for (``JobRunner.cancel(link=True)``)."""
+    import threading
+
+    import ui.jobs
+
+    release = threading.Event()
+    real = ui.jobs.solve_job
+
+    def gated(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        while not release.wait(0.01):  # the test decides when the solve may run: no clock
+            cancel.check()
+        return real(request, progress, cancel)
+
+    monkeypatch.setattr(ui.jobs, "solve_job", gated)
+    save_tiny(planning_home)
+    before = app()
+    before.selectbox[0].set_value("saved:tiny")
+    next(b for b in before.button if b.label == "Plan it").click()
+    before.run()
+    job_id = str(before.session_state["solve_job"])
+    try:
+        reloaded = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        reloaded.query_params["job"] = job_id
+        reloaded.switch_page("views/5_Jobs.py")  # the reloaded page of the link (Home's picker trips AppTest)
+        reloaded.run()
+        assert not reloaded.exception
+        assert reloaded.session_state["session_key"] != before.session_state["session_key"]  # another holder
+        next(b for b in reloaded.button if b.label == "Cancel").click()
+        reloaded.run()
+        assert not reloaded.exception
+        assert wait_for_job(planning_home, job_id) == "cancelled"
+    finally:
+        release.set()

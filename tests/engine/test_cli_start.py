@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,12 +42,13 @@ def test_the_command_table_names_what_each_module_registers(module: str) -> None
 
 
 def test_help_still_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """``planning --help`` builds the whole parser: every command is listed, exit 0."""
+    """``planning --help`` builds the whole parser: every command is listed, in :data:`COMMANDS`' order (the one
+    table; the modules it imports are derived from it), exit 0."""
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in COMMANDS)
+    assert re.findall(r"^ {4}(\S+)", out, re.M) == list(COMMANDS)  # each listed, in the table's order
     only = build_parser("solve")  # what main builds for `planning solve …`: the commands module's commands only
     assert only.parse_args(["solve", "x.yaml"]).func.__module__ == "planning.cli.commands"
     with pytest.raises(SystemExit):
@@ -91,9 +93,7 @@ def test_measured_fits_leave_the_precheck_to_the_solve(monkeypatch: pytest.Monke
     assert refused is not None and refused.status == "infeasible"
 
 
-def test_a_scenario_that_passed_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's check and the pipeline's (``api.solve``) compute the bound once for a scenario that passes; a
-    refused one is computed each time (its answer is the result itself)."""
+def _counted_refusals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import planning.precheck as precheck_module
 
     calls: list[int] = []
@@ -104,13 +104,85 @@ def test_a_scenario_that_passed_is_not_checked_again(monkeypatch: pytest.MonkeyP
         return real(ctx, resolved)
 
     monkeypatch.setattr(precheck_module, "refusals", counted)
+    return calls
+
+
+def _meetable() -> dict[str, Any]:
     ok = json.loads(json.dumps(IMPOSSIBLE))
     ok["models"][0]["slo"]["decode_ms"] = 200
-    ok["models"][0]["demand"]["rate_rps"] = 2.125  # a scenario no other test checked in this process
-    scenario = Scenario.from_dict(ok)
-    assert refused_at_once(scenario) is None
-    assert precheck_module.precheck(scenario, api.engine_context()) is None
-    assert len(calls) == 1
+    return ok
+
+
+def test_the_precheck_keeps_no_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same scenario checked twice is computed twice: the precheck holds no process-wide cache (a caller that
+    checked says so to the solve instead)."""
+    import planning.precheck as precheck_module
+
+    calls = _counted_refusals(monkeypatch)
+    scenario = Scenario.from_dict(_meetable())
     for _ in range(2):
-        assert refused_at_once(Scenario.from_dict(IMPOSSIBLE)) is not None
-    assert len(calls) == 3
+        assert precheck_module.precheck(scenario, api.engine_context()) is None
+    assert len(calls) == 2
+    assert not [name for name, value in vars(precheck_module).items() if isinstance(value, dict)
+                and not name.startswith("__") and name != "SLO_NAME"]  # no module-level table but the names
+
+
+def test_a_prechecked_solve_does_not_check_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api.solve(prechecked=True)`` goes straight to the plan (here a stand-in): even a scenario the precheck
+    would refuse is not checked; without the flag the precheck answers it."""
+    import planning.pipeline as pipeline
+
+    planned: Any = object()  # what _plan returned, passed through untouched
+    monkeypatch.setattr(pipeline, "_plan", lambda scenario, ctx, run: planned)
+    calls = _counted_refusals(monkeypatch)
+    scenario = Scenario.from_dict(IMPOSSIBLE)
+    assert api.solve(scenario, cache=False, prechecked=True) is planned
+    assert calls == []
+    assert api.solve(scenario, cache=False).status == "infeasible"
+    assert len(calls) == 1
+
+
+def test_the_cli_checks_once_and_tells_the_solve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``planning solve`` prechecks a scenario that passes once, and passes ``prechecked=True`` to ``api.solve``;
+    with a kept fit of its model (the solve plans on the corrected model) it checks nothing and says so."""
+    import planning.measurements.apply as apply
+
+    calls = _counted_refusals(monkeypatch)
+    asked: list[bool] = []
+    canned = refused_at_once(Scenario.from_dict(IMPOSSIBLE))
+    assert canned is not None and len(calls) == 1
+
+    def solve(scenario: Scenario, **kwargs: Any) -> Any:
+        asked.append(kwargs["prechecked"])
+        return canned
+
+    monkeypatch.setattr(api, "solve", solve)
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(_meetable()), encoding="utf-8")
+    assert main(["solve", str(path), "--json"]) == 1  # the canned infeasible answer
+    assert asked == [True] and len(calls) == 2
+    monkeypatch.setattr(apply, "load_settings", lambda home=None: [SimpleNamespace(model="llama-3-70b")])
+    assert main(["solve", str(path), "--json"]) == 1
+    assert asked == [True, False] and len(calls) == 2
+    capsys.readouterr()
+
+
+def test_one_rule_picks_the_perf_model_for_the_cli_and_the_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api_measurements.plan_context`` (what ``api.solve`` plans on) and the CLI's precheck ask the same
+    function (``measurements.apply.planned_settings``) whether kept fits correct the scenario's models."""
+    import planning.measurements.apply as apply
+    from planning.api_measurements import plan_context
+
+    asked: list[str] = []
+
+    def planned(scenario: Scenario, home: Any = None) -> list[Any]:
+        asked.append(scenario.name)
+        return []
+
+    monkeypatch.setattr(apply, "planned_settings", planned)
+    scenario = Scenario.from_dict(IMPOSSIBLE)
+    base = api.engine_context()
+    assert plan_context(scenario, base) == (base, "")
+    assert refused_at_once(scenario) is not None
+    assert asked == [scenario.name, scenario.name]

@@ -59,3 +59,24 @@ def test_fresh_processes_and_one_or_two_pool_workers_give_the_same_plan(tiny: di
     assert _in_child(pooled, 2, tmp_path / "b") == _stable(api.solve(pooled).to_dict())
     # the two worker counts differ only in the option itself
     assert _in_child(pooled, 3, tmp_path / "c").replace('"workers": 2', '"workers": 1') == here
+
+
+def _run(digest: str, plan: str, status: str = "optimal", limited: bool = False) -> dict[str, Any]:
+    return {"digest": digest, "plan_digest": plan, "status": status, "limited": limited, "seconds": 12.0}
+
+
+def test_check_plans_says_time_limited_runs_are_not_comparable() -> None:
+    """``benchmarks/check_plans``: runs that differ after a time limit stopped one are neither a pass nor a
+    failure but "time-limited, not comparable", with the fix; differing finished runs fail; exit codes 0/1/2."""
+    from benchmarks.check_plans import FAIL, NOT_COMPARABLE, PASS, exit_code, sameness, verdict_line
+
+    assert sameness([_run("a", "p"), _run("a", "p")]) == ("yes", PASS)
+    assert sameness([_run("a", "p"), _run("b", "p")]) == ("plan", PASS)  # a baseline differs, the plan does not
+    assert sameness([_run("a", "p"), _run("b", "q")]) == ("NO", FAIL)
+    limited = [_run("a", "p", "feasible"), _run("b", "q", "feasible"), _run("c", "r", "optimal", limited=True)]
+    assert sameness(limited) == ("limit", NOT_COMPARABLE)
+    line = verdict_line("platform-100", NOT_COMPARABLE, limited)
+    assert line.startswith("platform-100: time-limited, not comparable (3 plans in 3 runs")
+    assert "Fix: rerun with --time-limit" in line and "pass" not in line
+    assert exit_code([PASS, PASS]) == 0 and exit_code([PASS, NOT_COMPARABLE]) == 2
+    assert exit_code([NOT_COMPARABLE, FAIL, PASS]) == 1

@@ -22,7 +22,8 @@ from planning.context import CancelFlag, Cancelled, Deadline, time_left, timed_o
 from planning.scenario import Scenario
 from tests.clock import SkipClock, skip_clock
 
-LIMIT = 1.5
+LIMIT = 86_400.0  # the most options.time_limit_s allows: only the injected clock reaches it, never the wall
+# (a 1.5 s or 3 s wall-clock limit can pass before the step a test injects its delay into, at load ~25)
 
 
 @pytest.fixture
@@ -157,7 +158,7 @@ def test_expiry_in_the_baselines_keeps_the_plan_and_the_finished_baselines(
         return real(name, problem, **options)
 
     monkeypatch.setattr(baseline_base, "run_baseline", second_is_slow)
-    result = api.solve(_scenario(tiny, limit=3.0))
+    result = api.solve(_scenario(tiny))
     assert result.status == "optimal" and result.instances
     assert [b.name for b in result.baselines if b.ran] == ["homo"]
     not_run = [b for b in result.baselines if not b.ran]  # listed, never shown as a $0 plan
@@ -179,9 +180,9 @@ def test_expiry_in_the_diagnostics_keeps_the_plan(tiny: dict[str, Any], clock: S
         return real(result, ctx, resolved, sets, cancel)
 
     monkeypatch.setattr(pipeline, "explain_result", slow)
-    result = api.solve(_scenario(tiny, limit=3.0), with_baselines=False)
+    result = api.solve(_scenario(tiny), with_baselines=False)
     assert result.status == "optimal" and result.instances
-    assert any(d.startswith("Time limit 3 s reached during the diagnostics") for d in result.diagnostics)
+    assert any(d.startswith(f"Time limit {LIMIT:g} s reached during the diagnostics") for d in result.diagnostics)
 
 
 def test_a_user_cancel_still_raises_even_with_a_time_limit(tiny: dict[str, Any],

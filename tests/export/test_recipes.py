@@ -155,8 +155,10 @@ def test_launch_script_orders_the_partition_as_vllm_ranks_nodes(ray_cluster: Any
 
 
 @pytest.fixture(scope="module")
-def preset_exports() -> list[tuple[str, PlanResult, list[Any], dict[str, int]]]:
-    """(name, plan, files, layers of every model the preset plans: catalog and its own custom models)."""
+def preset_exports(preset_plans: Any) -> list[tuple[str, PlanResult, list[Any], dict[str, int]]]:
+    """(name, plan, files, layers of every model the preset plans: catalog and its own custom models). The plans
+    are the session's (``tests/conftest.py``: solved once at each preset's own options, shared with the one-bill
+    walk); their baselines do not enter the export."""
     from planning.resolve import resolve_scenario
 
     out = []
@@ -164,7 +166,7 @@ def preset_exports() -> list[tuple[str, PlanResult, list[Any], dict[str, int]]]:
     # (docs/benchmarks.md, platform-100); a dedicated plan of all its models is not an export test's job
     for name in (n for n in api.list_presets() if n != "platform-100"):
         scenario = api.load_preset_scenario(name)
-        plan = api.solve(scenario, with_baselines=False)
+        plan = preset_plans(name)
         specs = resolve_scenario(scenario, api.engine_context().catalog).specs
         out.append((name, plan, api.export_plan(plan, "all"), {m: s.layers for m, s in specs.items()}))
     return out

@@ -44,7 +44,7 @@ def sizing() -> Sizing:
 def _stopped(sizing: Sizing, gap: float, cuts: float) -> Sizing:
     """``sizing`` as its proof would return it had the time limit stopped it at ``gap`` after ``cuts`` cuts."""
     return replace(sizing, status="feasible", bound=sizing.value * (1 - gap), message="time limit reached in sizing",
-                   stats={**sizing.stats, "benders_cuts": cuts, "master_steps": cuts / 90})
+                   stopped_by="clock", stats={**sizing.stats, "benders_cuts": cuts, "master_steps": cuts / 90})
 
 
 def _digest(result: PlanResult, sizing: Sizing) -> str:
@@ -94,7 +94,7 @@ def test_the_note_quotes_no_gap_of_a_stopped_proof(sizing: Sizing) -> None:
     assert "proven within 0.0% of the optimum" in sizing_note(sizing, candidates, n, 1e-3)
     a = sizing_note(_stopped(sizing, 0.020, 180), candidates, n, 1e-3)
     assert a == sizing_note(_stopped(sizing, 0.016, 186), candidates, n, 1e-3)
-    assert "the proof stopped at its time limit above the requested 0.1% gap" in a
+    assert "time-limited: the wall clock stopped the proof above the requested 0.1% gap" in a
     assert "2.0%" not in a and "1.6%" not in a
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,22 +119,6 @@ class Gates:
         while not release.wait(0.01):
             token.check()
         return {"name": request["name"]}
-
-
-@pytest.fixture
-def gates() -> Gates:
-    return Gates()
-
-
-@pytest.fixture
-def runner(tmp_path: Path, gates: Gates) -> Iterator[JobRunner]:
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
-                  cadence=Cadence(cancel_poll_interval=0.01))
-    yield r
-    for event in list(gates.release.values()):
-        event.set()
-    r.shutdown(wait=True, cancel=True)
-    r.store.close()
 
 
 def submit(runner: JobRunner, gates: Gates, name: str, owner: str) -> str:

@@ -190,6 +190,34 @@ def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
     assert runner.submit("loop", {}, add_quick) != job_id
 
 
+def test_cancel_is_accepted_when_the_worker_finishes_before_cancel_returns(runner: JobRunner,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker thread may record "cancelled" the moment its token is set (a busy machine switches threads
+    there): the cancel was still accepted, never reported as "had already finished" (admin page, CI 2026-11-28)."""
+    started = threading.Event()
+
+    def loop(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+        started.set()
+        while not token.is_set():
+            time.sleep(0.005)
+        raise Cancelled()
+
+    stop_here = runner._stop_here
+
+    def stop_and_let_the_worker_finish(job_id: str) -> None:
+        stop_here(job_id)
+        deadline = time.monotonic() + WAIT_S
+        while runner.store.get(job_id).status != "cancelled":  # the worker wins the race
+            assert time.monotonic() < deadline, "the worker never recorded the cancel"
+            time.sleep(0.005)
+
+    monkeypatch.setattr(runner, "_stop_here", stop_and_let_the_worker_finish)
+    job_id = runner.submit("race", {}, loop)
+    assert started.wait(WAIT_S)
+    assert runner.cancel(job_id) is True
+    assert runner.wait(job_id, timeout=WAIT_S).status == "cancelled"
+
+
 def add_quick(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
     return {}
 

@@ -13,9 +13,9 @@ from planning.jobs.record import JobRecord
 T0 = 1_000_000.0
 
 
-def _record(progress: float, *, status: str = "running", limit: float | None = None) -> JobRecord:
+def _record(progress: float, *, status: str = "running", limit: float | None = None, kind: str = "solve") -> JobRecord:
     request: dict[str, Any] = {"scenario": {"options": {"time_limit_s": limit}}} if limit is not None else {}
-    return JobRecord(id="j", kind="solve", request_key="k", request_json=json.dumps(request), status=status,  # type: ignore[arg-type]
+    return JobRecord(id="j", kind=kind, request_key="k", request_json=json.dumps(request), status=status,  # type: ignore[arg-type]
                      progress=progress, message="pricing: round 3", result_json=None, error=None, error_field=None,
                      error_detail=None, cancel_requested=False, owner=None, host=None, pid=None, heartbeat=None,
                      created=T0, started=T0, finished=None)
@@ -39,6 +39,13 @@ def test_no_estimate_without_enough_to_go_on() -> None:
 def test_the_time_limit_caps_the_estimate() -> None:
     assert _record(0.1, limit=60).time_left(now=T0 + 20) == pytest.approx(40.0)  # linear says 180 s
     assert _record(0.1, limit=10).time_left(now=T0 + 20) == pytest.approx(0.0)  # past it: the plan is imminent
+
+
+def test_a_per_epoch_limit_does_not_cap_a_timeline() -> None:
+    """A timeline's (or a sweep's) scenario limit bounds each epoch's (point's) solve, not the job."""
+    assert _record(0.4, limit=60, kind="timeline").time_left(now=T0 + 80) == pytest.approx(120.0)
+    assert _record(0.4, limit=60, kind="sweep").time_left(now=T0 + 80) == pytest.approx(120.0)
+    assert _record(0.4, limit=60, kind="solve").time_left(now=T0 + 80) == pytest.approx(0.0)
 
 
 def test_every_job_over_ten_seconds_has_an_estimate() -> None:

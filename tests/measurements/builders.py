@@ -5,7 +5,8 @@ setup keys, ``--metadata KEY=VALUE`` pairs, traffic keys, then ``benchmark_resul
 ``mean_/median_/std_/p99_<metric>_ms``; ``--save-detailed`` keeps the per-request lists, TTFTs in seconds).
 GuideLLM 0.8: hand-built to ``GenerativeBenchmarksReport.model_dump(mode="json")`` of guidellm 0.8.1
 (benchmark/schemas/report.py, benchmark.py, metrics.py; DistributionSummary in schemas/base/statistics.py), the
-fields the reader uses plus their siblings: GuideLLM 0.4 on require torch, so 0.8 is not installed anywhere here.
+fields the reader uses plus their siblings (not a whole report), for the hostile and edge cases of test_import.py;
+the whole 0.8.1 reports of the suite are GuideLLM's own runs (``guidellm08_reports.py``, tools/guidellm08).
 GuideLLM 0.3.1's reports are written by GuideLLM itself (``guidellm_reports.py``, tools/guidellm).
 """
 

@@ -18,6 +18,7 @@ from planning.measurements.apply import (
     MeasuredSetting,
     fits_path,
     load_settings,
+    planned_settings,
     save_settings,
 )
 from planning.perf.model import PerfModel, Workload
@@ -84,6 +85,18 @@ def test_kept_fits_round_trip_and_a_damaged_file_is_named(tmp_path: Path) -> Non
     with pytest.raises(PlanningError) as err:
         load_settings(tmp_path)
     assert err.value.field.endswith("fits[0].decode") and "planning measurements fit" in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["auto", "use", "ignore"])
+def test_the_planned_fits_are_the_scenarios_models_unless_ignored(tmp_path: Path, mode: str) -> None:
+    """``planned_settings`` (the one rule the solve and the CLI's precheck follow): the kept fits of the
+    scenario's own models, none under ``ignore``."""
+    other = MeasuredSetting(**{**SLOW.__dict__, "model": "phi-4"})
+    save_settings([SLOW, other], tmp_path)
+    scenario = Scenario.from_dict({**SCENARIO, "options": {**SCENARIO["options"], "measurements": mode}})
+    assert {m.id for m in scenario.models} == {"llama-3-8b"}
+    assert planned_settings(scenario, tmp_path) == ([] if mode == "ignore" else [SLOW])
+    assert planned_settings(scenario, tmp_path / "none") == []
 
 
 def test_plan_context_follows_the_option(tmp_path: Path) -> None:

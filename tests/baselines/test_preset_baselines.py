@@ -1,0 +1,40 @@
+"""The presets' plans and baselines through ``planning solve --preset P --json`` are the ones recorded before the
+baselines' shortcuts (issue 41 §3: faster, the same answers): the plan's cost, and every baseline's cost, served
+fractions, GPUs and note. A baseline stopped by its own time limit (``time_limited``, a busy machine) has no fixed
+answer; it must say so in its note."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import planning.cli
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "preset_baselines.json").read_text())["presets"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["coral-core", "coral-extended", "catalog-wide"])
+def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
+    assert planning.cli.main(["solve", "--preset", preset, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    want = RECORDED[preset]
+    assert (doc["status"], _ulps(doc["cost_per_hour"])) == (want["status"], _ulps(want["cost_per_hour"]))
+    assert [b["name"] for b in doc["baselines"]] == [b["name"] for b in want["baselines"]]
+    for got, recorded in zip(doc["baselines"], want["baselines"], strict=True):
+        if got["time_limited"]:
+            assert "stopped after" in got["note"], got
+            continue
+        assert {k: _ulps(got[k]) for k in recorded} == {k: _ulps(v) for k, v in recorded.items()}
+
+
+def _ulps(value: object) -> object:
+    """A float to 12 significant digits, so that an equal plan summed in another order (parts settled or merged
+    in another order: 250.49643 vs 250.49642999999998) compares equal; any other value as it is."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value

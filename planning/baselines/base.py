@@ -102,13 +102,21 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
         return _wrap(name, res, True, note, time_limited=not proven)
     if res.status == "error":
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"solver error: {res.messages}")
+    # a cost ILP its limit stopped before any plan (a busy machine, little time left on the solve) proves no
+    # infeasibility: the served fraction below is then the answer of that moment, not this baseline's
+    cut = (f"; its cost ILP stopped after {min(cost_problem.time_limit_s, BASELINE_LIMIT_S):g} s with no plan"
+           if res.status == "time_limit" else "")
     # the fraction a failing baseline can serve is information, not a comparison (no saving is shown against
     # it): its max-α MIP gets at most SERVED_LIMIT_S and reports the best fraction found with its bound
     served_problem = bounded("served")
     served = solve_allocation(replace(served_problem, time_limit_s=min(served_problem.time_limit_s, SERVED_LIMIT_S)),
                               diagnose=False, instance=inst)
     if not served.has_plan:
-        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
+        stopped = served.status == "time_limit"  # its limit, not infeasibility: another run may find a plan
+        note = (f"no plan: its served-fraction ILP stopped after {min(served_problem.time_limit_s, SERVED_LIMIT_S):g} s"
+                if stopped else f"no plan ({served.status})")
+        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, note,
+                              details={"status": served.status, "time_limited": stopped})
     alpha = served.alpha or 0.0
     short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
     proven = reached_gap(served.phases[0].gap, served_problem.mip_rel_gap) if served.phases else False
@@ -116,8 +124,8 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     best = (f"best uniform fraction {100 * alpha:.1f} %" if proven or bound is None else
             f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound)):.1f} %; "
             f"search stopped after {SERVED_LIMIT_S:g} s)")
-    note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "")
-    return _wrap(name, served, False, note, time_limited=not proven and bound is not None)
+    note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "") + cut
+    return _wrap(name, served, False, note, time_limited=bool(cut) or (not proven and bound is not None))
 
 
 def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, *, time_limited: bool = False

@@ -47,6 +47,31 @@ def test_a_baseline_ilp_stopped_at_its_limit_says_time_limited(monkeypatch: pyte
     assert "its ILP stopped after 15 s within 4.0 %" in stopped.note
 
 
+def _no_plan_at_the_limit(monkeypatch: pytest.MonkeyPatch, objectives: tuple[str, ...]) -> None:
+    """The ILPs of these objectives stop at their limit before any plan, as HiGHS on a busy machine: no plan."""
+    real = allocate_solve.solve_allocation
+
+    def stopped(problem: AllocationProblem, **kw: Any) -> Any:
+        res = real(problem, **kw)
+        return replace(res, status="time_limit", cost_per_hour=None) if problem.objective in objectives else res
+
+    monkeypatch.setattr(allocate_solve, "solve_allocation", stopped)
+
+
+def test_a_baseline_cut_short_before_any_plan_says_time_limited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cost ILP stopped before any plan proves no infeasibility: the served-fraction answer that follows is
+    time-limited and says why; with the served-fraction ILP stopped too, "no plan" is time-limited as well (a busy
+    machine gave coral-extended's single:A100-80G 285.7 and 332.9 $/h, "cannot meet all demand", unflagged)."""
+    _no_plan_at_the_limit(monkeypatch, ("cost",))
+    cut = run_baseline("homo-ilp", _problem())
+    assert not cut.feasible and cut.details["time_limited"] is True
+    assert cut.note.endswith("; its cost ILP stopped after 15 s with no plan")
+    _no_plan_at_the_limit(monkeypatch, ("cost", "served"))
+    none = run_baseline("homo-ilp", _problem())
+    assert not none.feasible and none.details["time_limited"] is True
+    assert none.note == "no plan: its served-fraction ILP stopped after 3 s"
+
+
 def test_the_flag_reaches_the_result_and_its_json(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The solve's BaselineSummary of each ILP baseline carries the flag, and the JSON round trip keeps it."""
     _stopped_at_the_limit(monkeypatch)

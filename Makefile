@@ -18,7 +18,7 @@ SYNC := $(UV) sync --locked
 PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm and not guidellm08
 
 .PHONY: run test test-ray test-skypilot test-guidellm test-guidellm08 install install-dev install-ray install-skypilot \
-	install-guidellm install-guidellm08 lock skypilot-schema guidellm-fixtures guidellm08-fixtures \
+	install-guidellm install-guidellm08 lock skypilot-schema guidellm-fixtures guidellm08-fixtures install-vllmbench vllm-fixtures \
 	bench bench-setup calibrate fuzz clean
 
 $(BIN)/python:
@@ -104,6 +104,18 @@ test-guidellm08: install-guidellm08
 ## Rewrite tests/measurements/data/guidellm-0.8.1-*.json: `guidellm run` against GuideLLM's mock server on 127.0.0.1
 guidellm08-fixtures: install-guidellm08
 	$(GUIDELLM08_VENV)/bin/python -m tests.measurements.guidellm08_reports --write
+
+## vLLM 0.33.0's benchmark client in .venv-vllmbench: tools/vllmbench/requirements.txt, the complete pinned set,
+## installed --no-deps (vllm's own requirements name GPU kernels the client never imports). ~6 GB. Linux x86_64
+VLLMBENCH_VENV ?= .venv-vllmbench
+install-vllmbench: $(UV_READY)
+	$(UV) venv --allow-existing --python 3.11 $(VLLMBENCH_VENV)
+	VIRTUAL_ENV=$(abspath $(VLLMBENCH_VENV)) $(UV) pip install --no-deps -r tools/vllmbench/requirements.txt
+
+## Rewrite tests/measurements/data/vllm-0.33.0-*.json: `vllm bench serve --save-result` against tools/vllmbench's
+## fake OpenAI server on 127.0.0.1 (by hand; not part of `make test`)
+vllm-fixtures: install-vllmbench
+	$(VLLMBENCH_VENV)/bin/python -m tests.measurements.vllm_results --write
 
 ## Re-resolve every dependency to the newest allowed versions and re-pin uv itself; commit the five files
 lock: $(UV_READY)

@@ -10,7 +10,10 @@ session has them after the first plan):
   (``pipeline.Reuse(warm=…)``, cache off), with its status (every one must be ``optimal``); ``--check`` also
   solves it cold right after (timed: warm and cold see the same load) and compares the costs;
   ``--no-baselines`` times the base's and the what-ifs' allocations alone;
-- ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off;
+- ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off, with
+  each point's seconds, its plan's status and proof (``--sweep-only``: the sweep alone, in a fresh process the
+  first point pays for the T̂ tables; ``--point-limit S``: each point's time limit; ``--sweep-no-baselines``: the
+  plan's rows only);
 - ``catalog-wide cold`` with ``--catalog-wide``.
 
 ``--profile`` instead profiles one cold solve of the preset with cProfile (the 25 functions with the most
@@ -25,7 +28,8 @@ fractions, GPUs, note) in every run (a baseline stopped by its own time limit is
 ``--busy N`` runs everything with N CPU-burning processes (``benchmarks._load.Busy``); every run prints the load
 line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
 ``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
-[--no-baselines] [--profile] [--what-ifs demand,L40S] [--what-ifs-only]``: ``--what-ifs`` keeps the what-ifs whose label
+[--no-baselines] [--profile] [--what-ifs demand,L40S] [--what-ifs-only] [--sweep-only] [--point-limit S]
+[--sweep-no-baselines]``: ``--what-ifs`` keeps the what-ifs whose label
 contains one of the words; ``--what-ifs-only`` leaves out the re-solve and the sweep (the base is still solved
 cold first, as the what-ifs start from it).
 """
@@ -39,7 +43,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +67,16 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 @dataclass(frozen=True)
 class RunOptions:
     """What one pass times: ``check`` (each what-if cold too), ``catalog_wide``, the what-ifs' ``baselines``,
-    ``what_ifs`` (label words; empty: all four) and ``what_ifs_only`` (no re-solve, no sweep)."""
+    ``what_ifs`` (label words; empty: all four), ``what_ifs_only`` (no re-solve, no sweep), ``sweep_only`` (the
+    sweep alone) and the sweep's options."""
 
     check: bool = False
     catalog_wide: bool = False
     baselines: bool = True
     what_ifs: Sequence[str] = ()
     what_ifs_only: bool = False
+    sweep_only: bool = False
+    sweep: api.SweepOptions = field(default_factory=api.SweepOptions)
 
 
 def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
@@ -79,6 +86,9 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
     scenario = api.load_preset_scenario(preset)
     ctx = api.engine_context()
     out: dict[str, float] = {}
+    if opts.sweep_only:
+        out["sweep"] = timed_sweep(scenario, opts.sweep)
+        return out
     out["cold"], base = _timed(lambda: api.solve(scenario, cache=False, with_baselines=baselines))
     print(f"  cold {preset}: {out['cold']:.2f} s, {base.status} ${base.comparable_cost:,.4f}/h "
           f"(allocation {base.timings.get('allocation_seconds', 0):.2f} s, baselines "
@@ -104,15 +114,34 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
         print(line)
     if opts.what_ifs_only:
         return out
-    out["sweep"], frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP))
-    plan_rows = frame[frame["method"].str.startswith("Plan")]
-    print(f"  sweep of {len(SWEEP)} demand points: {out['sweep']:.2f} s "
-          f"({int(plan_rows['feasible'].sum())} of {len(plan_rows)} with a plan)")
+    out["sweep"] = timed_sweep(scenario, opts.sweep)
     if catalog_wide:
         wide = api.load_preset_scenario("catalog-wide")
         out["catalog-wide cold"], res = _timed(lambda: api.solve(wide, cache=False))
         print(f"  catalog-wide cold: {out['catalog-wide cold']:.2f} s, {res.status} ${res.comparable_cost:,.4f}/h")
     return out
+
+
+def timed_sweep(scenario: Any, options: api.SweepOptions) -> float:
+    """``api.sweep`` over ``SWEEP`` (demand), each point's seconds (between its progress reports), status and proof
+    printed with the load average; returns the sweep's seconds."""
+    marks = [time.perf_counter()]
+
+    def done(_fraction: float, message: str) -> None:  # a point finished (printed at once: a run may be cut off)
+        marks.append(time.perf_counter())
+        print(f"    {message} done after {marks[-1] - marks[-2]:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+
+    secs, frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP, options=options, progress=done))
+    plan_rows = frame[frame["method"].str.startswith("Plan")]
+    for i, row in enumerate(plan_rows.itertuples()):
+        took = marks[i + 1] - marks[i] if i + 1 < len(marks) else float("nan")
+        print(f"    demand ×{row.x:g}: {took:.2f} s, {row.status} ${row.cost_per_hour:,.4f}/h, {row.proof} "
+              f"(load {os.getloadavg()[0]:.1f} at the end)")
+    limited = frame[frame["status"] == "time-limited"]["method"].tolist()
+    print(f"  sweep of {len(SWEEP)} demand points: {secs:.2f} s ({int(plan_rows['feasible'].sum())} of "
+          f"{len(plan_rows)} with a plan, {int((plan_rows['status'] == 'optimal').sum())} proven optimal; "
+          f"baselines stopped by their own limit: {len(limited)})", flush=True)
+    return secs
 
 
 def _resolve(scenario: Any, out: dict[str, float]) -> None:
@@ -216,12 +245,16 @@ def main() -> None:
     parser.add_argument("--what-ifs", default="", help="comma-separated words: only the what-ifs whose label has one")
     parser.add_argument("--what-ifs-only", action="store_true", help="no re-solve and no sweep")
     parser.add_argument("--side-by-side", metavar="DIR", help="cold solves in fresh processes, here and in DIR")
+    parser.add_argument("--sweep-only", action="store_true", help="the 10-point demand sweep alone")
+    parser.add_argument("--point-limit", type=float, help="the sweep's time limit per point (s)")
+    parser.add_argument("--sweep-no-baselines", action="store_true", help="the sweep's plan rows only")
     args = parser.parse_args()
     if args.side_by_side:
         side_by_side(args.side_by_side, [args.preset, "catalog-wide"], args.runs)
         return
     opts = RunOptions(args.check, args.catalog_wide, not args.no_baselines,
-                      tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only)
+                      tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only, args.sweep_only,
+                      api.SweepOptions(not args.sweep_no_baselines, args.point_limit))
     if args.profile:
         with Busy(args.busy):
             print(load_line(args.busy))

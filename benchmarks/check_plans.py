@@ -23,11 +23,16 @@ when every preset was verified. Runs a time limit stopped may differ: the incumb
 depends on the machine's speed (a run is time-limited when its status is not ``optimal`` or an answer in it other
 than a baseline carries ``time_limited``: a commitment sizing whose proof stopped before its gap). What a time
 limit stopped is flagged ``time_limited`` and its figures of that moment stay out of the digest (``stable_dict``):
-a baseline whose ILP stopped at its own 15 s limit keeps only its name and the flag, a sizing whose proof stopped
-keeps its plan and drops its bound, gap and cut counts. "same": ``yes`` every run's whole result is the same
-bytes; ``plan`` the plan is, a baseline differs; ``limit`` the plans differ and a time limit stopped some run (the
-verdict line says "time-limited, not comparable"); ``NO`` they differ otherwise. $/h: ``cost_per_hour`` (the
-nodes and the start-up allowance, as the shared plan's total).
+a baseline whose ILP a wall clock stopped (its far safety net or the solve's deadline; its ILPs otherwise stop on
+work, HiGHS nodes, the same in every run) keeps only its name and the flag, a sizing whose proof stopped keeps its
+plan and drops its bound, gap and cut counts. "same": ``yes`` every run's whole result is the same bytes; ``plan``
+the plan is, and a comparison a clock stopped (a baseline time-limited or not run) differs; ``limit`` the plans
+differ and a time limit stopped some run (the verdict line says "time-limited, not comparable"); ``NO`` they differ
+otherwise (a comparison differing with no clock to blame included). "cost $/h": ``cost_per_hour`` (the nodes and
+the start-up allowance, as the shared plan's total: a preset's rows count the same components); "bill $/h": the
+bill per hour the Plan page's "Cost per hour", the report's headline and the JSON's ``bill`` show (what is paid:
+reservations and owned capacity included; ``h``: a finance preset's horizon, its mean hour), for the plain runs
+(a sharing run's dict carries its dedicated part's bill only: "—").
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ CHILD = r"""
 import json, sys
 from dataclasses import replace
 from planning import api
-from planning.checks import stable_dict
+from benchmarks.check_plans import summary
 
 name, workers, sharing, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 scenario = api.load_preset_scenario(name)
@@ -55,30 +60,46 @@ scenario = replace(scenario, options=replace(scenario.options, workers=workers))
 if limit:
     scenario = replace(scenario, options=replace(scenario.options, time_limit_s=float(limit)))
 mode = sharing if sharing != "own" else scenario.options.sharing
-if mode != "off":
-    res = api.solve_shared(scenario, method=mode)
-    data, cost, status = res.to_dict(), res.cost_per_hour, res.status
-else:
-    res = api.solve(scenario)
-    data, cost, status = res.to_dict(), res.cost_per_hour, res.status  # as the shared plan's: nodes + start-up
-(data.get("scenario") or {}).get("options", {}).pop("workers", None)  # the one input that differs on purpose
-checks = data.get("checks", [])
-bad = [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "cost"]
-slo = [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "slo"]
-plan = {k: v for k, v in data.items() if k not in ("baselines", "checks")}  # the plan without its comparisons
-
-
-def flagged(value):
-    if isinstance(value, dict):
-        return value.get("time_limited") is True or any(flagged(v) for v in value.values())
-    return isinstance(value, list) and any(flagged(v) for v in value)
-
-
-print(json.dumps({"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
-                  "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float), "cost": cost,
-                  "status": status, "mode": mode, "cost_failed": bad, "slo_failed": slo, "limited": flagged(plan),
-                  "returned": (data.get("sharing") or {}).get("comparison", {}).get("returned")}))
+res = api.solve_shared(scenario, method=mode) if mode != "off" else api.solve(scenario)
+print(json.dumps(summary(res.to_dict(), mode)))
 """
+
+
+def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
+    """What a child reports of one result's dict (``to_dict()`` of a ``PlanResult``, or of a ``SharingResult`` when
+    ``mode`` is a sharing mode): its digests' texts (``stable``: the whole result, ``plan``: without its
+    comparisons, both through ``planning.checks.stable_dict``), its figures and its failed checks.
+
+    ``cost`` is ``cost_per_hour`` (nodes + start-up allowance, as the shared plan's total: the rows of one preset
+    count the same components); ``bill`` the bill per hour the Plan page's "Cost per hour", the report's headline
+    and the JSON's ``bill`` show (``planning.billing``: what is paid, reservations and owned capacity included; the
+    horizon's mean hour for a finance preset), None for a sharing run, whose dict carries its dedicated part's
+    bill only; ``limited``: a time limit stopped something in the plan; ``comparisons_limited``: one stopped a
+    comparison (a baseline flagged ``time_limited``, or not run)."""
+    from planning.checks import stable_dict
+
+    data = json.loads(json.dumps(data, default=float))
+    (data.get("scenario") or {}).get("options", {}).pop("workers", None)  # the one input that differs on purpose
+    checks = data.get("checks", [])
+    plan = {k: v for k, v in data.items() if k not in ("baselines", "checks")}  # the plan without its comparisons
+    bill = (data.get("bill") or {}) if mode == "off" else {}
+    return {"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
+            "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float),
+            "cost": data.get("cost_per_hour"), "bill": bill.get("per_hour"), "bill_basis": bill.get("basis"),
+            "status": data.get("status"), "mode": mode, "stopped_at": data.get("stopped_at") or "",
+            "cost_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "cost"],
+            "slo_failed": [c["name"] for c in checks if c["status"] == "failed" and c["kind"] == "slo"],
+            "limited": _flagged(plan),
+            "comparisons_limited": any(b.get("time_limited") or b.get("ran") is False
+                                       for b in data.get("baselines") or []),
+            "returned": (data.get("sharing") or {}).get("comparison", {}).get("returned")}
+
+
+def _flagged(value: Any) -> bool:
+    """Whether some answer in ``value`` carries ``time_limited: true``."""
+    if isinstance(value, dict):
+        return value.get("time_limited") is True or any(_flagged(v) for v in value.values())
+    return isinstance(value, list) and any(_flagged(v) for v in value)
 
 
 def run_child(preset: str, workers: int, sharing: str, seed: int, backend: str = "process",
@@ -116,8 +137,10 @@ def sameness(rows: list[dict[str, Any]]) -> tuple[str, str]:
     wall-clock deadline depends on the machine's speed, so the runs say nothing about determinism)."""
     if len({r["digest"] for r in rows}) == 1:
         return "yes", PASS
-    if len({r["plan_digest"] for r in rows}) == 1:  # the baselines aside (their ILPs stop at 15 s)
-        return "plan", PASS
+    if len({r["plan_digest"] for r in rows}) == 1:
+        # the plan is the same and a comparison differs: only a clock excuses that (a baseline's safety net or the
+        # solve's deadline); the baselines' ILPs stop on work, the same in every run
+        return ("plan", PASS) if any(r.get("comparisons_limited") for r in rows) else ("NO", FAIL)
     if any(r["status"] != "optimal" or r["limited"] for r in rows):  # a time limit stopped some run
         return "limit", NOT_COMPARABLE
     return "NO", FAIL
@@ -128,9 +151,11 @@ def verdict_line(preset: str, verdict: str, rows: list[dict[str, Any]]) -> str:
     if verdict != NOT_COMPARABLE:
         return f"{preset}: {verdict}"
     statuses = ", ".join(sorted({r["status"] for r in rows}))
+    where = "; ".join(sorted({r["stopped_at"] for r in rows if r.get("stopped_at")}))
     return (f"{preset}: {NOT_COMPARABLE} ({len({r['plan_digest'] for r in rows})} plans in {len(rows)} runs, "
-            f"status {statuses}; a time limit stopped a run). Fix: rerun with --time-limit S at which every run "
-            f"ends optimal (the longest run here took {max(r['seconds'] for r in rows):.0f} s).")
+            f"status {statuses}; a time limit stopped a run" + (f", at: {where}" if where else "") + "). Fix: "
+            f"rerun with --time-limit S at which every run ends optimal (the longest run here took "
+            f"{max(r['seconds'] for r in rows):.0f} s).")
 
 
 def exit_code(verdicts: list[str]) -> int:
@@ -143,11 +168,19 @@ def checked(r: dict[str, Any]) -> bool:
     return not r["cost_failed"] and not (r["slo_failed"] and r["status"] in ("optimal", "feasible"))
 
 
+def bill_text(r: dict[str, Any]) -> str:
+    """The bill $/h of a row as the Plan page shows it (cents), with ``h`` for a horizon's mean hour; "—" without."""
+    if r.get("bill") is None:
+        return "—"
+    return f"{r['bill']:,.2f}" + ("h" if r.get("bill_basis") == "horizon" else "")
+
+
 def print_row(preset: str, r: dict[str, Any], runs: int, same: str, digests: str) -> None:
     ok = checked(r)
-    print(f"{preset:<16} {r['mode']:<6} {r['backend']:<7} {runs:>4} {same:>5} {r['status']:<9} {r['cost']:>9.2f} "
-          f"{'ok' if ok else 'FAILED':<8} {r['returned'] or '—'!s:<10} {r['s_median']:>6.1f}  {digests}"
-          + ("" if ok else f"  cost: {r['cost_failed']} slo: {r['slo_failed']}"))
+    cost = "—" if r["cost"] is None else f"{r['cost']:,.2f}"
+    print(f"{preset:<16} {r['mode']:<6} {r['backend']:<7} {runs:>4} {same:>5} {r['status']:<9} {cost:>9} "
+          f"{bill_text(r):>10} {'ok' if ok else 'FAILED':<8} {r['returned'] or '—'!s:<10} {r['s_median']:>6.1f}  "
+          f"{digests}" + ("" if ok else f"  cost: {r['cost_failed']} slo: {r['slo_failed']}"))
     sys.stdout.flush()
 
 
@@ -190,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                              "solves compared on a busy machine; 0: the preset's own)")
     args = parser.parse_args(argv)
     presets = args.presets.split(",") if args.presets else [r["name"] for r in api.preset_summaries()]
-    print(f"{'preset':<16} {'mode':<6} {'backend':<7} {'runs':>4} {'same':>5} {'status':<9} {'$/h':>9} "
-          f"{'checks':<8} {'returned':<10} {'s/run':>6}  digests")
+    print(f"{'preset':<16} {'mode':<6} {'backend':<7} {'runs':>4} {'same':>5} {'status':<9} {'cost $/h':>9} "
+          f"{'bill $/h':>10} {'checks':<8} {'returned':<10} {'s/run':>6}  digests")
     verdicts = [check_preset(preset, args) for preset in presets]
     print()
     for _verdict, line in verdicts:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from planning.api_fanout import solve_near, sweep, warm_columns, what_if
+from planning.api_fanout import (
+    SWEEP_COLUMNS,
+    SweepOptions,
+    solve_near,
+    sweep,
+    sweep_notes,
+    warm_columns,
+    what_if,
+)
 from planning.api_finance import bill_csv, bill_frame, commitments_frame, cost_lines_csv, finance_summary
 from planning.api_measurements import (
     ImportReport,
@@ -101,6 +109,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SOLVE_MODULES",
+    "SWEEP_COLUMNS",
     "VARIANT_KINDS",
     "VARIANT_SLIDERS",
     "CancelToken",
@@ -112,6 +121,7 @@ __all__ = [
     "PlanValidation",
     "ProgressFn",
     "Scenario",
+    "SweepOptions",
     "Variant",
     "apply_variants",
     "baseline_caption",
@@ -184,6 +194,7 @@ __all__ = [
     "solve_shared",
     "stale_price_warning",
     "sweep",
+    "sweep_notes",
     "template_digest",
     "template_stages",
     "timeline",

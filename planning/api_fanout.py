@@ -15,8 +15,9 @@ cold one's, certified over every template, only reached sooner), and every case 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -26,7 +27,7 @@ from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
-from planning.result import PlanResult
+from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
 
@@ -60,28 +61,73 @@ def warm_columns(result: PlanResult) -> dict[str, Any]:
     return WarmStart.from_result(result).to_dict()
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """How each sweep point is planned: ``baselines`` (False: the plan alone, for a caller that shows only the
+    plan's line) and ``point_limit_s`` (a time limit per point below the scenario's ``options.time_limit_s``: a
+    point it stops keeps its best plan, labelled with its proven gap, never passed off as optimal)."""
+
+    baselines: bool = True
+    point_limit_s: float | None = None
+
+    def __post_init__(self) -> None:
+        limit = self.point_limit_s
+        if limit is not None and not (isinstance(limit, int | float) and math.isfinite(limit) and limit > 0):
+            raise PlanningError("point_limit_s", f"must be a positive number of seconds, got {limit!r}.",
+                                "give e.g. 30, or leave it out to use the scenario's time limit.")
+
+
 def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
-          cancel: CancelToken | None = None, backend: str | None = None, workers: int = 0) -> pd.DataFrame:
+          cancel: CancelToken | None = None, backend: str | None = None, workers: int = 0,
+          options: SweepOptions | None = None) -> pd.DataFrame:
     """Cost of the mixed plan and of each baseline as demand (``kind="demand"``) or SLOs (``"slo"``) scale.
 
     ``backend="ray"`` (or ``PLANNING_BACKEND=ray``, ``--backend ray``) solves the points as Ray tasks, ``workers``
     at a time on a local instance (0: one per core); on the process backend ``workers`` ≥ 2 solves them on the
-    process pool, else here one after another, reusing the engine's warm caches. Same rows either way.
+    process pool, else here one after another, each from the columns of the points before it. Same rows either
+    way, and the same costs as each point solved alone (``tests/parallel/test_sweep_points.py``).
 
     Returns
     -------
-    DataFrame with columns x, method, cost_per_hour, served_fraction, feasible.
+    DataFrame with columns x, method, cost_per_hour, served_fraction, feasible, status, proven_gap, proof: what
+    each row's solve proved (the plan: ``PlanResult.status`` and ``proof()``, e.g. "within 0.42 % of the optimum
+    (proven gap)" for a point stopped by its time limit; ``proven_gap`` 0 when optimal, NaN without a plan; a
+    baseline, whose ILP asks the scenario's ``mip_rel_gap``: ``proven`` when it reached it, else ``time-limited``,
+    ``infeasible`` or ``not run``, with its note).
     """
     if kind not in ("demand", "slo"):
         raise PlanningError("kind", f"unknown sweep {kind!r}.", 'use "demand" or "slo".')
     if not values:
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
-    points = [(scenario.to_dict(), kind, float(x)) for x in values]
+    opts = options or SweepOptions()
+    points = [(scenario.to_dict(), kind, float(x), opts.baselines, opts.point_limit_s) for x in values]
     warm = _Neighbours()
     per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values],
                         FanOut(backend, workers, progress, cancel, what="sweep",
                                here=lambda point, cancel=None: sweep_point(point, cancel, warm)))
-    return pd.DataFrame([row for rows in per_point for row in rows])
+    return pd.DataFrame([row for rows in per_point for row in rows], columns=SWEEP_COLUMNS)
+
+
+PLAN_METHOD = "Plan (mixed templates)"
+"""The ``method`` of a sweep point's plan row (the other rows are its baselines)."""
+SWEEP_COLUMNS = ["x", "method", "cost_per_hour", "served_fraction", "feasible", "status", "proven_gap", "proof"]
+"""The columns of :func:`sweep`'s frame, in order."""
+
+
+def sweep_notes(frame: pd.DataFrame) -> list[str]:
+    """What a sweep's figure owes its reader, one sentence per row not proven: the plan at a point its time limit
+    stopped ("plan at ×2.5: within 0.42 % of the optimum (proven gap)"), a baseline whose ILP stopped at its own
+    limit (its note). Empty when every plan is proven optimal and every baseline reached its gap; rows of a sweep
+    made before these columns existed (no ``status``) are not judged."""
+    if "status" not in frame.columns:
+        return []
+    notes = []
+    for row in frame.itertuples(index=False):
+        if row.method == PLAN_METHOD and row.status != "optimal":
+            notes.append(f"plan at ×{row.x:g}: {row.proof}")
+        elif row.method != PLAN_METHOD and row.status == "time-limited":
+            notes.append(f"{row.method} at ×{row.x:g}: {row.proof}")
+    return notes
 
 
 class _Neighbours:
@@ -101,34 +147,54 @@ class _Neighbours:
             self.start = WarmStart.union([self.start, WarmStart.from_result(result)])
 
 
-def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbours | None) -> PlanResult:
+def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbours | None,
+                baselines: bool = True) -> PlanResult:
     """One case: with ``warm`` (here) through the pipeline with the neighbours' columns and the cache, else as
     :func:`planning.api.solve` (a pool or Ray task: the cache only)."""
     if warm is None:
         from planning.resultcache import default_cache
 
-        return _solve(scenario, Reuse(cache=default_cache()), cancel=cancel)
-    result = _solve(scenario, warm.reuse(), cancel=cancel)
+        return _solve(scenario, Reuse(cache=default_cache()), cancel=cancel, with_baselines=baselines)
+    result = _solve(scenario, warm.reuse(), cancel=cancel, with_baselines=baselines)
     warm.learn(result)
     return result
 
 
-def sweep_point(point: tuple[dict[str, Any], str, float], cancel: CancelToken | None = None,
+def sweep_point(point: tuple[Any, ...], cancel: CancelToken | None = None,
                 warm: _Neighbours | None = None) -> list[dict[str, Any]]:
-    """One sweep point (scenario as a dict, kind, multiplier) → its rows: the plan and every baseline (``warm``:
-    started from the points solved before it, see :class:`_Neighbours`)."""
-    data, kind, x = point
+    """One sweep point (scenario as a dict, kind, multiplier[, baselines, point limit]) → its rows: the plan and
+    every baseline, each with what its solve proved (``warm``: started from the points solved before it, see
+    :class:`_Neighbours`)."""
+    data, kind, x = point[:3]
+    baselines, limit = (bool(point[3]), point[4]) if len(point) > 3 else (True, None)
     scenario = Scenario.from_dict(data)
     variant = scenario.with_demand_scaled(x) if kind == "demand" else scenario.with_slo_scaled(x)
     variant = replace(variant, name=f"{scenario.name} ({kind} ×{x:g})")
-    res = _solve_case(variant, cancel, warm)
+    if limit is not None and limit < variant.options.time_limit_s:
+        variant = replace(variant, options=replace(variant.options, time_limit_s=float(limit)))
+    res = _solve_case(variant, cancel, warm, baselines)
+    return [_plan_row(x, res), *(_baseline_row(x, b) for b in res.baselines)]
+
+
+def _plan_row(x: float, res: PlanResult) -> dict[str, Any]:
+    """The plan's row of a sweep point: its cost only with a plan, and what its solve proved."""
     ok = res.status in ("optimal", "feasible")
-    rows = [{"x": x, "method": "Plan (mixed templates)", "cost_per_hour": res.comparable_cost if ok else float("nan"),
-             "served_fraction": res.served_fraction, "feasible": ok}]
-    for b in res.baselines:
-        rows.append({"x": x, "method": b.name, "cost_per_hour": b.cost_per_hour if b.feasible else float("nan"),
-                     "served_fraction": b.served_fraction, "feasible": b.feasible})
-    return rows
+    gap = 0.0 if res.status == "optimal" else \
+        float(res.mip_gap) if res.has_plan and res.mip_gap is not None else float("nan")
+    return {"x": x, "method": PLAN_METHOD, "cost_per_hour": res.comparable_cost if ok else float("nan"),
+            "served_fraction": res.served_fraction, "feasible": ok, "status": res.status, "proven_gap": gap,
+            "proof": res.proof() if res.has_plan else (res.message or res.status)}
+
+
+def _baseline_row(x: float, b: BaselineSummary) -> dict[str, Any]:
+    """A baseline's row of a sweep point: status ``proven`` (its ILP reached the scenario's ``mip_rel_gap``),
+    ``time-limited`` (stopped at its own limit; its note says within how much of its optimum), ``infeasible`` or
+    ``not run`` (the point's time limit left it no time)."""
+    status = "not run" if not b.ran else "infeasible" if not b.feasible else \
+        "time-limited" if b.time_limited else "proven"
+    return {"x": x, "method": b.name, "cost_per_hour": b.cost_per_hour if b.feasible else float("nan"),
+            "served_fraction": b.served_fraction, "feasible": b.feasible, "status": status,
+            "proven_gap": float("nan"), "proof": b.note}
 
 
 def what_if(scenario: Scenario, variants: Mapping[str, Sequence[Variant]] | Sequence[Variant], *,

@@ -299,7 +299,7 @@ def stable_dict(value: Any) -> Any:
     * one that names them in ``time_limited_figures`` (a commitment sizing whose proof stopped before its gap: the
       bound, gap, cut and step counts, the stop message) loses those keys and keeps the rest — its plan, which is
       still compared;
-    * one that names none (a baseline whose ILP stopped at its 15 s limit: its cost and nodes are that moment's
+    * one that names none (a baseline whose ILP a wall clock stopped: its cost and nodes are that moment's
       incumbent) keeps its name, ``ran`` and the flag only.
     """
     if isinstance(value, Mapping):

@@ -58,16 +58,19 @@ def library_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken)
     return {"templates": _records(digest), "counts": counts, "total": len(frame)}
 
 
-def sweep_request(scenario: Scenario, kind: str, values: list[float]) -> dict[str, Any]:
-    """The job request for a cost-vs-demand or cost-vs-SLO sweep."""
+def sweep_request(scenario: Scenario, kind: str, values: list[float],
+                  point_limit_s: float | None = None) -> dict[str, Any]:
+    """The job request for a cost-vs-demand or cost-vs-SLO sweep (``point_limit_s``: each point's time limit)."""
     return {"scenario": scenario.to_dict(), "kind": kind, "values": [float(v) for v in values],
-            "engine": engine_fingerprint()}
+            "point_limit_s": point_limit_s, "engine": engine_fingerprint()}
 
 
 def sweep_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
     """Run ``planning.api.sweep`` → ``{"rows": [...]}``."""
     scenario = Scenario.from_dict(request["scenario"])
-    frame = api.sweep(scenario, request["kind"], request["values"], progress=progress, cancel=cancel)
+    options = api.SweepOptions(point_limit_s=request.get("point_limit_s"))
+    frame = api.sweep(scenario, request["kind"], request["values"], progress=progress, cancel=cancel,
+                      options=options)
     cancel.check()
     return {"rows": _records(frame)}
 

@@ -132,10 +132,13 @@ st.subheader("Sweeps")
 widgets.explain("sweep_figure", "Cost per hour as demand (or the SLO) is scaled: the mixed plan against each single GPU "
                 "type. Mixed plans pay off most where one GPU type alone is a poor fit.")
 with st.form("sweep_form"):
-    cols = st.columns([1, 3])
+    cols = st.columns([1, 2, 1])
     sweep_kind = cols[0].radio("Sweep", ["demand", "slo"], format_func={"demand": "cost vs demand ×k",
                                                                        "slo": "cost vs SLO ×k"}.__getitem__)
     values_text = cols[1].text_input("Factors k", "0.5, 1, 2, 4")
+    point_limit = cols[2].number_input("Time limit per point (s)", min_value=0.0, value=0.0, step=10.0,
+                                       help="0: the scenario's own limit. A point it stops keeps its best plan, "
+                                            "labelled with its proven gap under the chart.")
     run_sweep = st.form_submit_button("Run sweep")
 if run_sweep:
     try:
@@ -148,7 +151,8 @@ if run_sweep:
             widgets.show_error(PlanningError("factors", "is empty.", "give at least one factor, e.g. 1, 2."))
         else:
             label = f"{sweep_kind}: {', '.join(f'{v:g}' for v in values)}"
-            sweep_jobs[label] = state.submit("sweep", sweep_request(scenario, sweep_kind, values), sweep_job)
+            sweep_jobs[label] = state.submit("sweep", sweep_request(scenario, sweep_kind, values,
+                                                                    point_limit or None), sweep_job)
             st.rerun()
 for label, job_id in reversed(list(sweep_jobs.items())):
     record = state.find_job(job_id)
@@ -159,5 +163,8 @@ for label, job_id in reversed(list(sweep_jobs.items())):
         sweep = pd.DataFrame(record.result["rows"])
         st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{record.request['kind']} ×k",
                                           title="Cost vs " + record.request["kind"]), width="stretch", key=f"sweep-{job_id}")
+        notes = api.sweep_notes(sweep)  # a point stopped by its time limit is labelled, never passed off as optimal
+        if notes:
+            st.caption("Not proven: " + "; ".join(notes))
     else:
         widgets.show_job_outcome(record)

@@ -320,7 +320,8 @@ def solve_pulp(
         cls = getattr(pulp, "HiGHS", None)
         if cls is None or not cls().available():  # pragma: no cover - depends on the pulp build
             raise RuntimeError("pulp.HiGHS is not available; use builder='matrix' (highspy directly)")
-        m.prob.solve(cls(msg=False, timeLimit=time_limit_s, gapRel=gap))
+        nodes = {} if m.inst.problem.node_limit is None else {"mip_max_nodes": int(m.inst.problem.node_limit)}
+        m.prob.solve(cls(msg=False, timeLimit=time_limit_s, gapRel=gap, **nodes))
         # pulp hands HiGHS the negated objective when maximising
         sense = -1.0 if phase == "served" else 1.0
         raw = read_highs(m.prob.solverModel, phase, time.perf_counter() - t0, gap, sense)
@@ -331,7 +332,8 @@ def solve_pulp(
         try:
             with warnings.catch_warnings():  # pulp 3.x deprecates the bundled CBC; it is the one installed
                 warnings.simplefilter("ignore", DeprecationWarning)
-                m.prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap, logPath=log))
+                m.prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap, logPath=log,
+                                               maxNodes=m.inst.problem.node_limit))
             with open(log, encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         finally:

@@ -68,7 +68,7 @@ def _part_solve(inst: Instance, groups: Sequence[int], avail: np.ndarray, prices
     """Part ``groups`` on availability ``avail`` (per offer row) with ``prices`` (per offer row, $/h per node)
     added to its pairs' costs: (its plan with the true cost as ``primal`` — None when not solved to ``gap_tol`` —,
     the proven bound of the priced objective, or None)."""
-    from planning.allocate.matrix_model import _new_highs, build_matrix, cost_vector
+    from planning.allocate.matrix_model import _new_highs, build_matrix, cost_vector, stop_rules
 
     sub, pairs, trip = inst.restrict(list(groups))
     sub = replace(sub, offer_avail=np.floor(avail + 1e-9).astype(np.int64))
@@ -82,6 +82,7 @@ def _part_solve(inst: Instance, groups: Sequence[int], avail: np.ndarray, prices
     h = _new_highs(m, cost, False)
     h.setOptionValue("time_limit", float(max(0.1, clock.left)))
     h.setOptionValue("mip_rel_gap", float(gap_tol))
+    stop_rules(h, inst.problem)
     t0 = time.perf_counter()
     h.run()
     seconds = time.perf_counter() - t0

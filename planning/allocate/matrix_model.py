@@ -349,6 +349,28 @@ def _new_highs(model: MatrixModel, cost: np.ndarray, relax: bool) -> Any:
     return h
 
 
+def stop_rules(h: Any, problem: Any) -> None:
+    """Give HiGHS ``problem``'s stops besides its time limit: ``improving_limit`` (``mip_max_improving_sols``) and
+    ``node_limit`` (``mip_max_nodes``), both counted in work, so the same on every machine; and ``stop``, a token
+    HiGHS's MIP interrupt callback checks (a wall-clock safety net on planning.context's clock: when it is set,
+    HiGHS returns its incumbent with model status "Interrupted by user")."""
+    if problem.improving_limit is not None:
+        h.setOptionValue("mip_max_improving_sols", int(problem.improving_limit))
+    if problem.node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(problem.node_limit))
+    if problem.stop is not None:
+        import highspy
+
+        token = problem.stop
+
+        def interrupt(_kind: Any, _message: str, _out: Any, data_in: Any, _user: Any) -> None:
+            if token.is_set():
+                data_in.user_interrupt = True
+
+        h.setCallback(interrupt, None)
+        h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+
+
 def solve_matrix(
     model: MatrixModel,
     phase: str,
@@ -395,8 +417,8 @@ def solve_matrix(
         h.changeColBounds(col.alpha, float(alpha_lower), 1.0)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(gap))
-    if model.inst.problem.improving_limit is not None and not relax:
-        h.setOptionValue("mip_max_improving_sols", int(model.inst.problem.improving_limit))
+    if not relax:
+        stop_rules(h, model.inst.problem)
     if start is not None and not relax:
         h.setSolution(_solution(start))
     elif model.inst.problem.start and not relax:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from planning.catalog.schema import parse_shape
+from planning.context import CancelToken
 from planning.errors import PlanningError, quote
 
 Objective = Literal["cost", "served"]
@@ -203,6 +204,10 @@ class AllocationProblem:
     solver: SolverName = "highs"
     time_limit_s: float = 60.0
     improving_limit: int | None = None  # HiGHS mip_max_improving_sols: a stop counted in work (deterministic)
+    node_limit: int | None = None  # HiGHS mip_max_nodes: a stop counted in work (deterministic; the baselines')
+    stop: CancelToken | None = field(default=None, compare=False, repr=False)
+    # checked by HiGHS's MIP interrupt callback (matrix builder): a wall-clock safety net read through
+    # planning.context's clock (a test moves it); HiGHS's own time_limit_s stays the outer limit
     builder: BuilderName = "auto"
     mip_rel_gap: float = 1e-3
     prune: bool = True

@@ -124,10 +124,10 @@ def solve_allocation(problem: AllocationProblem, diagnose: bool = True,
 
 
 def _instance(problem: AllocationProblem, built: Instance | None) -> Instance:
-    """``built`` for ``problem`` when it was built for the same problem but its objective and time limit (pruning
-    and indexing do not read them), else a new instance."""
-    if built is None or replace(built.problem, objective=problem.objective,
-                                time_limit_s=problem.time_limit_s) != problem:
+    """``built`` for ``problem`` when it was built for the same problem but its objective and its stops (time,
+    node and improving-solution limits: pruning and indexing do not read them), else a new instance."""
+    if built is None or replace(built.problem, objective=problem.objective, time_limit_s=problem.time_limit_s,
+                                node_limit=problem.node_limit, improving_limit=problem.improving_limit) != problem:
         return build_instance(problem)
     inst = replace(built, problem=problem)
     inst.seconds = 0.0

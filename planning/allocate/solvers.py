@@ -117,9 +117,9 @@ def read_highs(h: Any, phase: str, seconds: float, gap_tol: float, sense: float 
         stopped = "optimal"
     elif ms in (s.kInfeasible, s.kUnboundedOrInfeasible):
         stopped = "infeasible"
-    elif ms == s.kTimeLimit:
+    elif ms in (s.kTimeLimit, s.kInterrupt):  # the engine interrupts HiGHS only on a wall clock (a safety net)
         stopped = "time_limit"
-    elif ms in (s.kInterrupt, s.kIterationLimit, s.kSolutionLimit, s.kObjectiveBound, s.kObjectiveTarget, s.kMemoryLimit):
+    elif ms in (s.kIterationLimit, s.kSolutionLimit, s.kObjectiveBound, s.kObjectiveTarget, s.kMemoryLimit):
         stopped = "other"
     else:
         stopped = "error"

@@ -9,7 +9,7 @@ from typing import Any
 from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
 from planning.allocate.solvers import reached_gap
 from planning.catalog.schema import parse_shape
-from planning.context import Cancelled, CancelToken, check_cancel, time_left, timed_out
+from planning.context import CancelFlag, Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
 
 _FULL = 1 - 1e-9
@@ -50,17 +50,35 @@ def gpus_of(nodes: Mapping[tuple[str, str], int]) -> dict[str, int]:
     return out
 
 
-BASELINE_LIMIT_S = 15.0
-"""Seconds for a baseline's cost ILP. With region links, an ILP baseline whose GPU type is scarce can take
-minutes to prove optimal (catalog-wide single:A10G: 249 s to within 0.1 %); past this the best plan found is
-reported with its gap. The plan is never compared against less than that baseline's optimum could be: the plan
-is optimal over a superset of its templates."""
-SERVED_LIMIT_S = 3.0
-"""Seconds for the max-served-fraction MIP of a baseline that cannot meet all demand (both of its phases)."""
+BASELINE_NODES = 10_000
+"""The work limit of a baseline's cost ILP: HiGHS branch-and-bound nodes (``mip_max_nodes``). A stop counted in
+work is the same on every machine, busy or quiet, so a baseline stopped by it names the same incumbent, cost and
+gap in every run (issue 37 §6); HiGHS has no deterministic work units, and nodes are its measure of the search.
+Every baseline of coral-core, coral-extended and catalog-wide proves its gap far below it (the most: see
+docs/benchmarks.md, "Baselines stopped on work"). Past it the best plan found is reported with its gap. The plan
+is never compared against less than that baseline's optimum could be: the plan is optimal over a superset of its
+templates."""
+SERVED_NODES = 2_000
+"""The work limit of the max-served-fraction MIP of a baseline that cannot meet all demand (both of its phases)."""
+BASELINE_SAFETY_S = 300.0
+"""The far wall-clock safety net of each baseline ILP, on ``planning.context``'s clock (HiGHS's MIP interrupt
+callback checks it): it binds only when the work limit is out of reach on this machine, and then the baseline says
+so ("time-limited", ``details["stopped_by"] == "clock"``) and its figures are out of the determinism digest. The
+solve's own deadline (``cancel``) still bounds every ILP as HiGHS's time limit."""
 
 
-def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
-                    cancel: CancelToken | None = None) -> BaselineResult:
+@dataclass(frozen=True)
+class BaselineLimits:
+    """When a baseline's ILPs stop short of their gap: ``nodes`` (the cost ILP's work limit), ``served_nodes`` (the
+    max-served MIP's) and ``safety_s`` (each ILP's wall-clock safety net)."""
+
+    nodes: int = BASELINE_NODES
+    served_nodes: int = SERVED_NODES
+    safety_s: float = BASELINE_SAFETY_S
+
+
+def from_allocation(name: str, problem: AllocationProblem, note_ok: str, cancel: CancelToken | None = None,
+                    limits: BaselineLimits = BaselineLimits()) -> BaselineResult:
     """Run the joint ILP on ``problem``; when all demand cannot be met, report the best uniform fraction.
 
     Parameters
@@ -73,10 +91,14 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
         Note when all demand is met.
     cancel:
         Checked before each ILP; each ILP gets the time left on its deadline (:func:`planning.context.time_left`).
+    limits:
+        The ILPs' work limits and wall-clock safety net (:class:`BaselineLimits`).
 
     Returns
     -------
-    ``BaselineResult`` with the cost-optimal plan, or the max-served plan and an honest note.
+    ``BaselineResult`` with the cost-optimal plan, or the max-served plan and an honest note; ``details["stopped_by"]``
+    is ``""`` (its gap reached), ``"work"`` (its work limit: the same on every machine), ``"gap"`` (above its gap,
+    no limit named) or ``"clock"`` (a wall clock: ``details["time_limited"]``).
 
     Raises
     ------
@@ -86,52 +108,92 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str,
     from planning.allocate.instance import build_instance
     from planning.allocate.solve import solve_allocation
 
-    def bounded(objective: Objective) -> AllocationProblem:
+    def bounded(objective: Objective, nodes: int) -> AllocationProblem:
         check_cancel(cancel, f"baseline {name}")
-        return replace(problem, objective=objective, time_limit_s=time_left(cancel, problem.time_limit_s))
+        return replace(problem, objective=objective, time_limit_s=time_left(cancel, problem.time_limit_s),
+                       node_limit=nodes, stop=CancelFlag(limits.safety_s))
 
-    cost_problem = bounded("cost")
+    cost_problem = bounded("cost", limits.nodes)
     inst = build_instance(cost_problem)  # pruned and indexed once for both ILPs (they differ in objective only)
-    res = solve_allocation(replace(cost_problem, time_limit_s=min(cost_problem.time_limit_s, BASELINE_LIMIT_S)),
-                           diagnose=False, instance=inst)
+    res = solve_allocation(cost_problem, diagnose=False, instance=inst)
     if res.has_plan and res.status in ("optimal", "feasible", "time_limit"):
-        proven = reached_gap(res.gap, cost_problem.mip_rel_gap)
-        note = note_ok if proven else (
-            f"{note_ok}; its ILP stopped after {BASELINE_LIMIT_S:g} s within {100 * (res.gap or 0.0):.1f} % of its "
-            "optimum (this baseline's best cost may be up to that much lower)")
-        return _wrap(name, res, True, note, time_limited=not proven)
+        proven = res.status == "optimal" or reached_gap(res.gap, cost_problem.mip_rel_gap)
+        stopped = "" if proven else _stopped_by(res, cost_problem)
+        return _wrap(name, res, True, note_ok + _stop_note(stopped, cost_problem, limits, res.gap), stopped)
+    if not res.has_plan and (stopped := _stopped_by(res, cost_problem)):
+        return _no_plan(name, cost_problem, stopped, limits)
     if res.status == "error":
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"solver error: {res.messages}")
-    # a cost ILP its limit stopped before any plan (a busy machine, little time left on the solve) proves no
-    # infeasibility: the served fraction below is then the answer of that moment, not this baseline's
-    cut = (f"; its cost ILP stopped after {min(cost_problem.time_limit_s, BASELINE_LIMIT_S):g} s with no plan"
-           if res.status == "time_limit" else "")
     # the fraction a failing baseline can serve is information, not a comparison (no saving is shown against
-    # it): its max-α MIP gets at most SERVED_LIMIT_S and reports the best fraction found with its bound
-    served_problem = bounded("served")
-    served = solve_allocation(replace(served_problem, time_limit_s=min(served_problem.time_limit_s, SERVED_LIMIT_S)),
-                              diagnose=False, instance=inst)
+    # it): its max-α MIP stops at its own work limit and reports the best fraction found with its bound
+    served_problem = bounded("served", limits.served_nodes)
+    served = solve_allocation(served_problem, diagnose=False, instance=inst)
     if not served.has_plan:
-        stopped = served.status == "time_limit"  # its limit, not infeasibility: another run may find a plan
-        note = (f"no plan: its served-fraction ILP stopped after {min(served_problem.time_limit_s, SERVED_LIMIT_S):g} s"
-                if stopped else f"no plan ({served.status})")
-        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, note,
-                              details={"status": served.status, "time_limited": stopped})
+        if stopped := _stopped_by(served, served_problem):  # its limit, not infeasibility: another run may find one
+            return _no_plan(name, served_problem, stopped, limits)
+        return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0
     short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
-    proven = reached_gap(served.phases[0].gap, served_problem.mip_rel_gap) if served.phases else False
+    proven = bool(served.phases) and (served.phases[0].status == "optimal"
+                                      or reached_gap(served.phases[0].gap, served_problem.mip_rel_gap))
     bound = served.phases[0].bound if served.phases else None
-    best = (f"best uniform fraction {100 * alpha:.1f} %" if proven or bound is None else
-            f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound)):.1f} %; "
-            f"search stopped after {SERVED_LIMIT_S:g} s)")
-    note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "") + cut
-    return _wrap(name, served, False, note, time_limited=bool(cut) or (not proven and bound is not None))
+    stopped = "" if proven or bound is None else _stopped_by(served, served_problem)
+    best = (f"best uniform fraction {100 * alpha:.1f} %" if not stopped else
+            f"uniform fraction at least {100 * alpha:.1f} % (at most {100 * min(1.0, abs(bound or 0.0)):.1f} %; "
+            + (f"time-limited: search stopped after {_clock_word(served_problem, limits)})" if stopped == "clock" else
+               f"search stopped at its work limit of {limits.served_nodes:,} nodes)" if stopped == "work" else
+               "search stopped above its gap)"))
+    note = f"cannot meet all demand: {best} of every group's demand" + (f" (served: {short})" if short else "")
+    return _wrap(name, served, False, note, stopped)
 
 
-def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, *, time_limited: bool = False
-          ) -> BaselineResult:
-    """``time_limited``: its ILP stopped at its own wall-clock limit before its gap (the incumbent of that moment:
-    another run, on a faster or busier machine, may keep another; ``details["time_limited"]``)."""
+def _stopped_by(res: AllocationResult, problem: AllocationProblem) -> str:
+    """What stopped an ILP short of its gap: ``"clock"`` (its wall-clock safety net, or the solve's deadline as
+    HiGHS's time limit), ``"work"`` (its node limit, the same on every machine), ``"gap"`` (a plan above its gap
+    with no limit named: the solver's own stop, reproducible too) or ``""`` (no plan and no limit: an ILP that is
+    infeasible or failed)."""
+    expired = problem.stop is not None and problem.stop.is_set()
+    clocked = res.status == "time_limit" or any(
+        ph.status == "time_limit" or "time limit" in ph.solver_status.lower() for ph in res.phases)
+    if expired or clocked:
+        return "clock"
+    if any("solution limit" in ph.solver_status.lower() for ph in res.phases):  # HiGHS's node limit
+        return "work"
+    return "gap" if res.has_plan else ""
+
+
+def _no_plan(name: str, problem: AllocationProblem, stopped: str, limits: BaselineLimits) -> BaselineResult:
+    """A baseline whose cost ILP (or, after that proved infeasible, its max-served MIP: ``problem.objective``)
+    stopped at a limit before its first plan: nothing to compare with, said why."""
+    ilp = "its ILP" if problem.objective == "cost" else "its served-fraction ILP"
+    nodes = limits.nodes if problem.objective == "cost" else limits.served_nodes
+    why = (f"time-limited: {ilp} stopped after {_clock_word(problem, limits)} before its first plan (a busy "
+           "machine; rerun, or raise options.time_limit_s)" if stopped == "clock" else
+           f"{ilp} found no plan within its work limit of {nodes:,} branch-and-bound nodes")
+    return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan: {why}",
+                          details={"time_limited": stopped == "clock", "stopped_by": stopped})
+
+
+def _clock_word(problem: AllocationProblem, limits: BaselineLimits) -> str:
+    """Which wall clock stopped an ILP: its own safety net, or the solve's time limit (HiGHS's time limit)."""
+    own = problem.stop is not None and problem.stop.is_set()
+    return f"its {limits.safety_s:g} s wall-clock safety net" if own else "the solve's time limit"
+
+
+def _stop_note(stopped: str, problem: AllocationProblem, limits: BaselineLimits, gap: float | None) -> str:
+    """The note's tail for a cost ILP stopped short of its gap (empty when it reached it)."""
+    within = f"within {100 * (gap or 0.0):.1f} % of its optimum (this baseline's best cost may be up to that much lower)"
+    if stopped == "clock":
+        return f"; time-limited: its ILP stopped after {_clock_word(problem, limits)} {within}"
+    if stopped == "work":
+        return f"; its ILP stopped at its work limit of {limits.nodes:,} branch-and-bound nodes {within}"
+    return f"; its ILP stopped {within}" if stopped else ""
+
+
+def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, stopped: str = "") -> BaselineResult:
+    """``stopped``: what stopped its ILP before its gap (``""``: nothing; :func:`_stopped_by`). ``"work"``: its work
+    limit, the same incumbent on every machine; ``"clock"``: a wall clock (``details["time_limited"]``: the incumbent of that
+    moment, another run on a faster or busier machine may keep another)."""
     served = dict(res.served)
     return BaselineResult(
         name=name,
@@ -144,7 +206,8 @@ def _wrap(name: str, res: AllocationResult, feasible: bool, note: str, *, time_l
         note=note,
         penalty_per_hour=float(res.penalty_per_hour or 0.0),
         seconds=float(res.timings.get("total_seconds", 0.0)),
-        details={"status": res.status, "alpha": res.alpha, "gap": res.gap, "time_limited": time_limited},
+        details={"status": res.status, "alpha": res.alpha, "gap": res.gap, "time_limited": stopped == "clock",
+                 "stopped_by": stopped},
     )
 
 

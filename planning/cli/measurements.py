@@ -14,13 +14,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``measurements`` sub-command and its actions."""
     p = subparsers.add_parser(
         "measurements", help="import your own serving benchmarks (vLLM, GuideLLM, CSV), list them, fit the model",
-        description="Your benchmark files, as `vllm bench serve --save-result`, `guidellm benchmark` or a plain CSV "
-                    "write them, stored under $PLANNING_HOME/measurements; `fit` corrects the perf model for each "
-                    "(model, GPU, count, TP, engine) so the simulator reproduces them (docs/measurements.md).")
+        description="Your benchmark files, as `vllm bench serve --save-result`, GuideLLM (`guidellm benchmark "
+                    "--output-path x.json` up to 0.3, `guidellm run --output kind=json,path=x.json` from 0.8) or a "
+                    "plain CSV write them, stored under $PLANNING_HOME/measurements; `fit` corrects the perf model "
+                    "for each (model, GPU, count, TP, engine) so the simulator reproduces them "
+                    "(docs/measurements.md).")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
     imp = sub.add_parser("import", help="read, check and store benchmark files")
-    imp.add_argument("files", nargs="+", help="vLLM result JSON, GuideLLM report JSON or CSV files")
+    imp.add_argument("files", nargs="+", help="vLLM result JSON, GuideLLM report JSON (`guidellm benchmark` ≤ 0.3, "
+                     "`guidellm run` 0.8) or CSV files")
     imp.add_argument("--model", help="catalog model id (when the file names none, or another name)")
     imp.add_argument("--gpu", help="GPU id the run used (no benchmark file says it)")
     imp.add_argument("--count", type=int, help="GPUs in the node (default: --tp)")

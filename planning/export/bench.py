@@ -52,7 +52,13 @@ def workloads(scenario: Mapping[str, Any] | None) -> dict[str, Workload]:
 
 
 def planned_rate(inst: InstancePlan, wl: Workload) -> float:
-    """Requests/s one copy of ``inst`` is planned to serve (its capacity when the plan leaves it unloaded)."""
+    """Requests/s one copy of ``inst`` is planned to serve (its capacity when the plan leaves it unloaded).
+
+    A histogram plan (Mélange's request classes) says it directly: ``class_rps`` are the req/s of each class over
+    all copies. Its ``throughput`` is not a req/s of the mix (it is the capacity the load fraction is measured
+    in), so a command built on it would run an A100 at 343 req/s for a plan that sends it 8."""
+    if inst.class_rps:
+        return sum(rate for _, _, rate in inst.class_rps) / max(inst.count, 1)
     per_copy = inst.throughput * (inst.load / inst.count if inst.count and inst.load > 0 else 1.0)
     per_request = wl.input_len if inst.phase == "prefill" else wl.output_len if inst.phase == "decode" else 1.0
     return per_copy / max(per_request, 1e-12)

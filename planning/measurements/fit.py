@@ -35,7 +35,7 @@ from planning.measurements.schema import Measurement
 from planning.perf.calibration import Calibration
 from planning.perf.engines import published_engine
 from planning.perf.model import PerfModel
-from planning.simulate.bench import Waves, benchmark, replay, waves
+from planning.simulate.bench import benchmark, replay
 from planning.simulate.metrics import BenchmarkResult
 
 RIDGE = 0.05
@@ -91,8 +91,10 @@ def predicted(r: BenchmarkResult, q: str) -> float:
 
 
 def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
-    """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version (a
-    closed loop, llmperf's waves of clients when ``m.client_gap_s`` is set, or Poisson arrivals at the rate)."""
+    """The simulator's run of ``m``'s setup and load, with the engine defaults of its engine and version: a
+    closed loop (of ``m.in_flight`` clients when stated: :func:`_occupancy`) or Poisson arrivals at the rate."""
+    if m.concurrency is not None and m.in_flight is not None:
+        return _occupancy(m, m.in_flight, perf)
     eng = published_engine(perf, m.engine, m.engine_version, m.gpu, m.tp)
     kw: dict[str, Any] = {"chunk_tokens": eng.max_batched_tokens, "max_seqs": eng.max_num_seqs, "scheduling": eng.scheduling,
           "memory": eng.memory, "kv_policy": "reserve" if eng.memory.hold == "reserve" else "grow",
@@ -100,9 +102,6 @@ def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
     n = min(m.requests or MAX_SIM_REQUESTS, MAX_SIM_REQUESTS)
     common: dict[str, Any] = {"count": m.count, "tp": m.tp, "dtype": m.dtype, "perf": perf, **kw}
     inp, out = max(1, round(m.input_len)), max(1, round(m.output_len))
-    if m.concurrency is not None and m.client_gap_s is not None:  # llmperf's launcher: waves of the clients
-        return waves(m.model, m.gpu, input_len=inp, output_len=out, launcher=Waves(m.concurrency, m.client_gap_s,
-                     max(n, m.concurrency)), **common)
     if m.concurrency is not None:
         n = max(n, m.concurrency)
         return benchmark(m.model, m.gpu, input_len=inp, output_len=out, concurrency=m.concurrency, requests=n,
@@ -112,6 +111,42 @@ def simulate_point(m: Measurement, perf: PerfModel) -> BenchmarkResult:
     arrivals = np.zeros(n) if math.isinf(rate) else np.cumsum(rng.exponential(1.0 / rate, n))
     return replay(m.model, m.gpu, arrival_s=arrivals, input_lens=np.full(n, inp), output_lens=np.full(n, out),
                   **common)
+
+
+def _occupancy(m: Measurement, in_flight: float, perf: PerfModel) -> BenchmarkResult:
+    """A closed loop that kept ``in_flight`` requests busy on average over its run (Little's law on its own rate
+    and latencies, ramp-up and drain included), not its ``concurrency`` clients. A simulated closed loop of n
+    clients and the same requests has its own drain, so its time-averaged occupancy L(n) = requests/s × mean
+    end-to-end latency is below n; the run is the pair of closed loops whose L(n) ≤ L < L(n + 1) (n + 1 at most
+    the clients), weighted by where L falls between them. The mean quantities are interpolated; the rest are
+    the lower loop's."""
+    runs: dict[int, BenchmarkResult] = {}
+
+    def run(n: int) -> BenchmarkResult:
+        if n not in runs:
+            runs[n] = simulate_point(replace(m, concurrency=n, in_flight=None), perf)
+        return runs[n]
+
+    def busy(n: int) -> float:
+        return run(n).requests_per_s * run(n).e2e_latency_ms_mean / 1e3
+
+    top = m.concurrency or 1
+    n = max(1, min(top - 1, math.floor(in_flight)))
+    if top > 1:  # first guess from the drain of the loop at L, then walk to the bracket
+        n = max(1, min(top - 1, math.floor(in_flight * n / max(busy(n), 1e-9))))
+        while n > 1 and busy(n) > in_flight:
+            n -= 1
+        while n + 1 < top and busy(n + 1) <= in_flight:
+            n += 1
+    if n + 1 > top:
+        return run(n)
+    lo, hi = busy(n), busy(n + 1)
+    w = min(1.0, max(0.0, (in_flight - lo) / (hi - lo))) if hi > lo else 0.0
+    low, high = run(n), run(n + 1)
+    mixed = {f: (1.0 - w) * getattr(low, f) + w * getattr(high, f) for f in
+             ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean", "e2e_latency_ms_mean", "output_tokens_per_s",
+              "total_tokens_per_s", "requests_per_s")}
+    return replace(low, **mixed)
 
 
 @dataclass(frozen=True)

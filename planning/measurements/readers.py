@@ -335,7 +335,8 @@ def _guidellm_point(bench: Mapping[str, Any], setup: Setup, catalog: Catalog, na
 
 
 def read_guidellm(data: Mapping[str, Any], setup: Setup, catalog: Catalog, name: str) -> list[Measurement]:
-    """A GuideLLM ``GenerativeBenchmarksReport`` JSON (``guidellm benchmark --output-path x.json``): one point
+    """A GuideLLM ``GenerativeBenchmarksReport`` JSON (``guidellm benchmark --output-path x.json`` up to
+    0.3, ``guidellm run --output kind=json,path=x.json`` from 0.8): one point
     per benchmark (strategy) of the report."""
     benches = data.get("benchmarks")
     if not isinstance(benches, list) or not benches:
@@ -408,7 +409,8 @@ def detect(data: Any, name: str = "file") -> str:
     if isinstance(data, Mapping) and ("completed" in data and ("output_throughput" in data or "duration" in data)):
         return "vllm"
     raise PlanningError(name, "is neither a vLLM bench serve result nor a GuideLLM report.",
-                        "import the JSON written by `vllm bench serve --save-result` or `guidellm benchmark`, "
+                        "import the JSON written by `vllm bench serve --save-result`, `guidellm benchmark` (GuideLLM "
+                        "0.3) or `guidellm run` (0.8), "
                         "or a CSV with the documented columns.")
 
 

@@ -49,6 +49,9 @@ class Measurement:
     concurrency: int | None
     request_rate: float | None
     requests: int | None
+    # a closed loop's mean requests in flight (Little's law: req/s × (TTFT + output × ITL)) when its clients kept
+    # fewer busy than ``concurrency`` (llmperf's waves); the fit simulates that occupancy (``fit.simulate_point``)
+    in_flight: float | None = None
     ttft_ms_mean: float | None = None
     ttft_ms_p50: float | None = None
     ttft_ms_p99: float | None = None
@@ -69,9 +72,6 @@ class Measurement:
     # the request's inter-token latencies (None for a one-token output); never stored, read again from the file
     ttft_ms_each: tuple[float, ...] = field(default=(), repr=False, compare=False)
     tpot_ms_each: tuple[float | None, ...] = field(default=(), repr=False, compare=False)
-    # a closed loop run by llmperf's launcher (``simulate.bench.Waves``): seconds between two requests of a wave;
-    # None: clients that each send their next request on the last one's end. Set by code, never stored
-    client_gap_s: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_measurement(self)
@@ -104,7 +104,7 @@ class Measurement:
 
 PER_REQUEST = ("ttft_ms_each", "tpot_ms_each")
 FILE_KEYS = {"ttft_ms_each": "ttfts", "tpot_ms_each": "itls"}  # vLLM --save-detailed's keys they are read from
-COLUMNS = tuple(f.name for f in fields(Measurement) if f.name not in (*PER_REQUEST, "client_gap_s"))
+COLUMNS = tuple(f.name for f in fields(Measurement) if f.name not in PER_REQUEST)
 REQUIRED = ("model", "gpu", "count", "tp", "input_len", "output_len")
 
 
@@ -180,14 +180,24 @@ def check_measurement(m: Measurement) -> None:
     _check_number(m, "output_tokens_per_s", 1e-6, MAX_OUTPUT_TOKENS_PER_S, "give output tokens per second (> 0).")
     _check_number(m, "requests_per_s", 1e-9, MAX_REQUESTS_PER_S, "give completed requests per second (> 0).")
     _check_number(m, "slo_attainment", 0.0, 1.0, "give the share of requests within the SLOs, in [0, 1].")
-    _check_number(m, "client_gap_s", 0.0, 60.0, "give llmperf's client time between two requests in s (0 to 60).")
-    if m.client_gap_s is not None and m.concurrency is None:
-        raise PlanningError(_where(m, "client_gap_s"), "llmperf's launcher runs waves of clients, not a rate.",
-                            "state the wave size as the concurrency, or drop client_gap_s.")
+    _check_in_flight(m)
     _check_per_request(m)
     if all(getattr(m, n) is None for n in (*LATENCY_FIELDS, "output_tokens_per_s", "requests_per_s")):
         raise PlanningError(_where(m, "ttft_ms_mean"), "states no measured latency or throughput.",
                             "give at least one of TTFT, ITL, TPOT or output tokens/s.")
+
+
+def _check_in_flight(m: Measurement) -> None:
+    """A closed loop's mean occupancy: at least one request and at most its clients."""
+    _check_number(m, "in_flight", 1.0, MAX_CONCURRENCY, "give the mean requests in flight (≥ 1), or leave it empty.")
+    if m.in_flight is None:
+        return
+    if m.concurrency is None:
+        raise PlanningError(_where(m, "in_flight"), "is a closed loop's occupancy, but no concurrency is stated.",
+                            "state the clients as the concurrency, or leave in_flight empty for a rate.")
+    if m.in_flight > m.concurrency:
+        raise PlanningError(_where(m, "in_flight"), f"{m.in_flight:g} requests in flight with {m.concurrency} "
+                            "clients.", "give at most the clients (Little's law on the run's own rate and latencies).")
 
 
 def _check_per_request(m: Measurement) -> None:

@@ -1,6 +1,6 @@
 """Request-level discrete-event simulator that checks plans: latencies, SLO attainment, goodput, headroom."""
 
-from planning.simulate.bench import BenchNode, NodeOptions, Waves, benchmark, replay, waves
+from planning.simulate.bench import BenchNode, NodeOptions, benchmark, replay
 from planning.simulate.metrics import (
     BenchmarkResult,
     HeadroomResult,
@@ -38,7 +38,6 @@ __all__ = [
     "SimConfig",
     "SimResult",
     "Topology",
-    "Waves",
     "benchmark",
     "build_topology",
     "engine_token_budgets",
@@ -47,5 +46,4 @@ __all__ = [
     "replay",
     "simulate_plan",
     "simulate_topology",
-    "waves",
 ]

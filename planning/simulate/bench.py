@@ -4,7 +4,6 @@ runs the published measurements with. Split from ``run.py`` (plans and topologie
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from planning.simulate.steps import InstanceModel, benchmark_engine_defaults
 
 MAX_CONCURRENCY = 65_536  # closed-loop clients
 MAX_BENCH_REQUESTS = 1_000_000  # requests of one closed-loop run
-MAX_CLIENT_GAP_S = 60.0  # llmperf's client between two requests of a wave
 
 
 class NodeOptions(TypedDict, total=False):
@@ -233,56 +231,3 @@ def replay(model: str, gpu: str, *, arrival_s: Sequence[float] | np.ndarray, inp
     ids = [req.add(float(t[j]), int(inp[j]), int(out[j]), 0) for j in order]
     sim.run(ids)
     return _bench_result(req, im, model, gpu, node, (round(mean_in), round(mean_out)), 0, wall)
-
-
-@dataclass(frozen=True)
-class Waves:
-    """llmperf's launcher (``token_benchmark_ray.py`` with ``RequestsLauncher``): the client builds a prompt and
-    sends it, ``clients`` times, ``gap_s`` apart (building a prompt takes the client that long); then it waits
-    for every request in flight to finish (``get_next_ready`` drains Ray's actor pool) before the next wave;
-    ``requests`` in all. Its clients are not a closed loop: between waves they sit idle for the slowest."""
-
-    clients: int
-    gap_s: float
-    requests: int
-
-    def __post_init__(self) -> None:
-        _check_ranges((("clients", self.clients, MAX_CONCURRENCY), ("requests", self.requests, MAX_BENCH_REQUESTS)))
-        if not (math.isfinite(self.gap_s) and 0.0 <= self.gap_s <= MAX_CLIENT_GAP_S):
-            raise PlanningError("gap_s", f"{quote(self.gap_s)} s between a wave's requests.",
-                                f"use 0 to {MAX_CLIENT_GAP_S:g} s.")
-
-
-def waves(model: str, gpu: str, *, input_len: int, output_len: int, launcher: Waves, perf: PerfModel | None = None,
-          **options: Unpack[NodeOptions]) -> BenchmarkResult:
-    """One node benchmarked by llmperf's launcher (:class:`Waves`): each wave's i-th request (from 0) is sent
-    (i + 1) × ``gap_s`` after the previous wave's last request finished. Parameters and result as
-    :func:`benchmark` (``concurrency`` in the result: the wave size).
-
-    Raises
-    ------
-    PlanningError / UnknownIdError: bad ids or sizes, or a model that does not fit the node.
-    """
-    node = BenchNode(**options)
-    _check_ranges((("input_len", input_len, MAX_TOKENS), ("output_len", output_len, MAX_TOKENS),
-                   ("count", node.count, 64)))
-    perf = perf or PerfModel()
-    wall = time.perf_counter()
-    sim, req, _eng, im, _chunk = _node_engine(perf, model, gpu, node, input_len, output_len)
-    issued, pending = [0], [0]
-
-    def wave(t: float) -> list[int]:
-        k = min(launcher.clients, launcher.requests - issued[0])
-        issued[0] += k
-        pending[0] = k
-        return [req.add(t + (i + 1) * launcher.gap_s, input_len, output_len, 0) for i in range(k)]
-
-    def next_wave(sim: Sim, t: float, _r: int) -> None:
-        pending[0] -= 1
-        if pending[0] == 0 and issued[0] < launcher.requests:
-            for r in wave(t):  # sent once the event in hand is done, as ``benchmark``'s clients
-                sim.arrive_after(req.arrival[r], r)
-
-    sim.on_finish = next_wave
-    sim.run(wave(0.0))
-    return _bench_result(req, im, model, gpu, node, (input_len, output_len), launcher.clients, wall)

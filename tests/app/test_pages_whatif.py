@@ -64,13 +64,19 @@ def test_removing_the_only_region_is_refused(planning_home: Path) -> None:
 def test_sweep_runs_in_background(planning_home: Path) -> None:
     at, _ = planned(planning_home, page="views/4_What-if.py")
     next(t for t in at.text_input if t.label == "Factors k").set_value("1, 2")
+    next(n for n in at.number_input if n.label == "Time limit per point (s)").set_value(300.0)
     next(b for b in at.button if b.label == "Run sweep").click()
     at.run()
     (label, job_id), = dict(at.session_state["sweep_jobs"]).items()
     assert wait_for_job(planning_home, job_id) == "done"
+    with JobStore(planning_home / "jobs.sqlite") as store:
+        record = store.get(job_id)
+    assert record.request["point_limit_s"] == 300.0  # the page's limit reaches the job
+    assert {row["status"] for row in record.result["rows"] if row["method"] == "Plan (mixed templates)"} == {"optimal"}
     at.run()
     assert not at.exception
     assert f"Sweep {label}" in texts(at)
+    assert not any("Not proven" in str(c.value) for c in at.caption)  # every point proven: nothing to label
 
 
 def test_variants_are_simulated_and_never_show_a_negative_saving(planning_home: Path) -> None:

@@ -61,22 +61,30 @@ def test_fresh_processes_and_one_or_two_pool_workers_give_the_same_plan(tiny: di
     assert _in_child(pooled, 3, tmp_path / "c").replace('"workers": 2', '"workers": 1') == here
 
 
-def _run(digest: str, plan: str, status: str = "optimal", limited: bool = False) -> dict[str, Any]:
-    return {"digest": digest, "plan_digest": plan, "status": status, "limited": limited, "seconds": 12.0}
+def _run(digest: str, plan: str, status: str = "optimal", limited: bool = False,
+         comparisons_limited: bool = False) -> dict[str, Any]:
+    return {"digest": digest, "plan_digest": plan, "status": status, "limited": limited, "seconds": 12.0,
+            "comparisons_limited": comparisons_limited}
 
 
 def test_check_plans_says_time_limited_runs_are_not_comparable() -> None:
     """``benchmarks/check_plans``: runs that differ after a time limit stopped one are neither a pass nor a
-    failure but "time-limited, not comparable", with the fix; differing finished runs fail; exit codes 0/1/2."""
+    failure but "time-limited, not comparable", with the fix; differing finished runs fail, and so do runs whose
+    plan is the same but a comparison differs with no clock to blame (the baselines stop on work); exit codes
+    0/1/2."""
     from benchmarks.check_plans import FAIL, NOT_COMPARABLE, PASS, exit_code, sameness, verdict_line
 
     assert sameness([_run("a", "p"), _run("a", "p")]) == ("yes", PASS)
-    assert sameness([_run("a", "p"), _run("b", "p")]) == ("plan", PASS)  # a baseline differs, the plan does not
+    # the plan is the same and a baseline differs: a pass only when a clock stopped a comparison in some run
+    assert sameness([_run("a", "p"), _run("b", "p", comparisons_limited=True)]) == ("plan", PASS)
+    assert sameness([_run("a", "p"), _run("b", "p")]) == ("NO", FAIL)
     assert sameness([_run("a", "p"), _run("b", "q")]) == ("NO", FAIL)
     limited = [_run("a", "p", "feasible"), _run("b", "q", "feasible"), _run("c", "r", "optimal", limited=True)]
     assert sameness(limited) == ("limit", NOT_COMPARABLE)
+    limited[0]["stopped_at"] = "pricing: column generation round 1"  # the plan's own words for where it stopped
     line = verdict_line("platform-100", NOT_COMPARABLE, limited)
     assert line.startswith("platform-100: time-limited, not comparable (3 plans in 3 runs")
+    assert "a time limit stopped a run, at: pricing: column generation round 1)" in line
     assert "Fix: rerun with --time-limit" in line and "pass" not in line
     assert exit_code([PASS, PASS]) == 0 and exit_code([PASS, NOT_COMPARABLE]) == 2
     assert exit_code([NOT_COMPARABLE, FAIL, PASS]) == 1

@@ -2,7 +2,9 @@
 
 vLLM: the keys and their order of ``result_json`` in vllm/benchmarks/serve.py (vllm 0.33.0, read from the wheel:
 setup keys, ``--metadata KEY=VALUE`` pairs, traffic keys, then ``benchmark_result`` with ``process_one_metric``'s
-``mean_/median_/std_/p99_<metric>_ms``; ``--save-detailed`` keeps the per-request lists, TTFTs in seconds).
+``mean_/median_/std_/p99_<metric>_ms``; ``--save-detailed`` keeps the per-request lists, TTFTs in seconds), for
+the hostile and edge cases; the whole vLLM files of the suite are vLLM 0.33.0's own runs (``vllm_results.py``,
+tools/vllmbench).
 GuideLLM 0.8: hand-built to ``GenerativeBenchmarksReport.model_dump(mode="json")`` of guidellm 0.8.1
 (benchmark/schemas/report.py, benchmark.py, metrics.py; DistributionSummary in schemas/base/statistics.py), the
 fields the reader uses plus their siblings (not a whole report), for the hostile and edge cases of test_import.py;

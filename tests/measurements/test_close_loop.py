@@ -139,3 +139,23 @@ def test_what_if_plans_with_and_without_the_measurements(plan: PlanResult, tmp_p
     assert all(i.provenance == "measured (yours)" for i in answer.with_measurements.instances
                if i.gpus == {gpu: count})
     assert not any("measured (yours)" in d for d in answer.without.diagnostics)
+
+
+def test_a_histogram_plans_command_runs_the_rate_its_classes_send(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mélange's request classes (melange-arena, 8 req/s): the command's rate is what the plan sends each copy,
+    the sum of its classes' req/s, and the copies together carry the preset's demand (not the capacity figure)."""
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
+    monkeypatch.setattr("planning.context._CTX", None)
+    scenario = api.load_preset_scenario("melange-arena")
+    result = api.solve(scenario)
+    monkeypatch.setattr("planning.context._CTX", None)
+    assert result.has_plan and all(i.class_rps for i in result.instances)
+    total = 0.0
+    for idx, argv in _commands(result).items():
+        inst = result.instances[idx]
+        rate = float(argv[argv.index("--request-rate") + 1])
+        assert rate == pytest.approx(sum(r for _, _, r in inst.class_rps) / inst.count, rel=1e-3)
+        assert rate < inst.throughput / inst.count  # the bug: the capacity figure (343 for one A100) was used
+        total += rate * inst.count
+    assert total == pytest.approx(sum(m.demand.rate_rps for m in scenario.models), rel=1e-3)

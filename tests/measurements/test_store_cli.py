@@ -70,3 +70,15 @@ def test_cli_fit_prints_errors_before_and_after(home: Path, tmp_path: Path, a10g
     assert (row["model"], row["shape"], row["points"]) == ("llama-3-8b", "1xA10G", 1)
     assert row["error_before"] < 0.05 and row["error_leave_one_out"] is None  # the simulator's own run
     assert {p["quantity"] for p in out["points"]} == {"ttft_ms", "itl_ms", "output_tokens_per_s"}
+
+
+def test_cli_help_names_both_guidellm_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    # GuideLLM 0.3 wrote reports with `guidellm benchmark`; 0.8 has no such command, only `guidellm run`
+    with pytest.raises(SystemExit):
+        main(["measurements", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "guidellm benchmark --output-path" in text and "guidellm run --output kind=json,path=" in text
+    with pytest.raises(SystemExit):
+        main(["measurements", "import", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "`guidellm benchmark`" in text and "`guidellm run`" in text

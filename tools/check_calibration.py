@@ -31,6 +31,32 @@ def _tool():  # type: ignore[no-untyped-def]
     return module
 
 
+def _kernels_tool():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("calibrate_kernels", ROOT / "tools" / "calibrate_kernels.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def moe_table_matches(reference: Path) -> bool:
+    """data/moe_kernels.csv is what tools/calibrate_kernels.py restates from the reference today (same rows)."""
+    import numpy as np
+    import pandas as pd
+
+    tool = _kernels_tool()
+    if not (reference / "perf" / tool.MOE_FILE).exists():
+        return True
+    fresh = tool.moe_rows(reference).reset_index(drop=True)
+    shipped = pd.read_csv(ROOT / "data" / "moe_kernels.csv")
+    keys = tool.COLUMNS[:9]
+    same = (len(fresh) == len(shipped) and bool((fresh[keys].to_numpy() == shipped[keys].to_numpy()).all())
+            and bool(np.allclose(fresh["latency_ms"], shipped["latency_ms"], rtol=1e-5)))
+    print(f"data/moe_kernels.csv: {len(shipped)} rows, {'matches' if same else 'DIFFERS FROM'} the reference")
+    return same
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = Path(os.environ.get("PLANNING_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
@@ -49,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
               f"p90 {100 * r['p90_ape']:5.1f} %")
         if r["n_held_out"] < 20 or r["median_ape"] > GOAL_MEDIAN or r["p90_ape"] > GOAL_P90:
             failures.append(source)
+    if not moe_table_matches(args.reference):
+        failures.append("data/moe_kernels.csv (run make calibrate)")
     if failures:
         print(f"FAILED: {failures}")
         return 1

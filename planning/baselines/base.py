@@ -129,6 +129,8 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str, cancel:
     served_problem = bounded("served", limits.served_nodes)
     served = solve_allocation(served_problem, diagnose=False, instance=inst)
     if not served.has_plan:
+        if stopped := _stopped_by(served, served_problem):  # its limit, not infeasibility: another run may find one
+            return _no_plan(name, served_problem, stopped, limits)
         return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan ({served.status})")
     alpha = served.alpha or 0.0
     short = ", ".join(f"{g} {100 * f:.0f} %" for g, f in served.served.items() if f < _FULL)
@@ -161,10 +163,13 @@ def _stopped_by(res: AllocationResult, problem: AllocationProblem) -> str:
 
 
 def _no_plan(name: str, problem: AllocationProblem, stopped: str, limits: BaselineLimits) -> BaselineResult:
-    """A baseline whose cost ILP stopped at a limit before its first plan: nothing to compare with, said why."""
-    why = (f"time-limited: its ILP stopped after {_clock_word(problem, limits)} before its first plan (a busy "
+    """A baseline whose cost ILP (or, after that proved infeasible, its max-served MIP: ``problem.objective``)
+    stopped at a limit before its first plan: nothing to compare with, said why."""
+    ilp = "its ILP" if problem.objective == "cost" else "its served-fraction ILP"
+    nodes = limits.nodes if problem.objective == "cost" else limits.served_nodes
+    why = (f"time-limited: {ilp} stopped after {_clock_word(problem, limits)} before its first plan (a busy "
            "machine; rerun, or raise options.time_limit_s)" if stopped == "clock" else
-           f"its ILP found no plan within its work limit of {limits.nodes:,} branch-and-bound nodes")
+           f"{ilp} found no plan within its work limit of {nodes:,} branch-and-bound nodes")
     return BaselineResult(name, 0.0, {g: 0.0 for g in problem.groups()}, {}, {}, {}, False, f"no plan: {why}",
                           details={"time_limited": stopped == "clock", "stopped_by": stopped})
 

@@ -104,12 +104,14 @@ class Calibration:
     as_of: str
     path: str
 
-    def for_gpu(self, gpu: GPU) -> GpuCalibration:
-        """Constants for ``gpu``: its own fitted row, else the prior of its generation, else ``default``.
+    def for_gpu(self, gpu: GPU, engine: str | None = None) -> GpuCalibration:
+        """Constants for ``gpu``: under ``engine``, its row fitted on that engine's own kernels (``A100-80G@trtllm``)
+        when there is one; else its own fitted row, else the prior of its generation, else ``default``.
 
         Parameters
         ----------
         gpu: the GPU type.
+        engine: the serving engine whose kernels run (None: the planner's, vLLM, whose kernels the GPU rows fit).
 
         Returns
         -------
@@ -119,6 +121,8 @@ class Calibration:
         ------
         PlanningError: when neither the GPU, its generation nor ``default`` has a row.
         """
+        if engine is not None and f"{gpu.id}@{engine}" in self.gpus:
+            return replace(self.gpus[f"{gpu.id}@{engine}"], gpu_id=gpu.id)
         if gpu.id in self.gpus:
             return self.gpus[gpu.id]
         for key in (f"generation:{gpu.generation.lower()}", "default"):

@@ -17,7 +17,7 @@ from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings
 from planning.perf.engines import EngineMemory, planner_memory
 from planning.perf.results import MemoryBreakdown, Workload
-from planning.perf.roofline import ACT_BYTES, Device, LayerArch, NodeEngine, layer_time
+from planning.perf.roofline import ACT_BYTES, Device, EngineCopy, LayerArch, NodeEngine, layer_time
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,67 @@ def workspace_bytes(arch: LayerArch, settings: GlobalSettings, tp: int, step_tok
     return np.asarray(live * settings.activation_factor * (arch.hidden + inter_act) * ACT_BYTES, dtype=float)
 
 
+SPREAD_ROUNDS = 8  # numerical guard: rounds of fluctuation_charged's fixed point (it settles in 2-3)
+ELASTICITY_FLOOR = 1e-3  # numerical guard: a step exactly proportional to the batch needs unbounded room
+
+
+def step_elasticity(batches: np.ndarray, step_s: np.ndarray) -> np.ndarray:
+    """e = d ln t / d ln b of step times ``step_s`` (last axis over ``batches``), by the backward difference on the
+    grid; 0 at the first point and where a time is not finite."""
+    b = np.maximum(np.asarray(batches, dtype=float), 1.0)
+    t = np.asarray(step_s, dtype=float)
+    e = np.zeros_like(t)
+    if b.size > 1:
+        dlb = np.diff(np.log(b))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.diff(np.log(t), axis=-1) / np.where(dlb > 0, dlb, np.inf)
+        e[..., 1:] = np.where(np.isfinite(slope), slope, 0.0)
+    return e
+
+
+def fluctuation_spread(elasticity: np.ndarray | float) -> np.ndarray:
+    """Variance of the running count over its mean, 1 / (1 − e) (:func:`kv_room`)."""
+    return np.asarray(1.0 / np.maximum(1.0 - np.clip(elasticity, 0.0, 1.0), ELASTICITY_FLOOR), dtype=float)
+
+
 def graphed(dev: Device, settings: GlobalSettings) -> Device:
     """The device as a CUDA-graph replay sees it: the CPU launch share of every kernel's latency is gone."""
     return replace(dev, cal=replace(dev.cal, kernel_us=dev.cal.kernel_us * settings.graph_kernel_factor,
                                     attn_us=dev.cal.attn_us * settings.graph_kernel_factor))
+
+
+def _layer_times(eng: EngineCopy, batches: np.ndarray, q_len: float, context: float,
+                 phase: str) -> tuple[np.ndarray, np.ndarray]:
+    """(full-attention, sliding-window) seconds of one layer per batch."""
+    t_full = layer_time(eng, batches, q_len, context, False, phase)
+    return t_full, layer_time(eng, batches, q_len, context, True, phase) if eng.arch.window else t_full
+
+
+def fluctuation_charged(eng: EngineCopy, batches: np.ndarray, context: float) -> Device:
+    """``eng.dev`` (a planning device, ``MoeBinding.sigmas`` > 0) charging a decode batch of n sequences' MoE experts
+    at n + sigmas·√(n·s), the count the engine admits (``templates.engine_plan``, the KV room of ``tables.kv_room``):
+    s = 1 / (1 − e), e the elasticity of the step the tables hold, which is the charged one. The charge moves e (a
+    fixed point), so s starts from the step as it runs and rises to the charged step's until it holds (s only
+    grows, so the charge is never below the admission cap where the iteration settles); the whole model on one
+    node stands for the step."""
+    dev, arch = eng.dev, eng.arch
+    if dev.moe is None:
+        return dev
+
+    def spread_of(d: Device) -> np.ndarray:
+        t_full, t_slide = _layer_times(replace(eng, dev=d), batches, 1.0, context, "decode")
+        n_full = float(arch.full_in_window[-1])
+        step = n_full * t_full + (arch.layers - n_full) * t_slide + dev.cal.step_ms * 1e-3
+        return fluctuation_spread(step_elasticity(batches, step))
+
+    spread = spread_of(replace(dev, moe=dev.moe.running()))
+    for _ in range(SPREAD_ROUNDS):
+        charged = replace(dev, moe=dev.moe.with_spread(batches, spread))
+        grown = np.maximum(spread, spread_of(charged))
+        if np.all(grown <= spread):
+            break
+        spread = grown
+    return replace(dev, moe=dev.moe.with_spread(batches, spread))
 
 
 def reserve_bytes(dev: Device, memory: EngineMemory) -> float:
@@ -99,8 +156,11 @@ def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray
     else:
         raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill' or 'decode'.")
     eng = node.copy(dev)
-    t_full = layer_time(eng, batches, q_len, context, False, phase)
-    t_slide = layer_time(eng, batches, q_len, context, True, phase) if arch.window else t_full
+    if dev.moe is not None and dev.moe.sigmas > 0:
+        # the admission-cap charge is a decode batch's: a prefill step holds the prompts it was planned with
+        charged = fluctuation_charged(eng, batches, context) if phase == "decode" else replace(dev, moe=dev.moe.running())
+        eng = node.copy(charged)
+    t_full, t_slide = _layer_times(eng, batches, q_len, context, phase)
     measured = np.zeros(batches.shape, dtype=bool)
     if correction is not None:
         factor, measured = correction
@@ -119,7 +179,7 @@ def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray
     return Curves(
         batches=batches, tokens=np.asarray(tokens, dtype=float), t_full=t_full, t_slide=t_slide,
         step_s=dev.cal.step_ms * 1e-3, transfer_s=np.asarray(transfer, dtype=float),
-        w_layer=arch.weight_bytes_per_layer(prec) / tp, kv_full=kv_full, kv_slide=kv_slide,
+        w_layer=arch.weight_bytes_per_gpu(prec, tp), kv_full=kv_full, kv_slide=kv_slide,
         mem_fixed=memory.fixed_bytes(act), reserve=reserve_bytes(dev, memory), workspace=float(np.max(act)),
         card=dev.memory_bytes,
         capacity=memory.budget(dev.memory_bytes), dp=dp, measured=measured,

@@ -253,6 +253,7 @@ class EngineSetup:
     max_num_seqs: int
     memory: EngineMemory
     router: RouterBatching | None = None
+    attention_dp: bool = False  # the run states TensorRT-LLM's attention data parallelism (roofline.LayerArch)
 
 
 _FREE_FRACTION = re.compile(r"kv_cache_free_gpu_mem_fraction (0?\.\d+)")
@@ -315,10 +316,13 @@ def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp
     memory_bytes = perf.gpu(gpu_id).memory_bytes
     tokens, seqs = engine_limits(engine, version, gpu_id, memory_bytes, settings)
     memory = engine_memory(engine, version, settings, memory_bytes, tp, stated_free_fraction(notes))
+    attention_dp = engine == "trtllm" and "attention DP" in notes
     if engine == "trtllm" and "trtllm-bench" in notes and run is not None:
         spec = perf.model(run.model_id)
         fp8 = (run.dtype or spec.dtype or "").lower() == "fp8"
-        kv_tok = 2.0 * spec.layers * max(tp, spec.num_kv_heads) * spec.head_dim * (1.0 if fp8 else 2.0)
+        heads = spec.num_kv_heads if attention_dp else max(tp, spec.num_kv_heads)  # KV heads replicate under TP only
+        kv_tok = 2.0 * spec.layers * heads * spec.head_dim * (1.0 if fp8 else 2.0)
         tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, run.n_gpus, memory_bytes,
                                            run.input_len, run.output_len, memory.fraction)
-    return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version))
+    return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version),
+                       attention_dp)

@@ -1,14 +1,17 @@
 """PerfModel: the performance model's one public face (lookups, T̂ stage tables, whole-node estimates, serving).
 
-The physics lives in roofline.py (kernels), curves.py (per-batch times and memory), tables.py (Coral's T̂ tables),
-serving.py (continuous batching with chunked prefill) and bands.py (uncertainty from validation errors).
+The physics lives in roofline.py (kernels), moe.py (measured MoE experts), curves.py (per-batch times and memory),
+tables.py (Coral's T̂ tables), serving.py (continuous batching with chunked prefill), budgets.py (the planner's time
+budgets) and bands.py (uncertainty from validation errors); whole.py holds ``estimate`` and ``serving``.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +30,7 @@ from planning.perf.budgets import (
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves
 from planning.perf.engines import EngineMemory
+from planning.perf.moe import PLANNER_ENGINE, MoeBinding, MoeKernels, load_moe_kernels
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import Device, LayerArch, NodeEngine, Precision, resolve_precision, valid_tp
 from planning.perf.serving import serving_stage_entries, serving_stage_table
@@ -60,8 +64,12 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
 # reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
-# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room).
-PHYSICS_VERSION = "perf-v4"
+# KV room for the running count's fluctuation grows with the step's elasticity in the batch (tables.kv_room). v5:
+# MoE experts from measured fused-MoE kernels, engine-specific kernels (issue 42); v5.1: decode tables charge the
+# experts at the engine's admission cap (curves.fluctuation_charged); v5.2: that charge on decode tables only (a
+# prefill step holds the prompts it was planned with), and FP8 experts under an engine whose own MoE kernels are not
+# measured on the GPU read the planner's BF16 kernel scaled to FP8 (moe.MoeKernels.choose).
+PHYSICS_VERSION = "perf-v5.2"
 
 
 def _load_catalog() -> Catalog:
@@ -77,7 +85,7 @@ class PerfModel(WholeNode):
 
     def __init__(self, catalog: Catalog | None = None, calibration: Calibration | None = None,
                  profiles: ProfileSet | None = None, cache_dir: Path | None = None, cache_size: int = 2048,
-                 bands: BandTable | None = None) -> None:
+                 bands: BandTable | None = None, moe_kernels: MoeKernels | None = None) -> None:
         if catalog is None:
             catalog = _load_catalog()
         self.catalog = catalog
@@ -93,6 +101,25 @@ class PerfModel(WholeNode):
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
+        self.moe_kernels: MoeKernels | None = moe_kernels if moe_kernels is not None else load_moe_kernels()
+        self._moe: dict[str, MoeBinding | None] = {}
+        self.engine = PLANNER_ENGINE  # whose measured kernels estimates read (for_engine)
+        self.attention_dp = False  # the engine runs attention data parallel (for_engine; the planner never does)
+        self._views: dict[tuple[str, bool], PerfModel] = {}
+
+    def for_engine(self, engine: str | None, attention_dp: bool = False) -> PerfModel:
+        """This model reading ``engine``'s measured kernels (None: the planner's, vLLM), optionally with attention
+        data parallelism (``LayerArch.attention_dp``): shares catalog, calibration and caches; both are part of
+        every key (``_calibration_fingerprint``) and of each estimate."""
+        key = ((engine or PLANNER_ENGINE).lower(), bool(attention_dp))
+        if key == (self.engine, self.attention_dp):
+            return self
+        if key not in self._views:
+            view = copy.copy(self)
+            view.engine, view.attention_dp = key
+            view._cal_fp, view._views, view._arch = None, {}, {}
+            self._views[key] = view
+        return self._views[key]
 
     @property
     def cache_dir(self) -> Path | None:
@@ -112,10 +139,43 @@ class PerfModel(WholeNode):
             raise UnknownIdError("gpu", gpu_id, self.catalog.gpus)
         return self.catalog.gpus[gpu_id]
 
-    def device(self, gpu_id: str) -> Device:
-        """Spec numbers and calibration of one GPU type, as the roofline reads them."""
+    def device(self, gpu_id: str, engine: str | None = None) -> Device:
+        """Spec numbers, calibration and measured kernels of one GPU type under ``engine`` (None: this model's,
+        ``self.engine``), as the roofline reads them."""
         gpu = self.gpu(gpu_id)
-        return Device.from_specs(gpu, self.calibration.for_gpu(gpu))
+        eng = engine or self.engine
+        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng))
+
+    def _planning_device(self, gpu_id: str) -> Device:
+        """The device the planner's tables read: MoE experts charged at the running batch's upper fluctuation
+        (``MoeBinding.sigmas`` = ``kv_sigmas``, docs/perf-model.md Sec. 1b); ``device`` is the step as it runs."""
+        gpu = self.gpu(gpu_id)
+        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, self.engine),
+                                 self._moe_binding(self.engine, self.calibration.settings.kv_sigmas))
+
+    def _moe_binding(self, engine: str, sigmas: float = 0.0) -> MoeBinding | None:
+        """The measured MoE kernels under ``engine`` (one binding per engine and sigmas, sharing its choices)."""
+        if self.moe_kernels is None:
+            return None
+        key = f"{engine}|{sigmas}"
+        if key not in self._moe:
+            refs = {g: Device.from_specs(self.catalog.gpus[g], self.calibration.for_gpu(self.catalog.gpus[g], engine))
+                    for g in self.moe_kernels.gpus if g in self.catalog.gpus}
+            self._moe[key] = MoeBinding(self.moe_kernels, engine, refs, sigmas)
+        return self._moe[key]
+
+    def kernel_notes(self, model_id: str, gpu_id: str, tp: int, dtype: str | None = None,
+                     engine: str | None = None) -> tuple[str, ...]:
+        """Provenance of the engine-specific kernels an estimate of ``model_id`` reads (empty for dense models)."""
+        spec, gpu = self.model(model_id), self.gpu(gpu_id)
+        dev = self.device(gpu_id, engine)
+        arch = self._layer_arch(spec)
+        if not arch.is_moe:
+            return ()
+        choice = dev.moe.choice(dev, arch, resolve_precision(spec, dtype, gpu), tp) if dev.moe else None
+        if choice is None:
+            return ("MoE experts: roofline (no measured MoE kernel for this GPU, engine or dtype).",)
+        return (choice.describe(),)
 
     def gpu_calibration(self, gpu_id: str) -> GpuCalibration:
         """The fitted (or prior) constants of one GPU type."""
@@ -144,18 +204,22 @@ class PerfModel(WholeNode):
     def _calibration_fingerprint(self) -> str:
         """The calibration's fingerprint, computed once per calibration object."""
         if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
-            self._cal_fp = (id(self.calibration), f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}")
+            moe = self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels"
+            self._cal_fp = (id(self.calibration),
+                            f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}:{moe}:{self.engine}:{self.attention_dp}")
         return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:
         if model not in self._arch:
-            self._arch[model] = LayerArch.from_spec(model)
+            arch = LayerArch.from_spec(model)
+            self._arch[model] = replace(arch, attention_dp=True) if self.attention_dp else arch
         return self._arch[model]
 
     def fingerprint(self) -> str:
         """Hash of the physics version, the calibration, the catalog GPU/model specs (driver-reported memory and
         peer-to-peer included) and the profiles (cache invalidation key)."""
         parts = [PHYSICS_VERSION, self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
+                 self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels",
                  repr(sorted(self.catalog.models.items())),
                  self.profiles.fingerprint() if self.profiles is not None else "no-profiles"]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
@@ -293,7 +357,7 @@ class PerfModel(WholeNode):
         """(GPUs, device, precision, network Gbit/s, layer sizes) of one node of ``shape`` serving ``model``."""
         count, gpu_id = parse_shape(shape)
         net, _known = self.network_gbps(shape)
-        return (count, self.device(gpu_id), resolve_precision(model, dtype, self.gpu(gpu_id)), net,
+        return (count, self._planning_device(gpu_id), resolve_precision(model, dtype, self.gpu(gpu_id)), net,
                 self._layer_arch(model))
 
     def _budget_and_curves(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,

@@ -119,6 +119,7 @@ class PerfEstimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
     serving: ServingPoint | None = None
     band_source: dict[str, str] = field(default_factory=dict)
+    engine: str = "vllm"  # whose measured kernels the numbers read (PerfModel.for_engine); notes say which
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (used by ``planning perf --json``)."""

@@ -7,13 +7,17 @@ Units inside this module: seconds, bytes, FLOP/s. The math is written out in doc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from planning.catalog.schema import GPU, ModelSpec
 from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings, GpuCalibration
+
+if TYPE_CHECKING:
+    from planning.perf.moe import MoeBinding
 
 ArrayLike = np.ndarray | float
 
@@ -39,13 +43,15 @@ class Device:
     link_bw: float  # intra-node bytes/s per direction
     cal: GpuCalibration
     p2p: bool = True  # GPUs of a node reach each other directly (else collectives go through host memory)
+    # Measured MoE expert kernels of this GPU and engine (planning.perf.moe); None: the roofline expert term.
+    moe: MoeBinding | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_specs(cls, gpu: GPU, cal: GpuCalibration) -> Device:
+    def from_specs(cls, gpu: GPU, cal: GpuCalibration, moe: MoeBinding | None = None) -> Device:
         return cls(
             gpu_id=gpu.id, memory_bytes=gpu.memory_bytes, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
             fp8_flops=gpu.fp8_tflops * 1e12 if gpu.fp8_tflops else None, link_bw=gpu.intra_link_gbps * 1e9, cal=cal,
-            p2p=gpu.p2p,
+            p2p=gpu.p2p, moe=moe,
         )
 
 
@@ -113,6 +119,10 @@ class LayerArch:
     vocab: int
     tie_embeddings: bool
     full_in_window: np.ndarray  # (L,) most full-attention layers in any run of j consecutive layers
+    # Attention data parallelism (TensorRT-LLM ``enable_attention_dp``): each of the tp GPUs runs attention for its
+    # own 1/tp of the sequences with all heads (no KV-head replication, attention weights replicated); the MLP/MoE
+    # runs tensor parallel over all tokens, gathered before it and scattered after (one all-reduce's volume).
+    attention_dp: bool = False
 
     @classmethod
     def from_spec(cls, m: ModelSpec) -> LayerArch:
@@ -157,9 +167,22 @@ class LayerArch:
         experts = self.experts * self.expert_params() * p.expert_bytes + self.experts * self.hidden * 2.0
         return dense + experts + self.embed_params_per_layer() * 2.0
 
+    def weight_bytes_per_gpu(self, p: Precision, tp: int) -> float:
+        """Bytes of one layer's weights on each of ``tp`` GPUs (attention weights whole under attention DP)."""
+        total = self.weight_bytes_per_layer(p)
+        if not self.attention_dp:
+            return total / tp
+        attn = self.attn_params() * p.dense_bytes
+        return attn + (total - attn) / tp
+
+    def kv_per_gpu(self, tp: int) -> float:
+        """KV heads' worth of cache per GPU per token of the node: split, replicated when tp > kv heads; under
+        attention DP each GPU keeps all heads of 1/tp of the sequences (kv_heads / tp, never replicated)."""
+        return self.kv_heads / tp if self.attention_dp else kv_heads_per_gpu(self.kv_heads, tp)
+
     def kv_bytes_per_token(self, tp: int, kv_bytes: float = KV_BYTES) -> float:
         """KV cache bytes per token per layer per GPU (KV heads replicate when tp > kv heads)."""
-        return 2.0 * kv_heads_per_gpu(self.kv_heads, tp) * self.head_dim * kv_bytes
+        return 2.0 * self.kv_per_gpu(tp) * self.head_dim * kv_bytes
 
 
 @dataclass(frozen=True)
@@ -294,6 +317,19 @@ def expected_experts_touched(tokens: ArrayLike, experts: int, active: int) -> np
     return experts * (1.0 - np.power(1.0 - active / experts, t))
 
 
+def moe_roofline_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: np.ndarray) -> np.ndarray:
+    """Roofline of one MoE layer's experts when no kernel is measured for any GPU (a model without kernel tables):
+    FLOPs of the active experts, bytes of the experts touched, permutation kernels, FP8 input quantization."""
+    touched = expected_experts_touched(tokens, arch.experts, arch.active)
+    flops = 2.0 * tokens * arch.active * arch.expert_params() / tp
+    nbytes = (touched * arch.expert_params() * p.expert_bytes / tp
+              + tokens * arch.active * (2.0 * arch.hidden + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
+    t = 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.expert_compute)
+    if p.expert_compute == "fp8":  # activation quantization before the grouped GEMMs
+        t = t + quant_time(dev, tokens * arch.active, arch.hidden)
+    return np.asarray(t, dtype=float)
+
+
 def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: ArrayLike, lm_rows: ArrayLike) -> np.ndarray:
     """Seconds of one layer's token-parallel work (GEMMs or experts, element-wise, LM-head share, all-reduces).
 
@@ -309,21 +345,22 @@ def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: Arra
     """
     tokens = np.asarray(tokens, dtype=float)
     h, hd = arch.hidden, arch.head_dim
-    heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
+    heads, kvh = arch.heads / tp, arch.kv_per_gpu(tp)
     wb = p.dense_bytes
-    t = gemm_time(dev, tokens, (heads + 2 * kvh) * hd, h, wb, p.compute)  # QKV
-    t = t + gemm_time(dev, tokens, h, heads * hd, wb, p.compute)  # O
+    if arch.attention_dp:  # each GPU: its 1/tp of the tokens through the whole QKV and O weights
+        t = gemm_time(dev, tokens / tp, (arch.heads + 2 * arch.kv_heads) * hd, h, wb, p.compute)
+        t = t + gemm_time(dev, tokens / tp, h, arch.heads * hd, wb, p.compute)
+    else:
+        t = gemm_time(dev, tokens, (heads + 2 * kvh) * hd, h, wb, p.compute)  # QKV
+        t = t + gemm_time(dev, tokens, h, heads * hd, wb, p.compute)  # O
     if arch.is_moe:
         t = t + gemm_time(dev, tokens, arch.experts, h, 2.0, "bf16")  # router (replicated)
-        touched = expected_experts_touched(tokens, arch.experts, arch.active)
-        flops = 2.0 * tokens * arch.active * arch.expert_params() / tp
-        nbytes = (touched * arch.expert_params() * p.expert_bytes / tp
-                  + tokens * arch.active * (2.0 * h + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
-        t = t + 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.expert_compute)
-        if p.expert_compute == "fp8":  # activation quantization before the grouped GEMMs
-            t = t + quant_time(dev, tokens * arch.active, h)
-        inter_act = arch.active * arch.moe_inter / tp
-        kernels = ELEMENTWISE_KERNELS + MOE_EXTRA_KERNELS
+        if dev.moe is not None:  # measured fused kernel: permutation, grouped GEMMs, activation (and FP8 quant)
+            t = t + dev.moe.seconds(dev, arch, p, tp, tokens)
+            inter_act, kernels = 0.0, ELEMENTWISE_KERNELS - 1
+        else:
+            t = t + moe_roofline_time(dev, arch, p, tp, tokens)
+            inter_act, kernels = arch.active * arch.moe_inter / tp, ELEMENTWISE_KERNELS + MOE_EXTRA_KERNELS
     else:
         inter = arch.inter / tp
         t = t + gemm_time(dev, tokens, 2 * inter, h, wb, p.compute)  # gate+up
@@ -335,8 +372,9 @@ def dense_time(dev: Device, arch: LayerArch, p: Precision, tp: int, tokens: Arra
     t = t + kernels * dev.cal.kernel_us * 1e-6 + elem_bytes / (dev.bw * dev.cal.eff_bw)
     # LM head on the last position of each sequence, spread evenly over the layers like its weights.
     t = t + gemm_time(dev, lm_rows, arch.vocab / tp, h, 2.0, "bf16") / arch.layers
-    # Two all-reduces per layer (after attention and after the MLP) when tensor parallel.
-    t = t + 2.0 * allreduce_time(dev, tokens * h * ACT_BYTES, tp)
+    # Two all-reduces per layer (after attention and after the MLP) when tensor parallel; under attention DP an
+    # all-gather before the MLP and a reduce-scatter after it, together one all-reduce's traffic.
+    t = t + (1.0 if arch.attention_dp else 2.0) * allreduce_time(dev, tokens * h * ACT_BYTES, tp)
     return np.asarray(t, dtype=float)
 
 
@@ -361,7 +399,7 @@ def layer_time(eng: EngineCopy, batch: ArrayLike, q_len: ArrayLike, context: Arr
     dev, arch, p, tp = eng.dev, eng.arch, eng.prec, eng.tp
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
-    heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
+    heads, kvh = arch.heads / tp, arch.kv_per_gpu(tp)
     window = arch.window if sliding else None
     t = dense_time(dev, arch, p, tp, b * q, b)
     if phase == "prefill":
@@ -391,7 +429,7 @@ def mixed_layer_time(eng: EngineCopy, n_decode: ArrayLike, context: ArrayLike, p
     dev, arch, p, tp = eng.dev, eng.arch, eng.prec, eng.tp
     d = np.asarray(n_decode, dtype=float)
     pt = np.asarray(prefill_tokens, dtype=float)
-    heads, kvh = arch.heads / tp, kv_heads_per_gpu(arch.kv_heads, tp)
+    heads, kvh = arch.heads / tp, arch.kv_per_gpu(tp)
     window = arch.window if sliding else None
     seqs = pt / max(prompt_len, 1.0)
     t = dense_time(dev, arch, p, tp, d + pt, d)

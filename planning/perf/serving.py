@@ -252,7 +252,7 @@ def serving_point(node: NodeEngine, wl: Workload, query: ServingQuery | None = N
     ns = arch.layers - nf
     held = memory.kv_tokens(inp, out)
     kv_seq = kv_tok * (nf * held + ns * min(held, float(arch.window or held)))
-    weights = arch.layers * arch.weight_bytes_per_layer(node.prec) / tp
+    weights = arch.layers * arch.weight_bytes_per_gpu(node.prec, tp)
     fixed = weights + float(memory.fixed_bytes(workspace_bytes(arch, settings, tp, budget)))
     run = _Run(times, inp, out, tp, node.dp, int(settings.max_num_seqs), budget, q.scheduling, fixed, kv_seq,
                memory.budget(dev.memory_bytes))
@@ -459,7 +459,7 @@ def serving_stage_entries(node: NodeEngine, wl: Workload, tpot_budget: np.ndarra
     lumpy = np.where(q < 1.0, q * run_chunk + (1.0 - q) * run_dec[None, :, :], run[None, :, :])
     t = lumpy + send[:, None, :]  # (S, L, B)
     held_batches = kv_room(stages, b, t, kv_sigmas)  # (S, L, B): S micro-batches + room for their fluctuation
-    mem = (j[:, None] * arch.weight_bytes_per_layer(prec) / tp + fixed)[None, :, :] + held_batches * kv[None, :, :]
+    mem = (j[:, None] * arch.weight_bytes_per_gpu(prec, tp) + fixed)[None, :, :] + held_batches * kv[None, :, :]
     ok_lb = (mem <= memory.budget(dev.memory_bytes)) & ((b + share)[None, None, :] <= tokens)  # (S, L, B)
     # Each stage: half a step for the one in progress, then the prompt's own chunks; and, under the load the instance
     # is planned at (aggregated_max_load of this rate), the wait for the prompt work ahead (serving's _ttft: M/D/1 on

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planning.perf.curves import Curves
+from planning.perf.curves import Curves, fluctuation_spread, step_elasticity
 
 
 def best_over_batches(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray,
@@ -92,28 +92,6 @@ def kv_room(stages: np.ndarray, batches: np.ndarray, step_s: np.ndarray, sigmas:
     n = stages[:, None, None] * b[None, None, :]
     spread = fluctuation_spread(step_elasticity(b, step_s))
     return np.asarray(stages[:, None, None] + sigmas * np.sqrt(n * spread) / b[None, None, :], dtype=float)
-
-
-ELASTICITY_FLOOR = 1e-3  # numerical guard: a step exactly proportional to the batch needs unbounded room
-
-
-def step_elasticity(batches: np.ndarray, step_s: np.ndarray) -> np.ndarray:
-    """e = d ln t / d ln b of step times ``step_s`` (last axis over ``batches``), by the backward difference on the
-    grid; 0 at the first point and where a time is not finite."""
-    b = np.maximum(np.asarray(batches, dtype=float), 1.0)
-    t = np.asarray(step_s, dtype=float)
-    e = np.zeros_like(t)
-    if b.size > 1:
-        dlb = np.diff(np.log(b))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope = np.diff(np.log(t), axis=-1) / np.where(dlb > 0, dlb, np.inf)
-        e[..., 1:] = np.where(np.isfinite(slope), slope, 0.0)
-    return e
-
-
-def fluctuation_spread(elasticity: np.ndarray | float) -> np.ndarray:
-    """Variance of the running count over its mean, 1 / (1 − e) (:func:`kv_room`)."""
-    return np.asarray(1.0 / np.maximum(1.0 - np.clip(elasticity, 0.0, 1.0), ELASTICITY_FLOOR), dtype=float)
 
 
 def entry_point(curves: list[Curves], full_in_window: np.ndarray, layers: int, budget: np.ndarray, stages: int,

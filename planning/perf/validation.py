@@ -149,11 +149,15 @@ def in_flight(notes: str) -> int | None:
 
 
 def predict(pm: PerfModel, p: ValidationPoint) -> float:
-    """The model's number for the quantity of ``p`` (see module docstring); NaN when the model cannot run it."""
+    """The model's number for the quantity of ``p`` (see module docstring); NaN when the model cannot run it.
+    The row's engine picks the measured kernels (``PerfModel.for_engine``: TensorRT-LLM's where measured)."""
     count = p.n_gpus
     args = dict(model_id=p.model, gpu_id=p.gpu, count=count, tp=p.tp, dtype=p.dtype)
     conc = in_flight(p.notes) or p.concurrency
     out = max(p.output_len, 1)
+    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes,
+                           run=BenchRun(p.model, p.dtype, p.n_gpus, p.input_len, out))
+    pm = pm.for_engine(p.engine, eng.attention_dp)
     if p.batch is not None or (conc == 1 and p.quantity in ("ttft_ms", "prefill_ms", "tpot_ms", "itl_ms",
                                                             "decode_step_ms")):
         b = p.batch or 1
@@ -164,8 +168,6 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
-    eng = published_engine(pm, p.engine, p.engine_version, p.gpu, p.tp, p.notes,
-                           run=BenchRun(p.model, p.dtype, p.n_gpus, p.input_len, out))
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
                     scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
                     memory=eng.memory, router=eng.router)

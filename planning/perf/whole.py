@@ -64,10 +64,13 @@ class WholeNode:
     if TYPE_CHECKING:  # provided by PerfModel
         calibration: Calibration
         bands: BandTable
+        engine: str
 
         def model(self, model_id: str) -> ModelSpec: ...
         def gpu(self, gpu_id: str) -> GPU: ...
-        def device(self, gpu_id: str) -> Device: ...
+        def device(self, gpu_id: str, engine: str | None = None) -> Device: ...
+        def kernel_notes(self, model_id: str, gpu_id: str, tp: int, dtype: str | None = None,
+                         engine: str | None = None) -> tuple[str, ...]: ...
         def tp_options(self, model: ModelSpec, count: int) -> list[int]: ...
         def network_gbps(self, shape: str) -> tuple[float, bool]: ...
         def _layer_arch(self, model: ModelSpec) -> LayerArch: ...
@@ -223,13 +226,15 @@ class WholeNode:
             "serving": base, "memory": "roofline",
         }
         bands, band_source = self.bands.for_estimate(gpu, prec.name, provenance, s)
-        notes = _estimate_notes(node, gpu_id, batch, memory if not fits else None, base)
+        notes = (_estimate_notes(node, gpu_id, batch, memory if not fits else None, base)
+                 + self.kernel_notes(model_id, gpu_id, tp, dtype))
         return PerfEstimate(
             model_id=model_id, gpu_id=gpu_id, count=count, tp=tp, dtype=prec.name, batch=batch,
             input_len=input_len, output_len=output_len, prefill_ms=prefill_s * 1e3, decode_step_ms=decode_s * 1e3,
             fits=fits, memory=memory, max_prefill_tokens_per_s=pf_thr, best_prefill_batch=pf_b,
             max_decode_tokens_per_s=dc_thr, best_decode_batch=dc_b, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
             provenance=provenance, band=bands, notes=notes, serving=serving, band_source=band_source,
+            engine=self.engine,
         )
 
     def _best_whole(self, spec: ModelSpec, node: NodeEngine, phase: str, wl: Workload, slo_ms: float | None,

@@ -2,7 +2,8 @@
 baselines' shortcuts (issue 41 §3: faster, the same answers): the plan's cost, and every baseline's cost, served
 fractions, GPUs and note. The baselines' ILPs stop on work (HiGHS nodes), so a busy machine gives the same answers;
 only one a wall clock stopped (``time_limited``: its far safety net or the solve's deadline) has no fixed answer,
-and it must say so in its note."""
+and it must say so in its note. So has one the solve's own deadline left no time for (``ran`` false: on a busy
+machine the preset's time limit goes to the plan); it must carry the note "not run: time limit"."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import planning.cli
+from planning.pipeline import NOT_RUN
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "preset_baselines.json").read_text())["presets"]
 
@@ -31,6 +33,9 @@ def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: 
     for got, recorded in zip(doc["baselines"], want["baselines"], strict=True):
         if got["time_limited"]:
             assert "time-limited: " in got["note"], got
+            continue
+        if not got["ran"]:
+            assert got["note"] == NOT_RUN, got
             continue
         assert {k: _ulps(got[k]) for k in recorded} == {k: _ulps(v) for k, v in recorded.items()}
 

@@ -53,10 +53,15 @@ def _record_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def coral_core_optimum() -> float:
+def coral_core_plan() -> Any:
     result = api.solve(api.load_preset_scenario("coral-core"), with_baselines=False)
     assert result.status == "optimal"
-    return float(result.cost_per_hour)
+    return result
+
+
+@pytest.fixture(scope="module")
+def coral_core_optimum(coral_core_plan: Any) -> float:
+    return float(coral_core_plan.cost_per_hour)
 
 
 def test_limit_in_pricing_round_one_returns_the_seed_plan_with_a_finite_gap(
@@ -85,10 +90,18 @@ def test_limit_in_pricing_round_one_returns_the_seed_plan_with_a_finite_gap(
     assert '"status": "feasible"' in payload and '"mip_gap": ' in payload and '"stopped_at": "pricing' in payload
 
 
-def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyPatch,
+def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyPatch, coral_core_plan: Any,
                                                       coral_core_optimum: float, clock: SkipClock) -> None:
     """Stopped in the Lagrangian group bounds: the LP over all templates is proven, so the gap is at most
-    (cost − z_LP) / cost and the optimum lies within it."""
+    (cost − z_LP) / cost and the optimum lies within it.
+
+    The LP bound is 0.88 of the optimum since perf v5 (26.52 of 30.15 $/h; 0.923 before, 26.39 of 28.60), and the
+    physics moves it through an integer cliff, not a looser LP: the dense models' part is as before (coral-core
+    without gpt-oss-20b: 23.24 of 25.45, 0.913), and gpt-oss-20b's measured MXFP4 experts take its one-node
+    templates just below its demand. Its prefill demand is ~20,480 prompt tok/s; one 1xL40S served 24,425 under
+    the roofline experts and serves 20,420 under the kernel measured on the L40S, so the plan adds a whole 1xL4
+    (+0.80 $/h) for the last 0.3 %, where the LP buys 0.3 % more of an L40S; its decode moves from one A10G (1.01
+    $/h) to a 2xL4 (1.61 $/h) likewise. gpt-oss-20b's share: +1.41 $/h to the optimum, +0.12 to the LP bound."""
     real = ondemand.group_bounds
 
     def slow(*args: Any, **kwargs: Any) -> Any:
@@ -103,7 +116,12 @@ def test_limit_after_the_lp_bounds_the_gap_by_the_lp(monkeypatch: pytest.MonkeyP
     lp = result.stats["anytime_bound"]
     assert lp <= coral_core_optimum + 1e-6
     assert result.mip_gap == pytest.approx((result.cost_per_hour - lp) / result.cost_per_hour, rel=1e-9)
-    assert lp >= 0.9 * coral_core_optimum  # the LP bound (26.39 of 28.60 $/h), far tighter than the additive one
+    assert lp >= 0.87 * coral_core_optimum  # far tighter than the additive one; why not 0.9: the docstring
+    # the cliff the docstring names: gpt-oss-20b's prefill needs a second node for its last fraction of demand
+    prefill = [i for i in coral_core_plan.instances if (i.model, i.phase) == ("gpt-oss-20b", "prefill")]
+    biggest = max(prefill, key=lambda i: i.throughput * i.count)
+    demand = sum(i.throughput * i.count * i.load for i in prefill)
+    assert len(prefill) >= 2 and 0.95 * demand < biggest.throughput * biggest.count < demand
 
 
 def test_library_path_has_a_plan_before_the_library(monkeypatch: pytest.MonkeyPatch, clock: SkipClock) -> None:

@@ -47,6 +47,30 @@ def test_a_baseline_ilp_stopped_at_its_limit_says_time_limited(monkeypatch: pyte
     assert "time-limited: its ILP stopped after the solve's time limit within 4.0 %" in stopped.note
 
 
+def _served_stopped_before_any_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost ILP proves infeasibility; the max-served MIP then stops at the solve's time limit before any plan,
+    as HiGHS on a busy machine."""
+    real = allocate_solve.solve_allocation
+
+    def stopped(problem: AllocationProblem, **kw: Any) -> Any:
+        res = real(problem, **kw)
+        status = "infeasible" if problem.objective == "cost" else "time_limit"
+        return replace(res, status=status, cost_per_hour=None)
+
+    monkeypatch.setattr(allocate_solve, "solve_allocation", stopped)
+
+
+def test_a_served_mip_cut_short_before_any_plan_says_time_limited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A max-served MIP stopped by a clock before any plan proves nothing: "no plan" is time-limited and names that
+    ILP, not "no plan (time_limit)" unflagged (moe5's f75dcd6, kept in main's node-limit design: the cost ILP's own
+    stop before any plan is main's ``_no_plan``, tested in tests/baselines/test_baseline_work_limit.py)."""
+    _served_stopped_before_any_plan(monkeypatch)
+    none = run_baseline("homo-ilp", _problem())
+    assert not none.feasible and none.cost_per_hour == 0.0
+    assert none.details == {"time_limited": True, "stopped_by": "clock"}
+    assert none.note.startswith("no plan: time-limited: its served-fraction ILP stopped after the solve's time limit")
+
+
 def test_the_flag_reaches_the_result_and_its_json(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The solve's BaselineSummary of each ILP baseline carries the flag, and the JSON round trip keeps it."""
     _stopped_at_the_limit(monkeypatch)

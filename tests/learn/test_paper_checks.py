@@ -44,11 +44,33 @@ def test_coral_fig2_greedy_fails_joint_serves_exactly() -> None:
     assert learn.coral_contention(a_nodes=4).checks == ()  # moved away from the paper's pool: no comparison
 
 
-def test_coral_fig1a_mix_over_best_pure_h100_within_005() -> None:
-    """Coral Fig. 1(a): the paper's mix ÷ the best pure-H100 setup = 1.09 (526 / 481), ours ± 0.05."""
-    c = _checks(api.lesson("coral-mixed-pipeline"))["paper's mix ÷ best pure H100 (×)"]
+def test_coral_fig1a_mix_over_best_pure_h100_disagrees_and_says_why() -> None:
+    """Coral Fig. 1(a): the paper's mix ÷ the best pure-H100 setup = 1.09 (526 / 481), ± 0.05. Since perf v5 ours is
+    1.019: outside, and the check says so in numbers with the cause computed stage by stage. Qwen3-235B's experts are
+    vLLM's fused-MoE kernels measured at this model's own shape, TP and BF16 on both GPUs (nothing scaled); the
+    mix is held by its 2xH100 stages (27 layers, TP 2, 8,192 tokens a step) because its L40S stages, whose kernel
+    runs 1.74× the roofline at 8,192 tokens, take only 13 of the 94 layers. The H100's kernel prices both sides
+    of the ratio; test_learn's counterfactual shows the L40S's is the one that moves it."""
+    lesson = api.lesson("coral-mixed-pipeline")
+    c = _checks(lesson)["paper's mix ÷ best pure H100 (×)"]
     assert c.paper == 1.09 and c.tolerance == 0.05
-    assert c.within, c
+    assert not c.within and c.ours == 1.019
+    assert c.why.startswith("Disagrees with the paper: 1.019 against 1.09 ± 0.05. The input that differs")
+    for number in ("nothing scaled from another shape",
+                   "1xL40S × 1 (5 layers, TP 1): 8,192 tokens a step, experts 17.00 ms a layer, 1.74× the roofline",
+                   "2xH100 × 1 (27 layers, TP 2): 8,192 tokens a step, experts 3.17 ms a layer, 1.74× the roofline",
+                   "at 39,784 prompt tok/s", "take only 13 of the 94 layers", "runs 40,343"):
+        assert number in c.why, (number, c.why)
+    (caption, rows), = lesson.tables
+    assert "Fig. 1(a)" in caption
+    assert [r["layers"] for r in rows] == [27, 27, 27, 8, 5] and sum(r["layers"] for r in rows) == 94
+    assert [r["binds"] for r in rows] == ["yes"] * 3 + [""] * 2
+    for r in rows:  # every stage reads the kernel measured for its own GPU and TP, unscaled
+        gpu = r["node"].split("x", 1)[1].split(" ")[0]
+        assert f"measured on {gpu} bf16" in r["kernel"] and f"TP {r['tp']};" in r["kernel"], r
+        assert "scaled" not in r["kernel"] and r["measured ÷ roofline"] > 1
+    # off the paper's setting there is no check, so no stage table either
+    assert api.lesson("coral-mixed-pipeline", slo_ms=3600).tables == ()
 
 
 def test_melange_fig3a_within_the_papers_precision_or_says_which_cell() -> None:

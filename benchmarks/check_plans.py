@@ -33,8 +33,8 @@ differ and a time limit stopped some run (the verdict line says "time-limited, n
 otherwise (a comparison differing with no clock to blame included). "cost $/h": ``cost_per_hour`` (the nodes and
 the start-up allowance, as the shared plan's total: a preset's rows count the same components); "bill $/h": the
 bill per hour the Plan page's "Cost per hour", the report's headline and the JSON's ``bill`` show (what is paid:
-reservations and owned capacity included; ``h``: a finance preset's horizon, its mean hour), for the plain runs
-(a sharing run's dict carries its dedicated part's bill only: "—").
+reservations and owned capacity included; ``h``: a finance preset's horizon, its mean hour); a sharing run's is
+the whole plan's (the shared GPUs and the dedicated part).
 """
 
 from __future__ import annotations
@@ -75,8 +75,7 @@ def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
     ``cost`` is ``cost_per_hour`` (nodes + start-up allowance, as the shared plan's total: the rows of one preset
     count the same components); ``bill`` the bill per hour the Plan page's "Cost per hour", the report's headline
     and the JSON's ``bill`` show (``planning.billing``: what is paid, reservations and owned capacity included; the
-    horizon's mean hour for a finance preset), None for a sharing run, whose dict carries its dedicated part's
-    bill only; ``limited``: a time limit stopped something in the plan; ``comparisons_limited``: one stopped a
+    horizon's mean hour for a finance preset; a sharing run's covers both parts); ``limited``: a time limit stopped something in the plan; ``comparisons_limited``: one stopped a
     comparison (a baseline flagged ``time_limited``, or not run)."""
     from planning.checks import stable_dict
 
@@ -88,7 +87,7 @@ def summary(data: dict[str, Any], mode: str) -> dict[str, Any]:
     compared = sharing.pop("comparison", None) or {}  # the plan without sharing (or the shared plan that lost)
     if "sharing" in plan:
         plan["sharing"] = sharing
-    bill = (data.get("bill") or {}) if mode == "off" else {}
+    bill = data.get("bill") or {}
     return {"stable": json.dumps(stable_dict(data), sort_keys=True, default=float),
             "plan": json.dumps(stable_dict(plan), sort_keys=True, default=float),
             "cost": data.get("cost_per_hour"), "bill": bill.get("per_hour"), "bill_basis": bill.get("basis"),

@@ -153,6 +153,7 @@ __all__ = [
     "label_measured",
     "lesson",
     "list_presets",
+    "load_any_plan",
     "load_plan",
     "load_preset_scenario",
     "load_scenario",
@@ -250,15 +251,46 @@ def plan_from_json(text: str, *, origin: str = "plan") -> PlanResult:
     PlanningError
         Not JSON, too large or too deep, or not a plan; the message names ``origin`` and the fix.
     """
+    from planning.sharing.result import is_shared_plan
+
     data = load_json(text, field="plan", origin=origin, limits=PLAN_LIMITS)
     fix = "write a plan with `planning solve SCENARIO --json --out plan.json`."
     if not (isinstance(data, dict) and "instances" in data and "status" in data):
         raise PlanningError("plan", f"{origin} is JSON but not a plan (no 'instances' and 'status').", fix)
+    if is_shared_plan(data):
+        raise PlanningError("plan", f"{origin} is a plan with shared GPUs (`--sharing`); this step reads plans "
+                                    "without sharing.", "simulate it with `planning simulate PLAN.json`, or save "
+                                                        "the plan without `--sharing`.")
     try:
         return PlanResult.from_dict(data)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise PlanningError("plan", f"{origin} looks like a plan but does not parse "
                                     f"({type(exc).__name__}: {quote(str(exc), 120, bare=True)}).", fix) from None
+
+
+def load_any_plan(path: str | Path) -> PlanResult | SharingResult:
+    """A saved plan file, with or without shared GPUs (``planning solve [--sharing …] --json``), within
+    :data:`PLAN_LIMITS`.
+
+    Raises
+    ------
+    PlanningError
+        Not JSON, too large or too deep, or not a plan; the message names the file and the fix.
+    """
+    from planning.sharing.result import SharingResult, is_shared_plan
+
+    p = Path(path)
+    text = read_text(p, field="plan", max_bytes=PLAN_LIMITS.max_bytes, what="plan JSON")
+    data = load_json(text, field="plan", origin=p.name, limits=PLAN_LIMITS)
+    if not is_shared_plan(data):
+        return plan_from_json(text, origin=p.name)
+    try:
+        return SharingResult.from_dict(data)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise PlanningError("plan", f"{p.name} looks like a plan with shared GPUs but does not parse "
+                                    f"({type(exc).__name__}: {quote(str(exc), 120, bare=True)}).",
+                            "write it again with `planning solve SCENARIO --sharing exact --json --out plan.json`."
+                            ) from None
 
 
 def is_plan_json(path: str | Path) -> bool:

@@ -50,7 +50,8 @@ def sharing_section(result: PlanResult, plan_job_id: str) -> None:
         return
     info = out["sharing"]
     nodes = out.get("shared_nodes", [])
-    dedicated_part = float(out.get("provisioning_per_hour", info["dedicated_cost_per_hour"]) or 0.0) \
+    own = info.get("dedicated") or {}  # the dedicated part's own figures (the top level covers both parts)
+    dedicated_part = float(own.get("provisioning_per_hour", info["dedicated_cost_per_hour"]) or 0.0) \
         if info["dedicated_models"] else 0.0
     shared_total = float(info["shared_cost_per_hour"]) + dedicated_part
     plan_gpus = sum(result.gpus_by_type().values())

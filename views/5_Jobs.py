@@ -69,20 +69,31 @@ def _plan(record: JobRecord) -> PlanResult | None:
     return None if result is None or not result.has_plan else result
 
 
+def _shared_bill(record: JobRecord) -> tuple[float, float] | None:
+    """A finished sharing job's bill per hour and month (its dict's ``bill``: the shared GPUs and the dedicated
+    part, as ``SharingResult.bill`` counts them); None for other jobs."""
+    if record.kind != "sharing" or record.status != "done":
+        return None
+    full = state.find_job(record.id)
+    bill = (full.result or {}).get("bill") if full is not None else None
+    return (float(bill["per_hour"]), float(bill["per_month"])) if isinstance(bill, dict) else None
+
+
 rows = []
 for r in records:
     scenario = _scenario_of(r)
     objective = scenario.get("objective", {}) if isinstance(scenario.get("objective"), dict) else {}
     plan = _plan(r)
-    bill = plan.bill if plan is not None else None  # the bill, as Home, Plan and the report show it
+    # the bill, as Home, Plan and the report show it
+    bill = (plan.bill.per_hour, plan.bill.per_month) if plan is not None else _shared_bill(r)
     rows.append({
         "scenario": str(scenario.get("name", "")), "what": KIND_LABELS.get(r.kind, r.kind),
         "objective": {"cost": "min cost", "served": "max served"}.get(str(objective.get("kind", "")), ""),
         "prices": widgets.pricing_kinds(plan) if plan is not None else
         ("spot" if scenario.get("pricing") == "spot" else "on-demand"),
         "status": r.status, "progress": r.progress, "attention": r.attention() or "", "attempt": r.attempt or None,
-        "cost $/h": None if bill is None else round(bill.per_hour, 2),
-        "cost $/month": None if bill is None else round(bill.per_month),
+        "cost $/h": None if bill is None else round(bill[0], 2),
+        "cost $/month": None if bill is None else round(bill[1]),
         "age": _age(r.created), "seconds": round(r.elapsed, 2) if r.elapsed is not None else None,
         "message": r.message or "", "error": r.error or "", "id": r.id,
     })

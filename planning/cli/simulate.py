@@ -15,6 +15,7 @@ from planning.simulate.run import ROUTERS
 if TYPE_CHECKING:
     from planning.result import PlanResult
     from planning.scenario import Scenario
+    from planning.sharing.result import SharingResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,13 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load_plan_or_scenario(path: Path) -> PlanResult | Scenario:
-    """A PlanResult when the file is a saved plan (a JSON with ``instances`` and ``status``), else a Scenario."""
+def _load_plan_or_scenario(path: Path) -> PlanResult | SharingResult | Scenario:
+    """A saved plan (a JSON with ``instances`` and ``status``; with shared GPUs a SharingResult), else a Scenario."""
     from planning import api
 
     if not path.is_file():
         raise PlanningError("source", f"file {str(path)!r} does not exist.", "give a PLAN.json or scenario path.")
-    return api.load_plan(path) if api.is_plan_json(path) else api.load_scenario(path)
+    return api.load_any_plan(path) if api.is_plan_json(path) else api.load_scenario(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,14 +93,16 @@ def run(args: argparse.Namespace) -> int:
     if args.preset and args.source:
         raise PlanningError("source", "both a file and --preset were given.", "give one of them.")
     if args.preset:
-        target: PlanResult | Scenario = api.load_preset_scenario(args.preset)
+        target: PlanResult | SharingResult | Scenario = api.load_preset_scenario(args.preset)
     elif args.source:
         target = _load_plan_or_scenario(Path(args.source))
     else:
         raise PlanningError("source", "nothing to simulate.", "give PLAN.json, a scenario file, --preset NAME, or "
                                                                "--model/--gpu for a benchmark.")
+    from planning.sharing.result import SharingResult
+
     trace = api.load_trace(args.trace) if args.trace else None
-    if args.sharing:
+    if args.sharing or isinstance(target, SharingResult):
         return _run_shared(args, target)
     result = api.simulate(target, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
                           router=args.router, trace=trace, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
@@ -115,32 +118,55 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_shared(args: argparse.Namespace, target: PlanResult | Scenario) -> int:
-    """``--sharing``: plan with shared GPUs, simulate the shared nodes and the dedicated plan."""
+def _shared_plan(args: argparse.Namespace, target: PlanResult | SharingResult | Scenario
+                 ) -> tuple[SharingResult, Scenario]:
+    """The shared plan to simulate and its whole scenario: a saved one as it is, or a scenario planned with
+    ``--sharing``."""
     from planning import api
-    from planning.cli import print_json
     from planning.scenario import Scenario
+    from planning.sharing.result import SharingResult
 
+    if isinstance(target, SharingResult):
+        if args.sharing and args.sharing != target.sharing:
+            raise PlanningError("--sharing", f"the saved plan was made with sharing {target.sharing!r}, not "
+                                f"{args.sharing!r}.", "drop --sharing to simulate the saved plan, or give the "
+                                                      "scenario to plan it again.")
+        if not target.scenario:
+            raise PlanningError("plan", "the saved plan with shared GPUs carries no whole scenario (it was saved "
+                                "by an older version).", "plan it again: `planning solve SCENARIO --sharing "
+                                                         f"{target.sharing} --json --out plan.json`.")
+        return target, Scenario.from_dict(target.scenario)
     if not isinstance(target, Scenario):
-        raise PlanningError("--sharing", "needs a scenario, not a saved plan.", "give a scenario file or --preset.")
-    if args.trace or args.headroom:
-        raise PlanningError("--sharing", "does not take --trace or --headroom (shared GPUs run Poisson or on/off "
-                            "bursts at each model's rate).", "drop --trace/--headroom.")
+        raise PlanningError("--sharing", "needs a scenario or a saved plan with shared GPUs, not a plan without "
+                            "sharing.", "give a scenario file or --preset, or drop --sharing.")
     plan = api.solve_shared(target, method=args.sharing)
     if plan.status == "infeasible":
         raise PlanningError("--sharing", "the shared plan is infeasible: " + " ".join(plan.notes),
                             "raise availability or lower the sharing threshold.")
-    shared = api.simulate_shared(plan, target, duration_s=args.duration, seed=args.seed, admission=args.admission,
+    return plan, target
+
+
+def _run_shared(args: argparse.Namespace, target: PlanResult | SharingResult | Scenario) -> int:
+    """A plan with shared GPUs (saved, or a scenario planned with ``--sharing``): simulate the shared nodes and the
+    dedicated plan."""
+    from planning import api
+    from planning.cli import print_json
+
+    if args.trace or args.headroom:
+        raise PlanningError("--sharing", "does not take --trace or --headroom (shared GPUs run Poisson or on/off "
+                            "bursts at each model's rate).", "drop --trace/--headroom.")
+    plan, scenario = _shared_plan(args, target)
+    shared = api.simulate_shared(plan, scenario, duration_s=args.duration, seed=args.seed, admission=args.admission,
                                  rate_scale=args.rate_scale)
     dedicated = (api.simulate(plan.dedicated, duration_s=args.duration, rate_scale=args.rate_scale, seed=args.seed,
                               router=args.router, chunk_tokens=args.chunk_tokens, max_seqs=args.max_seqs)
                  if plan.dedicated is not None and plan.dedicated.instances else None)
     if args.json:
-        print_json(json_safe({"sharing": args.sharing, "cost_per_hour": plan.cost_per_hour, "gpus": plan.n_gpus,
+        print_json(json_safe({"sharing": plan.sharing, "cost_per_hour": plan.cost_per_hour, "gpus": plan.n_gpus,
                             "shared": shared.to_dict(),
                             "dedicated": dedicated.to_dict() if dedicated is not None else None}))
         return 0
-    lines = [f"Shared plan ({args.sharing}): ${plan.cost_per_hour:,.2f}/h on {plan.n_gpus} GPUs "
+    lines = [f"Shared plan ({plan.sharing}): ${plan.cost_per_hour:,.2f}/h on {plan.n_gpus} GPUs "
              f"({len(plan.shared_nodes)} shared GPUs for {len(plan.shared_models)} models)",
              f"Shared GPUs ({args.admission} admission, {shared.duration_s:g} s, seed {shared.seed}): "
              f"{shared.requests:,} requests, {shared.attainment:.2%} within SLO, worst model "

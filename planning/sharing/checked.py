@@ -85,7 +85,7 @@ def solve_checked(scenario: Scenario, *, method: str | None, context: EngineCont
                                                   time_limit_s=time_left(deadline, limit, MIN_DEDICATED_S)))
         dedicated = (solve_dedicated or _plain_solver(context, cancel, baselines))(plain)
     attainment = simulated_attainment(shared, scenario, context)
-    return plain_flagged(choose(shared, dedicated, attainment), dedicated)
+    return replace(plain_flagged(choose(shared, dedicated, attainment), dedicated), scenario=scenario.to_dict())
 
 
 def plain_flagged(result: SharingResult, dedicated: PlanResult | None) -> SharingResult:

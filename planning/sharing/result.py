@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from planning.billing import HOURS_PER_MONTH, Bill, bill_of
 from planning.result import Check, PlanResult, check_lines
+
+# keys the whole shared plan's dict adds to (or overwrites in) its dedicated part's PlanResult dict
+_WHOLE_PLAN_KEYS = ("gpus", "n_gpus", "split", "threshold_split_cost_per_hour", "shared_nodes", "sharing", "bill")
+_NODE_DERIVED = ("weights_gb", "kv_pool_gb", "free_gb", "load", "gpus")
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,9 @@ class SharingResult:
     # a wall clock (the call's time limit, a safety net), not a work limit, stopped some step: the plan depends on
     # the machine's speed (``planning.checks.stable_dict`` keeps only the flag of the ``sharing`` summary)
     time_limited: bool = False
+    # the whole scenario (both parts; the dedicated plan's own ``scenario`` holds its popular models only): a saved
+    # shared plan carries what ``planning simulate PLAN.json`` needs to simulate its shared GPUs
+    scenario: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def dedicated_cost_per_hour(self) -> float:
@@ -105,14 +113,36 @@ class SharingResult:
     def n_gpus(self) -> int:
         return sum(self.gpus().values())
 
+    @property
+    def provisioning_per_hour(self) -> float:
+        """The marginal $/h of both parts: the shared GPUs at their prices + the dedicated plan's provisioning."""
+        return self.shared_cost_per_hour + (self.dedicated.provisioning_per_hour if self.dedicated is not None
+                                            else 0.0)
+
+    @property
+    def bill(self) -> Bill:
+        """What the whole plan is paid (``planning.billing``): the shared GPUs held every hour at their prices, plus
+        the dedicated plan's bill (its egress, committed capacity and, with a horizon bill, its months; the shared
+        GPUs then add their price × 730 h to every month)."""
+        d = self.dedicated
+        rows = list((d.finance or {}).get("bill") or []) if d is not None else []
+        months = sorted({int(r["month"]) for r in rows})
+        rows += [{"month": m, "usd": self.shared_cost_per_hour * HOURS_PER_MONTH} for m in months]
+        return bill_of(self.provisioning_per_hour, d.transfer_per_hour if d is not None else 0.0,
+                       d.committed_per_hour if d is not None else 0.0, rows)
+
     def to_dict(self) -> dict[str, Any]:
-        """The dedicated part's PlanResult dict with ``cost_per_hour`` and ``gpus`` over both parts, plus
-        ``shared_nodes`` and a ``sharing`` summary."""
-        base: dict[str, Any] = (self.dedicated.to_dict() if self.dedicated is not None
-                                else {"status": self.status, "instances": []})
+        """The dedicated part's PlanResult dict with ``cost_per_hour``, ``provisioning_per_hour``, ``bill`` and
+        ``gpus`` over both parts, the whole ``scenario``, ``shared_nodes`` and a ``sharing`` summary that keeps
+        what the dedicated part's own figures were (:meth:`from_dict` reads it back)."""
+        d = self.dedicated
+        base: dict[str, Any] = d.to_dict() if d is not None else {"status": self.status, "instances": []}
         base.update({
             "status": self.status,
             "cost_per_hour": self.cost_per_hour,
+            "provisioning_per_hour": self.provisioning_per_hour,
+            "bill": self.bill.to_dict(),
+            "scenario": dict(self.scenario) or base.get("scenario", {}),
             # the whole plan's proven gap (both parts), None when the shared part has no bound (kvpr's heuristic):
             # the dedicated part's own gap stays in sharing.dedicated_gap
             "mip_gap": self.gap,
@@ -132,10 +162,38 @@ class SharingResult:
                         "dedicated_gap": self.dedicated.mip_gap if self.dedicated is not None else None,
                         "shared_models": list(self.shared_models), "dedicated_models": list(self.dedicated_models),
                         "timings": dict(self.timings), "notes": list(self.notes),
-                        "comparison": dict(self.comparison), "time_limited": self.time_limited},
+                        "comparison": dict(self.comparison), "time_limited": self.time_limited,
+                        "dedicated": _dedicated_own(d)},
             "checks": [asdict(c) for c in self.checks],
         })
         return base
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SharingResult:
+        """A shared plan from :meth:`to_dict`'s form (a saved ``planning solve --sharing … --json``)."""
+        s = d["sharing"]
+        own = s.get("dedicated")
+        dedicated = None
+        if own is not None:
+            part = {k: v for k, v in d.items() if k not in _WHOLE_PLAN_KEYS}
+            part.update(own, checks=own.get("checks", []))
+            dedicated = PlanResult.from_dict(part)
+        nodes = tuple(SharedNode(**{**{k: v for k, v in n.items() if k not in _NODE_DERIVED},
+                                    "models": tuple(SharedModel(**m) for m in n["models"])})
+                      for n in d.get("shared_nodes", ()))
+        return cls(sharing=s["method"], status=d["status"], threshold_rps=s.get("threshold_rps"), shared_nodes=nodes,
+                   shared_cost_per_hour=float(s["shared_cost_per_hour"]), shared_status=s["shared_status"],
+                   shared_gap=s.get("shared_gap"), dedicated=dedicated,
+                   shared_models=tuple(s.get("shared_models", ())),
+                   dedicated_models=tuple(s.get("dedicated_models", ())), timings=dict(s.get("timings", {})),
+                   notes=tuple(s.get("notes", ())), split=s.get("split", "threshold"),
+                   threshold_split_cost_per_hour=s.get("threshold_split_cost_per_hour"),
+                   threshold_split_status=s.get("threshold_split_status"),
+                   threshold_split_gap=s.get("threshold_split_gap"), bound_per_hour=s.get("bound_per_hour"),
+                   gap=s.get("gap"), stats=dict(s.get("stats", {})),
+                   checks=tuple(Check.from_dict(c) for c in d.get("checks", ())),
+                   comparison=dict(s.get("comparison", {})), time_limited=bool(s.get("time_limited", False)),
+                   scenario=dict(d.get("scenario", {})))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=float)
@@ -160,3 +218,17 @@ class SharingResult:
         lines.extend(f"check: {line}" for line in check_lines(self.checks))
         lines.extend(f"note: {x}" for x in self.notes)
         return "\n".join(lines) + "\n"
+
+
+def _dedicated_own(d: PlanResult | None) -> dict[str, Any] | None:
+    """The dedicated part's own figures that the whole plan's dict overwrites (None: no dedicated part)."""
+    if d is None:
+        return None
+    return {"status": d.status, "cost_per_hour": d.cost_per_hour, "provisioning_per_hour": d.provisioning_per_hour,
+            "mip_gap": d.mip_gap, "scenario": dict(d.scenario), "checks": [asdict(c) for c in d.checks]}
+
+
+def is_shared_plan(data: Any) -> bool:
+    """Whether parsed JSON is a shared plan's dict (:meth:`SharingResult.to_dict`)."""
+    return (isinstance(data, dict) and isinstance(data.get("sharing"), dict) and "shared_nodes" in data
+            and "method" in data["sharing"])

@@ -122,6 +122,12 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
     shared = float(metrics["With shared GPUs"][1:-2].replace(",", ""))
     change = float(metrics["Difference"].rstrip("%")) / 100
     assert abs((shared - dedicated) / dedicated - change) < 0.001 + 0.01 / dedicated
+    from planning.jobs import JobStore
+
+    with JobStore(planning_home / "jobs.sqlite") as store:
+        out = store.get(job).result
+    assert out is not None and shared == round(out["cost_per_hour"], 2)  # the shared plan's total, counted once
+    assert out["bill"]["per_hour"] == shared  # and the bill its JSON carries is the same number
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("weights vs KV pool" in s for s in specs) and any("Dedicated plan vs shared plan" in s for s in specs)
     # the shared GPUs simulated request by request: KPIs and one row per shared model, worst first
@@ -138,6 +144,10 @@ def test_sharing_section_for_many_models(planning_home: Path) -> None:
     weighted = float((table["within SLO"] * table["requests"]).sum() / table["requests"].sum())
     assert float(within.rstrip("%")) / 100 == pytest.approx(weighted, abs=5e-5)
     assert metrics["On shared GPUs"].endswith("%")
+    at.switch_page("views/5_Jobs.py")  # the Jobs table: the sharing job's bill is the shared plan's total
+    at.run()
+    jobs = at.dataframe[0].value
+    assert float(jobs[jobs["id"] == job]["cost $/h"].iloc[0]) == shared
 
 
 def test_kvpr_that_loses_shows_the_dedicated_plan_and_why(planning_home: Path) -> None:

@@ -38,10 +38,17 @@ def test_a_finance_plan_row_shows_the_bill_the_plan_page_shows(planned: Any,
     assert f" {planned.cost_per_hour:,.2f} " in line
 
 
-def test_a_sharing_row_shows_no_bill(planned: Any) -> None:
-    """A sharing run's dict is its dedicated part's with totals over both parts: its ``bill`` is the dedicated
-    part's only, so the row prints none rather than a bill of other components."""
+def test_a_sharing_row_shows_the_whole_plans_bill() -> None:
+    """A sharing run's row shows the bill of the whole plan, the shared GPUs and the dedicated part (the JSON's
+    ``bill``; before, the dict carried the dedicated part's bill only and the row printed "—")."""
     from benchmarks.check_plans import bill_text, summary
+    from planning.api import solve_shared
+    from planning.billing import cents
+    from tests.sharing.conftest import SMALL
 
-    row = summary(planned.to_dict(), "exact")
-    assert row["bill"] is None and bill_text(row) == "—"
+    shared = solve_shared(Scenario.from_dict(SMALL), method="kvpr")
+    assert shared.shared_nodes and shared.dedicated is not None
+    row = summary(shared.to_dict(), "kvpr")
+    assert row["bill"] == cents(shared.cost_per_hour) == cents(shared.bill.per_hour)
+    assert row["bill"] > cents(shared.dedicated.bill.per_hour)  # not the dedicated part's alone
+    assert bill_text(row) == f"{row['bill']:,.2f}"

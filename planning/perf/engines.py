@@ -41,6 +41,11 @@ Every engine starts from the memory the driver reports (``GPU.memory_bytes``) bu
   ``max_batch_prefill_tokens`` it gives 95 % of what is free to the KV cache ("leave 5% for some wiggle room",
   ``FlashCausalLM.warmup``).
 
+**FP8 activation quantization** (:func:`fuses_activation_quant`, docs/perf-model.md Sec. 1): TensorRT-LLM writes
+each FP8 GEMM's input from the kernel before it (the fused residual-add + RMSNorm + quantize, the attention output,
+the gated activation, the MoE input permutation), so no separate quantization kernel runs; vLLM (and engines not
+known to fuse it) runs one per GEMM input.
+
 The planner's own engine is vLLM V1 at the calibrated ``gpu_memory_utilization`` (:func:`planner_memory`);
 ``planning export`` writes that value as ``--gpu-memory-utilization`` so a deployment sizes the KV cache the plan
 counts on.
@@ -161,6 +166,15 @@ class EngineMemory:
     def kv_tokens(self, input_len: float, output_len: float) -> float:
         """KV tokens one running sequence of mean size (I, O) holds on average."""
         return input_len + (output_len if self.hold == "reserve" else output_len / 2.0)
+
+
+FUSED_QUANT_ENGINES = ("trtllm", "nim-trtllm")  # TensorRT-LLM, and NIM on its TensorRT-LLM backend
+
+
+def fuses_activation_quant(engine: str | None) -> bool:
+    """Whether ``engine`` quantizes FP8 GEMM inputs inside the preceding kernel (module docstring): TensorRT-LLM's
+    fused norm/activation/attention epilogues. The planner's vLLM and unknown engines run a kernel per input."""
+    return (engine or "").lower() in FUSED_QUANT_ENGINES
 
 
 VLLM_NON_TORCH_GIB = 0.4  # CUDA context + NCCL/cuBLAS workspaces vLLM counts (0.39 GiB in vLLM 0.6.4's log)

@@ -29,7 +29,7 @@ from planning.perf.budgets import (
 )
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
 from planning.perf.curves import Curves, build_curves
-from planning.perf.engines import EngineMemory
+from planning.perf.engines import EngineMemory, fuses_activation_quant
 from planning.perf.moe import PLANNER_ENGINE, MoeBinding, MoeKernels, load_moe_kernels
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
 from planning.perf.roofline import Device, LayerArch, NodeEngine, Precision, resolve_precision, valid_tp
@@ -68,8 +68,9 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # MoE experts from measured fused-MoE kernels, engine-specific kernels (issue 42); v5.1: decode tables charge the
 # experts at the engine's admission cap (curves.fluctuation_charged); v5.2: that charge on decode tables only (a
 # prefill step holds the prompts it was planned with), and FP8 experts under an engine whose own MoE kernels are not
-# measured on the GPU read the planner's BF16 kernel scaled to FP8 (moe.MoeKernels.choose).
-PHYSICS_VERSION = "perf-v5.2"
+# measured on the GPU read the planner's BF16 kernel scaled to FP8 (moe.MoeKernels.choose); v5.3: TensorRT-LLM fuses
+# the FP8 quantization of GEMM inputs into the kernel before (roofline.Device.fused_quant; the planner's vLLM does not).
+PHYSICS_VERSION = "perf-v5.3"
 
 
 def _load_catalog() -> Catalog:
@@ -144,14 +145,16 @@ class PerfModel(WholeNode):
         ``self.engine``), as the roofline reads them."""
         gpu = self.gpu(gpu_id)
         eng = engine or self.engine
-        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng))
+        return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng),
+                                 fuses_activation_quant(eng))
 
     def _planning_device(self, gpu_id: str) -> Device:
         """The device the planner's tables read: MoE experts charged at the running batch's upper fluctuation
         (``MoeBinding.sigmas`` = ``kv_sigmas``, docs/perf-model.md Sec. 1b); ``device`` is the step as it runs."""
         gpu = self.gpu(gpu_id)
         return Device.from_specs(gpu, self.calibration.for_gpu(gpu, self.engine),
-                                 self._moe_binding(self.engine, self.calibration.settings.kv_sigmas))
+                                 self._moe_binding(self.engine, self.calibration.settings.kv_sigmas),
+                                 fuses_activation_quant(self.engine))
 
     def _moe_binding(self, engine: str, sigmas: float = 0.0) -> MoeBinding | None:
         """The measured MoE kernels under ``engine`` (one binding per engine and sigmas, sharing its choices)."""
@@ -159,7 +162,8 @@ class PerfModel(WholeNode):
             return None
         key = f"{engine}|{sigmas}"
         if key not in self._moe:
-            refs = {g: Device.from_specs(self.catalog.gpus[g], self.calibration.for_gpu(self.catalog.gpus[g], engine))
+            refs = {g: Device.from_specs(self.catalog.gpus[g], self.calibration.for_gpu(self.catalog.gpus[g], engine),
+                                         fused_quant=fuses_activation_quant(engine))
                     for g in self.moe_kernels.gpus if g in self.catalog.gpus}
             self._moe[key] = MoeBinding(self.moe_kernels, engine, refs, sigmas)
         return self._moe[key]

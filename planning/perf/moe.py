@@ -26,8 +26,8 @@ from planning.perf.roofline import (
     Device,
     LayerArch,
     Precision,
+    moe_input_quant_time,
     moe_roofline_time,
-    quant_time,
     roof,
 )
 from planning.safeio import read_text
@@ -77,7 +77,7 @@ def expert_roofline(dev: Device, shape: Shape, tp: int, expert_bytes: float, com
     nbytes = touched * params * expert_bytes / tp + t * k * (2.0 * h + 3.0 * inter / tp) * ACT_BYTES
     out = 2.0 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, compute)
     if compute == "fp8":
-        out = out + quant_time(dev, t * k, h)
+        out = out + moe_input_quant_time(dev, t, h, k)
     return np.asarray(out, dtype=float)
 
 
@@ -264,7 +264,7 @@ class MoeBinding:
         c = self.choice(dev, arch, p, tp)
         if c is None:
             return moe_roofline_time(dev, arch, p, tp, tokens)
-        key = (dev.gpu_id, dev.cal, arch.hidden, arch.moe_inter, arch.active, arch.experts, tp, p.name)
+        key = (dev.gpu_id, dev.cal, dev.fused_quant, arch.hidden, arch.moe_inter, arch.active, arch.experts, tp, p.name)
         if key not in self._curves:
             self._curves[key] = scaled_curve(c, dev, arch, p, tp)
         t = np.asarray(tokens, dtype=float)

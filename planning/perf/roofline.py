@@ -43,15 +43,19 @@ class Device:
     link_bw: float  # intra-node bytes/s per direction
     cal: GpuCalibration
     p2p: bool = True  # GPUs of a node reach each other directly (else collectives go through host memory)
+    # The engine writes a GEMM's FP8 input from the kernel before it (norm, attention, activation, MoE permutation):
+    # no separate quantization kernel (TensorRT-LLM; engines.fuses_activation_quant, docs/perf-model.md Sec. 1).
+    fused_quant: bool = False
     # Measured MoE expert kernels of this GPU and engine (planning.perf.moe); None: the roofline expert term.
     moe: MoeBinding | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_specs(cls, gpu: GPU, cal: GpuCalibration, moe: MoeBinding | None = None) -> Device:
+    def from_specs(cls, gpu: GPU, cal: GpuCalibration, moe: MoeBinding | None = None,
+                   fused_quant: bool = False) -> Device:
         return cls(
             gpu_id=gpu.id, memory_bytes=gpu.memory_bytes, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
             fp8_flops=gpu.fp8_tflops * 1e12 if gpu.fp8_tflops else None, link_bw=gpu.intra_link_gbps * 1e9, cal=cal,
-            p2p=gpu.p2p, moe=moe,
+            p2p=gpu.p2p, moe=moe, fused_quant=fused_quant,
         )
 
 
@@ -249,10 +253,27 @@ def gemm_time(dev: Device, m: ArrayLike, n: ArrayLike, k: ArrayLike, wbytes: flo
 def quant_time(dev: Device, rows: ArrayLike, k: ArrayLike) -> np.ndarray:
     """Dynamic per-token FP8 quantization of the GEMM input: one memory-bound kernel reading X (BF16), writing X8.
 
-    Explicit and small: ~3 bytes per input element plus one kernel latency (often fused into the preceding norm).
+    Explicit and small: ~3 bytes per input element plus one kernel latency; zero where the engine fuses it into the
+    preceding kernel (``dev.fused_quant``: TensorRT-LLM's fused add + norm + quantize, attention output, activation).
     """
     r, kk = np.asarray(rows, dtype=float), np.asarray(k, dtype=float)
+    if dev.fused_quant:
+        return np.zeros(np.broadcast(r, kk).shape)
+    return quant_kernel_time(dev, r, kk)
+
+
+def quant_kernel_time(dev: Device, rows: ArrayLike, k: ArrayLike) -> np.ndarray:
+    """One stand-alone FP8 quantization kernel over ``rows`` × ``k`` BF16 elements (3 bytes each) and its latency."""
+    r, kk = np.asarray(rows, dtype=float), np.asarray(k, dtype=float)
     return dev.cal.kernel_us * 1e-6 + r * kk * (ACT_BYTES + 1.0) / (dev.bw * dev.cal.eff_bw)
+
+
+def moe_input_quant_time(dev: Device, tokens: ArrayLike, hidden: float, active: float) -> np.ndarray:
+    """FP8 quantization before the expert GEMMs: vLLM quantizes the ``tokens`` × top-k permuted rows; TensorRT-LLM
+    (``dev.fused_quant``) quantizes the ``tokens`` rows once before its fused MoE (the permutation copies FP8 and
+    the activation writes the second GEMM's FP8 input)."""
+    t = np.asarray(tokens, dtype=float)
+    return quant_kernel_time(dev, t if dev.fused_quant else t * active, hidden)
 
 
 def causal_pairs(q_len: ArrayLike, window: int | None) -> np.ndarray:
@@ -326,7 +347,7 @@ def moe_roofline_time(dev: Device, arch: LayerArch, p: Precision, tp: int, token
               + tokens * arch.active * (2.0 * arch.hidden + 3.0 * arch.moe_inter / tp) * ACT_BYTES)
     t = 2 * dev.cal.kernel_us * 1e-6 + roof(dev, flops, nbytes, p.expert_compute)
     if p.expert_compute == "fp8":  # activation quantization before the grouped GEMMs
-        t = t + quant_time(dev, tokens * arch.active, arch.hidden)
+        t = t + moe_input_quant_time(dev, tokens, arch.hidden, arch.active)
     return np.asarray(t, dtype=float)
 
 

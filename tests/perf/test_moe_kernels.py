@@ -242,3 +242,26 @@ def test_fp8_under_an_unmeasured_engine_reads_the_bf16_kernel(pm: PerfModel) -> 
     assert got[-1] < 0.8 * run.moe.seconds(run, arch, fp8, 1, t)[-1], "vLLM's FP8 kernel: ~1.2x BF16 at 8k tokens"
     a100 = pm.for_engine("trtllm").kernel_notes("mixtral-8x7b", "A100-80G", 2, engine="trtllm")[0]
     assert "trtllm fused-MoE kernel measured on A100-80G" in a100 and "dtype" not in a100
+
+
+def test_trtllm_fuses_the_fp8_input_quantization(pm: PerfModel) -> None:
+    # TensorRT-LLM writes a GEMM's FP8 input from the kernel before it (perf v5.3): an FP8 GEMM under it costs the
+    # GEMM alone, under the planner's vLLM the GEMM plus one quantization kernel over its input; BF16 is the same
+    # under both. Its MoE quantizes the tokens once before the fused kernel, vLLM the top-k permuted rows.
+    from planning.perf.engines import fuses_activation_quant
+    from planning.perf.roofline import gemm_time, moe_input_quant_time, quant_kernel_time
+
+    assert fuses_activation_quant("trtllm") and fuses_activation_quant("nim-trtllm")
+    assert not fuses_activation_quant("vllm") and not fuses_activation_quant(None)
+    vllm, trt = pm.device("H100"), pm.for_engine("trtllm").device("H100")
+    assert not vllm.fused_quant and trt.fused_quant and pm.device("H100", "trtllm").fused_quant
+    m = np.array([1.0, 256.0, 8192.0])
+    plain = gemm_time(vllm, m, 8192, 8192, 1.0, "fp8")
+    np.testing.assert_allclose(plain - gemm_time(trt, m, 8192, 8192, 1.0, "fp8"), quant_kernel_time(vllm, m, 8192))
+    np.testing.assert_allclose(gemm_time(vllm, m, 8192, 8192, 2.0), gemm_time(trt, m, 8192, 8192, 2.0))
+    np.testing.assert_allclose(moe_input_quant_time(vllm, m, 4096, 8), quant_kernel_time(vllm, 8 * m, 4096))
+    np.testing.assert_allclose(moe_input_quant_time(trt, m, 4096, 8), quant_kernel_time(trt, m, 4096))
+    fp8 = pm.estimate("llama-3-8b", "H100", dtype="fp8", batch=8, input_len=2048, output_len=128)
+    fused = pm.for_engine("trtllm").estimate("llama-3-8b", "H100", dtype="fp8", batch=8, input_len=2048,
+                                             output_len=128)
+    assert fused.prefill_ms < fp8.prefill_ms and fused.decode_step_ms < fp8.decode_step_ms

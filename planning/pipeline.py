@@ -45,7 +45,7 @@ from planning.context import (
 )
 from planning.explain import explain_result
 from planning.precheck import precheck
-from planning.relations import BasePlan, answer
+from planning.relations import BasePlan, answer, lower_bound
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.resultcache import ResultCache, cache_key, is_final
@@ -141,7 +141,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         result = solve_finance(scenario, context=ctx, plan_hour=solve, progress=progress, cancel=cancel,
                                dump_model=dump_model, with_baselines=with_baselines)
     else:
-        result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm))
+        result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm,
+                                           lower_bound(reuse.base, scenario)))
     if key is not None and reuse.cache is not None and is_final(result, scenario):
         reuse.cache.put(key, result)
     return result
@@ -149,13 +150,15 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
 
 @dataclass(frozen=True)
 class _Run:
-    """How one plan runs: its progress, cancel token, model dump, baselines and warm start."""
+    """How one plan runs: its progress, cancel token, model dump, baselines, warm start and a lower bound known
+    before it starts (a tightened what-if's base optimum, :func:`planning.relations.lower_bound`)."""
 
     progress: ProgressFn | None
     cancel: CancelToken | None
     dump_model: str | Path | None
     with_baselines: bool
     warm: WarmStart | None = None
+    bound: float | None = None
 
 
 class _Laps:
@@ -186,6 +189,8 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     anytime = Anytime(served=objective.kind == "served",
                       budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
     where.anytime = anytime
+    if run.bound is not None and objective.kind == "cost":
+        anytime.raise_bound(run.bound, "the base plan's optimum (this what-if only removes plans)")
     stopped_at = ""
     try:
         allocation, sets = _allocate(ctx, resolved, run, _Step(deadline, where, anytime, laps))

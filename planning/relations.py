@@ -1,7 +1,9 @@
 """Proofs by relation to a base plan: what-ifs whose optimum follows from the base plan's without a solve.
 
 A what-if is the base scenario with one change; for some changes the base plan's proven optimum already
-answers the variant (``docs/benchmarks.md``, "Proofs by relation", says why each holds):
+answers the variant (``docs/allocation.md``, "Proofs by relation to the base plan", says why each holds):
+
+- **the same scenario** (only its name or description differ): the base plan itself.
 
 - **uniform price change** (only ``price_scale`` differs, by a factor f > 0): when every cost the objective
   counts is a node price that ``price_scale`` multiplies — on-demand or spot list prices, explicit offers, the
@@ -46,8 +48,9 @@ class BasePlan:
 
 @dataclass(frozen=True)
 class Relation:
-    """How a variant relates to its base: ``kind`` ``prices`` (a factor on every price), ``dropped-unused``
-    (GPU types or regions the base plan does not use removed) or ``tightened`` (fewer plans: the base optimum is a
+    """How a variant relates to its base: ``kind`` ``same`` (the base scenario itself, e.g. the sliders at rest),
+    ``prices`` (a factor on every price), ``dropped-unused`` (GPU types or regions the base plan does not use
+    removed) or ``tightened`` (fewer plans: the base optimum is a
     lower ``bound`` only); ``proof`` is the sentence the answer is labelled with."""
 
     kind: str
@@ -90,6 +93,8 @@ def relate(base: BasePlan, variant: Scenario) -> Relation | None:
     a, b = _plain(base.scenario), _plain(variant)
     changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
     optimum = base.result.comparable_cost
+    if not changed:
+        return Relation("same", "proven optimal: the base plan (the same scenario, renamed at most)")
     if changed == {"price_scale"}:
         factor = variant.price_scale / base.scenario.price_scale
         if prices_scale_uniformly(base.scenario):
@@ -100,7 +105,30 @@ def relate(base: BasePlan, variant: Scenario) -> Relation | None:
         return _dropped(base, variant, optimum)
     if changed == {"availability_scale"} and variant.availability_scale < base.scenario.availability_scale:
         return Relation("tightened", "", bound=optimum)
+    if changed == {"models"} and _slos_tightened(a["models"], b["models"]):
+        return Relation("tightened", "", bound=optimum)
     return None
+
+
+def _slos_tightened(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
+    """The same models, each differing at most in SLOs that are all as tight or tighter (a template that meets
+    the tighter SLO meets the looser one at least as fast, so no variant plan is new to the base)."""
+    if len(old) != len(new):
+        return False
+    for m, n in zip(old, new, strict=True):
+        if {k: v for k, v in m.items() if k != "slo"} != {k: v for k, v in n.items() if k != "slo"}:
+            return False
+        so, sn = m.get("slo") or {}, n.get("slo") or {}
+        if set(so) != set(sn) or any(sn[k] is not None and (so[k] is None or sn[k] > so[k]) for k in sn):
+            return False
+    return True
+
+
+def lower_bound(base: BasePlan | None, variant: Scenario) -> float | None:
+    """The base plan's proven optimum when ``variant`` can only cost more (options dropped that the plan uses,
+    SLOs or availability tightened): a valid lower bound to start the variant's solve from; else None."""
+    relation = relate(base, variant) if base is not None else None
+    return relation.bound if relation is not None and relation.kind == "tightened" else None
 
 
 def _dropped(base: BasePlan, variant: Scenario, optimum: float) -> Relation | None:
@@ -141,6 +169,8 @@ def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool) -> PlanRe
         return None  # the base was planned without its baselines: nothing to carry over
     if relation.kind == "prices":
         result = _scaled(base.result, relation.factor)
+    elif relation.kind == "same":
+        result = base.result
     else:
         if with_baselines:
             return None  # a dropped option changes memP's pool: the baselines need a solve

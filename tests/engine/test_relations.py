@@ -21,7 +21,15 @@ from planning.pipeline import solve as pipeline_solve
 from planning.relations import BasePlan, answer, prices_scale_uniformly, relate
 from planning.result import PlanResult
 from planning.scenario import Scenario
-from planning.whatif import DropGpu, DropRegion, PriceChange, apply_variants, label
+from planning.whatif import (
+    AvailabilityScale,
+    DropGpu,
+    DropRegion,
+    PriceChange,
+    SloScale,
+    apply_variants,
+    label,
+)
 
 from .test_cross_region import SCENARIO as CROSS_REGION
 
@@ -65,7 +73,7 @@ def test_every_relation_gives_the_cold_answer_on_small_scenarios(tiny: dict[str,
     assert plan.status == "optimal"
     unused_gpus = sorted({"L4", "L40S", "A10G", "H100"} - _gpus(plan))
     unused_regions = sorted(set(base.regions) - _regions(plan))
-    variants = [PriceChange(-20), PriceChange(35), *(DropGpu(g) for g in unused_gpus),
+    variants = [PriceChange(-20), PriceChange(35), PriceChange(0), *(DropGpu(g) for g in unused_gpus),
                 *(DropRegion(r) for r in unused_regions)]
     assert unused_gpus  # one plan never uses all four types: the drop relation is exercised on every seed
     for variant in variants:
@@ -110,6 +118,25 @@ def test_a_dropped_gpu_the_plan_uses_is_only_a_bound(tiny: dict[str, Any]) -> No
     _same(hot, cold)
     if cold.has_plan:  # the base optimum is a valid lower bound of the variant's
         assert cold.comparable_cost >= plan.comparable_cost * (1 - REL)
+
+
+@pytest.mark.parametrize("change", [SloScale(0.8), AvailabilityScale(0.5), SloScale(1.25)])
+def test_tightened_what_ifs_start_from_the_base_optimum_as_a_bound(tiny: dict[str, Any], change: Any) -> None:
+    """SLOs × 0.8 or availability × 0.5 only remove plans: the base optimum bounds the variant's from below and
+    the solve starts from it (its best bound is at least that); SLOs × 1.25 adds plans: no bound."""
+    ctx = api.engine_context()
+    base = _scenario(tiny, 1)
+    plan = pipeline_solve(base, context=ctx, with_baselines=False)
+    scenario = apply_variants(base, [change])
+    relation = relate(BasePlan(base, plan), scenario)
+    tightened = not isinstance(change, SloScale) or change.factor < 1
+    assert (relation is not None and relation.bound == plan.comparable_cost) if tightened else relation is None
+    hot = pipeline_solve(scenario, context=ctx, with_baselines=False, reuse=Reuse(base=BasePlan(base, plan)))
+    cold = pipeline_solve(scenario, context=ctx, with_baselines=False)
+    _same(hot, cold)
+    if tightened and cold.has_plan:
+        assert cold.comparable_cost >= plan.comparable_cost * (1 - REL)
+        assert hot.stats["anytime_bound"] >= plan.comparable_cost * (1 - REL)
 
 
 def test_a_dropped_option_with_baselines_asked_is_solved(tiny: dict[str, Any]) -> None:

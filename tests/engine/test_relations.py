@@ -198,3 +198,16 @@ def test_coral_core_what_ifs_proven_by_relation_match_cold_solves() -> None:
     assert not _proven(results[f"without {used}"])
     for variant in variants:
         _same(results[label(variant)], api.solve(apply_variants(scenario, [variant]), cache=False))
+
+
+def test_a_slider_position_is_proven_from_the_plan_it_is_given(tiny: dict[str, Any]) -> None:
+    """``api.solve_near`` (the What-if page's sliders) relates the position to a base PlanResult it is given (its
+    scenario travels in the result); given only the base's columns, it solves."""
+    base = _scenario(tiny, 2)
+    plan = api.solve(base, with_baselines=False, cache=False)
+    position = apply_variants(base, [PriceChange(-30)])
+    near = api.solve_near(position, plan, with_baselines=False)
+    assert _proven(near) and "prices × 0.7" in near.message
+    columns = api.solve_near(position, api.warm_columns(plan), with_baselines=False)
+    assert not _proven(columns)
+    _same(near, columns)

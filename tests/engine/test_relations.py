@@ -184,18 +184,20 @@ def test_components_that_do_not_scale_refuse_the_price_relation(tiny: dict[str, 
 def test_coral_core_what_ifs_proven_by_relation_match_cold_solves() -> None:
     """Through the public interface: ``api.what_if`` answers prices −20 % from the base plan at once (with its
     baselines) and a dropped GPU type the plan does not use (the baselines are then solved); both cost what cold
-    solves cost, and a dropped GPU type the plan uses is solved."""
+    solves cost, and a dropped GPU type the plan uses and SLOs × 0.8 are solved from the base optimum as a bound."""
     scenario = api.load_preset_scenario("coral-core")
     base = api.solve(scenario, cache=False)
     assert base.status == "optimal"
     catalog = {s.split("x", 1)[1] for s in (c.shape for c in base.capacity)}
     unused = sorted(catalog - _gpus(base))[0]
     used = sorted(_gpus(base))[0]
-    variants = [PriceChange(-20), DropGpu(unused), DropGpu(used)]
+    variants = [PriceChange(-20), DropGpu(unused), DropGpu(used), SloScale(0.8)]
     results = api.what_if(scenario, variants)
     prices = results["prices -20 %"]
     assert _proven(prices) and set(prices.timings) == {"relation_seconds", "total_seconds"}  # no step ran
-    assert not _proven(results[f"without {used}"])
+    for tightened in (f"without {used}", "SLOs ×0.8"):  # solved, from the base optimum as a bound
+        assert not _proven(results[tightened])
+        assert results[tightened].stats["anytime_bound"] >= base.comparable_cost * (1 - REL)
     for variant in variants:
         _same(results[label(variant)], api.solve(apply_variants(scenario, [variant]), cache=False))
 

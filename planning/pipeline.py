@@ -127,7 +127,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             if progress:
                 progress(1.0, "done: the same question was answered before (result cache)")
             return replace(hit, timings={**hit.timings, "result_cache_seconds": time.perf_counter() - t0})
-    related = answer(reuse.base, scenario, with_baselines=with_baselines) if reuse.base and not dump_model else None
+    related = answer(reuse.base, scenario, with_baselines=with_baselines, catalog=ctx.catalog) \
+        if reuse.base and not dump_model else None
     if related is not None:  # proven by its relation to the base plan, in milliseconds
         if progress:
             progress(1.0, f"done: {related.message}")

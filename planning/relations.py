@@ -17,6 +17,8 @@ answers the variant (``docs/allocation.md``, "Proofs by relation to the base pla
   ``regions``/``offers`` shrink): every plan of the variant is a plan of the base (fewer options), so the
   variant's optimum is ≥ the base's; the base plan is one of them, so it is the variant's optimum. Its baselines
   can change (memP splits the whole pool), so with baselines asked the variant is still solved (warm).
+- **availability × f < 1 when the base plan's nodes still fit** (with the catalog, to resolve the variant's
+  offers): fewer plans, the base plan among them, so it is optimal (again without baselines).
 - **dropping what the base plan uses**, or **tightening** (SLOs × f < 1, availability × f < 1): still fewer
   plans, so the base optimum is a valid lower bound of the variant (:attr:`Relation.bound`), never an answer.
 
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from planning.catalog.schema import Catalog
 from planning.checks import with_checks
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
@@ -50,7 +53,7 @@ class BasePlan:
 class Relation:
     """How a variant relates to its base: ``kind`` ``same`` (the base scenario itself, e.g. the sliders at rest),
     ``prices`` (a factor on every price), ``dropped-unused`` (GPU types or regions the base plan does not use
-    removed) or ``tightened`` (fewer plans: the base optimum is a
+    removed), ``still-fits`` (scarcer, the base plan's nodes still offered) or ``tightened`` (fewer plans: the base optimum is a
     lower ``bound`` only); ``proof`` is the sentence the answer is labelled with."""
 
     kind: str
@@ -59,6 +62,8 @@ class Relation:
     bound: float | None = None
     dropped_gpus: tuple[str, ...] = ()
     dropped_regions: tuple[str, ...] = ()
+    scarcer: bool = False  # only availability_scale fell: the base plan may still fit (:func:`_still_fits`)
+    available: tuple[tuple[tuple[str, str], int], ...] = ()  # still-fits: the variant's nodes per (region, shape)
 
 
 def _plain(scenario: Scenario) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def relate(base: BasePlan, variant: Scenario) -> Relation | None:
     if changed and changed <= {"exclude_gpus", "regions", "offers"}:
         return _dropped(base, variant, optimum)
     if changed == {"availability_scale"} and variant.availability_scale < base.scenario.availability_scale:
-        return Relation("tightened", "", bound=optimum)
+        return Relation("tightened", "", bound=optimum, scarcer=True)
     if changed == {"models"} and _slos_tightened(a["models"], b["models"]):
         return Relation("tightened", "", bound=optimum)
     return None
@@ -151,9 +156,11 @@ def _dropped(base: BasePlan, variant: Scenario, optimum: float) -> Relation | No
                     dropped_gpus=gpus, dropped_regions=regions)
 
 
-def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool) -> PlanResult | None:
+def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool,
+           catalog: Catalog | None = None) -> PlanResult | None:
     """The variant's plan proven by its relation to ``base``, or None when it must be solved (no relation, a
-    relation that only bounds, or baselines asked that the relation does not carry).
+    relation that only bounds, or baselines asked that the relation does not carry). With ``catalog``, a scarcer
+    variant (availability × f < 1) whose offers still hold every node the base plan uses is answered too.
 
     Returns
     -------
@@ -163,6 +170,8 @@ def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool) -> PlanRe
     """
     t0 = time.perf_counter()
     relation = relate(base, variant)
+    if relation is not None and relation.scarcer and catalog is not None and not with_baselines:
+        relation = _still_fits(base, variant, catalog) or relation
     if relation is None or relation.kind == "tightened":
         return None
     if with_baselines and not base.result.baselines:
@@ -171,6 +180,12 @@ def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool) -> PlanRe
         result = _scaled(base.result, relation.factor)
     elif relation.kind == "same":
         result = base.result
+    elif relation.kind == "still-fits":
+        if with_baselines:
+            return None  # fewer nodes change the baselines' plans
+        available = dict(relation.available)
+        result = replace(base.result, capacity=tuple(replace(c, available=available.get((c.region, c.shape), 0))
+                                                     for c in base.result.capacity))
     else:
         if with_baselines:
             return None  # a dropped option changes memP's pool: the baselines need a solve
@@ -182,6 +197,24 @@ def answer(base: BasePlan, variant: Scenario, *, with_baselines: bool) -> PlanRe
                      stats={**result.stats, "proven_by_relation": 1.0},
                      timings={"relation_seconds": seconds, "total_seconds": seconds})
     return with_checks(result)
+
+
+def _still_fits(base: BasePlan, variant: Scenario, catalog: Catalog) -> Relation | None:
+    """Availability × f < 1 leaves only plans of the base (fewer nodes); when the base plan's nodes still fit every
+    offer of the variant, it is one of them, so it stays optimal."""
+    from planning.offers import resolve_offers
+
+    available = {(o.region, o.shape): o.available for o in resolve_offers(variant, catalog)}
+    used: dict[tuple[str, str], int] = {}
+    for inst in base.result.instances:
+        for shape, nodes in inst.usage.items():
+            used[(inst.region, shape)] = used.get((inst.region, shape), 0) + int(nodes) * inst.count
+    if any(n > available.get(key, 0) for key, n in used.items()):
+        return None
+    factor = variant.availability_scale / base.scenario.availability_scale
+    return Relation("still-fits", f"proven optimal: the base plan, which still fits availability × {factor:g} "
+                    "(fewer nodes never make the optimum cheaper, and every node it uses is still offered)",
+                    available=tuple(sorted(available.items())))
 
 
 def _scale_map(values: Mapping[str, float], factor: float, keys: tuple[str, ...] = ()) -> dict[str, float]:

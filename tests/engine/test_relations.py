@@ -213,3 +213,28 @@ def test_a_slider_position_is_proven_from_the_plan_it_is_given(tiny: dict[str, A
     columns = api.solve_near(position, api.warm_columns(plan), with_baselines=False)
     assert not _proven(columns)
     _same(near, columns)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_scarcer_variant_the_base_plan_still_fits_is_proven(tiny: dict[str, Any], seed: int) -> None:
+    """Availability × f < 1: proven when every node the base plan uses is still offered (the capacity table shows
+    the variant's nodes), solved when one is not; either way the cold answer."""
+    ctx = api.engine_context()
+    base = _scenario(tiny, seed)
+    plan = pipeline_solve(base, context=ctx, with_baselines=False)
+    used = {(c.region, c.shape): c.used for c in plan.capacity if c.used > 0}
+    fits = max(n / next(c.available for c in plan.capacity if (c.region, c.shape) == key)
+               for key, n in used.items())  # the smallest factor that keeps every used node (up to rounding)
+    for factor, proven in ((min(1.0, fits + 0.05) if fits < 0.95 else 1.0, True), (max(fits - 0.3, 0.01), False)):
+        if factor >= 1.0:
+            continue  # the plan uses every node of a shape: no scarcer variant fits
+        scenario = apply_variants(base, [AvailabilityScale(factor)])
+        hot = pipeline_solve(scenario, context=ctx, with_baselines=False, reuse=Reuse(base=BasePlan(base, plan)))
+        cold = pipeline_solve(scenario, context=ctx, with_baselines=False)
+        _same(hot, cold)
+        assert _proven(hot) is proven, factor
+        if proven:
+            assert "still fits availability" in hot.message
+            assert {(c.region, c.shape): c.available for c in hot.capacity} == \
+                {(c.region, c.shape): c.available for c in cold.capacity if (c.region, c.shape) in
+                 {(h.region, h.shape) for h in hot.capacity}}

@@ -7,7 +7,9 @@ session has them after the first plan):
 - ``re-solve``: the same question again through ``api.solve`` with the result cache on (a fresh cache folder per
   run, filled by one solve first);
 - ``what-if <label>``: demand ×2, drop L40S, prices −20 %, SLO ×0.8, each solved from the base plan's columns
-  (``pipeline.Reuse(warm=…)``, cache off), with its status (every one must be ``optimal``); ``--check`` also
+  (``pipeline.Reuse(warm=…, base=…)``, cache off: prices −20 % is proven by its relation to the base plan,
+  ``planning.relations``; ``--no-relations`` solves it warm too), with its status (every one must be
+  ``optimal``) and how it was proven; ``--check`` also
   solves it cold right after (timed: warm and cold see the same load) and compares the costs;
   ``--no-baselines`` times the base's and the what-ifs' allocations alone;
 - ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off, with
@@ -29,7 +31,7 @@ fractions, GPUs, note) in every run (a baseline stopped by its own time limit is
 line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
 ``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
 [--no-baselines] [--profile] [--what-ifs demand,L40S] [--what-ifs-only] [--sweep-only] [--point-limit S]
-[--sweep-no-baselines]``: ``--what-ifs`` keeps the what-ifs whose label
+[--sweep-no-baselines] [--no-relations]``: ``--what-ifs`` keeps the what-ifs whose label
 contains one of the words; ``--what-ifs-only`` leaves out the re-solve and the sweep (the base is still solved
 cold first, as the what-ifs start from it).
 """
@@ -52,6 +54,7 @@ from planning import api
 from planning.allocate.warm import WarmStart
 from planning.pipeline import Reuse
 from planning.pipeline import solve as pipeline_solve
+from planning.relations import BasePlan
 from planning.whatif import DemandScale, DropGpu, PriceChange, SloScale, apply_variants, label
 
 VARIANTS = [DemandScale(2.0), DropGpu("L40S"), PriceChange(-20), SloScale(0.8)]
@@ -77,6 +80,7 @@ class RunOptions:
     what_ifs_only: bool = False
     sweep_only: bool = False
     sweep: api.SweepOptions = field(default_factory=api.SweepOptions)
+    relations: bool = True
 
 
 def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
@@ -96,11 +100,13 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
     if not opts.what_ifs_only:
         _resolve(scenario, out)
     warm = WarmStart.from_result(base)
+    # every variant starts from the base's columns; with relations, from its proven optimum too (planning.relations)
+    reuse = Reuse(warm=warm, base=BasePlan(scenario, base) if opts.relations else None)
     for v in VARIANTS:
         if opts.what_ifs and not any(word.lower() in label(v).lower() for word in opts.what_ifs):
             continue
         variant = apply_variants(scenario, [v])
-        secs, res = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=Reuse(warm=warm),
+        secs, res = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=reuse,
                                                                   with_baselines=baselines))
         out[f"what-if {label(v)}"] = secs
         line = f"  what-if {label(v)}: {secs:.2f} s warm, {res.status} ${res.comparable_cost:,.4f}/h" + _proof(res)
@@ -126,6 +132,8 @@ def _proof(res: Any) -> str:
     """What the certificate needed: the templates in its fixing ILP, the bound's gain from the region pairing
     (``allocate.linked_cover``) and the seconds of the linked bounds and of the ILPs."""
     st, t = res.stats, res.timings
+    if st.get("proven_by_relation"):
+        return f" ({res.message})"
     if "templates_in_ilp" not in st:
         return ""
     return (f" (fixing ILP over {int(st['templates_in_ilp']):,} templates; pairing adds "
@@ -259,13 +267,15 @@ def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="the 10-point demand sweep alone")
     parser.add_argument("--point-limit", type=float, help="the sweep's time limit per point (s)")
     parser.add_argument("--sweep-no-baselines", action="store_true", help="the sweep's plan rows only")
+    parser.add_argument("--no-relations", action="store_true",
+                        help="what-ifs warm from the base's columns only, never proven by relation to it")
     args = parser.parse_args()
     if args.side_by_side:
         side_by_side(args.side_by_side, [args.preset, "catalog-wide"], args.runs)
         return
     opts = RunOptions(args.check, args.catalog_wide, not args.no_baselines,
                       tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only, args.sweep_only,
-                      api.SweepOptions(not args.sweep_no_baselines, args.point_limit))
+                      api.SweepOptions(not args.sweep_no_baselines, args.point_limit), not args.no_relations)
     if args.profile:
         with Busy(args.busy):
             print(load_line(args.busy))

@@ -9,8 +9,10 @@ them on the pool, ``backend="ray"`` on Ray (``PLANNING_RAY_ADDRESS`` for a clust
 
 Here, each case also starts from its neighbour (``planning.pipeline.Reuse``): a what-if variant from the base
 plan's columns, a sweep point from the previous point's (``planning.allocate.warm.WarmStart``; the answer is the
-cold one's, certified over every template, only reached sooner), and every case asks the result cache first
-(``planning.resultcache``), so an answer already known comes back at once on every backend.
+cold one's, certified over every template, only reached sooner), a what-if variant whose optimum follows from
+the base plan's (prices × f, a dropped GPU type or region the plan does not use: ``planning.relations``) is
+answered from it at once, and every case asks the result cache first (``planning.resultcache``), so an answer
+already known comes back at once on every backend.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
+from planning.relations import BasePlan
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -52,8 +55,20 @@ def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None =
 
     warm = WarmStart.from_result(base) if isinstance(base, PlanResult) else \
         WarmStart.from_dict(base) if base else None
-    return _solve(scenario, Reuse(cache=default_cache(), warm=warm), progress=progress, cancel=cancel,
-                  with_baselines=with_baselines)
+    related = _base_plan(base) if isinstance(base, PlanResult) else None
+    return _solve(scenario, Reuse(cache=default_cache(), warm=warm, base=related), progress=progress,
+                  cancel=cancel, with_baselines=with_baselines)
+
+
+def _base_plan(result: PlanResult) -> BasePlan | None:
+    """``result`` with the scenario it answers (its ``scenario`` dict), for the proofs by relation; None when it
+    carries no scenario that validates (an old saved plan)."""
+    if not result.scenario:
+        return None
+    try:
+        return BasePlan(Scenario.from_dict(dict(result.scenario)), result)
+    except PlanningError:
+        return None
 
 
 def warm_columns(result: PlanResult) -> dict[str, Any]:
@@ -136,15 +151,18 @@ class _Neighbours:
 
     def __init__(self) -> None:
         self.start: WarmStart | None = None
+        self.base: BasePlan | None = None  # the first plan solved here (a what-if's base): proofs by relation
 
     def reuse(self) -> Reuse:
         from planning.resultcache import default_cache
 
-        return Reuse(cache=default_cache(), warm=self.start)
+        return Reuse(cache=default_cache(), warm=self.start, base=self.base)
 
-    def learn(self, result: PlanResult) -> None:
+    def learn(self, scenario: Scenario, result: PlanResult) -> None:
         if result.instances:
             self.start = WarmStart.union([self.start, WarmStart.from_result(result)])
+        if self.base is None:
+            self.base = BasePlan(scenario, result)
 
 
 def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbours | None,
@@ -156,7 +174,7 @@ def _solve_case(scenario: Scenario, cancel: CancelToken | None, warm: _Neighbour
 
         return _solve(scenario, Reuse(cache=default_cache()), cancel=cancel, with_baselines=baselines)
     result = _solve(scenario, warm.reuse(), cancel=cancel, with_baselines=baselines)
-    warm.learn(result)
+    warm.learn(scenario, result)
     return result
 
 

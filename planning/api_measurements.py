@@ -345,7 +345,8 @@ def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> Pl
 
     perf = ctx.perf
     if not isinstance(perf, MeasuredPerfModel):
-        return replace(result, diagnostics=(*result.diagnostics, note)) if note else result
+        return replace(result, diagnostics=(*result.diagnostics, note)) if note and note not in \
+            result.diagnostics else result  # a plan proven from its base (planning.relations) has it already
     used: dict[str, str] = {}
     instances = []
     for inst in result.instances:
@@ -359,7 +360,7 @@ def label_measured(result: PlanResult, ctx: EngineContext, note: str = "") -> Pl
                 used[f"{BAND} {h.model} {h.count}x{h.gpu} TP{h.tp}"] = h.text()
     lines = tuple(f"perf model corrected by your measurements: {t}" for t in used.values())
     return replace(result, instances=tuple(instances), provenance={**result.provenance, **used},
-                   diagnostics=(*result.diagnostics, *lines))
+                   diagnostics=(*result.diagnostics, *(line for line in lines if line not in result.diagnostics)))
 
 
 IMPACT_COLUMNS = ["scenario", "changes", "corrected", "instances_before", "instances_after", "usd_h_before",

@@ -45,6 +45,7 @@ from planning.context import (
 )
 from planning.explain import explain_result
 from planning.precheck import precheck
+from planning.relations import BasePlan, answer, lower_bound
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
 from planning.resultcache import ResultCache, cache_key, is_final
@@ -64,13 +65,16 @@ class Reuse:
     """What a solve may reuse from earlier ones: ``cache`` answers a question already asked
     (:mod:`planning.resultcache`, final plans only), ``warm`` starts the on-demand engine from a neighbouring
     plan's columns (:class:`planning.allocate.warm.WarmStart`: a what-if's base, a sweep's previous point). Neither
-    changes the answer: a warm solve is still certified over every template. ``prechecked`` says the caller ran
-    :func:`planning.precheck.precheck` on this scenario and context and it passed (the CLI checks before it imports
-    the solve): the solve does not compute the bound again."""
+    changes the answer: a warm solve is still certified over every template. ``base`` is a plan already made
+    (a what-if's base): a variant whose optimum follows from it (:mod:`planning.relations`: prices × f, a dropped
+    GPU type or region the plan does not use) is answered from it at once, labelled how it was proven.
+    ``prechecked`` says the caller ran :func:`planning.precheck.precheck` on this scenario and context and it
+    passed (the CLI checks before it imports the solve): the solve does not compute the bound again."""
 
     cache: ResultCache | None = None
     warm: WarmStart | None = None
     prechecked: bool = False
+    base: BasePlan | None = None
 
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
@@ -123,6 +127,12 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
             if progress:
                 progress(1.0, "done: the same question was answered before (result cache)")
             return replace(hit, timings={**hit.timings, "result_cache_seconds": time.perf_counter() - t0})
+    related = answer(reuse.base, scenario, with_baselines=with_baselines, catalog=ctx.catalog) \
+        if reuse.base and not dump_model else None
+    if related is not None:  # proven by its relation to the base plan, in milliseconds
+        if progress:
+            progress(1.0, f"done: {related.message}")
+        return related
     refused = None if reuse.prechecked else precheck(scenario, ctx)  # an SLO no offered GPU reaches: at once
     if refused is not None:
         return refused
@@ -132,7 +142,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         result = solve_finance(scenario, context=ctx, plan_hour=solve, progress=progress, cancel=cancel,
                                dump_model=dump_model, with_baselines=with_baselines)
     else:
-        result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm))
+        result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm,
+                                           lower_bound(reuse.base, scenario)))
     if key is not None and reuse.cache is not None and is_final(result, scenario):
         reuse.cache.put(key, result)
     return result
@@ -140,13 +151,15 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
 
 @dataclass(frozen=True)
 class _Run:
-    """How one plan runs: its progress, cancel token, model dump, baselines and warm start."""
+    """How one plan runs: its progress, cancel token, model dump, baselines, warm start and a lower bound known
+    before it starts (a tightened what-if's base optimum, :func:`planning.relations.lower_bound`)."""
 
     progress: ProgressFn | None
     cancel: CancelToken | None
     dump_model: str | Path | None
     with_baselines: bool
     warm: WarmStart | None = None
+    bound: float | None = None
 
 
 class _Laps:
@@ -177,6 +190,8 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     anytime = Anytime(served=objective.kind == "served",
                       budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
     where.anytime = anytime
+    if run.bound is not None and objective.kind == "cost":
+        anytime.raise_bound(run.bound, "the base plan's optimum (this what-if only removes plans)")
     stopped_at = ""
     try:
         allocation, sets = _allocate(ctx, resolved, run, _Step(deadline, where, anytime, laps))

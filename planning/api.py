@@ -12,6 +12,7 @@ import pandas as pd
 from planning.api_fanout import (
     SWEEP_COLUMNS,
     SweepOptions,
+    cached_plan,
     solve_near,
     sweep,
     sweep_notes,
@@ -129,6 +130,7 @@ __all__ = [
     "bill_csv",
     "bill_frame",
     "build_templates",
+    "cached_plan",
     "catalog_frames",
     "chart_frame",
     "check_custom_model",

@@ -60,6 +60,25 @@ def solve_near(scenario: Scenario, base: PlanResult | Mapping[str, Any] | None =
                   cancel=cancel, with_baselines=with_baselines)
 
 
+def cached_plan(scenario: Scenario) -> PlanResult | None:
+    """The final plan of ``scenario`` the result cache holds (solved with its baselines, or without), None on a
+    miss or with the cache off: how a job that was sent only a base plan's scenario gets the plan itself for the
+    proofs by relation (``planning.relations``) without carrying it in its request."""
+    from planning.api_measurements import plan_context
+    from planning.context import engine_context
+    from planning.resultcache import cache_key, default_cache
+
+    cache = default_cache()
+    if cache is None:
+        return None
+    ctx, _note = plan_context(scenario, engine_context())
+    for with_baselines in (True, False):
+        hit = cache.get(cache_key(scenario, ctx, with_baselines=with_baselines, finance=True), scenario)
+        if hit is not None:
+            return hit
+    return None
+
+
 def _base_plan(result: PlanResult) -> BasePlan | None:
     """``result`` with the scenario it answers (its ``scenario`` dict), for the proofs by relation; None when it
     carries no scenario that validates (an old saved plan)."""

@@ -34,18 +34,34 @@ def solve_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -
 
 
 def near_request(scenario: Scenario, base: PlanResult, with_baselines: bool = False) -> dict[str, Any]:
-    """The job request for planning ``scenario`` (a variant of ``base``'s scenario) from the columns of ``base``;
-    without baselines by default (a slider shows the plan and its diff against the base)."""
-    return {**solve_request(scenario), "warm": api.warm_columns(base), "with_baselines": bool(with_baselines)}
+    """The job request for planning ``scenario`` (a variant of ``base``'s scenario) from the columns of ``base``
+    and, for the proofs by relation, the scenario ``base`` answers (the job finds the plan itself in the result
+    cache); without baselines by default (a slider shows the plan and its diff against the base)."""
+    return {**solve_request(scenario), "warm": api.warm_columns(base), "base_scenario": dict(base.scenario),
+            "with_baselines": bool(with_baselines)}
 
 
 def near_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
-    """Plan one variant warm: ``planning.api.solve_near`` → ``PlanResult.to_dict()``."""
+    """Plan one variant from its base: ``planning.api.solve_near`` with the base plan when the result cache holds
+    it (a price change or an unused GPU dropped is then proven from it at once), else with its columns →
+    ``PlanResult.to_dict()``."""
     scenario = Scenario.from_dict(request["scenario"])
-    result = api.solve_near(scenario, request.get("warm"), progress=progress, cancel=cancel,
+    base = _cached_base(request.get("base_scenario"))
+    result = api.solve_near(scenario, base or request.get("warm"), progress=progress, cancel=cancel,
                             with_baselines=bool(request.get("with_baselines", True)))
     out: dict[str, Any] = result.to_dict()
     return out
+
+
+def _cached_base(data: Any) -> PlanResult | None:
+    """The base plan of a near request from the result cache (None: no base scenario, one that no longer
+    validates, or a miss: the job then starts from the base's columns alone)."""
+    if not isinstance(data, dict) or not data:
+        return None
+    try:
+        return api.cached_plan(Scenario.from_dict(data))
+    except PlanningError:
+        return None
 
 
 def library_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:

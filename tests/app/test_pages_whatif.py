@@ -132,6 +132,26 @@ def test_a_slider_position_is_planned_from_the_base_and_diffed(planning_home: Pa
     assert str(at.session_state["slider_job"]) == first  # a position already planned comes back as it was
 
 
+def test_a_price_slider_is_proven_from_the_base_plan(planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A price move from the base plan is answered by its relation to the base (``planning.relations``): the
+    slider's job finds the base plan in the result cache (on here, as for a user; the suite turns it off) from the
+    base scenario its request names, so the position's plan is the base plan at prices × 0.8, proven optimal, with
+    the cost scaled exactly."""
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "on")
+    at, base_job = planned(planning_home, page="views/4_What-if.py")
+    at.slider(key="slider_price_pct").set_value(-20.0)
+    at.run()
+    job = str(at.session_state["slider_job"])
+    assert wait_for_job(planning_home, job) == "done"
+    with JobStore(planning_home / "jobs.sqlite") as store:
+        base, moved = store.get(base_job).result, store.get(job).result
+    assert base is not None and moved is not None and moved["status"] == "optimal"
+    assert moved["message"].startswith("proven optimal: the same plan at prices × 0.8")
+    assert moved["cost_per_hour"] == pytest.approx(0.8 * base["cost_per_hour"], rel=1e-12)
+    assert [(i["model"], i["template_id"], i["count"]) for i in moved["instances"]] == \
+        [(i["model"], i["template_id"], i["count"]) for i in base["instances"]]
+
+
 def test_neighbouring_positions_are_planned_ahead_and_a_far_one_shows_the_nearest(
         planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 41: with the base plan shown, the positions one step away are planned ahead, so moving there reads a

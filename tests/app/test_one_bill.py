@@ -204,7 +204,8 @@ def platform_scenario() -> Any:
 def test_every_preset_one_number(preset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                  preset_plans: Any) -> None:
     """Every preset's plan shows one number per quantity on every surface. The plans are the session's
-    (``tests/conftest.py``: each preset at its own options, solved once and shared with the export walk); any
+    (``tests/conftest.py``: each preset at its own options, solved once through the CLI's ``--json`` and shared with
+    the export walk and the enterprise CLI test); any
     plan reconciles, optimal or not. platform-100: :func:`platform_scenario`, which must end optimal."""
     from planning.api import list_presets, solve
 

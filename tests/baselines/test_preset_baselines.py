@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import planning.cli
 from planning.pipeline import NOT_RUN
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "preset_baselines.json").read_text())["presets"]
@@ -21,12 +21,14 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "preset_baselines.json")
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["coral-core", "coral-extended", "catalog-wide"])
 def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                                         monkeypatch: pytest.MonkeyPatch, preset_plans: Any) -> None:
+    """The CLI's run is the session's (``tests/conftest.py``: ``planning solve --preset P --json --out PLAN``, the
+    result cache off, solved once and shared with the preset walks)."""
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
     monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
-    assert planning.cli.main(["solve", "--preset", preset, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    run = preset_plans.cli(preset)
+    assert run.code == 0
+    doc = json.loads(run.text)
     want = RECORDED[preset]
     assert (doc["status"], _ulps(doc["cost_per_hour"])) == (want["status"], _ulps(want["cost_per_hour"]))
     assert [b["name"] for b in doc["baselines"]] == [b["name"] for b in want["baselines"]]

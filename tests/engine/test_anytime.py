@@ -180,17 +180,15 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
     directory runs at load 25-30 only: with those caps binding (simulated by setting them to 0.1 ms) an incumbent
     ILP stops before its first plan, no round has an incumbent to gate a finite Farley bound, and seed 5 fails
     the same way. What is asserted here does not depend on the machine's speed."""
-    from planning.allocate import solve_allocation
-    from planning.allocate.certify import allocation_problem
     from planning.context import Deadline
-    from tests.engine.test_on_demand import _instance, _library_sets, _resolved
+    from tests.engine.test_on_demand import _instance, _resolved, library_optimum
 
     unbound_inner_limits(monkeypatch)
     if near:
         monkeypatch.setattr(ondemand, "NEAR_DEADLINE_RATIO", 1e12)
     priced, offers = _instance(seed)
     resolved = _resolved(priced, offers)
-    full = solve_allocation(allocation_problem(resolved, _library_sets(priced)))
+    full = library_optimum(seed)  # the joint ILP over all templates, solved once a session per seed
     sources = _record_offers(monkeypatch)
     farley: list[float] = []
     plain_farley = RoundState.farley_bound

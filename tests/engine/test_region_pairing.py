@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
-from planning.cli import main
 
-
-def test_coral_extended_pairs_every_model_by_region(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["solve", "--preset", "coral-extended", "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
+def test_coral_extended_pairs_every_model_by_region(preset_plans: Any) -> None:
+    """The CLI's run is the session's (``tests/conftest.py``: ``planning solve --preset coral-extended --json
+    --out PLAN``, solved once and shared with the preset walks)."""
+    run = preset_plans.cli("coral-extended")
+    assert run.code == 0
+    plan = json.loads(run.text)
     assert plan["status"] == "optimal"
     served: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for inst in plan["instances"]:

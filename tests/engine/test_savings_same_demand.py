@@ -9,6 +9,7 @@ with the initialization-penalty weight K of a scenario without running instances
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 
 import pytest
 
@@ -39,7 +40,10 @@ def _with_templates(scenario: Scenario, templates: str, K: float | None = None) 
     return replace(scenario, options=options)
 
 
+@cache
 def _solve(case: str, templates: str, K: float | None = None) -> PlanResult:
+    """The case's plan with baselines; solved once a module run per (case, templates, K): a plan is frozen, and
+    the homogeneous-plan test asks for the one the saving test checked."""
     return api.solve(_with_templates(CASES[case](), templates, K))
 
 

@@ -85,14 +85,43 @@ def _usage(res: Any) -> dict[tuple[str, str], int]:
     return used
 
 
+_PART_COSTS: dict[tuple[str, str], float | None] = {}  # (part, its scenario's JSON) → its exact cost, or None
+
+
+def _part_cost(part: str, data: dict[str, Any]) -> float | None:
+    """One part of a split solved exactly on its share (``shared``: the packing MILP; ``dedicated``: the
+    allocation ILP of the popular models), None when it has no optimal plan. Kept for the session under the
+    share's whole scenario: the six availabilities' splits overlap (every share of the smaller ones is one of
+    (4, 6, 8)'s), and the same scenario gets the same answer."""
+    from dataclasses import replace
+
+    from planning.sharing.plan import pack
+
+    key = (part, json.dumps(data, sort_keys=True))
+    if key not in _PART_COSTS:
+        scenario = Scenario.from_dict(data)
+        shared, popular = split_models(scenario, scenario.options.sharing_threshold_rps)
+        cost: float | None = None
+        if part == "shared":
+            try:
+                packing, _, _ = pack(scenario, api.engine_context(), shared, "exact")
+                if packing.feasible and packing.status == "optimal":
+                    cost = packing.cost_per_hour
+            except Exception:  # a share with no single-GPU node: no packing
+                pass
+        else:
+            plan = api.solve(replace(scenario, models=tuple(m for m in scenario.models if m.id in popular)),
+                             with_baselines=False)
+            cost = plan.cost_per_hour if plan.status == "optimal" else None
+        _PART_COSTS[key] = cost
+    return _PART_COSTS[key]
+
+
 def _brute_force_split(data: dict[str, Any]) -> float:
     """Joint optimum of the split: every division of each shape's availability between the parts, each part
     solved exactly (packing MILP, allocation ILP) on its share; the cheapest sum."""
     import copy
     import itertools
-    from dataclasses import replace
-
-    from planning.sharing.plan import pack
 
     avail = [o["available"] for o in data["offers"]]
     best = float("inf")
@@ -102,17 +131,12 @@ def _brute_force_split(data: dict[str, Any]) -> float:
             o["available"] = k
         for o, k, a in zip(de["offers"], ks, avail, strict=True):
             o["available"] = a - k
-        s_sh, s_de = Scenario.from_dict(sh), Scenario.from_dict(de)
-        shared, popular = split_models(s_sh, s_sh.options.sharing_threshold_rps)
-        try:
-            packing, _, _ = pack(s_sh, api.engine_context(), shared, "exact")
-        except Exception:  # a share with no single-GPU node: no packing
+        shared = _part_cost("shared", sh)
+        if shared is None:
             continue
-        if not packing.feasible or packing.status != "optimal":
-            continue
-        plan = api.solve(replace(s_de, models=tuple(m for m in s_de.models if m.id in popular)), with_baselines=False)
-        if plan.status == "optimal":
-            best = min(best, packing.cost_per_hour + plan.cost_per_hour)
+        dedicated = _part_cost("dedicated", de)
+        if dedicated is not None:
+            best = min(best, shared + dedicated)
     return best
 
 

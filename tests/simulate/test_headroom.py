@@ -6,19 +6,45 @@ preset is there and in docs/simulator.md (``benchmarks/bench_simulate.py --prese
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from planning import api
+from planning.result import PlanResult
+from planning.scenario import Scenario
 from planning.sharing import solve_shared
 from planning.simulate import SimConfig, build_topology, simulate_topology
+
+Planned = Callable[[str], tuple[Scenario, PlanResult]]
+
+
+@pytest.fixture(scope="module")
+def planned() -> Planned:
+    """Each preset's plan without baselines (``api.solve(..., with_baselines=False)``), solved the first time a
+    test of this module asks and shared by the seeds that simulate it (a plan is frozen; each seed simulates it
+    anew)."""
+    plans: dict[str, tuple[Scenario, PlanResult]] = {}
+
+    def plan(name: str) -> tuple[Scenario, PlanResult]:
+        if name not in plans:
+            scenario = api.load_preset_scenario(name)
+            plans[name] = (scenario, api.solve(scenario, with_baselines=False))
+        return plans[name]
+
+    return plan
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("preset", "duration_s"), [("coral-core", 600), ("melange-arena", 600),
                                                     ("coral-extended", 300), ("catalog-wide", 120)])
-def test_preset_plan_attains_99_percent_under_poisson_arrivals(preset: str, duration_s: float) -> None:
+def test_preset_plan_attains_99_percent_under_poisson_arrivals(preset: str, duration_s: float,
+                                                               preset_plans: Any) -> None:
+    """The preset's plan at its own options (the session's, ``tests/conftest.py``: ``api.solve`` with baselines
+    through the CLI, solved once and shared with the preset walks)."""
     scenario = api.load_preset_scenario(preset)
-    plan = api.solve(scenario)
+    plan = preset_plans(preset)
     assert plan.status == "optimal"
     topo = build_topology(plan, scenario, api.engine_context().perf)
     res = simulate_topology(topo, SimConfig(duration_s=duration_s, seed=0))
@@ -30,12 +56,11 @@ def test_preset_plan_attains_99_percent_under_poisson_arrivals(preset: str, dura
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_aggregated_histogram_plan_attains_99_percent_at_every_seed(seed: int) -> None:
+def test_aggregated_histogram_plan_attains_99_percent_at_every_seed(seed: int, planned: Planned) -> None:
     """demystifying (aggregated, 9 request classes, prompts up to 2,455 tokens on 1-GPU pipeline stages): its plan
     met 99.26 / 98.92 / 99.00 % while the aggregated tables assumed one 8,192-token chunk per prompt; the engine
     steps with the SLO-sized budget (238 tokens on llama-3-70b's 3x1xH100), so a long prompt takes ~11 steps."""
-    scenario = api.load_preset_scenario("demystifying")
-    plan = api.solve(scenario, with_baselines=False)
+    scenario, plan = planned("demystifying")
     assert plan.status == "optimal"
     topo = build_topology(plan, scenario, api.engine_context().perf)
     res = simulate_topology(topo, SimConfig(duration_s=600, seed=seed))
@@ -65,12 +90,11 @@ def test_long_tail_shared_plan_attains_99_percent_in_both_parts() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_catalog_wide_plan_and_its_kv_bound_decodes_attain_99_percent(seed: int) -> None:
+def test_catalog_wide_plan_and_its_kv_bound_decodes_attain_99_percent(seed: int, planned: Planned) -> None:
     """catalog-wide (12 models) at 600 s: its llama-2-7b decode on two 1xL40S stages queued for KV slots (96.98 %
     at seed 0) while the tables kept square-root room for a running count whose step grows with it (e = 0.68);
     with the room for that count (perf.tables.kv_room) and the plan's engine caps every model meets 99 %."""
-    scenario = api.load_preset_scenario("catalog-wide")
-    plan = api.solve(scenario, with_baselines=False)
+    scenario, plan = planned("catalog-wide")
     assert plan.status == "optimal"
     topo = build_topology(plan, scenario, api.engine_context().perf)
     for item in topo.instances:  # the simulated engines run the caps the exports write

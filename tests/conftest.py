@@ -3,9 +3,14 @@ presets (``tests/app/test_one_bill.py``, ``tests/export/test_recipes.py``) inste
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+
+# a solve's baselines run in this process, one after another: tests wrap engine functions and move clocks here
+# (the fan-out on the process pool is tested in tests/baselines/test_baselines_beside.py and the recorded presets)
+os.environ.setdefault("PLANNING_BASELINE_WORKERS", "1")
 
 
 class PresetPlans:

@@ -1,6 +1,7 @@
 """The presets' plans and baselines through ``planning solve --preset P --json`` are the ones recorded before the
 baselines' shortcuts (issue 41 §3: faster, the same answers): the plan's cost, and every baseline's cost, served
-fractions, GPUs and note. The baselines' ILPs stop on work (HiGHS nodes), so a busy machine gives the same answers;
+fractions, GPUs and note, the baselines run beside each other on two processes (``baselines.beside``). The
+baselines' ILPs stop on work (HiGHS nodes), so a busy machine gives the same answers;
 only one a wall clock stopped (``time_limited``: its far safety net or the solve's deadline) has no fixed answer,
 and it must say so in its note. So has one the solve's own deadline left no time for (``ran`` false: on a busy
 machine the preset's time limit goes to the plan); it must carry the note "not run: time limit"."""
@@ -25,6 +26,7 @@ def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: 
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
     monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
+    monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")  # beside each other on the pool, as a user's solve runs them
     assert planning.cli.main(["solve", "--preset", preset, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     want = RECORDED[preset]

@@ -61,3 +61,22 @@ def test_only_the_main_process_fans_out(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
     assert workers_for(3) == 1
+
+
+def test_a_single_type_task_carries_its_own_templates_and_the_largest_starts_first() -> None:
+    from planning.baselines.beside import longest_first, tasks_for
+
+    p = random_problem(2, SPEC)
+    names = baseline_names(p)
+    tasks = tasks_for(names, p, {}, None)
+    for task in tasks:
+        if task.name.startswith("single:"):
+            gpu = task.name.split(":", 1)[1]
+            assert task.problem.templates == tuple(t for t in p.templates if t.gpu_types == (gpu,))
+        else:
+            assert task.problem is p
+    order = longest_first(tasks)
+    sizes = [len(tasks[i].problem.templates) for i in order if tasks[i].name.startswith("single:")]
+    singles = sum(n.startswith("single:") for n in names)
+    assert sorted(order) == list(range(len(tasks))) and sizes == sorted(sizes, reverse=True)
+    assert all(tasks[i].name.startswith("single:") for i in order[:singles])

@@ -49,8 +49,12 @@ def run_task(task: BaselineTask) -> BaselineResult:
 def warm_worker() -> bool:
     """Nothing but the imports a baseline needs (this module's, loaded to unpickle the call): sent to the pool
     when a solve starts, so that its processes spawn while the allocation runs, not after it."""
-    import planning.allocate.solve  # noqa: F401  (the ILP path and HiGHS)
+    import importlib
 
+    from planning.baselines.registry import BASELINES
+
+    for b in BASELINES:  # every strategy's module (Cauchy's, memP's, …) and through them the ILP path and HiGHS
+        importlib.import_module(b.function.partition(":")[0])
     return True
 
 

@@ -182,6 +182,10 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     """The plan of one design hour: resolve → allocation (on demand, else the library) → baselines → result."""
     laps = _Laps()
     limit = scenario.options.time_limit_s
+    if run.with_baselines:  # the baselines' processes spawn while the allocation runs (planning.baselines.beside)
+        from planning.baselines.beside import prewarm, workers_for
+
+        prewarm(workers_for(scenario.options.workers))
     deadline = Deadline(limit, run.cancel)  # ONE deadline for every step (see docs/allocation.md, "Time limits")
     where = _Where(run.progress)
     resolved = resolve_scenario(scenario, ctx.catalog)
@@ -339,7 +343,8 @@ class _Where:
 
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
                   cancel: CancelToken | None = None) -> list[BaselineSummary]:
-    """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), with the time
+    """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), beside each
+    other on ``options.workers`` processes (:mod:`planning.baselines.beside`: the same answers), with the time
     left on ``cancel``'s deadline: the plan is never delayed by them; those it leaves no time for come back with
     ``ran=False`` and the note "not run: time limit".
 
@@ -349,6 +354,7 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
         When the caller's ``cancel`` is set.
     """
     from planning.baselines import run_all_baselines
+    from planning.baselines.beside import workers_for
     from planning.finance.accounting import committed_per_hour
 
     groups = resolved.groups
@@ -357,8 +363,8 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
     request_rate = {g.id: resolved.scenario.model(g.model).demand.rate_rps for g in groups}
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
     out = []
-    for b in run_all_baselines(problem, cancel=cancel, model_size=model_size, gpu_memory_gb=gpu_memory,
-                               request_rate=request_rate):
+    for b in run_all_baselines(problem, cancel=cancel, workers=workers_for(resolved.scenario.options.workers),
+                               model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
         if b.details.get("skipped"):
             out.append(BaselineSummary(name=b.name, cost_per_hour=0.0, served_fraction=0.0, feasible=False,
                                        note=NOT_RUN, ran=False))

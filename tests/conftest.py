@@ -5,11 +5,16 @@ and by the CLI tests that read a preset's JSON (``tests/finance/test_enterprise_
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# a solve's baselines run in this process, one after another: tests wrap engine functions and move clocks here
+# (the fan-out on the process pool is tested in tests/baselines/test_baselines_beside.py and the recorded presets)
+os.environ.setdefault("PLANNING_BASELINE_WORKERS", "1")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,14 @@ those columns (the allocation model's own builder, at the offer prices w/(1 + K)
 HiGHS dual bound B, and every other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a
 lower bound on L_m, whatever gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is
 L_m (within the ILP's gap); otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most
-:data:`LINK_ROUNDS` times, each ILP at most :data:`LINK_ILP_LIMIT_S`).
+:data:`LINK_ROUNDS` times).
+
+**Stops counted in work.** Each linked cover ILP stops at :data:`LINK_NODES` HiGHS branch-and-bound nodes (or its
+gap), so the same scenario gives the same bound, certificate and plan on every machine, busy or quiet (as the
+baselines' :data:`~planning.baselines.base.BASELINE_NODES` and the sharing engine's ``JointWork``). A wall clock
+stays only as a far safety net (:data:`LINK_SAFETY_S` per ILP, and the solve's own deadline): when it stops an
+ILP, :attr:`LinkedBounds.clock_stops` counts it (the plan's ``stats["linked_bound_clock_stops"]``). The bound
+holds whatever stopped the ILP: it is the ILP's proven dual bound, capped at ℓ_m + δ.
 
 **Using it in the certificate.** A plan of cost ≤ target that uses (M, r) of a linked group g costs at least
 z′ − L_m + L_g′ + rc_g(M, r) + y_d,g·D_g + y_n,g (z′ the linked bound), so the fixing search keeps
@@ -47,15 +54,21 @@ from planning.allocate.pricers import PriceCall, Pricers
 from planning.allocate.pricing import PricedGroup, PricingResult
 from planning.allocate.problem import AllocationResult, Offer
 from planning.allocate.solve import solve_allocation
-from planning.context import CancelToken, check_cancel, time_left
+from planning.context import CancelToken, Deadline, check_cancel, time_left
 from planning.groups import region_links
 from planning.resolve import ResolvedScenario
 from planning.templates.sets import TemplateSet
 
 LINK_ROUNDS = 3
 """Search + ILP rounds per model (the first at a small slack, then at the slack its plan showed)."""
-LINK_ILP_LIMIT_S = 10.0
-"""Seconds per linked cover ILP (stopped early, its dual bound still holds)."""
+LINK_NODES = 5_000
+"""The work limit of a linked cover ILP: HiGHS branch-and-bound nodes (``mip_max_nodes``). Stopped there, its dual
+bound still holds. Every linked cover ILP of coral-core, coral-extended and catalog-wide closes at its root node
+(one node, at most 0.3 s; docs/benchmarks.md, "Cold solves: where the time goes")."""
+LINK_SAFETY_S = 60.0
+"""The far wall-clock safety net of each linked cover ILP (HiGHS's MIP interrupt callback checks it, joined with
+the solve's deadline): it binds only when the work limit is out of reach on this machine, and is then counted in
+:attr:`LinkedBounds.clock_stops`."""
 LINK_START = 0.003
 """First slack δ: 0.3 % of ℓ_m (as the certificate's first margin)."""
 LINK_GAP = 1e-5
@@ -81,13 +94,15 @@ class CoverRun:
 
 @dataclass(frozen=True)
 class LinkedBounds:
-    """Per group its share bound (L_m − L_partner for a linked group, L_g otherwise), the linked bound z′ and per
-    linked model (prefill index, decode index, gain L_m − L_p − L_d, rounds)."""
+    """Per group its share bound (L_m − L_partner for a linked group, L_g otherwise), the linked bound z′, per
+    linked model (prefill index, decode index, gain L_m − L_p − L_d, rounds) and how many of its ILPs a wall clock
+    stopped (the safety net or the solve's deadline; 0 when every one stopped on its gap or work limit)."""
 
     shares: np.ndarray
     z_lb: float
     models: tuple[tuple[int, int, float, int], ...]
     seconds: float
+    clock_stops: int = 0
 
     @property
     def gain(self) -> float:
@@ -110,28 +125,42 @@ def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) 
     t0 = time.perf_counter()
     shares = np.asarray(L, dtype=float).copy()
     models = []
+    clocked = 0
     for p, d in linked_pairs(run.priced):
         check_cancel(run.cancel, "on-demand allocation: linked cover bounds")
-        ell, rounds = model_bound(run, pr, L, (p, d), float(L[p] + L[d]) + run.incumbent - z_lb)
-        gain = max(0.0, ell - float(L[p] + L[d]))
+        got = model_bound(run, pr, L, (p, d), float(L[p] + L[d]) + run.incumbent - z_lb)
+        gain = max(0.0, got.bound - float(L[p] + L[d]))
         shares[p], shares[d] = L[p] + gain, L[d] + gain  # L_m − L_d and L_m − L_p
-        models.append((p, d, gain, rounds))
+        models.append((p, d, gain, got.rounds))
+        clocked += got.clock_stops
     z = z_lb + sum(m[2] for m in models)
-    return LinkedBounds(shares, float(z), tuple(models), time.perf_counter() - t0)
+    return LinkedBounds(shares, float(z), tuple(models), time.perf_counter() - t0, clocked)
+
+
+@dataclass(frozen=True)
+class ModelBound:
+    """A lower bound ℓ_m ≥ L_p + L_d on one model's linked cover, the rounds run and how many of its ILPs a wall
+    clock stopped (their dual bounds hold all the same)."""
+
+    bound: float
+    rounds: int
+    clock_stops: int = 0
 
 
 def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int],
-                useful: float = math.inf) -> tuple[float, int]:
-    """(a lower bound ℓ_m ≥ L_p + L_d on model m's linked cover at the prices w, rounds run); a bound above
+                useful: float = math.inf) -> ModelBound:
+    """A lower bound ℓ_m ≥ L_p + L_d on model m's linked cover at the prices w, with its rounds; a bound above
     ``useful`` is not sought (it would not change what the certificate can prove)."""
     p, d = pair
     ell = float(L[p] + L[d])
     delta = max(min(LINK_START * abs(ell), useful - ell), 1e-9)
-    rounds = 0
-    while rounds < LINK_ROUNDS and time_left(run.cancel, LINK_ILP_LIMIT_S) > 0.1:
+    rounds = clocked = 0
+    while rounds < LINK_ROUNDS and time_left(run.cancel, math.inf) > 0.1:  # the solve's deadline
         rounds += 1
         cap = ell + delta
-        value, bound = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap))
+        ilp = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap))
+        value, bound = ilp.value, ilp.bound
+        clocked += ilp.clocked
         ell = max(ell, min(bound, cap))  # covers over other columns cost more than cap
         if value <= cap * (1 + 1e-9) + 1e-9:
             break  # the best cover is among the listed columns: ell is L_m (within the ILP's gap)
@@ -139,7 +168,7 @@ def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int
         if cap <= ell * (1 + 1e-9) + 1e-9:
             break
         delta = cap - ell
-    return ell, rounds
+    return ModelBound(ell, rounds, clocked)
 
 
 def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int], cap: float) -> list[np.ndarray]:
@@ -159,20 +188,38 @@ def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int]
     return out
 
 
-def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int],
-               kept: Sequence[np.ndarray]) -> tuple[float, float]:
-    """(the value of the best linked cover over ``kept`` — inf if none —, its proven lower bound — inf when proven
-    infeasible, −inf when unknown) at the prices w, every offer unlimited."""
+@dataclass(frozen=True)
+class _CoverIlp:
+    """One linked cover ILP: the value of its best cover (inf if none), its proven lower bound (inf when proven
+    infeasible, −inf when unknown) and whether a wall clock stopped it."""
+
+    value: float
+    bound: float
+    clocked: bool = False
+
+
+def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Sequence[np.ndarray]) -> _CoverIlp:
+    """The best linked cover over ``kept`` at the prices w, every offer unlimited; stopped at its gap or
+    :data:`LINK_NODES` nodes, a wall clock (:data:`LINK_SAFETY_S`, the solve's deadline) only as a safety net."""
     if any(P.shape[0] == 0 for P in kept):
-        return math.inf, math.inf  # a group without a listed column: every cover uses one not listed
+        return _CoverIlp(math.inf, math.inf)  # a group without a listed column: every cover uses one not listed
     sets = [run.make_set(run.priced[gi], P) for gi, P in zip(pair, kept, strict=True)]
     groups = [run.priced[gi].group for gi in pair]
     problem = allocation_problem(run.resolved, sets, groups=groups, objective="cost")
+    safety = Deadline(LINK_SAFETY_S, run.cancel)  # set by the safety net or the caller's token (its deadline too)
     problem = replace(problem, offers=_priced_offers(run, pr, problem.offers), budget_per_hour=None,
-                      time_limit_s=max(0.1, time_left(run.cancel, LINK_ILP_LIMIT_S)), mip_rel_gap=LINK_GAP,
-                      stop=run.cancel, dump_model=None)
+                      time_limit_s=max(0.1, time_left(run.cancel, LINK_SAFETY_S)), mip_rel_gap=LINK_GAP,
+                      node_limit=LINK_NODES, stop=safety, dump_model=None)
     alloc = solve_allocation(problem, diagnose=False)
-    return _value(alloc), _bound(alloc)
+    return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety))
+
+
+def _clocked(alloc: AllocationResult, stop: Deadline) -> bool:
+    """Whether a wall clock stopped the ILP short of its gap: HiGHS's time limit, or the safety net's interrupt."""
+    if alloc.status == "optimal" or (alloc.phases and alloc.phases[-1].status in ("optimal", "infeasible")):
+        return False
+    said = " ".join(ph.solver_status.lower() for ph in alloc.phases)
+    return alloc.status == "time_limit" or "time limit" in said or ("interrupt" in said and stop.is_set())
 
 
 def _priced_offers(run: CoverRun, pr: PricingResult, offers: Sequence[Offer]) -> tuple[Offer, ...]:

@@ -268,6 +268,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     run.timings["linked_bounds_seconds"] = linked.seconds
     L, pr.z_lb = linked.shares, max(linked.z_lb, pr.z_lp)
     pr.linked_gain = linked.gain
+    pr.linked_clock_stops = linked.clock_stops
     run.anytime.raise_bound(pr.z_lb, "linked Lagrangian bound (region pairing inside)")
     return _certify(run, pr, L)
 
@@ -512,6 +513,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     stats["lp_bound_per_hour"] = plan.pricing.z_lp
     stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
     stats["linked_bound_gain_per_hour"] = plan.pricing.linked_gain
+    stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)

@@ -302,6 +302,7 @@ class PricingResult:
     seconds: float
     z_lb: float = -math.inf  # Lagrangian bound (≥ z_lp; with the linked models' pairing), set by allocate_on_demand
     linked_gain: float = 0.0  # what the linked cover bounds added to Σ_g L_g + Σ y_a·A (``linked_cover``)
+    linked_clock_stops: int = 0  # linked cover ILPs a wall clock stopped (``linked_cover.LINK_SAFETY_S``)
 
 
 def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -266,7 +266,7 @@ def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
                           details={"skipped": True})
 
 
-def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None,
+def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None, *, workers: int = 1,
                       **options: Any) -> list[BaselineResult]:
     """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them.
 
@@ -277,6 +277,9 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     cancel:
         Passed to every strategy. When its own deadline (a :class:`planning.context.Deadline`) stops a
         baseline, that one and the rest come back as :func:`skipped` placeholders.
+    workers:
+        Processes to run them on, beside each other (:mod:`planning.baselines.beside`: the same answers, the
+        wall time of the longest); 1 runs them here, one after another.
     options:
         Strategy options (see :func:`run_baseline`).
 
@@ -293,11 +296,17 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
 
     out: list[BaselineResult] = []
     names = baseline_names(problem)
-    for i, name in enumerate(names):
+    chosen = {}
+    for name in names:
         spec = entry(name)
-        opts = {k: v for k, v in options.items() if spec is not None and k in spec.options}
+        chosen[name] = {k: v for k, v in options.items() if spec is not None and k in spec.options}
+    if workers > 1 and len(names) > 1:
+        from planning.baselines.beside import run_beside, tasks_for
+
+        return run_beside(tasks_for(names, problem, chosen, cancel), workers, cancel)
+    for i, name in enumerate(names):
         try:
-            out.append(run_baseline(name, problem, cancel=cancel, **opts))
+            out.append(run_baseline(name, problem, cancel=cancel, **chosen[name]))
         except Cancelled:
             if not timed_out(cancel):
                 raise

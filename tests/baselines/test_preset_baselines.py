@@ -1,6 +1,7 @@
 """The presets' plans and baselines through ``planning solve --preset P --json`` are the ones recorded before the
 baselines' shortcuts (issue 41 §3: faster, the same answers): the plan's cost, and every baseline's cost, served
-fractions, GPUs and note. The baselines' ILPs stop on work (HiGHS nodes), so a busy machine gives the same answers;
+fractions, GPUs and note, the baselines run beside each other on two processes (``baselines.beside``). The
+baselines' ILPs stop on work (HiGHS nodes), so a busy machine gives the same answers;
 only one a wall clock stopped (``time_limited``: its far safety net or the solve's deadline) has no fixed answer,
 and it must say so in its note. So has one the solve's own deadline left no time for (``ran`` false: on a busy
 machine the preset's time limit goes to the plan); it must carry the note "not run: time limit"."""
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import planning.cli
 from planning.pipeline import NOT_RUN
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "preset_baselines.json").read_text())["presets"]
@@ -28,7 +30,22 @@ def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: 
     monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
     run = preset_plans.cli(preset)
     assert run.code == 0
-    doc = json.loads(run.text)
+    _recorded(preset, json.loads(run.text))
+
+
+def test_baselines_beside_each_other_give_the_recorded_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """coral-core through the CLI with its baselines beside each other on two pool processes, as a user's solve
+    runs them (the suite runs them in-process, ``tests/conftest.py``): the recorded plan and baselines."""
+    monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
+    monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")
+    assert planning.cli.main(["solve", "--preset", "coral-core", "--json"]) == 0
+    _recorded("coral-core", json.loads(capsys.readouterr().out))
+
+
+def _recorded(preset: str, doc: dict[str, Any]) -> None:
+    """``doc`` (a ``planning solve --json``) is the recorded answer of ``preset``, plan and baselines."""
     want = RECORDED[preset]
     assert (doc["status"], _ulps(doc["cost_per_hour"])) == (want["status"], _ulps(want["cost_per_hour"]))
     assert [b["name"] for b in doc["baselines"]] == [b["name"] for b in want["baselines"]]

@@ -25,13 +25,13 @@ UNREACHED_S = 1e6  # a deadline (and inner solver cap) no test run reaches, howe
 
 def unbound_inner_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lift the on-demand engine's wall-clock caps on its inner HiGHS calls (incumbent ILPs 0.5-10 s, the cover
-    ILPs of its bounds 2 s and 10 s, its linked cover ILPs 10 s): whether a capped call stops before its first plan depends on the machine's
+    ILPs of its bounds 2 s and 10 s, its linked cover ILPs' 60 s safety net): whether a capped call stops before its first plan depends on the machine's
     load, so a test of what the search proves must not run under them."""
     from planning.allocate import certify, linked_cover, ondemand, pricing
 
     for module, name in ((ondemand, "INCUMBENT_MIN_S"), (ondemand, "INCUMBENT_MAX_S"),
                          (certify, "COVER_LIMIT_S"), (pricing, "COVER_ILP_LIMIT_S"),
-                         (linked_cover, "LINK_ILP_LIMIT_S")):
+                         (linked_cover, "LINK_SAFETY_S")):
         assert getattr(module, name) < UNREACHED_S, name  # the cap still exists under this name
         monkeypatch.setattr(module, name, UNREACHED_S)
 

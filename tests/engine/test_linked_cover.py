@@ -74,7 +74,9 @@ def test_a_models_linked_bound_is_between_its_groups_bounds_and_the_exact_linked
     priced, resolved, pr, L, _z = got
     run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
     for pair in linked_pairs(priced):
-        ell, rounds = model_bound(run, pr, L, pair)
+        got = model_bound(run, pr, L, pair)
+        ell, rounds = got.bound, got.rounds
+        assert got.clock_stops == 0
         exact = _exact_linked_cover(priced, resolved, pr, pair)
         tol = 1e-6 * max(1.0, exact)
         assert float(L[pair[0]] + L[pair[1]]) - tol <= ell <= exact + tol
@@ -117,3 +119,30 @@ def test_the_certificate_costs_what_it_cost_without_the_linked_bounds(seed: int,
     assert plain.pricing.linked_gain == 0.0
     assert linked.pricing.z_lb >= plain.pricing.z_lb - 1e-9
     assert linked.alloc.total_per_hour == pytest.approx(plain.alloc.total_per_hour, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize(("name", "value"), [("LINK_NODES", 0), ("LINK_SAFETY_S", 0.0)])
+def test_the_bound_holds_whatever_stops_its_ilps(name: str, value: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped at once on work (no branch-and-bound node) or by its wall-clock safety net (expired before the
+    ILP starts, so HiGHS's interrupt callback stops it at its first check: the same on every machine), a model's
+    bound still lies between L_p + L_d and the exact linked cover; a clock stop is counted, a work stop is not."""
+    from planning.allocate import linked_cover
+
+    monkeypatch.setattr(linked_cover, name, value)
+    clocked = 0
+    for seed in range(8):
+        got = _lagrangian(seed)
+        if got is None:
+            continue
+        priced, resolved, pr, L, _z = got
+        run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
+        for pair in linked_pairs(priced):
+            bound = model_bound(run, pr, L, pair)
+            exact = _exact_linked_cover(priced, resolved, pr, pair)
+            tol = 1e-6 * max(1.0, exact)
+            assert float(L[pair[0]] + L[pair[1]]) - tol <= bound.bound <= exact + tol
+            clocked += bound.clock_stops
+    if name == "LINK_NODES":
+        assert clocked == 0
+    else:
+        assert clocked > 0

@@ -1,0 +1,152 @@
+"""The baselines beside each other: one task per baseline on the process pool (issue 41 §3).
+
+A cold coral-extended solve spent ~18 s of its ~26 s in its nine baselines, one after another, most of it in two
+single-type ILPs (single:L40S ~13 s, single:A100-80G ~5 s on a quiet core; docs/benchmarks.md, "Cold solves:
+where the time goes"). Each baseline is a pure function of the baseline problem: its ILPs stop on work (HiGHS
+nodes, ``base.BASELINE_NODES``), not on a clock, so the same task gives the same answer in any process, and
+running them on ``workers`` processes (:func:`planning.parallel.run_tasks`, results in the registry's order)
+changes their wall time (the longest baseline instead of the sum), never their answers. ``workers`` ≤ 1 runs them
+here, one after another (``base.run_all_baselines``).
+
+Deadlines: the solve's deadline cannot travel to another process, so each task gets the seconds left on it when
+sent and makes its own :class:`~planning.context.Deadline`; a baseline it stops comes back as a ``skipped``
+placeholder (as in the serial run, which also skips every baseline after it). The caller's own cancel still
+cancels the fan-out (``Cancelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from planning.allocate.problem import AllocationProblem
+from planning.baselines.base import BaselineResult, run_baseline, skipped
+from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, timed_out
+
+
+@dataclass(frozen=True)
+class BaselineTask:
+    """One baseline to run in a worker: its name, the problem, its strategy options and the seconds left on the
+    solve's deadline when it was sent (None: no deadline)."""
+
+    name: str
+    problem: AllocationProblem
+    options: Mapping[str, Any]
+    seconds: float | None = None
+
+
+def run_task(task: BaselineTask) -> BaselineResult:
+    """Run one baseline (in a worker process): its result, or the ``skipped`` placeholder when its deadline
+    stopped it."""
+    cancel = Deadline(task.seconds) if task.seconds is not None else None
+    try:
+        return run_baseline(task.name, task.problem, cancel=cancel, **task.options)
+    except Cancelled:
+        return skipped(task.name, task.problem)
+
+
+def warm_worker() -> bool:
+    """Nothing but the imports a baseline needs (this module's, loaded to unpickle the call): sent to the pool
+    when a solve starts, so that its processes spawn while the allocation runs, not after it."""
+    import importlib
+
+    from planning.baselines.registry import BASELINES
+
+    for b in BASELINES:  # every strategy's module (Cauchy's, memP's, …) and through them the ILP path and HiGHS
+        importlib.import_module(b.function.partition(":")[0])
+    return True
+
+
+def run_beside(tasks: Sequence[BaselineTask], workers: int, cancel: CancelToken | None = None) -> list[BaselineResult]:
+    """Every task on ``workers`` processes, results in task order (:func:`planning.parallel.run_tasks`).
+
+    Raises
+    ------
+    Cancelled
+        When the caller's token (not the solve's deadline: each task has its own) is set.
+    """
+    from planning.parallel import run_tasks
+
+    caller = None if cancel is None else _CallerPart(cancel)
+    order = longest_first(tasks)
+    done = run_tasks(run_task, [tasks[i] for i in order], workers=min(workers, len(tasks)), cancel=caller,
+                     what="baselines")
+    out: list[BaselineResult | None] = [None] * len(tasks)
+    for i, result in zip(order, done, strict=True):
+        out[i] = result
+    return [r for r in out if r is not None]
+
+
+@dataclass(frozen=True)
+class _CallerPart:
+    """``cancel`` minus the solve's own deadline (:func:`planning.context.timed_out`), which every task carries
+    itself: what makes the fan-out raise ``Cancelled``, as in the serial run."""
+
+    cancel: CancelToken
+
+    def is_set(self) -> bool:
+        return self.cancel.is_set() and not timed_out(self.cancel)
+
+
+def tasks_for(names: Sequence[str], problem: AllocationProblem, options: Mapping[str, Mapping[str, Any]],
+              cancel: CancelToken | None) -> list[BaselineTask]:
+    """One task per baseline name, with its options and the seconds left on ``cancel``'s deadline. A
+    ``single:<gpu>`` task carries only the templates of that GPU type (the ones ``single_type`` keeps: the same
+    answer, less to send)."""
+    seconds = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
+    return [BaselineTask(name, _own_part(name, problem), dict(options.get(name, {})), seconds) for name in names]
+
+
+def _own_part(name: str, problem: AllocationProblem) -> AllocationProblem:
+    """``problem`` with only the templates (and running instances) a ``single:<gpu>`` baseline may use."""
+    if not name.startswith("single:"):
+        return problem
+    gpu = name.split(":", 1)[1]
+    templates = tuple(t for t in problem.templates if t.gpu_types == (gpu,))
+    ids = {t.id for t in templates}
+    return replace(problem, templates=templates, current={k: v for k, v in problem.current.items() if k[0] in ids})
+
+
+def longest_first(tasks: Sequence[BaselineTask]) -> list[int]:
+    """The order to start ``tasks`` in: the most templates first (the single-type ILPs take the time: single:L40S
+    ~13 s of coral-extended's ~18 s), so the longest does not start last; results keep the registry's order."""
+    return sorted(range(len(tasks)), key=lambda i: (-len(tasks[i].problem.templates)
+                                                    if tasks[i].name.startswith("single:") else 0, i))
+
+
+ENV = "PLANNING_BASELINE_WORKERS"
+"""An integer that replaces ``options.workers`` for the baselines; ``1`` runs them here, one after another (the
+test suite sets it: its tests wrap engine functions and move clocks in this process; the fan-out itself is tested
+in ``tests/baselines/test_baselines_beside.py`` and by the recorded presets)."""
+
+
+def workers_for(option: int) -> int:
+    """The processes to run a solve's baselines on: :data:`ENV` if set, else ``options.workers`` (0: one per CPU
+    core), but 1 (here, one after another) in a child process of the engine (a pool worker planning a sweep point
+    or an epoch, a job worker): those already run beside others, and a pool of their own would multiply the
+    processes."""
+    import multiprocessing
+    import os
+
+    if multiprocessing.parent_process() is not None:
+        return 1
+    told = os.environ.get(ENV, "").strip()
+    if told.isdigit():
+        return max(1, int(told))
+    return max(1, option or os.cpu_count() or 1)
+
+
+def prewarm(workers: int) -> None:
+    """Start the process pool of ``workers`` processes (``planning.spawning.shared_pool``) and have each import
+    what a baseline needs, without waiting: called as a solve with baselines starts, so that the spawn overlaps
+    the allocation. Nothing for ``workers`` ≤ 1 or another backend than the process pool."""
+    from planning.parallel import resolve_backend
+
+    if workers <= 1 or resolve_backend(None) != "process":
+        return
+    from planning.spawning import shared_pool
+
+    pool = shared_pool(workers)
+    for _ in range(workers):
+        pool.submit(warm_worker)

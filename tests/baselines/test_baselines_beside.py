@@ -1,0 +1,82 @@
+"""The baselines beside each other (``planning.baselines.beside``, issue 41 §3) answer exactly what they answer one
+after another: the same results in the same order on seeded problems, the solve's deadline turning each one it
+stops into a ``skipped`` placeholder, the caller's cancel still raising."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from planning.allocate.synthetic import Synthetic, random_problem
+from planning.baselines import baseline_names, run_all_baselines
+from planning.baselines.base import BaselineResult
+from planning.baselines.beside import workers_for
+from planning.context import CancelFlag, Cancelled, Deadline
+
+SPEC = Synthetic(groups=3, templates_per_group=8, regions=2, shapes=4, max_available=6, demand_scale=0.6)
+
+
+def _answer(b: BaselineResult) -> tuple:
+    """A baseline's answer without its wall time."""
+    return (b.name, b.cost_per_hour, dict(b.served_fraction), dict(b.gpus_used), dict(b.nodes_used),
+            dict(b.counts), b.feasible, b.note, b.penalty_per_hour,
+            {k: v for k, v in b.details.items() if k != "seconds"})
+
+
+def test_beside_each_other_they_answer_what_they_answer_in_turn() -> None:
+    problems = [random_problem(seed, SPEC) for seed in range(4)]
+    problems.append(replace(random_problem(9, SPEC), offers=tuple(replace(o, available=1)
+                                                                  for o in random_problem(9, SPEC).offers)))
+    for p in problems:
+        serial = run_all_baselines(p)
+        beside = run_all_baselines(p, workers=2)
+        assert [b.name for b in beside] == baseline_names(p)
+        assert [_answer(b) for b in beside] == [_answer(b) for b in serial]
+    assert any(not b.feasible for p in problems for b in run_all_baselines(p))  # a scarce one among them
+
+
+def test_the_solves_deadline_skips_what_it_stops_and_the_callers_cancel_raises() -> None:
+    p = random_problem(1, SPEC)
+    gone = Deadline(0.0)  # expired before the first baseline: each one is skipped (none raises), unless it
+    out = run_all_baselines(p, cancel=gone, workers=2)  # answers without a solver (no template of its GPU type)
+    free = run_all_baselines(p)
+    assert [b.name for b in out] == baseline_names(p)
+    assert all(b.details.get("skipped") or _answer(b) == _answer(f) for b, f in zip(out, free, strict=True))
+    assert sum(bool(b.details.get("skipped")) for b in out) >= len(out) - 1
+    cancelled = CancelFlag()
+    cancelled.cancel()
+    with pytest.raises(Cancelled):
+        run_all_baselines(p, cancel=Deadline(60.0, cancelled), workers=2)
+
+
+def test_only_the_main_process_fans_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    monkeypatch.delenv("PLANNING_BASELINE_WORKERS", raising=False)
+    assert workers_for(3) == 3
+    assert workers_for(0) >= 1
+    monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "1")
+    assert workers_for(3) == 1
+    monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    assert workers_for(3) == 1
+
+
+def test_a_single_type_task_carries_its_own_templates_and_the_largest_starts_first() -> None:
+    from planning.baselines.beside import longest_first, tasks_for
+
+    p = random_problem(2, SPEC)
+    names = baseline_names(p)
+    tasks = tasks_for(names, p, {}, None)
+    for task in tasks:
+        if task.name.startswith("single:"):
+            gpu = task.name.split(":", 1)[1]
+            assert task.problem.templates == tuple(t for t in p.templates if t.gpu_types == (gpu,))
+        else:
+            assert task.problem is p
+    order = longest_first(tasks)
+    sizes = [len(tasks[i].problem.templates) for i in order if tasks[i].name.startswith("single:")]
+    singles = sum(n.startswith("single:") for n in names)
+    assert sorted(order) == list(range(len(tasks))) and sizes == sorted(sizes, reverse=True)
+    assert all(tasks[i].name.startswith("single:") for i in order[:singles])

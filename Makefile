@@ -136,6 +136,7 @@ calibrate: install-dev
 	@if [ -d "$(REFERENCE)/perf" ]; then \
 		$(BIN)/python tools/calibrate_perf.py --reference $(REFERENCE) && \
 		$(BIN)/python tools/calibrate_kernels.py --reference $(REFERENCE) && \
+		$(BIN)/python tools/calibrate_allreduce.py --reference $(REFERENCE) && \
 		$(BIN)/python tools/check_calibration.py --reference $(REFERENCE) && \
 		$(BIN)/python -m benchmarks.bench_fidelity --write-bands --plot docs/perf-fidelity.svg; \
 	else echo "no $(REFERENCE)/perf: keeping the committed data/calibration.csv"; fi

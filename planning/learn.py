@@ -440,7 +440,7 @@ def coral_mixed_pipeline(build_templates: Callable[[Any], Any], slo_ms: float = 
                "model at RunPod's prices (an L40S at 0.43 $/h against 2.99 $/h for an H100), so our tok/s per $/h "
                "are higher and cheap GPUs weigh more. Compare the ratios, not the absolute values.",
                "Allow 8-GPU nodes (function argument max_gpus_per_node=8) and our model finds a 28-GPU pure-H100 "
-               "pipeline ahead (2,285 against 2,214 tok/s per $/h for the best mixed one, 3x2xL40S+3x8xH100), "
+               "pipeline ahead (2,285 against 2,235 tok/s per $/h for the best mixed one, 3x2xL40S+3x8xH100), "
                "and 6x2xL40S ahead of both (2,297)."),
     )
 

@@ -57,6 +57,26 @@ def moe_table_matches(reference: Path) -> bool:
     return same
 
 
+def allreduce_table_matches(reference: Path) -> bool:
+    """data/allreduce.csv is what tools/calibrate_allreduce.py restates from the reference today (same rows)."""
+    import numpy as np
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("calibrate_allreduce", ROOT / "tools" / "calibrate_allreduce.py")
+    assert spec and spec.loader
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    if not (reference / "perf" / tool.NCCL_FILE).exists():
+        return True
+    fresh = tool.allreduce_rows(reference)
+    shipped = pd.read_csv(ROOT / "data" / "allreduce.csv")
+    keys = ["gpu", "engine", "tp", "bytes"]
+    same = (len(fresh) == len(shipped) and bool((fresh[keys].to_numpy() == shipped[keys].to_numpy()).all())
+            and bool(np.allclose(fresh["latency_us"], shipped["latency_us"], rtol=1e-5)))
+    print(f"data/allreduce.csv: {len(shipped)} rows, {'matches' if same else 'DIFFERS FROM'} the reference")
+    return same
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = Path(os.environ.get("PLANNING_REFERENCE_DIR", ROOT.parent / "shared" / "reference"))
@@ -77,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(source)
     if not moe_table_matches(args.reference):
         failures.append("data/moe_kernels.csv (run make calibrate)")
+    if not allreduce_table_matches(args.reference):
+        failures.append("data/allreduce.csv (run make calibrate)")
     if failures:
         print(f"FAILED: {failures}")
         return 1

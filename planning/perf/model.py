@@ -19,6 +19,7 @@ import numpy as np
 
 from planning.catalog.schema import GPU, ModelSpec, parse_shape
 from planning.errors import PlanningError, UnknownIdError
+from planning.perf.allreduce import AllReduceTables, load_allreduce
 from planning.perf.bands import BandTable, load_bands
 from planning.perf.budgets import (
     cycle_budget_s,
@@ -69,8 +70,9 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # experts at the engine's admission cap (curves.fluctuation_charged); v5.2: that charge on decode tables only (a
 # prefill step holds the prompts it was planned with), and FP8 experts under an engine whose own MoE kernels are not
 # measured on the GPU read the planner's BF16 kernel scaled to FP8 (moe.MoeKernels.choose); v5.3: TensorRT-LLM fuses
-# the FP8 quantization of GEMM inputs into the kernel before (roofline.Device.fused_quant; the planner's vLLM does not).
-PHYSICS_VERSION = "perf-v5.3"
+# the FP8 quantization of GEMM inputs into the kernel before (roofline.Device.fused_quant; the planner's vLLM does not);
+# v5.4: the tensor-parallel all-reduce read from measured NCCL / engine all-reduce tables (planning.perf.allreduce).
+PHYSICS_VERSION = "perf-v5.4"
 
 
 def _load_catalog() -> Catalog:
@@ -86,7 +88,8 @@ class PerfModel(WholeNode):
 
     def __init__(self, catalog: Catalog | None = None, calibration: Calibration | None = None,
                  profiles: ProfileSet | None = None, cache_dir: Path | None = None, cache_size: int = 2048,
-                 bands: BandTable | None = None, moe_kernels: MoeKernels | None = None) -> None:
+                 bands: BandTable | None = None, moe_kernels: MoeKernels | None = None,
+                 allreduce: AllReduceTables | None = None) -> None:
         if catalog is None:
             catalog = _load_catalog()
         self.catalog = catalog
@@ -104,6 +107,7 @@ class PerfModel(WholeNode):
         self._cal_fp: tuple[int, str] | None = None
         self.moe_kernels: MoeKernels | None = moe_kernels if moe_kernels is not None else load_moe_kernels()
         self._moe: dict[str, MoeBinding | None] = {}
+        self.allreduce: AllReduceTables = allreduce if allreduce is not None else load_allreduce()
         self.engine = PLANNER_ENGINE  # whose measured kernels estimates read (for_engine)
         self.attention_dp = False  # the engine runs attention data parallel (for_engine; the planner never does)
         self._views: dict[tuple[str, bool], PerfModel] = {}
@@ -146,7 +150,7 @@ class PerfModel(WholeNode):
         gpu = self.gpu(gpu_id)
         eng = engine or self.engine
         return Device.from_specs(gpu, self.calibration.for_gpu(gpu, eng), self._moe_binding(eng),
-                                 fuses_activation_quant(eng))
+                                 fuses_activation_quant(eng), self.allreduce.curve(gpu.id, eng))
 
     def _planning_device(self, gpu_id: str) -> Device:
         """The device the planner's tables read: MoE experts charged at the running batch's upper fluctuation
@@ -154,7 +158,7 @@ class PerfModel(WholeNode):
         gpu = self.gpu(gpu_id)
         return Device.from_specs(gpu, self.calibration.for_gpu(gpu, self.engine),
                                  self._moe_binding(self.engine, self.calibration.settings.kv_sigmas),
-                                 fuses_activation_quant(self.engine))
+                                 fuses_activation_quant(self.engine), self.allreduce.curve(gpu.id, self.engine))
 
     def _moe_binding(self, engine: str, sigmas: float = 0.0) -> MoeBinding | None:
         """The measured MoE kernels under ``engine`` (one binding per engine and sigmas, sharing its choices)."""
@@ -209,6 +213,7 @@ class PerfModel(WholeNode):
         """The calibration's fingerprint, computed once per calibration object."""
         if self._cal_fp is None or self._cal_fp[0] != id(self.calibration):
             moe = self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels"
+            moe = f"{moe}:{self.allreduce.fingerprint}"
             self._cal_fp = (id(self.calibration),
                             f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}:{moe}:{self.engine}:{self.attention_dp}")
         return self._cal_fp[1]
@@ -224,7 +229,7 @@ class PerfModel(WholeNode):
         peer-to-peer included) and the profiles (cache invalidation key)."""
         parts = [PHYSICS_VERSION, self.calibration.fingerprint(), repr(sorted(self.catalog.gpus.items())),
                  self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels",
-                 repr(sorted(self.catalog.models.items())),
+                 self.allreduce.fingerprint, repr(sorted(self.catalog.models.items())),
                  self.profiles.fingerprint() if self.profiles is not None else "no-profiles"]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 

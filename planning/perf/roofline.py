@@ -17,6 +17,7 @@ from planning.errors import PlanningError
 from planning.perf.calibration import GlobalSettings, GpuCalibration
 
 if TYPE_CHECKING:
+    from planning.perf.allreduce import AllReduceCurve
     from planning.perf.moe import MoeBinding
 
 ArrayLike = np.ndarray | float
@@ -48,14 +49,16 @@ class Device:
     fused_quant: bool = False
     # Measured MoE expert kernels of this GPU and engine (planning.perf.moe); None: the roofline expert term.
     moe: MoeBinding | None = field(default=None, compare=False, repr=False)
+    # Measured all-reduce of this GPU under the engine (planning.perf.allreduce); None: the fitted ring below.
+    allreduce: AllReduceCurve | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_specs(cls, gpu: GPU, cal: GpuCalibration, moe: MoeBinding | None = None,
-                   fused_quant: bool = False) -> Device:
+                   fused_quant: bool = False, allreduce: AllReduceCurve | None = None) -> Device:
         return cls(
             gpu_id=gpu.id, memory_bytes=gpu.memory_bytes, bw=gpu.hbm_bw_gbps * 1e9, bf16_flops=gpu.bf16_tflops * 1e12,
             fp8_flops=gpu.fp8_tflops * 1e12 if gpu.fp8_tflops else None, link_bw=gpu.intra_link_gbps * 1e9, cal=cal,
-            p2p=gpu.p2p, moe=moe, fused_quant=fused_quant,
+            p2p=gpu.p2p, moe=moe, fused_quant=fused_quant, allreduce=allreduce,
         )
 
 
@@ -314,16 +317,20 @@ def attention_decode_time(dev: Device, batch: ArrayLike, context: ArrayLike, hea
 
 
 def allreduce_time(dev: Device, nbytes: ArrayLike, n: int) -> np.ndarray:
-    """Ring all-reduce of ``nbytes`` over ``n`` GPUs of one node: latency + 2(n-1)/n * bytes / bus bandwidth.
+    """One all-reduce of ``nbytes`` over ``n`` GPUs of one node.
 
-    With peer-to-peer (NVLink, or PCIe P2P) the bus bandwidth is the link's at ``ar_eff``; GPUs without it (GeForce
-    cards, the A10G/L4 VMs of AWS) exchange through host memory (NCCL's shared-memory transport): every ring step is
-    a copy to a host buffer and a read back over PCIe, at the host path's bus bandwidth ``ar_host_gbps`` (measured on
-    the aiconfigurator L40S box where NCCL routes through host memory, docs/perf-model.md Sec. 1).
+    A GPU whose all-reduce is measured (``dev.allreduce``: NCCL, or the engine's own where measured) reads the
+    measured table (planning.perf.allreduce). GPUs without peer-to-peer (GeForce cards, the A10G/L4 VMs of AWS)
+    exchange through host memory (NCCL's shared-memory transport): every ring step is a copy to a host buffer and a
+    read back over PCIe, at the host path's bus bandwidth ``ar_host_gbps`` (measured on the aiconfigurator L40S box
+    where NCCL routes through host memory). Other GPUs (no measured table) run the ring fitted on their own data:
+    latency + 2(n-1)/n * bytes / (link * ``ar_eff``). docs/perf-model.md Sec. 1.
     """
     size = np.asarray(nbytes, dtype=float)
     if n <= 1:
         return np.zeros_like(size)
+    if dev.p2p and dev.allreduce is not None:
+        return dev.allreduce.seconds(size, n)
     latency = dev.cal.ar_latency_us * 1e-6 * (1.0 + (n - 2) / 4.0)
     if dev.p2p:
         link = dev.link_bw * dev.cal.ar_eff * (2.0 / n) ** dev.cal.ar_scaling

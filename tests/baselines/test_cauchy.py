@@ -104,13 +104,12 @@ def test_cli_json_lists_cauchy_and_the_plan_is_not_dearer() -> None:
 
 
 @pytest.mark.slow
-def test_cauchy_cannot_serve_coral_extended_where_the_plan_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """coral-extended: the plan serves all demand (optimal) and Cauchy cannot serve any of it. Since perf v5
-    (Qwen3-235B's experts from measured kernels) every one of Cauchy's most cost-efficient combos for
-    qwen3-235b-a22b puts its prefill on 5 or more 8xH100 nodes, and the preset's regions sell at most 4 of them
-    (illustrative availability), so no whole combo of that model can be bought and Cauchy's best uniform fraction
-    is 0 % (it was feasible, and dearer than the plan, under perf v4's roofline experts). Where Cauchy is
-    feasible the plan is not dearer: ``test_cli_json_lists_cauchy_and_the_plan_is_not_dearer`` above."""
+def test_cauchy_serves_coral_extended_dearer_than_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """coral-extended: the plan serves all demand (optimal) and Cauchy, which serves it too, is not cheaper.
+    History: under perf v5-v5.3 every one of Cauchy's most cost-efficient combos for qwen3-235b-a22b put its
+    prefill on 5 or more 8xH100 nodes where a region sells 4, so Cauchy served 0 %. Perf v5.4 reads the all-reduce
+    from measured NCCL tables (docs/perf-model.md Sec. 1): the 8xH100 prefill of a large step all-reduces faster
+    than the fitted ring said, so a combo fits a region again (at most 4 8xH100 nodes) and Cauchy is feasible."""
     from planning import api
     from planning.baselines import cauchy as module
 
@@ -126,10 +125,11 @@ def test_cauchy_cannot_serve_coral_extended_where_the_plan_does(monkeypatch: pyt
     result = api.solve(api.load_preset_scenario("coral-extended"))
     c = next(b for b in result.baselines if b.name == "cauchy")
     assert result.status == "optimal" and result.served_fraction == pytest.approx(1.0)
-    assert c.ran and not c.feasible and c.served_fraction == 0.0
-    assert "cannot meet all demand: best uniform fraction 0.0 %" in c.note
+    assert c.ran and c.feasible and c.served_fraction == pytest.approx(1.0)
+    assert "all demand met" in c.note
+    assert result.provisioning_per_hour <= c.cost_per_hour + 1e-9
     eights = [combo.usage.get("8xH100", 0) for combo, _eff, _region in chosen["qwen3-235b-a22b"]]
-    assert eights and min(eights) >= 5  # more 8xH100 nodes than a region offers (4 each)
+    assert eights and min(eights) <= 4  # some combo's 8xH100 nodes fit what one region offers (4 each)
 
 
 def _one_by_one(problem: AllocationProblem, keep: int, decode_per_prefill: int) -> dict[str, list[tuple]]:

@@ -95,7 +95,7 @@ def test_tensor_parallel_all_reduce_adds_time(pm: PerfModel) -> None:
     assert float(allreduce_time(dev, 1e6, 1)) == 0.0
     spec = pm.model("qwen3-32b")
     arch, prec = LayerArch.from_spec(spec), resolve_precision(spec, None, pm.gpu("L40S"))
-    no_comm = replace(dev, link_bw=1e30, cal=replace(dev.cal, ar_latency_us=0.0))
+    no_comm = replace(dev, allreduce=None, link_bw=1e30, cal=replace(dev.cal, ar_latency_us=0.0))
     with_comm = layer_time(EngineCopy(dev, arch, prec, 2), 64.0, 1000.0, 0.0, False, "prefill")
     without = layer_time(EngineCopy(no_comm, arch, prec, 2), 64.0, 1000.0, 0.0, False, "prefill")
     assert with_comm > without

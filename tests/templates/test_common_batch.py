@@ -66,14 +66,15 @@ def _brute(pm: object, spec: object, stages: list[tuple[int, list[str]]]) -> flo
 
 def test_kv_bound_stage_caps_the_faster_stage(setup: tuple[object, object, np.ndarray]) -> None:
     pm, spec, tables = setup
-    mixed = _stages((14, ["1xA100-80G"]), (50, ["2xH100"]))
+    mixed = _stages((15, ["1xA100-80G"]), (49, ["2xH100"]))
     single = _stages((64, ["2xH100"]))
     got = common_batch_throughput(pm, DecodePoint(spec, tuple(SHAPES), SLO, WL, 6), [mixed, single],  # type: ignore[arg-type]
                                   tables)
-    separable_mixed = min(tables[0, 1, 13], tables[1, 1, 49])
-    # the 2xH100 stage holds 181 sequences (KV); at 181 the A100 stage runs 8,627 tok/s, not its own best 8,963
+    separable_mixed = min(tables[0, 1, 14], tables[1, 1, 48])
+    # the 2xH100 stage holds 181 sequences (KV); at 181 the A100 stage runs 8,099 tok/s, not its own best 8,402
+    # (perf v5.4; at 14 / 50 layers the measured all-reduce leaves the 2xH100 stage itself the slower one)
     assert got[0] < 0.98 * separable_mixed
-    assert got[0] == pytest.approx(_brute(pm, spec, [(14, ["1xA100-80G"]), (50, ["2xH100"])]), rel=0.01)
+    assert got[0] == pytest.approx(_brute(pm, spec, [(15, ["1xA100-80G"]), (49, ["2xH100"])]), rel=0.01)
     # one stage: nothing to share, the separable value
     assert got[1] == pytest.approx(tables[1, 0, 63], rel=1e-6)  # float32 step times
 

@@ -254,9 +254,13 @@ def plan_from_json(text: str, *, origin: str = "plan") -> PlanResult:
     PlanningError
         Not JSON, too large or too deep, or not a plan; the message names ``origin`` and the fix.
     """
+    return _plan_from_data(load_json(text, field="plan", origin=origin, limits=PLAN_LIMITS), origin)
+
+
+def _plan_from_data(data: Any, origin: str) -> PlanResult:
+    """:func:`plan_from_json` on the parsed JSON."""
     from planning.sharing.result import is_shared_plan
 
-    data = load_json(text, field="plan", origin=origin, limits=PLAN_LIMITS)
     fix = "write a plan with `planning solve SCENARIO --json --out plan.json`."
     if not (isinstance(data, dict) and "instances" in data and "status" in data):
         raise PlanningError("plan", f"{origin} is JSON but not a plan (no 'instances' and 'status').", fix)
@@ -286,7 +290,7 @@ def load_any_plan(path: str | Path) -> PlanResult | SharingResult:
     text = read_text(p, field="plan", max_bytes=PLAN_LIMITS.max_bytes, what="plan JSON")
     data = load_json(text, field="plan", origin=p.name, limits=PLAN_LIMITS)
     if not is_shared_plan(data):
-        return plan_from_json(text, origin=p.name)
+        return _plan_from_data(data, p.name)
     try:
         return SharingResult.from_dict(data)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:

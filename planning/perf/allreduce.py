@@ -10,7 +10,6 @@ nearest by the ring's 2(n-1)/n traffic. docs/perf-model.md Sec. 1.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from planning.errors import PlanningError
-from planning.safeio import read_text
+from planning.perf.datafile import read_table
 
 DEFAULT_ALLREDUCE_PATH = Path(__file__).resolve().parents[2] / "data" / "allreduce.csv"
 COLUMNS = ("gpu", "engine", "tp", "bytes", "latency_us", "source")
@@ -107,13 +106,14 @@ class AllReduceTables:
 _CACHE: dict[str, AllReduceTables] = {}
 
 
-def _parse(text: str, name: str) -> dict[tuple[str, str], dict[int, list[tuple[float, float]]]]:
-    reader = csv.DictReader(text.splitlines())
-    missing = set(COLUMNS) - set(reader.fieldnames or [])
-    if missing:
-        raise PlanningError(name, f"missing columns {sorted(missing)}.", f"columns are {', '.join(COLUMNS)}.")
-    points: dict[tuple[str, str], dict[int, list[tuple[float, float]]]] = {}
-    for row_no, row in enumerate(reader, start=2):
+Points = dict[tuple[str, str], dict[int, list[tuple[float, float]]]]
+
+
+def _parse(rows: list[dict[str, str]], name: str) -> tuple[Points, dict[tuple[str, str], str]]:
+    """The measured points per (GPU, engine) and group size, and each curve's source."""
+    points: Points = {}
+    sources: dict[tuple[str, str], str] = {}
+    for row_no, row in enumerate(rows, start=2):
         try:
             tp, nbytes, us = int(row["tp"]), float(row["bytes"]), float(row["latency_us"])
         except ValueError:
@@ -123,7 +123,8 @@ def _parse(text: str, name: str) -> dict[tuple[str, str], dict[int, list[tuple[f
             raise PlanningError(f"{name}:{row_no}", "has tp < 2, bytes < 1 or latency_us <= 0.",
                                 "an all-reduce spans >= 2 GPUs, moves >= 1 byte and takes > 0 us.")
         points.setdefault((row["gpu"], row["engine"]), {}).setdefault(tp, []).append((nbytes, us * 1e-6))
-    return points
+        sources[(row["gpu"], row["engine"])] = row["source"]
+    return points, sources
 
 
 def load_allreduce(path: Path | None = None) -> AllReduceTables:
@@ -137,12 +138,9 @@ def load_allreduce(path: Path | None = None) -> AllReduceTables:
     key = str(path.resolve())
     if key in _CACHE:
         return _CACHE[key]
-    if not path.exists():
-        raise PlanningError("allreduce", f"file {path} does not exist.",
-                            "run make calibrate (tools/calibrate_allreduce.py).")
-    text = read_text(path, field="allreduce", max_bytes=MAX_FILE_BYTES, what="all-reduce table")
-    points = _parse(text, path.name)
-    sources = {(r["gpu"], r["engine"]): r["source"] for r in csv.DictReader(text.splitlines())}
+    text, rows = read_table(path, field="allreduce", what="all-reduce table", columns=COLUMNS,
+                            max_bytes=MAX_FILE_BYTES, fix="run make calibrate (tools/calibrate_allreduce.py).")
+    points, sources = _parse(rows, path.name)
     curves = []
     for (gpu, engine), by_tp in sorted(points.items()):
         fitted = {}

@@ -13,7 +13,6 @@ docs/perf-model.md Sec. 1b.
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from planning.errors import PlanningError
+from planning.perf.datafile import read_table
 from planning.perf.roofline import (
     ACT_BYTES,
     Device,
@@ -30,7 +30,6 @@ from planning.perf.roofline import (
     moe_roofline_time,
     roof,
 )
-from planning.safeio import read_text
 
 DEFAULT_MOE_PATH = Path(__file__).resolve().parents[2] / "data" / "moe_kernels.csv"
 PLANNER_ENGINE = "vllm"
@@ -198,16 +197,11 @@ def load_moe_kernels(path: Path | None = None) -> MoeKernels:
     key = str(path.resolve())
     if key in _CACHE:
         return _CACHE[key]
-    if not path.exists():
-        raise PlanningError("moe_kernels", f"file {path} does not exist.", "run make calibrate (tools/calibrate_kernels.py).")
-    text = read_text(path, field="moe_kernels", max_bytes=MAX_FILE_BYTES, what="MoE kernel table")
+    text, rows = read_table(path, field="moe_kernels", what="MoE kernel table", columns=COLUMNS,
+                            max_bytes=MAX_FILE_BYTES, fix="run make calibrate (tools/calibrate_kernels.py).")
     points: dict[tuple[str, str, str, Shape, int], list[tuple[float, float]]] = {}
     sources: dict[tuple[str, str, str, Shape, int], str] = {}
-    reader = csv.DictReader(text.splitlines())
-    missing = set(COLUMNS) - set(reader.fieldnames or [])
-    if missing:
-        raise PlanningError(path.name, f"missing columns {sorted(missing)}.", f"columns are {', '.join(COLUMNS)}.")
-    for row_no, row in enumerate(reader, start=2):
+    for row_no, row in enumerate(rows, start=2):
         try:
             ints = tuple(int(row[c]) for c in ("hidden", "inter", "topk", "experts", "tp", "tokens"))
             ms = float(row["latency_ms"])

@@ -78,3 +78,25 @@ def test_a_shared_plan_where_a_plain_plan_is_needed_says_so(small: dict[str, Any
         api.load_plan(path)
     assert "shared GPUs" in str(err.value) and "planning simulate" in str(err.value)
     assert isinstance(api.load_any_plan(path), SharingResult)
+
+
+def test_a_shared_plan_with_a_horizon_bill_adds_the_shared_gpus_to_every_month() -> None:
+    """A dedicated part billed over a horizon (``finance["bill"]`` rows by month): the whole plan's bill keeps the
+    horizon basis and each month adds the shared GPUs held all month (price × 730 h)."""
+    from planning.billing import HOURS_PER_MONTH
+    from planning.result import PlanResult
+    from planning.sharing.result import SharedNode
+
+    dedicated = PlanResult(status="optimal", objective="cost", cost_per_hour=3.0, provisioning_per_hour=3.0,
+                           penalty_per_hour=0.0, served_fraction=1.0, mip_gap=0.0,
+                           finance={"bill": [{"month": 1, "usd": 1000.0}, {"month": 2, "usd": 2500.0},
+                                             {"month": 1, "usd": 200.0}]})
+    node = SharedNode(region="r", shape="1xL4", gpu="L4", price_per_hour=2.0, capacity_gb=24.0, models=())
+    res = SharingResult(sharing="exact", status="optimal", threshold_rps=1.0, shared_nodes=(node,),
+                        shared_cost_per_hour=2.0, shared_status="optimal", shared_gap=0.0, dedicated=dedicated,
+                        shared_models=(), dedicated_models=())
+    bill = res.bill
+    assert bill.basis == "horizon" and dedicated.bill.basis == "horizon"
+    shared_month = 2.0 * HOURS_PER_MONTH
+    assert bill.months == ((1, 1200.0 + shared_month), (2, 2500.0 + shared_month))
+    assert bill.per_month == pytest.approx(dedicated.bill.per_month + shared_month, rel=1e-12)

@@ -80,7 +80,7 @@ def _proven(result: PlanResult, scenario: Scenario) -> bool:
             and result.served_fraction >= 1.0 - 1e-9 and not scenario.has_finance)
 
 
-def prices_scale_uniformly(scenario: Scenario) -> str:
+def why_prices_do_not_scale(scenario: Scenario) -> str:
     """Why a uniform price change does NOT scale every cost the objective counts ("" when it does)."""
     if scenario.has_finance:
         return "owned pools, reservations, spot pools or a finance horizon carry costs price_scale does not scale"
@@ -102,7 +102,7 @@ def relate(base: BasePlan, variant: Scenario) -> Relation | None:
         return Relation("same", "proven optimal: the base plan (the same scenario, renamed at most)")
     if changed == {"price_scale"}:
         factor = variant.price_scale / base.scenario.price_scale
-        if prices_scale_uniformly(base.scenario):
+        if why_prices_do_not_scale(base.scenario):
             return None
         return Relation("prices", f"proven optimal: the same plan at prices × {factor:g} (every cost the "
                         "objective counts scales by the same factor, so the order of plans is kept)", factor=factor)
@@ -226,7 +226,7 @@ _DOLLAR_STATS = ("_per_hour", "anytime_bound")  # stats in $/h (lp_bound_alpha, 
 
 def _scaled(result: PlanResult, factor: float) -> PlanResult:
     """``result`` with every $ figure × ``factor`` (the uniform price relation; committed, transfer and finance
-    figures are 0 or empty where it applies, see :func:`prices_scale_uniformly`)."""
+    figures are 0 or empty where it applies, see :func:`why_prices_do_not_scale`)."""
     return replace(
         result, cost_per_hour=result.cost_per_hour * factor,
         provisioning_per_hour=result.provisioning_per_hour * factor,

@@ -18,7 +18,7 @@ import pytest
 import planning.api as api
 from planning.pipeline import Reuse
 from planning.pipeline import solve as pipeline_solve
-from planning.relations import BasePlan, answer, prices_scale_uniformly, relate
+from planning.relations import BasePlan, answer, relate, why_prices_do_not_scale
 from planning.result import PlanResult
 from planning.scenario import Scenario
 from planning.whatif import (
@@ -157,7 +157,7 @@ def test_egress_does_not_scale_so_prices_are_solved() -> None:
     base = Scenario.from_dict(CROSS_REGION)
     plan = pipeline_solve(base, context=ctx, with_baselines=False)
     assert plan.status == "optimal" and plan.transfer_per_hour > 0
-    assert "egress" in prices_scale_uniformly(base)
+    assert "egress" in why_prices_do_not_scale(base)
     scenario = apply_variants(base, [PriceChange(200)])
     assert relate(BasePlan(base, plan), scenario) is None
     hot = pipeline_solve(scenario, context=ctx, with_baselines=False, reuse=Reuse(base=BasePlan(base, plan)))
@@ -175,7 +175,7 @@ def test_egress_does_not_scale_so_prices_are_solved() -> None:
 def test_components_that_do_not_scale_refuse_the_price_relation(tiny: dict[str, Any],
                                                                  change: dict[str, Any]) -> None:
     base = Scenario.from_dict({**copy.deepcopy(tiny), **change})
-    assert prices_scale_uniformly(base)
+    assert why_prices_do_not_scale(base)
     plan = replace(pipeline_solve(Scenario.from_dict(tiny), with_baselines=False), scenario=base.to_dict())
     assert relate(BasePlan(base, plan), apply_variants(base, [PriceChange(-20)])) is None
 

@@ -29,7 +29,7 @@ from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
-from planning.relations import BasePlan
+from planning.relations import BasePlan, relate
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -88,6 +88,22 @@ def _base_plan(result: PlanResult) -> BasePlan | None:
         return BasePlan(Scenario.from_dict(dict(result.scenario)), result)
     except PlanningError:
         return None
+
+
+def nearest_base(variant: Scenario, bases: Sequence[PlanResult]) -> PlanResult:
+    """The plan to plan ``variant`` from, among ``bases`` (nearest first, e.g. the sliders' finished positions
+    by slider steps, the base plan among them): the first whose proven optimum answers ``variant`` by a relation
+    (``planning.relations``: prices × f, unused options dropped, or scarcer availability the plan may still fit),
+    so that a price move after a demand move is proven from the demand position's plan at once; else the first,
+    whose columns are the nearest warm start."""
+    if not bases:
+        raise ValueError("nearest_base needs at least one plan")
+    for result in bases:
+        related = _base_plan(result)
+        relation = relate(related, variant) if related is not None else None
+        if relation is not None and (relation.kind != "tightened" or relation.scarcer):
+            return result
+    return bases[0]
 
 
 def warm_columns(result: PlanResult) -> dict[str, Any]:

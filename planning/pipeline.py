@@ -132,6 +132,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if related is not None:  # proven by its relation to the base plan, in milliseconds
         if progress:
             progress(1.0, f"done: {related.message}")
+        if key is not None and reuse.cache is not None and is_final(related, scenario):
+            reuse.cache.put(key, related)  # so that it can be the base of the next what-if (api.nearest_base)
         return related
     refused = None if reuse.prechecked else precheck(scenario, ctx)  # an SLO no offered GPU reaches: at once
     if refused is not None:

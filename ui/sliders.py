@@ -1,11 +1,13 @@
 """What-if page section "Move a slider": demand ×, prices %, SLOs ×, availability % → the plan and its diff.
 
 A slider sends its value when it is let go (Streamlit's own debounce). Each position is planned in the background
-from the base plan's columns (``api.solve_near``: warm, the result cache first). While the user looks at a
+warm from a finished position's plan (``api.solve_near``, the result cache first). While the user looks at a
 position's plan, the positions one step away on every slider (``api.slider_neighbours``, at most eight) are planned
 ahead in the job runner's background lane, which never delays anyone's job (``planning.jobs.fairshare``), so a move
 to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, the
-plan of the nearest position already planned; a new position cancels the previous one's plan unless it is a
+plan of the nearest position already planned. A position is planned from the finished position whose plan proves it
+(``api.nearest_base``: a price move after a demand move is the demand position's plan at the new prices, proven at
+once), else from the nearest finished one's columns; a new position cancels the previous one's plan unless it is a
 neighbour, a new base plan cancels everything planned ahead for the old one, and leaving the page cancels what is
 still planned ahead (:func:`ui.state.stop_planning_ahead`). Work planned ahead is not listed on the Jobs page as the user's
 (the store keeps it apart until the user asks for that position).
@@ -100,7 +102,12 @@ def _plan_position(scenario: Scenario, base: PlanResult, position: Position, job
     except PlanningError as exc:
         widgets.show_error(exc)
         return None
-    job_id = state.submit("solve", near_request(variant, base), near_job)
+    known = state.find_job(jobs.get(position))
+    if known is not None and known.status not in GONE:  # its own request again: joins (and promotes) that job
+        request = json.loads(known.request_json)
+    else:
+        request = near_request(variant, _start_from(variant, position, _done(jobs, base, but=position)))
+    job_id = state.submit("solve", request, near_job)
     jobs.pop(position, None)
     jobs[position] = job_id  # the latest at the end: the map's order is its age
     st.session_state["slider_job"] = job_id
@@ -113,6 +120,7 @@ def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: 
     from ``came_from`` first, then in slider order); cancel the unfinished ones no longer one step away. Returns
     how many of the neighbours are planned."""
     near = api.slider_neighbours(position, came_from)
+    done = _done(jobs, base)
     ready = 0
     for other in near:
         changes = api.slider_variants(**api.slider_values(other))
@@ -126,7 +134,8 @@ def _plan_ahead(scenario: Scenario, base: PlanResult, position: Position, jobs: 
             variant = api.apply_variants(scenario, changes)
         except PlanningError:
             continue  # a position that is no valid scenario: the user sees why when they move there
-        jobs[other] = state.submit("solve", near_request(variant, base), near_job, background=True)
+        start = _start_from(variant, other, done)
+        jobs[other] = state.submit("solve", near_request(variant, start), near_job, background=True)
     for other, job_id in list(jobs.items()):
         if other != position and other not in near:
             state.cancel_if_running(job_id)
@@ -164,18 +173,36 @@ def _draw(base: PlanResult, position: Position, job_id: str, jobs: dict[Position
     _show(label(other), base, other_result, current=False)
 
 
+Done = list[tuple[Position, PlanResult]]  # finished positions with their plans, the base scenario's first
+
+
+def _done(jobs: dict[Position, str], base: PlanResult, but: Position | None = None) -> Done:
+    """The finished positions (the base scenario first, with ``base``) and their plans, except ``but``."""
+    found: Done = [(api.slider_position(), base)]
+    for other, job_id in jobs.items():
+        record = state.find_job(job_id) if other != but else None
+        result = None if record is None else state.result_of(record)
+        if result is not None:
+            found.append((other, result))
+    return found
+
+
+def _by_steps(position: Position, done: Done) -> Done:
+    """``done`` fewest slider steps from ``position`` first (stable: among equals, the base, then by age)."""
+    return sorted(done, key=lambda d: api.slider_steps(position, d[0]))
+
+
 def _nearest_finished(position: Position, jobs: dict[Position, str],
                       base: PlanResult) -> tuple[Position, PlanResult] | None:
     """The finished position fewest slider steps from ``position`` (the base scenario counts), with its plan."""
-    rest = api.slider_position()
-    found: list[tuple[int, Position, PlanResult]] = [(api.slider_steps(position, rest), rest, base)]
-    for other, job_id in jobs.items():
-        record = state.find_job(job_id) if other != position else None
-        result = None if record is None else state.result_of(record)
-        if result is not None:
-            found.append((api.slider_steps(position, other), other, result))
-    _, other, result = min(found, key=lambda f: f[0])
-    return other, result
+    return _by_steps(position, _done(jobs, base, but=position))[0]
+
+
+def _start_from(variant: Scenario, position: Position, done: Done) -> PlanResult:
+    """The plan a position is planned from: a finished position whose plan proves it by a relation (a price move
+    after a demand move is the demand position's plan at the new prices, at once), else the nearest finished one
+    (its columns the nearest warm start; the base plan when nothing nearer is done)."""
+    return api.nearest_base(variant, [result for _, result in _by_steps(position, done)])
 
 
 def _position_of(jobs: dict[Position, str], job_id: str) -> Position | None:

@@ -152,6 +152,37 @@ def test_a_price_slider_is_proven_from_the_base_plan(planning_home: Path, monkey
         [(i["model"], i["template_id"], i["count"]) for i in base["instances"]]
 
 
+def test_a_price_move_after_a_demand_move_is_proven_from_the_demand_position(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A position is planned from the finished position whose plan proves it (``api.nearest_base``), not always from
+    the base plan: after demand ×1.25, the price step planned ahead is the demand position's plan at prices × 0.95,
+    proven by relation, its cost scaled exactly. From the base plan (two changes) no relation holds: it would be
+    solved. The result cache is on, as for a user (the suite turns it off)."""
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "on")
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    assert all(wait_for_job(planning_home, j) == "done" for j in dict(at.session_state["slider_jobs"]).values())
+    at.slider(key="slider_demand").set_value(1.25)
+    at.run()
+    demand = str(at.session_state["slider_job"])
+    assert wait_for_job(planning_home, demand) == "done"
+    at.run()  # the positions one step from demand ×1.25 are planned ahead, from what is finished
+    both = api.slider_position(demand=1.25, price_pct=-5.0)
+    ahead = str(at.session_state["slider_jobs"][both])
+    assert wait_for_job(planning_home, ahead) == "done"
+    at.slider(key="slider_price_pct").set_value(-5.0)
+    at.run()
+    assert not at.exception
+    assert str(at.session_state["slider_job"]) == ahead
+    with JobStore(planning_home / "jobs.sqlite") as store:
+        first, moved = store.get(demand).result, store.get(ahead).result
+    assert first is not None and moved is not None and moved["status"] == "optimal"
+    assert moved["message"].startswith("proven optimal: the same plan at prices × 0.95")
+    assert moved["cost_per_hour"] == pytest.approx(0.95 * first["cost_per_hour"], rel=1e-12)
+    assert [(i["model"], i["template_id"], i["count"]) for i in moved["instances"]] == \
+        [(i["model"], i["template_id"], i["count"]) for i in first["instances"]]
+    assert "Sliders: demand ×1.25 (all models), prices -5 %." in texts(at)
+
+
 def test_neighbouring_positions_are_planned_ahead_and_a_far_one_shows_the_nearest(
         planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 41: with the base plan shown, the positions one step away are planned ahead, so moving there reads a

@@ -238,3 +238,25 @@ def test_a_scarcer_variant_the_base_plan_still_fits_is_proven(tiny: dict[str, An
             assert {(c.region, c.shape): c.available for c in hot.capacity} == \
                 {(c.region, c.shape): c.available for c in cold.capacity if (c.region, c.shape) in
                  {(h.region, h.shape) for h in hot.capacity}}
+
+
+def test_a_relation_answer_is_cached_and_chains(tiny: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer proven by relation is stored in the result cache like a solved one, so it can be the base of the
+    next what-if: prices −20 % from the base, then prices −30 % from that answer (found by its scenario, as a
+    slider's job finds its base) is proven again, at the cold cost; ``api.nearest_base`` picks, among plans
+    nearest first, the first that proves a variant, else the nearest."""
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "on")
+    base = _scenario(tiny, 1)
+    plan = api.solve(base, with_baselines=False)
+    cheaper = apply_variants(base, [PriceChange(-20)])
+    first = api.solve_near(cheaper, plan, with_baselines=False)
+    assert _proven(first)
+    cached = api.cached_plan(cheaper)
+    assert cached is not None and cached.comparable_cost == pytest.approx(first.comparable_cost, rel=REL)
+    cheapest = apply_variants(base, [PriceChange(-30)])
+    more = apply_variants(base, [PriceChange(-30), DropGpu(sorted({"L4", "L40S", "A10G", "H100"} - _gpus(plan))[0])])
+    assert api.nearest_base(cheapest, [cached, plan]) is cached  # both prove it: the nearest first
+    assert api.nearest_base(more, [plan, cached]) is plan  # two changes from either: none proves it, the nearest
+    second = api.solve_near(cheapest, cached, with_baselines=False)
+    assert _proven(second) and "prices × 0.875" in second.message
+    _same(second, pipeline_solve(cheapest, context=api.engine_context(), with_baselines=False))

@@ -103,6 +103,8 @@ def resolve_precision(model: ModelSpec, dtype: str | None, gpu: GPU) -> Precisio
         if gpu.fp8_tflops is None:
             raise PlanningError("dtype", f"GPU {gpu.id} has no FP8 tensor cores.",
                                 "use dtype bf16, or a GPU with FP8 tensor cores (Hopper or Ada generation).")
+        # FP8 KV cache: ModelOpt exports declare it (hf_quant_config kv_cache_quant_algo, hf_ptq.py default fp8),
+        # TensorRT-LLM sets it with --quantization FP8; the sources per validation row: docs/perf-model.md Sec. 7.
         return Precision("fp8", 1.0, 1.0, "fp8", kv_bytes=1.0)
     if name == "mxfp4":
         return Precision("mxfp4", 2.0, WEIGHT_BYTES["mxfp4"], "bf16")

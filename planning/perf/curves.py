@@ -43,9 +43,21 @@ class Curves:
 
 
 def workspace_bytes(arch: LayerArch, settings: GlobalSettings, tp: int, step_tokens: np.ndarray | float) -> np.ndarray:
-    """Activation workspace per GPU for a step of ``step_tokens`` tokens, capped at the engine's token budget."""
-    inter_act = (arch.active * arch.moe_inter if arch.is_moe else arch.inter) / tp
+    """Activation workspace per GPU for a step of ``step_tokens`` tokens, capped at the engine's token budget.
+
+    Under attention DP (TensorRT-LLM's ``enable_attention_dp``, validation rows only) the budget is each GPU's own,
+    and the MoE of every GPU runs over the tokens of all ``tp`` GPUs (gathered before it): its fused kernel holds,
+    for each of their top-k expanded rows, the permuted input, the gated FC1 output, the activation and the FC2
+    output ((2 h + 3 I) elements, the bytes ``roofline.moe_roofline_time`` moves per row, experts whole under expert
+    parallelism). TensorRT-LLM profiles that peak with ``max_num_tokens`` on every rank before it sizes the KV cache
+    (``KvCacheCreator``: the dummy requests are repeated ``tp_size`` times under attention DP), so it is reserved.
+    """
     live = np.minimum(np.asarray(step_tokens, dtype=float), settings.max_batched_tokens)
+    if arch.attention_dp and arch.is_moe:
+        own = live * settings.activation_factor * arch.hidden * ACT_BYTES
+        rows = tp * live * arch.active
+        return np.asarray(own + rows * (2.0 * arch.hidden + 3.0 * arch.moe_inter) * ACT_BYTES, dtype=float)
+    inter_act = (arch.active * arch.moe_inter if arch.is_moe else arch.inter) / tp
     return np.asarray(live * settings.activation_factor * (arch.hidden + inter_act) * ACT_BYTES, dtype=float)
 
 

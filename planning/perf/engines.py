@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from planning.perf.calibration import GlobalSettings
+from planning.perf.roofline import resolve_precision
 
 if TYPE_CHECKING:
     from planning.perf.model import PerfModel
@@ -335,7 +336,9 @@ def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp
         spec = perf.model(run.model_id)
         fp8 = (run.dtype or spec.dtype or "").lower() == "fp8"
         heads = spec.num_kv_heads if attention_dp else max(tp, spec.num_kv_heads)  # KV heads replicate under TP only
-        kv_tok = 2.0 * spec.layers * heads * spec.head_dim * (1.0 if fp8 else 2.0)
+        # The KV element the estimate's attention reads (``resolve_precision``): one rule for capacity and step.
+        kv_element = resolve_precision(spec, run.dtype, perf.gpu(gpu_id)).kv_bytes
+        kv_tok = 2.0 * spec.layers * heads * spec.head_dim * kv_element
         tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, run.n_gpus, memory_bytes,
                                            run.input_len, run.output_len, memory.fraction)
     return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version),

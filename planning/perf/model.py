@@ -73,6 +73,9 @@ BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB ea
 # the FP8 quantization of GEMM inputs into the kernel before (roofline.Device.fused_quant; the planner's vLLM does not);
 # v5.4: the tensor-parallel all-reduce read from measured NCCL / engine all-reduce tables (planning.perf.allreduce).
 PHYSICS_VERSION = "perf-v5.4"
+# What attention-DP views (validation rows that state TensorRT-LLM's attention DP; the planner never runs it) add to
+# the physics: bumped when only they change, so the planner's keys and tables stay those of PHYSICS_VERSION.
+ATTENTION_DP_PHYSICS = "adp-2"
 
 
 def _load_catalog() -> Catalog:
@@ -215,7 +218,8 @@ class PerfModel(WholeNode):
             moe = self.moe_kernels.fingerprint if self.moe_kernels is not None else "no-moe-kernels"
             moe = f"{moe}:{self.allreduce.fingerprint}"
             self._cal_fp = (id(self.calibration),
-                            f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}:{moe}:{self.engine}:{self.attention_dp}")
+                            f"{PHYSICS_VERSION}:{self.calibration.fingerprint()}:{moe}:{self.engine}:"
+                            f"{ATTENTION_DP_PHYSICS if self.attention_dp else False}")
         return self._cal_fp[1]
 
     def _layer_arch(self, model: ModelSpec) -> LayerArch:

@@ -103,6 +103,8 @@ def resolve_precision(model: ModelSpec, dtype: str | None, gpu: GPU) -> Precisio
         if gpu.fp8_tflops is None:
             raise PlanningError("dtype", f"GPU {gpu.id} has no FP8 tensor cores.",
                                 "use dtype bf16, or a GPU with FP8 tensor cores (Hopper or Ada generation).")
+        # FP8 KV cache: ModelOpt exports declare it (hf_quant_config kv_cache_quant_algo, hf_ptq.py default fp8),
+        # TensorRT-LLM sets it with --quantization FP8; the sources per validation row: docs/perf-model.md Sec. 7.
         return Precision("fp8", 1.0, 1.0, "fp8", kv_bytes=1.0)
     if name == "mxfp4":
         return Precision("mxfp4", 2.0, WEIGHT_BYTES["mxfp4"], "bf16")
@@ -175,12 +177,15 @@ class LayerArch:
         return dense + experts + self.embed_params_per_layer() * 2.0
 
     def weight_bytes_per_gpu(self, p: Precision, tp: int) -> float:
-        """Bytes of one layer's weights on each of ``tp`` GPUs (attention weights whole under attention DP)."""
+        """Bytes of one layer's weights on each of ``tp`` GPUs. Under attention DP the attention weights and the
+        embedding and LM head are whole on every GPU (TensorRT-LLM builds them without a tensor-parallel mapping
+        when ``enable_attention_dp`` is set: ``Qwen3MoEModel.embed_tokens``, and the LM head unless
+        ``enable_lm_head_tp_in_adp``, off by default); only the experts (and a dense MLP) are split."""
         total = self.weight_bytes_per_layer(p)
         if not self.attention_dp:
             return total / tp
-        attn = self.attn_params() * p.dense_bytes
-        return attn + (total - attn) / tp
+        whole = self.attn_params() * p.dense_bytes + self.embed_params_per_layer() * 2.0
+        return whole + (total - whole) / tp
 
     def kv_per_gpu(self, tp: int) -> float:
         """KV heads' worth of cache per GPU per token of the node: split, replicated when tp > kv heads; under

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from planning.perf import PerfModel
+from planning.perf import PerfModel, engines
 from planning.perf.engines import (
     BenchRun,
     EngineMemory,
@@ -87,3 +89,18 @@ def test_published_rows_run_their_engine_memory(pm: PerfModel) -> None:
     vllm = pm.serving("llama-3-70b", "A100-80G", 2, dtype="fp16", **kw)  # type: ignore[arg-type]
     assert trt is not None and vllm is not None  # 70.6 GB of weights per GPU: feasible on both (was infeasible)
     assert trt.limited_by == vllm.limited_by == "memory" and trt.batch > 1.5 * vllm.batch
+
+
+def test_trtllm_bench_sizes_the_kv_element_the_attention_reads(pm: PerfModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch trtllm-bench sizes from its KV estimate reads the KV element of the estimate's precision
+    (``resolve_precision``), the one the decode attention reads: an FP8 checkpoint's FP8 KV cache (1 byte) holds
+    Llama-3.1-8B's 640 requests of 2048/128 on one H100; the same run with a 2-byte KV element holds half (320,
+    rounded up to trtllm-bench's 128 step: 384), and its token budget follows (9,216 -> 4,608)."""
+    notes = "trtllm-bench with kv_cache_free_gpu_mem_fraction 0.95"
+    run = BenchRun("llama-3-8b", "fp8", 1, 2048, 128)
+    fp8_kv = published_engine(pm, "trtllm", "1.0", "H100", 1, notes, run=run)
+    real = engines.resolve_precision
+    monkeypatch.setattr(engines, "resolve_precision", lambda spec, dtype, gpu: replace(real(spec, dtype, gpu), kv_bytes=2.0))
+    wide_kv = published_engine(pm, "trtllm", "1.0", "H100", 1, notes, run=run)
+    assert (fp8_kv.max_num_seqs, fp8_kv.max_batched_tokens) == (640, 9216)
+    assert (wide_kv.max_num_seqs, wide_kv.max_batched_tokens) == (384, 4608)

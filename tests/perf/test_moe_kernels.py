@@ -134,7 +134,7 @@ def test_attention_dp_keeps_kv_heads_whole(pm: PerfModel) -> None:
     prec = resolve_precision(pm.model("qwen3-235b-a22b"), None, pm.gpu("H200"))
     assert dp.kv_bytes_per_token(8, 1.0) == pytest.approx(arch.kv_bytes_per_token(8, 1.0) / 2)
     assert dp.weight_bytes_per_gpu(prec, 8) - arch.weight_bytes_per_gpu(prec, 8) == pytest.approx(
-        arch.attn_params() * prec.dense_bytes * 7 / 8)
+        (arch.attn_params() * prec.dense_bytes + arch.embed_params_per_layer() * 2.0) * 7 / 8)
     run = BenchRun("qwen3-235b-a22b", "fp8", 8, 128, 2048)
     row = published_engine(pm, "trtllm", "1.0", "H200", 8, "TP8 with expert parallel and attention DP; trtllm-bench",
                            run=run)
@@ -146,6 +146,38 @@ def test_attention_dp_keeps_kv_heads_whole(pm: PerfModel) -> None:
     a = view.serving("qwen3-235b-a22b", "H200", 8, 8, input_len=1000, output_len=1000)
     b = pm.for_engine("trtllm").serving("qwen3-235b-a22b", "H200", 8, 8, input_len=1000, output_len=1000)
     assert a is not None and b is not None and a.max_output_tokens_per_s != b.max_output_tokens_per_s
+
+
+def test_attention_dp_reserves_the_gathered_moe_workspace(pm: PerfModel) -> None:
+    # TensorRT-LLM profiles max_num_tokens on every rank before it sizes the KV cache; under attention DP each GPU's
+    # MoE runs over the tokens of all 8 (gathered), top-8 expanded, (2 h + 3 I) elements a row: 3.85 GB per GPU for
+    # Qwen3-235B at 2,304 tokens a rank, against 0.10 GB of the tensor-parallel engine. The embedding and LM head
+    # are whole on every GPU (2.5 GB BF16, not 0.3).
+    from planning.perf.curves import workspace_bytes
+    from planning.perf.engines import engine_memory
+
+    spec = pm.model("qwen3-235b-a22b")
+    arch = LayerArch.from_spec(spec)
+    dp = replace(arch, attention_dp=True)
+    settings = replace(pm.calibration.settings, max_batched_tokens=2304.0)
+    ws_dp = float(workspace_bytes(dp, settings, 8, 2304.0))
+    ws_tp = float(workspace_bytes(arch, settings, 8, 2304.0))
+    rows = 8 * 2304 * 8 * (2 * 4096 + 3 * 1536) * 2.0
+    assert ws_dp == pytest.approx(rows + 2304 * settings.activation_factor * 4096 * 2.0)
+    assert 3.8e9 < ws_dp < 3.9e9 and ws_tp < 0.15e9
+    assert float(workspace_bytes(dp, settings, 8, 8192.0)) == pytest.approx(ws_dp)  # capped at the rank's budget
+    prec = resolve_precision(spec, "fp8", pm.gpu("H100"))
+    embed = arch.embed_params_per_layer() * arch.layers * 2.0
+    assert dp.layers * (dp.weight_bytes_per_gpu(prec, 8) - arch.weight_bytes_per_gpu(prec, 8)) == pytest.approx(
+        (arch.attn_params() * arch.layers * prec.dense_bytes + embed) * 7 / 8)
+    assert 2.4e9 < embed < 2.6e9
+    # The serving point on 8xH100 (TensorRT-LLM's reservation at 0.95) holds fewer sequences for it.
+    view = pm.for_engine("trtllm", attention_dp=True)
+    limits = (2304, 2048)
+    mem = engine_memory("trtllm", "1.0", pm.calibration.settings, free_fraction=0.95)
+    a = view.serving("qwen3-235b-a22b", "H100", 8, 8, "fp8", input_len=128, output_len=2048, engine_limits=limits,
+                     memory=mem)
+    assert a is not None and a.limited_by == "memory" and 1400 < a.batch < 1700
 
 
 def test_planner_charges_the_running_batch_fluctuation(pm: PerfModel) -> None:

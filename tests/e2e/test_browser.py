@@ -23,6 +23,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 ACTION_TIMEOUT_MS = 300_000
 PLAN_TIMEOUT_MS = 900_000  # a cold coral-extended plan on two cores; the measured figure is what matters
+# a page's render or a widget's appearance: a bound on a hang, never a claim on speed (was 60 s; beside 4 busy
+# loops, load 17-23, whole flows took 44-233 s, and a cold page's first run imports the engine)
+RENDER_TIMEOUT_MS = 180_000
 
 pytestmark = pytest.mark.e2e
 
@@ -119,7 +122,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         context.close()
 
 
-def _settled(page: Any, timeout: float = 60_000) -> None:
+def _settled(page: Any, timeout: float = RENDER_TIMEOUT_MS) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
 
 
@@ -137,7 +140,7 @@ def _plan_preset(page: Any, url: str, preset: str) -> float:
     seconds = time.monotonic() - start
     # the third KPI: "Savings vs best homogeneous", or "... best baseline" when memP (mixed) is the cheapest;
     # waited for, as the KPIs of one run reach the browser one after the other
-    page.get_by_test_id("stMetric").filter(has_text="Savings vs best").wait_for(state="visible", timeout=60_000)
+    page.get_by_test_id("stMetric").filter(has_text="Savings vs best").wait_for(state="visible", timeout=RENDER_TIMEOUT_MS)
     assert page.get_by_test_id("stMetric").filter(has_text="Savings vs best").count() == 1
     assert "job=" in page.url  # a reload or a second tab finds the job
     return seconds
@@ -152,14 +155,14 @@ def test_plan_read_and_whatif_in_a_real_browser(server: str, browser: Any) -> No
     # a second tab with the same URL finds the finished job
     other = browser.new_page()
     other.goto(page.url)
-    other.get_by_test_id("stMetric").filter(has_text="Cost per hour").wait_for(timeout=60_000)
+    other.get_by_test_id("stMetric").filter(has_text="Cost per hour").wait_for(timeout=RENDER_TIMEOUT_MS)
     other.close()
 
     page.get_by_role("link", name="Read the plan").click()
-    page.get_by_role("heading", name="Cost breakdown").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Cost breakdown").wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     plots = page.locator(".js-plotly-plot")
-    plots.first.wait_for(timeout=60_000)
+    plots.first.wait_for(timeout=RENDER_TIMEOUT_MS)
     assert page.locator(".js-plotly-plot").filter(has_text="Cost breakdown").count() >= 1
     status = page.get_by_test_id("stMetric").filter(has_text="Solver status").inner_text()
     assert page.locator(".js-plotly-plot").filter(has_text="layers").count() >= 1, (
@@ -168,7 +171,7 @@ def test_plan_read_and_whatif_in_a_real_browser(server: str, browser: Any) -> No
     page.screenshot(path=str(ARTIFACTS / "e2e_plan.png"), full_page=True)
 
     page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="What").click()
-    page.get_by_role("button", name="Run variant").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Run variant").wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     page.get_by_role("button", name="Run variant").click()
     chart = page.locator(".js-plotly-plot").filter(has_text="demand ×2")
@@ -183,7 +186,7 @@ def test_a_direct_link_opens_the_page_inside_the_apps_navigation(server: str, br
     with the page scripts in a folder named pages/, Streamlit served them directly and bypassed app.py."""
     page = browser.new_page()
     page.goto(server.rstrip("/") + "/Timeline")
-    page.get_by_role("heading", name="Timeline").first.wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Timeline").first.wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     nav = page.get_by_test_id("stSidebarNav")
     links = [t.strip() for t in nav.get_by_role("link").all_inner_texts()]
@@ -199,7 +202,7 @@ def test_the_admin_page_is_listed_for_the_local_user(server: str, browser: Any) 
     and the caps of the server's runner (worker processes, as shipped)."""
     page = browser.new_page()
     page.goto(server.rstrip("/") + "/Admin")
-    page.get_by_role("heading", name="Admin").first.wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Admin").first.wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     page.get_by_role("heading", name="Queue").first.wait_for()
     names = [t.splitlines()[-1].strip() for t in

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import ARTIFACTS, _settled, browser, server
+from tests.e2e.test_browser import ARTIFACTS, RENDER_TIMEOUT_MS, _settled, browser, server
 
 __all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
 
@@ -33,7 +33,7 @@ def test_learn_melange_tabs_show_the_papers_figures_and_why(server: str, browser
     ARTIFACTS.mkdir(exist_ok=True)
 
     size = _open_tab(page, "Request size (Mélange)")
-    size.get_by_text("Fig. 9's mix (2 A100 + 1 A10G) on three sets of throughputs").wait_for(timeout=60_000)
+    size.get_by_text("Fig. 9's mix (2 A100 + 1 A10G) on three sets of throughputs").wait_for(timeout=RENDER_TIMEOUT_MS)
     text = size.inner_text()
     for shown in ("2 A100 + 1 A10G", "more than 5× and less than 6×", "Fig. 9's own steps show 2 against 0.37",
                   "prints 0.04 req/s"):
@@ -41,7 +41,7 @@ def test_learn_melange_tabs_show_the_papers_figures_and_why(server: str, browser
     size.screenshot(path=str(ARTIFACTS / "e2e_learn_melange_fig9.png"))
 
     slo = _open_tab(page, "SLOs (Mélange)")
-    slo.get_by_text("Mélange measured 1.20× in favour of the A10G at this SLO").wait_for(timeout=60_000)
+    slo.get_by_text("Mélange measured 1.20× in favour of the A10G at this SLO").wait_for(timeout=RENDER_TIMEOUT_MS)
     text = slo.inner_text()
     for shown in ("Fig. 6's request on the paper's own measured profile", "The input that differs is the A10G's"):
         assert shown in text, shown

@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import _SERVER_HOME, PLAN_TIMEOUT_MS, _plan_preset, _settled, browser, server
+from tests.e2e.test_browser import (
+    _SERVER_HOME,
+    PLAN_TIMEOUT_MS,
+    RENDER_TIMEOUT_MS,
+    _plan_preset,
+    _settled,
+    browser,
+    server,
+)
 
 __all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
 
@@ -22,7 +30,7 @@ def test_demand_slider_shows_its_plan_and_diff(server: str, browser: Any) -> Non
     _plan_preset(page, server, "coral-core")
     page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="What-if").first.click()
     _settled(page)
-    page.get_by_role("heading", name="Move a slider").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Move a slider").wait_for(timeout=RENDER_TIMEOUT_MS)
     _wait_planned_ahead(rate_rps=12.5)  # coral-core's first model, 10 requests/s, at demand ×1.25
     thumb = page.get_by_test_id("stSlider").filter(has_text="Demand ×").get_by_role("slider")
     thumb.focus()

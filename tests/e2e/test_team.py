@@ -16,6 +16,7 @@ from tests.e2e.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PLAN_TIMEOUT_MS,
+    RENDER_TIMEOUT_MS,
     _free_port,
     _settled,
     running_app,
@@ -75,7 +76,7 @@ def _visitor(chromium: Any) -> Any:
 
 
 def _only_sign_in(page: Any) -> None:
-    page.get_by_role("heading", name="Sign in").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Sign in").wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     assert page.get_by_test_id("stSidebarNav").count() == 0
     assert page.get_by_test_id("stSelectbox").count() == 0 and page.get_by_test_id("stDataFrame").count() == 0
@@ -88,10 +89,10 @@ def _sign_in(page: Any, url: str, subject: str) -> None:
     page.get_by_role("button", name="Sign in").click()
     page.locator("input[name=sub]").fill(subject)
     page.get_by_role("button", name="Authorize").click()
-    page.get_by_test_id("stSidebarNav").wait_for(timeout=60_000)
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=RENDER_TIMEOUT_MS)
     # the page after the provider's redirect may show the sidebar with skeletons (and "notRunning") before its
     # first run: wait for the button, as a user would, then check there is one
-    page.get_by_role("button", name="Sign out").wait_for(timeout=60_000)
+    page.get_by_role("button", name="Sign out").wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     assert page.get_by_role("button", name="Sign out").count() == 1
 
@@ -119,7 +120,7 @@ def _make_share_link(page: Any, attempts: int = 3) -> str:
         page.get_by_role("button", name="Make a share link").click()
         _settled(page)
         try:
-            page.get_by_test_id("stCode").first.wait_for(timeout=60_000)
+            page.get_by_test_id("stCode").first.wait_for(timeout=RENDER_TIMEOUT_MS)
             break
         except PlaywrightTimeout:
             if attempt == attempts - 1:
@@ -141,10 +142,10 @@ def test_sign_in_privacy_and_share_links(team_server: str, chromium: Any) -> Non
     bob = _visitor(chromium)
     _sign_in(bob, url, "bob")
     bob.goto(f"{url}/Jobs")
-    bob.get_by_text("No jobs yet.").wait_for(timeout=60_000)
+    bob.get_by_text("No jobs yet.").wait_for(timeout=RENDER_TIMEOUT_MS)
     for guess in (job_id, "ffffffffffffffff"):  # ada's real id and a made-up one answer alike
         bob.goto(f"{url}/Plan?job={guess}")
-        bob.get_by_text("No plan yet").wait_for(timeout=60_000)
+        bob.get_by_text("No plan yet").wait_for(timeout=RENDER_TIMEOUT_MS)
         _settled(bob)
         assert bob.get_by_role("button", name="Report (Markdown)").count() == 0
     stranger.goto(f"{url}/Plan?job={job_id}")
@@ -157,7 +158,7 @@ def test_sign_in_privacy_and_share_links(team_server: str, chromium: Any) -> Non
     assert "?share=" in link
 
     stranger.goto(link)  # finance, without an account
-    stranger.get_by_role("heading", name="Shared plan: ").first.wait_for(timeout=60_000)
+    stranger.get_by_role("heading", name="Shared plan: ").first.wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(stranger)
     assert stranger.get_by_test_id("stSidebarNav").count() == 0
     assert stranger.get_by_role("button", name="Report (Markdown)").count() == 1
@@ -165,5 +166,5 @@ def test_sign_in_privacy_and_share_links(team_server: str, chromium: Any) -> Non
     ada.get_by_role("button", name="Revoke").click()
     _settled(ada)
     stranger.goto(link)
-    stranger.get_by_text("this share link was revoked").wait_for(timeout=60_000)
+    stranger.get_by_text("this share link was revoked").wait_for(timeout=RENDER_TIMEOUT_MS)
     assert stranger.get_by_role("button", name="Report (Markdown)").count() == 0

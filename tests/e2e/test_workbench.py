@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import ARTIFACTS, PLAN_TIMEOUT_MS, _settled, browser, server
+from tests.e2e.test_browser import ARTIFACTS, PLAN_TIMEOUT_MS, RENDER_TIMEOUT_MS, _settled, browser, server
 
 __all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
 
@@ -45,7 +45,7 @@ def test_finance_estimate_report_markets_simulation_whatif_learn(server: str, br
 
     # second click: the full plan, with the report
     page.get_by_role("link", name="Read the full plan").click()
-    page.get_by_role("heading", name="Cost breakdown").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Cost breakdown").wait_for(timeout=RENDER_TIMEOUT_MS)
     _settled(page)
     with page.expect_download() as info:
         page.get_by_role("button", name="Report (Markdown)").click()
@@ -127,7 +127,7 @@ def test_learn_coral_fig1a_mixed_pipeline(server: str, browser: Any) -> None:
     _settled(page, timeout=120_000)
     assert page.get_by_test_id("stException").count() == 0
     chart = page.get_by_test_id("stPlotlyChart").filter(has_text="best one GPU type").first
-    chart.wait_for(timeout=60_000)
+    chart.wait_for(timeout=RENDER_TIMEOUT_MS)
     assert "best mixed pipeline" in chart.inner_text()
     assert page.get_by_text("Source: Coral, Sec. 2.2 and Fig. 1(a)").count() == 1
     heading.scroll_into_view_if_needed()

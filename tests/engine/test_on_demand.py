@@ -3,7 +3,7 @@ materialised library + ILP (seeded small instances, coral-core; coral-extended w
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -11,7 +11,8 @@ import pytest
 
 from planning.allocate import solve_allocation
 from planning.allocate.certify import allocation_problem
-from planning.allocate.ondemand import allocate_on_demand
+from planning.allocate.incumbent import Anytime
+from planning.allocate.ondemand import OnDemandPlan, allocate_on_demand
 from planning.allocate.pricing import PricedGroup, _max_throughput_bound, column_costs
 from planning.allocate.problem import AllocationResult
 from planning.groups import Group, WorkClass
@@ -92,17 +93,54 @@ def _library_sets(priced: list[PricedGroup]) -> list[TemplateSet]:
 
 
 @cache
+def library_sets(seed: int) -> tuple[TemplateSet, ...]:
+    """Every template of seed ``seed``'s groups from the materialised library (:func:`_library_sets`), built once a
+    session per seed for the oracle and the tests that count its templates (the sets are frozen)."""
+    return tuple(_library_sets(_instance(seed)[0]))
+
+
+@cache
 def library_optimum(seed: int) -> AllocationResult:
     """The oracle of seed ``seed``'s instance: the ILP over every template of the materialised library
-    (:func:`_library_sets`), solved as one joint model (``decompose=False``) at gap 1e-9 and a 3600 s limit no run
+    (:func:`library_sets`), solved as one joint model (``decompose=False``) at gap 1e-9 and a 3600 s limit no run
     reaches, so its status is a proof (``optimal`` or ``infeasible``). Joint, because the group-by-group shortcut
     settles competing parts with the linked Lagrangian machinery the on-demand engine uses too (seed 33: 39 s
     that way, 8 s joint; ``tests/allocate/test_decompose_merge.py`` and ``test_linked_bound.py`` check that
     shortcut against the joint model). Cached for the session: the same instance's oracle serves this file's
     tests and ``test_anytime.py``'s (the result is frozen; a test builds its own ``_instance`` to solve)."""
     priced, offers = _instance(seed)
-    problem = allocation_problem(_resolved(priced, offers), _library_sets(priced))
+    problem = allocation_problem(_resolved(priced, offers), list(library_sets(seed)))
     return solve_allocation(replace(problem, decompose=False))
+
+
+@dataclass(frozen=True)
+class OnDemandRun:
+    """One on-demand allocation of seed ``seed``'s instance: its groups (their spaces hold what the search
+    evaluated), the plan, and each progress step with the best plan's value when it was reported."""
+
+    priced: tuple[PricedGroup, ...]
+    plan: OnDemandPlan | None
+    steps: tuple[tuple[str, float], ...]
+
+
+@cache
+def on_demand_run(seed: int) -> OnDemandRun:
+    """``allocate_on_demand`` on seed ``seed``'s instance with the engine's wall-clock caps on its inner HiGHS calls
+    lifted (:func:`tests.engine.conftest.unbound_inner_limits`: whether a capped call stops before its first plan
+    depends on the machine's load, and these tests check what the search proves), its steps recorded. Solved once a
+    session per seed: ``test_on_demand_equals_library_ilp`` (seeds 0-23) and the retried-certificate test (seeds
+    0-59) read the same run; the progress callback and the ``Anytime`` only observe (the engine makes an
+    ``Anytime`` of its own when given none)."""
+    from tests.engine.conftest import unbound_inner_limits
+
+    priced, offers = _instance(seed)
+    anytime = Anytime()
+    steps: list[tuple[str, float]] = []
+    with pytest.MonkeyPatch.context() as lifted:
+        unbound_inner_limits(lifted)
+        plan = allocate_on_demand(priced, _resolved(priced, offers), anytime=anytime,
+                                  progress=lambda f, m: steps.append((m, anytime.value)))
+    return OnDemandRun(tuple(priced), plan, tuple(steps))
 
 
 # ---------------------------------------------------------------------------------------------- the search
@@ -172,11 +210,12 @@ def test_search_returns_every_multiset_below_the_threshold(seed: int) -> None:
 # ---------------------------------------------------------------------------------------------- allocation
 @pytest.mark.parametrize("seed", range(24))
 def test_on_demand_equals_library_ilp(seed: int) -> None:
-    priced, offers = _instance(seed)
-    resolved = _resolved(priced, offers)
-    sets = _library_sets(priced)
+    """The on-demand allocation (:func:`on_demand_run`) is certified and equals the library ILP's proven optimum,
+    with a valid LP and Lagrangian bound, or finds no plan where the library has none; it evaluates at most the
+    library's templates plus the multisets the space enumerates."""
+    run = on_demand_run(seed)
+    priced, plan, sets = run.priced, run.plan, library_sets(seed)
     full = library_optimum(seed)
-    plan = allocate_on_demand(priced, resolved)
     if full.status == "infeasible":
         assert plan is None or not plan.alloc.has_plan
         return
@@ -287,26 +326,18 @@ def test_on_demand_progress_names_its_real_steps(tiny: dict[str, object]) -> Non
     assert not any(m.startswith(("library build", "reduction")) for m in messages)
 
 
-def test_a_retried_certificate_aims_at_the_best_plan_found(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_retried_certificate_aims_at_the_best_plan_found() -> None:
     """When the first fixing ILP misses its target, the next target is the best plan found so far when that is
     below the fixing ILP's own value (platform-100's re-plan: 55,869 → 5,322 templates, 69.7 → 11.9 s), and the
     answer stays the library's optimum. The engine's wall-clock caps on its inner ILPs are lifted
-    (``unbound_inner_limits``): which incumbents exist at a retry must not depend on the machine's load."""
+    (:func:`on_demand_run`): which incumbents exist at a retry must not depend on the machine's load. Seeds 0-23
+    are the runs ``test_on_demand_equals_library_ilp`` checked (one run a session per seed)."""
     import re
-
-    from planning.allocate.incumbent import Anytime
-    from tests.engine.conftest import unbound_inner_limits
-
-    unbound_inner_limits(monkeypatch)
 
     retried = 0
     for seed in range(60):
-        priced, offers = _instance(seed)
-        resolved = _resolved(priced, offers)
-        anytime = Anytime()
-        steps: list[tuple[str, float]] = []  # each step with the best plan's value when it was reported
-        plan = allocate_on_demand(priced, resolved, anytime=anytime,
-                                  progress=lambda f, m, s=steps, a=anytime: s.append((m, a.value)))
+        run = on_demand_run(seed)
+        plan, steps = run.plan, run.steps
         if plan is None or not plan.alloc.has_plan:
             continue
         full = library_optimum(seed)

@@ -78,7 +78,7 @@ def failing_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) 
 def on_demand_solve_held_in_pricing(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
     """``ui.jobs.solve_job`` — a real solve — whose progress callback holds the engine at its first
     column-generation round (``pricing: column generation round …``, reported by the on-demand engine) until the
-    job's token sees the cancel the parent wrote to the store (at most 60 s). The engine then has to stop at its own next cancel check:
+    job's token sees the cancel the parent wrote to the store (at most 300 s, a bound on a hang). The engine then has to stop at its own next cancel check:
     holding only makes the cancel land inside the engine however fast or slow the machine is."""
     from ui.jobs import solve_job
 
@@ -89,7 +89,7 @@ def on_demand_solve_held_in_pricing(request: dict[str, Any], progress: ProgressF
         progress(fraction, message)
         if not held and message.startswith("pricing: column generation round"):
             held = True
-            until = time.monotonic() + 60
+            until = time.monotonic() + 300
             while not token.is_set() and time.monotonic() < until:
                 time.sleep(0.02)
 

@@ -170,11 +170,15 @@ def test_progress_writes_are_throttled(store_path: Path, monkeypatch: pytest.Mon
 
 
 def test_cancel_stops_a_running_job(runner: JobRunner) -> None:
+    """A cancel asked while the job runs ends it as cancelled, without a result. The job runs until its token is
+    set (a loop over ``token.check()``), bounded only by ``WAIT_S`` so that a cancel that never arrives fails as
+    "done" instead of hanging; it was 500 rounds of 10 ms, which a busy machine could outrun before the cancel."""
     started = threading.Event()
 
     def loop(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
         started.set()
-        for _ in range(500):
+        hang = time.monotonic() + WAIT_S
+        while time.monotonic() < hang:
             token.check()
             time.sleep(0.01)
         return {"finished": True}

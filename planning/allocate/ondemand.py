@@ -528,12 +528,4 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
 
 def row_codes(space: MultisetSpace, ts: TemplateSet) -> np.ndarray:
     """Multiset code of each row of a TemplateSet built from ``space`` (its padded sorted multiset · ``pow``)."""
-    K, n = space.K, len(ts)
-    usage = np.asarray(ts.usage, dtype=np.int64).reshape(n, K)
-    counts = usage.ravel()
-    shape = np.repeat(np.tile(np.arange(K, dtype=np.int64), n), counts)
-    row = np.repeat(np.repeat(np.arange(n), K), counts)
-    starts = np.cumsum(usage.sum(axis=1)) - usage.sum(axis=1)
-    pad = np.full((n, space.nmax), K, dtype=np.int64)
-    pad[row, np.arange(row.size) - starts[row]] = shape
-    return np.asarray(pad @ space.pow, dtype=np.int64)
+    return space.usage_codes(np.asarray(ts.usage, dtype=np.int64).reshape(len(ts), space.K))

@@ -33,7 +33,6 @@ templates, θ = δ lists every column reduced-cost fixing may need.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +43,7 @@ import polars as pl
 from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
 from planning.templates.enumeration import is_monotone as _is_monotone
+from planning.templates.frame import SCHEMA as _SCHEMA
 from planning.templates.frame import assemble as _assemble
 from planning.templates.partitions import Block
 from planning.templates.pool import solve_task as _solve_task
@@ -145,6 +145,8 @@ class MultisetSpace:
         self._cover: np.ndarray | None = None  # the coverage tables, built at the first search (``cover``)
         self._ext: dict[str, np.ndarray] | None = None  # ``upper_bound``'s padded tables (``_extended``)
         self._cover_flat: list[np.ndarray] = []  # … and its coverage tables per stage count, flattened
+        self._rows: pl.DataFrame | None = None  # library rows assembled so far, with their ``code`` (``_frame_rows``)
+        self._rowed: set[int] = set()  # codes whose row was assembled (or has none: separable throughput 0)
 
     @property
     def K(self) -> int:
@@ -188,8 +190,11 @@ class MultisetSpace:
             a[r] = np.maximum(np.minimum(below[r, c] / self.grid, L), above[r, c])
         self._cover = a.reshape(tab.shape[0], tab.shape[1], G)
 
-    def upper_bound(self, P: np.ndarray) -> np.ndarray:
+    def upper_bound(self, P: np.ndarray, enough: float = np.inf) -> np.ndarray:
         """UB(M) for padded multisets (rows), 0 where no stage count is feasible or memory exceeds the cap.
+
+        ``enough`` > 0: a row whose bound reaches it is not raised further (the search reads min(UB, D) only, so
+        with ``enough`` = D > 0 it gets the same min(UB, D) and the same UB > 0 for less work).
 
         For S ≥ 2 the bound is min(Σ A_k(S)/L, Σ F_k(S)/S, the coverage bound): a stage b with j_b layers and
         throughput ≥ T has Σ_{k∈b} min(1, T̂_{j_b}(k)/T) ≥ 1, so j_b ≤ Σ_{k∈b} a_k(S, T) with
@@ -208,7 +213,8 @@ class MultisetSpace:
         G = self.grid.size
         grid_hi = np.append(self.grid, np.inf)
         for S in range(2, min(depth, L, self.nmax) + 1):
-            ok = (n >= S) & (jm[:, S - 1] >= L)
+            # a row whose min(Σ A/L, Σ F/S) is already ≤ its bound cannot raise it (b ≤ that min): no coverage search
+            ok = (n >= S) & (jm[:, S - 1] >= L) & (np.minimum(area[:, S - 1], first[:, S - 1]) > ub) & (ub < enough)
             if not ok.any():
                 continue
             rows = np.flatnonzero(ok)
@@ -289,7 +295,7 @@ class MultisetSpace:
             P, W, V, mem = P[keep], W[keep], V[keep], mem[keep]
             if P.shape[0] == 0:
                 break
-            ub = self.upper_bound(P)
+            ub = self.upper_bound(P, demand if demand > 0 else np.inf)
             with np.errstate(invalid="ignore"):
                 leaf = (W - y_d * np.minimum(ub, demand)[:, None]).min(axis=1) - y_n
             cand = (ub > 0) & (leaf <= theta)
@@ -361,11 +367,6 @@ class MultisetSpace:
             self.stats.seconds_exact += time.perf_counter() - t0
         return np.array([self.cache[c][0] for c in codes.tolist()])
 
-    def _template_id(self, row: np.ndarray) -> str:
-        """The library's ``template_id`` of a padded multiset row: ``count x shape`` joined by ``+``, by name."""
-        usage = Counter(self.shapes[int(k)] for k in row[row < self.K])
-        return "+".join(f"{n}x{s}" for s, n in sorted(usage.items()))
-
     def _apply_correction(self, P: np.ndarray) -> None:
         """Replace the cached separable throughput of the multisets ``P`` by ``correct``'s (never larger)."""
         assert self.correct is not None
@@ -375,39 +376,65 @@ class MultisetSpace:
         P = P[deep]
         if P.shape[0] == 0:
             return
-        frame = self._separable_frame(P)
+        frame = self._frame_rows(P)
         if frame.height == 0:
             return
-        fixed = dict(zip(frame["template_id"].to_list(), self.correct(frame["stages_json"].to_list()).tolist(),
-                         strict=True))
-        for row, c in zip(P, self.codes(P).tolist(), strict=True):
+        fixed = dict(zip(frame["code"].to_list(), self.correct(frame["stages_json"].to_list()).tolist(), strict=True))
+        for c in self.codes(P).tolist():
             value, rest = self.cache[c]
             if value > 0:
-                self.cache[c] = (min(value, float(fixed[self._template_id(row)])), rest)
+                self.cache[c] = (min(value, float(fixed[c])), rest)
 
     def _separable_frame(self, P: np.ndarray) -> pl.DataFrame:
-        tasks: list[tuple[Block, np.ndarray]] = []
-        results: list[tuple[np.ndarray, ...]] = []
-        seen: set[int] = set()
-        for c in self.codes(P).tolist():
-            if c in seen:
-                continue
-            seen.add(c)
-            pattern, ids, res = self.cache[c][1]
-            tasks.append((pattern, ids[None, :]))
-            results.append(tuple(np.asarray(r)[None, ...] for r in res))
-        return _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]
+        """Library rows of the (placed) multisets ``P`` with a separable throughput > 0, sorted by id."""
+        return self._frame_rows(P).drop("code")
+
+    def _frame_rows(self, P: np.ndarray) -> pl.DataFrame:
+        """``_separable_frame`` with each row's multiset ``code``. A multiset's row depends on its placement only, so
+        it is assembled once per space and kept: the fixing attempts, the incumbent and linked-bound ILPs and later
+        what-ifs ask for the same rows again (coral-extended's single-GPU-type rows in every attempt)."""
+        codes = np.unique(self.codes(P)).tolist()
+        new = [c for c in codes if c not in self._rowed]
+        if new:
+            tasks: list[tuple[Block, np.ndarray]] = []
+            results: list[tuple[np.ndarray, ...]] = []
+            for c in new:
+                pattern, ids, res = self.cache[c][1]
+                tasks.append((pattern, ids[None, :]))
+                results.append(tuple(np.asarray(r)[None, ...] for r in res))
+            from planning.templates.sets import usage_matrix
+
+            df = _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]
+            df = df.with_columns(pl.Series("code", self.usage_codes(usage_matrix(df, self.shapes)), dtype=pl.Int64))
+            self._rows = df if self._rows is None else pl.concat([self._rows, df], rechunk=False)
+            self._rowed.update(new)
+        if self._rows is None or not codes:
+            return pl.DataFrame(schema={**_SCHEMA, "code": pl.Int64})
+        return self._rows.filter(pl.col("code").is_in(codes)).sort("template_id")
+
+    def usage_codes(self, usage: np.ndarray) -> np.ndarray:
+        """Multiset code of each row of an (n, K) node-count matrix (its padded sorted multiset · ``pow``)."""
+        K = self.K
+        usage = np.asarray(usage, dtype=np.int64).reshape(-1, K)
+        n = usage.shape[0]
+        counts = usage.ravel()
+        shape = np.repeat(np.tile(np.arange(K, dtype=np.int64), n), counts)
+        row = np.repeat(np.repeat(np.arange(n), K), counts)
+        sizes = usage.sum(axis=1)
+        starts = np.cumsum(sizes) - sizes
+        pad = np.full((n, self.nmax), K, dtype=np.int64)
+        pad[row, np.arange(row.size) - starts[row]] = shape
+        return np.asarray(pad @ self.pow, dtype=np.int64)
 
     def frame(self, P: np.ndarray) -> pl.DataFrame:
         """Library rows (``planning.templates.library.SCHEMA``) of the given multisets with throughput > 0
         (``throughput`` = the cached value, corrected when ``correct`` is set)."""
-        thr = self.throughput(P)
-        df = self._separable_frame(P)
-        if self.correct is None or df.height == 0:
-            return df
-        by_id = {self._template_id(row): float(v) for row, v in zip(P, thr, strict=True)}
-        return df.with_columns(pl.Series("throughput", [by_id[t] for t in df["template_id"].to_list()],
-                                         dtype=pl.Float64))
+        self.throughput(P)  # placed (and corrected) first
+        df = self._frame_rows(P)
+        if self.correct is not None and df.height:
+            df = df.with_columns(pl.Series("throughput", [self.cache[c][0] for c in df["code"].to_list()],
+                                           dtype=pl.Float64))
+        return df.drop("code")
 
     def all_multisets(self, shape_mask: Sequence[bool] | None = None) -> np.ndarray:
         """Every multiset within the caps (optionally only over the shapes in ``shape_mask``), padded.

@@ -15,7 +15,9 @@ When they over-use some offers together, this module tries to settle the conflic
   (A − their nodes): a plan of the joint problem. Every competing part is tried as the one that gives way, with
   the plans of λ = 0 and of every later λ.
 * **Multipliers.** Subgradient steps (Polyak: t = (UB − L(λ)) / ‖g‖², g = Σ_p U_p·x_p(λ) − A on the priced
-  rows, rows over-used at a later λ are priced too), at most :data:`LAGRANGE_ROUNDS` rounds.
+  rows, rows over-used at a later λ are priced too), at most :data:`LAGRANGE_ROUNDS` rounds; with
+  ``problem.settle_stall`` (the baselines') no more after a round that raised neither the bound nor found a
+  cheaper repaired plan (:func:`stalled`).
 
 It is *optimal* only when the best repaired plan's cost is within the shortcut's gap of the best L(λ)
 (``reached_gap``, the same rule as every other solve). Otherwise it returns None and the caller merges the
@@ -133,6 +135,18 @@ def _closed(cost: float, lower: float, gap_tol: float) -> bool:
     return reached_gap(gap, gap_tol) or proven_zero(gap, cost, lower)
 
 
+def stalled(seen: tuple[float, float] | None, lower: float, best_cost: float) -> bool:
+    """Whether the last priced round was in vain (``problem.settle_stall``): with a repaired plan in hand before
+    and after it (``seen``: the bound and the best repaired cost before it), it raised neither the bound nor found
+    a cheaper plan. A settle that will close usually closes by a repair found when the first plan fits, or by a
+    bound still rising; one stalled with a plan on both sides is waiting on a duality gap that its subgradient
+    steps cannot close (coral-extended's single:L40S: the bound stays 1.2 % below the joint optimum whatever
+    λ; docs/benchmarks.md, "The baselines' settle"), so the merged ILP that follows is what answers."""
+    if seen is None or not (np.isfinite(seen[1]) and np.isfinite(best_cost)):
+        return False
+    return lower <= seen[0] + 1e-9 and best_cost >= seen[1] - 1e-9
+
+
 def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: float) -> tuple[Settled | None, float]:
     """Settle the parts' competition for over-used offers by the linked Lagrangian bound and repaired plans.
 
@@ -152,6 +166,7 @@ def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: 
     best: tuple[_Part, ...] | None = None
     best_cost = np.inf
     rounds = repairs = 0
+    seen: tuple[float, float] | None = None  # (bound, best repaired cost) when the last round was priced
     while True:
         for joint in _repairs(inst, keep, plans, clock, gap_tol, lower):
             repairs += 1
@@ -162,6 +177,9 @@ def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: 
             break
         if rounds >= LAGRANGE_ROUNDS or clock.left <= 0.1:
             break
+        if inst.problem.settle_stall and stalled(seen, lower, best_cost):
+            break
+        seen = (lower, best_cost)
         rounds += 1
         kept = np.sum([p.used for p in keep], axis=0) if keep else np.zeros(len(avail))
         g = np.sum([p.used for p in plans], axis=0) + kept - avail

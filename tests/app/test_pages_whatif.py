@@ -132,6 +132,18 @@ def test_a_slider_position_is_planned_from_the_base_and_diffed(planning_home: Pa
     assert str(at.session_state["slider_job"]) == first  # a position already planned comes back as it was
 
 
+def assert_proven_at_prices(home: Path, job: str, base_job: str, factor: float) -> None:
+    """Job ``job``'s plan is job ``base_job``'s at prices × ``factor``, proven by that relation: optimal, labelled so,
+    the same instances, the cost scaled exactly."""
+    with JobStore(home / "jobs.sqlite") as store:
+        base, moved = store.get(base_job).result, store.get(job).result
+    assert base is not None and moved is not None and moved["status"] == "optimal"
+    assert moved["message"].startswith(f"proven optimal: the same plan at prices × {factor:g}")
+    assert moved["cost_per_hour"] == pytest.approx(factor * base["cost_per_hour"], rel=1e-12)
+    assert [(i["model"], i["template_id"], i["count"]) for i in moved["instances"]] == \
+        [(i["model"], i["template_id"], i["count"]) for i in base["instances"]]
+
+
 def test_a_price_slider_is_proven_from_the_base_plan(planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A price move from the base plan is answered by its relation to the base (``planning.relations``): the
     slider's job finds the base plan in the result cache (on here, as for a user; the suite turns it off) from the
@@ -143,13 +155,7 @@ def test_a_price_slider_is_proven_from_the_base_plan(planning_home: Path, monkey
     at.run()
     job = str(at.session_state["slider_job"])
     assert wait_for_job(planning_home, job) == "done"
-    with JobStore(planning_home / "jobs.sqlite") as store:
-        base, moved = store.get(base_job).result, store.get(job).result
-    assert base is not None and moved is not None and moved["status"] == "optimal"
-    assert moved["message"].startswith("proven optimal: the same plan at prices × 0.8")
-    assert moved["cost_per_hour"] == pytest.approx(0.8 * base["cost_per_hour"], rel=1e-12)
-    assert [(i["model"], i["template_id"], i["count"]) for i in moved["instances"]] == \
-        [(i["model"], i["template_id"], i["count"]) for i in base["instances"]]
+    assert_proven_at_prices(planning_home, job, base_job, 0.8)
 
 
 def test_a_price_move_after_a_demand_move_is_proven_from_the_demand_position(
@@ -173,13 +179,7 @@ def test_a_price_move_after_a_demand_move_is_proven_from_the_demand_position(
     at.run()
     assert not at.exception
     assert str(at.session_state["slider_job"]) == ahead
-    with JobStore(planning_home / "jobs.sqlite") as store:
-        first, moved = store.get(demand).result, store.get(ahead).result
-    assert first is not None and moved is not None and moved["status"] == "optimal"
-    assert moved["message"].startswith("proven optimal: the same plan at prices × 0.95")
-    assert moved["cost_per_hour"] == pytest.approx(0.95 * first["cost_per_hour"], rel=1e-12)
-    assert [(i["model"], i["template_id"], i["count"]) for i in moved["instances"]] == \
-        [(i["model"], i["template_id"], i["count"]) for i in first["instances"]]
+    assert_proven_at_prices(planning_home, ahead, demand, 0.95)
     assert "Sliders: demand ×1.25 (all models), prices -5 %." in texts(at)
 
 

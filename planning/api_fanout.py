@@ -101,7 +101,7 @@ def nearest_base(variant: Scenario, bases: Sequence[PlanResult]) -> PlanResult:
     for result in bases:
         related = _base_plan(result)
         relation = relate(related, variant) if related is not None else None
-        if relation is not None and (relation.kind != "tightened" or relation.scarcer):
+        if relation is not None and relation.may_answer:
             return result
     return bases[0]
 

@@ -65,6 +65,12 @@ class Relation:
     scarcer: bool = False  # only availability_scale fell: the base plan may still fit (:func:`_still_fits`)
     available: tuple[tuple[tuple[str, str], int], ...] = ()  # still-fits: the variant's nodes per (region, shape)
 
+    @property
+    def may_answer(self) -> bool:
+        """Whether the base plan may be the variant's answer (:func:`answer`): every kind but ``tightened``, and a
+        scarcer variant too when the base plan's nodes still fit (:func:`_still_fits`, checked by ``answer``)."""
+        return self.kind != "tightened" or self.scarcer
+
 
 def _plain(scenario: Scenario) -> dict[str, Any]:
     data = scenario.to_dict()

@@ -18,8 +18,14 @@ settles"):
    row's ``max_num_tokens`` (``engines.published_engine``).
 3. ``moe``: TensorRT-LLM's own fused MoE (``moe/trtllm/<version>/moe_perf.parquet``) at Qwen3-235B's shape, FP8, 8-way
    expert parallel against 8-way tensor parallel, beside the expert time the model charges (data/moe_kernels.csv).
-4. ``silicon``: AIConfigurator's measured end-to-end TPOT of Qwen3-235B-A22B-FP8 on 4x/8xH100 under TensorRT-LLM
-   1.0.0rc3 (``systems/silicon_sample.csv``) against ``validation.predict``.
+4. ``silicon``: AIConfigurator's measured end-to-end TPOT on 1-8 H100s under TensorRT-LLM 1.0.0rc3
+   (``systems/silicon_sample.csv``) against ``validation.predict``: Qwen3-235B-A22B-FP8 and, as a cross-check of
+   whether a gap is the engine's or the model family's, the dense Qwen3-32B (FP8 GEMMs) and Llama-3.1-8B (BF16).
+
+With ``--rc3-wheel`` (an ``aiconfigurator`` wheel of 0.1.0-0.8.0: pip download aiconfigurator==0.8.0 --no-deps;
+those releases still shipped TensorRT-LLM **1.0.0rc3** kernel tables for the H100 and H200, as CSV text under
+``aiconfigurator/systems/data/<gpu>/trtllm/1.0.0rc3/``), the ``moe`` and ``attention`` checks are printed again on
+the engine release the overview's 1.0 rows ran (``moe-1.0``, ``attention-1.0``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PKG = "aiconfigurator_core/systems"
+OLD_PKG = "aiconfigurator/systems"
+RC3 = "1.0.0rc3"  # the TensorRT-LLM release of the older wheels' Hopper tables and of the silicon TPOTs
 SYSTEMS = {"H100": "h100_sxm", "H200": "h200_sxm"}
 MAX_ENTRY_BYTES = 64 << 20  # the largest table the checks read is ~5 MB
 GIB = float(1 << 30)
@@ -76,11 +84,14 @@ def version_key(version: str) -> tuple[float, ...]:
 
 
 class Wheel:
-    """The wheel's data files, read from the zip without extracting it."""
+    """The wheel's data files, read from the zip without extracting it: ``aiconfigurator-core`` (0.12.0, package
+    ``aiconfigurator_core``, one parquet per op and version) or ``aiconfigurator`` up to 0.10.0 (package
+    ``aiconfigurator``; up to 0.8.0 one CSV text per op under ``data/<system>/trtllm/<version>/``)."""
 
     def __init__(self, path: Path) -> None:
         self.zf = zipfile.ZipFile(path)
         self.names = self.zf.namelist()
+        self.pkg = PKG if any(n.startswith(PKG + "/") for n in self.names) else OLD_PKG
 
     def read(self, name: str) -> bytes:
         info = self.zf.getinfo(name)
@@ -90,7 +101,7 @@ class Wheel:
 
     def newest(self, system: str, folder: str, table: str, keep: str = "") -> str:
         """The newest version's ``table`` under ``systems/data/<system>/<folder>/trtllm/`` (containing ``keep``)."""
-        prefix = f"{PKG}/data/{system}/{folder}/trtllm/"
+        prefix = f"{self.pkg}/data/{system}/{folder}/trtllm/"
         found = sorted((n for n in self.names if n.startswith(prefix) and n.endswith("/" + table) and keep in n),
                        key=lambda n: version_key(n[len(prefix):].split("/")[0]))
         if not found:
@@ -100,24 +111,38 @@ class Wheel:
     def parquet(self, name: str) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read(name)))
 
+    def op_table(self, system: str, folder: str, table: str, version: str | None) -> tuple[pd.DataFrame, str]:
+        """One op's TensorRT-LLM table and its version: the newest parquet of the core layout when ``version`` is
+        None, else ``version``'s CSV text of the older layout (``data/<system>/trtllm/<version>/<table>.txt``, its
+        ``latency`` in ms like the parquet's)."""
+        if version is None:
+            name = self.newest(system, folder, f"{table}.parquet")
+            return self.parquet(name), name.split("/")[-2]
+        name = f"{self.pkg}/data/{system}/trtllm/{version}/{table}.txt"
+        if name not in self.names:
+            raise SystemExit(f"no {name} in the wheel (aiconfigurator 0.1.0-0.8.0 ship it).")
+        return pd.read_csv(io.BytesIO(self.read(name))), version
+
     def system_misc(self, system: str) -> dict:
-        name = f"{PKG}/{system}.yaml"
+        name = f"{self.pkg}/{system}.yaml"
         # yaml.safe_load (plain data only): the wheel's system files key nccl_mem by GPU count (int keys), which
         # planning.safeio's user-file rules refuse.
         doc = yaml.safe_load(self.read(name).decode("utf-8"))
         return dict(doc["misc"])
 
 
-def attention_check(wheel: Wheel, pm, shape: Shape) -> pd.DataFrame:  # type: ignore[no-untyped-def]
-    """Measured / model decode attention at one attention-DP rank's shape, per GPU and KV dtype."""
+def attention_check(wheel: Wheel, pm, shape: Shape,  # type: ignore[no-untyped-def]
+                    version: str | None = None) -> pd.DataFrame:
+    """Measured / model decode attention at one attention-DP rank's shape, per GPU and KV dtype (the newest
+    release's table, or ``version``'s from an older wheel)."""
     from planning.perf.roofline import attention_decode_time
 
     out = []
     for gpu, system in SYSTEMS.items():
-        name = wheel.newest(system, "attention", "generation_attention_perf.parquet")
-        d = wheel.parquet(name)
+        d, found = wheel.op_table(system, "attention", "generation_attention_perf", version)
+        full = d.window_size == 0 if "window_size" in d else True  # 1.0.0rc3's tables time full attention only
         d = d[(d.num_heads == shape.heads) & (d.num_key_value_heads == shape.kv_heads)
-              & (d.head_dim == shape.head_dim) & (d.window_size == 0)].copy()
+              & (d.head_dim == shape.head_dim) & full].copy()
         kv_bytes = np.where(d.kv_cache_dtype == "fp8", 1.0, 2.0)
         dev = pm.device(gpu, "trtllm")
         model = attention_decode_time(dev, d.batch_size.to_numpy(), d.step.to_numpy() + 1.0, shape.heads,
@@ -126,7 +151,7 @@ def attention_check(wheel: Wheel, pm, shape: Shape) -> pd.DataFrame:  # type: ig
         for kv, g in d.groupby("kv_cache_dtype"):
             big = g[g.tokens >= 32768]
             top = g.loc[g.tokens.idxmax()]
-            out.append(dict(gpu=gpu, kv=kv, version=name.split("/")[-2], points=len(g), big_points=len(big),
+            out.append(dict(gpu=gpu, kv=kv, version=found, points=len(g), big_points=len(big),
                             median_ratio_big=big.ratio.median(), max_tokens=int(top.tokens),
                             at_max=f"b={int(top.batch_size)} s={int(top.step) + 1}: {top.latency:.3f} / "
                                    f"{top.model_ms:.3f} ms"))
@@ -166,66 +191,107 @@ def model_expert_ms(pm, gpu: str, shape: Shape, tokens: np.ndarray) -> tuple[np.
     return dev.moe.seconds(dev, arch, prec, 8, tokens) * 1e3, view.kernel_notes(shape.model_id, gpu, 8, "fp8")[0]
 
 
+MOE_COLUMNS = (("ep8_pl1.2", 1, 8, "power_law_1.2", "fp8"), ("ep8_bal", 1, 8, "balanced", "fp8"),
+               ("tp8_pl1.2", 8, 1, "power_law_1.2", "fp8"), ("tp8_pl1.01", 8, 1, "power_law_1.01", "fp8"),
+               ("ep8_block_pl1.2", 1, 8, "power_law_1.2", "fp8_block"))
+
+
 def moe_check(wheel: Wheel, pm, shape: Shape,  # type: ignore[no-untyped-def]
-              tokens: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384)) -> pd.DataFrame:
-    """TensorRT-LLM's FP8 fused MoE at Qwen3-235B's shape: EP 8 and TP 8 (two routings) beside the model."""
+              tokens: tuple[int, ...] = (1024, 2048, 4096, 8192, 16384), version: str | None = None) -> pd.DataFrame:
+    """TensorRT-LLM's FP8 fused MoE at Qwen3-235B's shape beside the model: per-tensor FP8 at EP 8 and TP 8 (two
+    routings each) and 128x128-block FP8 (Qwen's own checkpoint, the silicon TPOTs') at EP 8; the 1.3.0rc20 table of
+    the core wheel, or ``version``'s from an older wheel. A routing or dtype the table lacks prints NaN."""
     out = []
     for gpu, system in SYSTEMS.items():
-        name = wheel.newest(system, "moe", "moe_perf.parquet", keep="1.3.0rc20")
-        d = wheel.parquet(name)
+        if version is None:
+            d = wheel.parquet(wheel.newest(system, "moe", "moe_perf.parquet", keep="1.3.0rc20"))
+        else:
+            d = wheel.op_table(system, "moe", "moe_perf", version)[0]
         d = d[(d.hidden_size == shape.hidden) & (d.inter_size == shape.inter) & (d.topk == shape.topk)
-              & (d.num_experts == shape.experts) & (d.moe_dtype == "fp8")]
+              & (d.num_experts == shape.experts)]
         model, note = model_expert_ms(pm, gpu, shape, np.asarray(tokens, dtype=float))
         print(f"{gpu}: model's kernel: {note}")
         for n, m in zip(tokens, model, strict=True):
             row: dict[str, object] = dict(gpu=gpu, tokens=n)
-            for label, tp, ep, dist in (("ep8_pl1.2", 1, 8, "power_law_1.2"), ("ep8_bal", 1, 8, "balanced"),
-                                        ("tp8_pl1.2", 8, 1, "power_law_1.2"), ("tp8_pl1.01", 8, 1, "power_law_1.01")):
-                hit = d[(d.moe_tp_size == tp) & (d.moe_ep_size == ep) & (d.distribution == dist) & (d.num_tokens == n)]
+            for label, tp, ep, dist, dtype in MOE_COLUMNS:
+                hit = d[(d.moe_tp_size == tp) & (d.moe_ep_size == ep) & (d.distribution == dist)
+                        & (d.moe_dtype == dtype) & (d.num_tokens == n)]
                 row[label] = float(hit.latency.iloc[0]) if len(hit) else float("nan")
             row["model"] = float(m)
             out.append(row)
     return pd.DataFrame(out)
 
 
-def silicon_check(wheel: Wheel, pm, shape: Shape) -> pd.DataFrame:  # type: ignore[no-untyped-def]
-    """Measured TPOT of Qwen3-235B-A22B-FP8 on H100s (TensorRT-LLM 1.0.0rc3) against the model, per TP and clients."""
-    from planning.perf.validation import ValidationPoint, predict
+# The silicon TPOTs' checkpoints as the catalog's models. Llama-3.1-8B is the catalog's llama-3-8b (the same layers;
+# only the RoPE scaling of long contexts differs). The dtype follows the dump's GEMM quantization: Qwen3-32B is timed
+# with FP8 GEMMs although its path names the BF16 checkpoint, and read as BF16 the model is 30-68 % slower than
+# measured at every TP, so the label is kept; Llama-3.1-8B has no quantization (BF16).
+SILICON_MODELS = {"Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b", "Qwen/Qwen3-32B": "qwen3-32b",
+                  "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b"}
 
-    d = pd.read_csv(io.BytesIO(wheel.read(f"{PKG}/silicon_sample.csv")))
-    d = d[d.model_path.astype(str).str.contains("Qwen3-235B-A22B-FP8") & (d["system"] == "h100_sxm")
-          & (d["backend"] == "trtllm") & (d["mode"] == "agg")]
-    rows = []
+
+def silicon_points(wheel: Wheel):  # type: ignore[no-untyped-def]
+    """The silicon sample's aggregated TensorRT-LLM 1.0.0rc3 TPOTs on H100s of the catalog's models, as validation
+    points (closed loop: ``batch_size`` clients each send the next request when one ends)."""
+    from planning.perf.validation import ValidationPoint
+
+    d = pd.read_csv(io.BytesIO(wheel.read(f"{wheel.pkg}/silicon_sample.csv")))
+    d = d[d.model_path.isin(list(SILICON_MODELS)) & (d["system"] == "h100_sxm") & (d["backend"] == "trtllm")
+          & (d["backend_version"].astype(str) == RC3) & (d["mode"] == "agg")]
+    out = []
     for r in d.itertuples():
         n = int(r.tp_size)
-        p = ValidationPoint(id="aic-silicon", source="aic-silicon", reference="", engine="trtllm",
-                            engine_version=str(r.backend_version), model=shape.model_id, gpu="H100", n_gpus=n, tp=n,
-                            pp=1, dtype="fp8", input_len=int(r.isl), output_len=int(r.osl),
+        dtype = "fp8" if str(r.gemm_quant_mode).startswith("fp8") else "bf16"
+        p = ValidationPoint(id="aic-silicon", source="aic-silicon", reference=str(r.id), engine="trtllm",
+                            engine_version=RC3, model=SILICON_MODELS[str(r.model_path)], gpu="H100", n_gpus=n, tp=n,
+                            pp=1, dtype=dtype, input_len=int(r.isl), output_len=int(r.osl),
                             concurrency=int(r.batch_size), batch=None, quantity="tpot_ms",
                             value=float(r.silicon_tpot_ms), unit="ms", notes="", file="")
-        rows.append(dict(tp=n, ep=int(np.nan_to_num(r.moe_ep_size, nan=1.0)), clients=int(r.batch_size), measured_ms=p.value,
-                         model_ms=predict(pm, p)))
+        out.append((p, int(np.nan_to_num(r.moe_ep_size, nan=1.0))))
+    return out
+
+
+def silicon_check(wheel: Wheel, pm, shape: Shape) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """Measured TPOT on H100s (TensorRT-LLM 1.0.0rc3) against the model, per model, TP and clients: Qwen3-235B and,
+    beside it, two dense models, so a gap that grows with the clients can be told apart as the engine's (every
+    model) or the MoE model's."""
+    from planning.perf.validation import predict
+
+    rows = [dict(model=p.model, dtype=p.dtype, tp=p.tp, ep=ep, clients=p.concurrency, measured_ms=p.value,
+                 model_ms=predict(pm, p)) for p, ep in silicon_points(wheel)]
     df = pd.DataFrame(rows)
     df["error"] = df.model_ms / df.measured_ms - 1.0
-    return (df.groupby(["tp", "ep", "clients"])
+    df["gap_ms"] = df.measured_ms - df.model_ms
+    return (df.groupby(["model", "dtype", "tp", "ep", "clients"])
               .agg(points=("error", "size"), measured_ms=("measured_ms", "median"), model_ms=("model_ms", "median"),
-                   median_error=("error", "median")).reset_index())
+                   median_error=("error", "median"), median_gap_ms=("gap_ms", "median")).reset_index())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheel", type=Path, required=True, help="aiconfigurator_core-0.12.0-*.whl")
-    ap.add_argument("--only", choices=["attention", "memory", "moe", "silicon"], action="append")
+    ap.add_argument("--rc3-wheel", type=Path, help="aiconfigurator-0.8.0-*.whl (TensorRT-LLM 1.0.0rc3 Hopper tables)")
+    ap.add_argument("--only", choices=["attention", "memory", "moe", "silicon", "attention-1.0", "moe-1.0"],
+                    action="append")
     args = ap.parse_args(argv)
-    if not args.wheel.is_file():
-        raise SystemExit(f"--wheel {args.wheel}: no such file; pip download aiconfigurator-core==0.12.0 --no-deps.")
+    for flag, path, pkg in (("--wheel", args.wheel, "aiconfigurator-core==0.12.0"),
+                            ("--rc3-wheel", args.rc3_wheel, "aiconfigurator==0.8.0")):
+        if path is not None and not path.is_file():
+            raise SystemExit(f"{flag} {path}: no such file; pip download {pkg} --no-deps.")
     from planning.perf.model import PerfModel
 
     wheel, pm, shape = Wheel(args.wheel), PerfModel(), Shape()
     checks = {"attention": lambda: attention_check(wheel, pm, shape), "memory": lambda: memory_check(wheel, pm, shape),
               "moe": lambda: moe_check(wheel, pm, shape), "silicon": lambda: silicon_check(wheel, pm, shape)}
+    if args.rc3_wheel is not None:
+        old = Wheel(args.rc3_wheel)
+        checks["attention-1.0"] = lambda: attention_check(old, pm, shape, version=RC3)
+        checks["moe-1.0"] = lambda: moe_check(old, pm, shape, tokens=(128, 512, 1024, 2048, 4096, 8192, 16384),
+                                              version=RC3)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         for name in args.only or list(checks):
+            if name not in checks:
+                raise SystemExit(f"{name} needs --rc3-wheel (an aiconfigurator 0.1.0-0.8.0 wheel).")
             print(f"== {name}")
             print(checks[name]().to_string(index=False))
     return 0

@@ -95,3 +95,88 @@ def test_oversized_entry_is_refused(tmp_path) -> None:  # type: ignore[no-untype
 def test_version_order() -> None:
     versions = ["1.3.0rc20", "1.0.0rc3", "1.2.0", "1.2.0rc5", "1.3.0rc10"]
     assert sorted(versions, key=TOOL.version_key) == ["1.0.0rc3", "1.2.0rc5", "1.2.0", "1.3.0rc10", "1.3.0rc20"]
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode("utf-8")
+
+
+def _moe_frame() -> pd.DataFrame:
+    """TensorRT-LLM 1.0.0rc3's MoE table as the older wheels ship it: per-tensor FP8 at EP 8 timed 0.5 ms a 1k
+    tokens, block FP8 at EP 8 1.5 ms, TP 8 per-tensor 2.0 ms; another shape and a BF16 row that must not be read."""
+    rows = []
+    for dtype, tp, ep, dist, ms in (("fp8", 1, 8, "power_law_1.2", 0.5), ("fp8_block", 1, 8, "power_law_1.2", 1.5),
+                                    ("fp8", 8, 1, "power_law_1.2", 2.0), ("fp8", 8, 1, "power_law_1.01", 2.5),
+                                    ("float16", 1, 8, "power_law_1.2", 9.0)):
+        for n in (1024, 2048):
+            rows.append(dict(moe_dtype=dtype, num_tokens=n, hidden_size=4096, inter_size=1536, topk=8, num_experts=128,
+                             moe_tp_size=tp, moe_ep_size=ep, distribution=dist, latency=ms * n / 1024))
+    rows.append(dict(moe_dtype="fp8", num_tokens=1024, hidden_size=4096, inter_size=14336, topk=2, num_experts=8,
+                     moe_tp_size=1, moe_ep_size=8, distribution="power_law_1.2", latency=99.0))
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def rc3_wheel(tmp_path_factory, pm):  # type: ignore[no-untyped-def]
+    """An ``aiconfigurator`` 0.8.0-style wheel: package ``aiconfigurator``, one CSV text per op and release."""
+    path = tmp_path_factory.mktemp("aic08") / "aiconfigurator-0.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for gpu, system in TOOL.SYSTEMS.items():
+            base = f"aiconfigurator/systems/data/{system}/trtllm/1.0.0rc3"
+            att = _attention_frame(pm.device(gpu, "trtllm"), 2.0).drop(columns="window_size")
+            zf.writestr(f"{base}/generation_attention_perf.txt", _csv(att))
+            zf.writestr(f"{base}/moe_perf.txt", _csv(_moe_frame()))
+    return TOOL.Wheel(path)
+
+
+def test_older_wheel_layout_is_read_at_the_named_release(rc3_wheel, pm) -> None:  # type: ignore[no-untyped-def]
+    """The 1.0.0rc3 CSV tables (no window_size column) are read from the ``aiconfigurator`` package: measured /
+    model is the synthetic 2x, and the MoE columns are the table's own latencies per parallelism and FP8 family."""
+    assert rc3_wheel.pkg == TOOL.OLD_PKG
+    att = TOOL.attention_check(rc3_wheel, pm, TOOL.Shape(), version=TOOL.RC3)
+    assert set(att.version) == {TOOL.RC3}
+    assert np.allclose(att.median_ratio_big, 2.0)
+    moe = TOOL.moe_check(rc3_wheel, pm, TOOL.Shape(), tokens=(1024, 2048), version=TOOL.RC3).set_index(["gpu", "tokens"])
+    for gpu in TOOL.SYSTEMS:
+        assert moe.loc[(gpu, 2048), "ep8_pl1.2"] == pytest.approx(1.0)
+        assert moe.loc[(gpu, 2048), "ep8_block_pl1.2"] == pytest.approx(3.0)
+        assert moe.loc[(gpu, 1024), "tp8_pl1.2"] == pytest.approx(2.0)
+        assert moe.loc[(gpu, 1024), "tp8_pl1.01"] == pytest.approx(2.5)
+        assert np.isnan(moe.loc[(gpu, 1024), "ep8_bal"])  # 1.0.0rc3 timed no balanced routing
+        assert moe.loc[(gpu, 1024), "model"] > 0
+
+
+def test_missing_release_is_named(rc3_wheel, pm) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit, match=r"1\.2\.0rc5"):
+        TOOL.attention_check(rc3_wheel, pm, TOOL.Shape(), version="1.2.0rc5")
+
+
+def _silicon_rows() -> pd.DataFrame:
+    """Silicon TPOTs: one kept row per catalog model, and rows the check must leave out (another release, system,
+    backend, mode, model)."""
+    base = dict(system="h100_sxm", backend="trtllm", backend_version="1.0.0rc3", mode="agg", isl=1024, osl=128,
+                batch_size=32, tp_size=8, moe_ep_size=float("nan"), silicon_tpot_ms=10.0, id="x")
+    keep = [dict(base, model_path="Qwen/Qwen3-235B-A22B-FP8", gemm_quant_mode="fp8_block", moe_ep_size=8.0),
+            dict(base, model_path="Qwen/Qwen3-32B", gemm_quant_mode="fp8"),
+            dict(base, model_path="meta-llama/Llama-3.1-8B-Instruct", gemm_quant_mode=float("nan"))]
+    drop = [dict(keep[1], backend_version="1.2.0rc6.post1"), dict(keep[1], system="h200_sxm"),
+            dict(keep[1], backend="vllm"), dict(keep[1], mode="disagg"), dict(keep[1], model_path="openai/gpt-oss-120b")]
+    return pd.DataFrame(keep + drop)
+
+
+def test_silicon_cross_check_reads_the_catalogs_models(tmp_path, pm) -> None:  # type: ignore[no-untyped-def]
+    """Only TensorRT-LLM 1.0.0rc3 aggregated H100 rows of the three mapped models are compared, each at the dtype of
+    its GEMMs (Llama unquantized: BF16), and the error is the model's TPOT over the measured 10 ms."""
+    from planning.perf.validation import predict
+
+    path = tmp_path / "aiconfigurator_core-0.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{TOOL.PKG}/silicon_sample.csv", _csv(_silicon_rows()))
+    wheel = TOOL.Wheel(path)
+    points = TOOL.silicon_points(wheel)
+    assert sorted((p.model, p.dtype, ep) for p, ep in points) == [
+        ("llama-3-8b", "bf16", 1), ("qwen3-235b-a22b", "fp8", 8), ("qwen3-32b", "fp8", 1)]
+    out = TOOL.silicon_check(wheel, pm, TOOL.Shape()).set_index("model")
+    for p, _ep in points:
+        assert out.loc[p.model, "median_error"] == pytest.approx(predict(pm, p) / 10.0 - 1.0)
+        assert out.loc[p.model, "median_gap_ms"] == pytest.approx(10.0 - predict(pm, p))

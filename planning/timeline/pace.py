@@ -9,7 +9,8 @@ what is known of the rest:
 
 - look-ahead steps still to plan × the mean time of the steps planned so far;
 - the offline MILP's time limit, less what it has run (the MILP stops there at the latest; when it proves its
-  optimum sooner the estimate falls at the next report);
+  optimum sooner the estimate falls at the next report); run on a thread beside the rest
+  (``planning.timeline.beside``), the longer of it and the rest, not their sum;
 - epochs of the detailed loop still to plan × the mean time of its epochs so far; before the loop starts, the mean
   look-ahead step ÷ H (a step's MILP plans H epochs, an epoch of the loop one), or with no step either, the mean
   of whatever was timed. An epoch with the problem of the epoch before (``repeats``: it usually keeps that plan
@@ -53,6 +54,7 @@ class Pace:
     epoch_seconds: list[float] = field(default_factory=list)
     offline_started: float | None = None
     offline_done: bool = False
+    offline_beside: bool = False  # the offline MILP runs on a thread beside the rest (``planning.timeline.beside``)
     mark: float | None = None  # when the current look-ahead step began
     message: str = ""
 
@@ -68,19 +70,23 @@ class Pace:
         step = sum(self.step_seconds) / len(self.step_seconds) if self.step_seconds else unit
         epoch = (sum(self.epoch_seconds) / len(self.epoch_seconds) if self.epoch_seconds
                  else step / self.horizon if self.step_seconds else unit)
-        left = (self.lookahead_steps - len(self.step_seconds)) * step
+        rest = (self.lookahead_steps - len(self.step_seconds)) * step + self._loop_left(epoch)
+        offline = 0.0
         if self.offline_limit_s > 0 and not self.offline_done:
             ran = 0.0 if self.offline_started is None else self.clock() - self.offline_started
-            left += max(0.0, self.offline_limit_s - ran)
+            offline = max(0.0, self.offline_limit_s - ran)
+        return max(rest, offline) if self.offline_beside else rest + offline
+
+    def _loop_left(self, epoch: float) -> float:
+        """Seconds the epochs of the detailed loop still to plan probably take (``epoch``: the mean of one)."""
         if not self.repeats:
-            return left + (self.epochs - len(self.epoch_seconds)) * epoch
+            return (self.epochs - len(self.epoch_seconds)) * epoch
         done = len(self.epoch_seconds)
         new = [t for t, r in zip(self.epoch_seconds, self.repeats, strict=False) if not r]
         again = [t for t, r in zip(self.epoch_seconds, self.repeats, strict=False) if r]
         per_new = sum(new) / len(new) if new else epoch
         per_again = sum(again) / len(again) if again else 0.0 if new else epoch
-        todo = self.repeats[done:]
-        return left + sum(per_again if r else per_new for r in todo)
+        return sum(per_again if r else per_new for r in self.repeats[done:])
 
     def fraction(self) -> float:
         """spent / (spent + left), within (0, 1): what ``JobRecord.time_left`` turns back into ``left``."""
@@ -113,10 +119,17 @@ class Pace:
         self.epoch_seconds.append(seconds)
         self.report(message)
 
+    def offline_beside_started(self) -> None:
+        """The offline MILP started now on a thread beside the look-ahead and the loop: the time left is the
+        longer of the two, not their sum."""
+        self.offline_started, self.offline_beside = self.clock(), True
+
     @contextmanager
     def offline(self, message: str, tick_s: float = TICK_S) -> Iterator[None]:
-        """The offline MILP runs inside: reported at its start and every ``tick_s`` seconds until it returns."""
-        self.offline_started = self.clock()
+        """The offline MILP runs inside (or, started beside, is waited for inside): reported at its start and
+        every ``tick_s`` seconds until it returns."""
+        if self.offline_started is None or not self.offline_beside:
+            self.offline_started = self.clock()
         self.report(message)
         stop = threading.Event()
 

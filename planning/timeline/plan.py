@@ -63,6 +63,9 @@ class TimelineOptions:
     policies: tuple[str, ...] = ("myopic",)
     horizon: int | None = None
     offline_time_limit_s: float = 600.0
+    # with the look-ahead first: the offline MILP on a thread beside it and the loop (``planning.timeline.beside``);
+    # False: after the look-ahead, on this thread, its pairs in the offline's ILP
+    offline_beside: bool = True
     # epochs that do not chain (K = 0, myopic): each distinct problem solved once, on this many processes (1: here)
     # or as Ray tasks (backend "ray"; None: the default backend); ``planning.timeline.fanout``
     workers: int = 1
@@ -245,11 +248,17 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
                 repeats=tuple(e > 0 and hz.problem(e) == hz.problem(e - 1) for e in range(hz.n_epochs)))
     runs = _policy_schedules(prep, design, hz, horizon, pace, cancel,
                              pool.horizon_rows() if pool is not None else None)
-    distinct = _independent(runs, hz, progress, cancel, timings)
+    try:
+        distinct = _independent(runs, hz, progress, cancel, timings)
+        t0 = time.perf_counter()
+        epochs = loop.run_epochs(prep, hz, runs.epoch, pace, cancel)
+        timings["epochs_seconds"] = time.perf_counter() - t0
+        runs.finish(pace, horizon)
+    except BaseException:
+        if runs.beside is not None:
+            runs.beside.abandon()
+        raise
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
-    t0 = time.perf_counter()
-    epochs = loop.run_epochs(prep, hz, runs.epoch, pace, cancel)
-    timings["epochs_seconds"] = time.perf_counter() - t0
     epochs = _compare_policies(prep, runs, epochs, hz, horizon)
     t0 = time.perf_counter()
     static = loop.StaticPeak()
@@ -405,6 +414,19 @@ class _Runs:
     independent: list[engine.EpochSolve] = field(default_factory=list)  # K = 0: every epoch, solved on its own
     memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)
     last: tuple[int, engine.EpochSolve] | None = None  # the last myopic epoch planned and its plan
+    beside: Any = None  # the offline MILP running on a thread (``beside.OfflineBeside``), until ``finish``
+
+    def finish(self, pace: Pace, horizon: int) -> None:
+        """Wait for the offline MILP running beside (reported on a timer while waited for) and keep its schedule,
+        never dearer than the look-ahead's."""
+        if self.beside is None:
+            return
+        label = policies.policy_label("offline", horizon)
+        with pace.offline(f"{label}: planning {len(self.scns)} epochs together (at most "
+                          f"{self.opts.offline_time_limit_s:g} s)"):
+            self.schedules["offline"] = self.beside.result(self.schedules.get("lookahead"))
+        self.beside = None
+        self.schedules = {p: self.schedules[p] for p in self.opts.policies if p in self.schedules}
 
     def epoch(self, e: int, prev: dict[tuple[str, str], int]) -> engine.EpochSolve:
         """Epoch ``e`` of the first policy: the myopic ILP, or the precomputed schedule's counts."""
@@ -496,10 +518,21 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon,
             counts.append(prev)
         return policies.Schedule("myopic", counts, seconds=time.perf_counter() - t0)
 
-    # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it)
+    # look-ahead before offline: the offline MILP starts from the best other schedule (never dearer than it); with
+    # both asked for and the look-ahead first it runs on a thread beside the look-ahead and the loop instead
+    # (``planning.timeline.beside``), compared with the look-ahead's schedule when both are done (``finish``)
+    if "lookahead" in wanted and "offline" in wanted and opts.policies[0] != "offline" and opts.offline_beside:
+        from planning.timeline.beside import OfflineBeside
+
+        assert adapter is not None
+        runs.beside = OfflineBeside.start(adapter, time_limit_s=opts.offline_time_limit_s, mip_rel_gap=gap,
+                                          cancel=cancel)
+        pace.offline_beside_started()
     for p in sorted(wanted, key=lambda q: q == "offline"):
         assert adapter is not None
         label = policies.policy_label(p, horizon)
+        if p == "offline" and runs.beside is not None:
+            continue
         if p == "lookahead":
             pace.lookahead_started(f"{label}: planning {len(scns)} epochs")
 

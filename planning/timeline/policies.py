@@ -8,7 +8,8 @@
 - **offline**: the multi-epoch MILP over the whole horizon at once, certified over every template: its proven bound
   is a lower bound on every policy's total (each policy's plans are one of its solutions), and its schedule the
   optimum only when certified (gap 0); past its time limit it is the best schedule found (never dearer than the
-  schedule it started from), shown with the bound and the gap (``planning.checks.policy_rows``).
+  schedule it started from or, run beside the look-ahead, than the look-ahead's: :func:`no_dearer`,
+  ``planning.timeline.beside``), shown with the bound and the gap (``planning.checks.policy_rows``).
 
 The :class:`HorizonAdapter` turns the prepared template sets and the epochs' demand and availability into
 ``HorizonProblem``s and their answers back into instance counts keyed like ``scenario.current``;
@@ -230,7 +231,9 @@ def offline(adapter: HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,
     if not plan.has_plan:
         why = ("some epoch's demand cannot be met with its availability" if plan.lp_slack
                else f"no plan within {time_limit_s:g} s")
-        return Schedule("offline", [], plan.status, None, None, (), time.perf_counter() - t0,
+        # a bound proven without a plan of its own is kept: ``no_dearer`` gives another schedule its gap to it
+        bound = plan.bound if math.isfinite(plan.bound) else None
+        return Schedule("offline", [], plan.status, bound, None, (), time.perf_counter() - t0,
                         (f"offline optimum not available: {why}.",), dict(plan.stats))
     note = () if plan.status == "optimal" else (
         f"offline: the multi-epoch MILP stopped before its proof; best plan within "
@@ -238,6 +241,33 @@ def offline(adapter: HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,
     return Schedule("offline", [adapter.counts(c) for c in plan.counts], plan.status,
                     plan.bound if math.isfinite(plan.bound) else None, plan.gap, (), time.perf_counter() - t0, note,
                     dict(plan.stats))
+
+
+def no_dearer(adapter: HorizonAdapter, offline_schedule: Schedule, floor: Schedule | None) -> Schedule:
+    """``offline_schedule``, or ``floor``'s counts when they cost less over the horizon (the offline MILP ran
+    without them: ``planning.timeline.beside``), with the offline's proven bound and the gap to that cheaper
+    schedule; an offline run with no plan of its own takes ``floor``'s with its bound, never "optimal"."""
+    if floor is None or not floor.counts:
+        return offline_schedule
+    from planning.timeline.horizon_data import HorizonData
+    from planning.timeline.horizon_ilp import schedule_value
+
+    d = HorizonData.build(adapter.problem(0, adapter.epochs, {}))
+    v_floor = schedule_value(d, [adapter.keys_of(c) for c in floor.counts])
+    v_own = schedule_value(d, [adapter.keys_of(c) for c in offline_schedule.counts]) \
+        if offline_schedule.counts else math.inf
+    if not v_floor < v_own - 1e-9 * max(1.0, abs(v_floor)):
+        return offline_schedule
+    bound = offline_schedule.bound
+    gap = None if bound is None or not math.isfinite(v_floor) or v_floor <= 0 else (v_floor - bound) / v_floor
+    if gap is not None and gap <= 1e-6:  # the horizon MILP's own rule (``_Search.plan``)
+        gap = 0.0
+    status = "optimal" if gap == 0.0 else "feasible"
+    name = {"lookahead": "look-ahead", "myopic": "myopic"}.get(floor.policy, floor.policy)
+    note = (f"offline: the multi-epoch MILP stopped before its proof; best plan (the {name} schedule) within "
+            f"{gap:.2%} of the bound." if gap is not None else "offline: no bound proven.",)
+    return replace(offline_schedule, counts=[dict(c) for c in floor.counts], status=status, gap=gap,
+                   notes=() if status == "optimal" else note)
 
 
 # ---------------------------------------------------------------------------------------------- reporting

@@ -260,7 +260,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     """
     per_region, provenance = options.per_region, options.provenance
     run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {}, pricers if pricers is not None else LocalPricers(priced),
-               anytime if anytime is not None else Anytime())
+               anytime if anytime is not None else Anytime(), options.cover_plan)
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
     t1 = time.perf_counter()
@@ -304,6 +304,7 @@ class _Run:
     timings: dict[str, float]
     pricers: Pricers
     anytime: Anytime
+    cover_plan: bool = False  # OnDemandOptions.cover_plan: a what-if from a base plan
 
 
 class _Masters:
@@ -335,7 +336,9 @@ class _Masters:
         _check(run.cancel)
         short = lp.best_columns(INCUMBENT_COLUMNS)
         # the short list first (a plan fast), then the whole master when the short list found none or the master is
-        # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h)
+        # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h); a what-if from a base plan
+        # (cover_plan) stops at the short list's plan: the covers' plan proves it later without the master's
+        # (coral-extended at demand ×2: two whole masters of ~500 columns, 1.8 of its 8 CPU-s, issue 41)
         lists = [short, lp.order] if len(short) < len(lp.order) else [lp.order]
         if pressed:
             support = lp.best_columns(0)
@@ -344,7 +347,7 @@ class _Masters:
         share = INCUMBENT_SHARE_PRESSED if pressed else INCUMBENT_SHARE
         base_limit = run.resolved.scenario.options.time_limit_s
         for i, keys in enumerate(lists):
-            if i and run.anytime.best is not None and len(keys) > FULL_MASTER_COLUMNS:
+            if i and run.anytime.best is not None and (len(keys) > FULL_MASTER_COLUMNS or run.cover_plan):
                 break
             sets, masks = _rmp_sets(run.priced, keys, run.provenance)
             problem = ilp_problem(run.resolved, run.groups, sets, masks, run.cancel)

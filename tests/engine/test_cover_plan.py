@@ -74,3 +74,23 @@ def test_a_cold_solve_does_not_try_the_covers_plan() -> None:
         priced, offers = _instance(seed)
         plan = allocate_on_demand(priced, _resolved(priced, offers))
         assert plan is None or not plan.by_covers
+
+
+def test_a_what_if_solves_the_short_lists_only_with_the_same_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if (``cover_plan``) stops its incumbent ILPs at the short list's plan: on seed 0 it solves fewer
+    restricted-master ILPs than a cold solve (which also solves the whole master), at the same certified cost."""
+    sizes: list[int] = []
+    real = ondemand._rmp_sets
+
+    def counted(priced, keys, provenance):  # type: ignore[no-untyped-def]
+        sizes.append(len(list(keys)))
+        return real(priced, keys, provenance)
+
+    monkeypatch.setattr(ondemand, "_rmp_sets", counted)
+    priced, offers = _instance(0)
+    cold = allocate_on_demand(priced, _resolved(priced, offers))
+    cold_sizes, sizes[:] = list(sizes), []
+    warm = _with_covers(0)
+    assert cold is not None and warm is not None and cold.certified and warm.certified
+    assert warm.alloc.total_per_hour == pytest.approx(cold.alloc.total_per_hour, rel=1e-9)
+    assert len(sizes) < len(cold_sizes) and max(sizes) < max(cold_sizes), (sizes, cold_sizes)

@@ -338,7 +338,7 @@ class _Masters:
         # the short list first (a plan fast), then the whole master when the short list found none or the master is
         # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h); a what-if from a base plan
         # (cover_plan) stops at the short list's plan: the covers' plan proves it later without the master's
-        # (coral-extended at demand ×2: two whole masters of ~500 columns, 1.8 of its 8 CPU-s, issue 41)
+        # (coral-extended at demand ×2: two whole masters of ~500 columns, 1.8 of its 10.6 CPU-s, issue 41)
         lists = [short, lp.order] if len(short) < len(lp.order) else [lp.order]
         if pressed:
             support = lp.best_columns(0)

@@ -129,13 +129,18 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
 
 
 def _proof(res: Any) -> str:
-    """What the certificate needed: the templates in its fixing ILP, the bound's gain from the region pairing
-    (``allocate.linked_cover``) and the seconds of the linked bounds and of the ILPs."""
+    """What the certificate needed: the templates in its fixing ILP (or in the linked covers' plan that proved it),
+    the bound's gain from the region pairing (``allocate.linked_cover``) and the seconds of the linked bounds and of
+    the ILPs."""
     st, t = res.stats, res.timings
     if st.get("proven_by_relation"):
         return f" ({res.message})"
     if "templates_in_ilp" not in st:
         return ""
+    if st.get("proven_by_cover_plan"):  # no fixing round: the linked covers' plan met the bound (allocate.ondemand)
+        return (f" (proven by the linked covers' plan over {int(st['templates_in_ilp']):,} templates; pairing adds "
+                f"${st.get('linked_bound_gain_per_hour', 0.0):,.2f}/h to the bound in "
+                f"{t.get('linked_bounds_seconds', 0.0):.2f} s; its ILP {t.get('cover_plan_seconds', 0.0):.2f} s)")
     return (f" (fixing ILP over {int(st['templates_in_ilp']):,} templates; pairing adds "
             f"${st.get('linked_bound_gain_per_hour', 0.0):,.2f}/h to the bound in "
             f"{t.get('linked_bounds_seconds', 0.0):.2f} s; ILPs {t.get('ilp_seconds', 0.0):.2f} s)")

@@ -103,6 +103,8 @@ class LinkedBounds:
     models: tuple[tuple[int, int, float, int], ...]
     seconds: float
     clock_stops: int = 0
+    covers: tuple[np.ndarray | None, ...] = ()
+    """Per group, the multisets of its model's cheapest linked cover found (None: unlinked, or no cover found)."""
 
     @property
     def gain(self) -> float:
@@ -126,6 +128,7 @@ def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) 
     shares = np.asarray(L, dtype=float).copy()
     models = []
     clocked = 0
+    covers: list[np.ndarray | None] = [None] * len(run.priced)
     for p, d in linked_pairs(run.priced):
         check_cancel(run.cancel, "on-demand allocation: linked cover bounds")
         got = model_bound(run, pr, L, (p, d), float(L[p] + L[d]) + run.incumbent - z_lb)
@@ -133,8 +136,10 @@ def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) 
         shares[p], shares[d] = L[p] + gain, L[d] + gain  # L_m − L_d and L_m − L_p
         models.append((p, d, gain, got.rounds))
         clocked += got.clock_stops
+        if got.cover is not None:
+            covers[p], covers[d] = got.cover
     z = z_lb + sum(m[2] for m in models)
-    return LinkedBounds(shares, float(z), tuple(models), time.perf_counter() - t0, clocked)
+    return LinkedBounds(shares, float(z), tuple(models), time.perf_counter() - t0, clocked, tuple(covers))
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,8 @@ class ModelBound:
     bound: float
     rounds: int
     clock_stops: int = 0
+    cover: tuple[np.ndarray, np.ndarray] | None = None
+    """The multisets (prefill, decode) of the cheapest cover its ILPs found (None: none found)."""
 
 
 def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int],
@@ -155,12 +162,15 @@ def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int
     ell = float(L[p] + L[d])
     delta = max(min(LINK_START * abs(ell), useful - ell), 1e-9)
     rounds = clocked = 0
+    best, cover = math.inf, None
     while rounds < LINK_ROUNDS and time_left(run.cancel, math.inf) > 0.1:  # the solve's deadline
         rounds += 1
         cap = ell + delta
         ilp = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap))
         value, bound = ilp.value, ilp.bound
         clocked += ilp.clocked
+        if ilp.cover is not None and value < best:
+            best, cover = value, ilp.cover
         ell = max(ell, min(bound, cap))  # covers over other columns cost more than cap
         if value <= cap * (1 + 1e-9) + 1e-9:
             break  # the best cover is among the listed columns: ell is L_m (within the ILP's gap)
@@ -168,7 +178,7 @@ def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int
         if cap <= ell * (1 + 1e-9) + 1e-9:
             break
         delta = cap - ell
-    return ModelBound(ell, rounds, clocked)
+    return ModelBound(ell, rounds, clocked, cover)
 
 
 def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int], cap: float) -> list[np.ndarray]:
@@ -196,6 +206,7 @@ class _CoverIlp:
     value: float
     bound: float
     clocked: bool = False
+    cover: tuple[np.ndarray, np.ndarray] | None = None  # the multisets its plan uses, per group of the pair
 
 
 def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Sequence[np.ndarray]) -> _CoverIlp:
@@ -211,7 +222,20 @@ def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Se
                       time_limit_s=max(0.1, time_left(run.cancel, LINK_SAFETY_S)), mip_rel_gap=LINK_GAP,
                       node_limit=LINK_NODES, stop=safety, dump_model=None)
     alloc = solve_allocation(problem, diagnose=False)
-    return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety))
+    used = _used(run, pair, kept, sets, alloc) if alloc.has_plan else None
+    return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety), used)
+
+
+def _used(run: CoverRun, pair: tuple[int, int], kept: Sequence[np.ndarray], sets: Sequence[TemplateSet],
+          alloc: AllocationResult) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``kept`` (per group of ``pair``) whose templates the cover ``alloc`` runs."""
+    out = []
+    for gi, P, ts in zip(pair, kept, sets, strict=True):
+        rows = [ts.row_of[t] for (t, _r), n in alloc.counts.items() if n > 0 and t in ts.row_of]
+        space = run.priced[gi].space
+        codes = space.usage_codes(np.asarray(ts.usage, dtype=np.int64)[rows]) if rows else np.zeros(0, np.int64)
+        out.append(P[np.isin(space.codes(P), codes)])
+    return out[0], out[1]
 
 
 def _clocked(alloc: AllocationResult, stop: Deadline) -> bool:

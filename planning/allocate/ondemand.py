@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
-from planning.allocate.incumbent import Anytime
+from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
@@ -39,6 +39,7 @@ from planning.allocate.pricing import (
 )
 from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.solve import solve_allocation
+from planning.allocate.solvers import proven_zero
 from planning.allocate.warm import WarmStart
 from planning.catalog.schema import shape_gpu
 from planning.context import (
@@ -113,6 +114,7 @@ class OnDemandPlan:
     certified: bool
     delta: float
     timings: dict[str, float] = field(default_factory=dict)  # seconds of each step (pricing, bounds, fixing, ILP)
+    by_covers: bool = False  # proven by the linked covers' plan meeting the bound (no fixing round: _cover_plan)
 
 
 def _check(cancel: CancelToken | None) -> None:
@@ -200,8 +202,24 @@ def incumbent_limit(cancel: CancelToken | None, limit_s: float, share: float = I
     return max(INCUMBENT_MIN_S, min(INCUMBENT_MAX_S, share * time_left(cancel, limit_s)))
 
 
-def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *, per_region: bool = True,
-                       provenance: Callable[[str], str] | None = None, progress: ProgressFn | None = None,
+@dataclass(frozen=True)
+class OnDemandOptions:
+    """How :func:`allocate_on_demand` searches and labels its columns, and which shortcut its certificate may try.
+
+    ``per_region``: search with one price vector per region (False: their componentwise minimum).
+    ``provenance``: ``provenance(gpu)`` labels the generated templates (default: roofline).
+    ``cover_plan``: try the plan over the linked covers' multisets before the fixing rounds (:func:`_cover_plan`),
+    proven optimal at once when it meets the bound. A what-if from a base plan asks for it; a cold solve keeps the
+    fixing rounds alone, so each preset's recorded plan (``benchmarks.check_plans``) stays what it is.
+    """
+
+    per_region: bool = True
+    provenance: Callable[[str], str] | None = None
+    cover_plan: bool = False
+
+
+def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *,
+                       options: OnDemandOptions = OnDemandOptions(), progress: ProgressFn | None = None,
                        cancel: CancelToken | None = None, pricers: Pricers | None = None,
                        anytime: Anytime | None = None) -> OnDemandPlan | None:
     """LP over all templates by column generation, then reduced-cost fixing + ILP until certified; anytime.
@@ -218,10 +236,8 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     resolved:
         The resolved scenario: its price/availability matrices, offers and ``options`` (K, solver,
         time_limit_s, mip_rel_gap) define the LP and the ILP.
-    per_region:
-        Search with one price vector per region (False: their componentwise minimum).
-    provenance:
-        ``provenance(gpu)`` labels the generated templates (default: roofline).
+    options:
+        Per-region search, the templates' provenance labels, the covers' plan (:class:`OnDemandOptions`).
     progress, cancel:
         The run contract of :mod:`planning.context`; progress covers 0..1 of this call and names each step:
         ``pricing:`` (column generation rounds with the LP bound, the Lagrangian group bounds), ``fixing:``
@@ -242,8 +258,9 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     Cancelled
         When ``cancel`` is set; the incumbent so far is in ``anytime`` (the pipeline returns it at a time limit).
     """
+    per_region, provenance = options.per_region, options.provenance
     run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {}, pricers if pricers is not None else LocalPricers(priced),
-               anytime if anytime is not None else Anytime())
+               anytime if anytime is not None else Anytime(), options.cover_plan)
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
     t1 = time.perf_counter()
@@ -270,7 +287,7 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
     pr.linked_gain = linked.gain
     pr.linked_clock_stops = linked.clock_stops
     run.anytime.raise_bound(pr.z_lb, "linked Lagrangian bound (region pairing inside)")
-    return _certify(run, pr, L)
+    return _certify(run, pr, L, linked.covers if options.cover_plan else ())
 
 
 @dataclass(frozen=True)
@@ -287,6 +304,7 @@ class _Run:
     timings: dict[str, float]
     pricers: Pricers
     anytime: Anytime
+    cover_plan: bool = False  # OnDemandOptions.cover_plan: a what-if from a base plan
 
 
 class _Masters:
@@ -318,7 +336,9 @@ class _Masters:
         _check(run.cancel)
         short = lp.best_columns(INCUMBENT_COLUMNS)
         # the short list first (a plan fast), then the whole master when the short list found none or the master is
-        # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h)
+        # small enough to be cheap (coral-core: 48 then 288 columns, 31.81 then 29.77 $/h); a what-if from a base plan
+        # (cover_plan) stops at the short list's plan: the covers' plan proves it later without the master's
+        # (coral-extended at demand ×2: two whole masters of ~500 columns, 1.8 of its 10.6 CPU-s, issue 41)
         lists = [short, lp.order] if len(short) < len(lp.order) else [lp.order]
         if pressed:
             support = lp.best_columns(0)
@@ -327,7 +347,7 @@ class _Masters:
         share = INCUMBENT_SHARE_PRESSED if pressed else INCUMBENT_SHARE
         base_limit = run.resolved.scenario.options.time_limit_s
         for i, keys in enumerate(lists):
-            if i and run.anytime.best is not None and len(keys) > FULL_MASTER_COLUMNS:
+            if i and run.anytime.best is not None and (len(keys) > FULL_MASTER_COLUMNS or run.cover_plan):
                 break
             sets, masks = _rmp_sets(run.priced, keys, run.provenance)
             problem = ilp_problem(run.resolved, run.groups, sets, masks, run.cancel)
@@ -360,19 +380,25 @@ def _fixed_sets(run: _Run, kept: Sequence[np.ndarray], single: Sequence[np.ndarr
     return sets, masks
 
 
-def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
+def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
+             covers: Sequence[np.ndarray | None] = ()) -> OnDemandPlan:
     """Reduced-cost fixing + ILP rounds from the bound ``pr.z_lb`` until a plan within the target is found (then
-    optimal over every template), else the best plan found after ``MAX_ATTEMPTS`` rounds with its proven gap."""
+    optimal over every template), else the best plan found after ``MAX_ATTEMPTS`` rounds with its proven gap.
+    First, the plan over the linked covers' multisets (``covers``, :func:`_cover_plan`): when it meets the bound
+    it is proven optimal over every template without a fixing round."""
     priced, anytime, timings, z_lb = run.priced, run.anytime, run.timings, pr.z_lb
     gpus = [np.array([shape_gpu(s) for s in pg.space.shapes]) for pg in priced]
     single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
               for pg, gp in zip(priced, gpus, strict=True)]
+    single_frames: dict[int, pl.DataFrame] = {}
+    met = _cover_plan(run, covers, single, single_frames, z_lb)
+    if met is not None:
+        return OnDemandPlan(met[0], met[1], met[2], pr, True, 0.0, timings, by_covers=True)
     target = z_lb + max(START_FRACTION * abs(z_lb), 1e-9)
     if anytime.best is not None and z_lb <= anytime.value < target:
         # a plan is known within the first margin (a warm start's, often): certify at its value, over fewer columns
         target = anytime.value * (1 + 1e-9) + 1e-9
     delta = target - z_lb
-    single_frames: dict[int, pl.DataFrame] = {}
     certified = False
     alloc: AllocationResult | None = None
     sets: list[TemplateSet] = []
@@ -414,6 +440,37 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray) -> OnDemandPlan:
         sets, masks = list(best.sets), list(best.masks or [np.ones(len(ts), dtype=bool) for ts in best.sets])
     assert alloc is not None  # MAX_ATTEMPTS ≥ 1
     return OnDemandPlan(alloc, sets, masks, pr, certified, delta, timings)
+
+
+def _cover_plan(run: _Run, covers: Sequence[np.ndarray | None], single: Sequence[np.ndarray],
+                single_frames: dict[int, pl.DataFrame], z_lb: float,
+                ) -> tuple[AllocationResult, list[TemplateSet], list[np.ndarray]] | None:
+    """The allocation ILP over the multisets of the linked covers (every group's model's cheapest cover at the
+    Lagrangian prices, ``linked_cover``), offered to the run's incumbent; returned with its sets and masks when its
+    plan meets the bound ``z_lb`` (proven gap 0 within ``solvers.ZERO_GAP``): a plan of the whole problem whose cost equals a lower
+    bound over every template is optimal over every template, so no fixing round is needed.
+
+    Why it often meets it: at the Lagrangian prices each model's cover is its cheapest, and when those covers fit the
+    availability together and use every priced offer up to its count, their cost at the true prices is z_LB itself.
+    The ILP (its own templates, every region, the true availability and prices) finds a plan at least that cheap.
+    None when some group has no cover (an unlinked group) or the plan stays above the bound."""
+    if not covers or any(c is None or c.shape[0] == 0 for c in covers):
+        return None
+    t = time.perf_counter()
+    kept = [np.asarray(c) for c in covers if c is not None]
+    sets, masks = _fixed_sets(run, kept, single, single_frames)
+    problem = exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel))
+    alloc = solve_allocation(problem)
+    run.timings["cover_plan_seconds"] = time.perf_counter() - t
+    templates = sum(int(m.sum()) for m in masks)
+    run.anytime.offer(alloc, sets, masks, f"ILP over the linked covers' {templates:,} templates")
+    value = alloc.total_per_hour
+    if alloc.status != "optimal" or value is None:
+        return None
+    gap = proven_gap(float(value), z_lb)
+    if not proven_zero(gap, float(value), z_lb):
+        return None
+    return replace(alloc, gap=max(gap or 0.0, alloc.gap or 0.0)), sets, masks
 
 
 def _incumbent_start(anytime: Anytime, problem: AllocationProblem) -> dict[tuple[str, str], int]:
@@ -490,8 +547,10 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     timings["tables_seconds"] = time.perf_counter() - t0
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
-        plan = allocate_on_demand(priced, resolved,
-                                  provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
+        # a what-if or sweep point from a neighbouring plan tries the linked covers' plan first (OnDemandOptions)
+        options = OnDemandOptions(provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
+                                  cover_plan=isinstance(warm, WarmStart))
+        plan = allocate_on_demand(priced, resolved, options=options,
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
                                   anytime=anytime)
     finally:
@@ -516,6 +575,8 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
+    if plan.by_covers:
+        stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
     stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve
     stats["search_prefixes"] = float(sum(pg.space.stats.prefixes for pg in priced))

@@ -39,6 +39,7 @@ import numpy as np
 
 from planning.allocate.pricers import LocalPricers, PriceCall, Pricers
 from planning.allocate.reduce import cover_ilp
+from planning.allocate.subspace import seed_from_wider
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
 from planning.context import CancelToken, ProgressFn, check_cancel, time_left
 from planning.groups import Group
@@ -101,7 +102,8 @@ def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group
 
     Spaces are kept per (model, phase, SLO, request sizes, shapes, Nmax, ρ, depth, perf fingerprint), so a what-if
     that changes only prices, availability or demand reuses every exact placement already made (incremental
-    what-ifs); an SLO change recomputes only the groups it touches.
+    what-ifs); an SLO change recomputes only the groups it touches; a what-if that drops shapes (a GPU type) starts
+    from the placements of a kept space over more shapes (``planning.allocate.subspace``).
     """
     from planning.perf import Workload
 
@@ -126,6 +128,9 @@ def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group
     space = MultisetSpace(tuple(shapes), np.array([node_mem_gb(catalog, s) for s in shapes]), tables,
                           spec.weight_bytes() / 1e9, spec.layers, nmax=nmax, rho=rho, correct=correct)
     with _SPACES_LOCK:
+        # a space over fewer shapes (a dropped GPU type) starts with a wider one's exact placements (subspace.py)
+        wider = [sp for k, sp in reversed(_SPACES.items()) if k[:5] + k[6:] == key[:5] + key[6:]]
+        seed_from_wider(space, wider)
         _SPACES[key] = space
         while len(_SPACES) > SPACE_CACHE_SIZE:
             _SPACES.popitem(last=False)

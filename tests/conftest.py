@@ -21,6 +21,40 @@ import pytest
 os.environ.setdefault("PLANNING_BASELINE_WORKERS", "1")
 
 
+# The suite's longest files, longest first (docs/benchmarks.md, "Fourth: ..."). `make test` hands whole files to
+# its processes in collection order (`--no-loadscope-reorder`); xdist's default hands out the files with the most
+# tests first, which put the one-test browser flows (their own server and Chromium, minutes each under load) last
+# of 225 files, ending alone while the other process had nothing left. Started first, they run beside the many
+# quick files instead. A file missing from this list only runs later; one listed must exist (tests/test_suite_order.py).
+SLOW_FILES = (
+    "tests/app/test_one_bill.py",
+    "tests/engine/test_on_demand.py",
+    "tests/e2e/test_browser.py",
+    "tests/e2e/test_sliders.py",
+    "tests/e2e/test_workbench.py",
+    "tests/timeline/test_horizon.py",
+    "tests/e2e/test_team.py",
+    "tests/e2e/test_labels.py",
+    "tests/e2e/test_measurements.py",
+    "tests/e2e/test_learn_melange.py",
+    "tests/engine/test_anytime.py",
+    "tests/simulate/test_headroom.py",
+)
+
+
+def slow_files_first(nodeids: list[str], slow: tuple[str, ...] = SLOW_FILES) -> list[int]:
+    """The order to run ``nodeids`` in, as indices: the tests of ``slow``'s files first, in its order, then every
+    other file's; within a file, and among the other files, the collection's order (the sort is stable)."""
+    rank = {path: i for i, path in enumerate(slow)}
+    return sorted(range(len(nodeids)), key=lambda i: rank.get(nodeids[i].split("::", 1)[0], len(rank)))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run :data:`SLOW_FILES` first (every process collects, so every process orders them alike)."""
+    order = slow_files_first([item.nodeid for item in items])
+    items[:] = [items[i] for i in order]
+
+
 @dataclass(frozen=True)
 class CliPlan:
     """What ``planning solve --preset NAME --json --out PLAN`` gave: its exit code and the JSON it wrote."""

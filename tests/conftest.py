@@ -29,16 +29,18 @@ os.environ.setdefault("PLANNING_BASELINE_WORKERS", "1")
 SLOW_FILES = (
     "tests/app/test_one_bill.py",
     "tests/engine/test_on_demand.py",
+    "tests/jobs/test_faults.py",
+    "tests/e2e/test_workbench.py",
     "tests/e2e/test_browser.py",
     "tests/e2e/test_sliders.py",
-    "tests/e2e/test_workbench.py",
-    "tests/timeline/test_horizon.py",
-    "tests/e2e/test_team.py",
     "tests/e2e/test_labels.py",
+    "tests/timeline/test_horizon.py",
     "tests/e2e/test_measurements.py",
     "tests/e2e/test_learn_melange.py",
-    "tests/engine/test_anytime.py",
+    "tests/jobs/test_process_jobs.py",
+    "tests/e2e/test_team.py",
     "tests/simulate/test_headroom.py",
+    "tests/engine/test_anytime.py",
 )
 
 

@@ -30,6 +30,7 @@ SLOW_FILES = (
     "tests/app/test_one_bill.py",
     "tests/engine/test_on_demand.py",
     "tests/jobs/test_faults.py",
+    "tests/export/test_recipes.py",
     "tests/e2e/test_workbench.py",
     "tests/e2e/test_browser.py",
     "tests/e2e/test_sliders.py",

@@ -17,7 +17,8 @@ export UV_PYTHON_DOWNLOADS := never
 SYNC := $(UV) sync --locked
 PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm and not guidellm08
 # `make test` runs the suite on this many processes (pytest-xdist, one test file to a process: a file's fixtures
-# are made once); 2 fills a CI runner's two cores, 0 runs it in this one process
+# are made once); 2 fills a CI runner's two cores, 0 runs it in this one process. Files are handed out in the
+# collection's order, the longest first (tests/conftest.py::SLOW_FILES), not xdist's most-tests-first
 PYTEST_WORKERS ?= 2
 
 .PHONY: run test test-ray test-skypilot test-guidellm test-guidellm08 install install-dev install-ray install-skypilot \
@@ -77,7 +78,7 @@ test: install-dev
 	bash tools/ensure_chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)" -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -m "$(PYTEST_DEFAULT)" -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## The Ray backend on a local two-CPU instance and on a multi-node cluster of `ray start` processes on this
 ## machine, a node killed mid-run included (tests marked `ray`; CI runs it after `make test`). The cluster tests run

@@ -65,11 +65,19 @@ def running_app(cmd: list[str], env: dict[str, str], log_path: Path, url: str) -
 
 
 def _record_timing(name: str, seconds: float) -> None:
+    """Add ``name`` to artifacts/e2e_timings.json. Two e2e files may record at once (``make test`` runs files on
+    two processes): the read-modify-write holds a lock and the file is replaced whole, so neither reads the
+    other's half-written JSON nor drops its entry."""
+    from tests.conftest import locked
+
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / "e2e_timings.json"
-    data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
-    data[name] = round(seconds, 2)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    with locked(ARTIFACTS / "e2e_timings.lock"):
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        data[name] = round(seconds, 2)
+        part = path.with_suffix(".part")
+        part.write_text(json.dumps(data, indent=2) + "\n")
+        part.replace(path)
     print(f"\n[e2e] {name}: {seconds:.2f} s")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.e2e.test_browser import (
     PLAN_TIMEOUT_MS,
     RENDER_TIMEOUT_MS,
     _free_port,
+    _record_timing,
     _settled,
     running_app,
 )
@@ -113,7 +115,8 @@ def _plan(page: Any, url: str) -> str:
 def _make_share_link(page: Any, attempts: int = 3) -> str:
     """Press "Make a share link" until the link is on screen: on a busy server (CI, with a solve beside it) a press
     that reaches the page while it reruns can be lost, and the page then shows no link (the test waited 300 s for
-    one); it is pressed again, at most ``attempts`` times."""
+    one); it is pressed again, at most ``attempts`` times. How many presses it took is recorded
+    (``team.share_link_presses``): a lost press costs a whole ``RENDER_TIMEOUT_MS`` of the test's time."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for attempt in range(attempts):
@@ -125,19 +128,26 @@ def _make_share_link(page: Any, attempts: int = 3) -> str:
         except PlaywrightTimeout:
             if attempt == attempts - 1:
                 raise
+    _record_timing("team.share_link_presses", attempt + 1)
     return str(page.get_by_test_id("stCode").first.inner_text()).strip()
 
 
 def test_sign_in_privacy_and_share_links(team_server: str, chromium: Any) -> None:
     url = team_server
     stranger = _visitor(chromium)
+    start = time.monotonic()  # each step's seconds are recorded: where a slow run's time went
     for path in ("/", "/Jobs", "/Plan?job=0123456789abcdef"):  # every page and every job link
         stranger.goto(url + path)
         _only_sign_in(stranger)
+    _record_timing("team.sign_in_pages_s", time.monotonic() - start)
 
     ada = _visitor(chromium)
+    start = time.monotonic()
     _sign_in(ada, url, "ada")
+    _record_timing("team.sign_in_s", time.monotonic() - start)
+    start = time.monotonic()
     job_id = _plan(ada, url)
+    _record_timing("team.plan_s", time.monotonic() - start)
 
     bob = _visitor(chromium)
     _sign_in(bob, url, "bob")

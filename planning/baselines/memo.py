@@ -11,7 +11,8 @@ keys each result by :func:`fingerprint`, the SHA-256 of exactly what the baselin
   type's templates and running instances), every field of it in order — templates (usage, throughput), classes,
   links, transfers, commitments, running and start counts, K, objective, solver, builder, gaps, work limits —
   but the solve's time limit and its stop token, which bind only as clocks (a result a clock stopped is never
-  stored: :func:`cacheable`);
+  stored: :func:`cacheable`), and its objective and budget, which every baseline replaces (``from_allocation``
+  solves for cost, each strategy drops the budget: a budget what-if re-plans none of them);
 - of the offers, for a ``single:<gpu>`` baseline on the matrix builder, only those whose shape one of its templates
   uses, and the regions of all of them: the matrix model has an availability row only for an offer some pair uses
   (``matrix_model.availability``, in offer order) and indexes pairs by the sorted regions of every offer, so the
@@ -46,6 +47,7 @@ MAX_ENTRIES = 512
 MAX_BYTES = 16 * 2**20
 """Bytes of the memo's folder on disk before the least recently used files go."""
 _CLOCKS = ("time_limit_s", "stop", "dump_model")  # bind only as clocks (a clock-stopped result is never stored)
+_OVERRIDDEN = ("objective", "budget_per_hour")  # every baseline solves for cost without a budget (base.from_allocation)
 _LOCK = threading.Lock()
 _MEMOS: dict[tuple[str, str], BaselineMemo] = {}
 
@@ -122,7 +124,7 @@ def fingerprint(name: str, problem: AllocationProblem, options: Mapping[str, Any
     """The key of baseline ``name`` on its own ``problem`` with its strategy ``options`` under the engine ``salt``
     (the module docstring says what it covers and why)."""
     fields = tuple((f.name, _canon(getattr(problem, f.name))) for f in dataclasses.fields(problem)
-                   if f.name not in (*_CLOCKS, "offers", "templates"))
+                   if f.name not in (*_CLOCKS, *_OVERRIDDEN, "offers", "templates"))
     data = (name, _canon(dict(sorted(options.items()))), salt, _templates_digest(problem.templates), fields,
             _read_offers(name, problem))
     return hashlib.sha256(repr(data).encode()).hexdigest()

@@ -1,7 +1,7 @@
 """The baseline memo (``planning.baselines.memo``, issue 41) answers a baseline only with what a fresh run of it
 answers: a second run of the same problem is served from it without a solve; changing any input a baseline reads
 (a template's throughput, its own offers' prices or availability, the demand, a strategy option, the engine's salt)
-makes it solve anew; the offers of another GPU type are not read by a ``single:<gpu>`` baseline (the dropped-GPU
+makes it solve anew, and a budget or objective, which no baseline reads, does not; the offers of another GPU type are not read by a ``single:<gpu>`` baseline (the dropped-GPU
 what-if reuses the others); results a clock stopped are never stored; the disk part survives a new process."""
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ def test_an_input_a_baseline_reads_makes_it_solve_anew(solved: list[str]) -> Non
         assert set(solved) == expected, what
         fresh = run_all_baselines(changed)  # what every answer must be, memo or not
         assert [_answer(b) for b in out] == [_answer(b) for b in fresh], what
+    solved.clear()
+    budget = replace(p, objective="served", budget_per_hour=10.0)  # every baseline solves for cost, no budget
+    out = run_all_baselines(budget, memo=memo)
+    assert solved == []
+    assert [_answer(b) for b in out] == [_answer(b) for b in run_all_baselines(budget)]
     solved.clear()
     run_all_baselines(p, memo=memo, model_size={q.group: 1e9 for q in p.classes})  # memP's option only
     assert solved == ["memp"]

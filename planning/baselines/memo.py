@@ -102,7 +102,7 @@ def _templates_digest(templates: tuple[Any, ...]) -> str:
     flat = [_flat_template(t) for t in templates]
     digest = hashlib.sha256(repr(flat).encode()).hexdigest()
     with _LOCK:
-        if len(_SEEN) > 32:
+        if len(_SEEN) > 8:  # each entry keeps a problem's templates alive
             _SEEN.clear()
         _SEEN[id(templates)] = (templates, digest)
     return digest

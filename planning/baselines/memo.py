@@ -248,9 +248,13 @@ class BaselineMemo:
         written only makes the memo slower)."""
         assert self.folder is not None
         try:
+            text = to_json(result)
+        except (TypeError, ValueError):
+            return  # a strategy's details JSON cannot hold: kept in memory only
+        try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = self.folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(to_json(result), encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, self._path(key))
             files = sorted((e.stat().st_mtime, e.stat().st_size, e.path) for e in os.scandir(self.folder)
                            if e.name.endswith(".json"))

@@ -9,8 +9,10 @@ session has them after the first plan):
 - ``what-if <label>``: demand ×2, drop L40S, prices −20 %, SLO ×0.8, each solved from the base plan's columns
   (``pipeline.Reuse(warm=…, base=…)``, cache off: prices −20 % is proven by its relation to the base plan,
   ``planning.relations``; ``--no-relations`` solves it warm too), with its status (every one must be
-  ``optimal``) and how it was proven; ``--check`` also
-  solves it cold right after (timed: warm and cold see the same load) and compares the costs;
+  ``optimal``) and how it was proven, and how many of its baselines came from the baseline memo the base's solve
+  filled (``planning.baselines.memo``, fresh per run; ``--no-memo``: every baseline re-planned); ``--check`` also
+  solves it cold right after (timed: warm and cold see the same load; no memo, no warm start) and compares the
+  costs and the baselines (name, cost, served fractions, GPUs, note);
   ``--no-baselines`` times the base's and the what-ifs' allocations alone;
 - ``sweep``: ``api.sweep`` over 10 demand multipliers (0.5 … 5), each point from its neighbour, cache off, with
   each point's seconds, its plan's status and proof (``--sweep-only``: the sweep alone, in a fresh process the
@@ -31,7 +33,7 @@ fractions, GPUs, note) in every run (a baseline stopped by its own time limit is
 line (the CPU share a busy loop gets, the load average: the machine is shared). Run:
 ``python -m benchmarks.bench_whatif [--preset coral-extended] [--runs 3] [--busy 4] [--check] [--catalog-wide]
 [--no-baselines] [--profile] [--what-ifs demand,L40S] [--what-ifs-only] [--sweep-only] [--point-limit S]
-[--sweep-no-baselines] [--no-relations]``: ``--what-ifs`` keeps the what-ifs whose label
+[--sweep-no-baselines] [--no-relations] [--no-memo]``: ``--what-ifs`` keeps the what-ifs whose label
 contains one of the words; ``--what-ifs-only`` leaves out the re-solve and the sweep (the base is still solved
 cold first, as the what-ifs start from it).
 """
@@ -52,9 +54,11 @@ from typing import Any
 from benchmarks._load import Busy, load_line
 from planning import api
 from planning.allocate.warm import WarmStart
+from planning.baselines.memo import BaselineMemo, salt_of
 from planning.pipeline import Reuse
 from planning.pipeline import solve as pipeline_solve
 from planning.relations import BasePlan
+from planning.resultcache import code_digest
 from planning.whatif import DemandScale, DropGpu, PriceChange, SloScale, apply_variants, label
 
 VARIANTS = [DemandScale(2.0), DropGpu("L40S"), PriceChange(-20), SloScale(0.8)]
@@ -65,6 +69,15 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
+
+
+def _cpu_timed(fn: Callable[[], Any], out: dict[str, float], name: str) -> Any:
+    """``fn()``, its wall seconds in ``out[name]`` and this process's CPU seconds in ``out[name + " CPU"]`` (the
+    baselines' pool workers are not counted: ``PLANNING_BASELINE_WORKERS=1`` keeps them here)."""
+    c0 = time.process_time()
+    out[name], result = _timed(fn)
+    out[f"{name} CPU"] = time.process_time() - c0
+    return result
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class RunOptions:
     sweep_only: bool = False
     sweep: api.SweepOptions = field(default_factory=api.SweepOptions)
     relations: bool = True
+    memo: bool = True
 
 
 def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
@@ -93,7 +107,12 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
     if opts.sweep_only:
         out["sweep"] = timed_sweep(scenario, opts.sweep)
         return out
-    out["cold"], base = _timed(lambda: api.solve(scenario, cache=False, with_baselines=baselines))
+    # the baseline memo of a user's session (planning.baselines.memo; fresh per run): filled by the base's cold
+    # solve, read by the what-ifs; the --check cold solves run without it
+    memo = BaselineMemo(salt_of(code_digest())) if opts.memo else None
+    base = _cpu_timed(lambda: api.solve(scenario, cache=False, with_baselines=baselines) if memo is None
+                      else pipeline_solve(scenario, context=ctx, reuse=Reuse(baselines=memo),
+                                          with_baselines=baselines), out, "cold")
     print(f"  cold {preset}: {out['cold']:.2f} s, {base.status} ${base.comparable_cost:,.4f}/h{_proof(base)} "
           f"(allocation {base.timings.get('allocation_seconds', 0):.2f} s, baselines "
           f"{base.timings.get('baselines_seconds', 0):.2f} s)")
@@ -101,22 +120,28 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
         _resolve(scenario, out)
     warm = WarmStart.from_result(base)
     # every variant starts from the base's columns; with relations, from its proven optimum too (planning.relations)
-    reuse = Reuse(warm=warm, base=BasePlan(scenario, base) if opts.relations else None)
+    reuse = Reuse(warm=warm, base=BasePlan(scenario, base) if opts.relations else None, baselines=memo)
     for v in VARIANTS:
         if opts.what_ifs and not any(word.lower() in label(v).lower() for word in opts.what_ifs):
             continue
         variant = apply_variants(scenario, [v])
-        secs, res = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=reuse,
-                                                                  with_baselines=baselines))
-        out[f"what-if {label(v)}"] = secs
+        hits = memo.hits if memo is not None else 0
+        res = _cpu_timed(lambda variant=variant: pipeline_solve(variant, context=ctx, reuse=reuse,
+                                                                with_baselines=baselines), out, f"what-if {label(v)}")
+        secs = out[f"what-if {label(v)}"]
         line = f"  what-if {label(v)}: {secs:.2f} s warm, {res.status} ${res.comparable_cost:,.4f}/h" + _proof(res)
+        if memo is not None and baselines and not res.stats.get("proven_by_relation"):
+            line += (f"; baselines {res.timings.get('baselines_seconds', 0.0):.2f} s, {memo.hits - hits} of "
+                     f"{len(res.baselines)} from the memo")
         if check:  # the same variant cold, right after (the same load)
             cold_s, cold = _timed(lambda variant=variant: pipeline_solve(variant, context=ctx,
                                                                          with_baselines=baselines))
             out[f"what-if {label(v)} (cold)"] = cold_s
             same = abs(cold.comparable_cost - res.comparable_cost) <= 1e-6 * max(1.0, cold.comparable_cost)
             line += (f"; cold {cold_s:.2f} s, {cold.status} ${cold.comparable_cost:,.4f}/h "
-                     f"({'same cost' if same else 'DIFFERENT COST'})")
+                     f"({'same cost' if same else 'DIFFERENT COST'}"
+                     + (", same baselines" if _baselines(cold) == _baselines(res) else ", DIFFERENT BASELINES")
+                     + ")")
         print(line)
     if opts.what_ifs_only:
         return out
@@ -126,6 +151,13 @@ def one_run(preset: str, opts: RunOptions) -> dict[str, float]:
         out["catalog-wide cold"], res = _timed(lambda: api.solve(wide, cache=False))
         print(f"  catalog-wide cold: {out['catalog-wide cold']:.2f} s, {res.status} ${res.comparable_cost:,.4f}/h")
     return out
+
+
+def _baselines(res: Any) -> list[tuple[Any, ...]]:
+    """What a what-if's baselines answer (name, cost, served fractions, GPUs, note, time-limited): what a warm
+    what-if must share with its cold solve."""
+    return [(b.name, round(b.cost_per_hour, 9), b.served_fraction, sorted(b.served_by_group.items()),
+             sorted(b.gpus.items()), b.note, b.time_limited) for b in res.baselines]
 
 
 def _proof(res: Any) -> str:
@@ -272,6 +304,8 @@ def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="the 10-point demand sweep alone")
     parser.add_argument("--point-limit", type=float, help="the sweep's time limit per point (s)")
     parser.add_argument("--sweep-no-baselines", action="store_true", help="the sweep's plan rows only")
+    parser.add_argument("--no-memo", action="store_true",
+                        help="the what-ifs re-plan every baseline (no baseline memo filled by the base)")
     parser.add_argument("--no-relations", action="store_true",
                         help="what-ifs warm from the base's columns only, never proven by relation to it")
     args = parser.parse_args()
@@ -280,7 +314,8 @@ def main() -> None:
         return
     opts = RunOptions(args.check, args.catalog_wide, not args.no_baselines,
                       tuple(w for w in args.what_ifs.split(",") if w), args.what_ifs_only, args.sweep_only,
-                      api.SweepOptions(not args.sweep_no_baselines, args.point_limit), not args.no_relations)
+                      api.SweepOptions(not args.sweep_no_baselines, args.point_limit), not args.no_relations,
+                      not args.no_memo)
     if args.profile:
         with Busy(args.busy):
             print(load_line(args.busy))

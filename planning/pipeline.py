@@ -32,6 +32,7 @@ from planning.allocate.incumbent import Anytime
 from planning.allocate.problem import AllocationProblem
 from planning.allocate.warm import WarmStart
 from planning.assemble import build_plan_result, time_limit_result
+from planning.baselines.memo import BaselineMemo
 from planning.catalog.schema import shape_gpu
 from planning.context import (
     Cancelled,
@@ -48,7 +49,7 @@ from planning.precheck import precheck
 from planning.relations import BasePlan, answer, lower_bound
 from planning.resolve import ResolvedScenario, resolve_scenario
 from planning.result import BaselineSummary, PlanResult
-from planning.resultcache import ResultCache, cache_key, is_final
+from planning.resultcache import ResultCache, cache_key, code_digest, is_final
 from planning.scenario import Scenario
 from planning.templates.engine_plan import with_engine_plans
 from planning.templates.sets import (
@@ -69,12 +70,24 @@ class Reuse:
     (a what-if's base): a variant whose optimum follows from it (:mod:`planning.relations`: prices × f, a dropped
     GPU type or region the plan does not use) is answered from it at once, labelled how it was proven.
     ``prechecked`` says the caller ran :func:`planning.precheck.precheck` on this scenario and context and it
-    passed (the CLI checks before it imports the solve): the solve does not compute the bound again."""
+    passed (the CLI checks before it imports the solve): the solve does not compute the bound again.
+    ``baselines`` holds baseline answers by the inputs each reads (:mod:`planning.baselines.memo`: a what-if
+    re-plans only the baselines it changes); None: the one beside ``cache``'s folder, none without a cache."""
 
     cache: ResultCache | None = None
     warm: WarmStart | None = None
     prechecked: bool = False
     base: BasePlan | None = None
+    baselines: BaselineMemo | None = None
+
+    def memo(self) -> BaselineMemo | None:
+        """The baseline memo this solve reads and fills: ``baselines``, else the process's memo of the result
+        cache's folder (``results/baselines``) under the engine's code digest, else None."""
+        if self.baselines is not None or self.cache is None:
+            return self.baselines
+        from planning.baselines.memo import memo_in, salt_of
+
+        return memo_in(self.cache.folder / "baselines", salt_of(code_digest()))
 
 
 def solve(scenario: Scenario, *, context: EngineContext | None = None, progress: ProgressFn | None = None,
@@ -145,7 +158,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
                                dump_model=dump_model, with_baselines=with_baselines)
     else:
         result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm,
-                                           lower_bound(reuse.base, scenario)))
+                                           lower_bound(reuse.base, scenario), reuse.memo()))
     if key is not None and reuse.cache is not None and is_final(result, scenario):
         reuse.cache.put(key, result)
     return result
@@ -162,6 +175,7 @@ class _Run:
     with_baselines: bool
     warm: WarmStart | None = None
     bound: float | None = None
+    memo: BaselineMemo | None = None
 
 
 class _Laps:
@@ -216,7 +230,8 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     baselines: list[BaselineSummary] = []
     if run.with_baselines:
         where.report(0.90, "baselines: single-GPU-type and memory-proportional plans")
-        baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline)
+        baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline,
+                                  memo=run.memo)
     laps.lap("baselines_seconds")
     where.report(0.98, "diagnostics: assembling the plan")
     laps.timings["total_seconds"] = laps.total()
@@ -344,11 +359,12 @@ class _Where:
 
 
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
-                  cancel: CancelToken | None = None) -> list[BaselineSummary]:
+                  cancel: CancelToken | None = None, memo: BaselineMemo | None = None) -> list[BaselineSummary]:
     """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), beside each
     other on ``options.workers`` processes (:mod:`planning.baselines.beside`: the same answers), with the time
     left on ``cancel``'s deadline: the plan is never delayed by them; those it leaves no time for come back with
-    ``ran=False`` and the note "not run: time limit".
+    ``ran=False`` and the note "not run: time limit". ``memo``: answers already known come from it
+    (:mod:`planning.baselines.memo`).
 
     Raises
     ------
@@ -366,7 +382,7 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
     out = []
     for b in run_all_baselines(problem, cancel=cancel, workers=workers_for(resolved.scenario.options.workers),
-                               model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
+                               memo=memo, model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
         if b.details.get("skipped"):
             out.append(BaselineSummary(name=b.name, cost_per_hour=0.0, served_fraction=0.0, feasible=False,
                                        note=NOT_RUN, ran=False))

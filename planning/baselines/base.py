@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
 from planning.allocate.solvers import reached_gap
 from planning.catalog.schema import parse_shape
 from planning.context import CancelFlag, Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
+
+if TYPE_CHECKING:
+    from planning.baselines.memo import BaselineMemo
 
 _FULL = 1 - 1e-9
 
@@ -267,7 +270,7 @@ def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
 
 
 def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None, *, workers: int = 1,
-                      **options: Any) -> list[BaselineResult]:
+                      memo: BaselineMemo | None = None, **options: Any) -> list[BaselineResult]:
     """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them.
 
     Parameters
@@ -280,6 +283,10 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     workers:
         Processes to run them on, beside each other (:mod:`planning.baselines.beside`: the same answers, the
         wall time of the longest); 1 runs them here, one after another.
+    memo:
+        Results already known (:class:`planning.baselines.memo.BaselineMemo`): a baseline whose own problem
+        and options were answered before comes back from it at once, and every new answer that no clock stopped
+        is stored in it (a what-if that leaves single:A100-80G's problem as it was re-plans only the others).
     options:
         Strategy options (see :func:`run_baseline`).
 
@@ -294,16 +301,38 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     """
     from planning.baselines.registry import entry
 
-    out: list[BaselineResult] = []
     names = baseline_names(problem)
     chosen = {}
     for name in names:
         spec = entry(name)
         chosen[name] = {k: v for k, v in options.items() if spec is not None and k in spec.options}
+    known: dict[str, BaselineResult] = {}
+    keys: dict[str, str] = {}
+    if memo is not None:
+        from planning.baselines.beside import own_part
+
+        for name in names:
+            keys[name] = memo.key(name, own_part(name, problem), chosen[name])
+            hit = memo.get(keys[name])
+            if hit is not None:
+                known[name] = hit
+    todo = [n for n in names if n not in known]
+    for name, result in zip(todo, _run_names(todo, problem, cancel, workers, chosen), strict=True):
+        known[name] = result
+        if memo is not None:
+            memo.put(keys[name], result)
+    return [known[n] for n in names]
+
+
+def _run_names(names: list[str], problem: AllocationProblem, cancel: CancelToken | None, workers: int,
+               chosen: Mapping[str, Mapping[str, Any]]) -> list[BaselineResult]:
+    """Run the baselines ``names`` with their options ``chosen``: beside each other on ``workers`` processes, or
+    here one after another, where the solve's deadline skips the one it stops and the rest."""
     if workers > 1 and len(names) > 1:
         from planning.baselines.beside import run_beside, tasks_for
 
         return run_beside(tasks_for(names, problem, chosen, cancel), workers, cancel)
+    out: list[BaselineResult] = []
     for i, name in enumerate(names):
         try:
             out.append(run_baseline(name, problem, cancel=cancel, **chosen[name]))

@@ -95,10 +95,10 @@ def tasks_for(names: Sequence[str], problem: AllocationProblem, options: Mapping
     ``single:<gpu>`` task carries only the templates of that GPU type (the ones ``single_type`` keeps: the same
     answer, less to send)."""
     seconds = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
-    return [BaselineTask(name, _own_part(name, problem), dict(options.get(name, {})), seconds) for name in names]
+    return [BaselineTask(name, own_part(name, problem), dict(options.get(name, {})), seconds) for name in names]
 
 
-def _own_part(name: str, problem: AllocationProblem) -> AllocationProblem:
+def own_part(name: str, problem: AllocationProblem) -> AllocationProblem:
     """``problem`` with only the templates (and running instances) a ``single:<gpu>`` baseline may use."""
     if not name.startswith("single:"):
         return problem

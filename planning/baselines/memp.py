@@ -81,7 +81,8 @@ def memp(
         note=note,
         penalty_per_hour=tally.penalty,
         seconds=time.perf_counter() - t0,
-        details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight},
+        details={"share_nodes": {g: dict(v) for g, v in share.items()}, "target_memory": target, "weight": weight,
+                 "time_limited": tally.time_limited},
     )
 
 
@@ -154,6 +155,7 @@ class _Tally:
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     nodes: dict[tuple[str, str], int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    time_limited: bool = False  # some part's ILP stopped on a wall clock: that moment's incumbent
 
 
 def _plan_shares(
@@ -177,6 +179,7 @@ def _plan_shares(
         res = from_allocation("memp", _part_problem(problem, part, share), "", cancel)
         tally.cost += res.cost_per_hour
         tally.penalty += res.penalty_per_hour
+        tally.time_limited |= bool(res.details.get("time_limited"))
         for k, v in res.counts.items():
             tally.counts[k] = tally.counts.get(k, 0) + v
         for k, v in res.nodes_used.items():

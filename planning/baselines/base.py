@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planning.allocate.problem import AllocationProblem, AllocationResult, Objective
 from planning.allocate.solvers import reached_gap
 from planning.catalog.schema import parse_shape
 from planning.context import CancelFlag, Cancelled, CancelToken, check_cancel, time_left, timed_out
 from planning.errors import PlanningError
+
+if TYPE_CHECKING:
+    from planning.baselines.beside import EarlyStart
 
 _FULL = 1 - 1e-9
 
@@ -267,7 +270,7 @@ def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
 
 
 def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None, *, workers: int = 1,
-                      **options: Any) -> list[BaselineResult]:
+                      early: EarlyStart | None = None, **options: Any) -> list[BaselineResult]:
     """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them.
 
     Parameters
@@ -280,6 +283,9 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     workers:
         Processes to run them on, beside each other (:mod:`planning.baselines.beside`: the same answers, the
         wall time of the longest); 1 runs them here, one after another.
+    early:
+        Baselines started before ``problem`` existed (:class:`planning.baselines.beside.EarlyStart`): their
+        answers are taken when they ran on this problem's single-GPU-type part, the others run here as above.
     options:
         Strategy options (see :func:`run_baseline`).
 
@@ -294,12 +300,30 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
     """
     from planning.baselines.registry import entry
 
-    out: list[BaselineResult] = []
     names = baseline_names(problem)
+    ready = [n for n in early.usable(problem) if n in names] if early is not None else []
+    rest = [n for n in names if n not in ready]
     chosen = {}
-    for name in names:
+    for name in rest:
         spec = entry(name)
         chosen[name] = {k: v for k, v in options.items() if spec is not None and k in spec.options}
+    try:
+        done = dict(zip(rest, _run_some(rest, problem, cancel, workers, chosen), strict=True))
+        if early is not None and ready:
+            done.update(early.collect(ready, cancel))
+    except BaseException:
+        if early is not None:
+            early.close()  # a cancel or an error: the early tasks not yet begun are dropped
+        raise
+    return [done[n] for n in names]
+
+
+def _run_some(names: list[str], problem: AllocationProblem, cancel: CancelToken | None, workers: int,
+              chosen: Mapping[str, Mapping[str, Any]]) -> list[BaselineResult]:
+    """The baselines ``names`` of ``problem`` with their options ``chosen``: beside each other on ``workers``
+    processes, or here one after another (a baseline the deadline stops is skipped, and so is every one after
+    it)."""
+    out: list[BaselineResult] = []
     if workers > 1 and len(names) > 1:
         from planning.baselines.beside import run_beside, tasks_for
 

@@ -17,12 +17,13 @@ cancels the fan-out (``Cancelled``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import BaselineResult, run_baseline, skipped
-from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, timed_out
+from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, check_cancel, timed_out
 
 
 @dataclass(frozen=True)
@@ -150,3 +151,104 @@ def prewarm(workers: int) -> None:
     pool = shared_pool(workers)
     for _ in range(workers):
         pool.submit(warm_worker)
+
+
+def single_type_part(problem: AllocationProblem) -> AllocationProblem:
+    """``problem`` with only its single-GPU-type templates (in their order): all that a baseline marked
+    ``single_types`` in the registry reads of it."""
+    return replace(problem, templates=tuple(t for t in problem.templates if len(t.gpu_types) == 1))
+
+
+@dataclass
+class EarlyStart:
+    """The baselines that read only single-GPU-type templates (``Baseline.single_types``: all but memP), started
+    on the process pool while the allocation runs (issue 41 §3).
+
+    :meth:`start` sends them as soon as a problem holding those templates exists (the on-demand engine's
+    ``single_type_sets``, before its pricing; the library path's sets after their build). When the solve's own
+    baseline problem is made, :meth:`usable` keeps their answers only if its single-GPU-type part is *equal* to
+    the problem they ran on (the same templates in the same order, offers, classes, links, limits): then each got
+    the very input it would have got after the allocation, and its answer is that one. Otherwise (say an
+    uncertified plan whose sets lack those rows) they are run again on the solve's problem. Nothing starts with
+    ``workers`` ≤ 1 or another backend than the process pool: the baselines then run after the allocation as
+    before.
+    """
+
+    workers: int
+    cancel: CancelToken | None = None
+    problem: AllocationProblem | None = None
+    futures: dict[str, Future[BaselineResult]] = field(default_factory=dict)
+    tasks: dict[str, BaselineTask] = field(default_factory=dict)
+
+    def start(self, problem: AllocationProblem) -> None:
+        """Send every applicable ``single_types`` baseline of ``problem`` (the longest first), each with the
+        seconds left on the solve's deadline; a second call (the library path after the on-demand engine gave
+        up) drops the first call's tasks that have not begun and sends the new ones."""
+        from planning.baselines.base import baseline_names
+        from planning.baselines.registry import entry
+        from planning.parallel import resolve_backend
+
+        if self.workers <= 1 or resolve_backend(None) != "process" or problem.current:
+            return
+        self.close()
+        names = [n for n in baseline_names(problem) if (spec := entry(n)) is not None and spec.single_types]
+        tasks = tasks_for(names, problem, {}, self.cancel)
+        from planning.spawning import shared_pool
+
+        pool = shared_pool(self.workers)
+        for i in longest_first(tasks):
+            self.futures[tasks[i].name] = pool.submit(run_task, tasks[i])
+            self.tasks[tasks[i].name] = tasks[i]
+        self.problem = problem
+
+    def usable(self, problem: AllocationProblem) -> list[str]:
+        """The names started early whose answers stand for ``problem`` (the solve's baseline problem): all of
+        them when its single-GPU-type part equals the problem they ran on, else none (and those are dropped)."""
+        if self.problem is None or single_type_part(problem) != self.problem:
+            self.close()
+            return []
+        return list(self.futures)
+
+    def collect(self, names: Sequence[str], cancel: CancelToken | None) -> dict[str, BaselineResult]:
+        """The results of the early ``names``, waiting for them; a task lost to a dead worker process runs again
+        (:func:`planning.parallel.run_tasks`, alone in a fresh process if it dies again).
+
+        Raises
+        ------
+        Cancelled
+            When the caller's token (not the solve's deadline: each task has its own) is set.
+        """
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        from planning.parallel import POLL_S, run_tasks
+
+        caller = None if cancel is None else _CallerPart(cancel)
+        out: dict[str, BaselineResult] = {}
+        lost: list[str] = []
+        pending = {self.futures[n]: n for n in names}
+        while pending:
+            finished, _ = wait(set(pending), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for f in finished:
+                name = pending.pop(f)
+                try:
+                    out[name] = f.result()
+                except BrokenProcessPool:
+                    lost.append(name)
+            if caller is not None and caller.is_set():
+                self.close()
+                check_cancel(caller, "baselines")
+        if lost:
+            again = run_tasks(run_task, [self.tasks[n] for n in lost], workers=min(self.workers, len(lost)),
+                              cancel=caller, what="baselines")
+            out.update(zip(lost, again, strict=True))
+        return out
+
+    def close(self) -> None:
+        """Drop the tasks that have not begun (a running one finishes on its own: its deadline and work limit
+        bound it) and forget every early result."""
+        for f in self.futures.values():
+            f.cancel()
+        self.futures.clear()
+        self.tasks.clear()
+        self.problem = None

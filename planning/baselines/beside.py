@@ -9,13 +9,18 @@ changes their wall time (the longest baseline instead of the sum), never their a
 here, one after another (``base.run_all_baselines``).
 
 Deadlines: the solve's deadline cannot travel to another process, so each task gets the seconds left on it when
-sent and makes its own :class:`~planning.context.Deadline`; a baseline it stops comes back as a ``skipped``
-placeholder (as in the serial run, which also skips every baseline after it). The caller's own cancel still
-cancels the fan-out (``Cancelled``).
+sent, less its wait in the pool's queue, and makes its own :class:`~planning.context.Deadline`; a baseline it stops
+comes back as a ``skipped`` placeholder (as in the serial run, which also skips every baseline after it). The
+caller's own cancel still cancels the fan-out (``Cancelled``).
+
+Beside the allocation (:class:`EarlyStart`): the baselines that read only single-GPU-type templates are sent as
+soon as those exist, while the allocation runs, and their answers are taken when the solve's baseline problem has
+exactly the single-GPU-type part they ran on.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -28,19 +33,30 @@ from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, check
 
 @dataclass(frozen=True)
 class BaselineTask:
-    """One baseline to run in a worker: its name, the problem, its strategy options and the seconds left on the
-    solve's deadline when it was sent (None: no deadline)."""
+    """One baseline to run in a worker: its name, the problem, its strategy options, the seconds left on the
+    solve's deadline when it was sent (None: no deadline) and when that was (``time.time()``: the wall clock,
+    which a worker on another machine shares too)."""
 
     name: str
     problem: AllocationProblem
     options: Mapping[str, Any]
     seconds: float | None = None
+    sent: float | None = None
+
+    def seconds_left(self) -> float | None:
+        """The seconds left on the solve's deadline now: those it was sent with less its wait in the queue (a
+        task sent beside the allocation may wait for a worker several seconds)."""
+        if self.seconds is None:
+            return None
+        waited = 0.0 if self.sent is None else min(max(0.0, time.time() - self.sent), self.seconds)
+        return self.seconds - waited
 
 
 def run_task(task: BaselineTask) -> BaselineResult:
     """Run one baseline (in a worker process): its result, or the ``skipped`` placeholder when its deadline
     stopped it."""
-    cancel = Deadline(task.seconds) if task.seconds is not None else None
+    seconds = task.seconds_left()
+    cancel = Deadline(seconds) if seconds is not None else None
     try:
         return run_baseline(task.name, task.problem, cancel=cancel, **task.options)
     except Cancelled:
@@ -96,7 +112,9 @@ def tasks_for(names: Sequence[str], problem: AllocationProblem, options: Mapping
     ``single:<gpu>`` task carries only the templates of that GPU type (the ones ``single_type`` keeps: the same
     answer, less to send)."""
     seconds = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
-    return [BaselineTask(name, _own_part(name, problem), dict(options.get(name, {})), seconds) for name in names]
+    sent = time.time()
+    return [BaselineTask(name, _own_part(name, problem), dict(options.get(name, {})), seconds, sent)
+            for name in names]
 
 
 def _own_part(name: str, problem: AllocationProblem) -> AllocationProblem:

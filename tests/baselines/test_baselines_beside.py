@@ -119,3 +119,16 @@ def test_nothing_starts_early_on_one_process_and_the_callers_cancel_still_raises
     with pytest.raises(Cancelled):
         run_all_baselines(p, cancel=Deadline(60.0, cancelled), workers=2, early=early)
     assert early.futures == {}
+
+
+def test_a_task_counts_its_wait_in_the_queue_against_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task sent with 10 s left that waits 4 s for a worker has 6 s left when it starts, never less than 0."""
+    import time
+
+    from planning.baselines.beside import BaselineTask
+
+    p = random_problem(0, SPEC)
+    monkeypatch.setattr(time, "time", lambda: 104.0)
+    assert BaselineTask("homo", p, {}, 10.0, 100.0).seconds_left() == pytest.approx(6.0)
+    assert BaselineTask("homo", p, {}, 3.0, 100.0).seconds_left() == 0.0
+    assert BaselineTask("homo", p, {}, None, 100.0).seconds_left() is None

@@ -31,7 +31,8 @@ def baseline_problem(preset: str) -> Any:
     caught: list[Any] = []
     real = pipeline.run_baselines
 
-    def catch(ctx: Any, resolved: Any, problem: Any, cancel: Any = None, memo: Any = None) -> list[Any]:
+    def catch(ctx: Any, resolved: Any, problem: Any, cancel: Any = None, early: Any = None,
+              memo: Any = None) -> list[Any]:
         caught.append(problem)
         return []
 

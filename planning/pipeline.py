@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from planning.allocate.certify import Allocation, allocation_problem, baseline_problem, solve_certified
 from planning.allocate.incumbent import Anytime
@@ -59,6 +60,9 @@ from planning.templates.sets import (
     gpu_provenance,
     quick_template_sets,
 )
+
+if TYPE_CHECKING:
+    from planning.baselines.beside import EarlyStart
 
 
 @dataclass(frozen=True)
@@ -195,14 +199,30 @@ class _Laps:
 
 
 def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
-    """The plan of one design hour: resolve → allocation (on demand, else the library) → baselines → result."""
+    """The plan of one design hour: resolve → allocation (on demand, else the library) → baselines → result.
+
+    With baselines on two or more processes, those that read only single-GPU-type templates start on the pool
+    as soon as those templates exist, beside the allocation (:class:`planning.baselines.beside.EarlyStart`); the
+    ones not yet begun are dropped when the plan ends another way (a time limit, a cancel, an error)."""
+    deadline = Deadline(scenario.options.time_limit_s, run.cancel)  # ONE deadline for every step (docs/allocation.md)
+    if not run.with_baselines:
+        return _plan_steps(scenario, ctx, run, deadline, None)
+    from planning.baselines.beside import EarlyStart, prewarm, workers_for
+
+    workers = workers_for(scenario.options.workers)
+    prewarm(workers)  # the baselines' processes spawn while the allocation runs (planning.baselines.beside)
+    early = EarlyStart(workers, deadline, memo=run.memo)
+    try:
+        return _plan_steps(scenario, ctx, run, deadline, early)
+    finally:
+        early.close()
+
+
+def _plan_steps(scenario: Scenario, ctx: EngineContext, run: _Run, deadline: Deadline,
+                early: EarlyStart | None) -> PlanResult:
+    """:func:`_plan`'s steps, with the solve's ``deadline`` and the baselines started ``early`` (or None)."""
     laps = _Laps()
     limit = scenario.options.time_limit_s
-    if run.with_baselines:  # the baselines' processes spawn while the allocation runs (planning.baselines.beside)
-        from planning.baselines.beside import prewarm, workers_for
-
-        prewarm(workers_for(scenario.options.workers))
-    deadline = Deadline(limit, run.cancel)  # ONE deadline for every step (see docs/allocation.md, "Time limits")
     where = _Where(run.progress)
     resolved = resolve_scenario(scenario, ctx.catalog)
     laps.lap("resolve_seconds")
@@ -214,7 +234,7 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
         anytime.raise_bound(run.bound, "the base plan's optimum (this what-if only removes plans)")
     stopped_at = ""
     try:
-        allocation, sets = _allocate(ctx, resolved, run, _Step(deadline, where, anytime, laps))
+        allocation, sets = _allocate(ctx, resolved, run, _Step(deadline, where, anytime, laps, early))
     except Cancelled as exc:
         if exc.reason != "time limit" or not deadline.timed_out():
             raise  # the caller's cancel: the job runner records it as cancelled
@@ -231,7 +251,7 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     if run.with_baselines:
         where.report(0.90, "baselines: single-GPU-type and memory-proportional plans")
         baselines = run_baselines(ctx, resolved, baseline_problem(resolved, sets, allocation.masks), deadline,
-                                  memo=run.memo)
+                                  early, memo=run.memo)
     laps.lap("baselines_seconds")
     where.report(0.98, "diagnostics: assembling the plan")
     laps.timings["total_seconds"] = laps.total()
@@ -251,13 +271,19 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
 
 @dataclass(frozen=True)
 class _Step:
-    """What the allocation step shares with the rest of the plan: the deadline, the progress relay, the incumbent
-    and the step timer."""
+    """What the allocation step shares with the rest of the plan: the deadline, the progress relay, the incumbent,
+    the step timer and the baselines to start once their templates exist."""
 
     deadline: Deadline
     where: _Where
     anytime: Anytime
     laps: _Laps
+    early: EarlyStart | None = None
+
+    def start_baselines(self, resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> None:
+        """Start the baselines that read only the single-GPU-type rows of ``sets`` (nothing without ``early``)."""
+        if self.early is not None and not resolved.scenario.current:  # running instances: only after (the rows)
+            self.early.start(allocation_problem(resolved, sets, masks=[ts.single_gpu_type for ts in sets]))
 
 
 def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
@@ -269,7 +295,7 @@ def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
     where.report(0.02, "pricing: serving templates on demand" if resolved.scenario.options.templates == "on-demand"
                  else "library build: serving templates")
     allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime,
-                                      run.warm)
+                                      run.warm, lambda single: step.start_baselines(resolved, single))
     if allocation is not None and allocation.sets is not None:  # None: the scenario needs the library path
         step.laps.lap("allocation_seconds")
         return allocation, allocation.sets
@@ -280,6 +306,7 @@ def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
     quick_plan(resolved, quick, deadline, anytime)
     sets = build_template_sets(ctx, resolved, sub_progress(where.report, 0.02, 0.80), deadline)
     step.laps.lap("templates_seconds")
+    step.start_baselines(resolved, sets)
     check_cancel(deadline)
     allocation = solve_certified(resolved, sets, dump_model=str(run.dump_model) if run.dump_model else None,
                                  progress=sub_progress(where.report, 0.80, 0.90), cancel=deadline, anytime=anytime)
@@ -359,11 +386,13 @@ class _Where:
 
 
 def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: AllocationProblem,
-                  cancel: CancelToken | None = None, memo: BaselineMemo | None = None) -> list[BaselineSummary]:
+                  cancel: CancelToken | None = None, early: EarlyStart | None = None,
+                  memo: BaselineMemo | None = None) -> list[BaselineSummary]:
     """Every applicable baseline on ``problem`` (see :func:`planning.baselines.run_all_baselines`), beside each
     other on ``options.workers`` processes (:mod:`planning.baselines.beside`: the same answers), with the time
     left on ``cancel``'s deadline: the plan is never delayed by them; those it leaves no time for come back with
-    ``ran=False`` and the note "not run: time limit". ``memo``: answers already known come from it
+    ``ran=False`` and the note "not run: time limit". Those ``early`` started on this problem's single-GPU-type
+    part beside the allocation are collected, not run again; ``memo``: answers already known come from it
     (:mod:`planning.baselines.memo`).
 
     Raises
@@ -382,7 +411,8 @@ def run_baselines(ctx: EngineContext, resolved: ResolvedScenario, problem: Alloc
     gpu_memory = {gid: gpu.memory_gb for gid, gpu in ctx.catalog.gpus.items()}
     out = []
     for b in run_all_baselines(problem, cancel=cancel, workers=workers_for(resolved.scenario.options.workers),
-                               memo=memo, model_size=model_size, gpu_memory_gb=gpu_memory, request_rate=request_rate):
+                               early=early, memo=memo, model_size=model_size, gpu_memory_gb=gpu_memory,
+                               request_rate=request_rate):
         if b.details.get("skipped"):
             out.append(BaselineSummary(name=b.name, cost_per_hour=0.0, served_fraction=0.0, feasible=False,
                                        note=NOT_RUN, ran=False))
@@ -439,15 +469,16 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
-                         cancel: CancelToken | None, anytime: Anytime | None = None,
-                         warm: WarmStart | None = None) -> Allocation | None:
+                         cancel: CancelToken | None, anytime: Anytime | None = None, warm: WarmStart | None = None,
+                         on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
     (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them,
     started from ``warm``'s columns when given; None when the scenario needs the library path (served objective,
     histogram classes, aggregated mode, explicit templates, running instances, a budget below the cost optimum)
-    or the option is off."""
+    or the option is off. ``on_single`` gets the groups' single-GPU-type template sets before pricing
+    (``ondemand.single_type_sets``: the pipeline starts the baselines that read only those)."""
     if resolved.scenario.options.templates != "on-demand":
         return None
     from planning.allocate.ondemand import solve_on_demand
 
-    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm)
+    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm, on_single)

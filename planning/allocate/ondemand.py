@@ -380,6 +380,23 @@ def _fixed_sets(run: _Run, kept: Sequence[np.ndarray], single: Sequence[np.ndarr
     return sets, masks
 
 
+def single_type_multisets(pg: PricedGroup) -> np.ndarray:
+    """Every multiset of ``pg``'s space whose nodes are all of one GPU type (padded rows, one GPU type after
+    another): the rows every fixing ILP carries for the baselines (:func:`_fixed_sets`)."""
+    gp = np.array([shape_gpu(s) for s in pg.space.shapes])
+    return np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
+
+
+def single_type_sets(priced: Sequence[PricedGroup],
+                     provenance: Callable[[str], str] | None = None) -> list[TemplateSet]:
+    """Per group, the template set of its single-GPU-type multisets (:func:`single_type_multisets`), rows sorted
+    by id as in the fixing ILP's sets: what every baseline but memP reads of a solve's baseline problem, known
+    once the groups' spaces exist, before any pricing (the pipeline starts those baselines on it beside the
+    allocation, ``planning.baselines.beside.EarlyStart``). The exact placements it computes are the ones the
+    first fixing attempt would compute: the spaces keep them, so that attempt reuses them."""
+    return [template_set(pg, single_type_multisets(pg), provenance) for pg in priced]
+
+
 def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
              covers: Sequence[np.ndarray | None] = ()) -> OnDemandPlan:
     """Reduced-cost fixing + ILP rounds from the bound ``pr.z_lb`` until a plan within the target is found (then
@@ -387,9 +404,7 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
     First, the plan over the linked covers' multisets (``covers``, :func:`_cover_plan`): when it meets the bound
     it is proven optimal over every template without a fixing round."""
     priced, anytime, timings, z_lb = run.priced, run.anytime, run.timings, pr.z_lb
-    gpus = [np.array([shape_gpu(s) for s in pg.space.shapes]) for pg in priced]
-    single = [np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
-              for pg, gp in zip(priced, gpus, strict=True)]
+    single = [single_type_multisets(pg) for pg in priced]
     single_frames: dict[int, pl.DataFrame] = {}
     met = _cover_plan(run, covers, single, single_frames, z_lb)
     if met is not None:
@@ -497,7 +512,8 @@ def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: A
 
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
-                    warm: Mapping[str, np.ndarray] | WarmStart | None = None) -> Allocation | None:
+                    warm: Mapping[str, np.ndarray] | WarmStart | None = None,
+                    on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -515,6 +531,9 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         Per group id, padded multisets (``MultisetSpace`` rows) to start column generation with beside the seed
         columns, e.g. the columns the previous timeline epoch used (``planning.timeline.columns``); the result is
         the cold start's, certified over all templates.
+    on_single:
+        Called once the groups' spaces exist, before pricing, with :func:`single_type_sets` (the baselines'
+        single-GPU-type templates; the pipeline starts those baselines on them).
 
     Returns
     -------
@@ -545,11 +564,18 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
             None if warm is None else warm.get(g.id)
         priced.append(PricedGroup(g, sp, float(g.demand), _max_throughput_bound(sp), {}, rows))
     timings["tables_seconds"] = time.perf_counter() - t0
+
+    def provenance(gpu: str) -> str:
+        return str(ctx.perf.gpu_calibration(gpu).provenance)
+
+    if on_single is not None:
+        t1 = time.perf_counter()
+        on_single(single_type_sets(priced, provenance))
+        timings["single_type_seconds"] = time.perf_counter() - t1
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
         # a what-if or sweep point from a neighbouring plan tries the linked covers' plan first (OnDemandOptions)
-        options = OnDemandOptions(provenance=lambda gpu: str(ctx.perf.gpu_calibration(gpu).provenance),
-                                  cover_plan=isinstance(warm, WarmStart))
+        options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart))
         plan = allocate_on_demand(priced, resolved, options=options,
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
                                   anytime=anytime)

@@ -13,6 +13,7 @@ from planning.context import CancelFlag, Cancelled, CancelToken, check_cancel, t
 from planning.errors import PlanningError
 
 if TYPE_CHECKING:
+    from planning.baselines.beside import EarlyStart
     from planning.baselines.memo import BaselineMemo
 
 _FULL = 1 - 1e-9
@@ -270,7 +271,8 @@ def skipped(name: str, problem: AllocationProblem) -> BaselineResult:
 
 
 def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = None, *, workers: int = 1,
-                      memo: BaselineMemo | None = None, **options: Any) -> list[BaselineResult]:
+                      memo: BaselineMemo | None = None, early: EarlyStart | None = None,
+                      **options: Any) -> list[BaselineResult]:
     """Run every applicable baseline (see ``baseline_names``); options go to the strategies that take them.
 
     Parameters
@@ -287,6 +289,9 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
         Results already known (:class:`planning.baselines.memo.BaselineMemo`): a baseline whose own problem
         and options were answered before comes back from it at once, and every new answer that no clock stopped
         is stored in it (a what-if that leaves single:A100-80G's problem as it was re-plans only the others).
+    early:
+        Baselines started before ``problem`` existed (:class:`planning.baselines.beside.EarlyStart`): their
+        answers are taken when they ran on this problem's single-GPU-type part, the others run here as above.
     options:
         Strategy options (see :func:`run_baseline`).
 
@@ -316,8 +321,17 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
             hit = memo.get(keys[name])
             if hit is not None:
                 known[name] = hit
-    todo = [n for n in names if n not in known]
-    for name, result in zip(todo, _run_names(todo, problem, cancel, workers, chosen), strict=True):
+    ready = [n for n in early.usable(problem) if n in names and n not in known] if early is not None else []
+    todo = [n for n in names if n not in known and n not in ready]
+    try:
+        done = dict(zip(todo, _run_names(todo, problem, cancel, workers, chosen), strict=True))
+        if early is not None and ready:
+            done.update(early.collect(ready, cancel))
+    except BaseException:
+        if early is not None:
+            early.close()  # a cancel or an error: the early tasks not yet begun are dropped
+        raise
+    for name, result in done.items():
         known[name] = result
         if memo is not None:
             memo.put(keys[name], result)
@@ -326,8 +340,9 @@ def run_all_baselines(problem: AllocationProblem, cancel: CancelToken | None = N
 
 def _run_names(names: list[str], problem: AllocationProblem, cancel: CancelToken | None, workers: int,
                chosen: Mapping[str, Mapping[str, Any]]) -> list[BaselineResult]:
-    """Run the baselines ``names`` with their options ``chosen``: beside each other on ``workers`` processes, or
-    here one after another, where the solve's deadline skips the one it stops and the rest."""
+    """The baselines ``names`` of ``problem`` with their options ``chosen``: beside each other on ``workers``
+    processes, or here one after another (a baseline the deadline stops is skipped, and so is every one after
+    it)."""
     if workers > 1 and len(names) > 1:
         from planning.baselines.beside import run_beside, tasks_for
 

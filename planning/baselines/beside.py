@@ -9,37 +9,57 @@ changes their wall time (the longest baseline instead of the sum), never their a
 here, one after another (``base.run_all_baselines``).
 
 Deadlines: the solve's deadline cannot travel to another process, so each task gets the seconds left on it when
-sent and makes its own :class:`~planning.context.Deadline`; a baseline it stops comes back as a ``skipped``
-placeholder (as in the serial run, which also skips every baseline after it). The caller's own cancel still
-cancels the fan-out (``Cancelled``).
+sent, less its wait in the pool's queue, and makes its own :class:`~planning.context.Deadline`; a baseline it stops
+comes back as a ``skipped`` placeholder (as in the serial run, which also skips every baseline after it). The
+caller's own cancel still cancels the fan-out (``Cancelled``).
+
+Beside the allocation (:class:`EarlyStart`): the baselines that read only single-GPU-type templates are sent as
+soon as those exist, while the allocation runs, and their answers are taken when the solve's baseline problem has
+exactly the single-GPU-type part they ran on.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from planning.allocate.problem import AllocationProblem
 from planning.baselines.base import BaselineResult, run_baseline, skipped
-from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, timed_out
+from planning.context import CancelFlag, Cancelled, CancelToken, Deadline, check_cancel, timed_out
+
+if TYPE_CHECKING:
+    from planning.baselines.memo import BaselineMemo
 
 
 @dataclass(frozen=True)
 class BaselineTask:
-    """One baseline to run in a worker: its name, the problem, its strategy options and the seconds left on the
-    solve's deadline when it was sent (None: no deadline)."""
+    """One baseline to run in a worker: its name, the problem, its strategy options, the seconds left on the
+    solve's deadline when it was sent (None: no deadline) and when that was (``time.time()``: the wall clock,
+    which a worker on another machine shares too)."""
 
     name: str
     problem: AllocationProblem
     options: Mapping[str, Any]
     seconds: float | None = None
+    sent: float | None = None
+
+    def seconds_left(self) -> float | None:
+        """The seconds left on the solve's deadline now: those it was sent with less its wait in the queue (a
+        task sent beside the allocation may wait for a worker several seconds)."""
+        if self.seconds is None:
+            return None
+        waited = 0.0 if self.sent is None else min(max(0.0, time.time() - self.sent), self.seconds)
+        return self.seconds - waited
 
 
 def run_task(task: BaselineTask) -> BaselineResult:
     """Run one baseline (in a worker process): its result, or the ``skipped`` placeholder when its deadline
     stopped it."""
-    cancel = Deadline(task.seconds) if task.seconds is not None else None
+    seconds = task.seconds_left()
+    cancel = Deadline(seconds) if seconds is not None else None
     try:
         return run_baseline(task.name, task.problem, cancel=cancel, **task.options)
     except Cancelled:
@@ -95,7 +115,9 @@ def tasks_for(names: Sequence[str], problem: AllocationProblem, options: Mapping
     ``single:<gpu>`` task carries only the templates of that GPU type (the ones ``single_type`` keeps: the same
     answer, less to send)."""
     seconds = cancel.remaining_s() if isinstance(cancel, CancelFlag) else None
-    return [BaselineTask(name, own_part(name, problem), dict(options.get(name, {})), seconds) for name in names]
+    sent = time.time()
+    return [BaselineTask(name, own_part(name, problem), dict(options.get(name, {})), seconds, sent)
+            for name in names]
 
 
 def own_part(name: str, problem: AllocationProblem) -> AllocationProblem:
@@ -150,3 +172,115 @@ def prewarm(workers: int) -> None:
     pool = shared_pool(workers)
     for _ in range(workers):
         pool.submit(warm_worker)
+
+
+def single_type_part(problem: AllocationProblem) -> AllocationProblem:
+    """``problem`` with only its single-GPU-type templates (in their order): all that a baseline marked
+    ``single_types`` in the registry reads of it."""
+    return replace(problem, templates=tuple(t for t in problem.templates if len(t.gpu_types) == 1))
+
+
+@dataclass
+class EarlyStart:
+    """The baselines that read only single-GPU-type templates (``Baseline.single_types``: all but memP), started
+    on the process pool while the allocation runs (issue 41 §3).
+
+    :meth:`start` sends them as soon as a problem holding those templates exists (the on-demand engine's
+    ``single_type_sets``, before its pricing; the library path's sets after their build). When the solve's own
+    baseline problem is made, :meth:`usable` keeps their answers only if its single-GPU-type part is *equal* to
+    the problem they ran on (the same templates in the same order, offers, classes, links, limits): then each got
+    the very input it would have got after the allocation, and its answer is that one. Otherwise (say an
+    uncertified plan whose sets lack those rows) they are run again on the solve's problem. Nothing starts with
+    ``workers`` ≤ 1 or another backend than the process pool: the baselines then run after the allocation as
+    before.
+    """
+
+    workers: int
+    cancel: CancelToken | None = None
+    problem: AllocationProblem | None = None
+    futures: dict[str, Future[BaselineResult]] = field(default_factory=dict)
+    tasks: dict[str, BaselineTask] = field(default_factory=dict)
+    memo: BaselineMemo | None = None  # a ``single:<gpu>`` answer already in it is not started (it would be unused)
+
+    def start(self, problem: AllocationProblem) -> None:
+        """Send every applicable ``single_types`` baseline of ``problem`` (the longest first), each with the
+        seconds left on the solve's deadline; a second call (the library path after the on-demand engine gave
+        up) drops the first call's tasks that have not begun and sends the new ones."""
+        from planning.baselines.base import baseline_names
+        from planning.baselines.registry import entry
+        from planning.parallel import resolve_backend
+
+        if self.workers <= 1 or resolve_backend(None) != "process" or problem.current:
+            return
+        self.close()
+        names = [n for n in baseline_names(problem) if (spec := entry(n)) is not None and spec.single_types
+                 and not self._known(n, problem)]
+        tasks = tasks_for(names, problem, {}, self.cancel)
+        from planning.spawning import shared_pool
+
+        pool = shared_pool(self.workers)
+        for i in longest_first(tasks):
+            self.futures[tasks[i].name] = pool.submit(run_task, tasks[i])
+            self.tasks[tasks[i].name] = tasks[i]
+        self.problem = problem
+
+    def _known(self, name: str, problem: AllocationProblem) -> bool:
+        """Whether the memo answers ``name`` already: a ``single:<gpu>`` baseline's own part of ``problem`` is
+        its own part of the solve's baseline problem whenever the early answers are usable (:meth:`usable`), so
+        ``run_all_baselines`` finds the same key; the others read every single-shape template of the solve's
+        problem, so they are started (and cost a fraction of a second)."""
+        if self.memo is None or not name.startswith("single:"):
+            return False
+        return self.memo.get(self.memo.key(name, own_part(name, problem), {})) is not None
+
+    def usable(self, problem: AllocationProblem) -> list[str]:
+        """The names started early whose answers stand for ``problem`` (the solve's baseline problem): all of
+        them when its single-GPU-type part equals the problem they ran on, else none (and those are dropped)."""
+        if self.problem is None or single_type_part(problem) != self.problem:
+            self.close()
+            return []
+        return list(self.futures)
+
+    def collect(self, names: Sequence[str], cancel: CancelToken | None) -> dict[str, BaselineResult]:
+        """The results of the early ``names``, waiting for them; a task lost to a dead worker process runs again
+        (:func:`planning.parallel.run_tasks`, alone in a fresh process if it dies again).
+
+        Raises
+        ------
+        Cancelled
+            When the caller's token (not the solve's deadline: each task has its own) is set.
+        """
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        from planning.parallel import POLL_S, run_tasks
+
+        caller = None if cancel is None else _CallerPart(cancel)
+        out: dict[str, BaselineResult] = {}
+        lost: list[str] = []
+        pending = {self.futures[n]: n for n in names}
+        while pending:
+            finished, _ = wait(set(pending), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for f in finished:
+                name = pending.pop(f)
+                try:
+                    out[name] = f.result()
+                except BrokenProcessPool:
+                    lost.append(name)
+            if caller is not None and caller.is_set():
+                self.close()
+                check_cancel(caller, "baselines")
+        if lost:
+            again = run_tasks(run_task, [self.tasks[n] for n in lost], workers=min(self.workers, len(lost)),
+                              cancel=caller, what="baselines")
+            out.update(zip(lost, again, strict=True))
+        return out
+
+    def close(self) -> None:
+        """Drop the tasks that have not begun (a running one finishes on its own: its deadline and work limit
+        bound it) and forget every early result."""
+        for f in self.futures.values():
+            f.cancel()
+        self.futures.clear()
+        self.tasks.clear()
+        self.problem = None

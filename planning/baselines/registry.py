@@ -35,7 +35,9 @@ class Baseline:
     problem); ``function`` is ``"module:function"``, imported on first use and called as
     ``function(problem, [gpu,] cancel=…, **options)``; ``options`` names the strategy options
     ``run_all_baselines`` passes on; ``applies(problem)`` says whether it runs for a problem; ``per_epoch``:
-    the timeline re-plans it in every epoch (homogeneous, on the single-shape templates).
+    the timeline re-plans it in every epoch (homogeneous, on the single-shape templates); ``single_types``: its
+    answer reads no template of the problem with two GPU types (single-shape ⊂ single-GPU-type templates), so
+    it can start before the allocation has chosen its candidates (``planning.baselines.beside.EarlyStart``).
     """
 
     name: str
@@ -45,6 +47,7 @@ class Baseline:
     options: tuple[str, ...] = ()
     applies: Callable[[AllocationProblem], bool] = _always
     per_epoch: bool = False
+    single_types: bool = False
 
     def run(self, problem: AllocationProblem, *args: Any, **options: Any) -> BaselineResult:
         """Call the strategy's function (imported here, so the registry loads no solver)."""
@@ -56,15 +59,16 @@ class Baseline:
 BASELINES: tuple[Baseline, ...] = (
     Baseline("homo", "planning.baselines.homo:homo_greedy", "Homo",
              "Coral's greedy baseline, each model in turn gets whole homogeneous replicas of its cheapest GPU type.",
-             options=("order",), per_epoch=True),
+             options=("order",), per_epoch=True, single_types=True),
     Baseline("homo-ilp", "planning.baselines.homo:homo_ilp", "Homo-ILP",
-             "the same joint ILP as the plan, restricted to one GPU type per template.", per_epoch=True),
+             "the same joint ILP as the plan, restricted to one GPU type per template.", per_epoch=True,
+             single_types=True),
     Baseline("cauchy", "planning.baselines.cauchy:cauchy", "Cauchy",
              "per model the most cost-efficient GPU combos (one prefill replica feeding up to 16 decode replicas, "
              "each phase on one GPU configuration; Token/USD), deployed by an ILP (Coral's comparison).",
-             applies=_disaggregated),
+             applies=_disaggregated, single_types=True),
     Baseline("single", "planning.baselines.single_type:single_type", "single:GPU",
-             "every model on that one GPU type only (Mélange's single-type comparison)."),
+             "every model on that one GPU type only (Mélange's single-type comparison).", single_types=True),
     Baseline("memp", "planning.baselines.memp:memp", "memP",
              "LLMFabric's split of the GPU pool in proportion to each model's memory demand.",
              options=("model_size", "gpu_memory_gb", "request_rate")),

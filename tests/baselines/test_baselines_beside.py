@@ -80,3 +80,55 @@ def test_a_single_type_task_carries_its_own_templates_and_the_largest_starts_fir
     singles = sum(n.startswith("single:") for n in names)
     assert sorted(order) == list(range(len(tasks))) and sizes == sorted(sizes, reverse=True)
     assert all(tasks[i].name.startswith("single:") for i in order[:singles])
+
+
+def test_started_early_they_answer_what_they_answer_after_the_allocation() -> None:
+    """Every baseline but memP, started on the single-GPU-type part of a problem (as the pipeline does before the
+    allocation), is taken as it is when the problem arrives (its answer being the one it would give then), and the answers are the serial run's on the whole
+    problem; with a single-GPU-type template the early run lacked, none is taken and all are run again."""
+    from planning.baselines.beside import EarlyStart, single_type_part
+
+    for seed in range(3):
+        p = random_problem(seed, SPEC)
+        part = single_type_part(p)
+        assert 0 < len(part.templates) < len(p.templates)  # the mixed templates are what it leaves out
+        serial = [_answer(b) for b in run_all_baselines(p)]
+        early = EarlyStart(2)
+        early.start(part)
+        # a GPU type of mixed templates only has a single-type baseline that starts after: with memP, the rest
+        assert sorted(early.usable(p)) == sorted(n for n in baseline_names(part) if n != "memp") != []
+        assert [_answer(b) for b in run_all_baselines(p, workers=2, early=early)] == serial
+        short = replace(part, templates=part.templates[1:])
+        stale = EarlyStart(2)
+        stale.start(short)
+        assert stale.futures and stale.usable(p) == [] and not stale.futures
+        assert [_answer(b) for b in run_all_baselines(p, workers=2, early=stale)] == serial
+
+
+def test_nothing_starts_early_on_one_process_and_the_callers_cancel_still_raises() -> None:
+    from planning.baselines.beside import EarlyStart, single_type_part
+
+    p = random_problem(1, SPEC)
+    alone = EarlyStart(1)
+    alone.start(single_type_part(p))
+    assert alone.futures == {} and alone.usable(p) == []
+    cancelled = CancelFlag()
+    early = EarlyStart(2, cancelled)
+    early.start(single_type_part(p))
+    cancelled.cancel()
+    with pytest.raises(Cancelled):
+        run_all_baselines(p, cancel=Deadline(60.0, cancelled), workers=2, early=early)
+    assert early.futures == {}
+
+
+def test_a_task_counts_its_wait_in_the_queue_against_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task sent with 10 s left that waits 4 s for a worker has 6 s left when it starts, never less than 0."""
+    import time
+
+    from planning.baselines.beside import BaselineTask
+
+    p = random_problem(0, SPEC)
+    monkeypatch.setattr(time, "time", lambda: 104.0)
+    assert BaselineTask("homo", p, {}, 10.0, 100.0).seconds_left() == pytest.approx(6.0)
+    assert BaselineTask("homo", p, {}, 3.0, 100.0).seconds_left() == 0.0
+    assert BaselineTask("homo", p, {}, None, 100.0).seconds_left() is None

@@ -36,12 +36,21 @@ def test_preset_plan_and_baselines_are_the_recorded_ones(preset: str, tmp_path: 
 def test_baselines_beside_each_other_give_the_recorded_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """coral-core through the CLI with its baselines beside each other on two pool processes, as a user's solve
-    runs them (the suite runs them in-process, ``tests/conftest.py``): the recorded plan and baselines."""
+    runs them (the suite runs them in-process, ``tests/conftest.py``): the recorded plan and baselines, every
+    baseline but memP started beside the allocation on its single-GPU-type templates and its answer taken
+    (``beside.EarlyStart``)."""
+    from planning.baselines.beside import EarlyStart
+
     monkeypatch.setenv("PLANNING_HOME", str(tmp_path))
     monkeypatch.setenv("PLANNING_RESULT_CACHE", "off")
     monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")
+    taken: list[list[str]] = []
+    usable = EarlyStart.usable
+    monkeypatch.setattr(EarlyStart, "usable", lambda self, problem: taken.append(usable(self, problem)) or taken[-1])
     assert planning.cli.main(["solve", "--preset", "coral-core", "--json"]) == 0
-    _recorded("coral-core", json.loads(capsys.readouterr().out))
+    doc = json.loads(capsys.readouterr().out)
+    _recorded("coral-core", doc)
+    assert len(taken) == 1 and sorted(taken[0]) == sorted(b["name"] for b in doc["baselines"] if b["name"] != "memp")
 
 
 def _recorded(preset: str, doc: dict[str, Any]) -> None:

@@ -1,0 +1,77 @@
+"""Cold solves with their baselines, timed after the imports (issue 41 §3, the baselines beside the allocation).
+
+Each run is a fresh process of a checkout that imports the planner, then times one ``api.solve(preset,
+cache=False)``: its wall time, the allocation's and the baselines' steps (the baselines' step is what is left of
+them after the allocation), the CPU seconds of the process and of its pool workers (reaped when the pool shuts
+down after the solve: their spawn and imports included) and a digest of the answer (plan cost and every
+baseline's cost, note, served fraction and GPUs). ``--against DIR`` alternates this checkout and ``DIR`` (e.g.
+``git archive main | tar -x -C DIR``; the same virtualenv) and says whether the digests agree. Prints one JSON
+line per run, then the medians with the load averages at the starts.
+
+    python -m benchmarks.bench_cold_beside --against DIR --presets coral-extended catalog-wide --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ONE = """
+import hashlib, json, os, resource, sys, time
+from planning import api
+scenario = api.load_preset_scenario(sys.argv[1])
+load = os.getloadavg()[0]
+c0, w0 = time.process_time(), time.perf_counter()
+r = api.solve(scenario, cache=False)
+wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+from planning.spawning import shared_pool
+shared_pool(2).shutdown(wait=True)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+answer = json.dumps([r.cost_per_hour] + [(b.name, b.cost_per_hour, b.note, b.served_fraction, sorted(b.gpus.items()))
+                                         for b in r.baselines])
+t = r.timings
+print(json.dumps({"wall": wall, "cpu": cpu + kids.ru_utime + kids.ru_stime, "allocation": t.get("allocation_seconds", 0.0),
+                  "baselines": t.get("baselines_seconds", 0.0), "load": load,
+                  "digest": hashlib.sha1(answer.encode()).hexdigest()[:12]}))
+"""
+
+
+def one_run(checkout: str, preset: str) -> dict[str, float | str]:
+    """One cold solve of ``preset`` in a fresh process of ``checkout`` (result cache off)."""
+    env = {**os.environ, "PYTHONPATH": checkout, "PLANNING_RESULT_CACHE": "off"}
+    out = subprocess.run([sys.executable, "-c", ONE, preset], cwd=checkout, env=env, capture_output=True, text=True,
+                         check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", default=None, help="another checkout, run alternately (before)")
+    parser.add_argument("--presets", nargs="+", default=["coral-extended", "catalog-wide"])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    here = str(Path(__file__).resolve().parent.parent)
+    sides = [("after", here)] + ([("before", args.against)] if args.against else [])
+    rows: dict[tuple[str, str], list[dict[str, float | str]]] = {}
+    for run in range(args.runs):
+        for which, checkout in (sides if run % 2 else sides[::-1]):
+            for preset in args.presets:
+                row = one_run(checkout, preset)
+                rows.setdefault((preset, which), []).append(row)
+                print(json.dumps({"run": run + 1, "side": which, "preset": preset, **row}), flush=True)
+    for (preset, which), got in sorted(rows.items()):
+        med = {k: statistics.median(float(r[k]) for r in got) for k in ("wall", "allocation", "baselines", "cpu")}
+        walls = ", ".join(f"{float(r['wall']):.2f}" for r in got)
+        loads = ", ".join(f"{float(r['load']):.1f}" for r in got)
+        print(f"{preset:15} {which:6} wall {med['wall']:7.2f} s (runs {walls})  allocation {med['allocation']:6.2f} s"
+              f"  baselines after it {med['baselines']:6.2f} s  CPU {med['cpu']:6.2f} s  load {loads}  digests "
+              f"{sorted({str(r['digest']) for r in got})}")
+
+
+if __name__ == "__main__":
+    main()

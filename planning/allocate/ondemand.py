@@ -23,6 +23,7 @@ import polars as pl
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
+from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -41,7 +42,6 @@ from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.solve import solve_allocation
 from planning.allocate.solvers import proven_zero
 from planning.allocate.warm import WarmStart
-from planning.catalog.schema import shape_gpu
 from planning.context import (
     CancelToken,
     Deadline,
@@ -66,27 +66,6 @@ FULL_MASTER_COLUMNS = 2000  # a restricted master up to this many columns is sol
 INCUMBENT_COLUMNS = 8  # an incumbent ILP keeps the master LP's support and the 8 best columns (reduced cost) per group
 NEAR_DEADLINE_RATIO = 4.0  # "near the deadline" at the first master LP: less than 4× the time spent is left
 INCUMBENT_GAP = 0.01  # an incumbent ILP stops within 1 % of its own optimum (the certificate comes later)
-
-def template_set(pg: PricedGroup, P: np.ndarray, provenance: Callable[[str], str] | None = None) -> TemplateSet:
-    """A ``TemplateSet`` of the given multisets (library rows, sorted by id); ``provenance(gpu)`` labels rows."""
-    return _frame_set(pg, pg.space.frame(P), provenance)
-
-
-def _frame_set(pg: PricedGroup, frame: pl.DataFrame, provenance: Callable[[str], str] | None) -> TemplateSet:
-    """The ``TemplateSet`` of library rows ``frame`` (:meth:`MultisetSpace.frame`) of ``pg``'s space."""
-    from planning.templates.sets import usage_matrix
-
-    sp = pg.space
-    shapes = list(sp.shapes)
-    usage = usage_matrix(frame, shapes)
-    rank = {"measured": 0, "calibrated": 1, "given": 0, "roofline": 2}
-    names = ["measured", "calibrated", "roofline"]
-    shape_rank = np.array([rank.get(provenance(shape_gpu(s)) if provenance else "roofline", 2) for s in shapes])
-    worst = np.where(usage > 0, shape_rank[None, :], -1).max(axis=1) if usage.size else np.zeros(0, dtype=int)
-    return TemplateSet(pg.group, tuple(shapes), tuple(frame["template_id"].to_list()), usage,
-                       frame["throughput"].to_numpy().reshape(-1, 1), tuple(frame["stages_json"].to_list()),
-                       tuple(names[int(r)] for r in worst), stage_tables=sp.tables)
-
 
 def ilp_problem(resolved: ResolvedScenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
                 masks: Sequence[np.ndarray], cancel: CancelToken | None = None) -> AllocationProblem:
@@ -374,27 +353,10 @@ def _fixed_sets(run: _Run, kept: Sequence[np.ndarray], single: Sequence[np.ndarr
             mine = pg.space.frame(P)
             frame = pl.concat([mine, frame.filter(~pl.col("template_id").is_in(mine["template_id"].implode()))]
                               ).sort("template_id")
-        ts = _frame_set(pg, frame, run.provenance)
+        ts = frame_set(pg, frame, run.provenance)
         masks.append(np.isin(row_codes(pg.space, ts), pg.space.codes(P)))
         sets.append(ts)
     return sets, masks
-
-
-def single_type_multisets(pg: PricedGroup) -> np.ndarray:
-    """Every multiset of ``pg``'s space whose nodes are all of one GPU type (padded rows, one GPU type after
-    another): the rows every fixing ILP carries for the baselines (:func:`_fixed_sets`)."""
-    gp = np.array([shape_gpu(s) for s in pg.space.shapes])
-    return np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
-
-
-def single_type_sets(priced: Sequence[PricedGroup],
-                     provenance: Callable[[str], str] | None = None) -> list[TemplateSet]:
-    """Per group, the template set of its single-GPU-type multisets (:func:`single_type_multisets`), rows sorted
-    by id as in the fixing ILP's sets: what every baseline but memP reads of a solve's baseline problem, known
-    once the groups' spaces exist, before any pricing (the pipeline starts those baselines on it beside the
-    allocation, ``planning.baselines.beside.EarlyStart``). The exact placements it computes are the ones the
-    first fixing attempt would compute: the spaces keep them, so that attempt reuses them."""
-    return [template_set(pg, single_type_multisets(pg), provenance) for pg in priced]
 
 
 def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
@@ -592,6 +554,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         # Within the budget, the cost optimum is also the budget-capped optimum.
         return None
     _report(progress, 1.0, "ILP: certified allocation found" if plan.certified else "ILP: best allocation found")
+    _record(plan, priced, stats, timings)
+    return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
+                      sets=plan.sets)
+
+
+def _record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, float],
+            timings: dict[str, float]) -> None:
+    """The plan's figures (pricing rounds, bounds, how it was proven, templates placed) into ``stats`` and the
+    template search's seconds into ``timings``."""
     stats["pricing_rounds"] = float(plan.pricing.rounds)
     stats["lp_columns"] = float(plan.pricing.columns)
     stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
@@ -609,8 +580,6 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
     timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)
     timings["exact_placement_seconds"] = sum(pg.space.stats.seconds_exact for pg in priced)
-    return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
-                      sets=plan.sets)
 
 
 def row_codes(space: MultisetSpace, ts: TemplateSet) -> np.ndarray:

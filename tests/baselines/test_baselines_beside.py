@@ -105,6 +105,29 @@ def test_started_early_they_answer_what_they_answer_after_the_allocation() -> No
         assert [_answer(b) for b in run_all_baselines(p, workers=2, early=stale)] == serial
 
 
+def test_a_single_type_baseline_the_memo_answers_is_not_started_early() -> None:
+    """With a memo that answered the same problem before (a what-if that leaves it as it was), no
+    ``single:<gpu>`` baseline is sent to the pool early (its key on the early part is its key on the whole
+    problem), the others still are, and the answers are the serial run's."""
+    from planning.baselines.beside import EarlyStart, single_type_part
+    from planning.baselines.memo import BaselineMemo
+
+    for seed in range(3):
+        p = random_problem(seed, SPEC)
+        serial = [_answer(b) for b in run_all_baselines(p)]
+        memo = BaselineMemo("salt")
+        run_all_baselines(p, memo=memo)
+        early = EarlyStart(2, memo=memo)
+        early.start(single_type_part(p))
+        singles = [n for n in baseline_names(p) if n.startswith("single:")]
+        assert singles and not any(n in early.futures for n in singles)
+        assert early.futures  # homo, homo-ilp, cauchy: their keys read the whole problem, so they start
+        hits = memo.hits
+        assert [_answer(b) for b in run_all_baselines(p, workers=2, early=early, memo=memo)] == serial
+        assert memo.hits - hits == len(baseline_names(p))  # a memo answer wins over an early one
+        early.close()
+
+
 def test_nothing_starts_early_on_one_process_and_the_callers_cancel_still_raises() -> None:
     from planning.baselines.beside import EarlyStart, single_type_part
 

@@ -231,7 +231,7 @@ class EarlyStart:
         problem, so they are started (and cost a fraction of a second)."""
         if self.memo is None or not name.startswith("single:"):
             return False
-        return self.memo.get(self.memo.key(name, own_part(name, problem), {})) is not None
+        return self.memo.get(self.memo.key(name, own_part(name, problem), {}), count=False) is not None
 
     def usable(self, problem: AllocationProblem) -> list[str]:
         """The names started early whose answers stand for ``problem`` (the solve's baseline problem): all of

@@ -193,8 +193,9 @@ class BaselineMemo:
         """:func:`fingerprint` under this memo's salt."""
         return fingerprint(name, problem, options, self.salt)
 
-    def get(self, key: str) -> BaselineResult | None:
-        """The result stored under ``key``, or None (a miss)."""
+    def get(self, key: str, *, count: bool = True) -> BaselineResult | None:
+        """The result stored under ``key``, or None (a miss); ``count=False``: a look-ahead that is not an answer
+        (``beside.EarlyStart`` asking whether to start a baseline), left out of ``hits``/``misses``."""
         with self._lock:
             found = self._kept.get(key)
             if found is not None:
@@ -203,11 +204,12 @@ class BaselineMemo:
             found = self._read(key)
             if found is not None:
                 self._remember(key, found)
-        with self._lock:
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
+        if count:
+            with self._lock:
+                if found is None:
+                    self.misses += 1
+                else:
+                    self.hits += 1
         return found
 
     def put(self, key: str, result: BaselineResult) -> bool:

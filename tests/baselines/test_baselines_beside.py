@@ -118,7 +118,9 @@ def test_a_single_type_baseline_the_memo_answers_is_not_started_early() -> None:
         memo = BaselineMemo("salt")
         run_all_baselines(p, memo=memo)
         early = EarlyStart(2, memo=memo)
+        before = (memo.hits, memo.misses)
         early.start(single_type_part(p))
+        assert (memo.hits, memo.misses) == before  # asking whether to start is not an answer from the memo
         singles = [n for n in baseline_names(p) if n.startswith("single:")]
         assert singles and not any(n in early.futures for n in singles)
         assert early.futures  # homo, homo-ilp, cauchy: their keys read the whole problem, so they start

@@ -25,13 +25,17 @@ settles"):
 With ``--rc3-wheel`` (an ``aiconfigurator`` wheel of 0.1.0-0.8.0: pip download aiconfigurator==0.8.0 --no-deps;
 those releases still shipped TensorRT-LLM **1.0.0rc3** kernel tables for the H100 and H200, as CSV text under
 ``aiconfigurator/systems/data/<gpu>/trtllm/1.0.0rc3/``), the ``moe`` and ``attention`` checks are printed again on
-the engine release the overview's 1.0 rows ran (``moe-1.0``, ``attention-1.0``).
+the engine release the overview's 1.0 rows ran (``moe-1.0``, ``attention-1.0``), and the dense FP8 rows' decode step
+is compared term by term (docs/perf-model.md Sec. 7, "A trtllm-bench run in waves"): ``dense-1.0``, each GEMM of a
+Llama-3.1-8B layer (FP8) and its LM head (BF16) at decode batches against ``gemm_perf.txt``, and
+``attention-dense-1.0``, the FP8-KV decode attention at its 32 query / 8 KV heads.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import math
 import re
 import sys
 import zipfile
@@ -158,6 +162,56 @@ def attention_check(wheel: Wheel, pm, shape: Shape,  # type: ignore[no-untyped-d
     return pd.DataFrame(out)
 
 
+class GemmTable:
+    """One dtype of a TensorRT-LLM GEMM table (``gemm_perf.txt``): latency interpolated multilinearly in log m, log n
+    and log k over its grid (a point the grid lacks takes its neighbours along k); above the largest n, linear in n
+    (a wider GEMM is more columns of the same kernel)."""
+
+    def __init__(self, d: pd.DataFrame) -> None:
+        from scipy.interpolate import RegularGridInterpolator
+
+        axes = [np.array(sorted(d[c].unique()), dtype=float) for c in ("m", "n", "k")]
+        grid = d.pivot_table(index=["m", "n"], columns="k", values="latency").reindex(
+            pd.MultiIndex.from_product(axes[:2]), columns=axes[2])
+        logs = np.log(grid.to_numpy(dtype=float))
+        for row in logs:  # fill a missing k from its neighbours (log-log)
+            ok = np.isfinite(row)
+            if ok.any() and not ok.all():
+                row[~ok] = np.interp(np.log(axes[2][~ok]), np.log(axes[2][ok]), row[ok])
+        self.n_max = axes[1][-1]
+        self.interp = RegularGridInterpolator([np.log(a) for a in axes], logs.reshape([len(a) for a in axes]))
+
+    def ms(self, m: float, n: float, k: float) -> float:
+        scale = max(1.0, n / self.n_max)
+        return float(np.exp(self.interp([[math.log(m), math.log(n / scale), math.log(k)]])[0])) * scale
+
+
+def dense_check(wheel: Wheel, pm, model_id: str = "llama-3-8b",  # type: ignore[no-untyped-def]
+                batches: tuple[int, ...] = (128, 256, 512, 1024), version: str = RC3) -> pd.DataFrame:
+    """Each GEMM of one dense layer (QKV, O, gate + up, down at FP8) and the LM head (BF16) at decode batches: the
+    TensorRT-LLM table's latency against ``roofline.gemm_time`` on the CUDA-graphed TensorRT-LLM device."""
+    from planning.perf.curves import graphed
+    from planning.perf.roofline import LayerArch, gemm_time
+
+    a = LayerArch.from_spec(pm.model(model_id))
+    terms = {"qkv": ((a.heads + 2 * a.kv_heads) * a.head_dim, a.hidden, "fp8"), "o": (a.hidden, a.heads * a.head_dim,
+             "fp8"), "gate+up": (2 * a.inter, a.hidden, "fp8"), "down": (a.hidden, a.inter, "fp8"),
+             "lm_head": (a.vocab, a.hidden, "float16")}
+    out = []
+    for gpu, system in SYSTEMS.items():
+        d, found = wheel.op_table(system, "gemm", "gemm_perf", version)
+        tables = {dt: GemmTable(d[d.gemm_dtype == dt]) for dt in ("fp8", "float16")}
+        dev = graphed(pm.device(gpu, "trtllm"), pm.calibration.settings)
+        for b in batches:
+            for term, (n, k, dt) in terms.items():
+                model = float(gemm_time(dev, b, n, k, 1.0 if dt == "fp8" else 2.0,
+                                        "fp8" if dt == "fp8" else "bf16")) * 1e3
+                table = tables[dt].ms(b, n, k)
+                out.append(dict(gpu=gpu, version=found, batch=b, term=term, n=n, k=k, model_ms=model,
+                                table_ms=table, ratio=table / model))
+    return pd.DataFrame(out)
+
+
 def memory_check(wheel: Wheel, pm, shape: Shape) -> pd.DataFrame:  # type: ignore[no-untyped-def]
     """AIConfigurator's per-GPU reserve besides weights and KV (attention TP 1, DP 8, EP 8) at each row's
     max_num_tokens, and the share of the free memory its reserved/tolerance factors withhold."""
@@ -271,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheel", type=Path, required=True, help="aiconfigurator_core-0.12.0-*.whl")
     ap.add_argument("--rc3-wheel", type=Path, help="aiconfigurator-0.8.0-*.whl (TensorRT-LLM 1.0.0rc3 Hopper tables)")
-    ap.add_argument("--only", choices=["attention", "memory", "moe", "silicon", "attention-1.0", "moe-1.0"],
-                    action="append")
+    ap.add_argument("--only", choices=["attention", "memory", "moe", "silicon", "attention-1.0", "moe-1.0",
+                                       "dense-1.0", "attention-dense-1.0"], action="append")
     args = ap.parse_args(argv)
     for flag, path, pkg in (("--wheel", args.wheel, "aiconfigurator-core==0.12.0"),
                             ("--rc3-wheel", args.rc3_wheel, "aiconfigurator==0.8.0")):
@@ -288,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         checks["attention-1.0"] = lambda: attention_check(old, pm, shape, version=RC3)
         checks["moe-1.0"] = lambda: moe_check(old, pm, shape, tokens=(128, 512, 1024, 2048, 4096, 8192, 16384),
                                               version=RC3)
+        checks["dense-1.0"] = lambda: dense_check(old, pm)
+        checks["attention-dense-1.0"] = lambda: attention_check(old, pm, Shape(heads=32, kv_heads=8), version=RC3)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 3):
         for name in args.only or list(checks):
             if name not in checks:

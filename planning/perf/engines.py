@@ -258,6 +258,41 @@ def router_batching(engine: str, version: str) -> RouterBatching | None:
     return None
 
 
+# TensorRT-LLM 1.0's performance overview (perf-overview.md @ 00f3768): its trtllm-bench datasets, ``$num_requests``
+# per (input, output) length (every request of the same lengths), and the CUDA-graph batch sizes of its
+# ``llm_options.yml`` (``cuda_graph_config``: ``enable_padding: true``), for the dense and the MoE runs alike.
+OVERVIEW_REQUESTS: dict[tuple[int, int], int] = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500, (2048, 128): 3000,
+    (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}
+OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+PYTORCH_BACKEND_FROM = (0, 19)  # the overview: "Starting with v0.19, testing was performed using the PyTorch backend"
+
+
+@dataclass(frozen=True)
+class BenchSchedule:
+    """How ``trtllm-bench throughput`` on TensorRT-LLM's PyTorch backend runs a published dataset
+    (``planning.perf.waves``): all ``requests`` queued at once, decode-only steps replayed as CUDA graphs padded to
+    the next of ``graph_sizes`` (below the engine's ``min(max_batch_size, max_num_tokens)``), and the host's work of
+    a step (scheduling, stop checks, responses) overlapped with the GPU's next step (the PyTorch executor's overlap
+    scheduler, on by default: TensorRT-LLM docs, ``features/overlap-scheduler``)."""
+
+    requests: int
+    graph_sizes: tuple[int, ...] = OVERVIEW_GRAPH_SIZES
+    overlap: bool = True
+
+
+def bench_schedule(engine: str, version: str, notes: str, input_len: float, output_len: float) -> BenchSchedule | None:
+    """The :class:`BenchSchedule` of a published ``trtllm-bench`` run on the PyTorch backend (TensorRT-LLM 0.19 on)
+    whose dataset size the overview states for these lengths; None for every other run (their steady state is the
+    closed form's)."""
+    v = parse_version(version)
+    if engine != "trtllm" or "trtllm-bench" not in notes or v is None or v < PYTORCH_BACKEND_FROM:
+        return None
+    requests = OVERVIEW_REQUESTS.get((round(input_len), round(output_len)))
+    return BenchSchedule(requests) if requests else None
+
+
 @dataclass(frozen=True)
 class EngineSetup:
     """A published run's engine as the model evaluates it: step scheduling, batch limits, memory reservation and
@@ -269,6 +304,7 @@ class EngineSetup:
     memory: EngineMemory
     router: RouterBatching | None = None
     attention_dp: bool = False  # the run states TensorRT-LLM's attention data parallelism (roofline.LayerArch)
+    bench: BenchSchedule | None = None  # a trtllm-bench dataset run on the PyTorch backend (planning.perf.waves)
 
 
 _FREE_FRACTION = re.compile(r"kv_cache_free_gpu_mem_fraction (0?\.\d+)")
@@ -341,5 +377,6 @@ def published_engine(perf: PerfModel, engine: str, version: str, gpu_id: str, tp
         kv_tok = 2.0 * spec.layers * heads * spec.head_dim * kv_element
         tokens, seqs = trtllm_bench_limits(spec.params_total, 1.0 if fp8 else 2.0, kv_tok, run.n_gpus, memory_bytes,
                                            run.input_len, run.output_len, memory.fraction)
+    bench = bench_schedule(engine, version, notes, run.input_len, run.output_len) if run is not None else None
     return EngineSetup(scheduling_of(engine, version), tokens, seqs, memory, router_batching(engine, version),
-                       attention_dp)
+                       attention_dp, bench)

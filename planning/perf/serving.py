@@ -57,6 +57,14 @@ def _step_time(eng: EngineCopy, n_decode: np.ndarray, context: float, prefill_to
     return np.asarray(t + eng.dev.cal.step_ms * 1e-3, dtype=float)
 
 
+def step_time(eng: EngineCopy, n_decode: np.ndarray, context: float, prefill_tokens: np.ndarray,
+              prompt_len: float) -> np.ndarray:
+    """Seconds of one engine step of the whole model: ``n_decode`` sequences at ``context`` cached tokens and
+    ``prefill_tokens`` prompt tokens of ``prompt_len``-token prompts, plus the per-step overhead ``step_ms`` (what
+    every closed form here times; ``planning.perf.waves`` times a trtllm-bench run's steps with it)."""
+    return _step_time(eng, n_decode, context, prefill_tokens, prompt_len)
+
+
 SCHEDULING = ("chunked", "prefill-first")
 
 

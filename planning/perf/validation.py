@@ -168,9 +168,15 @@ def predict(pm: PerfModel, p: ValidationPoint) -> float:
             return e.decode_step_ms
         per_s = b * out / ((e.prefill_ms + out * e.decode_step_ms) / 1e3) * (count // p.tp)
         return per_s if p.quantity == "output_tokens_per_s" else per_s / out
+    limits = (eng.max_batched_tokens, eng.max_num_seqs)
+    if eng.bench is not None and conc is None and p.quantity == "output_tokens_per_s":
+        # a trtllm-bench dataset run: waves, padded CUDA graphs, the overlap scheduler (planning.perf.waves)
+        tput = pm.bench_throughput(p.model, p.gpu, count, p.tp, p.dtype, eng.bench, input_len=p.input_len,
+                                   output_len=out, scheduling=eng.scheduling, engine_limits=limits,
+                                   memory=eng.memory, router=eng.router)
+        return math.nan if tput is None else tput
     sp = pm.serving(**args, input_len=p.input_len, output_len=out, concurrency=conc,  # type: ignore[arg-type]
-                    scheduling=eng.scheduling, engine_limits=(eng.max_batched_tokens, eng.max_num_seqs),
-                    memory=eng.memory, router=eng.router)
+                    scheduling=eng.scheduling, engine_limits=limits, memory=eng.memory, router=eng.router)
     if sp is None:
         return math.nan
     return {"ttft_ms": sp.ttft_ms, "prefill_ms": sp.ttft_ms, "tpot_ms": sp.tpot_ms, "itl_ms": sp.tpot_ms,

@@ -17,10 +17,11 @@ import numpy as np
 from planning.catalog.schema import GPU, ModelSpec, Provenance
 from planning.errors import PlanningError, quote
 from planning.perf.curves import memory_breakdown
-from planning.perf.engines import EngineMemory, RouterBatching
+from planning.perf.engines import BenchSchedule, EngineMemory, RouterBatching
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, Workload
 from planning.perf.roofline import NodeEngine, resolve_precision
 from planning.perf.serving import ServingQuery, serving_point
+from planning.perf.waves import bench_throughput
 
 if TYPE_CHECKING:
     from planning.perf.bands import BandTable
@@ -128,13 +129,21 @@ class WholeNode:
         o = _keywords(options, ServingOptions, "serving")
         input_len, output_len = o["input_len"], o["output_len"]
         concurrency, request_rate, engine_limits = o.get("concurrency"), o.get("request_rate"), o.get("engine_limits")
-        spec, gpu, tp = self._resolve(model_id, gpu_id, count, tp)
+        node = self._serving_node(model_id, gpu_id, count, tp, dtype, engine_limits)
         wl = Workload(float(input_len), float(output_len))
         if concurrency is not None and concurrency < 1:
             raise PlanningError("concurrency", f"{concurrency} clients.", "use concurrency >= 1.")
         if request_rate is not None and concurrency is not None:
             raise PlanningError("request_rate", "both a request rate and a concurrency were given.",
                                 "give one: an open loop at a rate or a closed loop of clients.")
+        query = ServingQuery(o.get("ttft_ms"), o.get("tpot_ms"), concurrency, o.get("scheduling", "chunked"),
+                             o.get("memory"), request_rate, o.get("router"))
+        return serving_point(node, wl, query)
+
+    def _serving_node(self, model_id: str, gpu_id: str, count: int, tp: int | None, dtype: str | None,
+                      engine_limits: tuple[int, int] | None) -> NodeEngine:
+        """The node ``serving`` and ``bench_throughput`` evaluate: this model's kernels, the engine's limits."""
+        spec, gpu, tp = self._resolve(model_id, gpu_id, count, tp)
         prec = resolve_precision(spec, dtype, gpu)
         settings = self.calibration.settings
         if engine_limits is not None:
@@ -143,10 +152,20 @@ class WholeNode:
                 raise PlanningError("engine_limits", f"{engine_limits} has a limit below 1.",
                                     "give (max_num_batched_tokens, max_num_seqs) of at least 1 each.")
             settings = replace(settings, max_batched_tokens=float(tokens), max_num_seqs=float(seqs))
-        query = ServingQuery(o.get("ttft_ms"), o.get("tpot_ms"), concurrency, o.get("scheduling", "chunked"),
-                             o.get("memory"), request_rate, o.get("router"))
-        return serving_point(NodeEngine(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp, count // tp),
-                             wl, query)
+        return NodeEngine(self._layer_arch(spec), self.device(gpu_id), prec, settings, tp, count // tp)
+
+    def bench_throughput(self, model_id: str, gpu_id: str, count: int, tp: int | None, dtype: str | None,
+                         schedule: BenchSchedule, **options: Unpack[ServingOptions]) -> float | None:
+        """Output tokens/s of a ``trtllm-bench`` dataset run on TensorRT-LLM's PyTorch backend (``schedule``:
+        ``engines.bench_schedule``): the dataset in waves of the closed form's memory-limited batch, padded CUDA
+        graphs and the overlap scheduler (``planning.perf.waves``). ``options`` as in :meth:`serving` (no SLOs,
+        concurrency or rate: the run queues its whole dataset). None when the model does not fit."""
+        point = self.serving(model_id, gpu_id, count, tp, dtype, **options)
+        if point is None:
+            return None
+        node = self._serving_node(model_id, gpu_id, count, tp, dtype, options.get("engine_limits"))
+        wl = Workload(float(options["input_len"]), float(options["output_len"]))
+        return bench_throughput(node, wl, point.batch / node.dp, schedule)
 
     def estimate(self, model_id: str, gpu_id: str, count: int = 1, tp: int | None = None, dtype: str | None = None,
                  **options: Unpack[EstimateOptions]) -> PerfEstimate:

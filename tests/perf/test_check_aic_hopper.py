@@ -126,7 +126,25 @@ def rc3_wheel(tmp_path_factory, pm):  # type: ignore[no-untyped-def]
             att = _attention_frame(pm.device(gpu, "trtllm"), 2.0).drop(columns="window_size")
             zf.writestr(f"{base}/generation_attention_perf.txt", _csv(att))
             zf.writestr(f"{base}/moe_perf.txt", _csv(_moe_frame()))
+            zf.writestr(f"{base}/gemm_perf.txt", _csv(_gemm_frame(pm, gpu)))
     return TOOL.Wheel(path)
+
+
+def _gemm_frame(pm, gpu: str) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+    """A ``gemm_perf.txt`` grid holding Llama-3-8B's decode shapes: FP8 timed 1.5 x and float16 0.8 x what
+    ``gemm_time`` gives on the CUDA-graphed TensorRT-LLM device (the dense check compares with that device)."""
+    from planning.perf.curves import graphed
+    from planning.perf.roofline import gemm_time
+
+    dev = graphed(pm.device(gpu, "trtllm"), pm.calibration.settings)
+    rows = []
+    for dtype, wbytes, compute, scale in (("fp8", 1.0, "fp8", 1.5), ("float16", 2.0, "bf16", 0.8)):
+        for m in (64, 128, 256, 512):
+            for n in (4096, 6144, 14336, 28672, 128256):
+                for k in (4096, 14336):
+                    t = float(gemm_time(dev, m, n, k, wbytes, compute)) * 1e3
+                    rows.append(dict(gemm_dtype=dtype, m=m, n=n, k=k, latency=scale * t))
+    return pd.DataFrame(rows)
 
 
 def test_older_wheel_layout_is_read_at_the_named_release(rc3_wheel, pm) -> None:  # type: ignore[no-untyped-def]
@@ -144,6 +162,18 @@ def test_older_wheel_layout_is_read_at_the_named_release(rc3_wheel, pm) -> None:
         assert moe.loc[(gpu, 1024), "tp8_pl1.01"] == pytest.approx(2.5)
         assert np.isnan(moe.loc[(gpu, 1024), "ep8_bal"])  # 1.0.0rc3 timed no balanced routing
         assert moe.loc[(gpu, 1024), "model"] > 0
+
+
+def test_dense_step_gemms_are_compared_term_by_term(rc3_wheel, pm) -> None:  # type: ignore[no-untyped-def]
+    """Each GEMM of a Llama-3-8B layer and its LM head, read from the 1.0.0rc3 ``gemm_perf.txt`` at decode batches:
+    measured / model is the synthetic 1.5 for the FP8 projections and 0.8 for the BF16 LM head, on both GPUs."""
+    dense = TOOL.dense_check(rc3_wheel, pm, batches=(128, 256))
+    assert set(dense.gpu) == set(TOOL.SYSTEMS) and set(dense.version) == {TOOL.RC3}
+    assert set(dense.term) == {"qkv", "o", "gate+up", "down", "lm_head"}
+    fp8 = dense[dense.term != "lm_head"]
+    assert np.allclose(fp8.ratio, 1.5)
+    assert np.allclose(dense[dense.term == "lm_head"].ratio, 0.8)
+    assert set(fp8[fp8.term == "qkv"].n) == {6144}  # (32 + 2 x 8) heads x 128
 
 
 def test_missing_release_is_named(rc3_wheel, pm) -> None:  # type: ignore[no-untyped-def]

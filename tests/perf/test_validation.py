@@ -6,6 +6,7 @@ import csv
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from planning.errors import PlanningError
@@ -78,6 +79,23 @@ def test_shipped_set_meets_the_fidelity_targets(evaluated: tuple[list[Validation
             assert err > limit + 0.05, f"{source} now meets its target ({err:.1%}): drop it from KNOWN_MISSES"
         else:
             assert err <= limit + 0.05, (source, err)
+
+
+def test_shipped_set_meets_the_issue_42_targets(pm: PerfModel,
+                                               evaluated: tuple[list[ValidationPoint], list[float]]) -> None:
+    """Issue 42's targets on the shipped set: overall median <= 7 %, saturation-throughput p90 <= 18 %, and the
+    median of each mixture-of-experts model's rows <= 10 % (Qwen3-235B's trtllm-bench rows need the waves, padded
+    CUDA graphs and overlap scheduler of planning.perf.waves: 12.5 % without them)."""
+    points, pred = evaluated
+    assert _median_error(points, pred) <= 0.07
+    sat = [abs(q / p.value - 1.0) for p, q in zip(points, pred, strict=True)
+           if p.kind == "throughput" and p.batch is None and p.concurrency is None and q == q]
+    assert float(np.quantile(sat, 0.9)) <= 0.18
+    moe = {p.model for p in points if pm.model(p.model).experts_total > 0}
+    assert {"qwen3-235b-a22b", "mixtral-8x7b"} <= moe
+    for model in moe:
+        ix = [i for i, p in enumerate(points) if p.model == model]
+        assert _median_error([points[i] for i in ix], [pred[i] for i in ix]) <= 0.10, model
 
 
 # Sources the model is known to miss, with the diagnosed cause. Empty: the ShareGPT runs once listed here

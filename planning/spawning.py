@@ -103,6 +103,19 @@ def spawn_context(die_with_parent: bool = False) -> multiprocessing.context.Spaw
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
+_SHARE = [1]  # the processes a job run in this (job worker) process may use for its own pool: set per job
+
+
+def set_job_share(processes: int) -> None:
+    """In a job worker: the processes the job it starts now may use, itself included (the runner's count of the
+    cores no other job of it runs on; ``planning.jobs.workers.Task.cores``); 1 when the job ends."""
+    _SHARE[0] = max(1, int(processes))
+
+
+def job_share() -> int:
+    """What :func:`set_job_share` set for the job running in this process (1 outside a job worker's job: a pool
+    worker planning a sweep point or an epoch runs beside others and never gets a pool of its own)."""
+    return _SHARE[0]
 
 
 def shared_pool(workers: int) -> ProcessPoolExecutor:

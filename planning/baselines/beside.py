@@ -145,18 +145,22 @@ in ``tests/baselines/test_baselines_beside.py`` and by the recorded presets)."""
 
 def workers_for(option: int) -> int:
     """The processes to run a solve's baselines on: :data:`ENV` if set, else ``options.workers`` (0: one per CPU
-    core), but 1 (here, one after another) in a child process of the engine (a pool worker planning a sweep point
-    or an epoch, a job worker): those already run beside others, and a pool of their own would multiply the
-    processes."""
+    core). In a child process of the engine, at most the job's share of the cores (``spawning.job_share``): a job
+    worker gets the cores no other job runs on from its runner (``JobRunner.cores_for``), so a browser's solve
+    alone on the server runs its baselines beside its allocation as the CLI does; a pool worker planning a sweep
+    point or an epoch gets 1 (here, one after another): it already runs beside others, and a pool of its own
+    would multiply the processes."""
     import multiprocessing
     import os
 
-    if multiprocessing.parent_process() is not None:
+    from planning.spawning import job_share
+
+    cap = job_share() if multiprocessing.parent_process() is not None else None
+    if cap is not None and cap <= 1:
         return 1
     told = os.environ.get(ENV, "").strip()
-    if told.isdigit():
-        return max(1, int(told))
-    return max(1, option or os.cpu_count() or 1)
+    wanted = max(1, int(told)) if told.isdigit() else max(1, option or os.cpu_count() or 1)
+    return wanted if cap is None else min(wanted, cap)
 
 
 def prewarm(workers: int) -> None:

@@ -122,6 +122,7 @@ class JobRunner:
         self._in_process: set[str] = set()  # jobs whose worker process writes their heartbeat
         self._unrecorded: dict[str, str] = {}  # outcomes the store refused (disk full): retried by the heartbeat
         self.processes = processes
+        self.cores = os.cpu_count() or 1  # what ``cores_for`` shares out (tests set it)
         self._pool: WorkerPool | None = None
         if processes:
             self._pool = WorkerPool(max_workers, warm_modules)
@@ -215,6 +216,18 @@ class JobRunner:
         """This runner's queued jobs in the order they will start, and its running jobs (id → owner)."""
         with self._lock:
             return self._fair.queued(), self._fair.running()
+
+    def cores_for(self, job_id: str) -> int:
+        """The processes a job starting now in a worker may use, itself included: the cores no other running job
+        takes (one each), at least 1; a background job (a slider's prefetch) gets 1, so a user's job that starts
+        beside it finds its core. A solve alone on a two-core server thus runs its baselines beside its
+        allocation as the CLI does (``planning.baselines.beside.workers_for``); two jobs at once get one each,
+        as before, so concurrent jobs never multiply processes past the cores."""
+        with self._lock:
+            if self._fair.is_background(job_id):
+                return 1
+            others = sum(1 for j in self._fair.running() if j != job_id)
+        return max(1, self.cores - others)
 
     def _dispatch(self) -> None:
         """Start queued jobs while a slot is free, the fair-share pick first; then stop a background job whose
@@ -472,7 +485,7 @@ class JobRunner:
                     return
                 self.store.set_worker(job_id, worker.pid, attempt)
                 task = Task(str(self.store.path), job_id, request, fn, self.cancel_poll_interval,
-                            self.progress_interval, self.heartbeat_interval)
+                            self.progress_interval, self.heartbeat_interval, self.cores_for(job_id))
                 outcome = worker.run(task, poll=self.heartbeat_interval, abandon=lambda: self._abandoned(job_id),
                                      started=handed_over)
                 with self._lock:

@@ -31,7 +31,7 @@ from planning.context import Cancelled, ProgressFn
 from planning.errors import PlanningError
 from planning.jobs.reporting import Heartbeat, JobToken, ProgressWriter
 from planning.jobs.store import RESUBMIT, JobStore
-from planning.spawning import spawn_context
+from planning.spawning import set_job_share, spawn_context
 
 JobFn = Callable[[dict[str, Any], ProgressFn, JobToken], dict[str, Any]]
 Outcome = tuple[str, Any, str]  # ("done", result, "") | ("cancelled", reason, text) | ("error", field, text)
@@ -76,6 +76,7 @@ class Task:
     poll_interval: float
     progress_interval: float
     heartbeat_interval: float
+    cores: int = 1  # processes the job may use, itself included (its baselines' pool): the runner's free cores
 
 
 _CHILD_STORES: dict[str, JobStore] = {}
@@ -107,6 +108,7 @@ def run_in_child(task: Task) -> Outcome:
     heartbeat.beat()
     heartbeat.start()
     _CURRENT.append((store, task.job_id))
+    set_job_share(task.cores)
     try:
         result = task.fn(task.request, progress, token)
     except Cancelled as exc:
@@ -120,6 +122,7 @@ def run_in_child(task: Task) -> Outcome:
         return ("crash", f"{type(exc).__name__}: {exc}", short_traceback(exc))
     finally:
         _CURRENT.clear()
+        set_job_share(1)
         heartbeat.stop()
     progress.flush()
     return ("done", result, "")

@@ -50,8 +50,13 @@ def test_the_solves_deadline_skips_what_it_stops_and_the_callers_cancel_raises()
         run_all_baselines(p, cancel=Deadline(60.0, cancelled), workers=2)
 
 
-def test_only_the_main_process_fans_out(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_child_process_fans_out_only_as_far_as_its_jobs_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main process takes ``PLANNING_BASELINE_WORKERS`` or the option; a child process (a job or pool
+    worker) at most its job's share of the cores (``spawning.job_share``), which is 1 unless a job runner set
+    it for the job running there."""
     import multiprocessing
+
+    from planning import spawning
 
     monkeypatch.delenv("PLANNING_BASELINE_WORKERS", raising=False)
     assert workers_for(3) == 3
@@ -60,7 +65,16 @@ def test_only_the_main_process_fans_out(monkeypatch: pytest.MonkeyPatch) -> None
     assert workers_for(3) == 1
     monkeypatch.setenv("PLANNING_BASELINE_WORKERS", "2")
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
-    assert workers_for(3) == 1
+    assert workers_for(3) == 1  # a pool worker, or a job worker whose job shares its cores
+    try:
+        spawning.set_job_share(3)
+        assert workers_for(5) == 2  # the environment's 2 within the share of 3
+        monkeypatch.delenv("PLANNING_BASELINE_WORKERS")
+        assert workers_for(5) == 3  # the option's 5 cut to the share
+        assert workers_for(2) == 2
+    finally:
+        spawning.set_job_share(1)
+    assert workers_for(5) == 1
 
 
 def test_a_single_type_task_carries_its_own_templates_and_the_largest_starts_first() -> None:

@@ -172,3 +172,25 @@ def hung_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> 
     time.sleep(0.5)  # let the progress row and a heartbeat land first
     re.match(r"(a+)+$", "a" * 40 + "b")
     return {}
+
+
+def share_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """The processes the job may use (``spawning.job_share``) and, with ``request["baselines"]``, the seeded
+    problem's baselines as ``workers_for`` runs them in this worker, with the pools this process holds after."""
+    from planning.spawning import _POOLS, job_share
+
+    out: dict[str, Any] = {"share": job_share()}
+    if request.get("baselines"):  # as on a server: the suite's PLANNING_BASELINE_WORKERS=1 is not set there
+        import os
+
+        os.environ.pop("PLANNING_BASELINE_WORKERS", None)  # (this worker belongs to the asking test's runner)
+        from planning.allocate.synthetic import Synthetic, random_problem
+        from planning.baselines import run_all_baselines
+        from planning.baselines.beside import workers_for
+
+        spec = Synthetic(groups=3, templates_per_group=8, regions=2, shapes=4, max_available=6, demand_scale=0.6)
+        workers = workers_for(0)
+        found = run_all_baselines(random_problem(int(request["seed"]), spec), workers=workers)
+        out.update(workers=workers, pools=sorted(_POOLS),
+                   answers=[[b.name, b.cost_per_hour, b.feasible, b.note] for b in found])
+    return out

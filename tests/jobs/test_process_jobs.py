@@ -16,7 +16,7 @@ import pytest
 
 from planning.jobs import JobRunner, JobStore
 from planning.jobs.runner import Cadence
-from tests.jobs._children import failing_job, looping_job, pid_job
+from tests.jobs._children import failing_job, looping_job, pid_job, share_job
 
 
 @pytest.fixture
@@ -126,3 +126,51 @@ def test_cancelling_a_real_on_demand_solve_in_a_worker_process_is_recorded_cance
     # the last progress written is the first column-generation round's (~0.12): the engine stopped there, before
     # its group bounds (0.57 of the solve), fixing and the ILP
     assert record.progress < 0.5, record.progress
+
+
+def test_a_job_alone_gets_the_free_cores_and_one_beside_another_gets_what_is_left(tmp_path: Path) -> None:
+    """The runner gives a job starting in a worker the cores no other running job takes (``cores_for``): 4 of 4
+    alone, 3 while another job runs, 1 for a background job (a slider's prefetch); the worker sees it as
+    ``spawning.job_share`` for that job only."""
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True, warm_modules=("planning.jobs",),
+                  cadence=Cadence(progress_interval=0.02, cancel_poll_interval=0.02))
+    r.cores = 4
+    try:
+        alone = r.wait(r.submit("share", {"n": 1}, share_job, owner="a"), timeout=120)
+        assert alone.result == {"share": 4}
+        background = r.wait(r.submit("share", {"n": 2}, share_job, owner="a", background=True), timeout=120)
+        assert background.result == {"share": 1}
+        loop = r.submit("loop", {"n": 1}, looping_job, owner="b")
+        deadline = time.monotonic() + 120  # a bound on a hang, not on speed
+        while r.get(loop).status != "running":
+            assert time.monotonic() < deadline, "the looping job never started"
+            time.sleep(0.02)
+        beside = r.wait(r.submit("share", {"n": 3}, share_job, owner="a"), timeout=120)
+        assert beside.result == {"share": 3}
+        r.cancel(loop)
+        assert r.wait(loop, timeout=120).status == "cancelled"
+    finally:
+        r.shutdown(wait=True, cancel=True)
+
+
+def test_a_job_with_two_cores_runs_its_baselines_on_a_pool_and_answers_as_one_process_does(tmp_path: Path) -> None:
+    """With two cores to itself a job's baselines run on a pool of two processes in its worker (before, a job
+    worker always ran them one after another), and answer exactly what the same baselines answer in turn here;
+    with one core (another job beside it) no pool is made."""
+    from planning.allocate.synthetic import Synthetic, random_problem
+    from planning.baselines import run_all_baselines
+
+    spec = Synthetic(groups=3, templates_per_group=8, regions=2, shapes=4, max_available=6, demand_scale=0.6)
+    serial = [[b.name, b.cost_per_hour, b.feasible, b.note] for b in run_all_baselines(random_problem(3, spec))]
+    for cores, workers, pools in ((2, 2, [2]), (1, 1, [])):
+        r = JobRunner(JobStore(tmp_path / f"jobs{cores}.sqlite"), max_workers=1, processes=True,
+                      warm_modules=("planning.jobs",))
+        r.cores = cores
+        try:
+            got = r.wait(r.submit("share", {"baselines": True, "seed": 3}, share_job), timeout=300)
+        finally:
+            r.shutdown(wait=True, cancel=True)
+        assert got.status == "done", got.error
+        assert got.result is not None
+        assert (got.result["share"], got.result["workers"], got.result["pools"]) == (cores, workers, pools)
+        assert got.result["answers"] == serial

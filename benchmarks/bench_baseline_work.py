@@ -7,7 +7,8 @@ Solves each preset as ``planning solve --preset P --json`` does (result cache of
 whether it was time-limited, and whether its cost and note are the ones recorded in
 ``tests/baselines/data/preset_baselines.json``; then the most nodes any baseline's HiGHS solve took (read from
 HiGHS's ``mip_node_count`` of every solve given a node limit: the baselines' cost, max-served and linked-part ILPs),
-the number of such solves and the five largest. The margin is the work limit over that maximum.
+the number of such solves and the five largest. The margin is the work limit over that maximum. The baselines run
+in this process one after another (``PLANNING_BASELINE_WORKERS=1``), so every one of their solves is counted.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def main() -> int:
     ap.add_argument("--presets", nargs="+", default=["coral-core", "coral-extended", "catalog-wide"])
     args = ap.parse_args()
     os.environ["PLANNING_RESULT_CACHE"] = "off"
+    # every baseline in this process, one after another, so that the spy sees each one's HiGHS solves (beside each
+    # other they run in pool workers, where it sees none: the same answers either way, tests/baselines)
+    os.environ["PLANNING_BASELINE_WORKERS"] = "1"
     print(f"# {platform.platform()}, python {platform.python_version()}, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; work limit {BASELINE_NODES:,} nodes")
     recorded = json.loads(RECORDED.read_text())["presets"]

@@ -62,7 +62,7 @@ _GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
-NODE_CURVES_KEPT = 4096  # _node_curves entries kept (a few KB each: catalog-wide's tables read ~1,200)
+NODE_CURVES_KEPT = 4096  # _node_curves entries kept (a few KB each: a coral-extended solve reads ~1,200)
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
 # reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the

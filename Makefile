@@ -14,7 +14,13 @@ export UV_PYTHON_DOWNLOADS := never
 # `--locked` fails, naming `uv lock`, when pyproject.toml asks for something uv.lock does not pin. A sync is exact
 # (it removes what the lock's set for that target lacks; pip and uv stay) except where marked `--inexact`: `make
 # run` and `make install-ray` add to a venv and leave the dev tools a developer has in it.
-SYNC := $(UV) sync --locked
+# `--compile-bytecode`: every installed module is compiled once here, and OWN_BYTECODE compiles the package's own
+# (editable: not in site-packages). A fresh process then reads bytecode instead of compiling its ~800 modules
+# again, which is what happens in every process where PYTHONDONTWRITEBYTECODE is set (containers, CI, sandboxes:
+# Python never writes the cache there): 2.0-2.5 CPU-s of a fresh `planning solve` and of each pool worker
+# (docs/benchmarks.md, "The fresh process"). It adds ~15 s to a first install, under a second to a no-op sync.
+SYNC := $(UV) sync --locked --compile-bytecode
+OWN_BYTECODE := $(BIN)/python -m compileall -q planning ui views app.py
 PYTEST_DEFAULT := not benchmark and not ray and not skypilot and not guidellm and not guidellm08
 # `make test` runs the suite on this many processes (pytest-xdist, one test file to a process: a file's fixtures
 # are made once); 2 fills a CI runner's two cores, 0 runs it in this one process. Files are handed out in the
@@ -38,10 +44,12 @@ $(BIN)/uv: tools/uv-requirements.txt | $(BIN)/python
 ## The runtime set of uv.lock (the product's stack, no extras) and the package, editable
 install: $(UV_READY)
 	$(SYNC) --inexact
+	$(OWN_BYTECODE)
 
 ## The runtime set plus the dev extra (lint, types, tests): no SkyPilot, no Ray
 install-dev: $(UV_READY)
 	$(SYNC) --extra dev
+	$(OWN_BYTECODE)
 
 ## The optional Ray backend (the [ray] extra, from the same lock)
 install-ray: $(UV_READY)

@@ -8,17 +8,28 @@ baseline's cost, note, served fraction and GPUs). ``--against DIR`` alternates t
 ``git archive main | tar -x -C DIR``; the same virtualenv) and says whether the digests agree. Prints one JSON
 line per run, then the medians with the load averages at the starts.
 
+``--fresh`` times the whole command instead, as a user meets it: ``planning solve --preset P --json`` in a fresh
+process with an empty ``PLANNING_HOME`` and the result cache off, from outside (wall from start to exit; CPU of the
+process and of the pool workers it reaped), the digest taken from its JSON. ``--no-bytecode`` makes every process
+compile its modules from source (``PYTHONPYCACHEPREFIX`` at an empty folder, with ``PYTHONDONTWRITEBYTECODE``), as
+it did before the installs compiled bytecode.
+
     python -m benchmarks.bench_cold_beside --against DIR --presets coral-extended catalog-wide --runs 3
+    python -m benchmarks.bench_cold_beside --fresh --against DIR --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ONE = """
@@ -49,11 +60,37 @@ def one_run(checkout: str, preset: str) -> dict[str, float | str]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def fresh_run(checkout: str, preset: str, no_bytecode: bool = False) -> dict[str, float | str]:
+    """One ``planning solve --preset P --json`` of ``checkout`` in a fresh process with an empty home, timed from
+    outside: wall, CPU (its own and its reaped workers'), the allocation's and baselines' steps, the digest."""
+    with tempfile.TemporaryDirectory(prefix="cold-home-") as home, tempfile.TemporaryDirectory() as empty:
+        env = {**os.environ, "PYTHONPATH": checkout, "PLANNING_RESULT_CACHE": "off", "PLANNING_HOME": home}
+        if no_bytecode:
+            env.update(PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1")
+        load = os.getloadavg()[0]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "planning.cli", "solve", "--preset", preset, "--json"],
+                             cwd=checkout, env=env, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = json.loads(out.stdout)
+    answer = json.dumps([r["cost_per_hour"]] + [(b["name"], b["cost_per_hour"], b["note"], b["served_fraction"],
+                                                 sorted(b["gpus"].items())) for b in r["baselines"]])
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    t = r["timings"]
+    return {"wall": wall, "cpu": cpu, "allocation": t.get("allocation_seconds", 0.0),
+            "baselines": t.get("baselines_seconds", 0.0), "load": load,
+            "digest": hashlib.sha1(answer.encode()).hexdigest()[:12]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default=None, help="another checkout, run alternately (before)")
     parser.add_argument("--presets", nargs="+", default=["coral-extended", "catalog-wide"])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--fresh", action="store_true", help="time the whole CLI command, empty home (docstring)")
+    parser.add_argument("--no-bytecode", action="store_true", help="with --fresh: compile every module anew")
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parent.parent)
     sides = [("after", here)] + ([("before", args.against)] if args.against else [])
@@ -61,7 +98,7 @@ def main() -> None:
     for run in range(args.runs):
         for which, checkout in (sides if run % 2 else sides[::-1]):
             for preset in args.presets:
-                row = one_run(checkout, preset)
+                row = fresh_run(checkout, preset, args.no_bytecode) if args.fresh else one_run(checkout, preset)
                 rows.setdefault((preset, which), []).append(row)
                 print(json.dumps({"run": run + 1, "side": which, "preset": preset, **row}), flush=True)
     for (preset, which), got in sorted(rows.items()):

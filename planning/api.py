@@ -39,7 +39,7 @@ from planning.api_measurements import (
     points_frame,
     read_measurements,
     scenario_context,
-    solve_measured,
+    solve_scenario,
     validate_plan,
 )
 from planning.api_measurements import Setup as MeasurementSetup
@@ -340,13 +340,11 @@ def solve(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: Can
     (:mod:`planning.resultcache`; its key holds the perf model's fingerprint, so corrected and shipped models never
     share an answer). ``prechecked``: the caller ran :func:`planning.precheck.precheck` on this scenario and the
     context it plans on (:func:`engine_context`; no fit of its models kept, ``planned_settings``) and it passed,
-    so the solve does not run it again (the CLI does, before it imports this module)."""
-    from planning.pipeline import Reuse
-    from planning.resultcache import default_cache
-
-    reuse = Reuse(cache=default_cache() if cache else None, prechecked=prechecked)
-    return solve_measured(scenario, reuse, progress=progress, cancel=cancel, with_baselines=with_baselines,
-                          dump_model=dump_model)
+    so the solve does not run it again (the CLI does, before it imports the solve's modules). The CLI calls
+    :func:`planning.api_measurements.solve_scenario` itself, which this delegates to, so that a command-line solve
+    does not import this module's re-exports (pandas and the frames' modules)."""
+    return solve_scenario(scenario, progress=progress, cancel=cancel, dump_model=dump_model,
+                          with_baselines=with_baselines, cache=cache, prechecked=prechecked)
 
 
 def validate(scenario: Scenario) -> list[str]:

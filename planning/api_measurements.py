@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from planning.context import CancelToken, EngineContext, ProgressFn
 from planning.errors import PlanningError
 from planning.measurements.checks import check_point
@@ -22,6 +20,8 @@ from planning.result import PlanResult
 from planning.scenario import Scenario
 
 if TYPE_CHECKING:  # the fit and the plan check load the simulator: imported when called, not with the face
+    import pandas as pd  # pandas: imported by the functions that build a frame (a CLI solve needs none)
+
     from planning.measurements.fit import SettingFit
     from planning.measurements.validate import InstanceCheck
     from planning.pipeline import Reuse
@@ -95,6 +95,8 @@ def import_measurements(paths: Sequence[str | os.PathLike[str]], setup: Setup | 
 
 def measurements_frame(home: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """The stored measurements, one row per point (columns of the store schema)."""
+    import pandas as pd
+
     return pd.DataFrame([m.as_row() for m in load_store(store_path(home))], columns=list(COLUMNS))
 
 
@@ -120,6 +122,8 @@ def fit_measurements(points: Sequence[Measurement] | None = None, home: str | os
 def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
     """One row per setting: its corrections (``fitted``: those its points identify, the others kept at the
     model's), and median errors before, after and leave-one-out (fractions)."""
+    import pandas as pd
+
     rows = []
     for f in fits:
         model, gpu, count, tp, engine = f.key
@@ -136,6 +140,8 @@ def fit_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
 
 def points_frame(fits: Sequence[SettingFit]) -> pd.DataFrame:
     """Every measured quantity beside the simulator before and after the fit (the fit chart's data)."""
+    import pandas as pd
+
     rows = []
     for f in fits:
         for b, a in zip(f.before, f.after, strict=True):
@@ -164,12 +170,16 @@ class PlanValidation:
 
     def frame(self) -> pd.DataFrame:
         """One row per measured point: measured vs predicted, SLOs, whether it misses and why."""
+        import pandas as pd
+
         return pd.DataFrame([c.as_row() for c in self.checks])
 
 
 def plan_diff(before: PlanResult, after: PlanResult) -> pd.DataFrame:
     """Instances of two plans side by side: (model, phase, template, region) with their counts and $/h, before
     and after (0 where a plan has none), and a total row; both costs are provisioning ($/h of the nodes)."""
+    import pandas as pd
+
     rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for side, plan in (("before", before), ("after", after)):
         for inst in plan.instances:
@@ -323,6 +333,21 @@ def scenario_context(scenario: Scenario) -> EngineContext:
     return plan_context(scenario, engine_context())[0]
 
 
+def solve_scenario(scenario: Scenario, *, progress: ProgressFn | None = None, cancel: CancelToken | None = None,
+                   dump_model: str | Path | None = None, with_baselines: bool = True, cache: bool = True,
+                   prechecked: bool = False) -> PlanResult:
+    """``api.solve`` (its docstring says what each argument does): :func:`solve_measured` with the result cache of
+    ``$PLANNING_HOME`` unless ``cache`` is False, and without the precheck when the caller ran it. Here, in a face
+    part that imports no pandas, so that ``planning solve`` reaches the pipeline without loading the face's frames
+    (pandas and pyarrow: a third of a second of CPU in every fresh process)."""
+    from planning.pipeline import Reuse
+    from planning.resultcache import default_cache
+
+    reuse = Reuse(cache=default_cache() if cache else None, prechecked=prechecked)
+    return solve_measured(scenario, reuse, progress=progress, cancel=cancel, with_baselines=with_baselines,
+                          dump_model=dump_model)
+
+
 def solve_measured(scenario: Scenario, reuse: Reuse | None = None, *, progress: ProgressFn | None = None,
                    cancel: CancelToken | None = None, with_baselines: bool = True,
                    dump_model: str | Path | None = None) -> PlanResult:
@@ -375,6 +400,8 @@ def measurements_impact(scenarios: Mapping[str, Scenario], home: str | os.PathLi
     (as ``options.measurements: use``); a scenario without one is listed unchanged without solving. Costs are
     provisioning $/h (the same components on both sides); ``change_pct`` is relative to the shipped plan.
     """
+    import pandas as pd
+
     from planning.context import check_cancel, default_context
     from planning.measurements.apply import load_settings, measured_context
     from planning.pipeline import solve as pipeline_solve

@@ -79,11 +79,11 @@ def slo_bound(ctx: EngineContext, resolved: ResolvedScenario, group: Group, inpu
     fastest, fastest_cycle = resolved.shapes[0], math.inf
     arch = None
     for shape in resolved.shapes:
-        count, dev, prec, net, arch = perf._node(spec, shape, None)
+        count, _dev, prec, net, arch = perf._node(spec, shape, None)
         if group.phase == "decode":
             handoff = min(handoff, handoff_s(arch, prec, net, input_len, settings))
         for tp in perf.tp_options(spec, count):
-            c = perf._curves(spec, perf._node_engine(arch, dev, prec, tp, count // tp), group.phase, wl, batches, net)
+            c = perf._node_curves(spec, shape, tp, group.phase, wl, batches)  # the tables read the same
             full, slide = float(np.min(c.t_full)), float(np.min(c.t_slide))
             t_full, t_slide, step = min(t_full, full), min(t_slide, slide), min(step, float(c.step_s))
             cycle = _cycle(arch.full_in_window, arch.layers, full, slide, float(c.step_s))

@@ -2,7 +2,9 @@
 
 ``planning.api`` (pandas, the solvers, the template machinery: most of the CLI's start-up) is imported inside the
 commands that use it, so ``planning solve`` answers a scenario the precheck refuses (an SLO no offered GPU reaches,
-``planning.precheck``) before importing it (issue 37 §4: ≤ 2 s in a fresh process).
+``planning.precheck``) before importing it (issue 37 §4: ≤ 2 s in a fresh process). ``planning solve`` itself goes
+through ``planning.api_measurements.solve_scenario`` (what ``api.solve`` delegates to), never ``planning.api``: a
+plan needs none of the face's frames, so a command-line solve loads no pandas (issue 41 §3, the fresh process).
 """
 
 from __future__ import annotations
@@ -123,10 +125,10 @@ def _solve(args: argparse.Namespace) -> int:
 
         check_dump_path(args.dump_model, "--dump-model")
     result, checked = precheck_first(scenario)
-    if result is None:
-        from planning import api
+    if result is None:  # api.solve's own part, not planning.api: a solve needs none of its frames (pandas)
+        from planning import api_measurements
 
-        result = api.solve(scenario, dump_model=args.dump_model, prechecked=checked)  # passed: not checked twice
+        result = api_measurements.solve_scenario(scenario, dump_model=args.dump_model, prechecked=checked)
     if args.bill is not None:
         from planning.api_finance import bill_csv
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,6 +62,7 @@ _GRID = sorted({round(2 ** (k / 2)) for k in range(0, 25)})  # 1 .. 4096
 PREFILL_MAX_TOKENS = 65536  # a prefill batch larger than this gains nothing and no engine schedules it
 DECODE_MAX_BATCH = 4096
 BATCH_CURVES_CACHE = 64  # decode_batch_curves entries kept (a few hundred KB each)
+NODE_CURVES_KEPT = 4096  # _node_curves entries kept (a few KB each: a coral-extended solve reads ~1,200)
 # Bumped whenever the model's physics changes in code (not in data): part of every cache key and of fingerprint(),
 # so tables, template libraries and plans computed by an older model are not reused. v3: engines' memory
 # reservations, host-memory all-reduce without peer-to-peer, prompts in lumps, TTFT under load (issue 24). v4: the
@@ -105,6 +106,7 @@ class PerfModel(WholeNode):
         self._bundles = TableCache(cache_dir, 64, prefix="T")
         self._curve_files = TableCache(cache_dir, 4, prefix="C")
         self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._node_memo: dict[tuple[Any, ...], Curves] = {}  # _node_curves
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
@@ -376,14 +378,33 @@ class PerfModel(WholeNode):
     def _budget_and_curves(self, model: ModelSpec, shape: str, phase: str, slo_ms: float, wl: Workload,
                            max_stages: int, dtype: str | None) -> tuple[np.ndarray, list[Curves]]:
         """Per-stage time budgets (S,) and the batch curves of every usable tp split of a prefill/decode node."""
-        count, dev, prec, net, arch = self._node(model, shape, dtype)
+        count, _dev, prec, net, arch = self._node(model, shape, dtype)
         s = self.calibration.settings
         batches = self._grid(phase, wl)
         handoff = handoff_s(arch, prec, net, wl.input_len, s) if phase == "decode" else 0.0
         budget = cycle_budget_s(s, phase, slo_ms, wl.output_len, handoff) / np.arange(1, max_stages + 1, dtype=float)
-        curves = [self._curves(model, self._node_engine(arch, dev, prec, tp, count // tp), phase, wl, batches, net)
-                  for tp in self.tp_options(model, count)]
+        curves = [self._node_curves(model, shape, tp, phase, wl, batches, dtype) for tp in self.tp_options(model, count)]
         return budget, curves
+
+    def _node_curves(self, model: ModelSpec, shape: str, tp: int, phase: str, wl: Workload, batches: np.ndarray,
+                     dtype: str | None = None) -> Curves:
+        """:meth:`_curves` of one node of ``shape`` at ``tp`` as the planner's tables read it (``_node``'s
+        device), kept in memory by everything it depends on: the precheck (``planning.precheck``) asks for the very
+        curves the T̂ tables then build on, once per process instead of twice (a shared, read-only value)."""
+        key = (model, shape, tp, phase, wl, dtype, batches.tobytes(), self._calibration_fingerprint(),
+               self.profiles.fingerprint() if self.profiles is not None else None)
+        hit = self._node_memo.get(key)
+        if hit is not None:
+            return hit
+        count, dev, prec, net, arch = self._node(model, shape, dtype)
+        curves = self._curves(model, self._node_engine(arch, dev, prec, tp, count // tp), phase, wl, batches, net)
+        for value in vars(curves).values():  # shared from now on: a caller that wrote into it would raise
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        if len(self._node_memo) >= NODE_CURVES_KEPT:
+            self._node_memo.pop(next(iter(self._node_memo)))  # the oldest: a long-lived process stays bounded
+        self._node_memo[key] = curves
+        return curves
 
     def _curves_key(self, model: ModelSpec, shape: str, slo_ms: float, workload: Workload, max_stages: int,
                     dtype: str | None) -> str:

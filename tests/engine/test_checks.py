@@ -87,7 +87,9 @@ def test_a_solved_plan_carries_its_checks_in_json_text_and_markdown(tiny: dict[s
 
 def test_cli_exits_4_on_an_slo_miss(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     missed = with_checks(_plan(step_ms=120.0))
-    monkeypatch.setattr(api, "solve", lambda *a, **k: replace(missed))
+    import planning.api_measurements as face  # what `planning solve` calls (not planning.api: no pandas)
+
+    monkeypatch.setattr(face, "solve_scenario", lambda *a, **k: replace(missed))
     assert main(["solve", "--preset", "coral-core", "--sharing", "off"]) == 4
     assert "slo_miss" in capsys.readouterr().out
 

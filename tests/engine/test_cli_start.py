@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -71,6 +72,29 @@ def test_a_refused_scenario_is_answered_without_the_solvers_imports(tmp_path: Pa
     same = api.solve(Scenario.from_dict(IMPOSSIBLE), cache=False)
     assert answer["status"] == same.status == "infeasible"
     assert answer["message"] == same.message and answer["diagnostics"] == list(same.diagnostics)
+
+
+LAZY = ("pandas", "pyarrow", "streamlit", "plotly", "altair", "planning.api")
+
+
+def test_a_cli_solve_loads_no_frames_nor_interfaces(tmp_path: Path) -> None:
+    """In a fresh process, ``planning solve FILE --json`` plans a scenario the precheck passes (exit 0, a plan)
+    without importing pandas, pyarrow, streamlit, plotly, altair or ``planning.api``: the solve goes through
+    ``api_measurements.solve_scenario``; its answer is the one ``api.solve`` gives."""
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(_meetable()), encoding="utf-8")
+    code = ("import sys, json\nfrom planning.cli import main\nrc = main(['solve', sys.argv[1], '--json', '--out', "
+            "sys.argv[2]])\nprint(json.dumps({'rc': rc, 'loaded': sorted(m for m in sys.modules if m in "
+            f"{LAZY!r} or m.split('.')[0] in {LAZY!r})}}))\n")
+    env = {**os.environ, "PLANNING_HOME": str(tmp_path / "home"), "PLANNING_RESULT_CACHE": "off"}
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out.json")], capture_output=True,
+                         text=True, check=True, timeout=600, env=env)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"rc": 0, "loaded": []}
+    answer = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    same = api.solve(Scenario.from_dict(_meetable()), cache=False)
+    assert answer["status"] == same.status and same.has_plan
+    assert answer["cost_per_hour"] == pytest.approx(same.cost_per_hour, abs=1e-9)
 
 
 def test_a_scenario_the_precheck_passes_goes_to_the_solve() -> None:
@@ -144,8 +168,10 @@ def test_a_prechecked_solve_does_not_check_again(monkeypatch: pytest.MonkeyPatch
 
 def test_the_cli_checks_once_and_tells_the_solve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """``planning solve`` prechecks a scenario that passes once, and passes ``prechecked=True`` to ``api.solve``;
-    with a kept fit of its model (the solve plans on the corrected model) it checks nothing and says so."""
+    """``planning solve`` prechecks a scenario that passes once, and passes ``prechecked=True`` to the solve
+    (``api_measurements.solve_scenario``, what ``api.solve`` delegates to); with a kept fit of its model (the solve
+    plans on the corrected model) it checks nothing and says so."""
+    import planning.api_measurements as face
     import planning.measurements.apply as apply
 
     calls = _counted_refusals(monkeypatch)
@@ -157,7 +183,7 @@ def test_the_cli_checks_once_and_tells_the_solve(monkeypatch: pytest.MonkeyPatch
         asked.append(kwargs["prechecked"])
         return canned
 
-    monkeypatch.setattr(api, "solve", solve)
+    monkeypatch.setattr(face, "solve_scenario", solve)
     path = tmp_path / "ok.json"
     path.write_text(json.dumps(_meetable()), encoding="utf-8")
     assert main(["solve", str(path), "--json"]) == 1  # the canned infeasible answer
@@ -186,3 +212,18 @@ def test_one_rule_picks_the_perf_model_for_the_cli_and_the_solve(monkeypatch: py
     assert plan_context(scenario, base) == (base, "")
     assert refused_at_once(scenario) is not None
     assert asked == [scenario.name, scenario.name]
+
+
+@pytest.mark.parametrize("target", ["install", "install-dev"])
+def test_the_installs_leave_bytecode_for_a_fresh_process(target: str) -> None:
+    """``make install`` and ``make install-dev`` (dry run) compile every installed module (uv's
+    ``--compile-bytecode``) and the package's own sources (``compileall`` of planning, ui, views, app.py): where
+    PYTHONDONTWRITEBYTECODE is set, a fresh ``planning solve`` and each pool worker otherwise compile their ~800
+    modules anew, 2.0-2.5 CPU-s each."""
+    root = Path(__file__).resolve().parents[2]
+    plan = subprocess.run(["make", "-n", "-B", target], cwd=root, capture_output=True, text=True, check=True,
+                          timeout=60).stdout.splitlines()
+    sync = [line for line in plan if " sync --locked" in line]
+    assert sync and all("--compile-bytecode" in line for line in sync)
+    own = [line.split() for line in plan if "-m compileall" in line]
+    assert own and {"planning", "ui", "views", "app.py"} <= set(own[-1])

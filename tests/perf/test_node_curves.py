@@ -1,0 +1,73 @@
+"""The node curves the precheck reads are the ones the T̂ tables build on: computed once per model and key
+(``PerfModel._node_curves``), read-only once shared, and never mixed up across what they depend on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import planning.perf.model as model_module
+from planning.catalog.presets import load_preset
+from planning.context import EngineContext, engine_context
+from planning.perf import PerfModel, Workload
+from planning.precheck import refusals
+from planning.resolve import resolve_scenario
+from planning.scenario import Scenario
+
+WL = Workload(1000, 250)
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ``build_curves`` call (the computation the memo saves), by phase."""
+    calls: list[str] = []
+    real = model_module.build_curves
+
+    def counted(node, phase, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(phase)
+        return real(node, phase, *args, **kwargs)
+
+    monkeypatch.setattr(model_module, "build_curves", counted)
+    return calls
+
+
+def test_the_tables_after_the_precheck_compute_no_curve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fresh PerfModel, coral-core's precheck computes each node's curves; its groups' T̂ tables afterwards
+    (the same shapes, workloads and batch grids) compute none, and equal the tables of a model that never ran the
+    precheck."""
+    base = engine_context()
+    fresh = PerfModel(catalog=base.perf.catalog, calibration=base.perf.calibration)
+    ctx = EngineContext(catalog=base.catalog, perf=fresh)
+    resolved = resolve_scenario(Scenario.from_dict(load_preset("coral-core")), ctx.catalog)
+    calls = _counted(monkeypatch)
+    assert refusals(ctx, resolved) == []
+    checked = len(calls)
+    assert checked > 0
+    other = PerfModel(catalog=base.perf.catalog, calibration=base.perf.calibration)
+    for g in resolved.groups:
+        c = g.classes[0]
+        wl = Workload(c.input_len, c.output_len)
+        spec = resolved.specs[g.model]
+        tables = fresh.stage_tables(spec, list(resolved.shapes), g.phase, float(g.slo_ms), wl)
+        assert len(calls) == checked, f"{g.id}: the tables computed curves the precheck had"
+        monkeypatch.undo()
+        assert np.array_equal(tables, other.stage_tables(spec, list(resolved.shapes), g.phase, float(g.slo_ms), wl))
+        calls = _counted(monkeypatch)
+        checked = len(calls)
+
+
+def test_shared_curves_are_read_only_and_keyed_by_what_they_depend_on(pm: PerfModel) -> None:
+    """The same request returns the same object, whose arrays cannot be written; another tp, phase, workload,
+    batch grid or engine gets curves of its own."""
+    spec = pm.model("llama-3-70b")
+    grid = pm._grid("decode", WL)
+    one = pm._node_curves(spec, "4xH100", 2, "decode", WL, grid)
+    assert pm._node_curves(spec, "4xH100", 2, "decode", WL, grid) is one
+    with pytest.raises(ValueError):
+        one.t_full[0] = 0.0
+    others = [pm._node_curves(spec, "4xH100", 4, "decode", WL, grid),
+              pm._node_curves(spec, "4xH100", 2, "prefill", WL, pm._grid("prefill", WL)),
+              pm._node_curves(spec, "4xH100", 2, "decode", Workload(2000, 250), grid),
+              pm._node_curves(spec, "4xH100", 2, "decode", WL, grid[:-1]),
+              pm.for_engine("trtllm")._node_curves(spec, "4xH100", 2, "decode", WL, grid)]
+    assert all(o is not one for o in others)
+    assert not np.array_equal(others[0].t_full, one.t_full)  # tp 4 is another node

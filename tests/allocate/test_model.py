@@ -98,6 +98,9 @@ def test_classify() -> None:
     assert classify(False, "time_limit", None, 1e-3) == "time_limit"
     assert classify(True, "other", None, 1e-3) == "feasible"
     assert classify(False, "infeasible", None, 1e-3) == "infeasible"
+    # a maximisation (the max-served model, sign turned back) has its bound above its value: zero only within 1e-6
+    assert classify(True, "other", 0.018, 1e-3, primal=0.842, bound=0.858) == "feasible"
+    assert classify(True, "optimal", 1e-3, 1e-3, primal=0.842, bound=0.842 + 5e-7) == "optimal"
 
 
 def test_parse_cbc_log() -> None:

@@ -40,6 +40,7 @@ import numpy as np
 from planning.allocate.pricers import LocalPricers, PriceCall, Pricers
 from planning.allocate.reduce import cover_ilp
 from planning.allocate.subspace import seed_from_wider
+from planning.allocate.tighter import seed_from_looser
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape
 from planning.context import CancelToken, ProgressFn, check_cancel, time_left
 from planning.groups import Group
@@ -102,8 +103,9 @@ def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group
 
     Spaces are kept per (model, phase, SLO, request sizes, shapes, Nmax, ρ, depth, perf fingerprint), so a what-if
     that changes only prices, availability or demand reuses every exact placement already made (incremental
-    what-ifs); an SLO change recomputes only the groups it touches; a what-if that drops shapes (a GPU type) starts
-    from the placements of a kept space over more shapes (``planning.allocate.subspace``).
+    what-ifs); an SLO change recomputes only the groups it touches, a tighter one starting from the placements of
+    the same space under a looser SLO that it provably keeps (``planning.allocate.tighter``); a what-if that drops
+    shapes (a GPU type) starts from the placements of a kept space over more shapes (``planning.allocate.subspace``).
     """
     from planning.perf import Workload
 
@@ -130,7 +132,10 @@ def build_space(perf: PerfModel, catalog: Catalog, spec: ModelSpec, group: Group
     with _SPACES_LOCK:
         # a space over fewer shapes (a dropped GPU type) starts with a wider one's exact placements (subspace.py)
         wider = [sp for k, sp in reversed(_SPACES.items()) if k[:5] + k[6:] == key[:5] + key[6:]]
-        seed_from_wider(space, wider)
+        if not seed_from_wider(space, wider):
+            # a tighter SLO (what-if or sweep point) keeps the placements whose entries are unchanged (tighter.py)
+            seed_from_looser(space, [sp for k, sp in reversed(_SPACES.items())
+                                     if k[:2] + k[3:] == key[:2] + key[3:] and float(k[2]) > group.slo_ms])  # type: ignore[arg-type]
         _SPACES[key] = space
         while len(_SPACES) > SPACE_CACHE_SIZE:
             _SPACES.popitem(last=False)

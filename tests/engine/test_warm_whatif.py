@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import planning.api as api
+from planning.allocate import pricing
 from planning.allocate.warm import WarmStart
 from planning.pipeline import Reuse
 from planning.pipeline import solve as pipeline_solve
@@ -78,3 +79,23 @@ def test_what_if_here_gives_the_cold_answers(tiny: dict[str, Any]) -> None:
         cold = api.solve(apply_variants(base, [variant]), cache=False)
         assert results[name].status == cold.status
         assert results[name].comparable_cost == pytest.approx(cold.comparable_cost, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_tighter_what_if_from_its_base_costs_its_cold_solve(tiny: dict[str, Any], seed: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """SLOs × 0.8 warm from the base plan (its spaces seeded from the base's) is proven optimal at the cost of the
+    same variant solved in a process whose spaces never saw the base (no seed)."""
+    ctx = api.engine_context()
+    base = _scenario(tiny, seed)
+    variant = apply_variants(base, [SloScale(0.8)])
+    monkeypatch.setattr(pricing, "_SPACES", type(pricing._SPACES)())
+    cold = pipeline_solve(variant, context=ctx, with_baselines=False)
+    monkeypatch.setattr(pricing, "_SPACES", type(pricing._SPACES)())
+    base_plan = pipeline_solve(base, context=ctx, with_baselines=False)
+    placed_base = sum(len(sp.cache) for sp in pricing._SPACES.values())
+    hot = pipeline_solve(variant, context=ctx, with_baselines=False, reuse=Reuse(warm=WarmStart.from_result(base_plan)))
+    assert hot.status == cold.status == "optimal"
+    assert hot.comparable_cost == pytest.approx(cold.comparable_cost, rel=1e-9)
+    assert hot.stats["templates_placed_now"] < cold.stats["templates_placed_now"]  # the seed copied some
+    assert placed_base > 0

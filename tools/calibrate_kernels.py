@@ -163,11 +163,14 @@ def engine_rows(reference: Path, calibration_csv: Path) -> list[str]:
 
 
 def write_engine_rows(reference: Path, calibration_csv: Path) -> None:
-    """Replace the ``@engine`` rows of data/calibration.csv with a fresh fit (atomically)."""
+    """Replace the ``@engine`` rows of data/calibration.csv with a fresh fit (atomically; a row whose value is
+    unchanged keeps its date)."""
+    from planning.perf.calibration import kept_dates
+
     rows = engine_rows(reference, calibration_csv)
     kept = [line for line in calibration_csv.read_text(encoding="utf-8").splitlines() if "@" not in line.split(",")[0]]
     tmp = calibration_csv.with_suffix(".csv.tmp")
-    tmp.write_text("\n".join(kept + rows) + "\n", encoding="utf-8")
+    tmp.write_text("\n".join(kept_dates(kept + rows, calibration_csv)) + "\n", encoding="utf-8")
     tmp.replace(calibration_csv)
     print(f"wrote {len(rows)} A100-80G@trtllm rows to {calibration_csv}")
 

@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from planning.catalog.schema import GPU, ModelSpec  # noqa: E402
-from planning.perf.calibration import GLOBAL_PARAMS, GPU_PARAMS, GpuCalibration  # noqa: E402
+from planning.perf.calibration import GLOBAL_PARAMS, GPU_PARAMS, GpuCalibration, kept_dates  # noqa: E402
 from planning.perf.roofline import (  # noqa: E402
     Device,
     EngineCopy,
@@ -82,7 +82,9 @@ GLOBAL_VALUES = {
                      "TensorRT-LLM max_batch_size is larger)"),
     "network_gbps": (25.0, "prior: default node network when the config publishes none (25 Gbit/s class NIC)"),
     "network_latency_ms": (0.1, "prior: one TCP/IP hop inside a region, incl. serialization"),
-    "prefill_headroom": (2.0, "model choice: a request waits for the running batch, so wait + run ~ 2x batch time"),
+    "prefill_headroom": (2.0, "model choice: a request waits for the running batch, so wait + run ~ 2x batch time; "
+                              "also bounds the zero-load TTFT of aggregated (chunked-prefill) tables "
+                              "(docs/perf-model.md Sec. 3c item 8)"),
     "decode_headroom": (1.0, "model choice: continuous batching admits at the next step; the step is the latency "
                         "(the KV hand-off and the wait for the next step are budgeted separately, docs/perf-model.md "
                         "Sec. 3c)"),
@@ -561,7 +563,9 @@ def write_csv(path: Path, cals: dict[str, GpuCalibration], report: dict[str, obj
             what = "per-layer" if engine == "helix" else "per-step"
             lines.append(f'engine:{engine}:{gpu_id},{p},{v:.4g},"fit: {what} overhead of the {engine} '
                          f'engine (not transferred to the planner)",{n_points[gpu_id]},reference/perf,{today}')
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if path.exists():  # the ``<gpu>@<engine>`` rows are tools/calibrate_kernels.py's: kept for it to replace
+        lines += [line for line in path.read_text(encoding="utf-8").splitlines()[1:] if "@" in line.split(",")[0]]
+    path.write_text("\n".join(kept_dates(lines, path)) + "\n", encoding="utf-8")
 
 
 def _dummy_gpu() -> GPU:

@@ -224,3 +224,20 @@ def load_calibration(path: Path | None = None) -> Calibration:
     calibration = Calibration(gpus=gpus, settings=settings, as_of=as_of, path=str(path))
     _CACHE[key] = calibration
     return calibration
+
+
+def kept_dates(lines: list[str], path: Path) -> list[str]:
+    """``lines`` with each row's ``as_of`` taken from the file at ``path`` where that row (gpu, param, value,
+    source, n_points, fitted_on) is unchanged: ``as_of`` says when a value last changed, so a re-run that moves
+    three values shows three rows in the diff, not every row re-dated."""
+    import csv
+
+    if not path.exists():
+        return lines
+    old = {tuple(r[:2]): r for r in csv.reader(path.read_text(encoding="utf-8").splitlines()[1:]) if len(r) == 7}
+    out = lines[:1]
+    for line in lines[1:]:
+        row = next(csv.reader([line]))
+        before = old.get(tuple(row[:2]))
+        out.append(line if before is None or before[:6] != row[:6] else line[: line.rindex(",") + 1] + before[6])
+    return out

@@ -181,13 +181,28 @@ def _proof(res: Any) -> str:
 def timed_sweep(scenario: Any, options: api.SweepOptions) -> float:
     """``api.sweep`` over ``SWEEP`` (demand), each point's seconds (between its progress reports), status and proof
     printed with the load average; returns the sweep's seconds."""
+    from planning import api_fanout
+
     marks = [time.perf_counter()]
+    point_fn = api_fanout.sweep_point
+
+    def said(point: tuple[Any, ...], cancel: Any = None, warm: Any = None) -> list[dict[str, Any]]:
+        """The point's rows, its plan's status and proof printed as it returns (the points solved here, one after
+        another, call the module's ``sweep_point``): a run its timeout cuts off still says what each point proved."""
+        rows = point_fn(point, cancel, warm)
+        plan = rows[0]
+        print(f"    demand ×{plan['x']:g}: {plan['status']} ${plan['cost_per_hour']:,.4f}/h, {plan['proof']}", flush=True)
+        return rows
 
     def done(_fraction: float, message: str) -> None:  # a point finished (printed at once: a run may be cut off)
         marks.append(time.perf_counter())
         print(f"    {message} done after {marks[-1] - marks[-2]:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
 
-    secs, frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP, options=options, progress=done))
+    api_fanout.sweep_point = said  # type: ignore[assignment]
+    try:
+        secs, frame = _timed(lambda: api.sweep(scenario, "demand", SWEEP, options=options, progress=done))
+    finally:
+        api_fanout.sweep_point = point_fn  # type: ignore[assignment]
     plan_rows = frame[frame["method"].str.startswith("Plan")]
     for i, row in enumerate(plan_rows.itertuples()):
         took = marks[i + 1] - marks[i] if i + 1 < len(marks) else float("nan")

@@ -44,22 +44,13 @@ def variant_problem(preset: str, variant: str) -> Any:
     os.environ["PLANNING_RESULT_CACHE"] = "off"
     change: Any = {"demand": DemandScale(2.0), "L40S": DropGpu("L40S"), "prices": PriceChange(-20),
               "SLO": SloScale(0.8)}[variant]
-    caught: list[Any] = []
-    real = pipeline.run_baselines
+    from benchmarks.bench_baselines_beside import baseline_problems
 
-    def catch(ctx: Any, resolved: Any, problem: Any, cancel: Any = None, early: Any = None,
-              memo: Any = None) -> list[Any]:
-        caught.append(problem)
-        return []
-
-    pipeline.run_baselines = catch
-    try:
+    with baseline_problems() as caught:
         scenario, ctx = api.load_preset_scenario(preset), api.engine_context()
         base = pipeline.solve(scenario, context=ctx, with_baselines=True)
         reuse = pipeline.Reuse(warm=WarmStart.from_result(base), base=BasePlan(scenario, base))
         pipeline.solve(apply_variants(scenario, [change]), context=ctx, reuse=reuse, with_baselines=True)
-    finally:
-        pipeline.run_baselines = real
     return caught[-1]
 
 

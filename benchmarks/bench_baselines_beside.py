@@ -19,13 +19,16 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from planning import api
 
 
-def baseline_problem(preset: str) -> Any:
-    """The preset's baseline problem, as a cold solve hands it to its baselines (result cache off)."""
+@contextmanager
+def baseline_problems() -> Iterator[list[Any]]:
+    """Inside, every solve hands its baseline problem to the list yielded instead of running its baselines."""
     import planning.pipeline as pipeline
 
     caught: list[Any] = []
@@ -38,9 +41,15 @@ def baseline_problem(preset: str) -> Any:
 
     pipeline.run_baselines = catch  # type: ignore[assignment]
     try:
-        api.solve(api.load_preset_scenario(preset), cache=False)
+        yield caught
     finally:
         pipeline.run_baselines = real  # type: ignore[assignment]
+
+
+def baseline_problem(preset: str) -> Any:
+    """The preset's baseline problem, as a cold solve hands it to its baselines (result cache off)."""
+    with baseline_problems() as caught:
+        api.solve(api.load_preset_scenario(preset), cache=False)
     return caught[0]
 
 

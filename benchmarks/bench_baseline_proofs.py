@@ -25,6 +25,7 @@ import pickle
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from planning.baselines.base import baseline_names
 
-    path = args.problem or Path(f"/tmp/baseline-problem-{args.preset}-{args.variant}.pkl")
+    # without --problem, a private folder of this run: no pickle is read that this run did not write
+    path = args.problem or Path(tempfile.mkdtemp(prefix="baseline-problem-")) / f"{args.preset}-{args.variant}.pkl"
     if not path.exists():
         t0 = time.perf_counter()
         path.write_bytes(pickle.dumps(variant_problem(args.preset, args.variant)))

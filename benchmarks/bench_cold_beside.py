@@ -16,6 +16,9 @@ it did before the installs compiled bytecode.
 
     python -m benchmarks.bench_cold_beside --against DIR --presets coral-extended catalog-wide --runs 3
     python -m benchmarks.bench_cold_beside --fresh --against DIR --runs 3
+
+``--busy N`` runs everything beside N CPU-burning processes (``benchmarks._load.Busy``), as a user's laptop or a
+CI runner is: issue 41 asks for its medians quiet and with 4 busy processes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks._load import Busy, load_line
 
 ONE = """
 import hashlib, json, os, resource, sys, time
@@ -91,7 +96,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--fresh", action="store_true", help="time the whole CLI command, empty home (docstring)")
     parser.add_argument("--no-bytecode", action="store_true", help="with --fresh: compile every module anew")
+    parser.add_argument("--busy", type=int, default=0, help="CPU-burning processes beside every run")
     args = parser.parse_args()
+    with Busy(args.busy):
+        print(load_line(args.busy), flush=True)
+        _runs(args)
+
+
+def _runs(args: argparse.Namespace) -> None:
+    """The runs of ``main`` and their medians."""
     here = str(Path(__file__).resolve().parent.parent)
     sides = [("after", here)] + ([("before", args.against)] if args.against else [])
     rows: dict[tuple[str, str], list[dict[str, float | str]]] = {}

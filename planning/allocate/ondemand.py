@@ -53,6 +53,7 @@ from planning.context import (
 )
 from planning.groups import Group
 from planning.resolve import ResolvedScenario
+from planning.templates.frame import merge_rows
 from planning.templates.search import MultisetSpace
 from planning.templates.sets import TemplateSet
 
@@ -351,8 +352,7 @@ def _fixed_sets(run: _Run, kept: Sequence[np.ndarray], single: Sequence[np.ndarr
         frame = single_frames[gi]
         if P.size:
             mine = pg.space.frame(P)
-            frame = pl.concat([mine, frame.filter(~pl.col("template_id").is_in(mine["template_id"].implode()))]
-                              ).sort("template_id")
+            frame = merge_rows(mine, frame)
         ts = frame_set(pg, frame, run.provenance)
         masks.append(np.isin(row_codes(pg.space, ts), pg.space.codes(P)))
         sets.append(ts)

@@ -147,6 +147,8 @@ class MultisetSpace:
         self._cover_flat: list[np.ndarray] = []  # … and its coverage tables per stage count, flattened
         self._rows: pl.DataFrame | None = None  # library rows assembled so far, with their ``code`` (``_frame_rows``)
         self._rowed: set[int] = set()  # codes whose row was assembled (or has none: separable throughput 0)
+        self._row_of: dict[int, int] = {}  # code -> its row's position in ``_rows``
+        self._row_ids: list[str] = []  # ``_rows``' template ids, by position
 
     @property
     def K(self) -> int:
@@ -387,12 +389,13 @@ class MultisetSpace:
 
     def _separable_frame(self, P: np.ndarray) -> pl.DataFrame:
         """Library rows of the (placed) multisets ``P`` with a separable throughput > 0, sorted by id."""
-        return self._frame_rows(P).drop("code")
+        return _without_code(self._frame_rows(P))
 
     def _frame_rows(self, P: np.ndarray) -> pl.DataFrame:
         """``_separable_frame`` with each row's multiset ``code``. A multiset's row depends on its placement only, so
         it is assembled once per space and kept: the fixing attempts, the incumbent and linked-bound ILPs and later
-        what-ifs ask for the same rows again (coral-extended's single-GPU-type rows in every attempt)."""
+        what-ifs ask for the same rows again (coral-extended's single-GPU-type rows in every attempt). The rows asked
+        for are gathered by position (no polars query: see :mod:`planning.templates.frame`)."""
         codes = np.unique(self.codes(P)).tolist()
         new = [c for c in codes if c not in self._rowed]
         if new:
@@ -402,15 +405,18 @@ class MultisetSpace:
                 pattern, ids, res = self.cache[c][1]
                 tasks.append((pattern, ids[None, :]))
                 results.append(tuple(np.asarray(r)[None, ...] for r in res))
-            from planning.templates.sets import usage_matrix
-
-            df = _assemble(list(self.shapes), self.mem_gb, tasks, results)  # type: ignore[arg-type]
-            df = df.with_columns(pl.Series("code", self.usage_codes(usage_matrix(df, self.shapes)), dtype=pl.Int64))
-            self._rows = df if self._rows is None else pl.concat([self._rows, df], rechunk=False)
+            df = _assemble(list(self.shapes), self.mem_gb, tasks, results,  # type: ignore[arg-type]
+                           codes=[np.array([c], dtype=np.int64) for c in new])
+            first = 0 if self._rows is None else self._rows.height
+            self._row_of.update((c, first + i) for i, c in enumerate(df.get_column("code").to_list()))
+            self._row_ids.extend(df.get_column("template_id").to_list())
+            # one chunk: a gather from many chunks costs ~10x one from a single chunk (polars' per-chunk work)
+            self._rows = df if self._rows is None else self._rows.vstack(df).rechunk()
             self._rowed.update(new)
         if self._rows is None or not codes:
             return pl.DataFrame(schema={**_SCHEMA, "code": pl.Int64})
-        return self._rows.filter(pl.col("code").is_in(codes)).sort("template_id")
+        at = sorted((self._row_of[c] for c in codes if c in self._row_of), key=self._row_ids.__getitem__)
+        return self._rows[pl.Series(at, dtype=pl.get_index_type())]
 
     def usage_codes(self, usage: np.ndarray) -> np.ndarray:
         """Multiset code of each row of an (n, K) node-count matrix (its padded sorted multiset · ``pow``)."""
@@ -432,9 +438,9 @@ class MultisetSpace:
         self.throughput(P)  # placed (and corrected) first
         df = self._frame_rows(P)
         if self.correct is not None and df.height:
-            df = df.with_columns(pl.Series("throughput", [self.cache[c][0] for c in df["code"].to_list()],
-                                           dtype=pl.Float64))
-        return df.drop("code")
+            value = pl.Series("throughput", [self.cache[c][0] for c in df["code"].to_list()], dtype=pl.Float64)
+            return _without_code(df, value)
+        return _without_code(df)
 
     def all_multisets(self, shape_mask: Sequence[bool] | None = None) -> np.ndarray:
         """Every multiset within the caps (optionally only over the shapes in ``shape_mask``), padded.
@@ -464,3 +470,11 @@ class MultisetSpace:
             P[:, n] = child
             mem = mem[rep] + self.mem_gb[child]
         return np.concatenate(out) if out else np.zeros((0, nmax), dtype=np.int64)
+
+
+def _without_code(df: pl.DataFrame, throughput: pl.Series | None = None) -> pl.DataFrame:
+    """``df`` without its ``code`` column (and with ``throughput`` in place of its own when given), built from the
+    columns themselves rather than by a polars query."""
+    columns = [throughput if throughput is not None and c.name == "throughput" else c
+               for c in df.get_columns() if c.name != "code"]
+    return pl.DataFrame(columns) if columns else pl.DataFrame(schema=_SCHEMA)

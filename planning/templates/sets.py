@@ -12,6 +12,7 @@ allocation's LP reduction both price with it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -207,20 +208,20 @@ def _library(ctx: EngineContext, scenario: Scenario, point: PerfPoint, sizes: tu
 
 
 def usage_matrix(frame: pl.DataFrame, shapes: Sequence[str]) -> np.ndarray:
-    """(n, K) node counts from the library's parallel ``shapes``/``counts`` list columns."""
+    """(n, K) node counts from the library's parallel ``shapes``/``counts`` list columns.
+
+    Read row by row in Python rather than by a polars query: the frames are small (tens of rows) and asked for
+    hundreds of times a solve (see :mod:`planning.templates.frame`)."""
     n = frame.height
     usage = np.zeros((n, len(shapes)), dtype=np.int32)
     if n == 0:
         return usage
     index = {s: k for k, s in enumerate(shapes)}
-    ex = frame.select(pl.int_range(pl.len()).alias("row"), "shapes", "counts").explode(["shapes", "counts"])
-    rows = ex["row"].to_numpy()
-    cols = ex["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
-    usage[rows, cols] = ex["counts"].to_numpy()
+    for row, (names, counts) in enumerate(zip(frame.get_column("shapes").to_list(),
+                                              frame.get_column("counts").to_list(), strict=True)):
+        for name, count in zip(names, counts, strict=True):
+            usage[row, index[name]] = count
     return usage
-
-
-_STAGES_DTYPE = pl.List(pl.Struct({"layers": pl.Int64, "shapes": pl.List(pl.String)}))
 
 
 def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], shapes: Sequence[str]) -> np.ndarray:
@@ -253,18 +254,27 @@ def _per_class(stages_json: Sequence[str], class_tables: Sequence[np.ndarray], s
 
 def _explode(stages_json: Sequence[str], shapes: Sequence[str]) -> tuple[np.ndarray, ...]:
     """Placements as flat arrays: per template its stage count; per stage its template row, depth and layers; per
-    node its stage and shape index."""
+    node its stage and shape index. Parsed with :mod:`json` row by row (small batches, asked for often: no polars
+    query, see :mod:`planning.templates.frame`)."""
     index = {s: k for k, s in enumerate(shapes)}
-    parsed = pl.DataFrame({"stages": pl.Series([t or "[]" for t in stages_json], dtype=pl.String).str.json_decode(_STAGES_DTYPE)})
-    n_stages = parsed["stages"].list.len().fill_null(0).to_numpy().astype(np.int64)
-    st = (parsed.with_columns(pl.int_range(pl.len()).alias("row"), pl.col("stages").list.len().alias("depth"))
-          .explode("stages").drop_nulls("stages").unnest("stages")
-          .with_columns(pl.int_range(pl.len()).alias("stage")))
-    nodes = st.select("stage", "shapes").explode("shapes").drop_nulls("shapes")
-    node_stage = nodes["stage"].to_numpy().astype(np.int64)
-    node_shape = nodes["shapes"].replace_strict(index, return_dtype=pl.Int64).to_numpy()
-    return (n_stages, st["row"].to_numpy().astype(np.int64), st["depth"].to_numpy().astype(np.int64),
-            st["layers"].to_numpy().astype(np.int64), node_stage, node_shape)
+    n_stages: list[int] = []
+    stage_row: list[int] = []
+    stage_depth: list[int] = []
+    stage_layers: list[int] = []
+    node_stage: list[int] = []
+    node_shape: list[int] = []
+    for row, text in enumerate(stages_json):
+        stages = json.loads(text) if text else []
+        n_stages.append(len(stages or ()))
+        for stage in stages or ():
+            stage_row.append(row)
+            stage_depth.append(len(stages))
+            stage_layers.append(int(stage["layers"]))
+            names = stage.get("shapes") or ()
+            node_stage.extend([len(stage_row) - 1] * len(names))
+            node_shape.extend(index[name] for name in names)
+    return tuple(np.asarray(v, dtype=np.int64) for v in (n_stages, stage_row, stage_depth, stage_layers,
+                                                          node_stage, node_shape))
 
 
 COMMON_BATCH_CHUNK = 512  # templates per vectorised block of common_batch_throughput (~(nodes x 200) floats each)

@@ -1,9 +1,9 @@
 """Assembly of a library DataFrame (polars) from the chunk solver's arrays, without Python objects per row.
 
 The frame is built from whole columns (numpy; the list columns reshaped from flat ones) and sorted by one gather:
-no polars query runs here. A solve
-assembles a few rows at a time hundreds of times, and each polars query hands its work to polars' thread pool,
-which on a busy machine waits for a time slice every time (catalog-wide: ~2,000 queries, 4-7 s of a loaded solve).
+no polars query runs here. A solve assembles a few rows at a time hundreds of times (catalog-wide: ~2,000 queries
+before), and a query's fixed cost outweighs the work on so few rows (coral-extended's allocation: 5.32 → 4.93 CPU-s,
+docs/benchmarks.md "Polars queries out of the solve").
 """
 
 from __future__ import annotations

@@ -264,9 +264,9 @@ def _explode(stages_json: Sequence[str], shapes: Sequence[str]) -> tuple[np.ndar
     node_stage: list[int] = []
     node_shape: list[int] = []
     for row, text in enumerate(stages_json):
-        stages = json.loads(text) if text else []
-        n_stages.append(len(stages or ()))
-        for stage in stages or ():
+        stages = (json.loads(text) if text else None) or []
+        n_stages.append(len(stages))
+        for stage in stages:
             stage_row.append(row)
             stage_depth.append(len(stages))
             stage_layers.append(int(stage["layers"]))

@@ -1,9 +1,8 @@
 """Library frames are built and read from whole columns, with no polars query, and give what polars' own
 operations give.
 
-A solve assembles and reads a few library rows at a time hundreds of times; each polars query hands its work to
-polars' thread pool, which on a busy machine waits for a time slice every time (issue 41: catalog-wide ran ~2,000
-queries a solve, 4-7 s of a loaded one). ``assemble``, ``usage_matrix``, ``_explode``, ``merge_rows`` and
+A solve assembles and reads a few library rows at a time hundreds of times (issue 41: catalog-wide ran ~2,000
+polars queries a solve, each with a fixed cost larger than its work on so few rows). ``assemble``, ``usage_matrix``, ``_explode``, ``merge_rows`` and
 ``MultisetSpace.frame`` now work on columns; each is checked here against the polars query it replaced (the
 oracle, written out below) on seeded synthetic spaces, and the space's frames are checked to run no query at all.
 """

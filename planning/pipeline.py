@@ -295,7 +295,8 @@ def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
     where.report(0.02, "pricing: serving templates on demand" if resolved.scenario.options.templates == "on-demand"
                  else "library build: serving templates")
     allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime,
-                                      run.warm, lambda single: step.start_baselines(resolved, single))
+                                      run.warm, lambda single: step.start_baselines(resolved, single),
+                                      single_rows=run.with_baselines)
     if allocation is not None and allocation.sets is not None:  # None: the scenario needs the library path
         step.laps.lap("allocation_seconds")
         return allocation, allocation.sets
@@ -470,15 +471,17 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
                          cancel: CancelToken | None, anytime: Anytime | None = None, warm: WarmStart | None = None,
-                         on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
+                         on_single: Callable[[list[TemplateSet]], None] | None = None,
+                         single_rows: bool = True) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
     (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them,
     started from ``warm``'s columns when given; None when the scenario needs the library path (served objective,
     histogram classes, aggregated mode, explicit templates, running instances, a budget below the cost optimum)
     or the option is off. ``on_single`` gets the groups' single-GPU-type template sets before pricing
-    (``ondemand.single_type_sets``: the pipeline starts the baselines that read only those)."""
+    (``ondemand.single_type_sets``: the pipeline starts the baselines that read only those); ``single_rows``
+    False (a plan without baselines) leaves those templates out of the sets and never places them."""
     if resolved.scenario.options.templates != "on-demand":
         return None
     from planning.allocate.ondemand import solve_on_demand
 
-    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm, on_single)
+    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm, on_single, single_rows)

@@ -191,11 +191,16 @@ class OnDemandOptions:
     ``cover_plan``: try the plan over the linked covers' multisets before the fixing rounds (:func:`_cover_plan`),
     proven optimal at once when it meets the bound. A what-if from a base plan asks for it; a cold solve keeps the
     fixing rounds alone, so each preset's recorded plan (``benchmarks.check_plans``) stays what it is.
+    ``single_rows``: every set carries all single-GPU-type multisets of its group (masked out of the ILPs) for the
+    baselines. False for a plan nobody compares with baselines (a slider's position, a sweep's plan rows): their
+    exact placements are then never made (at a new SLO they were 0.9 of coral-extended's 3.0 CPU-s). The ILPs
+    and the plan are the same either way: those rows are in no ILP unless the fixing search keeps them.
     """
 
     per_region: bool = True
     provenance: Callable[[str], str] | None = None
     cover_plan: bool = False
+    single_rows: bool = True
 
 
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *,
@@ -239,8 +244,9 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         When ``cancel`` is set; the incumbent so far is in ``anytime`` (the pipeline returns it at a time limit).
     """
     per_region, provenance = options.per_region, options.provenance
-    run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {}, pricers if pricers is not None else LocalPricers(priced),
-               anytime if anytime is not None else Anytime(), options.cover_plan)
+    run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {},
+               pricers if pricers is not None else LocalPricers(priced),
+               anytime if anytime is not None else Anytime(), options.cover_plan, options.single_rows)
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
     t1 = time.perf_counter()
@@ -285,6 +291,7 @@ class _Run:
     pricers: Pricers
     anytime: Anytime
     cover_plan: bool = False  # OnDemandOptions.cover_plan: a what-if from a base plan
+    single_rows: bool = True  # OnDemandOptions.single_rows: the sets carry the baselines' rows
 
 
 class _Masters:
@@ -366,7 +373,8 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
     First, the plan over the linked covers' multisets (``covers``, :func:`_cover_plan`): when it meets the bound
     it is proven optimal over every template without a fixing round."""
     priced, anytime, timings, z_lb = run.priced, run.anytime, run.timings, pr.z_lb
-    single = [single_type_multisets(pg) for pg in priced]
+    single = [single_type_multisets(pg) if run.single_rows else np.zeros((0, pg.space.nmax), dtype=np.int64)
+              for pg in priced]
     single_frames: dict[int, pl.DataFrame] = {}
     met = _cover_plan(run, covers, single, single_frames, z_lb)
     if met is not None:
@@ -475,7 +483,8 @@ def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: A
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
                     warm: Mapping[str, np.ndarray] | WarmStart | None = None,
-                    on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
+                    on_single: Callable[[list[TemplateSet]], None] | None = None,
+                    single_rows: bool = True) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -496,12 +505,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     on_single:
         Called once the groups' spaces exist, before pricing, with :func:`single_type_sets` (the baselines'
         single-GPU-type templates; the pipeline starts those baselines on them).
+    single_rows:
+        Whether the sets carry every single-GPU-type template for the baselines (:class:`OnDemandOptions`); False
+        for a plan without baselines (``on_single`` is then not called).
 
     Returns
     -------
     Allocation or None
-        The certified allocation with ``sets`` (each set holds the ILP's templates plus every single-GPU-type
-        template, for the baselines) and ``masks`` (the ILP's rows), or None when the scenario is not supported
+        The certified allocation with ``sets`` (each set holds the ILP's templates plus, with ``single_rows``,
+        every single-GPU-type template, for the baselines) and ``masks`` (the ILP's rows), or None when the scenario is not supported
         (:func:`supported`), the LP relaxation is infeasible or the cost optimum is over the budget (then the
         library path runs and reports diagnostics).
 
@@ -530,14 +542,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     def provenance(gpu: str) -> str:
         return str(ctx.perf.gpu_calibration(gpu).provenance)
 
-    if on_single is not None:
+    if on_single is not None and single_rows:
         t1 = time.perf_counter()
         on_single(single_type_sets(priced, provenance))
         timings["single_type_seconds"] = time.perf_counter() - t1
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
         # a what-if or sweep point from a neighbouring plan tries the linked covers' plan first (OnDemandOptions)
-        options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart))
+        options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart),
+                                  single_rows=single_rows)
         plan = allocate_on_demand(priced, resolved, options=options,
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
                                   anytime=anytime)

@@ -2,9 +2,7 @@
 (``planning.allocate.pricing``), then reduced-cost fixing and the ILP over the generated columns — certified
 optimal over the whole template space.
 
-Fixing (as ``reduce.py``): for integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·ν. The ILP runs over the multisets with
-some pair of rc ≤ δ (the search with θ = δ lists all of them); every other column has rc > δ, so a plan of
-cost ≤ z_LP + δ is optimal over all templates. Otherwise δ := cost − z_LP and the ILP is re-solved.
+Fixing (``pricing``'s docstring): the ILP over the columns of rc ≤ δ; a plan of cost ≤ z_LP + δ is optimal.
 With the Lagrangian group bounds L_g (``pricing.group_bounds``) the thresholds are per group:
 θ_g = L_g − y_d·D_g − y_n + (target − z_LB); the linked cover bounds (``linked_cover``) raise z_LB by each
 model's region pairing and shrink every θ_g by the other models' gains.
@@ -24,6 +22,7 @@ from planning.allocate.certify import Allocation, allocation_problem, exact_when
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
+from planning.allocate.ondemand_short import short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -186,21 +185,20 @@ def incumbent_limit(cancel: CancelToken | None, limit_s: float, share: float = I
 class OnDemandOptions:
     """How :func:`allocate_on_demand` searches and labels its columns, and which shortcut its certificate may try.
 
-    ``per_region``: search with one price vector per region (False: their componentwise minimum).
-    ``provenance``: ``provenance(gpu)`` labels the generated templates (default: roofline).
+    ``per_region``: one price vector per region (False: their minimum); ``provenance(gpu)`` labels the templates.
     ``cover_plan``: try the plan over the linked covers' multisets before the fixing rounds (:func:`_cover_plan`),
     proven optimal at once when it meets the bound. A what-if from a base plan asks for it; a cold solve keeps the
     fixing rounds alone, so each preset's recorded plan (``benchmarks.check_plans``) stays what it is.
-    ``single_rows``: every set carries all single-GPU-type multisets of its group (masked out of the ILPs) for the
-    baselines. False for a plan nobody compares with baselines (a slider's position, a sweep's plan rows): their
-    exact placements are then never made (at a new SLO they were 0.9 of coral-extended's 3.0 CPU-s). The ILPs
-    and the plan are the same either way: those rows are in no ILP unless the fixing search keeps them.
+    ``single_rows``: the sets carry every single-GPU-type multiset (masked out of the ILPs) for the baselines; False
+    for a plan nobody compares with baselines (a slider's position): never placed, the same ILPs and plan.
+    ``answer_short``: a proven shortfall of the LP is answered ``infeasible`` (``ondemand_short``), not None.
     """
 
     per_region: bool = True
     provenance: Callable[[str], str] | None = None
     cover_plan: bool = False
     single_rows: bool = True
+    answer_short: bool = False
 
 
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *,
@@ -257,7 +255,8 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
                        run=LpRun(cancel, run.pricers, sub_progress(progress, 0.0, 0.6), masters.on_round))
     run.timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
-        return None
+        proven = options.answer_short and pr.shortfall is not None and pr.shortfall.proven
+        return short_plan(run, pr, _lp.order) if proven else None
     run.anytime.raise_bound(pr.z_lp, "LP optimum over all templates")
     masters.solve(_lp, "restricted master ILP at the LP optimum")
     _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
@@ -484,7 +483,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
                     warm: Mapping[str, np.ndarray] | WarmStart | None = None,
                     on_single: Callable[[list[TemplateSet]], None] | None = None,
-                    single_rows: bool = True) -> Allocation | None:
+                    with_baselines: bool = True) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -505,15 +504,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     on_single:
         Called once the groups' spaces exist, before pricing, with :func:`single_type_sets` (the baselines'
         single-GPU-type templates; the pipeline starts those baselines on them).
-    single_rows:
-        Whether the sets carry every single-GPU-type template for the baselines (:class:`OnDemandOptions`); False
-        for a plan without baselines (``on_single`` is then not called).
+    with_baselines:
+        False for a plan without baselines: no single-GPU-type rows (``on_single`` not called), and an LP that
+        proves no plan meets the demand is answered ``infeasible`` here (:class:`OnDemandOptions`).
 
     Returns
     -------
     Allocation or None
-        The certified allocation with ``sets`` (each set holds the ILP's templates plus, with ``single_rows``,
-        every single-GPU-type template, for the baselines) and ``masks`` (the ILP's rows), or None when the scenario is not supported
+        The certified allocation with ``sets`` (each set holds the ILP's templates plus, with baselines, every
+        single-GPU-type template) and ``masks`` (the ILP's rows), or None when the scenario is not supported
         (:func:`supported`), the LP relaxation is infeasible or the cost optimum is over the budget (then the
         library path runs and reports diagnostics).
 
@@ -542,7 +541,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     def provenance(gpu: str) -> str:
         return str(ctx.perf.gpu_calibration(gpu).provenance)
 
-    if on_single is not None and single_rows:
+    if on_single is not None and with_baselines:
         t1 = time.perf_counter()
         on_single(single_type_sets(priced, provenance))
         timings["single_type_seconds"] = time.perf_counter() - t1
@@ -550,7 +549,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     try:
         # a what-if or sweep point from a neighbouring plan tries the linked covers' plan first (OnDemandOptions)
         options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart),
-                                  single_rows=single_rows)
+                                  single_rows=with_baselines, answer_short=not with_baselines)
         plan = allocate_on_demand(priced, resolved, options=options,
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
                                   anytime=anytime)
@@ -585,6 +584,7 @@ def _record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, 
     stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
+    stats["proven_short"] = float(plan.alloc.status == "infeasible")  # ondemand_short: no plan meets the demand
     if plan.by_covers:
         stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)

@@ -35,7 +35,7 @@ def test_without_single_rows_the_plan_is_the_same(tiny: dict[str, Any], seed: in
         scenario = _scenario(tiny, seed) if variant is None else apply_variants(_scenario(tiny, seed), [variant])
         resolved = resolve_scenario(scenario, ctx.catalog)
         full = solve_on_demand(ctx, resolved)
-        lean = solve_on_demand(ctx, resolved, single_rows=False)
+        lean = solve_on_demand(ctx, resolved, with_baselines=False)
         assert full is not None and lean is not None and full.sets is not None and lean.sets is not None
         assert full.masks is not None and lean.masks is not None
         assert lean.result.status == full.result.status, variant

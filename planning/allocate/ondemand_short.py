@@ -23,6 +23,7 @@ from planning.allocate.solve import solve_allocation
 
 if TYPE_CHECKING:
     from planning.allocate.ondemand import OnDemandPlan, _Run
+    from planning.allocate.problem import AllocationProblem
     from planning.templates.sets import TemplateSet
 
 SHOWN = 6
@@ -40,10 +41,11 @@ def short_plan(run: _Run, pr: PricingResult, columns: Sequence[tuple[int, int, i
     assert short is not None and short.proven
     sets = [_lp_set(pg, gi, columns, run) for gi, pg in enumerate(run.priced)]
     masks = [np.ones(len(ts), dtype=bool) for ts in sets]
-    alloc = solve_allocation(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel), diagnose=False)
+    problem = ilp_problem(run.resolved, run.groups, sets, masks, run.cancel)
+    alloc = solve_allocation(problem, diagnose=False)
     if alloc.has_plan or alloc.status != "infeasible":
         return None
-    alloc = replace(alloc, messages=(*alloc.messages, sentence(run, short)))
+    alloc = replace(alloc, messages=(*alloc.messages, sentence(run, short, _top_up(problem))))
     return OnDemandPlan(alloc, sets, masks, pr, True, 0.0, run.timings)
 
 
@@ -54,15 +56,30 @@ def _lp_set(pg: PricedGroup, gi: int, columns: Sequence[tuple[int, int, int]], r
     return template_set(pg, rows, run.provenance)
 
 
-def sentence(run: _Run, short: Shortfall) -> str:
-    """What binds, what is short and the fix, in the user's words."""
+def _top_up(problem: AllocationProblem) -> str:
+    """The cheapest top-up over the LP's templates (``diagnostics.capacity_shortfall``'s elastic LP): enough nodes
+    for the LP over them, so over every template too; "" when that LP gives none within its time."""
+    from planning.allocate.diagnostics import DIAGNOSTICS_SECONDS, listing, shortfall_status
+
+    rows, _status = shortfall_status(problem, DIAGNOSTICS_SECONDS)
+    total: dict[tuple[str, str], int] = {}
+    for per_group in (rows or {}).values():
+        for key, n in per_group.items():
+            total[key] = total.get(key, 0) + n
+    available = {(o.region, o.shape): int(o.available) for o in problem.offers}
+    return (f"; serving all demand needs about {sum(total.values()):,} more nodes than available (cheapest top-up "
+            f"over the templates column generation found, LP estimate): {listing(total, available)}" if total else "")
+
+
+def sentence(run: _Run, short: Shortfall, top_up: str = "") -> str:
+    """What binds, what is short (``top_up``, else the offers the LP's duals rank first) and the fix."""
     shapes, regions = run.priced[0].space.shapes, run.resolved.regions
     named = [f"{regions[r]} {shapes[k]} ({f'{available:g}' if available else 'none'} available)"
              for r, k, available in short.short[:SHOWN]]
     more = f" and {len(short.short) - SHOWN} more" if len(short.short) > SHOWN else ""
     uncovered = sum(1 for u, pg in zip(short.unserved, run.priced, strict=True) if u > 1e-9 * max(1.0, pg.demand))
-    where = (f"; the offers whose nodes would serve the most per dollar (the LP's duals): {', '.join(named)}{more}"
-             if named else "")
+    where = top_up or (f"; the offers whose nodes would serve the most per dollar (the LP's duals): "
+                       f"{', '.join(named)}{more}" if named else "")
     return (f"Capacity binds: no plan meets all demand with the available nodes, proven by the LP relaxation over "
             f"every template (column generation converged with {uncovered} of {len(run.priced)} groups' demand "
             f"uncovered){where}. Fix: raise availability (the Availability slider, availability_scale or "

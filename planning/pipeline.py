@@ -295,7 +295,8 @@ def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
     where.report(0.02, "pricing: serving templates on demand" if resolved.scenario.options.templates == "on-demand"
                  else "library build: serving templates")
     allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime,
-                                      run.warm, lambda single: step.start_baselines(resolved, single))
+                                      run.warm, lambda single: step.start_baselines(resolved, single),
+                                      with_baselines=run.with_baselines)
     if allocation is not None and allocation.sets is not None:  # None: the scenario needs the library path
         step.laps.lap("allocation_seconds")
         return allocation, allocation.sets
@@ -340,6 +341,9 @@ def _with_message(result: PlanResult, allocation: Allocation, limit: float, stop
         return replace(result, message=f"time limit {limit:g} s reached in the allocation ILP before any plan "
                        f"was found; no plan. Fix: raise options.time_limit_s above {limit:g} s, or loosen "
                        "options.mip_rel_gap.")
+    if allocation.stats.get("proven_short") == 1.0:
+        return replace(result, message="No plan: the available nodes cannot serve all demand (proven over every "
+                       "template); see diagnostics for the offers it is short of and the fix.")
     if result.status == "feasible" and result.instances and not result.message:
         gap = f" (proven gap {result.mip_gap:.2%} to the best bound)" if result.mip_gap is not None else \
             " (no bound proven yet)"
@@ -470,15 +474,17 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
                          cancel: CancelToken | None, anytime: Anytime | None = None, warm: WarmStart | None = None,
-                         on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
+                         on_single: Callable[[list[TemplateSet]], None] | None = None,
+                         with_baselines: bool = True) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
     (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them,
     started from ``warm``'s columns when given; None when the scenario needs the library path (served objective,
     histogram classes, aggregated mode, explicit templates, running instances, a budget below the cost optimum)
     or the option is off. ``on_single`` gets the groups' single-GPU-type template sets before pricing
-    (``ondemand.single_type_sets``: the pipeline starts the baselines that read only those)."""
+    (``ondemand.single_type_sets``: the pipeline starts the baselines that read only those); ``with_baselines``
+    False leaves those out and answers an LP proven short of the demand (``allocate.ondemand_short``)."""
     if resolved.scenario.options.templates != "on-demand":
         return None
     from planning.allocate.ondemand import solve_on_demand
 
-    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm, on_single)
+    return solve_on_demand(ctx, resolved, progress, cancel, anytime, warm, on_single, with_baselines)

@@ -164,7 +164,8 @@ def shortfall_status(problem: AllocationProblem, limit: float, inst: Instance | 
     return {g: {k: math.ceil(v - 1e-6) for k, v in rows.items() if v > 1e-6} for g, rows in short.items()}, "optimal"
 
 
-def _listing(rows: dict[tuple[str, str], int], available: dict[tuple[str, str], int]) -> str:
+def listing(rows: dict[tuple[str, str], int], available: dict[tuple[str, str], int]) -> str:
+    """"region shape +n nodes (a available)", the largest first, at most five and how many more."""
     ranked = sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))
     text = ", ".join(f"{r} {s} +{n:,} nodes ({available.get((r, s), 0):,} available)" for (r, s), n in ranked[:_MAX_LISTED])
     return text + (f" and {len(ranked) - _MAX_LISTED} more" if len(ranked) > _MAX_LISTED else "")
@@ -273,7 +274,7 @@ def diagnose_infeasible(problem: AllocationProblem, inst: Instance | None = None
     if total_short:
         sentences.append(
             f"Capacity binds: serving all demand needs about {sum(total_short.values()):,} more nodes than available "
-            f"(cheapest top-up, LP estimate): {_listing(total_short, available)}. Fix: raise availability "
+            f"(cheapest top-up, LP estimate): {listing(total_short, available)}. Fix: raise availability "
             "(availability_scale or availability_overrides) or add regions/shapes.")
     if budget_text:
         sentences.append(budget_text)

@@ -43,8 +43,10 @@ exact ILP over every template on seeded instances (``tests/engine/test_linked_co
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -75,6 +77,10 @@ LINK_GAP = 1e-5
 """Relative gap of a linked cover ILP: its dual bound is what counts."""
 UNLIMITED = 1_000_000
 """Availability of every offer in a linked cover ILP ((A) is priced into w, not a constraint)."""
+LINK_THREADS = min(2, os.cpu_count() or 1)
+"""Models bounded at once (threads: HiGHS frees the GIL in its solves, as in ``finance.epochs``). Each model's bound
+reads only its own two groups' spaces, so the bounds, the covers and the plan are the ones of one model after
+another (a test asserts it); coral-extended's demand ×2: 3.7 → 2.3 s of wall on two quiet cores."""
 
 
 @dataclass(frozen=True)
@@ -129,9 +135,19 @@ def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) 
     models = []
     clocked = 0
     covers: list[np.ndarray | None] = [None] * len(run.priced)
-    for p, d in linked_pairs(run.priced):
+    pairs = linked_pairs(run.priced)
+
+    def bound(pair: tuple[int, int]) -> ModelBound:
         check_cancel(run.cancel, "on-demand allocation: linked cover bounds")
-        got = model_bound(run, pr, L, (p, d), float(L[p] + L[d]) + run.incumbent - z_lb)
+        return model_bound(run, pr, L, pair, float(L[pair[0]] + L[pair[1]]) + run.incumbent - z_lb)
+
+    spaces = [id(run.priced[g].space) for pair in pairs for g in pair]
+    if LINK_THREADS > 1 and len(pairs) > 1 and len(set(spaces)) == len(spaces):  # no space shared by two threads
+        with ThreadPoolExecutor(LINK_THREADS, thread_name_prefix="linked-cover") as pool:
+            bounds = list(pool.map(bound, pairs))
+    else:
+        bounds = [bound(pair) for pair in pairs]
+    for (p, d), got in zip(pairs, bounds, strict=True):
         gain = max(0.0, got.bound - float(L[p] + L[d]))
         shares[p], shares[d] = L[p] + gain, L[d] + gain  # L_m − L_d and L_m − L_p
         models.append((p, d, gain, got.rounds))

@@ -2,9 +2,7 @@
 (``planning.allocate.pricing``), then reduced-cost fixing and the ILP over the generated columns — certified
 optimal over the whole template space.
 
-Fixing (as ``reduce.py``): for integer-feasible ν, cost(ν) ≥ z_LP + Σ rc·ν. The ILP runs over the multisets with
-some pair of rc ≤ δ (the search with θ = δ lists all of them); every other column has rc > δ, so a plan of
-cost ≤ z_LP + δ is optimal over all templates. Otherwise δ := cost − z_LP and the ILP is re-solved.
+Fixing (``pricing``'s docstring): the ILP over the columns of rc ≤ δ; a plan of cost ≤ z_LP + δ is optimal.
 With the Lagrangian group bounds L_g (``pricing.group_bounds``) the thresholds are per group:
 θ_g = L_g − y_d·D_g − y_n + (target − z_LB); the linked cover bounds (``linked_cover``) raise z_LB by each
 model's region pairing and shrink every θ_g by the other models' gains.
@@ -24,6 +22,7 @@ from planning.allocate.certify import Allocation, allocation_problem, exact_when
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
+from planning.allocate.ondemand_short import short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -186,16 +185,20 @@ def incumbent_limit(cancel: CancelToken | None, limit_s: float, share: float = I
 class OnDemandOptions:
     """How :func:`allocate_on_demand` searches and labels its columns, and which shortcut its certificate may try.
 
-    ``per_region``: search with one price vector per region (False: their componentwise minimum).
-    ``provenance``: ``provenance(gpu)`` labels the generated templates (default: roofline).
+    ``per_region``: one price vector per region (False: their minimum); ``provenance(gpu)`` labels the templates.
     ``cover_plan``: try the plan over the linked covers' multisets before the fixing rounds (:func:`_cover_plan`),
     proven optimal at once when it meets the bound. A what-if from a base plan asks for it; a cold solve keeps the
     fixing rounds alone, so each preset's recorded plan (``benchmarks.check_plans``) stays what it is.
+    ``single_rows``: the sets carry every single-GPU-type multiset (masked out of the ILPs) for the baselines; False
+    for a plan nobody compares with baselines (a slider's position): never placed, the same ILPs and plan.
+    ``answer_short``: a proven shortfall of the LP is answered ``infeasible`` (``ondemand_short``), not None.
     """
 
     per_region: bool = True
     provenance: Callable[[str], str] | None = None
     cover_plan: bool = False
+    single_rows: bool = True
+    answer_short: bool = False
 
 
 def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario, *,
@@ -239,8 +242,9 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
         When ``cancel`` is set; the incumbent so far is in ``anytime`` (the pipeline returns it at a time limit).
     """
     per_region, provenance = options.per_region, options.provenance
-    run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {}, pricers if pricers is not None else LocalPricers(priced),
-               anytime if anytime is not None else Anytime(), options.cover_plan)
+    run = _Run(priced, resolved, [pg.group for pg in priced], per_region, provenance, progress, cancel, {},
+               pricers if pricers is not None else LocalPricers(priced),
+               anytime if anytime is not None else Anytime(), options.cover_plan, options.single_rows)
     shapes = priced[0].space.shapes
     prices, available = resolved.price_matrix(shapes), resolved.availability_matrix(shapes)
     t1 = time.perf_counter()
@@ -251,7 +255,8 @@ def allocate_on_demand(priced: Sequence[PricedGroup], resolved: ResolvedScenario
                        run=LpRun(cancel, run.pricers, sub_progress(progress, 0.0, 0.6), masters.on_round))
     run.timings["pricing_lp_seconds"] = time.perf_counter() - t1
     if not pr.feasible:
-        return None
+        proven = options.answer_short and pr.shortfall is not None and pr.shortfall.proven
+        return short_plan(run, pr, _lp.order) if proven else None
     run.anytime.raise_bound(pr.z_lp, "LP optimum over all templates")
     masters.solve(_lp, "restricted master ILP at the LP optimum")
     _report(progress, 0.6, f"pricing: Lagrangian cover bounds of {len(priced)} groups (LP bound {pr.z_lp:,.2f} $/h)")
@@ -285,6 +290,7 @@ class _Run:
     pricers: Pricers
     anytime: Anytime
     cover_plan: bool = False  # OnDemandOptions.cover_plan: a what-if from a base plan
+    single_rows: bool = True  # OnDemandOptions.single_rows: the sets carry the baselines' rows
 
 
 class _Masters:
@@ -366,7 +372,8 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
     First, the plan over the linked covers' multisets (``covers``, :func:`_cover_plan`): when it meets the bound
     it is proven optimal over every template without a fixing round."""
     priced, anytime, timings, z_lb = run.priced, run.anytime, run.timings, pr.z_lb
-    single = [single_type_multisets(pg) for pg in priced]
+    single = [single_type_multisets(pg) if run.single_rows else np.zeros((0, pg.space.nmax), dtype=np.int64)
+              for pg in priced]
     single_frames: dict[int, pl.DataFrame] = {}
     met = _cover_plan(run, covers, single, single_frames, z_lb)
     if met is not None:
@@ -475,7 +482,8 @@ def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: A
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
                     warm: Mapping[str, np.ndarray] | WarmStart | None = None,
-                    on_single: Callable[[list[TemplateSet]], None] | None = None) -> Allocation | None:
+                    on_single: Callable[[list[TemplateSet]], None] | None = None,
+                    with_baselines: bool = True) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
 
@@ -496,12 +504,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     on_single:
         Called once the groups' spaces exist, before pricing, with :func:`single_type_sets` (the baselines'
         single-GPU-type templates; the pipeline starts those baselines on them).
+    with_baselines:
+        False for a plan without baselines: no single-GPU-type rows (``on_single`` not called), and an LP that
+        proves no plan meets the demand is answered ``infeasible`` here (:class:`OnDemandOptions`).
 
     Returns
     -------
     Allocation or None
-        The certified allocation with ``sets`` (each set holds the ILP's templates plus every single-GPU-type
-        template, for the baselines) and ``masks`` (the ILP's rows), or None when the scenario is not supported
+        The certified allocation with ``sets`` (each set holds the ILP's templates plus, with baselines, every
+        single-GPU-type template) and ``masks`` (the ILP's rows), or None when the scenario is not supported
         (:func:`supported`), the LP relaxation is infeasible or the cost optimum is over the budget (then the
         library path runs and reports diagnostics).
 
@@ -530,14 +541,15 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
     def provenance(gpu: str) -> str:
         return str(ctx.perf.gpu_calibration(gpu).provenance)
 
-    if on_single is not None:
+    if on_single is not None and with_baselines:
         t1 = time.perf_counter()
         on_single(single_type_sets(priced, provenance))
         timings["single_type_seconds"] = time.perf_counter() - t1
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:
         # a what-if or sweep point from a neighbouring plan tries the linked covers' plan first (OnDemandOptions)
-        options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart))
+        options = OnDemandOptions(provenance=provenance, cover_plan=isinstance(warm, WarmStart),
+                                  single_rows=with_baselines, answer_short=not with_baselines)
         plan = allocate_on_demand(priced, resolved, options=options,
                                   progress=sub_progress(progress, 0.05, 1.0), cancel=cancel, pricers=pricers,
                                   anytime=anytime)
@@ -572,6 +584,7 @@ def _record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, 
     stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
+    stats.update({"proven_short": 1.0} if plan.alloc.status == "infeasible" else {})  # ondemand_short's answer
     if plan.by_covers:
         stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)

@@ -18,6 +18,7 @@ so a round is a fan-out. Two runners share one contract, ``price_all(calls, canc
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -115,6 +116,7 @@ class RayPricers:
         self.ray = ray_module(num_cpus)
         self.groups = list(groups)
         self.actors: list[Any] = []
+        self._starting = threading.Lock()  # the linked cover bounds price two models at once (threads)
 
     def _start(self) -> None:
         """The actors, started at the first round (so they get the placements the seed columns already made)."""
@@ -137,8 +139,9 @@ class RayPricers:
         from planning.parallel import POLL_S, ray_failure
 
         check_cancel(cancel, "pricing search")
-        if not self.actors:
-            self._start()
+        with self._starting:
+            if not self.actors:
+                self._start()
         refs = [self.actors[c.group].price.remote(c) for c in calls]
         pending = list(refs)
         try:

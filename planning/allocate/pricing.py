@@ -168,7 +168,8 @@ class ColumnLP:
         h.setOptionValue("output_flag", False)
         inf = highspy.kHighsInf
         lower = np.concatenate([np.full(self.n_avail, -inf), [pg.demand for pg in groups], self.n_min])
-        upper = np.concatenate([available.reshape(-1).astype(float), np.full(2 * G, inf)])
+        self.available = available.reshape(-1).astype(float)
+        upper = np.concatenate([self.available, np.full(2 * G, inf)])
         h.addRows(self.n_rows, lower, upper, 0, np.zeros(self.n_rows, dtype=np.int32), np.zeros(0, dtype=np.int32),
                   np.zeros(0))
         for gi in range(G):
@@ -245,6 +246,30 @@ class ColumnLP:
         w = self.node_cost - y_a  # inf where not sold
         return z, feasible, w, y_d, y_n
 
+    def shortfall(self, floors: np.ndarray) -> Shortfall:
+        """After the last pricing round of a solve that left demand uncovered (``floors``: each group's floor
+        under every column's reduced cost): whether that proves no plan exists, and the binding offers.
+
+        Any plan that meets every demand is a point of this LP with no slack, and costs at most
+        C = Σ_(r,k) (1 + K)·p[r, k]·A[r, k] (its nodes are within the availability). The LP over every template
+        has optimum z* ≥ z + Σ_g min(0, floor_g)·Σ A (Farley: each column uses a node, so Σ ν ≤ Σ A). When that
+        exceeds C, the slack cannot be zero at any point: no plan meets the demand. Unproven (the library path
+        then decides) when some offered availability is unlimited or the margin is within tolerance."""
+        sol = self.h.getSolution()
+        G = len(self.groups)
+        offered = self.offered.reshape(-1)
+        cap = float(np.sum(self.node_cost.reshape(-1)[offered] * self.available[offered]))
+        nodes = float(self.available[offered].sum())
+        z = float(self.h.getInfo().objective_function_value) + float(np.minimum(floors, 0.0).sum()) * nodes
+        proven = bool(np.isfinite(cap) and np.isfinite(z) and z > cap * (1 + 1e-6) + 1e-6)
+        y_a = np.asarray(sol.row_dual, dtype=float)[: self.n_avail]
+        with np.errstate(divide="ignore", invalid="ignore"):  # demand one more node would serve, per dollar
+            worth = np.where(offered, -y_a / self.node_cost.reshape(-1), 0.0)
+        binding = [int(i) for i in np.argsort(-worth, kind="stable") if offered[i] and y_a[i] < -TOL * self.big_m]
+        short = tuple((i // self.K_shapes, i % self.K_shapes, float(self.available[i])) for i in binding)
+        unserved = np.asarray(sol.col_value, dtype=float)[:G]
+        return Shortfall(proven, tuple(float(u) for u in unserved), short)
+
 
 def column_costs(space: MultisetSpace, P: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(m, R) Σ_{k∈M} w[r, k] for padded multisets (inf where some shape is not sold)."""
@@ -298,6 +323,17 @@ def price(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta: float, 
     return Pn, sp.codes(Pn), rn, rcn, floor
 
 
+@dataclass(frozen=True)
+class Shortfall:
+    """Demand the LP over every template leaves uncovered (:meth:`ColumnLP.shortfall`): ``proven`` that no plan
+    meets it, each group's uncovered demand and the binding offers (a negative availability dual), the most
+    demand one more node would serve per dollar first, as (region index, shape index, nodes available)."""
+
+    proven: bool
+    unserved: tuple[float, ...]
+    short: tuple[tuple[int, int, float], ...]
+
+
 @dataclass
 class PricingResult:
     """LP optimum over all templates and what it took."""
@@ -313,6 +349,7 @@ class PricingResult:
     z_lb: float = -math.inf  # Lagrangian bound (≥ z_lp; with the linked models' pairing), set by allocate_on_demand
     linked_gain: float = 0.0  # what the linked cover bounds added to Σ_g L_g + Σ y_a·A (``linked_cover``)
     linked_clock_stops: int = 0  # linked cover ILPs a wall clock stopped (``linked_cover.LINK_SAFETY_S``)
+    shortfall: Shortfall | None = None  # when column generation converged with demand uncovered
 
 
 def seed(pg: PricedGroup, node_cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -467,8 +504,9 @@ def solve_lp(groups: Sequence[PricedGroup], prices: np.ndarray, available: np.nd
             on_round(RoundState("priced", rounds, lp, z, feasible, floors, added))
         if added == 0 or rounds >= MAX_ROUNDS:
             break
+    short = lp.shortfall(floors) if not feasible and added == 0 else None  # converged, demand uncovered
     res = PricingResult(z_lp=z, feasible=feasible and rounds < MAX_ROUNDS, rounds=rounds, columns=len(lp.columns),
-                        w=w, y_d=y_d, y_n=y_n, seconds=time.perf_counter() - t0)
+                        w=w, y_d=y_d, y_n=y_n, seconds=time.perf_counter() - t0, shortfall=short)
     return res, lp
 
 

@@ -146,3 +146,30 @@ def test_the_bound_holds_whatever_stops_its_ilps(name: str, value: float, monkey
         assert clocked == 0
     else:
         assert clocked > 0
+
+
+def test_models_bounded_at_once_give_the_bounds_of_one_after_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LINK_THREADS`` models at once (threads) give the same shares, bound, rounds and covers as one model after
+    another, on the seeded instances with two linked models (fresh spaces each way: nothing placed is shared)."""
+    from planning.allocate import linked_cover
+
+    compared = 0
+    for seed in SEEDS:
+        answers = []
+        for threads in (1, 2):
+            got = _lagrangian(seed)
+            if got is None or len(linked_pairs(got[0])) < 2:
+                break
+            priced, resolved, pr, L, z_lb = got
+            monkeypatch.setattr(linked_cover, "LINK_THREADS", threads)
+            run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
+            answers.append(linked_bounds(run, pr, L, z_lb))
+        if len(answers) < 2:
+            continue
+        compared += 1
+        one, two = answers
+        assert two.shares.tolist() == one.shares.tolist() and two.z_lb == one.z_lb, seed
+        assert two.models == one.models and len(two.covers) == len(one.covers), seed
+        for a, b in zip(one.covers, two.covers, strict=True):
+            assert (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b)), seed
+    assert compared >= 4, compared  # 5 of the 24 seeds have two linked models and a feasible LP

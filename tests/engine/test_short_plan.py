@@ -6,6 +6,7 @@ agreeing on the status."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 
 import pytest
@@ -91,3 +92,4 @@ def test_a_slider_position_and_the_full_plan_agree_there_is_no_plan(availability
     assert lean.message.startswith("No plan: the available nodes cannot serve all demand")
     assert any(d.startswith("Capacity binds: no plan meets all demand") for d in lean.diagnostics)
     assert full.message.startswith("No plan: see diagnostics")  # the library path's per-model fractions
+    json.dumps(lean.to_dict(), allow_nan=False)  # a job's result is plain JSON (the browser's slider reads it)

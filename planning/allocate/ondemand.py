@@ -22,7 +22,7 @@ from planning.allocate.certify import Allocation, allocation_problem, exact_when
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
-from planning.allocate.ondemand_short import short_plan
+from planning.allocate.ondemand_short import last_line, short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -565,7 +565,7 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         # the library path reports the infeasibility with its diagnostics (the budget that would serve 100 %).
         # Within the budget, the cost optimum is also the budget-capped optimum.
         return None
-    _report(progress, 1.0, "ILP: certified allocation found" if plan.certified else "ILP: best allocation found")
+    _report(progress, 1.0, last_line(plan))
     _record(plan, priced, stats, timings)
     return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
                       sets=plan.sets)

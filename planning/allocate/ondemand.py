@@ -21,6 +21,7 @@ import polars as pl
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
+from planning.allocate.ondemand_record import record
 from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
 from planning.allocate.ondemand_short import last_line, short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
@@ -566,33 +567,9 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         # Within the budget, the cost optimum is also the budget-capped optimum.
         return None
     _report(progress, 1.0, last_line(plan))
-    _record(plan, priced, stats, timings)
+    record(plan, priced, stats, timings)
     return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
                       sets=plan.sets)
-
-
-def _record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, float],
-            timings: dict[str, float]) -> None:
-    """The plan's figures (pricing rounds, bounds, how it was proven, templates placed) into ``stats`` and the
-    template search's seconds into ``timings``."""
-    stats["pricing_rounds"] = float(plan.pricing.rounds)
-    stats["lp_columns"] = float(plan.pricing.columns)
-    stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
-    stats["lp_bound_per_hour"] = plan.pricing.z_lp
-    stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
-    stats["linked_bound_gain_per_hour"] = plan.pricing.linked_gain
-    stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
-    if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
-        stats["reduction_certified"] = 1.0
-    stats.update({"proven_short": 1.0} if plan.alloc.status == "infeasible" else {})  # ondemand_short's answer
-    if plan.by_covers:
-        stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
-    stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
-    stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve
-    stats["search_prefixes"] = float(sum(pg.space.stats.prefixes for pg in priced))
-    stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
-    timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)
-    timings["exact_placement_seconds"] = sum(pg.space.stats.seconds_exact for pg in priced)
 
 
 def row_codes(space: MultisetSpace, ts: TemplateSet) -> np.ndarray:

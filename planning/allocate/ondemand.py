@@ -410,7 +410,9 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
                 f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
         problem = exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel))
-        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem)))
+        # a plan above the target is only the next target: once a settle's bound refutes it, no merged ILP
+        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem),
+                                         refute_at=target + 1e-9 * max(1.0, abs(target))))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour

@@ -164,6 +164,15 @@ def shortfall_status(problem: AllocationProblem, limit: float, inst: Instance | 
     return {g: {k: math.ceil(v - 1e-6) for k, v in rows.items() if v > 1e-6} for g, rows in short.items()}, "optimal"
 
 
+def total_shortfall(rows: dict[str, dict[tuple[str, str], int]] | None) -> dict[tuple[str, str], int]:
+    """Nodes short per (region, shape), summed over the groups of :func:`capacity_shortfall`'s answer."""
+    total: dict[tuple[str, str], int] = {}
+    for per_group in (rows or {}).values():
+        for key, n in per_group.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
 def listing(rows: dict[tuple[str, str], int], available: dict[tuple[str, str], int]) -> str:
     """"region shape +n nodes (a available)", the largest first, at most five and how many more."""
     ranked = sorted(rows.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -267,10 +276,7 @@ def diagnose_infeasible(problem: AllocationProblem, inst: Instance | None = None
     budget_text = (budget_sentence(problem, joint.found if joint.found is not None else 0.0,
                                    share(n_alone + 1), live_inst)
                    if problem.budget_per_hour is not None else None)
-    total_short: dict[tuple[str, str], int] = {}
-    for rows in (shortfall or {}).values():
-        for k, n in rows.items():
-            total_short[k] = total_short.get(k, 0) + n
+    total_short = total_shortfall(shortfall)
     if total_short:
         sentences.append(
             f"Capacity binds: serving all demand needs about {sum(total_short.values()):,} more nodes than available "

@@ -16,8 +16,8 @@ When they over-use some offers together, this module tries to settle the conflic
   the plans of λ = 0 and of every later λ.
 * **Multipliers.** Subgradient steps (Polyak: t = (UB − L(λ)) / ‖g‖², g = Σ_p U_p·x_p(λ) − A on the priced
   rows, rows over-used at a later λ are priced too), at most :data:`LAGRANGE_ROUNDS` rounds; with
-  ``problem.settle_stall`` (the baselines') no more after a round that raised neither the bound nor found a
-  cheaper repaired plan (:func:`stalled`).
+  ``problem.settle_stall`` (the baselines' and the on-demand engine's) no more after a round that raised neither
+  the bound nor found a cheaper repaired plan (:func:`stalled`).
 
 It is *optimal* only when the best repaired plan's cost is within the shortcut's gap of the best L(λ)
 (``reached_gap``, the same rule as every other solve). Otherwise it returns None and the caller merges the
@@ -39,6 +39,9 @@ from planning.allocate.solvers import proven_zero, reached_gap, read_highs, rel_
 
 LAGRANGE_ROUNDS = 6
 """Subgradient rounds after λ = 0 (each re-solves every competing part once at the new prices)."""
+NEAR_GAP = 1e-5
+"""With ``problem.settle_stall``, a settle whose repaired plan is within this of its bound, but not within its own
+gap (an exact solve's: ``ZERO_GAP``), gives way to the merged ILP at once (:func:`near`)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,17 @@ def stalled(seen: tuple[float, float] | None, lower: float, best_cost: float) ->
     return lower <= seen[0] + 1e-9 and best_cost >= seen[1] - 1e-9
 
 
+def near(lower: float, best_cost: float, gap_tol: float) -> bool:
+    """Whether a repaired plan is within :data:`NEAR_GAP` of the bound while its solve asks less (``gap_tol``).
+    More rounds cannot be expected to prove it: Polyak's step is the gap over ‖g‖², so λ moves by 10⁻⁵ of the cost,
+    and closing needs L(λ) within 10⁻⁶ of the plan. Measured in the certificate's fixing ILPs at coral-extended's
+    demand ×2.5 and ×3.5: every such settle's bound stayed at its λ = 0 value through all its rounds, 1.2-1.7·10⁻⁶
+    under the plan, and the merged ILP proved the optimum (docs/allocation.md, "The on-demand engine's settles
+    stall too")."""
+    gap = rel_gap(best_cost, lower)  # None without a plan (best_cost inf)
+    return gap_tol < NEAR_GAP and gap is not None and gap <= NEAR_GAP
+
+
 def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: float) -> tuple[Settled | None, float]:
     """Settle the parts' competition for over-used offers by the linked Lagrangian bound and repaired plans.
 
@@ -177,7 +191,7 @@ def settle(inst: Instance, parts: Sequence[_Part], time_left_s: float, gap_tol: 
             break
         if rounds >= LAGRANGE_ROUNDS or clock.left <= 0.1:
             break
-        if inst.problem.settle_stall and stalled(seen, lower, best_cost):
+        if inst.problem.settle_stall and (stalled(seen, lower, best_cost) or near(lower, best_cost, gap_tol)):
             break
         seen = (lower, best_cost)
         rounds += 1

@@ -21,8 +21,9 @@ import polars as pl
 from planning.allocate.certify import Allocation, allocation_problem, exact_when_small, refuted_target
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
+from planning.allocate.ondemand_record import record
 from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
-from planning.allocate.ondemand_short import short_plan
+from planning.allocate.ondemand_short import last_line, short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
     ColumnLP,
@@ -70,16 +71,20 @@ INCUMBENT_GAP = 0.01  # an incumbent ILP stops within 1 % of its own optimum (th
 def ilp_problem(resolved: ResolvedScenario, groups: Sequence[Group], sets: Sequence[TemplateSet],
                 masks: Sequence[np.ndarray], cancel: CancelToken | None = None) -> AllocationProblem:
     """The cost ILP over the fixed columns: :func:`planning.allocate.certify.allocation_problem` (the one builder
-    of allocation problems), with two deliberate differences.
+    of allocation problems), with three deliberate differences.
 
     - No budget cap: the engine certifies the *cost* optimum; :func:`solve_on_demand` compares it with
       ``objective.budget_per_hour`` afterwards (within the budget the cost optimum is the capped optimum; above
       it no plan within the budget serves all demand, and the library path reports that with its diagnostics).
       With the cap inside, an over-budget scenario would spend every fixing attempt on infeasible ILPs.
     - The time limit is what is left of the solve's deadline (``options.time_limit_s`` at most).
+    - ``settle_stall``: the group-by-group shortcut's settle of competing parts gives way to the merged ILP at its
+      first priced round in vain, as the baselines' does (a sweep's ×2.5: every fixing ILP's settle sat at its
+      λ = 0 bound, 10⁻⁶ under its repaired plan, for all six rounds, 50 of the point's 78 s; docs/allocation.md).
     """
     problem = allocation_problem(resolved, sets, groups=groups, masks=masks, objective="cost")
-    return replace(problem, budget_per_hour=None, time_limit_s=time_left(cancel, problem.time_limit_s))
+    return replace(problem, budget_per_hour=None, time_limit_s=time_left(cancel, problem.time_limit_s),
+                   settle_stall=True)
 
 
 @dataclass
@@ -405,7 +410,9 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
                 f"ILP: {sum(int(m.sum()) for m in masks):,} generated templates{again}")
         t3 = time.perf_counter()
         problem = exact_when_small(ilp_problem(run.resolved, run.groups, sets, masks, run.cancel))
-        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem)))
+        # a plan above the target is only the next target: once a settle's bound refutes it, no merged ILP
+        alloc = solve_allocation(replace(problem, start=_incumbent_start(anytime, problem),
+                                         refute_at=target + 1e-9 * max(1.0, abs(target))))
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
@@ -565,34 +572,10 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         # the library path reports the infeasibility with its diagnostics (the budget that would serve 100 %).
         # Within the budget, the cost optimum is also the budget-capped optimum.
         return None
-    _report(progress, 1.0, "ILP: certified allocation found" if plan.certified else "ILP: best allocation found")
-    _record(plan, priced, stats, timings)
+    _report(progress, 1.0, last_line(plan))
+    record(plan, priced, stats, timings)
     return Allocation(result=plan.alloc, problem=None, masks=plan.masks, stats=stats, timings=timings,
                       sets=plan.sets)
-
-
-def _record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, float],
-            timings: dict[str, float]) -> None:
-    """The plan's figures (pricing rounds, bounds, how it was proven, templates placed) into ``stats`` and the
-    template search's seconds into ``timings``."""
-    stats["pricing_rounds"] = float(plan.pricing.rounds)
-    stats["lp_columns"] = float(plan.pricing.columns)
-    stats["templates_in_ilp"] = float(sum(int(m.sum()) for m in plan.masks))
-    stats["lp_bound_per_hour"] = plan.pricing.z_lp
-    stats["lagrangian_bound_per_hour"] = plan.pricing.z_lb
-    stats["linked_bound_gain_per_hour"] = plan.pricing.linked_gain
-    stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
-    if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
-        stats["reduction_certified"] = 1.0
-    stats.update({"proven_short": 1.0} if plan.alloc.status == "infeasible" else {})  # ondemand_short's answer
-    if plan.by_covers:
-        stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
-    stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)
-    stats["templates_placed_now"] = float(sum(pg.space.stats.evaluated for pg in priced))  # placed by this solve
-    stats["search_prefixes"] = float(sum(pg.space.stats.prefixes for pg in priced))
-    stats["search_candidates"] = float(sum(pg.space.stats.candidates for pg in priced))
-    timings["search_seconds"] = sum(pg.space.stats.seconds_search for pg in priced)
-    timings["exact_placement_seconds"] = sum(pg.space.stats.seconds_exact for pg in priced)
 
 
 def row_codes(space: MultisetSpace, ts: TemplateSet) -> np.ndarray:

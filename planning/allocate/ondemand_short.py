@@ -49,6 +49,13 @@ def short_plan(run: _Run, pr: PricingResult, columns: Sequence[tuple[int, int, i
     return OnDemandPlan(alloc, sets, masks, pr, True, 0.0, run.timings)
 
 
+def last_line(plan: OnDemandPlan) -> str:
+    """The engine's last progress line: what the ILP ended with (a proven shortfall says so, not "found")."""
+    if plan.alloc.status == "infeasible":
+        return "ILP: no plan meets all demand (proven by the LP over every template)"
+    return "ILP: certified allocation found" if plan.certified else "ILP: best allocation found"
+
+
 def _lp_set(pg: PricedGroup, gi: int, columns: Sequence[tuple[int, int, int]], run: _Run) -> TemplateSet:
     """The template set of group ``gi``'s LP columns (one row per multiset)."""
     codes = sorted({code for g, code, _r in columns if g == gi})
@@ -59,13 +66,10 @@ def _lp_set(pg: PricedGroup, gi: int, columns: Sequence[tuple[int, int, int]], r
 def _top_up(problem: AllocationProblem) -> str:
     """The cheapest top-up over the LP's templates (``diagnostics.capacity_shortfall``'s elastic LP): enough nodes
     for the LP over them, so over every template too; "" when that LP gives none within its time."""
-    from planning.allocate.diagnostics import DIAGNOSTICS_SECONDS, listing, shortfall_status
+    from planning.allocate.diagnostics import DIAGNOSTICS_SECONDS, listing, shortfall_status, total_shortfall
 
     rows, _status = shortfall_status(problem, DIAGNOSTICS_SECONDS)
-    total: dict[tuple[str, str], int] = {}
-    for per_group in (rows or {}).values():
-        for key, n in per_group.items():
-            total[key] = total.get(key, 0) + n
+    total = total_shortfall(rows)
     available = {(o.region, o.shape): int(o.available) for o in problem.offers}
     return (f"; serving all demand needs about {sum(total.values()):,} more nodes than available (cheapest top-up "
             f"over the templates column generation found, LP estimate): {listing(total, available)}" if total else "")

@@ -85,11 +85,14 @@ def test_the_answer_is_infeasible_with_the_binding_offers_only_when_asked() -> N
 def test_a_slider_position_and_the_full_plan_agree_there_is_no_plan(availability: float, demand: float) -> None:
     scenario = apply_variants(Scenario.from_dict(copy.deepcopy(TINY)),
                               [AvailabilityScale(availability), DemandScale(demand)])
-    lean = pipeline_solve(scenario, with_baselines=False)
+    said: list[str] = []
+    lean = pipeline_solve(scenario, with_baselines=False, progress=lambda _f, message: said.append(message))
     full = pipeline_solve(scenario, with_baselines=True)
     assert lean.status == full.status == "infeasible"
     assert lean.stats.get("proven_short") == 1.0 and not full.stats.get("proven_short")
     assert lean.message.startswith("No plan: the available nodes cannot serve all demand")
     assert any(d.startswith("Capacity binds: no plan meets all demand") for d in lean.diagnostics)
     assert full.message.startswith("No plan: see diagnostics")  # the library path's per-model fractions
+    assert "ILP: no plan meets all demand (proven by the LP over every template)" in said
+    assert not any("allocation found" in m for m in said), said  # the progress never claims a plan it lacks
     json.dumps(lean.to_dict(), allow_nan=False)  # a job's result is plain JSON (the browser's slider reads it)

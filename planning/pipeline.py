@@ -255,8 +255,7 @@ def _plan_steps(scenario: Scenario, ctx: EngineContext, run: _Run, deadline: Dea
     laps.lap("baselines_seconds")
     where.report(0.98, "diagnostics: assembling the plan")
     laps.timings["total_seconds"] = laps.total()
-    # finite only: a job's result is plain JSON (the LP's no-plan answer has no Lagrangian bound, -inf)
-    stats = {k: v for k, v in {**allocation.stats, **_anytime_stats(anytime)}.items() if math.isfinite(v)}
+    stats = {**allocation.stats, **_anytime_stats(anytime)}
     result = build_plan_result(resolved, sets, allocation.result, baselines, timings=laps.timings,
                                provenance=perf_provenance(ctx, sets), stats=stats)
     result = with_engine_plans(result, resolved.scenario, resolved.specs, ctx.perf)  # the limits its engines run with

@@ -25,7 +25,8 @@ def record(plan: OnDemandPlan, priced: Sequence[PricedGroup], stats: dict[str, f
     stats["linked_bound_clock_stops"] = float(plan.pricing.linked_clock_stops)  # 0: stopped on work or gap
     if plan.certified and plan.alloc.status in ("optimal", "feasible"):  # finished, not stopped by the limit
         stats["reduction_certified"] = 1.0
-    stats.update({"proven_short": 1.0} if plan.alloc.status == "infeasible" else {})  # ondemand_short's answer
+    if plan.alloc.status == "infeasible":
+        stats["proven_short"] = 1.0  # ondemand_short's answer: the LP proves no plan meets the demand
     if plan.by_covers:
         stats["proven_by_cover_plan"] = 1.0  # the linked covers' plan met the bound: no fixing round
     stats["templates_total"] = float(sum(len(pg.space.cache) for pg in priced))  # placed exactly (incl. reused)

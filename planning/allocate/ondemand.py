@@ -82,7 +82,7 @@ def ilp_problem(resolved: ResolvedScenario, groups: Sequence[Group], sets: Seque
       first priced round in vain, as the baselines' does (a sweep's ×2.5: every fixing ILP's settle sat at its
       λ = 0 bound, 10⁻⁶ under its repaired plan, for all six rounds, 50 of the point's 78 s; docs/allocation.md).
       The fixing ILPs (:func:`_certify`) skip the settle (``settle=False``): over their few columns the merged ILP
-      proves the optimum sooner (×4: 142 → 92 s).
+      proves the optimum sooner (a sweep's ×4: 144 → 95 s).
     """
     problem = allocation_problem(resolved, sets, groups=groups, masks=masks, objective="cost")
     return replace(problem, budget_per_hour=None, time_limit_s=time_left(cancel, problem.time_limit_s),

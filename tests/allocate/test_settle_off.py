@@ -1,6 +1,6 @@
 """``AllocationProblem.settle`` off: the group-by-group shortcut merges competing parts at once, with no linked
 settle (the on-demand engine's fixing ILPs; issue 41: over their few fixed columns the merged ILP proves the optimum
-sooner than a settle's rounds of part ILPs — coral-extended's sweep point ×4, 181 → 129 s). The answer stays the
+sooner than a settle's rounds of part ILPs — coral-extended's sweep point ×4, 144 → 95 s). The answer stays the
 joint optimum."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The on-demand engine's fixing ILPs run with no linked settle (``AllocationProblem.settle`` off; issue 41: over
-their few fixed columns the merged ILP proves the optimum sooner; coral-extended's sweep point ×2.5, 40 → 24 s).
+their few fixed columns the merged ILP proves the optimum sooner; coral-extended's sweep point ×2.5, 31 → 24 s).
 Their answers stay the library ILP's proven optimum (``test_on_demand.test_on_demand_equals_library_ilp``)."""
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ When they over-use some offers together, this module tries to settle the conflic
 * **Multipliers.** Subgradient steps (Polyak: t = (UB − L(λ)) / ‖g‖², g = Σ_p U_p·x_p(λ) − A on the priced
   rows, rows over-used at a later λ are priced too), at most :data:`LAGRANGE_ROUNDS` rounds; with
   ``problem.settle_stall`` (the baselines' and the on-demand engine's) no more after a round that raised neither
-  the bound nor found a cheaper repaired plan (:func:`stalled`).
+  the bound nor found a cheaper repaired plan (:func:`stalled`). ``problem.settle`` off (the engine's fixing
+  ILPs) skips the settle: the caller merges the competing parts at once.
 
 It is *optimal* only when the best repaired plan's cost is within the shortcut's gap of the best L(λ)
 (``reached_gap``, the same rule as every other solve). Otherwise it returns None and the caller merges the

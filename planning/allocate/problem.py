@@ -183,9 +183,9 @@ class AllocationProblem:
     linked settle of competing parts (``linked.settle``) at its first priced round that neither raises its
     bound nor finds a cheaper repaired plan, for the merged ILP it falls back to (the baselines and the on-demand
     engine set it: a settle that will not close costs more than that ILP; docs/allocation.md, "Baselines").
-    ``refute_at`` is a caller's target (the on-demand certificate's): a plan above it serves the caller only as a
-    next target and a bound, so once that settle's linked bound exceeds it, its best plan that fits is the answer
-    (``feasible`` with that bound) instead of the merged ILP's optimum, when within ``solve.REFUTE_PLAN_GAP`` of it.
+    ``settle`` (default on) lets that shortcut settle competing parts by the linked Lagrangian bound before it
+    merges them; off, it merges them at once (the on-demand engine's fixing ILPs: over their few fixed columns the
+    merged ILP proves the optimum sooner than a settle's rounds of part ILPs; docs/allocation.md).
     ``start`` is a plan (template id, region) -> instances handed to HiGHS as a MIP start (e.g. the best
     baseline's counts); its templates are exempt from dominance pruning so that it maps exactly.
     ``links`` are tuples of class ids served *in the same regions in the same proportions* (a model's prefill
@@ -221,7 +221,7 @@ class AllocationProblem:
     decompose: bool = True
     part_mip_rel_gap: float | None = None
     settle_stall: bool = False
-    refute_at: float | None = None
+    settle: bool = True
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
     links: tuple[tuple[str, ...], ...] = ()
     transfers: tuple[TransferPrice, ...] = ()

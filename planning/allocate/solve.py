@@ -12,7 +12,7 @@ import numpy as np
 
 from planning.allocate.instance import Instance, build_instance
 from planning.allocate.problem import AllocationProblem, AllocationResult, PhaseResult, SolveStats, Status
-from planning.allocate.solvers import RawSolution, classify, proven_zero, reached_gap, rel_gap
+from planning.allocate.solvers import RawSolution, classify, reached_gap, rel_gap
 
 # Phase 2 of the served objective keeps α ≥ α* (1 − ALPHA_REL_TOL) − ALPHA_ABS_TOL.
 ALPHA_REL_TOL = 1e-7
@@ -360,7 +360,9 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         merged = _merge_conflicts(parts, inst.offer_avail)
         if merged is None:
             break
-        fitted, linked, budget_left = _settle(inst, parts, budget_left, gap_tol, linked, problem.refute_at)
+        fitted = None
+        if problem.settle:
+            fitted, linked, budget_left = _settle(inst, parts, budget_left, gap_tol, linked)
         if fitted is not None:
             parts, settled = fitted, True
             break
@@ -379,37 +381,23 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
         return None
     gap = rel_gap(primal, bound)
     status = classify(True, "optimal" if reached_gap(gap, gap_tol) else "other", gap, gap_tol, primal, bound)
-    closed = reached_gap(gap, gap_tol) or proven_zero(gap, primal, bound)  # else settled above refute_at
-    how = ("Optimal per part, competing parts settled by the linked Lagrangian bound (no merged ILP)"
-           if settled and closed else
-           "Per part, competing parts' linked Lagrangian bound above the caller's target (no merged ILP)" if settled
+    how = ("Optimal per part, competing parts settled by the linked Lagrangian bound (no merged ILP)" if settled
            else "Optimal per group, shared availability not binding" if len(parts) == len(groups) else
            f"Optimal per part, {len(groups)} parts solved as {len(parts)} (merged where availability binds)")
     return RawSolution(values, PhaseResult("cost (by group)", status, primal, bound, gap, seconds, how))
 
 
-REFUTE_PLAN_GAP = 1e-4
-"""A settle's plan answers a refuted target (``AllocationProblem.refute_at``) only within this of its bound: the
-merged ILP's optimum, the next target it would set, could be at most that much lower. At coral-extended ×3.5 the
-plan was 1.7·10⁻⁶ from the bound (the merged ILP's 15 s bought 1.1·10⁻⁷); at ×4.5, 1.1 % (a next target that loose
-kept three times the templates)."""
-
-
 def _settle(inst: Instance, parts: list[_Part], budget_left: float, gap_tol: float,
-            linked: float, refute_at: float | None = None) -> tuple[list[_Part] | None, float, float]:
+            linked: float) -> tuple[list[_Part] | None, float, float]:
     """Competing parts settled without merging them (``planning.allocate.linked``): (plans that fit together
-    and are optimal within ``gap_tol`` — or, with ``refute_at`` (``AllocationProblem.refute_at``), ones within
-    :data:`REFUTE_PLAN_GAP` of a linked bound above it —, else None; the best linked bound so far; the seconds
-    left)."""
+    and are optimal within ``gap_tol``, else None; the best linked bound so far; the seconds left)."""
     from planning.allocate.linked import settle
 
     out, seconds = settle(inst, parts, budget_left, gap_tol)
     budget_left -= seconds
     if out is None:
         return None, linked, budget_left
-    gap = rel_gap(sum(p.primal for p in out.parts), out.bound)
-    refuted = refute_at is not None and out.bound > refute_at and gap is not None and gap <= REFUTE_PLAN_GAP
-    return (list(out.parts) if out.closed or refuted else None), max(linked, out.bound), budget_left
+    return (list(out.parts) if out.closed else None), max(linked, out.bound), budget_left
 
 
 def _joint_values(inst: Instance, col: Any, parts: Sequence[_Part]) -> np.ndarray:

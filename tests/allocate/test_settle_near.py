@@ -12,7 +12,7 @@ import pytest
 from planning.allocate import linked, solve_allocation
 
 from ..baselines.test_settle_stall import _rounds
-from .test_refute_at import _scarce
+from .test_settle_off import _scarce
 
 
 def test_near_means_a_plan_within_the_limit_that_the_solve_does_not_accept() -> None:

@@ -155,9 +155,10 @@ def near(lower: float, best_cost: float, gap_tol: float) -> bool:
     """Whether a repaired plan is within :data:`NEAR_GAP` of the bound while its solve asks less (``gap_tol``).
     More rounds cannot be expected to prove it: Polyak's step is the gap over ‖g‖², so λ moves by 10⁻⁵ of the cost,
     and closing needs L(λ) within 10⁻⁶ of the plan. Measured in the certificate's fixing ILPs at coral-extended's
-    demand ×2.5 and ×3.5: every such settle's bound stayed at its λ = 0 value through all its rounds, 1.2-1.7·10⁻⁶
-    under the plan, and the merged ILP proved the optimum (docs/allocation.md, "The on-demand engine's settles
-    stall too")."""
+    demand ×2.5 and ×3.5 (before they dropped the settle, ``AllocationProblem.settle``): every such settle's bound
+    stayed at its λ = 0 value through all its rounds, 1.2-1.7·10⁻⁶ under the plan, and the merged ILP proved the
+    optimum. It now serves the exact solves that still settle: the covers' plan ILP and an exact baseline
+    (docs/allocation.md, "The on-demand engine's settles stall too")."""
     gap = rel_gap(best_cost, lower)  # None without a plan (best_cost inf)
     return gap_tol < NEAR_GAP and gap is not None and gap <= NEAR_GAP
 

@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 
 from planning.allocate import AllocationProblem, linked, solve_allocation
-from planning.allocate.synthetic import Synthetic, random_problem
+
+from .test_decompose_merge import _scarce as decompose_scarce
 
 SEEDS = range(40, 64)
 
 
 def _scarce(seed: int) -> AllocationProblem:
-    """Seeded problems whose parts compete for scarce offers (those of ``tests/baselines/test_settle_stall``)."""
-    return random_problem(seed, Synthetic(groups=4, templates_per_group=8, regions=2, shapes=4, max_available=6,
-                                          demand_scale=0.3), K=0.05, mip_rel_gap=0.0, settle_stall=True)
+    """The seeded scarce problems of ``test_decompose_merge``, solved exactly and with ``settle_stall`` (as the
+    on-demand engine's ILPs)."""
+    return replace(decompose_scarce(seed), mip_rel_gap=0.0, settle_stall=True)
 
 
 def test_without_the_settle_the_answer_is_the_joint_optimum(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from planning.allocate.certify import Allocation, allocation_problem, baseline_problem, solve_certified
 from planning.allocate.incumbent import Anytime
+from planning.allocate.ondemand_sets import SingleRows
 from planning.allocate.problem import AllocationProblem
 from planning.allocate.warm import WarmStart
 from planning.assemble import build_plan_result, time_limit_result
@@ -152,6 +153,8 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
         if key is not None and reuse.cache is not None and is_final(related, scenario):
             reuse.cache.put(key, related)  # so that it can be the base of the next what-if (api.nearest_base)
         return related
+    if with_baselines:
+        start_baseline_workers(scenario)  # they spawn while the precheck and the groups' tables are built
     refused = None if reuse.prechecked else precheck(scenario, ctx)  # an SLO no offered GPU reaches: at once
     if refused is not None:
         return refused
@@ -166,6 +169,17 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
     if key is not None and reuse.cache is not None and is_final(result, scenario):
         reuse.cache.put(key, result)
     return result
+
+
+def start_baseline_workers(scenario: Scenario) -> None:
+    """Spawn the processes a solve of ``scenario`` runs its baselines on, without waiting
+    (:func:`planning.baselines.beside.prewarm`; nothing when they run here): a solve with baselines calls it before
+    its precheck, so that they start up while this process checks the SLOs and builds the groups' tables, and can
+    place the single-GPU-type templates beside it (``planning.templates.placing``). The CLI runs its precheck
+    before it, without the solver's imports, so that a refused scenario is answered at once."""
+    from planning.baselines.beside import prewarm, workers_for
+
+    prewarm(workers_for(scenario.options.workers))
 
 
 @dataclass(frozen=True)
@@ -207,11 +221,9 @@ def _plan(scenario: Scenario, ctx: EngineContext, run: _Run) -> PlanResult:
     deadline = Deadline(scenario.options.time_limit_s, run.cancel)  # ONE deadline for every step (docs/allocation.md)
     if not run.with_baselines:
         return _plan_steps(scenario, ctx, run, deadline, None)
-    from planning.baselines.beside import EarlyStart, prewarm, workers_for
+    from planning.baselines.beside import EarlyStart, workers_for
 
-    workers = workers_for(scenario.options.workers)
-    prewarm(workers)  # the baselines' processes spawn while the allocation runs (planning.baselines.beside)
-    early = EarlyStart(workers, deadline, memo=run.memo)
+    early = EarlyStart(workers_for(scenario.options.workers), deadline, memo=run.memo)
     try:
         return _plan_steps(scenario, ctx, run, deadline, early)
     finally:
@@ -280,6 +292,12 @@ class _Step:
     laps: _Laps
     early: EarlyStart | None = None
 
+    def single_rows(self, resolved: ResolvedScenario) -> SingleRows:
+        """What the on-demand engine does with the single-GPU-type sets: start the baselines on them, placing
+        them on the baselines' pool too while it has nothing else to do (none without ``early``)."""
+        pool = self.early.pool() if self.early is not None and not resolved.scenario.current else None
+        return SingleRows(lambda single: self.start_baselines(resolved, single), pool)
+
     def start_baselines(self, resolved: ResolvedScenario, sets: Sequence[TemplateSet]) -> None:
         """Start the baselines that read only the single-GPU-type rows of ``sets`` (nothing without ``early``)."""
         if self.early is not None and not resolved.scenario.current:  # running instances: only after (the rows)
@@ -295,7 +313,7 @@ def _allocate(ctx: EngineContext, resolved: ResolvedScenario, run: _Run,
     where.report(0.02, "pricing: serving templates on demand" if resolved.scenario.options.templates == "on-demand"
                  else "library build: serving templates")
     allocation = on_demand_allocation(ctx, resolved, sub_progress(where.report, 0.02, 0.90), deadline, anytime,
-                                      run.warm, lambda single: step.start_baselines(resolved, single),
+                                      run.warm, step.single_rows(resolved),
                                       with_baselines=run.with_baselines)
     if allocation is not None and allocation.sets is not None:  # None: the scenario needs the library path
         step.laps.lap("allocation_seconds")
@@ -474,7 +492,7 @@ def quick_plan(resolved: ResolvedScenario, sets: Sequence[TemplateSet], cancel: 
 
 def on_demand_allocation(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None,
                          cancel: CancelToken | None, anytime: Anytime | None = None, warm: WarmStart | None = None,
-                         on_single: Callable[[list[TemplateSet]], None] | None = None,
+                         on_single: SingleRows | Callable[[list[TemplateSet]], None] | None = None,
                          with_baselines: bool = True) -> Allocation | None:
     """With ``options.templates: on-demand``: the allocation by column generation over a priced multiset search
     (:func:`planning.allocate.ondemand.solve_on_demand`), certified over all templates without enumerating them,

@@ -22,7 +22,13 @@ from planning.allocate.certify import Allocation, allocation_problem, exact_when
 from planning.allocate.incumbent import Anytime, proven_gap
 from planning.allocate.linked_cover import CoverRun, linked_bounds
 from planning.allocate.ondemand_record import record
-from planning.allocate.ondemand_sets import frame_set, single_type_multisets, single_type_sets, template_set
+from planning.allocate.ondemand_sets import (
+    SingleRows,
+    frame_set,
+    single_type_multisets,
+    single_type_sets,
+    template_set,
+)
 from planning.allocate.ondemand_short import last_line, short_plan
 from planning.allocate.pricers import LocalPricers, Pricers, make_pricers
 from planning.allocate.pricing import (
@@ -489,7 +495,7 @@ def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: A
 def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: ProgressFn | None = None,
                     cancel: CancelToken | None = None, anytime: Anytime | None = None,
                     warm: Mapping[str, np.ndarray] | WarmStart | None = None,
-                    on_single: Callable[[list[TemplateSet]], None] | None = None,
+                    on_single: SingleRows | Callable[[list[TemplateSet]], None] | None = None,
                     with_baselines: bool = True) -> Allocation | None:
     """Plan a cost scenario with templates generated on demand (the step ``planning.pipeline.on_demand_allocation``
     runs before the library path).
@@ -510,7 +516,8 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
         the cold start's, certified over all templates.
     on_single:
         Called once the groups' spaces exist, before pricing, with :func:`single_type_sets` (the baselines'
-        single-GPU-type templates; the pipeline starts those baselines on them).
+        single-GPU-type templates; the pipeline starts those baselines on them); a
+        :class:`~planning.allocate.ondemand_sets.SingleRows` also names the pool their placements may use.
     with_baselines:
         False for a plan without baselines: no single-GPU-type rows (``on_single`` not called), and an LP that
         proves no plan meets the demand is answered ``infeasible`` here (:class:`OnDemandOptions`).
@@ -550,7 +557,8 @@ def solve_on_demand(ctx: EngineContext, resolved: ResolvedScenario, progress: Pr
 
     if on_single is not None and with_baselines:
         t1 = time.perf_counter()
-        on_single(single_type_sets(priced, provenance))
+        single = on_single if isinstance(on_single, SingleRows) else SingleRows(on_single)
+        single.start(single_type_sets(priced, provenance, single.pool, cancel))
         timings["single_type_seconds"] = time.perf_counter() - t1
     pricers = make_pricers(priced)  # the process default backend: here, or Ray actors (--backend ray)
     try:

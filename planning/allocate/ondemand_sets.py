@@ -5,12 +5,15 @@ on them beside the allocation, ``planning.baselines.beside.EarlyStart``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from planning.allocate.pricing import PricedGroup
 from planning.catalog.schema import shape_gpu
+from planning.context import CancelToken
 from planning.templates.sets import TemplateSet
 
 
@@ -42,11 +45,26 @@ def single_type_multisets(pg: PricedGroup) -> np.ndarray:
     return np.concatenate([pg.space.all_multisets(gp == g) for g in sorted(set(gp.tolist()))])
 
 
-def single_type_sets(priced: Sequence[PricedGroup],
-                     provenance: Callable[[str], str] | None = None) -> list[TemplateSet]:
+@dataclass(frozen=True)
+class SingleRows:
+    """Where the single-GPU-type sets of a solve with baselines go: ``start`` receives them (the pipeline starts
+    the baselines that read only those); their placements may run on ``pool`` beside this process (the baselines'
+    processes, idle until these sets exist; ``planning.templates.placing``), None: here alone."""
+
+    start: Callable[[list[TemplateSet]], None]
+    pool: Executor | None = None
+
+
+def single_type_sets(priced: Sequence[PricedGroup], provenance: Callable[[str], str] | None = None,
+                     pool: Executor | None = None, cancel: CancelToken | None = None) -> list[TemplateSet]:
     """Per group, the template set of its single-GPU-type multisets (:func:`single_type_multisets`), rows sorted
     by id as in the fixing ILP's sets: what every baseline but memP reads of a solve's baseline problem, known
     once the groups' spaces exist, before any pricing (the pipeline starts those baselines on it beside the
     allocation, ``planning.baselines.beside.EarlyStart``). The exact placements it computes are the ones the
-    first fixing attempt would compute: the spaces keep them, so that attempt reuses them."""
-    return [template_set(pg, single_type_multisets(pg), provenance) for pg in priced]
+    first fixing attempt would compute: the spaces keep them, so that attempt reuses them. They run on ``pool``
+    and here (:func:`planning.templates.placing.place_beside`: the same placements as here alone)."""
+    from planning.templates.placing import place_beside
+
+    rows = [single_type_multisets(pg) for pg in priced]
+    place_beside([(pg.space, P) for pg, P in zip(priced, rows, strict=True)], pool, cancel)
+    return [template_set(pg, P, provenance) for pg, P in zip(priced, rows, strict=True)]

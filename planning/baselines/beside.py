@@ -21,8 +21,9 @@ exactly the single-GPU-type part they ran on.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +164,10 @@ def workers_for(option: int) -> int:
     return wanted if cap is None else min(wanted, cap)
 
 
+_WARMED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The pools :func:`prewarm` has sent its imports to (a discarded pool drops out; its successor is warmed anew)."""
+
+
 def prewarm(workers: int) -> None:
     """Start the process pool of ``workers`` processes (``planning.spawning.shared_pool``) and have each import
     what a baseline needs, without waiting: called as a solve with baselines starts, so that the spawn overlaps
@@ -174,6 +179,9 @@ def prewarm(workers: int) -> None:
     from planning.spawning import shared_pool
 
     pool = shared_pool(workers)
+    if pool in _WARMED:  # already warming or warm (a second call of the same solve, a later solve)
+        return
+    _WARMED.add(pool)
     for _ in range(workers):
         pool.submit(warm_worker)
 
@@ -227,6 +235,14 @@ class EarlyStart:
             self.futures[tasks[i].name] = pool.submit(run_task, tasks[i])
             self.tasks[tasks[i].name] = tasks[i]
         self.problem = problem
+
+    def pool(self) -> Executor | None:
+        """The process pool :meth:`start` sends to (prewarmed as the solve starts), or None when nothing starts
+        early: the single-GPU-type sets' placements may run on it first (``planning.templates.placing``)."""
+        from planning.parallel import resolve_backend
+        from planning.spawning import shared_pool
+
+        return shared_pool(self.workers) if self.workers > 1 and resolve_backend(None) == "process" else None
 
     def _known(self, name: str, problem: AllocationProblem) -> bool:
         """Whether the memo answers ``name`` already: a ``single:<gpu>`` baseline's own part of ``problem`` is

@@ -9,6 +9,7 @@ whatever the batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -130,9 +131,41 @@ def reserve_bytes(dev: Device, memory: EngineMemory) -> float:
     return dev.memory_bytes - memory.budget(dev.memory_bytes) + memory.overhead_bytes
 
 
+@dataclass(frozen=True)
+class TimesMemo:
+    """Per-layer step times (full, sliding) already computed, shared by the nodes that give the same ones: ``store``
+    (bounded by its owner, ``PerfModel``), this node's ``key`` in it. A node's times depend on its GPU type, tp,
+    model, precision, phase, request sizes and batch grid (:func:`_step_times`), not on its data-parallel copies,
+    network or memory: catalog-wide's precheck asks for 1,638 node curves of 644 distinct step times."""
+
+    store: dict[Hashable, tuple[np.ndarray, np.ndarray]]
+    key: Hashable
+
+    def get(self, compute: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        hit = self.store.get(self.key)
+        if hit is None:
+            hit = compute()
+            for a in hit:  # shared from now on
+                a.flags.writeable = False
+            self.store[self.key] = hit
+        return hit
+
+
+def _step_times(node: NodeEngine, dev: Device, batches: np.ndarray, q_len: float, context: float,
+                phase: str) -> tuple[np.ndarray, np.ndarray]:
+    """(full-attention, sliding-window) seconds of one layer per batch on ``node``'s GPU type (``dev``, graphed for
+    decode), the MoE experts charged as :func:`build_curves` says."""
+    eng = node.copy(dev)
+    if dev.moe is not None and dev.moe.sigmas > 0:
+        # the admission-cap charge is a decode batch's: a prefill step holds the prompts it was planned with
+        charged = fluctuation_charged(eng, batches, context) if phase == "decode" else replace(dev, moe=dev.moe.running())
+        eng = node.copy(charged)
+    return _layer_times(eng, batches, q_len, context, phase)
+
+
 def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray, net_gbps: float,
                  correction: tuple[np.ndarray, np.ndarray] | None = None,
-                 memory: EngineMemory | None = None) -> Curves:
+                 memory: EngineMemory | None = None, times: TimesMemo | None = None) -> Curves:
     """Curves of one phase over ``batches`` (see module docstring for the memory terms).
 
     Parameters
@@ -145,6 +178,7 @@ def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray
     net_gbps: network bandwidth to the next pipeline stage.
     correction: optional (factor, measured) arrays from measured profiles.
     memory: the engine's memory reservation (default: the planner's engine, ``engines.planner_memory``).
+    times: where step times computed for another node with the same ones are kept (:class:`TimesMemo`).
 
     Returns
     -------
@@ -167,12 +201,10 @@ def build_curves(node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray
         act_tokens = batches.astype(float)
     else:
         raise PlanningError("phase", f"unknown phase {phase!r}.", "use 'prefill' or 'decode'.")
-    eng = node.copy(dev)
-    if dev.moe is not None and dev.moe.sigmas > 0:
-        # the admission-cap charge is a decode batch's: a prefill step holds the prompts it was planned with
-        charged = fluctuation_charged(eng, batches, context) if phase == "decode" else replace(dev, moe=dev.moe.running())
-        eng = node.copy(charged)
-    t_full, t_slide = _layer_times(eng, batches, q_len, context, phase)
+    if times is None:
+        t_full, t_slide = _step_times(node, dev, batches, q_len, context, phase)
+    else:
+        t_full, t_slide = times.get(lambda: _step_times(node, dev, batches, q_len, context, phase))
     measured = np.zeros(batches.shape, dtype=bool)
     if correction is not None:
         factor, measured = correction

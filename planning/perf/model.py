@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ from planning.perf.budgets import (
     kv_request_bytes,
 )
 from planning.perf.calibration import Calibration, GpuCalibration, load_calibration
-from planning.perf.curves import Curves, build_curves
+from planning.perf.curves import Curves, TimesMemo, build_curves
 from planning.perf.engines import EngineMemory, fuses_activation_quant
 from planning.perf.moe import PLANNER_ENGINE, MoeBinding, MoeKernels, load_moe_kernels
 from planning.perf.results import MemoryBreakdown, PerfEstimate, ServingPoint, StagePoint, Workload
@@ -107,6 +107,7 @@ class PerfModel(WholeNode):
         self._curve_files = TableCache(cache_dir, 4, prefix="C")
         self._batch_curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._node_memo: dict[tuple[Any, ...], Curves] = {}  # _node_curves
+        self._times_memo: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}  # _node_curves' step times (TimesMemo)
         self._arch: dict[ModelSpec, LayerArch] = {}
         self._net: dict[str, tuple[float, bool]] = {}
         self._cal_fp: tuple[int, str] | None = None
@@ -246,13 +247,14 @@ class PerfModel(WholeNode):
 
     # ----------------------------------------------------------------- node curves
     def _curves(self, model: ModelSpec, node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray,
-                net_gbps: float, memory: EngineMemory | None = None) -> Curves:
-        """Per-batch curves of one phase on ``node`` (``node.arch`` is ``model``'s), corrected by measured profiles."""
+                net_gbps: float, memory: EngineMemory | None = None, times: TimesMemo | None = None) -> Curves:
+        """Per-batch curves of one phase on ``node`` (``node.arch`` is ``model``'s), corrected by measured profiles;
+        ``times``: step times another node with the same ones computed (``curves.TimesMemo``)."""
         correction = None
         if self.profiles is not None:
             correction = self.profiles.correction(self, model, node.dev.gpu_id, node.tp * node.dp, node.tp, phase, wl,
                                                   batches)
-        return build_curves(node, phase, wl, batches, net_gbps, correction, memory)
+        return build_curves(node, phase, wl, batches, net_gbps, correction, memory, times)
 
     def _node_engine(self, arch: LayerArch, dev: Device, prec: Precision, tp: int, dp: int) -> NodeEngine:
         """The node's engine at the calibrated settings."""
@@ -397,7 +399,11 @@ class PerfModel(WholeNode):
         if hit is not None:
             return hit
         count, dev, prec, net, arch = self._node(model, shape, dtype)
-        curves = self._curves(model, self._node_engine(arch, dev, prec, tp, count // tp), phase, wl, batches, net)
+        if len(self._times_memo) >= NODE_CURVES_KEPT:
+            self._times_memo.pop(next(iter(self._times_memo)))
+        times = TimesMemo(self._times_memo, (model, parse_shape(shape)[1], tp, phase, wl, dtype, *key[6:]))
+        curves = self._curves(model, self._node_engine(arch, dev, prec, tp, count // tp), phase, wl, batches, net,
+                              times=times)
         for value in vars(curves).values():  # shared from now on: a caller that wrote into it would raise
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False

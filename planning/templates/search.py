@@ -42,14 +42,17 @@ import polars as pl
 
 from planning.context import CancelToken, check_cancel
 from planning.errors import PlanningError
+from planning.templates.chunks import ChunkResult
 from planning.templates.enumeration import is_monotone as _is_monotone
 from planning.templates.frame import SCHEMA as _SCHEMA
 from planning.templates.frame import assemble as _assemble
 from planning.templates.partitions import Block
 from planning.templates.pool import solve_task as _solve_task
 
-__all__ = ["MultisetSpace", "SearchStats", "multisets_to_patterns"]
+__all__ = ["MultisetSpace", "Pending", "SearchStats", "multisets_to_patterns"]
 
+CHUNK = 128
+"""Multisets per placement block (one call of the library's chunk solver; a cancel is checked between blocks)."""
 GRID_RATIO = 1.02  # coverage-bound grid: consecutive throughput levels differ by 2 %
 GRID_POINTS = 700  # down to hi / 1.02**700 ≈ hi · 1e-6
 
@@ -96,6 +99,15 @@ def multisets_to_patterns(P: np.ndarray, K: int) -> dict[Block, np.ndarray]:
             pattern = tuple(int(c) for c in code[i0] if c > 0)
             out.setdefault(pattern, []).append(vals[sel][new[sel]].reshape(-1, len(pattern)))
     return {pat: np.concatenate(v) for pat, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The placements some multisets of a space still need (:meth:`MultisetSpace.pending`): ``P`` the rows not yet
+    placed, ``tasks`` their blocks (pattern, shape indices of at most :data:`CHUNK` multisets)."""
+
+    P: np.ndarray
+    tasks: list[tuple[Block, np.ndarray]]
 
 
 @dataclass
@@ -339,35 +351,53 @@ class MultisetSpace:
         between blocks of 128 placements (a proof round's list can take seconds on a busy machine)."""
         import time
 
+        pending = self.pending(P)
+        if pending.tasks:
+            t0 = time.perf_counter()
+            results = []
+            for pattern, chunk in pending.tasks:
+                check_cancel(cancel, "placing templates")
+                results.append(_solve_task((pattern, chunk, self.tables, self.layers, self.monotone)))
+            self.fill(pending, results, time.perf_counter() - t0)
+        return np.array([self.cache[c][0] for c in self.codes(P).tolist()])
+
+    def pending(self, P: np.ndarray) -> Pending:
+        """The placements the multisets ``P`` still need: blocks of at most :data:`CHUNK` multisets of one pattern
+        (:func:`place_beside` runs them on a process pool; :meth:`fill` stores what they found)."""
         codes = self.codes(P)
         missing = np.array([c not in self.cache for c in codes.tolist()], dtype=bool)
-        if missing.any():
-            t0 = time.perf_counter()
-            todo = P[missing]
-            _, first = np.unique(codes[missing], return_index=True)
-            todo = todo[first]
-            added: list[int] = []
-            try:
-                for pattern, ids in multisets_to_patterns(todo, self.K).items():
-                    for a in range(0, ids.shape[0], 128):
-                        check_cancel(cancel, "placing templates")
-                        chunk = ids[a : a + 128]
-                        res = _solve_task((pattern, chunk, self.tables, self.layers, self.monotone))
-                        rows = np.full((chunk.shape[0], self.nmax), self.K, dtype=np.int64)
-                        exp = np.repeat(chunk, pattern, axis=1)
-                        rows[:, : exp.shape[1]] = np.sort(exp, axis=1)
-                        for i, c in enumerate(self.codes(rows).tolist()):
-                            self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
-                            added.append(c)
-                        self.stats.evaluated += chunk.shape[0]
-            except BaseException:
-                for c in added:  # separable values not yet corrected: never leave them in the cache
-                    self.cache.pop(c, None)
-                raise
+        if not missing.any():
+            return Pending(P[:0], [])
+        _, first = np.unique(codes[missing], return_index=True)
+        todo = P[missing][first]
+        tasks = [(pattern, ids[a : a + CHUNK]) for pattern, ids in multisets_to_patterns(todo, self.K).items()
+                 for a in range(0, ids.shape[0], CHUNK)]
+        return Pending(P[missing], tasks)
+
+    def fill(self, pending: Pending, results: Sequence[ChunkResult], seconds: float = 0.0) -> None:
+        """Cache the placements ``results`` of ``pending``'s blocks (in their order), corrected when ``correct``
+        is set; ``seconds`` (the placements' own time, where they ran) and this call's count in the space's
+        exact-placement seconds."""
+        import time
+
+        t0 = time.perf_counter()
+        added: list[int] = []
+        try:
+            for (pattern, chunk), res in zip(pending.tasks, results, strict=True):
+                rows = np.full((chunk.shape[0], self.nmax), self.K, dtype=np.int64)
+                exp = np.repeat(chunk, pattern, axis=1)
+                rows[:, : exp.shape[1]] = np.sort(exp, axis=1)
+                for i, c in enumerate(self.codes(rows).tolist()):
+                    self.cache[c] = (float(res[0][i]), (pattern, chunk[i], tuple(r[i] for r in res)))
+                    added.append(c)
+                self.stats.evaluated += chunk.shape[0]
             if self.correct is not None:
-                self._apply_correction(P[missing])
-            self.stats.seconds_exact += time.perf_counter() - t0
-        return np.array([self.cache[c][0] for c in codes.tolist()])
+                self._apply_correction(pending.P)
+        except BaseException:
+            for c in added:  # separable values not yet corrected: never leave them in the cache
+                self.cache.pop(c, None)
+            raise
+        self.stats.seconds_exact += time.perf_counter() - t0 + seconds
 
     def _apply_correction(self, P: np.ndarray) -> None:
         """Replace the cached separable throughput of the multisets ``P`` by ``correct``'s (never larger)."""

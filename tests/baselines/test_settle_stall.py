@@ -10,14 +10,10 @@ from typing import Any
 import pytest
 
 from planning.allocate import AllocationProblem, linked, solve_allocation
-from planning.allocate.synthetic import Synthetic, random_problem
 from planning.baselines import base
-
-
-def _scarce(seed: int) -> AllocationProblem:
-    """Seeded problems whose parts compete for scarce offers (those of ``tests/allocate/test_decompose_merge``)."""
-    return random_problem(seed, Synthetic(groups=4, templates_per_group=8, regions=2, shapes=4, max_available=6,
-                                          demand_scale=0.3), K=0.05, mip_rel_gap=1e-9)
+from tests.allocate.test_decompose_merge import (
+    _scarce,  # seeded problems whose parts compete for scarce offers
+)
 
 
 def test_a_round_in_vain_is_one_that_moved_nothing() -> None:

@@ -70,3 +70,26 @@ def test_a_plan_without_baselines_places_no_single_type_rows(tiny: dict[str, Any
     monkeypatch.undo()
     cold = pipeline_solve(variant, context=ctx, with_baselines=True)
     assert lean.comparable_cost == pytest.approx(cold.comparable_cost, rel=1e-9)
+
+
+def test_single_rows_placed_on_a_pool_are_the_ones_placed_here(tiny: dict[str, Any]) -> None:
+    """The pipeline places the single-GPU-type rows on the baselines' pool too (``SingleRows.pool``,
+    ``planning.templates.placing``): the sets handed to the baselines and the plan are the ones placed here."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from planning.allocate.ondemand_sets import SingleRows
+    from planning.spawning import spawn_context
+
+    ctx = api.engine_context()
+    resolved = resolve_scenario(_scenario(tiny, 1), ctx.catalog)
+    here: list[Any] = []
+    beside: list[Any] = []
+    alone = solve_on_demand(ctx, resolved, on_single=here.append)
+    with ProcessPoolExecutor(2, mp_context=spawn_context()) as pool:
+        pooled = solve_on_demand(ctx, resolved, on_single=SingleRows(beside.append, pool))
+    assert alone is not None and pooled is not None
+    assert pooled.result.total_per_hour == alone.result.total_per_hour
+    assert pooled.result.counts == alone.result.counts
+    for a, b in zip(here[0], beside[0], strict=True):
+        assert a.ids == b.ids and a.stages_json == b.stages_json
+        assert np.array_equal(a.usage, b.usage) and np.array_equal(a.throughput, b.throughput)

@@ -71,3 +71,26 @@ def test_shared_curves_are_read_only_and_keyed_by_what_they_depend_on(pm: PerfMo
               pm.for_engine("trtllm")._node_curves(spec, "4xH100", 2, "decode", WL, grid)]
     assert all(o is not one for o in others)
     assert not np.array_equal(others[0].t_full, one.t_full)  # tp 4 is another node
+
+
+def _fields(c: object) -> dict[str, object]:
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(c).items()}
+
+
+@pytest.mark.parametrize("preset", ["coral-extended", "catalog-wide"])
+def test_nodes_of_one_gpu_type_share_step_times_and_equal_curves_built_alone(preset: str) -> None:
+    """``curves.TimesMemo``: nodes that differ only in their data-parallel copies, network or memory (1×, 2×, 8×
+    one GPU at one tp) share their step times, so the precheck of a preset computes fewer than it asks for; every
+    node's curves equal those built for it alone (the same floats, every field)."""
+    base = engine_context()
+    fresh = PerfModel(catalog=base.perf.catalog, calibration=base.perf.calibration)
+    ctx = EngineContext(catalog=base.catalog, perf=fresh)
+    resolved = resolve_scenario(Scenario.from_dict(load_preset(preset)), ctx.catalog)
+    refusals(ctx, resolved)
+    asked = len(fresh._node_memo)
+    assert 0 < len(fresh._times_memo) < asked / 2, "most nodes shared another node's step times"
+    for (spec, shape, tp, phase, wl, dtype, *_rest), curves in list(fresh._node_memo.items()):
+        count, dev, prec, net, arch = fresh._node(spec, shape, dtype)
+        alone = fresh._curves(spec, fresh._node_engine(arch, dev, prec, tp, count // tp), phase, wl, curves.batches,
+                              net)
+        assert _fields(curves) == _fields(alone), (shape, tp, phase)

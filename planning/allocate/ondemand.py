@@ -422,12 +422,13 @@ def _certify(run: _Run, pr: PricingResult, L: np.ndarray,
         timings["ilp_seconds"] = timings.get("ilp_seconds", 0.0) + time.perf_counter() - t3
         anytime.offer(alloc, sets, masks, f"fixing ILP{again} over {sum(int(m.sum()) for m in masks):,} templates")
         value = alloc.total_per_hour
-        if alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target)):
-            certified = True
+        certified = alloc.has_plan and value is not None and value <= target + 1e-9 * max(1.0, abs(target))
+        proven = refuted_target(alloc, target)  # a plan of value ≤ target uses only its columns: ≥ min(target, bound)
+        if proven is not None:
+            anytime.raise_bound(proven, f"fixing ILP{again}'s own bound" if certified else
+                                f"certificate target refuted by fixing ILP{again}")
+        if certified:
             break
-        refuted = refuted_target(alloc, target)  # no plan of value ≤ target exists: the bound rises
-        if refuted is not None:
-            anytime.raise_bound(refuted, f"certificate target refuted by fixing ILP{again}")
         _check(run.cancel)
         target = _next_target(alloc, target, z_lb, anytime)
         delta = target - z_lb

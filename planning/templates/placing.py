@@ -4,10 +4,12 @@ A cold solve with baselines first places every single-GPU-type multiset of every
 (``planning.allocate.ondemand_sets.single_type_sets``): 528 blocks of placements on catalog-wide, 2.0 s of one
 core, while the baselines' processes, just spawned, wait for those very sets. :func:`place_beside` sends the
 blocks to that pool in batches and works through them here too, taking from the last batch back each one no
-worker has begun (``Future.cancel`` succeeds only on a batch still queued), so it is never slower than placing
-them here alone, however late the workers come up. A placement is a pure function of its block and the space's
-tables, and :meth:`MultisetSpace.fill` stores every space's results in the order :meth:`MultisetSpace.throughput`
-would, so the caches, and every plan built on them, are the ones of placing here alone (a test asserts it).
+worker has begun (``Future.cancel`` succeeds only on a batch still queued), then each batch a worker has not
+finished yet, so it never waits for a worker and is never slower than placing them here alone, however late the
+workers come up (at a process's start they are still spawning: coral-core's few blocks are all placed here). A
+placement is a pure function of its block and the space's tables, and :meth:`MultisetSpace.fill` stores every
+space's results in the order :meth:`MultisetSpace.throughput` would, so the caches, and every plan built on them,
+are the ones of placing here alone (a test asserts it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
-from concurrent.futures import TimeoutError as FutureTimeout
 
 import numpy as np
 
@@ -27,8 +28,6 @@ from planning.templates.search import MultisetSpace, Pending
 
 BATCH = 4
 """Placement blocks per pool task: small enough that this process and the workers share the last ones out."""
-WAIT_S = 0.2
-"""How often a cancel is checked while a worker's batch is awaited."""
 
 
 def place_beside(jobs: Sequence[tuple[MultisetSpace, np.ndarray]], pool: Executor | None,
@@ -57,7 +56,8 @@ def place_beside(jobs: Sequence[tuple[MultisetSpace, np.ndarray]], pool: Executo
                 here[j] += _place_here(pending[j], a, results[j])
         for (j, a), fut in zip(batches, futures, strict=True):
             if not fut.cancelled():
-                here[j] += _collect(fut, pending[j], a, results[j], cancel)
+                check_cancel(cancel, "placing templates")
+                here[j] += _collect(fut, pending[j], a, results[j])
     except BaseException:
         for fut in futures:
             fut.cancel()
@@ -80,16 +80,13 @@ def _place_here(job: tuple[MultisetSpace, Pending], a: int, out: list[ChunkResul
 
 
 def _collect(fut: Future[list[ChunkResult]], job: tuple[MultisetSpace, Pending], a: int,
-             out: list[ChunkResult | None], cancel: CancelToken | None) -> float:
-    """A worker's batch ``a`` into ``out`` (placed here instead if the worker failed); the seconds spent here."""
-    while True:
-        check_cancel(cancel, "placing templates")
-        try:
-            got = fut.result(timeout=WAIT_S)
-        except FutureTimeout:
-            continue
-        except Exception:  # a dead worker (BrokenProcessPool): the placement is a pure function
-            return _place_here(job, a, out)
-        for i, res in enumerate(got):
+             out: list[ChunkResult | None]) -> float:
+    """A worker's batch ``a`` into ``out`` if it is done; else it is placed here at once, never waited for (a
+    batch handed to a worker that is still starting up cannot be taken back, and a small list would otherwise
+    wait for the spawn); the seconds spent here."""
+    if fut.done() and fut.exception() is None:
+        for i, res in enumerate(fut.result()):
             out[a + i] = res
         return 0.0
+    fut.cancel()
+    return _place_here(job, a, out)  # also when its worker failed (a broken pool): the placement is a pure function

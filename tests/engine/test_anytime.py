@@ -213,6 +213,8 @@ def test_every_bound_and_incumbent_is_valid_on_seeded_instances(seed: int, near:
         assert value >= optimum * (1 - 1e-6) - 1e-6
     assert anytime.first_plan_s is not None and anytime.best is not None
     assert anytime.gap() == pytest.approx(proven_gap(anytime.value, anytime.bound))
+    # the certifying ILP's own bound is the run's last word: the progress line's gap is the answer's, not z_LB's
+    assert (anytime.gap() or 0.0) <= max(resolved.scenario.options.mip_rel_gap, 1e-6) + 1e-9, anytime.bound_source
     assert any(s.startswith("restricted master ILP over the seed columns") for s in sources)
     # the per-group Farley ratio bound of every priced round: a proof (≤ the optimum), and one is finite
     assert any(math.isfinite(b) for b in farley)

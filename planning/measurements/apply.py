@@ -21,12 +21,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from planning.context import EngineContext
 from planning.errors import PlanningError
 from planning.measurements.schema import MEASURED_BAND as BAND
 from planning.measurements.store import store_path
 from planning.perf.calibration import GpuCalibration
+from planning.perf.curves import Curves, TimesMemo
+from planning.perf.engines import EngineMemory
 from planning.perf.model import PerfModel
+from planning.perf.results import Workload
 from planning.perf.roofline import Device, NodeEngine
 from planning.safeio import Limits, load_json_file
 from planning.scenario import Scenario
@@ -184,12 +189,18 @@ class MeasuredPerfModel(PerfModel):
         count, dev, prec, net, arch = super()._node(model, shape, dtype)
         return count, self._corrected(self._by_shape.get((model.id, dev.gpu_id, count)), dev), prec, net, arch
 
-    def _curves(self, model: Any, node: NodeEngine, *rest: Any) -> Any:
-        """The base curves (``rest``: phase, workload, batches, network, memory) on the device of this curve's own
-        setting: _node's whole-shape pick is undone, the TP decides."""
-        base = self.device(node.dev.gpu_id)
-        dev = self._corrected(self._by_key.get((model.id, node.dev.gpu_id, node.tp * node.dp, node.tp)), base)
-        return super()._curves(model, replace(node, dev=dev), *rest)
+    def _curves(self, model: Any, node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray,
+                net_gbps: float, memory: EngineMemory | None = None, times: TimesMemo | None = None) -> Curves:
+        """The base curves on the device of this curve's own setting: _node's whole-shape pick is undone, the TP
+        decides. A fit is per GPU count, so the step times one
+        node shares with the others of its GPU type and tp (``times``) are shared only among those the same fit
+        (or none) corrects."""
+        key = (model.id, node.dev.gpu_id, node.tp * node.dp, node.tp)
+        setting = self._by_key.get(key)
+        dev = self._corrected(setting, self.device(node.dev.gpu_id))
+        if times is not None:
+            times = replace(times, key=(times.key, key if setting is not None else None))
+        return super()._curves(model, replace(node, dev=dev), phase, wl, batches, net_gbps, memory, times)
 
     def _calibration_fingerprint(self) -> str:
         return f"{super()._calibration_fingerprint()}:measured-{self._measured_fp}"

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import BrokenExecutor, Executor, Future
+from typing import Any
 
 import numpy as np
 
@@ -41,14 +42,14 @@ def place_beside(jobs: Sequence[tuple[MultisetSpace, np.ndarray]], pool: Executo
         When ``cancel`` is set; then nothing of the unfinished spaces is stored.
     """
     pending = [(sp, sp.pending(P)) for sp, P in jobs]
-    if pool is None:
+    batches = [(j, a) for j, (_sp, pend) in enumerate(pending) for a in range(0, len(pend.tasks), BATCH)]
+    futures = _submitted(pool, [_args(*pending[j], a) for j, a in batches])
+    if futures is None:
         for sp, P in jobs:
             sp.throughput(P, cancel)
         return
-    batches = [(j, a) for j, (_sp, pend) in enumerate(pending) for a in range(0, len(pend.tasks), BATCH)]
     results: list[list[ChunkResult | None]] = [[None] * len(pend.tasks) for _sp, pend in pending]
     here = [0.0] * len(pending)
-    futures = [pool.submit(solve_batch, _args(*pending[j], a)) for j, a in batches]
     try:
         for (j, a), fut in zip(reversed(batches), reversed(futures), strict=True):
             if fut.cancel():  # still queued: no worker has begun it
@@ -65,6 +66,22 @@ def place_beside(jobs: Sequence[tuple[MultisetSpace, np.ndarray]], pool: Executo
     for (sp, pend), got, seconds in zip(pending, results, here, strict=True):
         if pend.tasks:
             sp.fill(pend, [r for r in got if r is not None], seconds)
+
+
+def _submitted(pool: Executor | None, args: list[Any]) -> list[Future[list[ChunkResult]]] | None:
+    """Every batch sent to ``pool``, or None (place here alone) without a pool or when it takes no more work (a
+    broken or shut-down pool: the caller's own solve still plans)."""
+    if pool is None:
+        return None
+    futures: list[Future[list[ChunkResult]]] = []
+    try:
+        for arg in args:
+            futures.append(pool.submit(solve_batch, arg))
+    except (BrokenExecutor, RuntimeError):
+        for fut in futures:
+            fut.cancel()
+        return None
+    return futures
 
 
 def _args(sp: MultisetSpace, pend: Pending, a: int) -> tuple[np.ndarray, int, bool, list[tuple[Block, np.ndarray]]]:

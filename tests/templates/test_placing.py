@@ -123,7 +123,14 @@ class _Dead(Executor):
         return fut
 
 
-@pytest.mark.parametrize("pool_kind", [_Idle, _Dead, type(None)])
+class _Shut(Executor):
+    """A pool that takes no more work (shut down, or broken by a worker's death before this call)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+
+@pytest.mark.parametrize("pool_kind", [_Idle, _Dead, _Shut, type(None)])
 def test_whatever_the_workers_do_the_caches_are_the_same(pool_kind: type) -> None:
     jobs = _jobs([4, 5], corrected=True)
     place_beside(jobs, None if pool_kind is type(None) else pool_kind())

@@ -299,9 +299,10 @@ def _solve(problem: AllocationProblem, cancel: CancelToken | None, ilp_gap: floa
 
 
 def refuted_target(alloc: AllocationResult, target: float) -> float | None:
-    """The bound a certificate attempt proves when its ILP did not reach ``target``: every plan of value ≤ target
-    uses only columns the ILP had, so the optimum is ≥ min(target, the ILP's own dual bound); an ILP without
-    any plan (infeasible) proves ≥ target. None when the ILP stopped without a bound (time limit, error)."""
+    """The bound a certificate attempt proves, whether its ILP reached ``target`` or not (a refuted target):
+    every plan of value ≤ target uses only columns the ILP had, so the optimum is ≥ min(target, the ILP's own
+    dual bound); an ILP without any plan (infeasible) proves ≥ target. None when the ILP stopped without a bound
+    (time limit, error)."""
     last = alloc.phases[-1] if alloc.phases else None
     if last is None:
         return None

@@ -220,17 +220,14 @@ class EarlyStart:
         up) drops the first call's tasks that have not begun and sends the new ones."""
         from planning.baselines.base import baseline_names
         from planning.baselines.registry import entry
-        from planning.parallel import resolve_backend
 
-        if self.workers <= 1 or resolve_backend(None) != "process" or problem.current:
+        pool = self.pool()
+        if pool is None or problem.current:
             return
         self.close()
         names = [n for n in baseline_names(problem) if (spec := entry(n)) is not None and spec.single_types
                  and not self._known(n, problem)]
         tasks = tasks_for(names, problem, {}, self.cancel)
-        from planning.spawning import shared_pool
-
-        pool = shared_pool(self.workers)
         for i in longest_first(tasks):
             self.futures[tasks[i].name] = pool.submit(run_task, tasks[i])
             self.tasks[tasks[i].name] = tasks[i]

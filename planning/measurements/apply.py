@@ -192,9 +192,8 @@ class MeasuredPerfModel(PerfModel):
     def _curves(self, model: Any, node: NodeEngine, phase: str, wl: Workload, batches: np.ndarray,
                 net_gbps: float, memory: EngineMemory | None = None, times: TimesMemo | None = None) -> Curves:
         """The base curves on the device of this curve's own setting: _node's whole-shape pick is undone, the TP
-        decides. A fit is per GPU count, so the step times one
-        node shares with the others of its GPU type and tp (``times``) are shared only among those the same fit
-        (or none) corrects."""
+        decides. A fit is per GPU count, so the step times a node shares with the others of its GPU type and tp
+        (``times``) are shared only among those the same fit (or none) corrects."""
         key = (model.id, node.dev.gpu_id, node.tp * node.dp, node.tp)
         setting = self._by_key.get(key)
         dev = self._corrected(setting, self.device(node.dev.gpu_id))

@@ -134,12 +134,14 @@ def reserve_bytes(dev: Device, memory: EngineMemory) -> float:
 @dataclass(frozen=True)
 class TimesMemo:
     """Per-layer step times (full, sliding) already computed, shared by the nodes that give the same ones: ``store``
-    (bounded by its owner, ``PerfModel``), this node's ``key`` in it. A node's times depend on its GPU type, tp,
+    (its owner's, ``PerfModel``), this node's ``key`` in it. A node's times depend on its GPU type, tp,
     model, precision, phase, request sizes and batch grid (:func:`_step_times`), not on its data-parallel copies,
     network or memory: catalog-wide's precheck asks for 1,638 node curves of 644 distinct step times."""
 
     store: dict[Hashable, tuple[np.ndarray, np.ndarray]]
     key: Hashable
+    kept: int
+    """At most this many entries: the oldest goes when a new one comes (a long-lived process stays bounded)."""
 
     def get(self, compute: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         hit = self.store.get(self.key)
@@ -147,6 +149,8 @@ class TimesMemo:
             hit = compute()
             for a in hit:  # shared from now on
                 a.flags.writeable = False
+            if len(self.store) >= self.kept:
+                self.store.pop(next(iter(self.store)))
             self.store[self.key] = hit
         return hit
 

@@ -399,9 +399,8 @@ class PerfModel(WholeNode):
         if hit is not None:
             return hit
         count, dev, prec, net, arch = self._node(model, shape, dtype)
-        if len(self._times_memo) >= NODE_CURVES_KEPT:
-            self._times_memo.pop(next(iter(self._times_memo)))
-        times = TimesMemo(self._times_memo, (model, parse_shape(shape)[1], tp, phase, wl, dtype, *key[6:]))
+        times = TimesMemo(self._times_memo, (model, parse_shape(shape)[1], tp, phase, wl, dtype, *key[6:]),
+                          NODE_CURVES_KEPT)
         curves = self._curves(model, self._node_engine(arch, dev, prec, tp, count // tp), phase, wl, batches, net,
                               times=times)
         for value in vars(curves).values():  # shared from now on: a caller that wrote into it would raise

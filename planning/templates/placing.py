@@ -45,8 +45,8 @@ def place_beside(jobs: Sequence[tuple[MultisetSpace, np.ndarray]], pool: Executo
     batches = [(j, a) for j, (_sp, pend) in enumerate(pending) for a in range(0, len(pend.tasks), BATCH)]
     futures = _submitted(pool, [_args(*pending[j], a) for j, a in batches])
     if futures is None:
-        for sp, P in jobs:
-            sp.throughput(P, cancel)
+        for sp, pend in pending:
+            sp.place(pend, cancel)
         return
     results: list[list[ChunkResult | None]] = [[None] * len(pend.tasks) for _sp, pend in pending]
     here = [0.0] * len(pending)

@@ -349,17 +349,22 @@ class MultisetSpace:
     def throughput(self, P: np.ndarray, cancel: CancelToken | None = None) -> np.ndarray:
         """Exact template throughput of each padded multiset (placed once, then cached); ``cancel`` is checked
         between blocks of 128 placements (a proof round's list can take seconds on a busy machine)."""
+        self.place(self.pending(P), cancel)
+        return np.array([self.cache[c][0] for c in self.codes(P).tolist()])
+
+    def place(self, pending: Pending, cancel: CancelToken | None = None) -> None:
+        """Place ``pending``'s blocks in this process and cache them (:meth:`fill`); ``cancel`` is checked between
+        blocks, and a cancel stores nothing."""
         import time
 
-        pending = self.pending(P)
-        if pending.tasks:
-            t0 = time.perf_counter()
-            results = []
-            for pattern, chunk in pending.tasks:
-                check_cancel(cancel, "placing templates")
-                results.append(_solve_task((pattern, chunk, self.tables, self.layers, self.monotone)))
-            self.fill(pending, results, time.perf_counter() - t0)
-        return np.array([self.cache[c][0] for c in self.codes(P).tolist()])
+        if not pending.tasks:
+            return
+        t0 = time.perf_counter()
+        results = []
+        for pattern, chunk in pending.tasks:
+            check_cancel(cancel, "placing templates")
+            results.append(_solve_task((pattern, chunk, self.tables, self.layers, self.monotone)))
+        self.fill(pending, results, time.perf_counter() - t0)
 
     def pending(self, P: np.ndarray) -> Pending:
         """The placements the multisets ``P`` still need: blocks of at most :data:`CHUNK` multisets of one pattern

@@ -94,3 +94,24 @@ def test_nodes_of_one_gpu_type_share_step_times_and_equal_curves_built_alone(pre
         alone = fresh._curves(spec, fresh._node_engine(arch, dev, prec, tp, count // tp), phase, wl, curves.batches,
                               net)
         assert _fields(curves) == _fields(alone), (shape, tp, phase)
+
+
+def test_shared_step_times_stay_bounded_and_a_hit_evicts_nothing() -> None:
+    """``TimesMemo.kept``: the oldest entry goes only when a new one comes; a hit computes and drops nothing."""
+    from planning.perf.curves import TimesMemo
+
+    store: dict[object, tuple[np.ndarray, np.ndarray]] = {}
+    computed: list[str] = []
+
+    def times(key: str) -> tuple[np.ndarray, np.ndarray]:
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            computed.append(key)
+            return np.zeros(1), np.ones(1)
+
+        return TimesMemo(store, key, 2).get(compute)
+
+    times("a"), times("b"), times("a")
+    assert computed == ["a", "b"] and list(store) == ["a", "b"]
+    assert not times("a")[0].flags.writeable
+    times("c")
+    assert computed == ["a", "b", "c"] and list(store) == ["b", "c"]

@@ -371,13 +371,31 @@ def stop_rules(h: Any, problem: Any) -> None:
         h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
 
+@dataclass(frozen=True)
+class PartialStart:
+    """A known plan's ν (per pair of the model) as a partial MIP start: HiGHS completes the other columns. A
+    plan near the optimum makes HiGHS's root heuristics (searches for a first plan) wasted work, so they are
+    switched off (:data:`ROOT_HEURISTICS`)."""
+
+    nu: np.ndarray
+
+
+ROOT_HEURISTICS = ("mip_heuristic_run_root_reduced_cost", "mip_heuristic_run_rins", "mip_heuristic_run_rens")
+"""HiGHS's heuristics that search for a plan (those on by default), off when a :class:`PartialStart` is given
+or ``problem.start_only`` is set. With a plan at the optimum as its start, the baselines' merged ILPs of
+catalog-wide take 0.45 s instead of 1.6 s (single:A100-40G) and 0.50 s instead of 1.2 s (single:L40S); with them
+on, the start makes HiGHS slower (docs/benchmarks.md, round 16). Not a rule for every start: the on-demand
+engine's fixing ILPs start from the best plan so far, often far from their optimum, and catalog-wide's demand ×2
+took 27 s instead of 18 s with them off there."""
+
+
 def solve_matrix(
     model: MatrixModel,
     phase: str,
     time_limit_s: float,
     gap: float,
     alpha_lower: float | None = None,
-    start: np.ndarray | None = None,
+    start: np.ndarray | PartialStart | None = None,
     relax: bool = False,
     dump_path: str | None = None,
 ) -> RawSolution:
@@ -419,12 +437,7 @@ def solve_matrix(
     h.setOptionValue("mip_rel_gap", float(gap))
     if not relax:
         stop_rules(h, model.inst.problem)
-    if start is not None and not relax:
-        h.setSolution(_solution(start))
-    elif model.inst.problem.start and not relax:
-        idx, val = start_vector(model)
-        if len(idx):  # a partial MIP start: HiGHS completes the continuous columns itself
-            h.setSolution(len(idx), idx, val)
+        _set_start(h, model, start)
     if dump_path:
         h.writeModel(dump_path)
     t0 = time.perf_counter()
@@ -433,6 +446,27 @@ def solve_matrix(
     raw = read_highs(h, phase + (" (LP)" if relax else ""), seconds, gap, sense)
     model.highs = h
     return raw
+
+
+def _set_start(h: Any, model: MatrixModel, start: np.ndarray | PartialStart | None) -> None:
+    """HiGHS's MIP start: ``start`` (a whole column vector, or a :class:`PartialStart`), else ``problem.start``."""
+    if isinstance(start, PartialStart):
+        n = model.inst.n_pairs
+        h.setSolution(n + 1, np.append(np.arange(n), model.col.alpha).astype(np.int32), np.append(start.nu, 1.0))
+        _no_root_heuristics(h)
+    elif start is not None:
+        h.setSolution(_solution(start))
+    elif model.inst.problem.start:
+        idx, val = start_vector(model)
+        if len(idx):  # a partial MIP start: HiGHS completes the continuous columns itself
+            h.setSolution(len(idx), idx, val)
+            if model.inst.problem.start_only:
+                _no_root_heuristics(h)
+
+
+def _no_root_heuristics(h: Any) -> None:
+    for name in ROOT_HEURISTICS:
+        h.setOptionValue(name, False)
 
 
 def start_vector(model: MatrixModel) -> tuple[np.ndarray, np.ndarray]:

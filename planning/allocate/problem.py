@@ -187,7 +187,9 @@ class AllocationProblem:
     merges them; off, it merges them at once (the on-demand engine's fixing ILPs: over their few fixed columns the
     merged ILP proves the optimum sooner than a settle's rounds of part ILPs; docs/allocation.md).
     ``start`` is a plan (template id, region) -> instances handed to HiGHS as a MIP start (e.g. the best
-    baseline's counts); its templates are exempt from dominance pruning so that it maps exactly.
+    baseline's counts); its templates are exempt from dominance pruning so that it maps exactly. ``start_only``
+    switches off HiGHS's root heuristics when that start maps (``matrix_model.ROOT_HEURISTICS``): for a caller
+    whose start is near the optimum, where they search for a plan already known (the linked cover ILPs).
     ``links`` are tuples of class ids served *in the same regions in the same proportions* (a model's prefill
     class and its decode class: a request's KV cache must reach a decode node in its prefill's region). Each
     link ℓ gets split variables s_{ℓr} ≥ 0 with Σ_r s_{ℓr} ≥ α, and every class q of ℓ must be served in
@@ -223,6 +225,7 @@ class AllocationProblem:
     settle_stall: bool = False
     settle: bool = True
     start: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    start_only: bool = False
     links: tuple[tuple[str, ...], ...] = ()
     transfers: tuple[TransferPrice, ...] = ()
     spot_cap: Mapping[str, float] = field(default_factory=dict)

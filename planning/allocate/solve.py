@@ -287,13 +287,14 @@ def _model_key(m: Any, gap_tol: float) -> bytes | None:
 
 
 def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_left_s: float,
-                gap_tol: float, solved: dict[bytes, RawSolution] | None = None) -> tuple[_Part | None, float]:
+                gap_tol: float, solved: dict[bytes, RawSolution] | None = None,
+                start: np.ndarray | None = None) -> tuple[_Part | None, float]:
     """One part (a set of groups, availability its own) to ``gap_tol``: (the part or None, seconds spent). None
     when it has no pair or was not solved to its gap. ``solved`` holds the answers of parts solved before, by
     their model's digest: a part whose model is the same as an earlier one's (two models with the same specs,
     demand and offers) gets that answer, which HiGHS would give again (deterministic on the same model) when the
     earlier solve took less than the time left now."""
-    from planning.allocate.matrix_model import build_matrix, solve_matrix
+    from planning.allocate.matrix_model import PartialStart, build_matrix, solve_matrix
 
     sub, pairs, trip = inst.restrict(list(groups))
     if sub.n_pairs == 0:
@@ -306,7 +307,7 @@ def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_lef
     if earlier is not None and earlier.phase.seconds < limit:
         raw = replace(earlier, values=np.array(earlier.values), phase=replace(earlier.phase, seconds=0.0))
     else:
-        raw = solve_matrix(m, "cost", limit, gap_tol)
+        raw = solve_matrix(m, "cost", limit, gap_tol, start=None if start is None else PartialStart(start[pairs]))
         if solved is not None and key is not None and raw.values is not None:
             solved[key] = raw
     if raw.values is None or raw.phase.bound is None or not reached_gap(raw.phase.gap, gap_tol):
@@ -349,9 +350,10 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
     linked = -np.inf  # the best linked Lagrangian bound (planning.allocate.linked), valid for the joint problem
     settled = False
     answers: dict[bytes, RawSolution] = {}
+    start: np.ndarray | None = None  # ν of the settle's best plan that did not close: the merged part's start
     while todo:
         for part_groups in todo:
-            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol, answers)
+            solved, seconds = _solve_part(inst, part_groups, runner, budget_left, gap_tol, answers, start)
             budget_left -= seconds
             if solved is None:
                 runner.solve_seconds += time.perf_counter() - t0
@@ -362,7 +364,7 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
             break
         fitted = None
         if problem.settle:
-            fitted, linked, budget_left = _settle(inst, parts, budget_left, gap_tol, linked)
+            fitted, linked, budget_left, start = _settle(inst, parts, budget_left, gap_tol, linked)
         if fitted is not None:
             parts, settled = fitted, True
             break
@@ -388,16 +390,22 @@ def _decomposed(inst: Instance, problem: AllocationProblem, runner: _Runner) -> 
 
 
 def _settle(inst: Instance, parts: list[_Part], budget_left: float, gap_tol: float,
-            linked: float) -> tuple[list[_Part] | None, float, float]:
+            linked: float) -> tuple[list[_Part] | None, float, float, np.ndarray | None]:
     """Competing parts settled without merging them (``planning.allocate.linked``): (plans that fit together
-    and are optimal within ``gap_tol``, else None; the best linked bound so far; the seconds left)."""
+    and are optimal within ``gap_tol``, else None; the best linked bound so far; the seconds left; ν per pair of
+    the best plan that fits when it is not proven, else None: the merged ILP's start)."""
     from planning.allocate.linked import settle
 
     out, seconds = settle(inst, parts, budget_left, gap_tol)
     budget_left -= seconds
     if out is None:
-        return None, linked, budget_left
-    return (list(out.parts) if out.closed else None), max(linked, out.bound), budget_left
+        return None, linked, budget_left, None
+    if out.closed:
+        return list(out.parts), max(linked, out.bound), budget_left, None
+    nu = np.zeros(inst.n_pairs)
+    for p in out.parts:
+        nu[p.pairs] = np.rint(p.values[: p.sub.n_pairs])
+    return None, max(linked, out.bound), budget_left, nu
 
 
 def _joint_values(inst: Instance, col: Any, parts: Sequence[_Part]) -> np.ndarray:

@@ -11,6 +11,9 @@ same 24 instances, the engine's ``pricing.z_lb`` is now z′).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -68,16 +71,11 @@ def _exact_linked_cover(priced: list[PricedGroup], resolved: ResolvedScenario, p
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_models_linked_bound_is_between_its_groups_bounds_and_the_exact_linked_cover(seed: int) -> None:
-    got = _lagrangian(seed)
-    if got is None:
-        return
-    priced, resolved, pr, L, _z = got
-    run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
-    for pair in linked_pairs(priced):
+    for _seed, run, pr, L, pair in _model_runs(range(seed, seed + 1)):
         got = model_bound(run, pr, L, pair)
         ell, rounds = got.bound, got.rounds
         assert got.clock_stops == 0
-        exact = _exact_linked_cover(priced, resolved, pr, pair)
+        exact = _exact_linked_cover(list(run.priced), run.resolved, pr, pair)
         tol = 1e-6 * max(1.0, exact)
         assert float(L[pair[0]] + L[pair[1]]) - tol <= ell <= exact + tol
         assert float(L[pair[0]] + L[pair[1]]) <= exact + tol  # the oracle is at least the unlinked bound
@@ -130,18 +128,12 @@ def test_the_bound_holds_whatever_stops_its_ilps(name: str, value: float, monkey
 
     monkeypatch.setattr(linked_cover, name, value)
     clocked = 0
-    for seed in range(8):
-        got = _lagrangian(seed)
-        if got is None:
-            continue
-        priced, resolved, pr, L, _z = got
-        run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
-        for pair in linked_pairs(priced):
-            bound = model_bound(run, pr, L, pair)
-            exact = _exact_linked_cover(priced, resolved, pr, pair)
-            tol = 1e-6 * max(1.0, exact)
-            assert float(L[pair[0]] + L[pair[1]]) - tol <= bound.bound <= exact + tol
-            clocked += bound.clock_stops
+    for _seed, run, pr, L, pair in _model_runs(range(8)):
+        bound = model_bound(run, pr, L, pair)
+        exact = _exact_linked_cover(list(run.priced), run.resolved, pr, pair)
+        tol = 1e-6 * max(1.0, exact)
+        assert float(L[pair[0]] + L[pair[1]]) - tol <= bound.bound <= exact + tol
+        clocked += bound.clock_stops
     if name == "LINK_NODES":
         assert clocked == 0
     else:
@@ -173,3 +165,47 @@ def test_models_bounded_at_once_give_the_bounds_of_one_after_another(monkeypatch
         for a, b in zip(one.covers, two.covers, strict=True):
             assert (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b)), seed
     assert compared >= 4, compared  # 5 of the 24 seeds have two linked models and a feasible LP
+
+
+def test_a_later_rounds_ilp_starts_from_the_cover_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round after the first starts its ILP from the round before's cover (whose columns it lists: the cap
+    only grew), with HiGHS's root heuristics off; the bounds and rounds are those of ILPs without a start."""
+    from planning.allocate import linked_cover
+
+    seen: list[tuple[dict, bool, dict]] = []
+    real = linked_cover.solve_allocation
+
+    def spy(problem, **k):  # type: ignore[no-untyped-def]
+        alloc = real(problem, **k)
+        seen.append((dict(problem.start), problem.start_only, dict(alloc.counts)))
+        return alloc
+
+    monkeypatch.setattr(linked_cover, "solve_allocation", spy)
+    started = 0
+    for seed, run, pr, L, pair in _model_runs(SEEDS):
+        seen.clear()
+        with_start = model_bound(run, pr, L, pair)
+        rounds = list(seen)
+        for (start, only, _c), (_s, _o, before) in zip(rounds[1:], rounds, strict=False):
+            if before:  # the round before found a cover: it is this round's start
+                assert start == {k: v for k, v in before.items() if v > 0} and only, seed
+                started += 1
+        monkeypatch.setattr(linked_cover, "solve_allocation",
+                            lambda problem, **k: real(replace(problem, start={}, start_only=False), **k))
+        without = model_bound(run, pr, L, pair)
+        monkeypatch.setattr(linked_cover, "solve_allocation", spy)
+        assert with_start.rounds == without.rounds, seed
+        assert with_start.bound == pytest.approx(without.bound, rel=1e-5, abs=1e-6), seed
+    assert started >= 1, started
+
+
+def _model_runs(seeds: range) -> Iterator[tuple[int, CoverRun, PricingResult, np.ndarray, tuple[int, int]]]:
+    """(seed, cover run, LP prices, group bounds, linked pair) of every linked model of the seeded instances."""
+    for seed in seeds:
+        got = _lagrangian(seed)
+        if got is None:
+            continue
+        priced, resolved, pr, L, _z = got
+        run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
+        for pair in linked_pairs(priced):
+            yield seed, run, pr, L, pair

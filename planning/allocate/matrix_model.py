@@ -374,8 +374,8 @@ def stop_rules(h: Any, problem: Any) -> None:
 @dataclass(frozen=True)
 class PartialStart:
     """A known plan's ν (per pair of the model) as a partial MIP start: HiGHS completes the other columns. A
-    plan near the optimum makes HiGHS's root heuristics (searches for a first plan) wasted work, so they are
-    switched off (:data:`ROOT_HEURISTICS`)."""
+    plan near the optimum makes HiGHS's plan-searching heuristics (:data:`ROOT_HEURISTICS`) wasted work, so they
+    are switched off."""
 
     nu: np.ndarray
 
@@ -465,6 +465,7 @@ def _set_start(h: Any, model: MatrixModel, start: np.ndarray | PartialStart | No
 
 
 def _no_root_heuristics(h: Any) -> None:
+    """Switch off :data:`ROOT_HEURISTICS` (a start near the optimum is given)."""
     for name in ROOT_HEURISTICS:
         h.setOptionValue(name, False)
 

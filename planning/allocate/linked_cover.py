@@ -54,7 +54,7 @@ import numpy as np
 from planning.allocate.certify import allocation_problem
 from planning.allocate.pricers import PriceCall, Pricers
 from planning.allocate.pricing import PricedGroup, PricingResult
-from planning.allocate.problem import AllocationResult, Offer
+from planning.allocate.problem import AllocationResult, Offer, start_from
 from planning.allocate.solve import solve_allocation
 from planning.context import CancelToken, Deadline, check_cancel, time_left
 from planning.groups import region_links
@@ -244,12 +244,12 @@ def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Se
     problem = replace(problem, offers=_priced_offers(run, pr, problem.offers), budget_per_hour=None,
                       time_limit_s=max(0.1, time_left(run.cancel, LINK_SAFETY_S)), mip_rel_gap=LINK_GAP,
                       node_limit=LINK_NODES, stop=safety, dump_model=None)
-    if start and {t for t, _r in start} <= {t.id for t in problem.templates}:
-        problem = replace(problem, start=start, start_only=True)
+    if mapped := start_from(start, problem):
+        problem = replace(problem, start=mapped, start_only=True)
     alloc = solve_allocation(problem, diagnose=False)
     used = _used(run, pair, kept, sets, alloc) if alloc.has_plan else None
-    counts = {(str(t), str(r)): int(n) for (t, r), n in alloc.counts.items() if n > 0} if alloc.has_plan else {}
-    return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety), used, counts)
+    return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety), used,
+                     dict(alloc.counts) if alloc.has_plan else {})
 
 
 def _used(run: CoverRun, pair: tuple[int, int], kept: Sequence[np.ndarray], sets: Sequence[TemplateSet],

@@ -451,8 +451,7 @@ def solve_matrix(
 def _set_start(h: Any, model: MatrixModel, start: np.ndarray | PartialStart | None) -> None:
     """HiGHS's MIP start: ``start`` (a whole column vector, or a :class:`PartialStart`), else ``problem.start``."""
     if isinstance(start, PartialStart):
-        n = model.inst.n_pairs
-        h.setSolution(n + 1, np.append(np.arange(n), model.col.alpha).astype(np.int32), np.append(start.nu, 1.0))
+        h.setSolution(model.inst.n_pairs + 1, *_nu_start(model, start.nu))
         _no_root_heuristics(h)
     elif start is not None:
         h.setSolution(_solution(start))
@@ -485,9 +484,12 @@ def start_vector(model: MatrixModel) -> tuple[np.ndarray, np.ndarray]:
         if p is None or n > inst.pair_ub[p]:
             return np.zeros(0, dtype=np.int32), np.zeros(0)
         nu[p] = n
-    idx = np.append(np.arange(inst.n_pairs), model.col.alpha).astype(np.int32)
-    val = np.append(nu, 1.0)
-    return idx, val
+    return _nu_start(model, nu)
+
+
+def _nu_start(model: MatrixModel, nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A partial MIP start's column indices and values: ν of every pair and α = 1."""
+    return np.append(np.arange(model.inst.n_pairs), model.col.alpha).astype(np.int32), np.append(nu, 1.0)
 
 
 def _solution(values: np.ndarray) -> Any:

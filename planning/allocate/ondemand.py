@@ -44,7 +44,7 @@ from planning.allocate.pricing import (
     solve_lp,
     supported,
 )
-from planning.allocate.problem import AllocationProblem, AllocationResult
+from planning.allocate.problem import AllocationProblem, AllocationResult, start_from
 from planning.allocate.solve import solve_allocation
 from planning.allocate.solvers import proven_zero
 from planning.allocate.warm import WarmStart
@@ -474,11 +474,7 @@ def _cover_plan(run: _Run, covers: Sequence[np.ndarray | None], single: Sequence
 def _incumbent_start(anytime: Anytime, problem: AllocationProblem) -> dict[tuple[str, str], int]:
     """The best plan so far as a MIP start of a fixing ILP (HiGHS then never returns a worse plan, so a target at
     its value is met), or nothing when one of its templates is not among the ILP's (a plan above the target)."""
-    if anytime.best is None:
-        return {}
-    counts = {(str(t), str(r)): int(n) for (t, r), n in anytime.best.alloc.counts.items() if int(n) > 0}
-    ids = {t.id for t in problem.templates}
-    return counts if counts and all(t in ids for t, _r in counts) else {}
+    return {} if anytime.best is None else start_from(anytime.best.alloc.counts, problem)
 
 
 def _next_target(alloc: AllocationResult, target: float, z_lb: float, anytime: Anytime) -> float:

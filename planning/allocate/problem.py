@@ -335,6 +335,14 @@ class AllocationProblem:
         return parts
 
 
+def start_from(counts: Mapping[tuple[str, str], int], problem: AllocationProblem) -> dict[tuple[str, str], int]:
+    """A plan's ``counts`` as ``problem``'s MIP start (``AllocationProblem.start``), or nothing when one of its
+    templates is not among the problem's (a plan over other columns)."""
+    start = {(str(t), str(r)): int(n) for (t, r), n in counts.items() if int(n) > 0}
+    ids = {t.id for t in problem.templates}
+    return start if start and all(t in ids for t, _r in start) else {}
+
+
 def _unique(name: str, ids: list[str]) -> None:
     seen: set[str] = set()
     for i in ids:

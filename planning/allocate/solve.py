@@ -293,7 +293,8 @@ def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_lef
     when it has no pair or was not solved to its gap. ``solved`` holds the answers of parts solved before, by
     their model's digest: a part whose model is the same as an earlier one's (two models with the same specs,
     demand and offers) gets that answer, which HiGHS would give again (deterministic on the same model) when the
-    earlier solve took less than the time left now."""
+    earlier solve took less than the time left now. ``start`` (ν per pair of ``inst``) is the part's MIP start; a
+    started part neither reads nor writes ``solved`` (the digest leaves the start out, as ``_model_key`` says)."""
     from planning.allocate.matrix_model import PartialStart, build_matrix, solve_matrix
 
     sub, pairs, trip = inst.restrict(list(groups))
@@ -301,7 +302,7 @@ def _solve_part(inst: Instance, groups: Sequence[int], runner: _Runner, time_lef
         return None, 0.0
     m = build_matrix(sub, False, None)
     runner.build_seconds += m.build_seconds
-    key = _model_key(m, gap_tol) if solved is not None else None
+    key = _model_key(m, gap_tol) if solved is not None and start is None else None
     limit = max(0.1, time_left_s)
     earlier = solved.get(key) if solved is not None and key is not None else None
     if earlier is not None and earlier.phase.seconds < limit:

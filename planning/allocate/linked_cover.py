@@ -19,8 +19,8 @@ costs at least its own bound). So with a current lower bound ℓ_m and a slack �
     rc_g(M, r) ≤ θ_g = ℓ_m + δ − L_g′ − y_d,g·D_g − y_n,g
 
 can be in a cover of cost ≤ ℓ_m + δ; the search (``pricing.fix``) lists all of them. The ILP of m's part over
-those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability) has a
-HiGHS dual bound B, and every other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a
+those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability, without
+the columns another one beats in their region: :func:`undominated`) has a HiGHS dual bound B, and every other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a
 lower bound on L_m, whatever gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is
 L_m (within the ILP's gap); otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most
 :data:`LINK_ROUNDS` times).
@@ -239,7 +239,10 @@ def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Se
         return _CoverIlp(math.inf, math.inf)  # a group without a listed column: every cover uses one not listed
     sets = [run.make_set(run.priced[gi], P) for gi, P in zip(pair, kept, strict=True)]
     groups = [run.priced[gi].group for gi in pair]
-    problem = allocation_problem(run.resolved, sets, groups=groups, objective="cost")
+    keep = {t for t, _r in start} | {c.template_id for c in run.resolved.scenario.current}
+    masks = [undominated(ts.usage, ts.throughput[:, 0], pr.w, [ts.key(i) in keep for i in range(len(ts))])
+             for ts in sets]
+    problem = allocation_problem(run.resolved, sets, groups=groups, objective="cost", masks=masks)
     safety = Deadline(LINK_SAFETY_S, run.cancel)  # set by the safety net or the caller's token (its deadline too)
     problem = replace(problem, offers=_priced_offers(run, pr, problem.offers), budget_per_hour=None,
                       time_limit_s=max(0.1, time_left(run.cancel, LINK_SAFETY_S)), mip_rel_gap=LINK_GAP,
@@ -250,6 +253,28 @@ def _cover_ilp(run: CoverRun, pr: PricingResult, pair: tuple[int, int], kept: Se
     used = _used(run, pair, kept, sets, alloc) if alloc.has_plan else None
     return _CoverIlp(_value(alloc), _bound(alloc), _clocked(alloc, safety), used,
                      dict(alloc.counts) if alloc.has_plan else {})
+
+
+def undominated(usage: np.ndarray, thr: np.ndarray, w: np.ndarray, protected: Sequence[bool]) -> np.ndarray:
+    """Which templates of one group a cover ILP without availability rows needs: those no other template beats in
+    some region r (costs at most as much there, W_r = usage · w[r], and serves at least as much), and the
+    ``protected`` ones (a MIP start's, running instances'). Each dropped column (M, r) has a kept one that covers
+    its rows at no more cost (in that region, and every other row is a region's or a group's), so the ILP's optimum
+    is the one over all the columns, and its dual bound is a bound on that optimum. coral-extended's demand ×2:
+    the costliest linked cover ILP keeps 116 of its 1,388 columns, 0.74 → 0.16 s."""
+    usage = np.asarray(usage, dtype=float)
+    keep = np.asarray(protected, dtype=bool).copy()
+    if usage.shape[0] == 0:
+        return keep
+    with np.errstate(invalid="ignore"):
+        cost = np.where(usage[:, None, :] > 0, usage[:, None, :] * w[None, :, :], 0.0).sum(axis=2)  # (n, R)
+    for r in range(cost.shape[1]):
+        ok = np.flatnonzero(np.isfinite(cost[:, r]) & (thr > 0))
+        order = ok[np.lexsort((-thr[ok], cost[ok, r]))]  # cheapest first, the most throughput first among equals
+        t = thr[order]
+        best_before = np.maximum.accumulate(np.concatenate([[-np.inf], t[:-1]]))
+        keep[order[t > best_before]] = True
+    return keep
 
 
 def _used(run: CoverRun, pair: tuple[int, int], kept: Sequence[np.ndarray], sets: Sequence[TemplateSet],

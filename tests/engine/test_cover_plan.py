@@ -94,3 +94,37 @@ def test_a_what_if_solves_the_short_lists_only_with_the_same_cost(monkeypatch: p
     assert cold is not None and warm is not None and cold.certified and warm.certified
     assert warm.alloc.total_per_hour == pytest.approx(cold.alloc.total_per_hour, rel=1e-9)
     assert len(sizes) < len(cold_sizes) and max(sizes) < max(cold_sizes), (sizes, cold_sizes)
+
+
+def test_a_what_if_solves_no_master_after_its_first_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if (``cover_plan``) whose seed columns' master ILP found a plan solves no later master ILP; a cold
+    solve still solves them. The what-if's certified cost is the cold solve's on every seed."""
+    from planning.allocate.incumbent import Anytime
+
+    later_cold = later_warm = compared = 0
+    for seed in SEEDS:
+        priced, offers = _instance(seed)
+        offered: dict[str, list[tuple[str, bool]]] = {}
+        plans = {}
+        for name, options in (("cold", OnDemandOptions()), ("warm", OnDemandOptions(cover_plan=True))):
+            anytime, log = Anytime(), offered.setdefault(name, [])
+            real = anytime.offer
+
+            def spy(alloc, sets, masks, source, real=real, log=log):  # type: ignore[no-untyped-def]
+                kept = real(alloc, sets, masks, source)
+                log.append((source, kept))
+                return kept
+
+            monkeypatch.setattr(anytime, "offer", spy)
+            plans[name] = allocate_on_demand(priced, _resolved(priced, offers), options=options, anytime=anytime)
+        masters = {n: [(s, k) for s, k in log if s.startswith("restricted master ILP")] for n, log in offered.items()}
+        later_cold += sum(not s.startswith("restricted master ILP over the seed") for s, _k in masters["cold"])
+        warm_masters = masters["warm"]
+        if warm_masters and warm_masters[0][1]:  # the seed columns' master found the what-if's first plan
+            later_warm += len(warm_masters) - 1
+        cold, warm = plans["cold"], plans["warm"]
+        assert (cold is None) == (warm is None), seed
+        if cold is not None and warm is not None and cold.certified and warm.certified:
+            compared += 1
+            assert warm.alloc.total_per_hour == pytest.approx(cold.alloc.total_per_hour, rel=1e-6), seed
+    assert later_warm == 0 and later_cold > 0 and compared >= 12, (later_warm, later_cold, compared)

@@ -11,6 +11,7 @@ same 24 instances, the engine's ``pricing.z_lb`` is now z′).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -209,3 +210,86 @@ def _model_runs(seeds: range) -> Iterator[tuple[int, CoverRun, PricingResult, np
         run = CoverRun(priced, resolved, LocalPricers(priced), lambda pg, P: template_set(pg, P))
         for pair in linked_pairs(priced):
             yield seed, run, pr, L, pair
+
+
+def test_a_cover_ilp_without_the_beaten_columns_finds_the_same_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linked cover ILPs keep only the columns no other one beats in their region (``undominated``): on the
+    seeded instances they drop some, and every model's bound and rounds are those of ILPs over every column."""
+    from planning.allocate import linked_cover
+
+    dropped = 0
+    real = linked_cover.undominated
+
+    def counting(usage, thr, w, protected):  # type: ignore[no-untyped-def]
+        nonlocal dropped
+        keep = real(usage, thr, w, protected)
+        dropped += int((~keep).sum())
+        return keep
+
+    for seed, run, pr, L, pair in _model_runs(SEEDS):
+        monkeypatch.setattr(linked_cover, "undominated", counting)
+        pruned = model_bound(run, pr, L, pair)
+        monkeypatch.setattr(linked_cover, "undominated", lambda usage, *_a: np.ones(len(usage), dtype=bool))
+        every = model_bound(run, pr, L, pair)
+        assert pruned.rounds == every.rounds, seed
+        assert pruned.bound == pytest.approx(every.bound, rel=1e-5, abs=1e-6), seed
+    assert dropped > 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_dropped_column_has_a_kept_one_that_beats_it_in_its_region(seed: int) -> None:
+    """``undominated``: a row is kept iff protected or no other row costs ≤ and serves ≥ in some region where it is
+    sold (ties: the first of equals stays); and a single-row cover costs the same over the kept rows as over all."""
+    from planning.allocate.linked_cover import undominated
+    from planning.allocate.reduce import cover_ilp
+
+    rng = np.random.default_rng(seed)
+    n, R, K = int(rng.integers(2, 30)), int(rng.integers(1, 4)), 3
+    usage = rng.integers(0, 3, size=(n, K))
+    usage[usage.sum(axis=1) == 0, 0] = 1
+    thr = rng.choice([1.0, 2.0, 3.0, 5.0, 8.0], size=n)  # repeated values: ties happen
+    w = rng.choice([1.0, 2.0, 4.0, np.inf], size=(R, K), p=[0.4, 0.3, 0.2, 0.1])
+    protected = rng.random(n) < 0.1
+    keep = undominated(usage, thr, w, protected)
+    cost = np.array([[sum(u * w[r, k] for k, u in enumerate(row) if u) for r in range(R)] for row in usage])
+    for i in range(n):
+        beaten_everywhere = all(
+            not np.isfinite(cost[i, r])
+            or any(j != i and cost[j, r] <= cost[i, r] and thr[j] >= thr[i]
+                   and (cost[j, r] < cost[i, r] or thr[j] > thr[i] or j < i) for j in range(n))
+            for r in range(R))
+        assert keep[i] == (bool(protected[i]) or not beaten_everywhere), (seed, i)
+    for r in range(R):
+        ok = np.isfinite(cost[:, r])
+        if ok.any():
+            every = cover_ilp(cost[ok, r], thr[ok], 10.0)[0]
+            kept = cover_ilp(cost[ok & keep, r], thr[ok & keep], 10.0)[0]
+            assert kept == pytest.approx(every, rel=1e-9), (seed, r)
+
+
+def test_groups_bounded_at_once_give_the_bounds_of_one_after_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GROUP_THREADS`` groups at once (threads) give each group the Lagrangian cover bound it gets alone (fresh
+    spaces each way: nothing placed is shared); the threads do run on these instances."""
+    from planning.allocate import pricing
+
+    compared = 0
+    names: set[str] = set()
+    real = pricing.cover_ilp
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        names.add(threading.current_thread().name.split("_")[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(pricing, "cover_ilp", spy)
+    for seed in SEEDS:
+        bounds = []
+        for threads in (1, 2):
+            monkeypatch.setattr(pricing, "GROUP_THREADS", threads)
+            got = _lagrangian(seed)
+            if got is None:
+                break
+            bounds.append((got[3].tolist(), got[4]))
+        if len(bounds) == 2:
+            compared += 1
+            assert bounds[0] == bounds[1], seed
+    assert compared >= 10 and "group-bound" in names, (compared, names)

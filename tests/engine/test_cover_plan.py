@@ -128,3 +128,35 @@ def test_a_what_if_solves_no_master_after_its_first_plan(monkeypatch: pytest.Mon
             compared += 1
             assert warm.alloc.total_per_hour == pytest.approx(cold.alloc.total_per_hour, rel=1e-6), seed
     assert later_warm == 0 and later_cold > 0 and compared >= 12, (later_warm, later_cold, compared)
+
+
+def test_a_what_ifs_masters_merge_their_parts_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if's master ILPs run without the settle of competing parts (``settle`` off), a cold solve's with
+    it; the certified costs are the same (the other tests of this file)."""
+    settles: list[bool] = []
+    real = ondemand.solve_allocation
+
+    def spy(problem, **k):  # type: ignore[no-untyped-def]
+        settles.append(problem.settle)
+        return real(problem, **k)
+
+    monkeypatch.setattr(ondemand, "solve_allocation", spy)
+    masters = {}
+    for name, options in (("cold", OnDemandOptions()), ("warm", OnDemandOptions(cover_plan=True))):
+        seen: list[bool] = []
+        real_rmp = ondemand._rmp_sets
+
+        def counted(priced, keys, provenance, real_rmp=real_rmp, seen=seen):  # type: ignore[no-untyped-def]
+            seen.append(True)
+            return real_rmp(priced, keys, provenance)
+
+        monkeypatch.setattr(ondemand, "_rmp_sets", counted)
+        for seed in range(4):
+            settles.clear()
+            seen.clear()
+            priced, offers = _instance(seed)
+            allocate_on_demand(priced, _resolved(priced, offers), options=options)
+            masters.setdefault(name, []).extend(settles[: len(seen)])  # the masters come first, one ILP each
+        monkeypatch.setattr(ondemand, "_rmp_sets", real_rmp)
+    assert masters["cold"] and all(masters["cold"]), masters
+    assert masters["warm"] and not any(masters["warm"]), masters

@@ -19,9 +19,9 @@ costs at least its own bound). So with a current lower bound ℓ_m and a slack �
     rc_g(M, r) ≤ θ_g = ℓ_m + δ − L_g′ − y_d,g·D_g − y_n,g
 
 can be in a cover of cost ≤ ℓ_m + δ; the search (``pricing.fix``) lists all of them. The ILP of m's part over
-those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability, without
-the columns another one beats in their region: :func:`undominated`) has a HiGHS dual bound B, and every other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a
-lower bound on L_m, whatever gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is
+those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability,
+without the columns another one beats in their region: :func:`undominated`) has a HiGHS dual bound B, and every
+other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a lower bound on L_m, whatever gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is
 L_m (within the ILP's gap); otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most
 :data:`LINK_ROUNDS` times).
 
@@ -53,7 +53,7 @@ import numpy as np
 
 from planning.allocate.certify import allocation_problem
 from planning.allocate.pricers import PriceCall, Pricers
-from planning.allocate.pricing import PricedGroup, PricingResult
+from planning.allocate.pricing import PricedGroup, PricingResult, own_spaces
 from planning.allocate.problem import AllocationResult, Offer, start_from
 from planning.allocate.solve import solve_allocation
 from planning.context import CancelToken, Deadline, check_cancel, time_left
@@ -141,8 +141,7 @@ def linked_bounds(run: CoverRun, pr: PricingResult, L: np.ndarray, z_lb: float) 
         check_cancel(run.cancel, "on-demand allocation: linked cover bounds")
         return model_bound(run, pr, L, pair, float(L[pair[0]] + L[pair[1]]) + run.incumbent - z_lb)
 
-    spaces = [id(run.priced[g].space) for pair in pairs for g in pair]
-    if LINK_THREADS > 1 and len(pairs) > 1 and len(set(spaces)) == len(spaces):  # no space shared by two threads
+    if LINK_THREADS > 1 and len(pairs) > 1 and own_spaces([run.priced[g] for pair in pairs for g in pair]):
         with ThreadPoolExecutor(LINK_THREADS, thread_name_prefix="linked-cover") as pool:
             bounds = list(pool.map(bound, pairs))
     else:

@@ -530,6 +530,13 @@ def fix(groups: Sequence[PricedGroup], pr: PricingResult, thetas: Sequence[float
     return out
 
 
+def own_spaces(groups: Sequence[PricedGroup]) -> bool:
+    """Whether no search space is shared by two of ``groups``: then each may be searched and bounded in a thread
+    of its own (``group_bounds``, ``linked_cover.linked_bounds``), its placements cached in its space alone."""
+    ids = [id(pg.space) for pg in groups]
+    return len(set(ids)) == len(ids)
+
+
 def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequence[tuple[np.ndarray, np.ndarray]],
                  per_region: bool = True, cancel: CancelToken | None = None, pricers: Pricers | None = None) -> np.ndarray:
     """L_g ≤ min cost of an integer cover of D_g at the Lagrangian prices w (availability relaxed).
@@ -570,8 +577,7 @@ def group_bounds(groups: Sequence[PricedGroup], pr: PricingResult, seeds: Sequen
         u = upper(gi)
         return bound(gi, pricers.price_all([call(gi, u)], cancel)[0], u)
 
-    spaces = [id(pg.space) for pg in groups]
-    if GROUP_THREADS > 1 and isinstance(pricers, LocalPricers) and len(set(spaces)) == len(spaces) > 1:
+    if GROUP_THREADS > 1 and isinstance(pricers, LocalPricers) and len(groups) > 1 and own_spaces(groups):
         with ThreadPoolExecutor(GROUP_THREADS, thread_name_prefix="group-bound") as pool:
             return np.array(list(pool.map(alone, range(len(groups)))), dtype=float)
     uppers = [upper(gi) for gi in range(len(groups))]  # the searches in one fan-out (Ray: every actor at once)

@@ -179,11 +179,13 @@ def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int
     rounds = clocked = 0
     best, cover = math.inf, None
     start: Mapping[tuple[str, str], int] = {}  # the last round's plan: a cover of this round's ILP too
+    started: tuple[np.ndarray, ...] = ()  # … and its multisets, per group of the pair (never left out of _kept)
     while rounds < LINK_ROUNDS and time_left(run.cancel, math.inf) > 0.1:  # the solve's deadline
         rounds += 1
         cap = ell + delta
-        ilp = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap), start)
-        start = ilp.counts or start
+        ilp = _cover_ilp(run, pr, pair, _kept(run, pr, L, pair, cap, started), start)
+        if ilp.counts:
+            start, started = ilp.counts, ilp.cover or ()
         value, bound = ilp.value, ilp.bound
         clocked += ilp.clocked
         if ilp.cover is not None and value < best:
@@ -198,14 +200,21 @@ def model_bound(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int
     return ModelBound(ell, rounds, clocked, cover)
 
 
-def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int], cap: float) -> list[np.ndarray]:
-    """Per group of ``pair`` the multisets with some pair (M, r) of rc ≤ cap − L_partner − y_d·D − y_n."""
+def _kept(run: CoverRun, pr: PricingResult, L: np.ndarray, pair: tuple[int, int], cap: float,
+          started: Sequence[np.ndarray] = ()) -> list[np.ndarray]:
+    """Per group of ``pair`` the multisets with some pair (M, r) of rc ≤ cap − L_partner − y_d·D − y_n, less those
+    another of them beats in every region (never placed: ``planning.allocate.unbeaten``; :func:`undominated` would
+    mask them out) but for ``started``'s (the MIP start's, per group) and for a scenario with running instances
+    (``current``: they stay in every ILP, all listed as before)."""
     p, d = pair
     calls = []
-    for gi, partner in ((p, d), (d, p)):
+    unbeaten = not run.resolved.scenario.current
+    for i, (gi, partner) in enumerate(((p, d), (d, p))):
         y_d, y_n = float(pr.y_d[gi]), float(pr.y_n[gi])
         theta = cap - float(L[partner]) - y_d * run.priced[gi].demand - y_n
-        calls.append(PriceCall(gi, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, run.per_region))
+        protect = tuple(run.priced[gi].space.codes(started[i]).tolist()) if len(started) > i else ()
+        calls.append(PriceCall(gi, pr.w, y_d, y_n, theta * (1 + 1e-9) + 1e-9, None, run.per_region, unbeaten,
+                               protect))
     out = []
     for gi, (P, *_rest) in zip(pair, run.pricers.price_all(calls, run.cancel), strict=True):
         if P.shape[0]:

@@ -45,6 +45,11 @@ class PriceCall:
     theta: float
     limit: int | None
     per_region: bool = True
+    unbeaten: bool = False
+    """Leave out (unplaced) the multisets a listed column beats in every region: a call for a cover ILP without
+    availability rows, whose mask would drop them (``planning.allocate.unbeaten``); every column otherwise."""
+    protect: tuple[int, ...] = ()
+    """With ``unbeaten``: the multiset codes never left out (a MIP start's)."""
 
 
 Priced = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]
@@ -66,8 +71,14 @@ class Pricers(Protocol):
 
 def _price_one(pg: PricedGroup, call: PriceCall, cancel: CancelToken | None) -> Priced:
     from planning.allocate.pricing import price
+    from planning.allocate.unbeaten import price_unbeaten
 
-    P, codes, reg, rc, floor = price(pg, call.w, call.y_d, call.y_n, call.theta, call.limit, call.per_region, cancel)
+    if call.unbeaten and call.limit is None:
+        P, codes, reg, rc, floor = price_unbeaten(pg, call.w, call.y_d, call.y_n, call.theta, call.per_region,
+                                                  call.protect, cancel)
+    else:
+        P, codes, reg, rc, floor = price(pg, call.w, call.y_d, call.y_n, call.theta, call.limit, call.per_region,
+                                         cancel)
     return P, codes, reg, rc, pg.space.throughput(P, cancel), floor
 
 

@@ -163,8 +163,9 @@ class MultisetSpace:
         self._rowed: set[int] = set()  # codes whose row was assembled (or has none: separable throughput 0)
         self._row_of: dict[int, int] = {}  # code -> its row's position in ``_rows``
         self._row_ids: list[str] = []  # ``_rows``' template ids, by position
-        self._ub_codes = np.zeros(0, dtype=np.int64)  # codes whose UB is known (``known_bound``), sorted …
-        self._ub = np.zeros(0)  # … and their UB
+        # codes whose UB is known (``known_bound``), sorted, and their UB: one pair, replaced whole, so that a
+        # reader in another thread never sees the codes of one insertion with the values of another
+        self._ub_known: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.int64), np.zeros(0))
 
     @property
     def K(self) -> int:
@@ -262,7 +263,7 @@ class MultisetSpace:
         in ``upper_bound`` (335 calls). The search reads min(UB, D) and UB > 0 only, which the full bound gives as
         the bound stopped at D does (a bound stopped at D is ≥ D, a bound below D was not stopped)."""
         codes = self.codes(P)
-        known, values = self._ub_codes, self._ub
+        known, values = self._ub_known
         at = np.searchsorted(known, codes)
         hit = at < known.size
         hit[hit] = known[at[hit]] == codes[hit]
@@ -274,7 +275,7 @@ class MultisetSpace:
             if known.size < BOUNDS_KEPT:
                 fresh, first = np.unique(codes[miss], return_index=True)
                 where = np.searchsorted(known, fresh)
-                self._ub_codes, self._ub = np.insert(known, where, fresh), np.insert(values, where, new[first])
+                self._ub_known = (np.insert(known, where, fresh), np.insert(values, where, new[first]))
         return out
 
     def _extended(self) -> dict[str, np.ndarray]:

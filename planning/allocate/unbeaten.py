@@ -57,32 +57,30 @@ def price_unbeaten(pg: PricedGroup, w: np.ndarray, y_d: float, y_n: float, theta
     cost = column_costs(sp, P, w)  # (m, R): as ``pricing.price`` sums them, so its rc ≤ theta decides alike
     ub = sp.known_bound(P)
     placed = np.array([c in sp.cache for c in codes.tolist()], dtype=bool)
-    kept = np.isin(codes, np.fromiter(protect, dtype=np.int64, count=len(protect)))
+    protected = np.isin(codes, np.fromiter(protect, dtype=np.int64, count=len(protect)))
     order = np.concatenate([np.flatnonzero(placed), np.flatnonzero(~placed)])  # each part in bound order
+    rc = np.full(cost.shape, np.inf)  # exact reduced costs of the candidates placed (inf: left out or T ≤ 0)
     listed = np.zeros(P.shape[0], dtype=bool)
     T = np.zeros(P.shape[0])
-    floor = float(theta)
     a, size = 0, BATCH
     while a < order.size:
         check_cancel(cancel, "pricing search")
         step = order[a : a + size]
         a, size = a + size, 2 * size
         if listed.any():
-            step = step[kept[step] | ~beaten(cost[step], ub[step], cost[listed], T[listed])]
+            step = step[protected[step] | ~beaten(cost[step], ub[step], cost[listed], T[listed])]
         if step.size == 0:
             continue
         T[step] = sp.throughput(P[step], cancel)
         with np.errstate(invalid="ignore"):
-            rc = cost[step] - y_d * np.minimum(T[step], pg.demand)[:, None] - y_n
-        rc[T[step] <= 0] = np.inf
-        floor = min(floor, float(np.nanmin(rc)))
-        listed[step[np.any(rc <= theta, axis=1)]] = True
-    i = np.flatnonzero(listed)
-    with np.errstate(invalid="ignore"):
-        rc_all = cost[i] - y_d * np.minimum(T[i], pg.demand)[:, None] - y_n
-    rows, r = np.nonzero(rc_all <= theta)
-    Pn = P[i[rows]]
-    return Pn, sp.codes(Pn), r, rc_all[rows, r], floor
+            here = cost[step] - y_d * np.minimum(T[step], pg.demand)[:, None] - y_n
+        here[T[step] <= 0] = np.inf
+        rc[step] = here
+        listed[step[np.any(here <= theta, axis=1)]] = True
+    floor = min(float(theta), float(np.nanmin(rc)))  # a multiset left out costs at least what beats it
+    rows, r = np.nonzero(rc <= theta)
+    Pn = P[rows]
+    return Pn, sp.codes(Pn), r, rc[rows, r], floor
 
 
 def beaten(cost: np.ndarray, ub: np.ndarray, by_cost: np.ndarray, by_thr: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """A new user's day on the Timeline page (issue 41 §4): a three-model scenario that is not a preset, planned the way
 the page plans it, timed, with the time-left estimate the page shows checked against the real time left.
 
-Run: ``python benchmarks/bench_timeline_day.py [--repeats 3] [--policies myopic lookahead offline]``.
+Run: ``python benchmarks/bench_timeline_day.py [--repeats 3] [--policies myopic lookahead offline] [--busy 4]``
+(``--busy N``: N CPU-burning processes beside every repeat, ``benchmarks._load.Busy``).
 The scenario: llama-3-8b, llama-3-70b and qwen3-32b with the user's own rates, request sizes and SLOs, two AWS
 regions, ten node shapes, K = 0.1; demand per model the page's default pick (the shipped Azure code and conversation
 days, alternating) matched to the scenario's rate at the peak, 24 hourly epochs. Each repeat runs the page's job
@@ -28,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._load import Busy, load_line
 from planning import api
 from planning.jobs.record import JobRecord
 
@@ -103,7 +105,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--policies", nargs="+", default=["myopic", "lookahead", "offline"])
     ap.add_argument("--offline-limit", type=float, default=20.0, help="the page's default offline time limit (s)")
+    ap.add_argument("--busy", type=int, default=0, help="CPU-burning processes beside the runs (issue 41's load)")
     args = ap.parse_args()
+    with Busy(args.busy):
+        print(load_line(args.busy))
+        return _runs(args)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    """The repeats of one day, printed with their parts, totals and estimates; then the median."""
     request = page_request(tuple(args.policies), args.offline_limit)
     print(f"# {platform.platform()}, python {platform.python_version()}, {os.cpu_count()} cores; "
           f"{SCENARIO['name']}: {', '.join(m['id'] for m in SCENARIO['models'])}; {len(SCENARIO['shapes'])} shapes "
@@ -127,7 +137,7 @@ def main() -> int:
         for share in (0.25, 0.5, 0.75):
             print("  " + estimate_at(events, request, share * wall, wall))
     print(f"median of {len(walls)}: {statistics.median(walls):.1f} s wall (runs {', '.join(f'{w:.1f}' for w in walls)}); "
-          f"load average {statistics.median(loads):.1f}")
+          f"load average {statistics.median(loads):.1f}; {load_line(args.busy)}")
     return 0
 
 

@@ -222,7 +222,8 @@ SOLVE_MODULES = ("highspy", "scipy.sparse", "planning.allocate.ondemand", "plann
                  "planning.baselines.single_type", "planning.baselines.registry", "planning.explain",
                  "planning.transfer", "planning.templates.search", "planning.templates.library",
                  "planning.finance.plan", "planning.measurements.apply", "planning.allocate.linked",
-                 "planning.baselines.beside", "planning.templates.placing", "planning.allocate.unbeaten")
+                 "planning.baselines.beside", "planning.templates.placing", "planning.allocate.unbeaten",
+                 "planning.allocate.knapcover")
 """Modules :func:`solve` imports on first use; a long-lived worker imports them while it warms up."""
 
 def list_presets() -> list[str]:

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from planning.allocate.knapcover import cover_ilp
 from planning.allocate.pricers import LocalPricers, PriceCall, Priced, Pricers
-from planning.allocate.reduce import cover_ilp
 from planning.allocate.subspace import seed_from_wider
 from planning.allocate.tighter import seed_from_looser
 from planning.catalog.schema import Catalog, ModelSpec, parse_shape

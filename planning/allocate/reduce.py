@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planning.allocate.knapcover import cover_ilp
 from planning.context import CancelToken, check_cancel
 
 BIG_M_FACTOR = 1e4
@@ -484,36 +485,6 @@ def _link_index(links: Sequence[tuple[str, ...]], group: str) -> int:
 
 # ------------------------------------------------------------------------------------------ Lagrangian bound
 COVER_SEED = 64  # rows per group (best W per throughput) for the first integer cover (its value U)
-
-
-def cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: float = 10.0,
-              ub: np.ndarray | None = None) -> tuple[float, float]:
-    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, 0 ≤ x ≤ ub, x ∈ ℤ (one group, availability relaxed): (value, dual bound).
-
-    ``ub`` None: ⌈D / min(T, D)⌉ (more copies never help). Stopped by the time limit, the dual bound is still valid.
-    """
-    import math
-
-    import highspy
-
-    n = cost.size
-    if n == 0:
-        return math.inf, math.inf
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))
-    h.setOptionValue("mip_rel_gap", 1e-9)
-    t = np.minimum(T, demand)
-    cap = np.ceil(demand / np.maximum(t, 1e-12))
-    h.addVars(n, np.zeros(n), cap if ub is None else np.minimum(cap, ub))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), cost.astype(float))
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
-    h.addRow(float(demand), highspy.kHighsInf, n, np.arange(n, dtype=np.int32), t.astype(float))
-    h.run()
-    info = h.getInfo()
-    value = float(info.objective_function_value) if info.primal_solution_status == 2 else math.inf
-    bound = float(info.mip_dual_bound)
-    return value, min(bound, value)
 
 
 def _cover_with_running(w: np.ndarray, t: np.ndarray, rows: np.ndarray, running: Sequence[tuple[int, float, float, float]],

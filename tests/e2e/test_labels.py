@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import PLAN_TIMEOUT_MS, _plan_preset, _settled, browser, server
+from tests.e2e.test_browser import PLAN_TIMEOUT_MS, RENDER_TIMEOUT_MS, _plan_preset, _settled, browser, server
 
 __all__ = ["browser", "server"]  # module-scoped fixtures shared with test_browser.py
 
@@ -24,6 +24,9 @@ def test_home_kpis_are_not_cut(server: str, browser: Any, width: int) -> None:
     page = browser.new_page()
     page.set_viewport_size({"width": width, "height": 1000})
     _plan_preset(page, server, "coral-core")
+    # the KPIs of one run reach the browser one after the other: the last one, then a finished script
+    page.get_by_test_id("stMetric").filter(has_text="Solver status").wait_for(state="visible", timeout=RENDER_TIMEOUT_MS)
+    _settled(page)
     labels = page.get_by_test_id("stMetricLabel").all_inner_texts()
     assert any("Savings vs best" in t for t in labels) and any("Solver status" in t for t in labels)
     assert page.evaluate(CUT) == []

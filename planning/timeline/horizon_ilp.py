@@ -20,8 +20,10 @@ def run_until(h: Any, seconds: float, presolve: str | None = None) -> None:
     """``h.run()`` stopped after ``seconds`` of wall time. HiGHS's own ``time_limit`` is read between its steps
     (presolve, heuristics, a node's LP) and was seen overrunning by 2-3× on a busy machine; the simplex, IPM and
     MIP interrupt callbacks come every few iterations, so the stop lands within a fraction of a second, except in
-    the root's cut separation after HiGHS's presolve (40 s past a 10 s limit on a 38,400-column cover): the
-    multi-epoch models pass ``presolve="off"``, which kept that limit (10.3 s) with the same or a better bound."""
+    the root's cut separation (40 s past a 10 s limit on a 38,400-column cover). No caller passes ``presolve``
+    now, and that is no cure: inside a MIP HiGHS calls only its MIP interrupt callback, between its root's cut
+    rounds, and one round of the offline day's 99,888-column MILP took up to 14.5 s, with or without presolve (the
+    day's offline MILP, "at most 20 s", ran 20-34 s on a quiet machine; round 19, ``docs/benchmarks.md``)."""
     import time
 
     deadline = time.perf_counter() + max(float(seconds), 0.05)

@@ -1,6 +1,6 @@
-"""An exact one-row covering knapsack, for the cover ILPs that bound a group (``reduce.cover_ilp``).
+"""The one-row cover ILPs that bound a group (:func:`cover_ilp`, for ``reduce`` and ``pricing``), solved exactly.
 
-    min Σ c_i·x_i   s.t.   Σ t_i·x_i ≥ D,   0 ≤ x_i ≤ u_i,   x_i ∈ ℤ      (c ≥ 0, 0 < t_i ≤ D, u_i finite)
+    min Σ c_i·x_i  s.t.  Σ t_i·x_i ≥ D,  0 ≤ x_i ≤ u_i,  x_i ∈ ℤ   (c ≥ 0, 0 < t_i ≤ D, u_i finite)
 
 HiGHS takes 15-70 ms for such a row even with five columns (its presolve and set-up dominate), and the
 group bounds of a warm what-if solve a few dozen of them. This module solves it by depth-first branch and
@@ -66,8 +66,8 @@ def solve(cost: np.ndarray, thr: np.ndarray, demand: float, cap: np.ndarray) -> 
     if sum(ui * ti for ui, ti in zip(u, t, strict=True)) < demand - eps:
         return None  # no cover: HiGHS reports it as it always has
     ratio = [ci / ti for ci, ti in zip(c, t, strict=True)] + [math.inf]
-    best = min((math.ceil((demand - eps) / t[i]) * c[i] for i in range(n)
-                if math.ceil((demand - eps) / t[i]) <= u[i]), default=math.inf)
+    alone = [math.ceil((demand - eps) / ti) for ti in t]  # copies of one column that cover alone
+    best = min((k * ci for k, ci, ui in zip(alone, c, u, strict=True) if k <= ui), default=math.inf)
     nodes = 0
 
     def search(k: int, left: float, spent: float) -> bool:  # False: out of nodes
@@ -96,13 +96,12 @@ def solve(cost: np.ndarray, thr: np.ndarray, demand: float, cap: np.ndarray) -> 
 
 def cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: float = 10.0,
               ub: np.ndarray | None = None) -> tuple[float, float]:
-    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, 0 ≤ x ≤ ub, x ∈ ℤ (one group, availability relaxed): (value, dual bound).
+    """min Σ cost·x s.t. Σ min(T, D)·x ≥ D, 0 ≤ x ≤ ub, x ∈ ℤ (one group, availability relaxed):
+    (value, dual bound).
 
-    ``ub`` None: ⌈D / min(T, D)⌉ (more copies never help). Stopped by the time limit, the dual bound is still valid.
-    The exact search (``solve``) answers first (proven: value = bound); HiGHS takes what it gives back.
+    ``ub`` None: ⌈D / min(T, D)⌉ (more copies never help). Stopped by the time limit, the dual bound is still
+    valid. The exact search (``solve``) answers first (proven: value = bound); HiGHS takes what it gives back.
     """
-    import highspy
-
     n = cost.size
     if n == 0:
         return math.inf, math.inf
@@ -112,6 +111,8 @@ def cover_ilp(cost: np.ndarray, T: np.ndarray, demand: float, time_limit_s: floa
     exact = solve(cost, t, demand, cap)
     if exact is not None:
         return exact, exact
+    import highspy
+
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(float(time_limit_s), 0.01))

@@ -22,8 +22,8 @@ can be in a cover of cost ≤ ℓ_m + δ; the search (``pricing.fix``) lists all
 those columns (the allocation model's own builder, at the offer prices w/(1 + K) and unlimited availability,
 without the columns another one beats in their region: :func:`undominated`) has a HiGHS dual bound B, and every
 other cover costs more than ℓ_m + δ, so ℓ_m := max(ℓ_m, min(B, ℓ_m + δ)) is again a lower bound on L_m, whatever
-gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is L_m (within the ILP's gap); otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most
-:data:`LINK_ROUNDS` times).
+gap or time limit stopped that ILP. When the ILP's plan costs at most ℓ_m + δ, B is L_m (within the ILP's gap);
+otherwise δ becomes that plan's value − ℓ_m and the step repeats (at most :data:`LINK_ROUNDS` times).
 
 **Stops counted in work.** Each linked cover ILP stops at :data:`LINK_NODES` HiGHS branch-and-bound nodes (or its
 gap), so the same scenario gives the same bound, certificate and plan on every machine, busy or quiet (as the

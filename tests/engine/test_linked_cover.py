@@ -240,8 +240,8 @@ def test_a_cover_ilp_without_the_beaten_columns_finds_the_same_bounds(monkeypatc
 def test_each_dropped_column_has_a_kept_one_that_beats_it_in_its_region(seed: int) -> None:
     """``undominated``: a row is kept iff protected or no other row costs ≤ and serves ≥ in some region where it is
     sold (ties: the first of equals stays); and a single-row cover costs the same over the kept rows as over all."""
+    from planning.allocate.knapcover import cover_ilp
     from planning.allocate.linked_cover import undominated
-    from planning.allocate.reduce import cover_ilp
 
     rng = np.random.default_rng(seed)
     n, R, K = int(rng.integers(2, 30)), int(rng.integers(1, 4)), 3

@@ -122,7 +122,7 @@ class JobRunner:
         self._in_process: set[str] = set()  # jobs whose worker process writes their heartbeat
         self._unrecorded: dict[str, str] = {}  # outcomes the store refused (disk full): retried by the heartbeat
         self.processes = processes
-        self.cores = os.cpu_count() or 1  # what ``cores_for`` shares out (tests set it)
+        self.cores = os.cpu_count() or 1  # what ``cores_for`` and the background lane share out (tests set it)
         self._pool: WorkerPool | None = None
         if processes:
             self._pool = WorkerPool(max_workers, warm_modules)
@@ -216,6 +216,16 @@ class JobRunner:
         """This runner's queued jobs in the order they will start, and its running jobs (id → owner)."""
         with self._lock:
             return self._fair.queued(), self._fair.running()
+
+    @property
+    def cores(self) -> int:
+        """The cores the jobs share: what :meth:`cores_for` gives out and bounds the background lane with."""
+        return self._fair.cores
+
+    @cores.setter
+    def cores(self, value: int) -> None:
+        with self._lock:
+            self._fair.cores = max(1, int(value))
 
     def cores_for(self, job_id: str) -> int:
         """The processes a job starting now in a worker may use, itself included: the cores no other running job

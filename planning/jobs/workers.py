@@ -350,7 +350,10 @@ class WorkerPool:
             self._idle.append(worker)
 
     def acquire(self) -> Worker:
-        """An idle live worker, or a new one.
+        """An idle live worker, or a new one; then, when that left no worker idle and the pool has room, a spare
+        starts warming up, so the next job that comes while this one runs (a user's slider move beside a
+        neighbour planned ahead) finds a warm worker instead of waiting 2-3 s for one to start (round 20,
+        ``docs/benchmarks.md``).
 
         Raises
         ------
@@ -363,10 +366,12 @@ class WorkerPool:
                     raise PoolClosed("the job runner was shut down")
                 worker = self._idle.pop() if self._idle else None
             if worker is None:
-                return self._start()
-            if worker.alive():
-                return worker
-            self.discard(worker, replace=False)
+                worker = self._start()
+            elif not worker.alive():
+                self.discard(worker, replace=False)
+                continue
+            self.start_spare()
+            return worker
 
     def release(self, worker: Worker) -> None:
         """Give back a worker that finished its job."""

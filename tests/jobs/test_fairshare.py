@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,63 @@ def test_background_jobs_start_only_in_slots_no_users_job_wants() -> None:
     assert queue.start_next() is None
 
 
+def test_background_jobs_run_only_on_cores_no_users_job_takes() -> None:
+    """On two cores a background job runs while no user's job does, and is named to stop when one starts (a
+    slider's far move ran at half speed beside a neighbour planned ahead); on eight cores the slots bind."""
+    queue = FairQueue(slots=2, per_user=2, cores=2)
+    queue.push("p0", "alice", background=True)
+    queue.push("p1", "alice", background=True)
+    assert queue.start_next() == "p0" and queue.start_next() is None  # one core kept free
+    assert queue.preempt() is None  # nobody wants its core
+    queue.push("u0", "bob")
+    assert queue.start_next() == "u0"
+    assert queue.background_slots == 0
+    assert queue.preempt() == "p0"  # bob's job took the spare core: p0 gives its core up, named once
+    assert queue.preempt() is None
+    queue.remove("p0")
+    assert queue.start_next() is None  # p1 waits while bob's job runs, though a slot is free
+    queue.remove("u0")
+    assert queue.start_next() == "p1"
+
+    wide = FairQueue(slots=3, per_user=2, cores=8)
+    for name, owner in (("p0", "alice"), ("p1", "carol"), ("p2", "dave")):
+        wide.push(name, owner, background=True)
+    assert started_in_order(wide, finish=False) == ["p0", "p1"]  # slots − 1
+    wide.push("u0", "bob")
+    assert wide.start_next() == "u0" and wide.preempt() is None  # a free core each: nothing to stop
+
+
+def test_a_single_core_runs_one_background_job_while_nobody_waits() -> None:
+    queue = FairQueue(slots=2, per_user=2, cores=1)
+    queue.push("p0", "alice", background=True)
+    assert queue.start_next() == "p0"
+    queue.push("u0", "bob")
+    assert queue.start_next() == "u0" and queue.preempt() == "p0"
+
+
+def test_a_users_job_on_two_cores_stops_the_background_job_beside_it(tmp_path: Path, gates: Gates) -> None:
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
+                  cadence=Cadence(cancel_poll_interval=0.01))
+    r.cores = 2
+    try:
+        ahead = r.submit("gate", {"name": "p0"}, gates.job, owner="alice", background=True)
+        assert gates.events("p0")[0].wait(WAIT_S)
+        first = submit(r, gates, "u0", "bob")  # a slot is free: it starts, and p0 gives up its core
+        assert gates.events("u0")[0].wait(WAIT_S)
+        assert r.wait(ahead, timeout=WAIT_S).status == "cancelled"
+        again = r.submit("gate", {"name": "p0b"}, gates.job, owner="alice", background=True)  # asked again
+        time.sleep(0.2)
+        assert r.get(again).status == "queued"  # not while bob's job runs
+        gates.events("u0")[1].set()
+        assert r.wait(first, timeout=WAIT_S).status == "done"
+        assert gates.events("p0b")[0].wait(WAIT_S)  # then it runs
+    finally:
+        for name in ("p0", "p0b", "u0"):
+            gates.events(name)[1].set()
+        r.shutdown(wait=True)
+        r.store.close()
+
+
 def test_a_promoted_background_job_is_a_users_job() -> None:
     queue = FairQueue(slots=2, per_user=2)
     queue.push("p0", "alice", background=True)
@@ -271,6 +329,7 @@ def test_a_promoted_background_job_is_a_users_job() -> None:
 def test_a_users_job_stops_a_running_background_job_and_takes_its_slot(tmp_path: Path, gates: Gates) -> None:
     r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, per_user=2,
                   cadence=Cadence(cancel_poll_interval=0.01))
+    r.cores = 8  # the slots bind here, not the cores (a two-core server: the test below)
     try:
         warm = [r.submit("gate", {"name": f"p{i}"}, gates.job, owner="alice", background=True) for i in range(2)]
         assert gates.events("p0")[0].wait(WAIT_S)

@@ -174,3 +174,37 @@ def test_a_job_with_two_cores_runs_its_baselines_on_a_pool_and_answers_as_one_pr
         assert got.result is not None
         assert (got.result["share"], got.result["workers"], got.result["pools"]) == (cores, workers, pools)
         assert got.result["answers"] == serial
+
+
+def test_taking_the_last_idle_worker_starts_a_warm_spare_for_the_next_job(tmp_path: Path) -> None:
+    """A job that takes the pool's last idle worker starts a spare, so a job that comes while it runs (a slider
+    move beside a neighbour planned ahead) is handed a worker that is already up, not one it waits 2-3 s for."""
+    from planning.jobs.workers import WorkerPool
+
+    pool = WorkerPool(2, ("planning.jobs",))
+    try:
+        first = pool.acquire()  # none idle: started for this job, and a spare beside it
+        before = set(pool.pids())
+        assert len(before) == 2 and first.pid in before
+        second = pool.acquire()  # the spare, not a new process; the pool is full, so no third
+        assert second.pid in before and second.pid != first.pid
+        assert set(pool.pids()) == before
+        pool.release(first)
+        pool.release(second)
+        again = pool.acquire()  # one of the two idle ones; the other stays idle, so no spare is started
+        assert again.pid in before and set(pool.pids()) == before
+        pool.release(again)
+    finally:
+        pool.close()
+
+
+def test_a_pool_of_one_starts_no_spare(tmp_path: Path) -> None:
+    from planning.jobs.workers import WorkerPool
+
+    pool = WorkerPool(1, ("planning.jobs",))
+    try:
+        worker = pool.acquire()
+        assert pool.pids() == [worker.pid]
+        pool.release(worker)
+    finally:
+        pool.close()

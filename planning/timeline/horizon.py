@@ -224,6 +224,7 @@ def _all_rc(d: HorizonData, m: _Master, y: np.ndarray, pairing: bool = True) -> 
 # ---------------------------------------------------------------------------------------------- Lagrangian bound
 COVER_SEED = 64  # pairs per group (smallest reduced cost) for the first cover, whose value bounds the listing
 COVER_LIMIT_S = 2.0
+COVER_GAP = 1e-9  # a group cover's MIP gap: its dual bound within this of its value is proven
 MAX_COVER_CELLS = 400_000  # pairs × epochs of a group's full cover; above it the group keeps its LP dual value
 # (coral-core's week: building covers of ~10⁴ pairs × 168 epochs took 72 s of a 24 s budget and 8 GB)
 COVER_MIP_COLUMNS = 6_000  # a larger cover is bounded by its LP (HiGHS's root cut separation on bigger ones
@@ -253,7 +254,7 @@ def _cover(d: HorizonData, gi: int, pairs: Sequence[tuple[int, int]], w: np.ndar
     dem = p.demand[:, gi]
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("mip_rel_gap", 1e-9)
+    h.setOptionValue("mip_rel_gap", COVER_GAP)
     inf = highspy.kHighsInf
     tmax = np.array([d.p.groups[gi].throughput[i] for i, _r in pairs])
     t_eff = np.array([d.t_eff[gi][i] for i, _r in pairs])  # (n, E)
@@ -349,16 +350,22 @@ def _lagrangian(d: HorizonData, m: _Master, y: np.ndarray, rc_np: Sequence[np.nd
             L[gi] = base[gi]  # the caller's deadline: the group's LP dual value is still a bound
             continue
         seed_l = sorted(seed)
-        upper, _ = _cover(d, gi, seed_l, w_of(seed_l), running, min(per, 0.5 * remaining))
+        upper, first = _cover(d, gi, seed_l, w_of(seed_l), running, min(per, 0.5 * remaining))
         if not math.isfinite(upper):
             L[gi] = base[gi]  # no cover found in time: the group's LP dual value is still a bound
             continue
         within = np.argwhere(rc <= upper - base[gi] + 1e-9 * max(1.0, abs(upper)))
+        rows = sorted({(int(i), int(r)) for i, r in within} | seed)
+        if rows == seed_l and first >= upper - COVER_GAP * max(1.0, abs(upper)):
+            # every pair a cheaper cover could use is in the seed, whose cover is proven (to its gap): the second
+            # cover would be the same MIP with the same answer (it was, for most groups of each step of the
+            # Timeline page's day: 125 of its 288 covers)
+            L[gi] = max(base[gi], min(first, upper))
+            continue
         remaining = end - time.perf_counter()
         if remaining <= 0.1 or (len(within) + len(seed)) * E > MAX_COVER_CELLS:
             L[gi] = base[gi]  # no time, or a cover too large to build in it: the LP dual value still bounds
             continue
-        rows = sorted({(int(i), int(r)) for i, r in within} | seed)
         _value, bound = _cover(d, gi, rows, w_of(rows), running, min(per, 0.5 * remaining))
         # the cover's dual bound (−inf when its search had none in time); never below base_g, the value of a
         # dual-feasible point of the group's LP (every pair's cheapest lifetime has rc ≥ 0 at these duals)

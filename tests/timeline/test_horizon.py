@@ -146,6 +146,34 @@ def test_the_lagrangian_bound_is_used_and_valid() -> None:
     assert used >= 8
 
 
+def test_a_group_cover_over_the_seeds_own_pairs_is_solved_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every pair a cheaper cover could use is already in the seed's proven cover, the second cover would be
+    the same MIP: it is not solved again, and solving it again gives the first one's answer to the last bit."""
+    import planning.timeline.horizon as H
+
+    calls: list[tuple] = []
+    real = H._cover
+
+    def spy(d, gi, pairs, w, running, seconds):  # type: ignore[no-untyped-def]
+        out = real(d, gi, pairs, w, running, seconds)
+        calls.append((d, gi, list(pairs), np.array(w), dict(running), out))
+        return out
+
+    monkeypatch.setattr(H, "_cover", spy)
+    once = 0
+    for seed in range(16):
+        calls.clear()
+        solve_horizon(_problem(seed), time_limit_s=120)
+        for a, b in itertools.pairwise(calls):
+            assert not (a[1] == b[1] and a[2] == b[2]), f"seed {seed}: group {a[1]}'s cover solved twice"
+        for i, (d, gi, pairs, w, running, out) in enumerate(calls):
+            alone = (i == 0 or calls[i - 1][1] != gi) and (i + 1 == len(calls) or calls[i + 1][1] != gi)
+            if alone and math.isfinite(out[0]) and out[1] >= out[0] - H.COVER_GAP * max(1.0, abs(out[0])):
+                once += 1
+                assert real(d, gi, pairs, w, running, 120.0) == out
+    assert once >= 10
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_schedule_as_mip_start_is_taken_whole(seed: int) -> None:
     """Another policy's schedule (the rolling horizon's) handed to the MILP as a start: the answer is never dearer

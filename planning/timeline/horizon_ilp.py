@@ -49,10 +49,16 @@ if TYPE_CHECKING:
     from planning.timeline.horizon_data import HorizonData
 
 
+Answer = tuple[str, float, float, list[dict]]  # (HiGHS status, value, dual bound, counts per epoch)
+
+
 def pairs_ilp(d: HorizonData, pairs: Sequence[tuple[int, int, int]], time_limit_s: float | Callable[[], float], gap: float,
-         start: Sequence[Mapping[tuple[int, int, int], int]] | None = None) -> tuple[str, float, float, list[dict]]:
+              start: Sequence[Mapping[tuple[int, int, int], int]] | None = None,
+              on_incumbent: Callable[[Answer], None] | None = None) -> Answer:
     """The compact MILP over ``pairs``: (HiGHS status, value, dual bound, counts per epoch). ``time_limit_s``: seconds,
-    or a function giving the seconds left, read when HiGHS starts (so building the model counts against it)."""
+    or a function giving the seconds left, read when HiGHS starts (so building the model counts against it).
+    ``on_incumbent`` is called with ("time_limit", value, dual bound, counts) at each plan HiGHS finds on the way
+    (what a caller that may be killed keeps)."""
     import highspy
 
     lay = _Layout.of(d, len(pairs))
@@ -69,6 +75,13 @@ def pairs_ilp(d: HorizonData, pairs: Sequence[tuple[int, int, int]], time_limit_
         sol = highspy.HighsSolution()
         sol.col_value = list(x0)
         h.setSolution(sol)
+    if on_incumbent is not None:
+        def improving(event: Any) -> None:
+            out = event.data_out
+            bound = float(out.mip_dual_bound) if math.isfinite(out.mip_dual_bound) else -math.inf
+            x = np.asarray(out.mip_solution)
+            on_incumbent(("time_limit", float(out.objective_function_value), bound, _counts(x, pairs, nu_cols, lay.E)))
+        h.cbMipImprovingSolution += improving
     left = float(time_limit_s() if callable(time_limit_s) else time_limit_s)
     run_until(h, left)
     return _answer(h, pairs, nu_cols, lay.E)
@@ -226,13 +239,18 @@ def _answer(h: Any, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int
     if int(info.primal_solution_status) != 2:
         return status, math.inf, (math.inf if status == "infeasible" else bound), []
     x = np.asarray(h.getSolution().col_value)
+    return status, float(info.objective_function_value), bound, _counts(x, pairs, nu_cols, E)
+
+
+def _counts(x: np.ndarray, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int], E: int) -> list[dict]:
+    """Instance counts per epoch of a column vector ``x``."""
     counts: list[dict] = [{} for _ in range(E)]
     for q, key in enumerate(pairs):
         for e in range(E):
             v = round(x[nu_cols[q] + e])
             if v > 0:
                 counts[e][key] = v
-    return status, float(info.objective_function_value), bound, counts
+    return counts
 
 
 def start_vector(d: HorizonData, pairs: Sequence[tuple[int, int, int]], nu_cols: Sequence[int],
@@ -296,17 +314,18 @@ def schedule_value(d: HorizonData, schedule: Sequence[Mapping[tuple[int, int, in
     return total
 
 
-CHILD_COLUMNS = 50_000  # an ILP with more integer columns runs in a child process that is killed at the deadline
+CHILD_COLUMNS = 20_000  # an ILP with more integer columns runs in a child process that is killed at the deadline
 
 
 def pairs_ilp_within(d: HorizonData, pairs: Sequence[tuple[int, int, int]], left: Callable[[], float], gap: float,
-                     start: Sequence[Mapping[tuple[int, int, int], int]] | None = None,
-                     ) -> tuple[str, float, float, list[dict]]:
+                     start: Sequence[Mapping[tuple[int, int, int], int]] | None = None) -> Answer:
     """:func:`pairs_ilp` that returns by ``left()`` seconds whatever HiGHS does. A large ILP (more than
-    ``CHILD_COLUMNS`` integer columns) runs in a spawned child process, killed at the deadline (status
-    ``time_limit``, no plan): on coral-core's week HiGHS spent 305 s of a 45 s limit on an 85,680-column ILP
-    without reaching an interrupt point. Where a child cannot be started (inside a daemonic pool worker) it runs
-    here."""
+    ``CHILD_COLUMNS`` integer columns) runs in a spawned child process, killed at the deadline: on coral-core's
+    week HiGHS spent 305 s of a 45 s limit on an 85,680-column ILP without reaching an interrupt point, and the
+    Timeline page's day's offline MILP (49,872 columns, "at most 20 s") ran 20-34 s, one round of its root's cut
+    separation taking up to 14.5 s. The child sends each plan HiGHS finds as it finds it, so a killed child's
+    answer is its best plan by the deadline (status ``time_limit``, with the bound known then), or no plan when
+    it found none. Where a child cannot be started (inside a daemonic pool worker) it runs here."""
     from planning.spawning import spawn_context
 
     if len(pairs) * d.p.epochs <= CHILD_COLUMNS:
@@ -321,12 +340,7 @@ def pairs_ilp_within(d: HorizonData, pairs: Sequence[tuple[int, int, int]], left
         return pairs_ilp(d, pairs, left, gap, start)
     send.close()
     try:
-        if receive.poll(max(0.0, left())):
-            try:
-                return receive.recv()
-            except EOFError:  # the child died without an answer
-                return "other", math.inf, -math.inf, []
-        return "time_limit", math.inf, -math.inf, []
+        return _child_answer(receive, left)
     finally:
         if proc.is_alive():
             proc.kill()
@@ -334,10 +348,26 @@ def pairs_ilp_within(d: HorizonData, pairs: Sequence[tuple[int, int, int]], left
         receive.close()
 
 
+def _child_answer(receive: Any, left: Callable[[], float]) -> Answer:
+    """The child's answer, or at ``left()`` = 0 (or its death) the last plan it sent (no plan if none)."""
+    best: Answer = ("time_limit", math.inf, -math.inf, [])
+    while receive.poll(max(0.0, left())):
+        try:
+            kind, answer = receive.recv()
+        except EOFError:  # the child died: its last plan, if any
+            return best if best[3] else ("other", math.inf, -math.inf, [])
+        if kind == "done":
+            return answer
+        best = answer
+    return best
+
+
 CHILD_START_S = 1.5  # spawning the child and importing numpy and highspy, kept back from its limit
 
 
 def _ilp_child(send: Any, d: HorizonData, pairs: list[tuple[int, int, int]], seconds: float, gap: float,
                start: Sequence[Mapping[tuple[int, int, int], int]] | None) -> None:
-    send.send(pairs_ilp(d, pairs, max(seconds, 0.05), gap, start))
+    answer = pairs_ilp(d, pairs, max(seconds, 0.05), gap, start,
+                       on_incumbent=lambda found: send.send(("incumbent", found)))
+    send.send(("done", answer))
     send.close()

@@ -293,3 +293,59 @@ def test_a_child_ilp_past_its_deadline_is_stopped(monkeypatch: pytest.MonkeyPatc
     status, value, _bound, counts = horizon_ilp.pairs_ilp_within(d, pairs, left, 0.0)
     assert status == "time_limit" and not counts and math.isinf(value)
     assert not [c for c in multiprocessing.active_children() if c.is_alive() and c.pid not in before]
+
+
+def test_the_plans_found_on_the_way_are_the_ilps_own_and_the_last_is_its_answer() -> None:
+    """``on_incumbent`` (what a child process streams to its caller) gets each plan HiGHS finds, mapped to counts
+    whose schedule costs what HiGHS says; the last one is the finished ILP's answer."""
+    from planning.timeline.horizon_ilp import pairs_ilp_within, schedule_value
+
+    found = 0
+    for seed in range(6):
+        p = _problem(seed)
+        d = HorizonData.build(p)
+        pairs = [(gi, i, r) for gi, g in enumerate(p.groups) for i in range(len(g.keys))
+                 for r in range(len(p.regions)) if math.isfinite(d.cost[gi][i, r])]
+        seen: list[tuple] = []
+        status, value, bound, counts = _ilp(d, pairs, 120.0, 0.0, on_incumbent=seen.append)
+        if status != "optimal":
+            continue
+        assert seen, f"seed {seed}: no plan reported on the way"
+        for answer in seen:
+            assert answer[0] == "time_limit" and answer[2] <= answer[1] + 1e-6 * max(1.0, answer[1])
+            assert schedule_value(d, answer[3]) == pytest.approx(answer[1], rel=1e-7, abs=1e-6)
+        assert seen[-1][1] == pytest.approx(value, rel=1e-9, abs=1e-9) and seen[-1][3] == counts
+        assert pairs_ilp_within(d, pairs, lambda: 120.0, 0.0) == (status, value, bound, counts)
+        found += 1
+    assert found >= 4
+
+
+def test_a_caller_keeps_the_last_plan_a_child_sent_when_it_stops_waiting() -> None:
+    """The caller's side of the child's pipe: the answer when the child finishes; at its deadline, or when the
+    child dies, the last plan the child sent (status time_limit); with none sent, no plan."""
+    import multiprocessing
+
+    from planning.timeline.horizon_ilp import _child_answer
+
+    first = ("time_limit", 12.0, 9.0, [{(0, 1, 0): 2}])
+    second = ("time_limit", 11.0, 9.5, [{(0, 1, 0): 1}])
+    done = ("optimal", 10.5, 10.5, [{(0, 2, 0): 1}])
+
+    def answer(messages: list[tuple], close: bool) -> tuple:
+        receive, send = multiprocessing.Pipe(duplex=False)
+        for m in messages:
+            send.send(m)
+        if close:
+            send.close()
+        try:
+            return _child_answer(receive, lambda: 0.2)
+        finally:
+            receive.close()
+            if not close:
+                send.close()
+
+    assert answer([("incumbent", first), ("incumbent", second), ("done", done)], close=False) == done
+    assert answer([("incumbent", first), ("incumbent", second)], close=False) == second  # its deadline
+    assert answer([("incumbent", first)], close=True) == first  # the child died after a plan
+    assert answer([], close=True) == ("other", math.inf, -math.inf, [])  # died without one
+    assert answer([], close=False) == ("time_limit", math.inf, -math.inf, [])  # no plan by the deadline

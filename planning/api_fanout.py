@@ -106,6 +106,15 @@ def nearest_base(variant: Scenario, bases: Sequence[PlanResult]) -> PlanResult:
     return bases[0]
 
 
+def proven_at_once(variant: Scenario, base: PlanResult) -> bool:
+    """Whether ``base``'s proven plan answers ``variant`` by a relation that needs no solve (the same scenario,
+    prices × f, an option the plan does not use dropped): planning ``variant`` from it ends in milliseconds. A
+    scarcer availability the plan may still fit is not counted (when it does not fit, a solve follows)."""
+    related = _base_plan(base)
+    relation = relate(related, variant) if related is not None else None
+    return relation is not None and relation.kind != "tightened"
+
+
 def warm_columns(result: PlanResult) -> dict[str, Any]:
     """The templates ``result``'s plan uses, as plain JSON for :func:`solve_near` (``WarmStart.to_dict``)."""
     return WarmStart.from_result(result).to_dict()

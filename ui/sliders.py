@@ -33,6 +33,7 @@ HELP = {"demand": "Every model's demand times this factor.", "price_pct": "Every
         "availability_pct": "Available nodes as a percentage of today's (scarcity below 100)."}
 KEEP_POSITIONS = 32  # positions whose jobs a session remembers (the store keeps the plans; this only finds them)
 GONE = ("cancelled", "failed", "lost")  # a job of these is no plan and is submitted again when wanted
+QUICK_WAIT_S = 1.0  # how long a position proven at once is waited for before its progress is drawn instead
 
 Position = tuple[float, ...]
 
@@ -103,11 +104,14 @@ def _plan_position(scenario: Scenario, base: PlanResult, position: Position, job
         widgets.show_error(exc)
         return None
     known = state.find_job(jobs.get(position))
+    quick = False
     if known is not None and known.status not in GONE:  # its own request again: joins (and promotes) that job
         request = json.loads(known.request_json)
     else:
-        request = near_request(variant, _start_from(variant, position, _done(jobs, base, but=position)))
+        start = _start_from(variant, position, _done(jobs, base, but=position))
+        request, quick = near_request(variant, start), api.proven_at_once(variant, start)
     job_id = state.submit("solve", request, near_job)
+    st.session_state["slider_quick"] = job_id if quick else None  # _draw waits for it briefly
     jobs.pop(position, None)
     jobs[position] = job_id  # the latest at the end: the map's order is its age
     st.session_state["slider_job"] = job_id
@@ -153,8 +157,13 @@ def _forget_old(jobs: dict[Position, str], position: Position) -> None:
 
 
 def _draw(base: PlanResult, position: Position, job_id: str, jobs: dict[Position, str]) -> None:
-    """The position's plan when done; else its progress (or why it has none) and the nearest finished one."""
-    record = widgets.job_result(state.find_job(job_id), f"Planning {label(position)}", key="sliders")
+    """The position's plan when done; else its progress (or why it has none) and the nearest finished one. A
+    position its start plan proves at once (a price move, an unused option dropped) is waited for up to
+    ``QUICK_WAIT_S``, so its plan is drawn in this run rather than after the next progress poll (a second later)."""
+    found = state.find_job(job_id)
+    if found is not None and not found.is_terminal and st.session_state.get("slider_quick") == job_id:
+        found = state.wait_job(job_id, QUICK_WAIT_S)
+    record = widgets.job_result(found, f"Planning {label(position)}", key="sliders")
     result = None if record is None else state.result_of(record)
     if result is not None:
         _show(label(position), base, result, current=True)

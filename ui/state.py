@@ -213,6 +213,16 @@ def set_scenario(scenario: Scenario, origin: str) -> None:
 
 
 # --- the current plan job, shared with the URL -----------------------------------------------------------------
+def wait_job(job_id: str, seconds: float) -> JobRecord | None:
+    """:func:`find_job` after waiting up to ``seconds`` for the job to end (a job proven at once is then drawn in
+    this run, not after the next poll)."""
+    if find_job(job_id) is None:
+        return None
+    with contextlib.suppress(PlanningError, KeyError):
+        runner().wait(job_id, timeout=seconds)
+    return find_job(job_id)
+
+
 def find_job(job_id: str | None) -> JobRecord | None:
     """The job, if this workspace may see it; another user's job answers exactly like an unknown id (``None``)."""
     if not job_id:

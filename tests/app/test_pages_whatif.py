@@ -158,6 +158,28 @@ def test_a_price_slider_is_proven_from_the_base_plan(planning_home: Path, monkey
     assert_proven_at_prices(planning_home, job, base_job, 0.8)
 
 
+def test_a_position_proven_at_once_is_drawn_in_the_run_that_asks_for_it(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A position its start plan proves by a relation (a price move) is waited for in the run that submits it, so
+    its plan is on screen at once instead of after the next progress poll; a position that must be solved (a
+    demand move) is not waited for. The wait is made long here (a bound on a hang on a loaded machine, not the
+    page's second), so the outcome does not depend on the machine's speed."""
+    import ui.sliders
+
+    monkeypatch.setenv("PLANNING_RESULT_CACHE", "on")
+    monkeypatch.setattr(ui.sliders, "QUICK_WAIT_S", 120.0)
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    at.slider(key="slider_price_pct").set_value(-20.0)
+    at.run()
+    assert not at.exception
+    assert at.session_state["slider_quick"] == at.session_state["slider_job"]
+    assert "Sliders: prices -20 %." in texts(at)  # drawn in this run: no rerun in between
+    at.slider(key="slider_demand").set_value(2.0)
+    at.run()
+    assert not at.exception
+    assert at.session_state["slider_quick"] is None  # solved, not proven at once: its progress is drawn
+
+
 def test_a_price_move_after_a_demand_move_is_proven_from_the_demand_position(
         planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A position is planned from the finished position whose plan proves it (``api.nearest_base``), not always from

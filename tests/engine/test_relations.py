@@ -260,3 +260,22 @@ def test_a_relation_answer_is_cached_and_chains(tiny: dict[str, Any], monkeypatc
     second = api.solve_near(cheapest, cached, with_baselines=False)
     assert _proven(second) and "prices × 0.875" in second.message
     _same(second, pipeline_solve(cheapest, context=api.engine_context(), with_baselines=False))
+
+
+def test_proven_at_once_names_the_relations_that_need_no_solve(tiny: dict[str, Any]) -> None:
+    """``api.proven_at_once`` (the sliders wait for such a position instead of polling): prices × f and an unused
+    GPU dropped are answered by the base plan itself, and ``solve_near`` proves them so; a demand change, tighter
+    SLOs, a scarcer availability (it may not fit) and a base that is not a proven optimum are not counted."""
+    base = _scenario(tiny, 2)
+    plan = api.solve(base, with_baselines=False, cache=False)
+    unused = sorted({"L4", "L40S", "A10G", "H100"} - _gpus(plan))
+    quick = [apply_variants(base, [PriceChange(-30)])] + [apply_variants(base, [DropGpu(g)]) for g in unused[:1]]
+    for variant in quick:
+        assert api.proven_at_once(variant, plan), variant.name
+        assert _proven(api.solve_near(variant, plan, with_baselines=False))
+    slow = [apply_variants(base, api.slider_variants(demand=2.0)), apply_variants(base, [SloScale(0.8)]),
+            apply_variants(base, [AvailabilityScale(0.5)])]
+    for variant in slow:
+        assert not api.proven_at_once(variant, plan)
+    unproven = replace(plan, status="feasible")
+    assert not api.proven_at_once(quick[0], unproven)

@@ -184,7 +184,7 @@ class FairQueue:
         if self.cores <= 0:
             return room
         users = sum(self._lane_running(False).values())
-        return min(room, self.cores - 1 - users) if users else min(room, max(1, self.cores - 1))
+        return max(0, min(room, self.cores - 1 - users)) if users else min(room, max(1, self.cores - 1))
 
     def preempt(self) -> str | None:
         """The running background job to stop (the latest started; one named at a time), or ``None``: when a
@@ -193,7 +193,7 @@ class FairQueue:
         victims = [j for j in self._running if j in self._background]
         if not victims or self._stopping:
             return None
-        over = len(victims) > max(0, self.background_slots)
+        over = len(victims) > self.background_slots
         wanted = len(self._running) >= self.slots and pick_next(
             self._lane(False), self._lane_running(False), self.per_user, self._served) is not None
         if not (over or wanted):

@@ -287,7 +287,7 @@ def test_a_single_core_runs_one_background_job_while_nobody_waits() -> None:
     queue.push("p0", "alice", background=True)
     assert queue.start_next() == "p0"
     queue.push("u0", "bob")
-    assert queue.start_next() == "u0" and queue.preempt() == "p0"
+    assert queue.start_next() == "u0" and queue.background_slots == 0 and queue.preempt() == "p0"
 
 
 def test_a_users_job_on_two_cores_stops_the_background_job_beside_it(tmp_path: Path, gates: Gates) -> None:

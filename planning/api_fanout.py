@@ -29,7 +29,7 @@ from planning.context import CancelToken, ProgressFn
 from planning.errors import PlanningError
 from planning.parallel import FanOut, fan_out
 from planning.pipeline import Reuse
-from planning.relations import BasePlan, relate
+from planning.relations import BasePlan, Relation, relate
 from planning.result import BaselineSummary, PlanResult
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
@@ -99,19 +99,23 @@ def nearest_base(variant: Scenario, bases: Sequence[PlanResult]) -> PlanResult:
     if not bases:
         raise ValueError("nearest_base needs at least one plan")
     for result in bases:
-        related = _base_plan(result)
-        relation = relate(related, variant) if related is not None else None
+        relation = _relation(variant, result)
         if relation is not None and relation.may_answer:
             return result
     return bases[0]
+
+
+def _relation(variant: Scenario, result: PlanResult) -> Relation | None:
+    """How ``variant`` relates to ``result``'s scenario (``planning.relations.relate``), None without one."""
+    related = _base_plan(result)
+    return relate(related, variant) if related is not None else None
 
 
 def proven_at_once(variant: Scenario, base: PlanResult) -> bool:
     """Whether ``base``'s proven plan answers ``variant`` by a relation that needs no solve (the same scenario,
     prices × f, an option the plan does not use dropped): planning ``variant`` from it ends in milliseconds. A
     scarcer availability the plan may still fit is not counted (when it does not fit, a solve follows)."""
-    related = _base_plan(base)
-    relation = relate(related, variant) if related is not None else None
+    relation = _relation(variant, base)
     return relation is not None and relation.kind != "tightened"
 
 

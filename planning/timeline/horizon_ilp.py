@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 
-def run_until(h: Any, seconds: float, presolve: str | None = None) -> None:
+def run_until(h: Any, seconds: float) -> None:
     """``h.run()`` stopped after ``seconds`` of wall time. HiGHS's own ``time_limit`` is read between its steps
     (presolve, heuristics, a node's LP) and was seen overrunning by 2-3× on a busy machine; the simplex, IPM and
     MIP interrupt callbacks come every few iterations, so the stop lands within a fraction of a second, except in
-    the root's cut separation (40 s past a 10 s limit on a 38,400-column cover). No caller passes ``presolve``
-    now, and that is no cure: inside a MIP HiGHS calls only its MIP interrupt callback, between its root's cut
-    rounds, and one round of the offline day's 99,888-column MILP took up to 14.5 s, with or without presolve (the
-    day's offline MILP, "at most 20 s", ran 20-34 s on a quiet machine; round 19, ``docs/benchmarks.md``)."""
+    the root's cut separation: inside a MIP HiGHS calls only its MIP interrupt callback, between its root's cut
+    rounds, and one round took up to 14.5 s on the offline day's 99,888-column MILP, with or without presolve
+    (round 19, ``docs/benchmarks.md``). So the large ILPs run in a child process killed at the deadline
+    (:func:`pairs_ilp_within`)."""
     import time
 
     deadline = time.perf_counter() + max(float(seconds), 0.05)
@@ -33,8 +33,6 @@ def run_until(h: Any, seconds: float, presolve: str | None = None) -> None:
             event.interrupt()
 
     h.setOptionValue("time_limit", max(float(seconds), 0.05))
-    if presolve is not None:
-        h.setOptionValue("presolve", presolve)
     h.cbSimplexInterrupt += stop
     h.cbIpmInterrupt += stop
     h.cbMipInterrupt += stop

@@ -176,7 +176,7 @@ def test_a_job_with_two_cores_runs_its_baselines_on_a_pool_and_answers_as_one_pr
         assert got.result["answers"] == serial
 
 
-def test_taking_the_last_idle_worker_starts_a_warm_spare_for_the_next_job(tmp_path: Path) -> None:
+def test_taking_the_last_idle_worker_starts_a_warm_spare_for_the_next_job() -> None:
     """A job that takes the pool's last idle worker starts a spare, so a job that comes while it runs (a slider
     move beside a neighbour planned ahead) is handed a worker that is already up, not one it waits 2-3 s for."""
     from planning.jobs.workers import WorkerPool
@@ -198,7 +198,7 @@ def test_taking_the_last_idle_worker_starts_a_warm_spare_for_the_next_job(tmp_pa
         pool.close()
 
 
-def test_a_pool_of_one_starts_no_spare(tmp_path: Path) -> None:
+def test_a_pool_of_one_starts_no_spare() -> None:
     from planning.jobs.workers import WorkerPool
 
     pool = WorkerPool(1, ("planning.jobs",))

@@ -231,9 +231,9 @@ def test_an_ilp_stopped_before_its_proof_returns_the_incumbent_with_its_gap(monk
 
     real = horizon_ilp.run_until
 
-    def first_solution(h, seconds, presolve=None):  # type: ignore[no-untyped-def]
+    def first_solution(h, seconds):  # type: ignore[no-untyped-def]
         h.setOptionValue("mip_max_improving_sols", 1)
-        real(h, seconds, presolve)
+        real(h, seconds)
 
     monkeypatch.setattr(horizon_ilp, "run_until", first_solution)
     monkeypatch.setattr(horizon, "COVER_LIMIT_S", 0.05)

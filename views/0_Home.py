@@ -98,6 +98,8 @@ with st.expander("Quick estimate: what would serving one model cost per month?",
         else:
             record = _started(job_id)
 
+if record is not None and not record.is_terminal and (plan_it or estimate):
+    record = widgets.await_job(record.id, f"Planning {state.current_scenario().name}")  # drawn in this run
 if record is None:
     st.info("Choose a scenario and press **Plan it**, or fill in the quick estimate. Planning runs in the background; "
             "you can keep browsing.")

@@ -86,6 +86,8 @@ class JobRunner:
         in a thread.
     warm_modules:
         Modules each worker process imports when it starts (``processes=True``).
+    fill:
+        ``True`` (a server) starts all ``max_workers`` worker processes warm at once (``WorkerPool``'s ``fill``).
     retries:
         How many times a job whose worker process died is run again (solves are deterministic and idempotent).
     """
@@ -98,6 +100,7 @@ class JobRunner:
         cadence: Cadence | None = None,
         processes: bool = False,
         warm_modules: tuple[str, ...] = ("planning.pipeline",),
+        fill: bool = False,
         retries: int = 1,
         per_user: int | None = None,
     ) -> None:
@@ -123,10 +126,7 @@ class JobRunner:
         self._unrecorded: dict[str, str] = {}  # outcomes the store refused (disk full): retried by the heartbeat
         self.processes = processes
         self.cores = os.cpu_count() or 1  # what ``cores_for`` and the background lane share out (tests set it)
-        self._pool: WorkerPool | None = None
-        if processes:
-            self._pool = WorkerPool(max_workers, warm_modules)
-            self._pool.start_spare()  # start one worker now: its warm-up overlaps the user's first clicks
+        self._pool = WorkerPool(max_workers, warm_modules, fill) if processes else None  # starts a worker now
 
     # -- public API ---------------------------------------------------------------------------------
     def submit(
@@ -575,15 +575,15 @@ _DEFAULT_RUNNERS: dict[Path, JobRunner] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
-def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2, *,
-                   processes: bool = False, warm_modules: tuple[str, ...] = ("planning.pipeline",)) -> JobRunner:
+def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int = 2, *, processes: bool = False,
+                   warm_modules: tuple[str, ...] = ("planning.pipeline",), fill: bool = False) -> JobRunner:
     """One shared runner per store path in this process (e.g. for all Streamlit sessions).
 
     Parameters
     ----------
     path:
         Store path; ``None`` means :func:`planning.jobs.store.default_store_path`.
-    max_workers, processes, warm_modules:
+    max_workers, processes, warm_modules, fill:
         Used only when the runner for this path is created (see :class:`JobRunner`).
 
     Returns
@@ -595,6 +595,6 @@ def default_runner(path: str | os.PathLike[str] | None = None, max_workers: int 
         runner = _DEFAULT_RUNNERS.get(resolved)
         if runner is None or runner._stop.is_set():
             runner = JobRunner(JobStore(resolved), max_workers=max_workers, processes=processes,
-                               warm_modules=warm_modules)
+                               warm_modules=warm_modules, fill=fill)
             _DEFAULT_RUNNERS[resolved] = runner
         return runner

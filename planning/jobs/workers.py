@@ -83,10 +83,13 @@ _CHILD_STORES: dict[str, JobStore] = {}
 _CURRENT: list[tuple[JobStore, str]] = []  # the job this worker runs now (read by the parent watch)
 
 
-def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",)) -> None:
+def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",), pool: int = 0) -> None:
     """Import the engine and load the catalog and perf model once, so the first job a worker takes does not pay
     ~2 s of imports (spawned workers start from a bare interpreter). The face passes the modules its jobs use
-    (``ui.state``: ``planning.api`` and its solve modules); the engine itself never names the face."""
+    (``ui.state``: ``planning.api`` and its solve modules); the engine itself never names the face. ``pool`` > 1
+    also starts the process pool of that many processes a solve alone on the machine runs its baselines on
+    (:func:`planning.baselines.beside.prewarm`, without waiting), so a first solve does not spawn it while its
+    allocation runs (on two cores the spawn took 0.5-0.8 s from a first coral-core plan, round 21)."""
     import importlib
 
     for name in modules:
@@ -95,6 +98,18 @@ def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",)) -> None:
         from planning.context import engine_context
 
         engine_context()
+    if pool > 1:
+        from planning.baselines.beside import prewarm
+
+        prewarm(pool)
+
+
+def baseline_pool_size() -> int:
+    """The baselines' pool a job alone on this machine asks for (one process per core,
+    ``planning.baselines.beside.workers_for``), when a worker should start it before any job: on two to eight
+    cores; 0 on more, where an idle pool of one process per core would hold memory for nothing."""
+    cores = os.cpu_count() or 1
+    return cores if 2 <= cores <= 8 else 0
 
 
 def run_in_child(task: Task) -> Outcome:
@@ -149,13 +164,16 @@ def _watch_parent() -> None:
     _end_own_group()
 
 
-def worker_main(conn: Connection, warm_modules: tuple[str, ...]) -> None:
-    """Entry point of a worker process: warm up, then run the tasks the runner sends until it sends ``None``."""
+def worker_main(conn: Connection, warm_modules: tuple[str, ...], ready: Any = None, pool: int = 0) -> None:
+    """Entry point of a worker process: warm up (:func:`warm_worker`), set ``ready`` (an event of the runner's),
+    then run the tasks the runner sends until it sends ``None``."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own group: the runner can reap what a dead worker started, Ctrl-C is the runner's
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, name="planning-worker-parent", daemon=True).start()
-    warm_worker(warm_modules)
+    warm_worker(warm_modules, pool)
+    if ready is not None:
+        ready.set()
     while True:
         try:
             task = conn.recv()
@@ -239,9 +257,11 @@ def death_fix(exitcode: int | None) -> str:
 class Worker:
     """One worker process and the runner's end of its pipe."""
 
-    def __init__(self, ctx: Any, warm_modules: tuple[str, ...]) -> None:
+    def __init__(self, ctx: Any, warm_modules: tuple[str, ...], pool: int = 0) -> None:
         here, there = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(there, warm_modules), name="planning-job-worker")
+        self.ready = ctx.Event()  # set by the worker once warm (``pool``: see :func:`warm_worker`)
+        self.process = ctx.Process(target=worker_main, args=(there, warm_modules, self.ready, pool),
+                                   name="planning-job-worker")
         self.process.start()
         there.close()
         self.conn: Connection = here
@@ -318,42 +338,80 @@ class WorkerPool:
         At most this many workers run jobs at once (the runner's ``max_workers``).
     warm_modules:
         Modules each worker imports when it starts.
+    fill:
+        ``False``: one worker starts now and a spare when a job leaves none idle (:meth:`acquire`). ``True`` (a
+        server): all ``size`` start now, one after another as each is warm, so a user's first plan finds warm
+        workers and no warm-up running beside it (on two cores a spare warming up beside a first coral-core plan
+        cost it 0.2-0.3 s, round 21); a worker started when no other lives also starts its baselines' pool
+        (:func:`baseline_pool_size`). That is the worker a first job takes (spares go below it in the idle
+        stack); a job beside another gets one core and no pool (``JobRunner.cores_for``), so the others need
+        none until they run a job alone, which then starts theirs.
     """
 
-    def __init__(self, size: int, warm_modules: tuple[str, ...]) -> None:
+    def __init__(self, size: int, warm_modules: tuple[str, ...], fill: bool = False) -> None:
         self._ctx = spawn_context()  # workers do not re-run the caller's script
         self._size = size
         self._warm = warm_modules
-        self._idle: list[Worker] = []
+        self._baseline_pool = baseline_pool_size() if fill else 0
+        self._idle: list[Worker] = []  # a stack: the worker that finished last is taken first (its caches)
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
         _POOLS.add(self)
+        self.start_spare()  # start one worker now: its warm-up overlaps the user's first clicks
+        if fill and size > 1:
+            threading.Thread(target=self._fill, name="planning-worker-fill", daemon=True).start()
 
     def _start(self) -> Worker:
-        worker = Worker(self._ctx, self._warm)
+        with self._lock:
+            alone = not self._all
+        worker = Worker(self._ctx, self._warm, self._baseline_pool if alone else 0)
         with self._lock:
             self._all.add(worker)
         return worker
 
-    def start_spare(self) -> None:
-        """Start one idle worker now, so its warm-up overlaps whatever comes next (no-op if one is idle, or the
-        pool is full; a spare that cannot be started is left to the next :meth:`acquire`)."""
+    def _fill(self) -> None:
+        """Start workers until the pool is full, each once the one before is warm (two warming at once on a small
+        machine would each take twice as long)."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._all) >= self._size:
+                    return
+                waiting = [w for w in self._all if not w.ready.is_set()]
+            if waiting:
+                waiting[0].ready.wait(timeout=120)
+                if not waiting[0].alive():
+                    return  # a worker that dies warming up is left to acquire's replacement
+                continue
+            self.start_spare(always=True)
+
+    def start_spare(self, always: bool = False) -> None:
+        """Start one idle worker now, so its warm-up overlaps whatever comes next (no-op if one is idle unless
+        ``always``, or if the pool is full; a spare that cannot be started is left to the next :meth:`acquire`).
+        A spare goes to the bottom of the idle stack: a warm worker that just finished a job is taken before it."""
         with self._lock:  # checked and started under the lock: two deaths at once start one spare, not two
-            if self._closed or self._idle or len(self._all) >= self._size:
+            if self._closed or (self._idle and not always) or len(self._all) >= self._size:
                 return
             try:
-                worker = Worker(self._ctx, self._warm)
+                worker = Worker(self._ctx, self._warm, 0 if self._all else self._baseline_pool)
             except OSError:
                 return
             self._all.add(worker)
-            self._idle.append(worker)
+            self._idle.insert(0, worker)
+
+    def _take_idle(self) -> Worker | None:
+        """Under the lock: the idle worker a job takes — the top of the stack that is warm, else the top."""
+        if not self._idle:
+            return None
+        worker = next((w for w in reversed(self._idle) if w.ready.is_set()), self._idle[-1])
+        self._idle.remove(worker)
+        return worker
 
     def acquire(self) -> Worker:
-        """An idle live worker, or a new one; then, when that left no worker idle and the pool has room, a spare
-        starts warming up, so the next job that comes while this one runs (a user's slider move beside a
-        neighbour planned ahead) finds a warm worker instead of waiting 2-3 s for one to start (round 20,
-        ``docs/benchmarks.md``).
+        """An idle live worker (a warm one first), or a new one; then, when that left no worker idle and the pool
+        has room, a spare starts warming up, so the next job that comes while this one runs (a user's slider
+        move beside a neighbour planned ahead) finds a warm worker instead of waiting 2-3 s for one to start
+        (round 20, ``docs/benchmarks.md``).
 
         Raises
         ------
@@ -364,7 +422,7 @@ class WorkerPool:
             with self._lock:
                 if self._closed:
                     raise PoolClosed("the job runner was shut down")
-                worker = self._idle.pop() if self._idle else None
+                worker = self._take_idle()
             if worker is None:
                 worker = self._start()
             elif not worker.alive():

@@ -194,3 +194,11 @@ def share_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) ->
         out.update(workers=workers, pools=sorted(_POOLS),
                    answers=[[b.name, b.cost_per_hour, b.feasible, b.note] for b in found])
     return out
+
+
+def children_job(request: dict[str, Any], progress: ProgressFn, token: JobToken) -> dict[str, Any]:
+    """Report the process that ran the job and how many processes it had started (its baselines' pool)."""
+    import multiprocessing
+    import os
+
+    return {"pid": os.getpid(), "children": len(multiprocessing.active_children())}

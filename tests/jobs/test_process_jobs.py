@@ -16,7 +16,7 @@ import pytest
 
 from planning.jobs import JobRunner, JobStore
 from planning.jobs.runner import Cadence
-from tests.jobs._children import failing_job, looping_job, pid_job, share_job
+from tests.jobs._children import children_job, failing_job, looping_job, pid_job, share_job
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def test_taking_the_last_idle_worker_starts_a_warm_spare_for_the_next_job() -> N
 
     pool = WorkerPool(2, ("planning.jobs",))
     try:
-        first = pool.acquire()  # none idle: started for this job, and a spare beside it
+        first = pool.acquire()  # the one started with the pool; it leaves none idle, so a spare starts beside it
         before = set(pool.pids())
         assert len(before) == 2 and first.pid in before
         second = pool.acquire()  # the spare, not a new process; the pool is full, so no third
@@ -208,3 +208,43 @@ def test_a_pool_of_one_starts_no_spare() -> None:
         pool.release(worker)
     finally:
         pool.close()
+
+
+def test_a_filled_pool_warms_every_worker_and_its_first_job_finds_the_baselines_pool_started() -> None:
+    """A server's pool (``fill``) starts all its workers, one after another as each is warm; the first one started
+    also starts the baselines' pool a job alone on the machine uses, and a first job is given that worker, not a
+    spare, so the spawn never runs beside a user's first plan (round 21: a first coral-core job 2.1 → 1.3 s)."""
+    from planning.jobs.workers import WorkerPool
+
+    pool = WorkerPool(2, ("planning.jobs",), fill=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (len(pool.pids()) == 2 and all(w.ready.is_set() for w in pool._all)):
+            assert time.monotonic() < deadline, "the filled pool did not warm two workers within 120 s"
+            time.sleep(0.05)
+        first_started = pool._idle[-1]  # spares go below: the worker started first is on top of the idle stack
+        worker = pool.acquire()
+        assert worker is first_started
+        assert set(pool.pids()) == {w.pid for w in pool._all} and len(pool.pids()) == 2  # full: no third
+        pool.release(worker)
+    finally:
+        pool.close()
+
+
+def test_a_first_job_on_a_filled_runner_runs_where_the_baselines_pool_was_started(tmp_path: Path) -> None:
+    """Through the runner: the first job finds its worker with the baselines' pool already started (one process
+    per core on two to eight cores; the job itself starts none), and the next job alone runs on the same worker:
+    the one that finished last, whose caches are warm."""
+    from planning.jobs.workers import baseline_pool_size
+
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True, warm_modules=("planning.jobs",),
+                  fill=True)
+    try:
+        first = r.wait(r.submit("kids", {"i": 1}, children_job), timeout=120)
+        again = r.wait(r.submit("kids", {"i": 2}, children_job), timeout=120)
+    finally:
+        r.shutdown(wait=True, cancel=True)
+    assert first.status == again.status == "done", (first.error, again.error)
+    assert first.result is not None and again.result is not None
+    assert first.result["children"] == baseline_pool_size()
+    assert again.result["pid"] == first.result["pid"]

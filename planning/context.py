@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from planning.catalog.schema import Catalog
@@ -211,6 +211,14 @@ def check_cancel(cancel: CancelToken | None, detail: str = "") -> None:
     """
     if cancel is not None and cancel.is_set():
         raise Cancelled(cancel.reason if isinstance(cancel, CancelFlag) else "cancelled", detail)
+
+
+def plan_listener(progress: ProgressFn | None) -> Callable[[Any], None] | None:
+    """The ``plan`` method of a progress callback that has one (the job store's ``ProgressWriter``), else None: a
+    solve then hands it each better plan it finds before its proof (a ``PlanResult``, status ``feasible`` with its
+    gap), so that a What-if slider can show a far position's own plan while the solver still proves it."""
+    plan = getattr(progress, "plan", None)
+    return plan if callable(plan) else None
 
 
 def sub_progress(progress: ProgressFn | None, start: float, end: float,

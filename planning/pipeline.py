@@ -44,6 +44,7 @@ from planning.context import (
     ProgressFn,
     check_cancel,
     default_context,
+    plan_listener,
     sub_progress,
 )
 from planning.explain import explain_result
@@ -165,7 +166,7 @@ def solve(scenario: Scenario, *, context: EngineContext | None = None, progress:
                                dump_model=dump_model, with_baselines=with_baselines)
     else:
         result = _plan(scenario, ctx, _Run(progress, cancel, dump_model, with_baselines, reuse.warm,
-                                           lower_bound(reuse.base, scenario), reuse.memo()))
+                                           lower_bound(reuse.base, scenario), reuse.memo(), plan_listener(progress)))
     if key is not None and reuse.cache is not None and is_final(result, scenario):
         reuse.cache.put(key, result)
     return result
@@ -194,6 +195,7 @@ class _Run:
     warm: WarmStart | None = None
     bound: float | None = None
     memo: BaselineMemo | None = None
+    on_plan: Callable[[PlanResult], None] | None = None  # each better plan before the proof (plan_listener)
 
 
 class _Laps:
@@ -242,6 +244,8 @@ def _plan_steps(scenario: Scenario, ctx: EngineContext, run: _Run, deadline: Dea
     anytime = Anytime(served=objective.kind == "served",
                       budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
     where.anytime = anytime
+    if run.on_plan is not None:
+        anytime.on_change = _Publisher(run.on_plan, ctx, resolved, anytime, where.emit)
     if run.bound is not None and objective.kind == "cost":
         anytime.raise_bound(run.bound, "the base plan's optimum (this what-if only removes plans)")
     stopped_at = ""
@@ -382,6 +386,37 @@ def _anytime_stats(anytime: Anytime) -> dict[str, float]:
     if math.isfinite(anytime.bound):
         out["anytime_bound"] = anytime.bound
     return out
+
+
+@dataclass
+class _Publisher:
+    """``Anytime.on_change`` of a solve whose caller listens for plans: the progress line as always, then, when
+    the incumbent is a new one, the best plan so far as a ``PlanResult`` (status ``feasible``, its proven gap
+    then, no baselines, no diagnostics) to ``on_plan``. A listener that fails is dropped, never the solve."""
+
+    on_plan: Callable[[PlanResult], None] | None
+    ctx: EngineContext
+    resolved: ResolvedScenario
+    anytime: Anytime
+    emit: Callable[[], None]
+    sent: object = None
+
+    def __call__(self) -> None:
+        self.emit()
+        best = self.anytime.best
+        if best is None or best is self.sent or self.on_plan is None:
+            return
+        self.sent = best
+        gap = self.anytime.gap()
+        alloc = replace(best.alloc, status="feasible", gap=gap)
+        try:
+            result = build_plan_result(self.resolved, list(best.sets), alloc, [], timings={},
+                                       provenance=perf_provenance(self.ctx, best.sets), stats={})
+            self.on_plan(replace(result, message=f"best plan so far, found after {best.found_s:.1f} s, " + (
+                f"within {gap:.2%} of the best bound" if gap is not None else "no bound proven yet")
+                + "; the solver is still proving it."))
+        except Exception:  # a listener's failure (a full disk) must not end the solve
+            self.on_plan = None
 
 
 class _Where:

@@ -4,8 +4,9 @@ A slider sends its value when it is let go (Streamlit's own debounce). Each posi
 warm from a finished position's plan (``api.solve_near``, the result cache first). While the user looks at a
 position's plan, the positions one step away on every slider (``api.slider_neighbours``, at most eight) are planned
 ahead in the job runner's background lane, which never delays anyone's job (``planning.jobs.fairshare``), so a move
-to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, the
-plan of the nearest position already planned. A position is planned from the finished position whose plan proves it
+to a neighbour finds its plan finished. A position still being planned shows its progress and, clearly labelled, its
+own best plan so far once the solver has one (``planning.jobs.partials``), else the plan of the nearest position
+already planned. A position is planned from the finished position whose plan proves it
 (``api.nearest_base``: a price move after a demand move is the demand position's plan at the new prices, proven at
 once), else from the nearest finished one's columns; a new position cancels the previous one's plan unless it is a
 neighbour, a new base plan cancels everything planned ahead for the old one, and leaving the page cancels what is
@@ -34,6 +35,7 @@ HELP = {"demand": "Every model's demand times this factor.", "price_pct": "Every
 KEEP_POSITIONS = 32  # positions whose jobs a session remembers (the store keeps the plans; this only finds them)
 GONE = ("cancelled", "failed", "lost")  # a job of these is no plan and is submitted again when wanted
 QUICK_WAIT_S = 1.0  # how long a position proven at once is waited for before its progress is drawn instead
+FIRST_PLAN_WAIT_S = 0.8  # how long another position is waited for, for its end or its first plan (round 21)
 
 Position = tuple[float, ...]
 
@@ -157,19 +159,34 @@ def _forget_old(jobs: dict[Position, str], position: Position) -> None:
 
 
 def _draw(base: PlanResult, position: Position, job_id: str, jobs: dict[Position, str]) -> None:
-    """The position's plan when done; else its progress (or why it has none) and the nearest finished one. A
-    position its start plan proves at once (a price move, an unused option dropped) is waited for up to
-    ``QUICK_WAIT_S``, so its plan is drawn in this run rather than after the next progress poll (a second later)."""
+    """The position's plan when done; else its progress (or why it has none) and its own best plan so far when the
+    solver has one (drawn again as a better one comes), else the nearest finished position's. A position its start
+    plan proves at once (a price move, an unused option dropped) is waited for up to ``QUICK_WAIT_S``, and any
+    other up to ``FIRST_PLAN_WAIT_S`` for its end or its first plan, with its progress on screen, so that plan
+    is drawn in this run rather than after the next progress poll and another run of the page (a coral-core
+    position's first plan came 0.5 s after its run began and reached the screen after 1.1-1.5 s, round 21)."""
     found = state.find_job(job_id)
-    if found is not None and not found.is_terminal and st.session_state.get("slider_quick") == job_id:
-        found = state.wait_job(job_id, QUICK_WAIT_S)
-    record = widgets.job_result(found, f"Planning {label(position)}", key="sliders")
+    if found is not None and not found.is_terminal:
+        quick = st.session_state.get("slider_quick") == job_id
+        found = widgets.await_job(job_id, f"Planning {label(position)}", QUICK_WAIT_S if quick else FIRST_PLAN_WAIT_S,
+                                  until=None if quick else lambda: state.partial_stamp(job_id) is not None)
+    record = widgets.job_result(found, f"Planning {label(position)}", key="sliders",
+                                watch=lambda: state.partial_stamp(job_id))
     result = None if record is None else state.result_of(record)
     if result is not None:
         _show(label(position), base, result, current=True)
         return
     running = state.find_job(job_id)
     if running is None or running.is_terminal:
+        return
+    partial = state.partial_plan(job_id)
+    if partial is not None:
+        gap = partial[1].mip_gap
+        st.info(f"The best plan found so far for **{label(position)}**"
+                + (f", within {gap:.1%} of the best bound when it was found" if gap is not None else "")
+                + ". The solver is still proving it (the progress line has its gap now); the proven plan replaces "
+                "it when it is done.")
+        _show(label(position), base, partial[1], current=True)
         return
     nearest = _nearest_finished(position, jobs, base)
     if nearest is None:

@@ -19,11 +19,14 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from planning import api
 from planning.errors import PlanningError
 from planning.jobs import JobRecord, JobRunner, Workspace, default_runner, local_workspace, user_workspace
+from planning.jobs.partials import partial_written, read_partial
 from planning.result import PlanResult
 from planning.scenario import Scenario, load_scenario, save_scenario
 
 DEFAULT_PRESET = "coral-core"
 POLL_SECONDS = 1.0
+FAST_POLL_SECONDS = 0.25  # a job younger than FAST_FOR_SECONDS is polled this often (its first plan comes early)
+FAST_FOR_SECONDS = 5.0
 
 # Everything a session keeps. Unsaved edits live here (per browser session), never in module globals.
 DEFAULTS: dict[str, Any] = {
@@ -160,6 +163,25 @@ def plan_result(job_id: str, result_json: str) -> PlanResult:
     return PlanResult.from_json(result_json)
 
 
+def partial_plan(job_id: str) -> tuple[float, PlanResult] | None:
+    """A running job's best plan so far, found before its proof (:mod:`planning.jobs.partials`), with when it was
+    written; None when it has none, has ended, or this workspace may not see it."""
+    if find_job(job_id) is None:
+        return None
+    found = read_partial(runner().store, job_id)
+    return None if found is None else (found[0], _partial_result(job_id, *found))
+
+
+def partial_stamp(job_id: str) -> float | None:
+    """When the running job's best plan so far was written (None: none yet), without reading the plan."""
+    return partial_written(runner().store, job_id) if find_job(job_id) is not None else None
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _partial_result(job_id: str, written: float, result_json: str) -> PlanResult:
+    return PlanResult.from_json(result_json)
+
+
 # --- saved scenarios -----------------------------------------------------------------------------------------
 def slug(name: str) -> str:
     """A safe file stem for a scenario name."""
@@ -215,16 +237,6 @@ def set_scenario(scenario: Scenario, origin: str) -> None:
 
 
 # --- the current plan job, shared with the URL -----------------------------------------------------------------
-def wait_job(job_id: str, seconds: float) -> JobRecord | None:
-    """:func:`find_job` after waiting up to ``seconds`` for the job to end (a job proven at once is then drawn in
-    this run, not after the next poll)."""
-    if find_job(job_id) is None:
-        return None
-    with contextlib.suppress(PlanningError, KeyError):
-        runner().wait(job_id, timeout=seconds)
-    return find_job(job_id)
-
-
 def find_job(job_id: str | None) -> JobRecord | None:
     """The job, if this workspace may see it; another user's job answers exactly like an unknown id (``None``)."""
     if not job_id:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 import streamlit as st
@@ -14,7 +14,16 @@ from planning import viz
 from planning.errors import PlanningError
 from planning.jobs import JobRecord
 from planning.result import HOURS_PER_MONTH, PlanResult, pricing_kinds_text
-from ui.state import POLL_SECONDS, cancel_job, find_job, init_state, keep_job_in_url, runner
+from ui.state import (
+    FAST_FOR_SECONDS,
+    FAST_POLL_SECONDS,
+    POLL_SECONDS,
+    cancel_job,
+    find_job,
+    init_state,
+    keep_job_in_url,
+    runner,
+)
 
 QUICK_DRAW_S = 5.0  # a job that ends within this is drawn by the run that started it (see await_job)
 
@@ -66,7 +75,8 @@ def show_job_outcome(record: JobRecord) -> None:
                    "request starts a fresh job).", icon=":material/warning:")
 
 
-def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | None:
+def job_result(record: JobRecord | None, label: str, key: str,
+               watch: Callable[[], object] | None = None) -> JobRecord | None:
     """The finished job whose result a panel can draw, else None after drawing why there is none yet.
 
     No job → nothing drawn; queued or running → its progress bar with Cancel (``live_jobs``); failed, cancelled,
@@ -80,6 +90,8 @@ def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | No
         What the progress bar says the job is doing ("Comparing markets").
     key:
         Unique key of the panel on the page.
+    watch:
+        While the job runs, the page is drawn again when this value changes (see :func:`live_jobs`).
 
     Returns
     -------
@@ -88,7 +100,7 @@ def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | No
     if record is None:
         return None
     if not record.is_terminal:
-        live_jobs({label: record.id}, key=key)
+        live_jobs({label: record.id}, key=key, watch=watch)
         return None
     if record.status != "done" or record.result_json is None:
         show_job_outcome(record)
@@ -96,9 +108,15 @@ def job_result(record: JobRecord | None, label: str, key: str) -> JobRecord | No
     return record
 
 
-def await_job(job_id: str, label: str, seconds: float | None = None) -> JobRecord | None:
+def _age(record: JobRecord) -> float:
+    """Seconds since the job was submitted."""
+    return time.time() - float(record.created)
+
+
+def await_job(job_id: str, label: str, seconds: float | None = None,
+              until: Callable[[], bool] | None = None) -> JobRecord | None:
     """The job's record after waiting in this run, its progress on screen, up to ``seconds`` (default
-    :data:`QUICK_DRAW_S`) for it to end.
+    :data:`QUICK_DRAW_S`) for it to end, or for ``until()`` to be true (a slider's position with its first plan).
 
     The run that started a job calls it, so a plan that takes two seconds is drawn in that run instead of after
     :func:`live_jobs`' next poll and a second rerun of the page (0.7-1.0 s of a first coral-core plan's 3.7-4.1 s
@@ -109,18 +127,20 @@ def await_job(job_id: str, label: str, seconds: float | None = None) -> JobRecor
     record = find_job(job_id)
     shown = ""
     while record is not None and not record.is_terminal and (left := deadline - time.monotonic()) > 0:
+        if until is not None and until():
+            break
         text = f"{label}: {str(record.message or record.status).partition(' · ')[0]} ({record.status})"
         if text != shown:
             slot.progress(min(1.0, max(0.0, float(record.progress or 0.0))), text=text)
             shown = text
         with contextlib.suppress(PlanningError, KeyError):
-            runner().wait(job_id, timeout=min(0.25, left))  # returns as soon as the job ends
+            runner().wait(job_id, timeout=min(0.05 if until else 0.25, left))  # returns as soon as the job ends
         record = find_job(job_id)
     slot.empty()
     return record
 
 
-def live_jobs(jobs: Mapping[str, str], key: str) -> None:
+def live_jobs(jobs: Mapping[str, str], key: str, watch: Callable[[], object] | None = None) -> None:
     """Progress bars with Cancel for running jobs; polls only while one runs, then reruns the whole page.
 
     Parameters
@@ -129,13 +149,23 @@ def live_jobs(jobs: Mapping[str, str], key: str) -> None:
         Label → job id of jobs that were queued or running when the page was drawn.
     key:
         Unique key of this panel on the page.
-    """
+    watch:
+        Polled with the progress: when its value differs from the one it had as the page was drawn, the whole
+        page is drawn again (a job's best plan so far, ``ui.state.partial_plan``, drawn outside this panel).
 
-    @st.fragment(run_every=POLL_SECONDS)
+    A job younger than ``FAST_FOR_SECONDS`` is polled every ``FAST_POLL_SECONDS`` (its end or its first plan
+    comes within a second or two: a far slider move's first plan after 0.2-0.4 s), then every ``POLL_SECONDS``
+    (one more rerun of the page switches over).
+    """
+    seen = None if watch is None else watch()
+    fast = any(r is not None and _age(r) < FAST_FOR_SECONDS for r in map(find_job, jobs.values()))
+
+    @st.fragment(run_every=FAST_POLL_SECONDS if fast else POLL_SECONDS)
     def _panel() -> None:
         keep_job_in_url(jobs.values())  # a reload mid-job finds the plan job even if the submit's URL update was lost
         records = {label: find_job(job_id) for label, job_id in jobs.items()}
-        if all(r is None or r.is_terminal for r in records.values()):
+        if (all(r is None or r.is_terminal for r in records.values()) or (watch is not None and watch() != seen)
+                or (fast and all(r is None or _age(r) >= FAST_FOR_SECONDS for r in records.values()))):
             st.rerun()  # full rerun: the page draws the results and this fragment is no longer rendered
         for label, record in records.items():
             if record is None:

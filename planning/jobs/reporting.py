@@ -6,9 +6,11 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from planning.context import CancelFlag
 from planning.jobs.dbfile import StoreError
+from planning.jobs.partials import write_partial
 from planning.jobs.store import JobStore
 
 
@@ -97,6 +99,17 @@ class ProgressWriter:
             self._pending = None
         with contextlib.suppress(StoreError):
             self._store.set_progress(self._job_id, value, str(message))
+
+    def plan(self, result: Any) -> None:
+        """Keep ``result`` (an object with ``to_dict()``, e.g. a ``PlanResult``, or a plain dict) as the job's best
+        answer so far (:mod:`planning.jobs.partials`): a solve that finds this method on its progress callback
+        hands it each better plan before its proof (:func:`planning.context.plan_listener`). Best effort, and
+        ignored once the job is ending."""
+        if self._closed:
+            return
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        with contextlib.suppress(Exception):  # a plan that does not serialise, a refusing store: never the job's end
+            write_partial(self._store, self._job_id, data)
 
     def _write_pending(self) -> None:
         with self._lock:

@@ -297,3 +297,50 @@ def test_leaving_the_page_cancels_what_is_planned_ahead_and_the_jobs_page_lists_
         store.close()
     finally:
         opened.set()
+
+
+def test_a_position_still_being_proven_shows_its_own_best_plan_so_far(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 §5 (round 21): a far position whose solve has found a plan but not yet proven it shows that plan
+    as the sliders' own, labelled "best plan found so far" with its gap, instead of the nearest planned position,
+    and the run that moved the slider waits for that first plan (``FIRST_PLAN_WAIT_S``, long here: a bound on a
+    hang, not the page's 0.8 s) so it draws it itself; the proven plan replaces it when the job ends. The job
+    publishes its answer as a partial one first (the job store's ``ProgressWriter.plan``, which a real solve calls
+    with each better plan) and then waits for the test: no clock, no race."""
+    import ui.sliders
+    from planning.jobs.partials import read_partial
+
+    opened = threading.Event()
+    opened.set()
+    real = ui.sliders.near_job
+
+    def published_then_held(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        out = real(request, progress, cancel)
+        if not opened.is_set():
+            progress.plan({**out, "status": "feasible", "mip_gap": 0.0123})
+            while not opened.wait(0.01):
+                cancel.check()
+        return out
+
+    monkeypatch.setattr(ui.sliders, "near_job", published_then_held)
+    monkeypatch.setattr(ui.sliders, "FIRST_PLAN_WAIT_S", 120.0)
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    assert all(wait_for_job(planning_home, j) == "done" for j in dict(at.session_state["slider_jobs"]).values())
+    opened.clear()
+    at.slider(key="slider_demand").set_value(3.0)  # far: nothing planned there
+    at.run()
+    assert not at.exception
+    job = str(at.session_state["slider_job"])
+    shown = texts(at)
+    assert "The best plan found so far for **demand ×3 (all models)**, within 1.2% of the best bound" in shown
+    assert "Sliders: demand ×3 (all models)." in shown and "Nearest planned position" not in shown
+    assert next(m for m in at.metric if m.label == "Status").value == "feasible"
+    store = JobStore(planning_home / "jobs.sqlite")
+    assert read_partial(store, job) is not None and not store.get(job).is_terminal
+    opened.set()
+    assert wait_for_job(planning_home, job) == "done"
+    assert read_partial(store, job) is None  # an ended job's partial answer is never read
+    at.run()
+    assert "The best plan found so far" not in texts(at)
+    assert next(m for m in at.metric if m.label == "Status").value == "optimal"
+    store.close()

@@ -32,7 +32,7 @@ def _panel_script() -> None:  # an AppTest script: job_result on a record built 
 def _run(monkeypatch: pytest.MonkeyPatch, status: str, result: str = "") -> tuple[AppTest, list[tuple[dict, str]]]:
     drawn: list[tuple[dict, str]] = []
 
-    def live_jobs(jobs: Mapping[str, str], key: str) -> None:  # the progress fragment polls the store: record it
+    def live_jobs(jobs: Mapping[str, str], key: str, watch: object = None) -> None:  # the fragment polls: record it
         drawn.append((dict(jobs), key))
 
     monkeypatch.setattr("ui.widgets.live_jobs", live_jobs)

@@ -46,24 +46,23 @@ def write_partial(store: JobStore, job_id: str, result: dict[str, Any]) -> bool:
 def read_partial(store: JobStore, job_id: str) -> tuple[float, str] | None:
     """``(written, result_json)`` of the running job's best answer so far; None when it has none, has ended,
     or the store holds no partial answers at all."""
-    try:
-        with store._sql(f"reading the best plan so far of job {job_id}") as conn:
-            row = conn.execute(
-                "SELECT p.written, p.result_json FROM partials p JOIN jobs j ON j.id = p.job_id "
-                "WHERE p.job_id = ? AND j.status = 'running'", (job_id,)).fetchone()
-    except (StoreError, sqlite3.Error):
-        return None
+    row = _running_row(store, job_id, "p.written, p.result_json")
     return None if row is None else (float(row[0]), str(row[1]))
 
 
 def partial_written(store: JobStore, job_id: str) -> float | None:
     """When the running job's best answer so far was written (None: it has none): what a page polls to know that
     a better plan came, without reading the plan."""
+    row = _running_row(store, job_id, "p.written")
+    return None if row is None else float(row[0])
+
+
+def _running_row(store: JobStore, job_id: str, columns: str) -> tuple[Any, ...] | None:
+    """``columns`` of the job's partials row while the job runs (None: no row, not running, or no table)."""
     try:
         with store._sql(f"reading the best plan so far of job {job_id}") as conn:
-            row = conn.execute(
-                "SELECT p.written FROM partials p JOIN jobs j ON j.id = p.job_id WHERE p.job_id = ? "
-                "AND j.status = 'running'", (job_id,)).fetchone()
+            row = conn.execute(f"SELECT {columns} FROM partials p JOIN jobs j ON j.id = p.job_id "
+                               "WHERE p.job_id = ? AND j.status = 'running'", (job_id,)).fetchone()
     except (StoreError, sqlite3.Error):
         return None
-    return None if row is None else float(row[0])
+    return None if row is None else tuple(row)

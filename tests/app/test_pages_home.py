@@ -5,19 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import app, save_tiny, texts, wait_for_job
 
 PRESET = "coral-core"
 
 
-def _plan(home: Path, choice: str = "saved:tiny"):  # type: ignore[no-untyped-def]
+def _click_plan(home: Path, choice: str = "saved:tiny") -> AppTest:
+    """Home with ``choice`` picked and Plan it pressed (one run)."""
     if choice == "saved:tiny":
         save_tiny(home)
     at = app()
     at.selectbox[0].set_value(choice)
     next(b for b in at.button if b.label == "Plan it").click()
-    at.run()
+    return at.run()
+
+
+def _plan(home: Path, choice: str = "saved:tiny"):  # type: ignore[no-untyped-def]
+    at = _click_plan(home, choice)
     job_id = at.session_state["solve_job"]
     assert job_id and at.query_params["job"] in (job_id, [job_id])
     status = wait_for_job(home, job_id)
@@ -64,11 +70,7 @@ def test_a_plan_that_ends_within_the_wait_is_drawn_by_the_run_that_asked(plannin
     import ui.widgets
 
     monkeypatch.setattr(ui.widgets, "QUICK_DRAW_S", wait_s)
-    save_tiny(planning_home)
-    at = app()
-    at.selectbox[0].set_value("saved:tiny")
-    next(b for b in at.button if b.label == "Plan it").click()
-    at.run()
+    at = _click_plan(planning_home)
     assert not at.exception
     if wait_s:
         _assert_kpis(at)

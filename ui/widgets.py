@@ -108,6 +108,20 @@ def job_result(record: JobRecord | None, label: str, key: str,
     return record
 
 
+def _bar(record: JobRecord) -> float:
+    """What a job's progress bar shows: its progress, never less than this session's bar showed for the same
+    attempt. A timeline's progress is its share of the expected time (``planning.timeline.pace``), which falls when
+    a step turns out slower than expected (0.29 → 0.15 as its look-ahead began); the time left is read from the
+    progress itself, so it still says so, but a bar going backwards reads as work undone."""
+    shown: dict[str, float] = st.session_state.setdefault("progress_shown", {})
+    key = f"{record.id}:{record.attempt}"  # a retry starts again from 0
+    value = max(min(1.0, max(0.0, float(record.progress or 0.0))), shown.get(key, 0.0))
+    if key not in shown and len(shown) >= 64:
+        shown.clear()  # a bound on a long session: at worst a bar shows one lower value once
+    shown[key] = value
+    return value
+
+
 def _age(record: JobRecord) -> float:
     """Seconds since the job was submitted."""
     return time.time() - float(record.created)
@@ -174,7 +188,7 @@ def live_jobs(jobs: Mapping[str, str], key: str, watch: Callable[[], object] | N
             if record.is_terminal:
                 cols[0].progress(1.0, text=f"{label}: {record.status}")
                 continue
-            fraction = min(1.0, max(0.0, float(record.progress or 0.0)))
+            fraction = _bar(record)
             step, _, best = str(record.message or record.status).partition(" · ")  # "… · best plan $X/h, gap Y %"
             text = f"{label}: {step} ({record.status})"
             if record.status == "queued" and (place := runner().place(record.id)) is not None:

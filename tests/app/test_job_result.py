@@ -75,3 +75,42 @@ def test_a_done_job_without_a_result_is_an_outcome_not_a_panel(monkeypatch: pyte
 def test_a_done_job_is_returned(monkeypatch: pytest.MonkeyPatch) -> None:
     at, drawn = _run(monkeypatch, "done", json.dumps({"rows": []}))
     assert _returned(at) == "returned job-1" and not drawn and not at.error and not at.warning
+
+
+def _live_script() -> None:  # an AppTest script: the live panel of the job $JOB_ID
+    import os
+
+    from ui import widgets
+
+    widgets.live_jobs({"Planning a day": os.environ["JOB_ID"]}, key="day")
+
+
+def test_a_progress_bar_never_goes_back_though_the_estimate_does(planning_home: object,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeline's progress is its share of the expected time, which falls when a slower step begins: the bar
+    keeps what it showed (the time left still reads the progress itself), and a retried attempt starts anew."""
+    from pathlib import Path
+
+    from planning.jobs import JobStore
+
+    store = JobStore(Path(str(planning_home)) / "jobs.sqlite")
+    job_id, _ = store.create_or_reuse("day-1", "timeline", {"day": 1}, None)
+    store.mark_running(job_id)
+    monkeypatch.setenv("JOB_ID", job_id)
+    at = AppTest.from_function(_live_script, default_timeout=TIMEOUT)
+
+    def bar() -> int:
+        at.run()
+        assert not at.exception
+        return int(at.get("progress")[0].proto.value)
+
+    store.set_progress(job_id, 0.5, "templates")  # fractions exact in binary: the bar's percent is truncated
+    assert bar() == 50
+    store.set_progress(job_id, 0.25, "look-ahead: planning hour 1 of 24")
+    assert bar() == 50
+    store.set_progress(job_id, 0.75, "look-ahead: planning hour 9 of 24")
+    assert bar() == 75
+    assert store.note_retry(job_id, 2, "attempt 1: its worker died")
+    store.set_progress(job_id, 0.125, "templates")
+    assert bar() == 12
+    store.close()

@@ -302,6 +302,16 @@ def pricing_kinds(result: PlanResult) -> str:
     return pricing_kinds_text(result.cost_by_pricing_kind, str(result.scenario.get("pricing", "on_demand")))
 
 
+def best_so_far(result: PlanResult) -> None:
+    """A running solve's best plan so far (``ui.state.partial_plan``) in one box: its bill, its gap when found and
+    its GPUs, said to be unproven; never the KPIs' "Cost per hour", which only a finished plan shows."""
+    gpus = ", ".join(f"{n}× {g}" for g, n in result.gpus_by_type().items()) or "none"
+    st.info(f"**Best plan found so far: {result.bill.hour_text} per hour** ({result.bill.month_text} per month), "
+            f"{status_badge(result)} when found; GPUs: {gpus}. The solver is still proving it (the progress line "
+            "has its gap now); the proven plan, with the baselines to compare against, replaces it when it is done.",
+            icon=":material/hourglass_top:")
+
+
 def status_badge(result: PlanResult) -> str:
     """The status as the KPI shows it, read from the proven gap: "optimal (gap 0)", "feasible (gap 0.42 %)",
     "feasible (gap not bounded)"; never "optimal" or "certified" for a plan whose gap is not 0."""

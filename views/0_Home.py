@@ -104,7 +104,10 @@ if record is None:
     st.info("Choose a scenario and press **Plan it**, or fill in the quick estimate. Planning runs in the background; "
             "you can keep browsing.")
 elif not record.is_terminal:
-    widgets.live_jobs({f"Planning {state.current_scenario().name}": record.id}, key="home")
+    widgets.live_jobs({f"Planning {state.current_scenario().name}": record.id}, key="home",
+                      watch=lambda job=record.id: state.partial_stamp(job))  # drawn again when a better plan comes
+    if (partial := state.partial_plan(record.id)) is not None:
+        widgets.best_so_far(partial[1])
 elif record.status == "done":
     result = state.result_of(record)
     if result is not None:

@@ -79,6 +79,22 @@ def warm_worker() -> bool:
     return True
 
 
+def alone_pool_size() -> int:
+    """The pool a solve alone on this machine runs its baselines on (``workers_for(0)`` with the job's share all
+    the cores: one process per core), when it is worth starting before any solve: on two to eight cores; 0 on
+    more, where an idle pool of one process per core would hold memory for nothing."""
+    import os
+
+    cores = os.cpu_count() or 1
+    return cores if 2 <= cores <= 8 else 0
+
+
+def warm_first_worker() -> None:
+    """A job worker's warm-up hook (``planning.jobs.workers.warm_worker``, the first worker of a server's pool):
+    start the pool a first solve alone runs its baselines on, so its spawn does not run beside that solve."""
+    prewarm(alone_pool_size())
+
+
 def run_beside(tasks: Sequence[BaselineTask], workers: int, cancel: CancelToken | None = None) -> list[BaselineResult]:
     """Every task on ``workers`` processes, results in task order (:func:`planning.parallel.run_tasks`).
 

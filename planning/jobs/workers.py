@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 import traceback
 import weakref
@@ -83,13 +84,13 @@ _CHILD_STORES: dict[str, JobStore] = {}
 _CURRENT: list[tuple[JobStore, str]] = []  # the job this worker runs now (read by the parent watch)
 
 
-def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",), pool: int = 0) -> None:
+def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",), first: bool = False) -> None:
     """Import the engine and load the catalog and perf model once, so the first job a worker takes does not pay
     ~2 s of imports (spawned workers start from a bare interpreter). The face passes the modules its jobs use
-    (``ui.state``: ``planning.api`` and its solve modules); the engine itself never names the face. ``pool`` > 1
-    also starts the process pool of that many processes a solve alone on the machine runs its baselines on
-    (:func:`planning.baselines.beside.prewarm`, without waiting), so a first solve does not spawn it while its
-    allocation runs (on two cores the spawn took 0.5-0.8 s from a first coral-core plan, round 21)."""
+    (``ui.state``: ``planning.api`` and its solve modules); the engine itself never names the face. ``first``:
+    also call each of those modules' ``warm_first_worker()``, where one defines it (the baselines' process pool
+    a solve alone on the machine runs on, ``planning.baselines.beside``), so a first job does not start it while
+    its allocation runs (on two cores that spawn took 0.5-0.8 s from a first coral-core plan, round 21)."""
     import importlib
 
     for name in modules:
@@ -98,18 +99,11 @@ def warm_worker(modules: tuple[str, ...] = ("planning.pipeline",), pool: int = 0
         from planning.context import engine_context
 
         engine_context()
-    if pool > 1:
-        from planning.baselines.beside import prewarm
-
-        prewarm(pool)
-
-
-def baseline_pool_size() -> int:
-    """The baselines' pool a job alone on this machine asks for (one process per core,
-    ``planning.baselines.beside.workers_for``), when a worker should start it before any job: on two to eight
-    cores; 0 on more, where an idle pool of one process per core would hold memory for nothing."""
-    cores = os.cpu_count() or 1
-    return cores if 2 <= cores <= 8 else 0
+    for name in modules if first else ():
+        hook = getattr(sys.modules.get(name), "warm_first_worker", None)
+        if callable(hook):
+            with contextlib.suppress(Exception):  # a warm-up that fails leaves the work to the first job
+                hook()
 
 
 def run_in_child(task: Task) -> Outcome:
@@ -164,14 +158,14 @@ def _watch_parent() -> None:
     _end_own_group()
 
 
-def worker_main(conn: Connection, warm_modules: tuple[str, ...], ready: Any = None, pool: int = 0) -> None:
+def worker_main(conn: Connection, warm_modules: tuple[str, ...], ready: Any = None, first: bool = False) -> None:
     """Entry point of a worker process: warm up (:func:`warm_worker`), set ``ready`` (an event of the runner's),
     then run the tasks the runner sends until it sends ``None``."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own group: the runner can reap what a dead worker started, Ctrl-C is the runner's
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, name="planning-worker-parent", daemon=True).start()
-    warm_worker(warm_modules, pool)
+    warm_worker(warm_modules, first)
     if ready is not None:
         ready.set()
     while True:
@@ -257,10 +251,10 @@ def death_fix(exitcode: int | None) -> str:
 class Worker:
     """One worker process and the runner's end of its pipe."""
 
-    def __init__(self, ctx: Any, warm_modules: tuple[str, ...], pool: int = 0) -> None:
+    def __init__(self, ctx: Any, warm_modules: tuple[str, ...], first: bool = False) -> None:
         here, there = ctx.Pipe()
-        self.ready = ctx.Event()  # set by the worker once warm (``pool``: see :func:`warm_worker`)
-        self.process = ctx.Process(target=worker_main, args=(there, warm_modules, self.ready, pool),
+        self.ready = ctx.Event()  # set by the worker once warm (``first``: see :func:`warm_worker`)
+        self.process = ctx.Process(target=worker_main, args=(there, warm_modules, self.ready, first),
                                    name="planning-job-worker")
         self.process.start()
         there.close()
@@ -342,8 +336,8 @@ class WorkerPool:
         ``False``: one worker starts now and a spare when a job leaves none idle (:meth:`acquire`). ``True`` (a
         server): all ``size`` start now, one after another as each is warm, so a user's first plan finds warm
         workers and no warm-up running beside it (on two cores a spare warming up beside a first coral-core plan
-        cost it 0.2-0.3 s, round 21); a worker started when no other lives also starts its baselines' pool
-        (:func:`baseline_pool_size`). That is the worker a first job takes (spares go below it in the idle
+        cost it 0.2-0.3 s, round 21); a worker started when no other lives also runs the warm modules'
+        ``warm_first_worker()`` (the baselines' pool, :func:`warm_worker`). That is the worker a first job takes (spares go below it in the idle
         stack); a job beside another gets one core and no pool (``JobRunner.cores_for``), so the others need
         none until they run a job alone, which then starts theirs.
     """
@@ -352,7 +346,7 @@ class WorkerPool:
         self._ctx = spawn_context()  # workers do not re-run the caller's script
         self._size = size
         self._warm = warm_modules
-        self._baseline_pool = baseline_pool_size() if fill else 0
+        self._filled = fill
         self._idle: list[Worker] = []  # a stack: the worker that finished last is taken first (its caches)
         self._all: set[Worker] = set()
         self._lock = threading.Lock()
@@ -365,7 +359,7 @@ class WorkerPool:
     def _start(self) -> Worker:
         with self._lock:
             alone = not self._all
-        worker = Worker(self._ctx, self._warm, self._baseline_pool if alone else 0)
+        worker = Worker(self._ctx, self._warm, self._filled and alone)
         with self._lock:
             self._all.add(worker)
         return worker
@@ -393,7 +387,7 @@ class WorkerPool:
             if self._closed or (self._idle and not always) or len(self._all) >= self._size:
                 return
             try:
-                worker = Worker(self._ctx, self._warm, 0 if self._all else self._baseline_pool)
+                worker = Worker(self._ctx, self._warm, self._filled and not self._all)
             except OSError:
                 return
             self._all.add(worker)

@@ -175,3 +175,50 @@ def test_quick_estimate_offers_only_real_clouds() -> None:
     at = app()
     clouds = next(m for m in at.multiselect if m.label == "Clouds").options
     assert "paper" not in clouds and {"aws", "gcp"} <= set(clouds)
+
+
+def test_a_running_plan_shows_its_best_plan_so_far_and_then_the_proven_one(
+        planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a solve runs, Home shows the best plan it has found so far (the job's partial answer), said to be
+    unproven and never as the KPIs' "Cost per hour"; the proven plan's KPIs replace it when the job ends. The
+    job publishes its answer as a partial one and then waits for the test: no clock, no race."""
+    import threading
+    import time
+
+    import ui.jobs
+    import ui.widgets
+    from planning.jobs import JobStore
+    from planning.jobs.partials import read_partial
+
+    opened = threading.Event()
+    real = ui.jobs.solve_job
+
+    def published_then_held(request: dict, progress, cancel):  # type: ignore[no-untyped-def]
+        out = real(request, lambda f, m="": progress(f, m), cancel)  # a plain progress: no partial of its own
+        progress.plan({**out, "status": "feasible", "mip_gap": 0.0321, "baselines": []})
+        while not opened.wait(0.01):
+            cancel.check()
+        return out
+
+    monkeypatch.setattr(ui.jobs, "solve_job", published_then_held)
+    monkeypatch.setattr(ui.widgets, "QUICK_DRAW_S", 0.0)
+    store = JobStore(planning_home / "jobs.sqlite")
+    try:
+        at = _click_plan(planning_home)
+        job = str(at.session_state["solve_job"])
+        deadline = time.monotonic() + 300  # a bound on a hang: the job publishes once its solve is done
+        while read_partial(store, job) is None:
+            assert time.monotonic() < deadline and not store.get(job).is_terminal
+            time.sleep(0.05)
+        at.run()
+        assert not at.exception
+        shown = texts(at)
+        assert "Best plan found so far: $" in shown and "feasible (gap 3.21%) when found" in shown
+        assert not [m for m in at.metric if m.label == "Cost per hour"]
+    finally:
+        opened.set()  # never leave the job held (the suite would wait for its thread)
+    assert wait_for_job(planning_home, job) == "done"
+    at.run()
+    _assert_kpis(at)
+    assert "Best plan found so far" not in texts(at)
+    store.close()

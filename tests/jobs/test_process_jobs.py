@@ -233,12 +233,13 @@ def test_a_filled_pool_warms_every_worker_and_its_first_job_finds_the_baselines_
 
 def test_a_first_job_on_a_filled_runner_runs_where_the_baselines_pool_was_started(tmp_path: Path) -> None:
     """Through the runner: the first job finds its worker with the baselines' pool already started (one process
-    per core on two to eight cores; the job itself starts none), and the next job alone runs on the same worker:
-    the one that finished last, whose caches are warm."""
-    from planning.jobs.workers import baseline_pool_size
+    per core on two to eight cores, through ``planning.baselines.beside.warm_first_worker``; the job itself
+    starts none), and the next job alone runs on the same worker: the one that finished last, whose caches are
+    warm."""
+    from planning.baselines.beside import alone_pool_size
 
-    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True, warm_modules=("planning.jobs",),
-                  fill=True)
+    r = JobRunner(JobStore(tmp_path / "jobs.sqlite"), max_workers=2, processes=True,
+                  warm_modules=("planning.jobs", "planning.baselines.beside"), fill=True)
     try:
         first = r.wait(r.submit("kids", {"i": 1}, children_job), timeout=120)
         again = r.wait(r.submit("kids", {"i": 2}, children_job), timeout=120)
@@ -246,5 +247,5 @@ def test_a_first_job_on_a_filled_runner_runs_where_the_baselines_pool_was_starte
         r.shutdown(wait=True, cancel=True)
     assert first.status == again.status == "done", (first.error, again.error)
     assert first.result is not None and again.result is not None
-    assert first.result["children"] == baseline_pool_size()
+    assert first.result["children"] == alone_pool_size()
     assert again.result["pid"] == first.result["pid"]

@@ -337,9 +337,9 @@ class WorkerPool:
         server): all ``size`` start now, one after another as each is warm, so a user's first plan finds warm
         workers and no warm-up running beside it (on two cores a spare warming up beside a first coral-core plan
         cost it 0.2-0.3 s, round 21); a worker started when no other lives also runs the warm modules'
-        ``warm_first_worker()`` (the baselines' pool, :func:`warm_worker`). That is the worker a first job takes (spares go below it in the idle
-        stack); a job beside another gets one core and no pool (``JobRunner.cores_for``), so the others need
-        none until they run a job alone, which then starts theirs.
+        ``warm_first_worker()`` (the baselines' pool, :func:`warm_worker`). That is the worker a first job takes
+        (spares go below it in the idle stack); a job beside another gets one core and no pool
+        (``JobRunner.cores_for``), so the others need none until they run a job alone, which then starts theirs.
     """
 
     def __init__(self, size: int, warm_modules: tuple[str, ...], fill: bool = False) -> None:

@@ -26,6 +26,7 @@ from ui.state import (
 )
 
 QUICK_DRAW_S = 5.0  # a job that ends within this is drawn by the run that started it (see await_job)
+SO_FAR_AFTER_S = 3.0  # Home: from this on, a job's best plan so far ends that wait (coral-extended's first: 2-3 s)
 
 
 def page(title: str, intro: str) -> None:

@@ -169,7 +169,7 @@ def _draw(base: PlanResult, position: Position, job_id: str, jobs: dict[Position
     if found is not None and not found.is_terminal:
         quick = st.session_state.get("slider_quick") == job_id
         found = widgets.await_job(job_id, f"Planning {label(position)}", QUICK_WAIT_S if quick else FIRST_PLAN_WAIT_S,
-                                  until=None if quick else lambda: state.partial_stamp(job_id) is not None)
+                                  until=None if quick else lambda _: state.partial_stamp(job_id) is not None)
     record = widgets.job_result(found, f"Planning {label(position)}", key="sliders",
                                 watch=lambda: state.partial_stamp(job_id))
     result = None if record is None else state.result_of(record)

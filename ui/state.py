@@ -113,8 +113,8 @@ def _runner(store_path: str) -> JobRunner:
     # GIL); PLANNING_JOB_PROCESSES=0 keeps them in threads (in-process AppTests, debugging).
     # Workers warm up with what a solve imports lazily too (solver modules, HiGHS: 0.3 s on a quiet machine, ten
     # times that on a busy one), so the first click's time goes to solving.
-    # All workers start at once, warm one after another, each with its baselines' pool (``fill``): a user's first
-    # plan then finds no warm-up running beside it (round 21: a first coral-core job 2.1 → 1.35 s on two cores).
+    # All workers start at once, warm one after another, the first with its baselines' pool (``fill``): a user's
+    # first plan then finds no warm-up running beside it (round 21: a first coral-core job 2.1 → 1.35 s, 2 cores).
     return default_runner(store_path, processes=os.environ.get("PLANNING_JOB_PROCESSES", "1") != "0",
                           warm_modules=("planning.api", "ui.jobs", *api.SOLVE_MODULES), fill=True)
 

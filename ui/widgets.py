@@ -129,9 +129,9 @@ def _age(record: JobRecord) -> float:
 
 
 def await_job(job_id: str, label: str, seconds: float | None = None,
-              until: Callable[[], bool] | None = None) -> JobRecord | None:
+              until: Callable[[JobRecord], bool] | None = None) -> JobRecord | None:
     """The job's record after waiting in this run, its progress on screen, up to ``seconds`` (default
-    :data:`QUICK_DRAW_S`) for it to end, or for ``until()`` to be true (a slider's position with its first plan).
+    :data:`QUICK_DRAW_S`) for it to end, or for ``until(record)`` to be true (a position with its first plan).
 
     The run that started a job calls it, so a plan that takes two seconds is drawn in that run instead of after
     :func:`live_jobs`' next poll and a second rerun of the page (0.7-1.0 s of a first coral-core plan's 3.7-4.1 s
@@ -142,11 +142,11 @@ def await_job(job_id: str, label: str, seconds: float | None = None,
     record = find_job(job_id)
     shown = ""
     while record is not None and not record.is_terminal and (left := deadline - time.monotonic()) > 0:
-        if until is not None and until():
+        if until is not None and until(record):
             break
         text = f"{label}: {str(record.message or record.status).partition(' · ')[0]} ({record.status})"
         if text != shown:
-            slot.progress(min(1.0, max(0.0, float(record.progress or 0.0))), text=text)
+            slot.progress(_bar(record), text=text)
             shown = text
         with contextlib.suppress(PlanningError, KeyError):
             runner().wait(job_id, timeout=min(0.05 if until else 0.25, left))  # returns as soon as the job ends

@@ -105,9 +105,9 @@ if record is not None and not record.is_terminal and (plan_it or estimate):
     # SO_FAR_AFTER_S on and before its baselines (90 % on): sooner, a coral-core plan ending a second later would
     # wait for a poll and a rerun (its KPIs came 0.5-1.5 s later with 2 s and no progress test)
     job, asked = record.id, time.monotonic()
-    record = widgets.await_job(job, f"Planning {state.current_scenario().name}", until=lambda: (
-        time.monotonic() - asked > widgets.SO_FAR_AFTER_S and state.partial_stamp(job) is not None
-        and float(getattr(state.find_job(job), "progress", 1.0) or 0.0) < 0.9))
+    record = widgets.await_job(job, f"Planning {state.current_scenario().name}", until=lambda r: (
+        time.monotonic() - asked > widgets.SO_FAR_AFTER_S and float(r.progress or 0.0) < 0.9
+        and state.partial_stamp(job) is not None))
 if record is None:
     st.info("Choose a scenario and press **Plan it**, or fill in the quick estimate. Planning runs in the background; "
             "you can keep browsing.")

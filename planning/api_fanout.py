@@ -13,6 +13,12 @@ cold one's, certified over every template, only reached sooner), a what-if varia
 the base plan's (prices × f, a dropped GPU type or region the plan does not use: ``planning.relations``) is
 answered from it at once, and every case asks the result cache first (``planning.resultcache``), so an answer
 already known comes back at once on every backend.
+
+A sweep run here may take a first look (``SweepOptions.first_pass_s``, the What-if page's sweeps): every point's
+plan at a short limit and without baselines, one after another, so the whole curve is on screen (each point
+labelled with what its solve proved) before the proofs; then every point as asked, from its neighbours' columns
+(the first look's among them), a point already proven optimal by the first look kept when no baseline is asked.
+The rows so far go to the job's partial answer (``planning.context.plan_listener``) as each point lands.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from planning.allocate.warm import WarmStart
-from planning.context import CancelToken, ProgressFn
+from planning.context import CancelToken, ProgressFn, check_cancel, plan_listener, sub_progress
 from planning.errors import PlanningError
-from planning.parallel import FanOut, fan_out
+from planning.parallel import FanOut, fan_out, resolve_backend
 from planning.pipeline import Reuse
 from planning.relations import BasePlan, Relation, relate
 from planning.result import BaselineSummary, PlanResult
@@ -132,12 +138,21 @@ class SweepOptions:
 
     baselines: bool = True
     point_limit_s: float | None = None
+    # a first look: every point's plan at this limit, without baselines, before the points are solved as asked
+    # (only when the points run here; None: none)
+    first_pass_s: float | None = None
 
     def __post_init__(self) -> None:
-        limit = self.point_limit_s
-        if limit is not None and not (isinstance(limit, int | float) and math.isfinite(limit) and limit > 0):
-            raise PlanningError("point_limit_s", f"must be a positive number of seconds, got {limit!r}.",
-                                "give e.g. 30, or leave it out to use the scenario's time limit.")
+        for name in ("point_limit_s", "first_pass_s"):
+            limit = getattr(self, name)
+            if limit is not None and not (isinstance(limit, int | float) and math.isfinite(limit) and limit > 0):
+                raise PlanningError(name, f"must be a positive number of seconds, got {limit!r}.",
+                                    "give e.g. 30, or leave it out to use the scenario's time limit.")
+
+
+FIRST_PASS_S = 1.0
+"""The What-if page's first look at a sweep: each point's plan within 1 s (coral-extended's 10-point demand sweep:
+the curve in ~10 s, 8 of 10 points with a plan within 3.5-4.9 % proven, 4 proven optimal; round 22)."""
 
 
 def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: ProgressFn | None = None,
@@ -164,11 +179,54 @@ def sweep(scenario: Scenario, kind: str, values: Sequence[float], *, progress: P
         raise PlanningError("values", "is empty.", "give at least one multiplier, e.g. [0.5, 1, 2].")
     opts = options or SweepOptions()
     points = [(scenario.to_dict(), kind, float(x), opts.baselines, opts.point_limit_s) for x in values]
-    warm = _Neighbours()
-    per_point = fan_out(sweep_point, points, [f"{kind} ×{x:g}" for x in values],
-                        FanOut(backend, workers, progress, cancel, what="sweep",
-                               here=lambda point, cancel=None: sweep_point(point, cancel, warm)))
+    warm, shown = _Neighbours(), _SweepRows(len(points), plan_listener(progress))
+    labels = [f"{kind} ×{x:g}" for x in values]
+    if opts.first_pass_s is not None and resolve_backend(backend) != "ray" and workers < 2:
+        first = sub_progress(progress, 0.0, FIRST_SHARE, "first look: ")
+        for i, point in enumerate(points):
+            check_cancel(cancel, "sweep")
+            limit = min(opts.first_pass_s, point[4] or math.inf)
+            shown.land(i, sweep_point((*point[:3], False, limit), cancel, warm), final=False)
+            if first is not None:
+                first((i + 1) / len(points), labels[i])
+        progress = sub_progress(progress, FIRST_SHARE, 1.0)
+
+    def here(point: tuple[Any, ...], cancel: CancelToken | None = None) -> list[dict[str, Any]]:
+        i = shown.next_final()
+        known = shown.rows.get(i)  # the first look proved this point's plan: nothing more to do without baselines
+        rows = known if known and known[0]["status"] == "optimal" and not point[3] else sweep_point(point, cancel, warm)
+        shown.land(i, rows, final=True)
+        return rows
+
+    per_point = fan_out(sweep_point, points, labels, FanOut(backend, workers, progress, cancel, what="sweep",
+                                                            here=here))
     return pd.DataFrame([row for rows in per_point for row in rows], columns=SWEEP_COLUMNS)
+
+
+FIRST_SHARE = 0.2
+"""The share of a sweep's progress its first look reports within."""
+
+
+class _SweepRows:
+    """A sweep's rows so far, by point (the first look's until the point is solved as asked), handed to the job
+    as its partial answer after each point: ``{"rows": [...], "final": n, "points": N}`` (JSON: NaN → None)."""
+
+    def __init__(self, points: int, listener: Any) -> None:
+        self.points, self.listener = points, listener
+        self.rows: dict[int, list[dict[str, Any]]] = {}
+        self.final = 0
+
+    def next_final(self) -> int:
+        """The point solved as asked next (the points run here in order)."""
+        return self.final
+
+    def land(self, i: int, rows: list[dict[str, Any]], final: bool) -> None:
+        self.rows[i] = rows
+        self.final += bool(final)
+        if self.listener is not None:
+            every = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+                     for j in sorted(self.rows) for row in self.rows[j]]
+            self.listener({"rows": every, "final": self.final, "points": self.points})
 
 
 PLAN_METHOD = "Plan (mixed templates)"

@@ -139,7 +139,8 @@ with st.form("sweep_form"):
     values_text = cols[1].text_input("Factors k", "0.5, 1, 2, 4")
     point_limit = cols[2].number_input("Time limit per point (s)", min_value=0.0, value=0.0, step=10.0,
                                        help="0: the scenario's own limit. A point it stops keeps its best plan, "
-                                            "labelled with its proven gap under the chart.")
+                                            "labelled with its proven gap under the chart. It counts the point's "
+                                            "first look (a plan within a few seconds, drawn at once).")
     run_sweep = st.form_submit_button("Run sweep")
 if run_sweep:
     try:
@@ -179,11 +180,13 @@ for label, job_id in reversed(list(sweep_jobs.items())):
         found = state.partial_answer(job_id)
         if found and found.get("rows"):
             done, points = int(found.get("final", 0)), int(found.get("points", 0))
-            shown = sum(row.get("method") == api.PLAN_METHOD for row in found["rows"])
+            plans = [row for row in found["rows"] if row.get("method") == api.PLAN_METHOD]
             _draw_sweep(label, job_id, record.request["kind"], found["rows"],
-                        f"{shown} of {points} points on the chart so far, each first at a quick look (its plan "
-                        f"within {api.FIRST_PASS_S:g} s, without baselines; what it proved is said under the "
-                        f"chart); {done} of them solved as asked. The chart fills in as the solves go on.")
+                        f"{sum(row.get('cost_per_hour') is not None for row in plans)} of {points} points planned "
+                        f"so far, {len(plans) - done} of them at a first look (a plan within {api.FIRST_PASS_S:g} s, "
+                        f"without baselines); {done} solved as asked. An open point is not proven: the optimum "
+                        "lies between it and the end of its whisker (what each proved is said under the chart). "
+                        "The chart is drawn again as the solves go on.")
         continue
     if record.status == "done" and record.result is not None:
         _draw_sweep(label, job_id, record.request["kind"], record.result["rows"])

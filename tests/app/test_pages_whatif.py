@@ -386,7 +386,7 @@ def test_a_running_sweep_draws_its_rows_so_far(planning_home: Path, monkeypatch:
         assert not at.exception
         shown = texts(at)
         assert f"Sweep {label} (so far)" in shown
-        assert "1 of 2 points on the chart so far" in shown and "0 of them solved as asked" in shown
+        assert "1 of 2 points planned so far, 1 of them at a first look" in shown and "0 solved as asked" in shown
         assert any("plan at ×1: within 3.10% of the optimum (proven gap)" in str(c.value) for c in at.caption)
     finally:
         opened.set()  # never leave the job held (the suite would wait for its thread)

@@ -106,3 +106,59 @@ def test_a_bad_first_look_names_the_field(limit: Any) -> None:
     with pytest.raises(PlanningError) as err:
         api.SweepOptions(first_pass_s=limit)
     assert err.value.field == "first_pass_s"
+
+
+def test_no_first_look_when_the_points_own_limit_is_no_longer() -> None:
+    """A point limit at or under the first look's: the points are solved as asked only (a look would repeat them)."""
+    seen = Listener()
+    api.sweep(_scenario(), "demand", [1.0], progress=seen,
+              options=api.SweepOptions(baselines=False, point_limit_s=5.0, first_pass_s=5.0))
+    assert not any(line.startswith("first look: ") for line in seen.lines)
+    assert [p["final"] for p in seen.partials] == [1]  # the rows still reach the job as each point lands
+
+
+def test_the_progress_is_a_share_of_the_time_still_expected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four points, a 20 s limit, a 2 s first look: while looking, every point counts its limit; after the look,
+    a point it proved counts what its look took, the others their limit less their look (the limit counts it); a
+    point solved as asked adds what it took
+    beyond that (its baselines) to each point still to come. ``JobRecord.time_left`` reads the fraction back as
+    that time left."""
+    now = [0.0]
+    monkeypatch.setattr(api_fanout, "time_now", lambda: now[0])
+    rows = api_fanout._SweepRows(4, None, 20.0)
+    rows.look = 2.0
+    proven, open_ = [{"status": "optimal"}], [{"status": "feasible"}]
+
+    def left() -> float:
+        f = rows.fraction()
+        return now[0] * (1 - f) / f
+
+    now[0] = 1.0
+    rows.land(0, proven, final=False, seconds=1.0)
+    assert left() == pytest.approx(3 * 2.0 + 1.0 + 3 * 20.0)  # 3 looks to come; ×0 proven in 1 s; 3 at their limit
+    for i, r in enumerate([open_, proven, open_], start=1):
+        now[0] += 2.0
+        rows.land(i, r, final=False, seconds=2.0)
+    assert left() == pytest.approx(1.0 + 18.0 + 2.0 + 18.0)  # an unproven point's limit counts its look
+    now[0] += 6.0
+    rows.land(0, proven, final=True, seconds=6.0)  # 5 s beyond its look: the baselines
+    assert left() == pytest.approx((18.0 + 5.0) + (2.0 + 5.0) + (18.0 + 5.0))
+
+
+def test_a_points_limit_counts_its_first_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point its first look did not prove is solved as asked within its limit less what the look took."""
+    asked: list[tuple[float, Any]] = []
+    real = api_fanout.sweep_point
+
+    def recorded(point: tuple[Any, ...], cancel: Any = None, warm: Any = None) -> list[dict[str, Any]]:
+        asked.append((point[2], point[4]))
+        rows = real(point, cancel, warm)
+        if point[4] == 7.0:  # the first look: said not proven, so that the point is solved again
+            rows = [{**rows[0], "status": "feasible"}, *rows[1:]]
+        return rows
+
+    monkeypatch.setattr(api_fanout, "sweep_point", recorded)
+    api.sweep(_scenario(), "demand", [1.0], options=api.SweepOptions(baselines=False, point_limit_s=600.0,
+                                                                     first_pass_s=7.0))
+    (x0, look), (x1, then) = asked
+    assert x0 == x1 == 1.0 and look == 7.0 and 600.0 - 7.0 <= then < 600.0

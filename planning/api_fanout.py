@@ -24,6 +24,7 @@ The rows so far go to the job's partial answer (``planning.context.plan_listener
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -194,30 +195,28 @@ def _sweep_here(points: list[tuple[Any, ...]], labels: list[str], opts: SweepOpt
     """The points one after another, here: the first look when asked (and shorter than the points' own limit),
     then each point as asked from its neighbours' columns, within what its limit leaves after its look; the rows
     so far to the job after each point, the progress as a share of the expected time (:class:`_SweepRows`)."""
-    import time
-
     limit = min(opts.point_limit_s or math.inf, limit_s)
     warm, shown = _Neighbours(), _SweepRows(len(points), plan_listener(progress), limit)
     look = opts.first_pass_s if opts.first_pass_s is not None and opts.first_pass_s < limit else None
     shown.look = look
     for i, point in enumerate(points if look is not None else ()):
         check_cancel(cancel, "sweep")
-        t0 = time.monotonic()
+        t0 = time_now()
         rows = sweep_point((*point[:3], False, look), cancel, warm)
-        shown.land(i, rows, final=False, seconds=time.monotonic() - t0)
+        shown.land(i, rows, final=False, seconds=time_now() - t0)
         if progress is not None:
             progress(shown.fraction(), f"first look: {labels[i]}")
     out = []
     for i, point in enumerate(points):
         check_cancel(cancel, "sweep")
-        t0 = time.monotonic()
+        t0 = time_now()
         known = shown.rows.get(i)  # the first look proved this point's plan: nothing more to do without baselines
         if known and known[0]["status"] == "optimal" and not point[3]:
             rows = known
         else:  # the point's time limit counts its first look too
             rows = sweep_point((*point[:4], max(0.05, limit - shown.spent.get(i, 0.0))) if i in shown.spent
                                else point, cancel, warm)
-        shown.land(i, rows, final=True, seconds=time.monotonic() - t0)
+        shown.land(i, rows, final=True, seconds=time_now() - t0)
         out.append(rows)
         if progress is not None:
             progress(shown.fraction(), labels[i])
@@ -230,10 +229,9 @@ class _SweepRows:
     its progress as a share of its expected time, so that the job's "about N s left" is the time still to come.
 
     What a point solved as asked probably takes: what its first look took when that look proved its plan (it is
-    proven again from its own columns), else its time limit less its look (an unproven look: the point will likely
-    run to it; its limit counts its look);
-    plus what the points solved so far took beyond that (their baselines), on average. A point not yet looked at
-    counts its time limit; a first look still to come, its limit."""
+    proven again from its own columns), else its time limit less its look (an unproven point likely runs to its
+    limit, which counts its look); plus, on average, what the points solved so far took beyond that (their
+    baselines). A point not yet looked at counts its time limit; a first look still to come, its own limit."""
 
     def __init__(self, points: int, listener: Any, limit_s: float) -> None:
         self.points, self.listener, self.limit_s = points, listener, limit_s
@@ -274,8 +272,6 @@ class _SweepRows:
 
 def time_now() -> float:
     """The clock a sweep's pace reads (a test moves it)."""
-    import time
-
     return time.monotonic()
 
 

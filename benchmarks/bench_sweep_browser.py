@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._load import Busy, load_line
-from benchmarks.bench_home_under_load import ARGS, CHROMIUM, _serve, _settled
+from benchmarks.bench_home_under_load import ARGS, CHROMIUM, _serve, _settled, open_preset
 
 TEN = "0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5"
 PLAN = "Plan (mixed templates)"  # ``api.PLAN_METHOD`` (spelled out: ``--done-only`` runs on trees without it)
@@ -47,11 +47,7 @@ def one_run(preset: str, factors: str, limit: float, shot: Path | None, done_onl
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            _settled(page)
-            page.get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name=preset, exact=True).click()
-            _settled(page)
+            open_preset(page, url, preset)
             page.get_by_role("button", name="Plan it").click()
             page.get_by_test_id("stMetric").filter(has_text="Cost per hour").wait_for(timeout=PLAN_TIMEOUT_MS)
             page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="What-if").first.click()

@@ -112,28 +112,20 @@ def test_a_failure_in_the_look_ahead_reaches_the_caller(small: Scenario, monkeyp
         run_timeline(small, _day(small, 1), options=OPTIONS, context=engine_context())
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_time_left_is_the_longer_part_and_the_line_says_both() -> None:
     """24 look-ahead steps beside 24 epochs: before a step is timed, the running first step counts at least what it
     has run; with 2 steps of 3 s and 12 epochs of 1 s done, the time left is max(22 × 3, 12 × 1), not their sum;
     the loop's line is said after the look-ahead's while both run, and alone once the look-ahead is done."""
-    clock, seen = Clock(), []
-    pace = Pace(lambda f, m: seen.append((f, m)), 24, lookahead_steps=24, horizon=3, clock=clock)
+    now, seen = [0.0], []
+    pace = Pace(lambda f, m: seen.append((f, m)), 24, lookahead_steps=24, horizon=3, clock=lambda: now[0])
     pace.lookahead_beside = True
     pace.lookahead_started("look-ahead (H=3): planning 24 epochs")
-    clock.now = 5.0
+    now[0] = 5.0
     pace.epoch_done(0.5, "planning hour 1 of 24")
     assert seen[-1][1] == "look-ahead (H=3): planning 24 epochs; beside it, myopic and baselines: planning hour 1 of 24"
     assert pace.left_s() == pytest.approx(24 * 5.0)  # the first step has run 5 s: no step is shorter than that
     for _ in range(2):
-        clock.now += 3.0
+        now[0] += 3.0
         pace.step_done("look-ahead (H=3): planning hour 2 of 24")
     pace.step_seconds, pace.epoch_seconds = [3.0, 3.0], [1.0] * 12
     assert pace.left_s() == pytest.approx(max(22 * 3.0, 12 * 1.0))

@@ -66,6 +66,15 @@ def _settled(page: Any, timeout: float = 180_000) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
 
 
+def open_preset(page: Any, url: str, preset: str, timeout: float = 180_000) -> None:
+    """Home at ``url`` with ``preset`` chosen in its first select box, the page settled (Plan it not pressed)."""
+    page.goto(url)
+    _settled(page, timeout)
+    page.get_by_test_id("stSelectbox").first.click()
+    page.get_by_role("option", name=preset, exact=True).click()
+    _settled(page, timeout)
+
+
 def _job_breakdown(home: str) -> str:
     """Where the click-to-KPIs time went, from the server's job store: queued → started → finished, and the
     solve's own first plan, allocation, baselines and total."""
@@ -94,11 +103,7 @@ def one_run(pw: Any, preset: str, warm_s: float) -> tuple[float, float, str]:
         context = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = context.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            _settled(page)
-            page.get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name=preset, exact=True).click()
-            _settled(page)
+            open_preset(page, url, preset)
             time.sleep(warm_s)  # the worker processes warm up at app start, as for a user reading the page
             start = time.monotonic()
             page.get_by_role("button", name="Plan it").click()

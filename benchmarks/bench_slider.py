@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._load import Busy, load_line
-from benchmarks.bench_home_under_load import ARGS, CHROMIUM, _serve, _settled
+from benchmarks.bench_home_under_load import ARGS, CHROMIUM, _serve, _settled, open_preset
 
 CAP_S = 1200.0  # a bound on a hang per wait, not on speed
 FAR_MOVES = (("Prices %", "End", "price_pct", 100.0), ("SLOs ×", "End", "slo", 2.0),
@@ -116,11 +116,7 @@ def session(pw: Any, preset: str, busy: int) -> dict[str, list[float]]:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(CAP_S * 1000)
-            page.goto(url)
-            _settled(page)
-            page.get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name=preset, exact=True).click()
-            _settled(page)
+            open_preset(page, url, preset)
             page.get_by_role("button", name="Plan it").click()
             page.get_by_test_id("stMetric").filter(has_text="Cost per hour").wait_for(timeout=CAP_S * 1000)
             page.get_by_test_id("stSidebarNav").get_by_role("link").filter(has_text="What-if").first.click()

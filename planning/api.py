@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planning.api_fanout import (
+    FIRST_PASS_S,
+    PLAN_METHOD,
     SWEEP_COLUMNS,
     SweepOptions,
     cached_plan,
@@ -111,6 +113,8 @@ if TYPE_CHECKING:
     from planning.sharing.result import SharingResult
 
 __all__ = [
+    "FIRST_PASS_S",
+    "PLAN_METHOD",
     "SOLVE_MODULES",
     "SWEEP_COLUMNS",
     "VARIANT_KINDS",

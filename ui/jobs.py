@@ -76,15 +76,16 @@ def library_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken)
 
 def sweep_request(scenario: Scenario, kind: str, values: list[float],
                   point_limit_s: float | None = None) -> dict[str, Any]:
-    """The job request for a cost-vs-demand or cost-vs-SLO sweep (``point_limit_s``: each point's time limit)."""
+    """The job request for a cost-vs-demand or cost-vs-SLO sweep (``point_limit_s``: each point's time limit),
+    with a first look at every point (``api.FIRST_PASS_S`` each) before the points are solved as asked."""
     return {"scenario": scenario.to_dict(), "kind": kind, "values": [float(v) for v in values],
-            "point_limit_s": point_limit_s, "engine": engine_fingerprint()}
+            "point_limit_s": point_limit_s, "first_pass_s": api.FIRST_PASS_S, "engine": engine_fingerprint()}
 
 
 def sweep_job(request: dict[str, Any], progress: ProgressFn, cancel: JobToken) -> dict[str, Any]:
-    """Run ``planning.api.sweep`` → ``{"rows": [...]}``."""
+    """Run ``planning.api.sweep`` → ``{"rows": [...]}``; the rows so far are the job's partial answer."""
     scenario = Scenario.from_dict(request["scenario"])
-    options = api.SweepOptions(point_limit_s=request.get("point_limit_s"))
+    options = api.SweepOptions(point_limit_s=request.get("point_limit_s"), first_pass_s=request.get("first_pass_s"))
     frame = api.sweep(scenario, request["kind"], request["values"], progress=progress, cancel=cancel,
                       options=options)
     cancel.check()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import re
 import uuid
@@ -170,6 +171,21 @@ def partial_plan(job_id: str) -> tuple[float, PlanResult] | None:
         return None
     found = read_partial(runner().store, job_id)
     return None if found is None else (found[0], _partial_result(job_id, *found))
+
+
+def partial_answer(job_id: str) -> dict[str, Any] | None:
+    """A running job's answer so far that is not a plan (a sweep's rows so far: ``{"rows", "final", "points"}``),
+    None when it has none, has ended, or this workspace may not see it."""
+    if find_job(job_id) is None:
+        return None
+    found = read_partial(runner().store, job_id)
+    return None if found is None else _partial_json(job_id, *found)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _partial_json(job_id: str, written: float, result_json: str) -> dict[str, Any]:
+    data = json.loads(result_json)
+    return data if isinstance(data, dict) else {}
 
 
 def partial_stamp(job_id: str) -> float | None:

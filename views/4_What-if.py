@@ -72,8 +72,9 @@ if run_variant:
 
 running = {label: jid for label, jid in {"base plan": base.id, **whatif_jobs, **sweep_jobs}.items()
            if (r := state.find_job(jid)) is not None and not r.is_terminal}
-if running:
-    widgets.live_jobs(running, key="whatif")
+if running:  # a running sweep's rows so far are drawn below: the page is drawn again as they come
+    sweeping = [jid for jid in sweep_jobs.values() if jid in running.values()]
+    widgets.live_jobs(running, key="whatif", watch=lambda: tuple(state.partial_stamp(j) for j in sweeping))
 
 # --- comparison ------------------------------------------------------------------------------------------------
 results: dict[str, PlanResult] = {}
@@ -138,7 +139,8 @@ with st.form("sweep_form"):
     values_text = cols[1].text_input("Factors k", "0.5, 1, 2, 4")
     point_limit = cols[2].number_input("Time limit per point (s)", min_value=0.0, value=0.0, step=10.0,
                                        help="0: the scenario's own limit. A point it stops keeps its best plan, "
-                                            "labelled with its proven gap under the chart.")
+                                            "labelled with its proven gap under the chart. It counts the point's "
+                                            "first look (a plan within a few seconds, drawn at once).")
     run_sweep = st.form_submit_button("Run sweep")
 if run_sweep:
     try:
@@ -154,17 +156,39 @@ if run_sweep:
             sweep_jobs[label] = state.submit("sweep", sweep_request(scenario, sweep_kind, values,
                                                                     point_limit or None), sweep_job)
             st.rerun()
+
+
+def _draw_sweep(label: str, job_id: str, kind: str, rows: list[dict[str, object]], so_far: str = "") -> None:
+    """A sweep's figure and what its points' solves did not prove (``so_far``: the rows of a running sweep)."""
+    st.markdown(f"**Sweep {label}{' (so far)' if so_far else ''}**")
+    if so_far:
+        st.info(so_far)
+    sweep = pd.DataFrame(rows, columns=api.SWEEP_COLUMNS)
+    sweep["cost_per_hour"] = pd.to_numeric(sweep["cost_per_hour"], errors="coerce")
+    st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{kind} ×k", title="Cost vs " + kind), width="stretch",
+                    key=f"sweep-{job_id}")
+    notes = api.sweep_notes(sweep)  # a point stopped by its time limit is labelled, never passed off as optimal
+    if notes:
+        st.caption("Not proven: " + "; ".join(notes))
+
+
 for label, job_id in reversed(list(sweep_jobs.items())):
     record = state.find_job(job_id)
-    if record is None or not record.is_terminal:
+    if record is None:
+        continue
+    if not record.is_terminal:  # its rows so far: every point's first look, then each point as it is solved
+        found = state.partial_answer(job_id)
+        if found and found.get("rows"):
+            done, points = int(found.get("final", 0)), int(found.get("points", 0))
+            plans = [row for row in found["rows"] if row.get("method") == api.PLAN_METHOD]
+            _draw_sweep(label, job_id, record.request["kind"], found["rows"],
+                        f"{sum(row.get('cost_per_hour') is not None for row in plans)} of {points} points planned "
+                        f"so far, {len(plans) - done} of them at a first look (a plan within {api.FIRST_PASS_S:g} s, "
+                        f"without baselines); {done} solved as asked. An open point is not proven: the optimum "
+                        "lies between it and the end of its whisker (what each proved is said under the chart). "
+                        "The chart is drawn again as the solves go on.")
         continue
     if record.status == "done" and record.result is not None:
-        st.markdown(f"**Sweep {label}**")
-        sweep = pd.DataFrame(record.result["rows"])
-        st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{record.request['kind']} ×k",
-                                          title="Cost vs " + record.request["kind"]), width="stretch", key=f"sweep-{job_id}")
-        notes = api.sweep_notes(sweep)  # a point stopped by its time limit is labelled, never passed off as optimal
-        if notes:
-            st.caption("Not proven: " + "; ".join(notes))
+        _draw_sweep(label, job_id, record.request["kind"], record.result["rows"])
     else:
         widgets.show_job_outcome(record)

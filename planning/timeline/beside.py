@@ -18,6 +18,14 @@ end still returns the look-ahead's schedule then, with the offline's proven boun
 
 A failure elsewhere (an error, the caller's cancel) sets the thread's own token: it stops at its next check and is
 not waited for (its HiGHS call ends by its time limit at the latest; the thread is a daemon).
+
+The look-ahead beside the epoch loop (round 22). When the day's detailed policy is myopic, its epoch loop (each
+hour's allocation ILP and the re-planned baselines) does not read the look-ahead's schedule either, and the
+look-ahead reads nothing of the loop: so the look-ahead runs on a second thread (:class:`Beside`) while the loop
+runs on the caller's. The look-ahead is mostly HiGHS (its step MILPs and group covers), which releases the GIL.
+What keeps the answers those planned one after another: a look-ahead step that falls back to a myopic epoch plans
+it apart from the loop (its own memo, never the loop's "last epoch planned"), so the loop's epochs are the ones it
+plans alone, whatever the look-ahead has done by then.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planning.context import CancelToken, Deadline
@@ -32,12 +41,9 @@ from planning.timeline import policies
 
 
 @dataclass
-class OfflineBeside:
-    """One offline MILP running on its own thread; :meth:`result` waits for it (re-raising what it raised)."""
+class Beside:
+    """One schedule computed on its own daemon thread; :meth:`join` waits for it (re-raising what it raised)."""
 
-    adapter: policies.HorizonAdapter
-    time_limit_s: float
-    mip_rel_gap: float
     token: Deadline
     started: float = field(default_factory=time.monotonic)
     _schedule: policies.Schedule | None = None
@@ -45,20 +51,59 @@ class OfflineBeside:
     _thread: threading.Thread | None = None
 
     @classmethod
-    def start(cls, adapter: policies.HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,
-              cancel: CancelToken | None) -> OfflineBeside:
-        """Start the offline MILP now, on a daemon thread, stopped by ``cancel`` or by :meth:`abandon`."""
-        job = cls(adapter, time_limit_s, mip_rel_gap, Deadline(math.inf, inner=cancel))
-        job._thread = threading.Thread(target=job._run, name="timeline-offline", daemon=True)
+    def run(cls, work: Callable[[CancelToken], policies.Schedule], *, name: str,
+            cancel: CancelToken | None) -> Beside:
+        """Start ``work(token)`` now on a daemon thread; ``token`` is set by ``cancel`` or by :meth:`abandon`."""
+        job = cls(Deadline(math.inf, inner=cancel))
+        job._thread = threading.Thread(target=job._run, args=(work,), name=name, daemon=True)
         job._thread.start()
         return job
 
-    def _run(self) -> None:
+    def _run(self, work: Callable[[CancelToken], policies.Schedule]) -> None:
         try:
-            self._schedule = policies.offline(self.adapter, time_limit_s=self.time_limit_s,
-                                              mip_rel_gap=self.mip_rel_gap, cancel=self.token)
+            self._schedule = work(self.token)
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             self._error = exc
+
+    def join(self) -> policies.Schedule:
+        """The schedule once the thread ends.
+
+        Raises
+        ------
+        Cancelled
+            The caller's cancel (or :meth:`abandon`) stopped it; any other error it raised.
+        """
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._schedule is not None
+        return self._schedule
+
+    def abandon(self) -> None:
+        """Stop the thread at its next check and do not wait for it (the day failed or was cancelled)."""
+        self.token.cancel()
+
+
+@dataclass
+class OfflineBeside:
+    """The offline MILP running on its own thread; :meth:`result` waits for it."""
+
+    adapter: policies.HorizonAdapter
+    thread: Beside
+
+    @property
+    def token(self) -> Deadline:
+        return self.thread.token
+
+    @classmethod
+    def start(cls, adapter: policies.HorizonAdapter, *, time_limit_s: float, mip_rel_gap: float,
+              cancel: CancelToken | None) -> OfflineBeside:
+        """Start the offline MILP now, on a daemon thread, stopped by ``cancel`` or by :meth:`abandon`."""
+        def work(token: CancelToken) -> policies.Schedule:
+            return policies.offline(adapter, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, cancel=token)
+
+        return cls(adapter, Beside.run(work, name="timeline-offline", cancel=cancel))
 
     def result(self, floor: policies.Schedule | None) -> policies.Schedule:
         """The offline schedule once the thread ends, never dearer than ``floor`` (the look-ahead's).
@@ -68,13 +113,21 @@ class OfflineBeside:
         Cancelled
             The caller's cancel stopped the offline MILP.
         """
-        assert self._thread is not None
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._schedule is not None
-        return policies.no_dearer(self.adapter, self._schedule, floor)
+        return policies.no_dearer(self.adapter, self.thread.join(), floor)
 
     def abandon(self) -> None:
         """Stop the thread at its next check and do not wait for it (the day failed or was cancelled)."""
-        self.token.cancel()
+        self.thread.abandon()
+
+
+def lookahead_beside(adapter: policies.HorizonAdapter, horizon: int, time_limit_s: float, mip_rel_gap: float, *,
+                     on_epoch: Callable[[int], None],
+                     myopic: Callable[[int, policies.Counts, CancelToken], policies.Counts],
+                     cancel: CancelToken | None) -> Beside:
+    """The look-ahead started now on a thread beside the epoch loop; ``myopic(t, prev, token)`` plans a step's
+    fallback epoch apart from the loop (``_Runs.myopic_epoch(..., apart=True)``)."""
+    def work(token: CancelToken) -> policies.Schedule:
+        return policies.lookahead(adapter, horizon, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap,
+                                  myopic=lambda t, prev: myopic(t, prev, token), cancel=token, on_epoch=on_epoch)
+
+    return Beside.run(work, name="timeline-lookahead", cancel=cancel)

@@ -17,6 +17,10 @@ what is known of the rest:
   and its baselines' answers) is timed apart from those with a new problem, and counts nothing until one is
   timed (the first epoch, from nothing running, is a new problem: counting the day's repeats at its time put the
   estimate 3.7x over).
+- with the day's detailed policy myopic, the look-ahead runs on a thread beside the epoch loop
+  (``planning.timeline.beside.lookahead_beside``): the longer of their two rests, not their sum; until its first
+  step is timed, that step counts at least what it has run (the loop's short epochs are no guide to it), and the
+  progress line says the look-ahead's step and, after it, the loop's hour.
 
 Fed back through the linear reading above, f gives exactly that left. ``tick`` reports again on a timer while
 the offline MILP runs (it has no progress of its own), so the estimate follows the clock there.
@@ -55,8 +59,10 @@ class Pace:
     offline_started: float | None = None
     offline_done: bool = False
     offline_beside: bool = False  # the offline MILP runs on a thread beside the rest (``planning.timeline.beside``)
+    lookahead_beside: bool = False  # the look-ahead runs on a thread beside the epoch loop (``beside.Beside``)
     mark: float | None = None  # when the current look-ahead step began
     message: str = ""
+    loop_message: str = ""  # with the look-ahead beside the loop: the loop's last line, said after the look-ahead's
 
     def __post_init__(self) -> None:
         if self.start != self.start:  # NaN: the run starts now
@@ -68,9 +74,12 @@ class Pace:
         steps = self.step_seconds + self.epoch_seconds
         unit = sum(steps) / len(steps) if steps else 0.0
         step = sum(self.step_seconds) / len(self.step_seconds) if self.step_seconds else unit
+        if not self.step_seconds and self.mark is not None and self.lookahead_steps:  # the first step runs longer
+            step = max(step, self.clock() - self.mark)
         epoch = (sum(self.epoch_seconds) / len(self.epoch_seconds) if self.epoch_seconds
                  else step / self.horizon if self.step_seconds else unit)
-        rest = (self.lookahead_steps - len(self.step_seconds)) * step + self._loop_left(epoch)
+        ahead, loop = (self.lookahead_steps - len(self.step_seconds)) * step, self._loop_left(epoch)
+        rest = max(ahead, loop) if self.lookahead_beside else ahead + loop
         offline = 0.0
         if self.offline_limit_s > 0 and not self.offline_done:
             ran = 0.0 if self.offline_started is None else self.clock() - self.offline_started
@@ -91,7 +100,10 @@ class Pace:
     def fraction(self) -> float:
         """spent / (spent + left), within (0, 1): what ``JobRecord.time_left`` turns back into ``left``."""
         spent = max(0.0, self.clock() - self.start)
-        total = spent + self.left_s()
+        left = self.left_s()
+        if not self.step_seconds and not self.epoch_seconds and (self.lookahead_steps or self.epochs):
+            left = max(left, spent)  # nothing timed yet: the rest is unknown, said to take no less than the templates
+        total = spent + left
         return min(0.99, max(0.01, spent / total)) if total > 0 else 0.01
 
     # ------------------------------------------------------------------ events
@@ -100,7 +112,8 @@ class Pace:
         if message is not None:
             self.message = message
         if self.progress is not None:
-            self.progress(self.fraction(), self.message)
+            both = self.lookahead_beside and self.loop_message and self.message != self.loop_message
+            self.progress(self.fraction(), f"{self.message}; beside it, {self.loop_message}" if both else self.message)
 
     def lookahead_started(self, message: str) -> None:
         """The look-ahead steps start now."""
@@ -112,12 +125,19 @@ class Pace:
         now = self.clock()
         self.step_seconds.append(now - (self.start if self.mark is None else self.mark))
         self.mark = now
+        if len(self.epoch_seconds) >= self.epochs:  # the loop beside is done: its last line is said no more
+            self.loop_message = ""
         self.report(message)
 
     def epoch_done(self, seconds: float, message: str) -> None:
         """An epoch of the detailed loop took ``seconds``."""
         self.epoch_seconds.append(seconds)
-        self.report(message)
+        if self.lookahead_beside and len(self.step_seconds) < self.lookahead_steps:  # said after the look-ahead's
+            self.loop_message = f"myopic and baselines: {message}"
+            self.report()
+        else:
+            self.loop_message = ""
+            self.report(message)
 
     def offline_beside_started(self) -> None:
         """The offline MILP started now on a thread beside the look-ahead and the loop: the time left is the

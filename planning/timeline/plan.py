@@ -66,6 +66,8 @@ class TimelineOptions:
     # with the look-ahead first: the offline MILP on a thread beside it and the loop (``planning.timeline.beside``);
     # False: after the look-ahead, on this thread, its pairs in the offline's ILP
     offline_beside: bool = True
+    # with myopic first: the look-ahead on a thread beside the epoch loop (``beside.Beside``); False: before it
+    lookahead_beside: bool = True
     # epochs that do not chain (K = 0, myopic): each distinct problem solved once, on this many processes (1: here)
     # or as Ray tasks (backend "ray"; None: the default backend); ``planning.timeline.fanout``
     workers: int = 1
@@ -255,8 +257,9 @@ def run_timeline(scenario: Scenario, demand: Sequence[DemandSeries], *, availabi
         timings["epochs_seconds"] = time.perf_counter() - t0
         runs.finish(pace, horizon)
     except BaseException:
-        if runs.beside is not None:
-            runs.beside.abandon()
+        for part in (runs.beside, runs.ahead):
+            if part is not None:
+                part.abandon()
         raise
     notes.extend(n for sch in runs.schedules.values() for n in sch.notes)
     epochs = _compare_policies(prep, runs, epochs, hz, horizon)
@@ -415,10 +418,16 @@ class _Runs:
     memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)
     last: tuple[int, engine.EpochSolve] | None = None  # the last myopic epoch planned and its plan
     beside: Any = None  # the offline MILP running on a thread (``beside.OfflineBeside``), until ``finish``
+    ahead: Any = None  # the look-ahead running on a thread beside the loop (``beside.Beside``), until ``finish``
+    ahead_memo: dict[tuple[object, ...], engine.EpochSolve] = field(default_factory=dict)  # its myopic fallbacks
 
     def finish(self, pace: Pace, horizon: int) -> None:
         """Wait for the offline MILP running beside (reported on a timer while waited for) and keep its schedule,
-        never dearer than the look-ahead's."""
+        never dearer than the look-ahead's; the look-ahead's first when it runs beside the loop."""
+        if self.ahead is not None:
+            self.schedules["lookahead"] = self.ahead.join()
+            self.ahead = None
+            self.schedules = {p: self.schedules[p] for p in self.opts.policies if p in self.schedules}
         if self.beside is None:
             return
         label = policies.policy_label("offline", horizon)
@@ -442,19 +451,23 @@ class _Runs:
         return policies.fixed_epoch(self.prep, self.scns[e], self.groups[e], sch.counts[e], prev, status, sch.gap,
                                     sch.seconds / max(1, len(sch.counts)))
 
-    def myopic_epoch(self, e: int, prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve:
+    def myopic_epoch(self, e: int, prev: Mapping[tuple[str, str], int], *, apart: bool = False,
+                     cancel: CancelToken | None = None) -> engine.EpochSolve:
         """Epoch ``e``'s allocation ILP with ``prev`` running; an epoch with the same rates, availability and
-        running instances as one solved before (a repeated day settles into the same hours) reuses its answer."""
+        running instances as one solved before (a repeated day settles into the same hours) reuses its answer.
+        ``apart``: a fallback of the look-ahead running beside the loop, with its own memo and never held."""
         from planning.timeline.fanout import epoch_key
 
         key = (epoch_key(self.scns[e], self.groups[e]), tuple(sorted(prev.items())))
-        solved = self.memo.get(key)
+        memo = self.ahead_memo if apart else self.memo
+        solved = memo.get(key)
         if solved is None:
-            solved = self._held(e, prev) or engine.solve_epoch_alone(
+            solved = (None if apart else self._held(e, prev)) or engine.solve_epoch_alone(
                 self.prep, replace(self.scns[e], current=engine.current_of(prev)), self.groups[e],
-                goodput_fallback=self.opts.goodput_fallback, cancel=self.cancel)
-            self.memo[key] = solved
-        self.last = (e, solved)
+                goodput_fallback=self.opts.goodput_fallback, cancel=cancel or self.cancel)
+            memo[key] = solved
+        if not apart:
+            self.last = (e, solved)
         return solved
 
     def _held(self, e: int, prev: Mapping[tuple[str, str], int]) -> engine.EpochSolve | None:
@@ -538,6 +551,14 @@ def _policy_schedules(prep: engine.Prepared, design: Scenario, hz: loop.Horizon,
 
             def step(t: int, label: str = label) -> None:
                 pace.step_done(f"{label}: {planning_period(t + 1, len(scns), hours)}")
+            if opts.policies[0] == "myopic" and opts.lookahead_beside:  # beside the loop (``beside.Beside``)
+                from planning.timeline.beside import lookahead_beside
+
+                def apart(t: int, prev: dict[tuple[str, str], int], token: CancelToken) -> dict[tuple[str, str], int]:
+                    return dict(runs.myopic_epoch(t, prev, apart=True, cancel=token).counts)
+                runs.ahead = lookahead_beside(adapter, horizon, limit, gap, on_epoch=step, myopic=apart, cancel=cancel)
+                pace.lookahead_beside = True
+                continue
             runs.schedules[p] = policies.lookahead(adapter, horizon, time_limit_s=limit, mip_rel_gap=gap,
                                                    myopic=myopic, cancel=cancel, on_epoch=step)
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -140,7 +142,9 @@ def sweep_figure(
     """Cost per hour against a swept parameter, one line per method (Mélange Fig. 9 style).
 
     The plan (mixed GPUs) is drawn thick; each single-GPU baseline thin. A missing point (NaN cost)
-    means the method is infeasible there, so its line stops.
+    means the method is infeasible there, so its line stops. With ``status`` and ``proven_gap`` columns (a sweep's
+    frame), a plan point not proven optimal is drawn open, with a whisker down to its proven bound
+    (cost × (1 − gap): the optimum lies between the two).
 
     Parameters
     ----------
@@ -166,7 +170,8 @@ def sweep_figure(
     if is_empty(df):
         return empty_figure("No sweep points yet: run a sweep.", title)
     require_columns(df, SWEEP_COLUMNS, "sweep_figure")
-    data = df[list(SWEEP_COLUMNS)].copy()
+    proofs = [c for c in ("status", "proven_gap") if c in df.columns]
+    data = df[list(SWEEP_COLUMNS) + proofs].copy()
     data["cost_per_hour"] = pd.to_numeric(data["cost_per_hour"], errors="coerce")
     methods = _ordered(data["method"])
     plan = plan_method if plan_method in methods else methods[0]
@@ -187,7 +192,7 @@ def sweep_figure(
                     "width": 4 if is_plan else 1.5,
                     "dash": "solid" if is_plan else "dash",
                 },
-                marker={"size": 8 if is_plan else 6},
+                **(_unproven(part) if is_plan and len(proofs) == 2 else {"marker": {"size": 8 if is_plan else 6}}),
                 connectgaps=False,
                 customdata=part["cost_per_hour"] * HOURS_PER_MONTH,
                 hovertemplate=(f"{method}<br>{x_title} %{{x}}<br>$%{{y:,.2f}}/h, "
@@ -202,3 +207,13 @@ def sweep_figure(
         legend={"title": {"text": "method"}},
     )
     return fig
+
+
+def _unproven(part: pd.DataFrame) -> dict[str, Any]:
+    """The plan trace's open markers and whiskers down to the proven bound where its points are not proven optimal."""
+    gap = pd.to_numeric(part["proven_gap"], errors="coerce").fillna(0.0).clip(0.0, 1.0)
+    open_ = (part["status"].astype(str) != "optimal") & part["cost_per_hour"].notna()
+    down = (part["cost_per_hour"] * gap).where(open_, 0.0).fillna(0.0)
+    return {"marker": {"size": 8, "symbol": ["circle-open" if o else "circle" for o in open_]},
+            "error_y": {"type": "data", "symmetric": False, "array": [0.0] * len(part),
+                        "arrayminus": down.tolist(), "thickness": 1.5, "width": 5}}

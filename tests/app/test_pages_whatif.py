@@ -346,3 +346,50 @@ def test_a_position_still_being_proven_shows_its_own_best_plan_so_far(
     assert "The best plan found so far" not in texts(at)
     assert next(m for m in at.metric if m.label == "Status").value == "optimal"
     store.close()
+
+
+def test_a_running_sweep_draws_its_rows_so_far(planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 (round 22): a sweep job hands its rows so far to the job store (``ProgressWriter.plan``, as
+    ``api.sweep`` does after each point); the page draws them, said to be a first look and how many points are
+    solved as asked, while the job runs, and the final figure once it ends. The job publishes and then waits for
+    the test: no clock, no race."""
+    import ui.jobs
+
+    opened = threading.Event()
+    real = ui.jobs.sweep_job
+
+    def published_then_held(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        assert request["first_pass_s"] == api.FIRST_PASS_S  # the page asks for a first look
+        row = {"x": 1.0, "method": api.PLAN_METHOD, "cost_per_hour": 30.5, "served_fraction": 1.0, "feasible": True,
+               "status": "feasible", "proven_gap": 0.031, "proof": "within 3.10% of the optimum (proven gap)"}
+        progress.plan({"rows": [row], "final": 0, "points": 2})
+        while not opened.wait(0.01):
+            cancel.check()
+        return real(request, lambda f, m="": progress(f, m), cancel)
+
+    monkeypatch.setattr(ui.jobs, "sweep_job", published_then_held)
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    next(t for t in at.text_input if t.label == "Factors k").set_value("1, 2")
+    try:
+        next(b for b in at.button if b.label == "Run sweep").click()
+        at.run()
+        (label, job_id), = dict(at.session_state["sweep_jobs"]).items()
+        store = JobStore(planning_home / "jobs.sqlite")
+        from planning.jobs.partials import read_partial
+
+        for _ in range(2000):  # the job's first row reaches the store (an event the test waits for, not a time)
+            if read_partial(store, job_id) is not None:
+                break
+            threading.Event().wait(0.01)
+        store.close()
+        at.run()
+        assert not at.exception
+        shown = texts(at)
+        assert f"Sweep {label} (so far)" in shown
+        assert "1 of 2 points planned so far, 1 of them at a first look" in shown and "0 solved as asked" in shown
+        assert any("plan at ×1: within 3.10% of the optimum (proven gap)" in str(c.value) for c in at.caption)
+    finally:
+        opened.set()  # never leave the job held (the suite would wait for its thread)
+    assert wait_for_job(planning_home, job_id) == "done"
+    at.run()
+    assert not at.exception and f"Sweep {label} (so far)" not in texts(at) and f"Sweep {label}" in texts(at)

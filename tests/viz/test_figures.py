@@ -327,3 +327,18 @@ def test_every_figure_function_has_an_explanation_and_the_glossary_is_complete()
     assert explain("pipeline_figure") == EXPLANATIONS["pipeline_figure"]
     with pytest.raises(UnknownIdError, match="TTFT"):
         explain("TTTF")
+
+
+def test_sweep_figure_draws_an_unproven_plan_point_open_with_a_whisker_to_its_bound() -> None:
+    """A sweep point whose plan is not proven optimal (a first look's, or one its time limit stopped): open marker,
+    whisker down to cost × (1 − proven gap); a proven point solid, no whisker; a baseline line untouched."""
+    plan = "Plan (mixed templates)"
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0, 1.0], "method": [plan, plan, plan, "single:L4"],
+                       "cost_per_hour": [10.0, 20.0, None, 12.0],
+                       "status": ["optimal", "feasible", "time_limit", "proven"],
+                       "proven_gap": [0.0, 0.25, None, None]})
+    fig = sweep_figure(df, "demand ×", plan_method=plan)
+    drawn = next(t for t in fig.data if t.name == plan)
+    assert list(drawn.marker.symbol) == ["circle", "circle-open", "circle"]  # no plan at ×3: nothing drawn open
+    assert list(drawn.error_y.arrayminus) == [0.0, pytest.approx(5.0), 0.0]
+    assert next(t for t in fig.data if t.name == "single:L4").error_y.arrayminus is None

@@ -72,9 +72,9 @@ if run_variant:
 
 running = {label: jid for label, jid in {"base plan": base.id, **whatif_jobs, **sweep_jobs}.items()
            if (r := state.find_job(jid)) is not None and not r.is_terminal}
-if running:  # a running sweep's rows so far are drawn below: the page is drawn again as they come
-    sweeping = [jid for jid in sweep_jobs.values() if jid in running.values()]
-    widgets.live_jobs(running, key="whatif", watch=lambda: tuple(state.partial_stamp(j) for j in sweeping))
+if running:  # a running variant's best plan and a sweep's rows so far are drawn below: drawn again as they come
+    partial = [jid for jid in (*whatif_jobs.values(), *sweep_jobs.values()) if jid in running.values()]
+    widgets.live_jobs(running, key="whatif", watch=lambda: tuple(state.partial_stamp(j) for j in partial))
 
 # --- comparison ------------------------------------------------------------------------------------------------
 results: dict[str, PlanResult] = {}
@@ -90,6 +90,9 @@ for label, job_id in whatif_jobs.items():
     elif record.is_terminal:
         st.caption(f"Variant **{label}**:")
         widgets.show_job_outcome(record)
+    elif (found := state.partial_plan(job_id)) is not None:  # still proven: its best plan so far, said so
+        st.caption(f"Variant **{label}** (still being planned):")
+        widgets.best_so_far(found[1])
 
 if len(results) > 0:
     st.subheader("Variants side by side")

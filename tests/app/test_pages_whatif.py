@@ -393,3 +393,46 @@ def test_a_running_sweep_draws_its_rows_so_far(planning_home: Path, monkeypatch:
     assert wait_for_job(planning_home, job_id) == "done"
     at.run()
     assert not at.exception and f"Sweep {label} (so far)" not in texts(at) and f"Sweep {label}" in texts(at)
+
+
+def test_a_running_variant_shows_its_best_plan_so_far(planning_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 §5 (round 22): a variant whose solve has a plan but no proof yet shows that plan in a box saying so
+    (never among the finished variants side by side); the proven one replaces it when the job ends. The job
+    publishes its answer as a partial one first and then waits for the test: no clock, no race."""
+    import ui.jobs
+    from planning.jobs.partials import read_partial
+
+    opened = threading.Event()
+    real = ui.jobs.near_job
+
+    def published_then_held(request: dict[str, Any], progress: Any, cancel: Any) -> dict[str, Any]:
+        out = real(request, lambda f, m="": progress(f, m), cancel)  # a plain progress: no partial of its own
+        progress.plan({**out, "status": "feasible", "mip_gap": 0.0123})
+        while not opened.wait(0.01):
+            cancel.check()
+        return out
+
+    monkeypatch.setattr(ui.jobs, "near_job", published_then_held)
+    at, _ = planned(planning_home, page="views/4_What-if.py")
+    store = JobStore(planning_home / "jobs.sqlite")
+    try:
+        next(b for b in at.button if b.label == "Run variant").click()  # default: demand ×2, all models
+        at.run()
+        job = dict(at.session_state["whatif_jobs"])["demand ×2 (all models)"]
+        for _ in range(6000):  # the job's partial plan reaches the store (an event waited for, not a time)
+            if read_partial(store, job) is not None:
+                break
+            threading.Event().wait(0.01)
+        at.run()
+        assert not at.exception
+        shown = texts(at)
+        assert "Variant **demand ×2 (all models)** (still being planned):" in shown
+        assert "Best plan found so far" in shown and "feasible (gap 1.23%)" in shown
+        assert not at.dataframe or "demand ×2 (all models)" not in set(at.dataframe[0].value["variant"])
+    finally:
+        opened.set()  # never leave the job held (the suite would wait for its thread)
+    assert wait_for_job(planning_home, job) == "done"
+    store.close()
+    at.run()
+    assert not at.exception and "(still being planned)" not in texts(at)
+    assert "demand ×2 (all models)" in set(at.dataframe[0].value["variant"])

@@ -38,6 +38,7 @@ from planning.parallel import FanOut, fan_out, resolve_backend
 from planning.pipeline import Reuse
 from planning.relations import BasePlan, Relation, relate
 from planning.result import BaselineSummary, PlanResult
+from planning.safeio import json_safe
 from planning.scenario import Scenario
 from planning.whatif import Variant, apply_variants, label
 
@@ -196,9 +197,8 @@ def _sweep_here(points: list[tuple[Any, ...]], labels: list[str], opts: SweepOpt
     then each point as asked from its neighbours' columns, within what its limit leaves after its look; the rows
     so far to the job after each point, the progress as a share of the expected time (:class:`_SweepRows`)."""
     limit = min(opts.point_limit_s or math.inf, limit_s)
-    warm, shown = _Neighbours(), _SweepRows(len(points), plan_listener(progress), limit)
     look = opts.first_pass_s if opts.first_pass_s is not None and opts.first_pass_s < limit else None
-    shown.look = look
+    warm, shown = _Neighbours(), _SweepRows(len(points), plan_listener(progress), limit, look)
     for i, point in enumerate(points if look is not None else ()):
         check_cancel(cancel, "sweep")
         t0 = time_now()
@@ -233,11 +233,11 @@ class _SweepRows:
     limit, which counts its look); plus, on average, what the points solved so far took beyond that (their
     baselines). A point not yet looked at counts its time limit; a first look still to come, its own limit."""
 
-    def __init__(self, points: int, listener: Any, limit_s: float) -> None:
+    def __init__(self, points: int, listener: Any, limit_s: float, look: float | None = None) -> None:
         self.points, self.listener, self.limit_s = points, listener, limit_s
         self.rows: dict[int, list[dict[str, Any]]] = {}
         self.final = 0
-        self.look: float | None = None  # the first look's limit per point (None: no first look)
+        self.look = look  # the first look's limit per point (None: no first look)
         self.looked: dict[int, float] = {}  # point → what its first look took, when the look proved its plan
         self.spent: dict[int, float] = {}  # point → what its first look took (counted against the point's limit)
         self.extra: list[float] = []  # per point solved as asked: its time beyond what was expected of it
@@ -257,9 +257,8 @@ class _SweepRows:
         self.rows[i] = rows
         self.final += bool(final)
         if self.listener is not None:
-            every = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
-                     for j in sorted(self.rows) for row in self.rows[j]]
-            self.listener({"rows": every, "final": self.final, "points": self.points})
+            every = [row for j in sorted(self.rows) for row in self.rows[j]]
+            self.listener(json_safe({"rows": every, "final": self.final, "points": self.points}))
 
     def fraction(self) -> float:
         """spent / (spent + left), within [0.01, 0.99] (what ``JobRecord.time_left`` turns back into left)."""

@@ -167,7 +167,6 @@ def _draw_sweep(label: str, job_id: str, kind: str, rows: list[dict[str, object]
     if so_far:
         st.info(so_far)
     sweep = pd.DataFrame(rows, columns=api.SWEEP_COLUMNS)
-    sweep["cost_per_hour"] = pd.to_numeric(sweep["cost_per_hour"], errors="coerce")
     st.plotly_chart(viz.sweep_figure(sweep, x_title=f"{kind} ×k", title="Cost vs " + kind), width="stretch",
                     key=f"sweep-{job_id}")
     notes = api.sweep_notes(sweep)  # a point stopped by its time limit is labelled, never passed off as optimal

@@ -125,8 +125,7 @@ def test_the_progress_is_a_share_of_the_time_still_expected(monkeypatch: pytest.
     that time left."""
     now = [0.0]
     monkeypatch.setattr(api_fanout, "time_now", lambda: now[0])
-    rows = api_fanout._SweepRows(4, None, 20.0)
-    rows.look = 2.0
+    rows = api_fanout._SweepRows(4, None, 20.0, look=2.0)
     proven, open_ = [{"status": "optimal"}], [{"status": "feasible"}]
 
     def left() -> float:

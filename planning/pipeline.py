@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from planning.allocate.certify import Allocation, allocation_problem, baseline_problem, solve_certified
 from planning.allocate.incumbent import Anytime
 from planning.allocate.ondemand_sets import SingleRows
-from planning.allocate.problem import AllocationProblem
+from planning.allocate.problem import AllocationProblem, AllocationResult
 from planning.allocate.warm import WarmStart
 from planning.assemble import build_plan_result, time_limit_result
 from planning.baselines.memo import BaselineMemo
@@ -243,6 +243,7 @@ def _plan_steps(scenario: Scenario, ctx: EngineContext, run: _Run, deadline: Dea
     objective = scenario.objective
     anytime = Anytime(served=objective.kind == "served",
                       budget=objective.budget_per_hour if objective.kind == "cost" else None, on_change=where.emit)
+    anytime.shown = _bill_hour(resolved)
     where.anytime = anytime
     if run.on_plan is not None:
         anytime.on_change = _Publisher(run.on_plan, ctx, resolved, anytime, where.emit)
@@ -386,6 +387,16 @@ def _anytime_stats(anytime: Anytime) -> dict[str, float]:
     if math.isfinite(anytime.bound):
         out["anytime_bound"] = anytime.bound
     return out
+
+
+def _bill_hour(resolved: ResolvedScenario) -> Callable[[AllocationResult], float]:
+    """The $/h a plan's bill shows for an allocation (:func:`planning.assemble.build_plan_result` then
+    :attr:`planning.result.PlanResult.bill`'s design hour: provisioning + KV transfer + committed), for the
+    progress line's "best plan $X/h" to say the figure the best-so-far box says."""
+    from planning.finance.accounting import committed_per_hour
+
+    committed = committed_per_hour(resolved.offers)
+    return lambda alloc: float(alloc.cost_per_hour or 0.0) + float(alloc.transfer_per_hour) + committed
 
 
 @dataclass

@@ -77,6 +77,11 @@ class Anytime:
     on_change:
         Called (no arguments) whenever the incumbent or the bound moves; the pipeline then re-reports its step
         with :meth:`summary` appended.
+
+    ``shown`` (set by the caller) maps a plan to the $/h its bill shows (provisioning + KV transfer + committed,
+    :func:`planning.billing.bill_of`'s design hour), so the progress line names the figure the plan's box and KPIs
+    show, not the objective (which adds the initialisation penalty, a device of the optimisation, not a cost).
+    Without it the summary shows the objective's value, named as such.
     """
 
     def __init__(self, served: bool = False, budget: float | None = None,
@@ -90,6 +95,7 @@ class Anytime:
         self.first_plan_s: float | None = None
         self.history: list[tuple[float, float, float]] = []  # (seconds, incumbent value, bound)
         self.on_change = on_change
+        self.shown: Callable[[AllocationResult], float] | None = None
 
     # ------------------------------------------------------------------------------------------ updates
     def offer(self, alloc: AllocationResult, sets: Sequence[TemplateSet], masks: Sequence[np.ndarray] | None,
@@ -145,10 +151,16 @@ class Anytime:
         return proven_gap(self.value, self.bound) if self.best is not None else None
 
     def summary(self) -> str:
-        """"best plan $81.79/h, gap 2.9 %" (or "α 97.1 %"), "no plan yet"."""
+        """"best plan $81.79/h, gap 2.9 %" (or "α 97.1 %"), "no plan yet"; the $/h is :attr:`shown`'s figure,
+        the bill's, or "objective $X/h" without it."""
         if self.best is None:
             return "no plan yet"
-        what = f"α {-self.best.value:.1%}" if self.served else f"${self.best.value:,.2f}/h"
+        if self.served:
+            what = f"α {-self.best.value:.1%}"
+        elif self.shown is not None:
+            what = f"${self.shown(self.best.alloc):,.2f}/h"
+        else:
+            what = f"objective ${self.best.value:,.2f}/h"
         gap = self.gap()
         return f"best plan {what}, " + (f"gap {gap:.1%}" if gap is not None else "gap not yet bounded")
 

@@ -349,11 +349,25 @@ def _new_highs(model: MatrixModel, cost: np.ndarray, relax: bool) -> Any:
     return h
 
 
+LEAN = {"mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
+"""HiGHS's options for ``AllocationProblem.lean`` (the baselines' ILPs): no sub-MIP heuristics (RINS, RENS). The
+baselines' part ILPs are small (9-50 rows over 80-1,135 template columns in coral-extended) and their root node spent
+most of its time in sub-MIPs (one single:A100-80G part: 2.8 s of HiGHS, 1.6 s of it in 90 sub-MIPs). Without them
+the baseline ILPs of a cold coral-extended, replayed alone, take 5.7 CPU-s instead of 9.5 (catalog-wide 8.9 instead
+of 9.8), every baseline with its recorded answer (``benchmarks/bench_baseline_work.py``). Restarts off as well cut
+coral-extended's to 4.0 CPU-s but moved single:L40S to another plan within its 0.1 % gap: not taken
+(docs/benchmarks.md, round 23)."""
+
+
 def stop_rules(h: Any, problem: Any) -> None:
-    """Give HiGHS ``problem``'s stops besides its time limit: ``improving_limit`` (``mip_max_improving_sols``) and
-    ``node_limit`` (``mip_max_nodes``), both counted in work, so the same on every machine; and ``stop``, a token
+    """Give HiGHS ``problem``'s search options (:data:`LEAN` when ``problem.lean``) and stops besides its time
+    limit: ``improving_limit`` (``mip_max_improving_sols``) and ``node_limit`` (``mip_max_nodes``), both counted in
+    work, so the same on every machine; and ``stop``, a token
     HiGHS's MIP interrupt callback checks (a wall-clock safety net on planning.context's clock: when it is set,
     HiGHS returns its incumbent with model status "Interrupted by user")."""
+    if getattr(problem, "lean", False):
+        for name, value in LEAN.items():
+            h.setOptionValue(name, value)
     if problem.improving_limit is not None:
         h.setOptionValue("mip_max_improving_sols", int(problem.improving_limit))
     if problem.node_limit is not None:

@@ -118,7 +118,7 @@ def from_allocation(name: str, problem: AllocationProblem, note_ok: str, cancel:
     def bounded(objective: Objective, nodes: int) -> AllocationProblem:
         check_cancel(cancel, f"baseline {name}")
         return replace(problem, objective=objective, time_limit_s=time_left(cancel, problem.time_limit_s),
-                       node_limit=nodes, stop=CancelFlag(limits.safety_s), settle_stall=True)
+                       node_limit=nodes, stop=CancelFlag(limits.safety_s), settle_stall=True, lean=True)
 
     cost_problem = bounded("cost", limits.nodes)
     inst = build_instance(cost_problem)  # pruned and indexed once for both ILPs (they differ in objective only)

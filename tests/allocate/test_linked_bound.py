@@ -122,3 +122,37 @@ def test_an_unproven_plan_is_not_called_optimal(monkeypatch: pytest.MonkeyPatch)
     inst, parts = _alone(p)
     out, _ = linked.settle(inst, parts, 0.0, 0.0)
     assert out is None or not out.closed
+
+
+def test_twin_parts_share_highs_answers_but_keep_their_own_plans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two models with the same templates, demand and offers give byte-identical part ILPs; the settle solves such a
+    model once (``_Clock.answers``) but each part keeps its own groups' plan: the joint optimum, every group served
+    (a memo that handed back the twin's plan made catalog-wide's baselines 15-20 % "cheaper" by serving one twin
+    twice; caught by ``bench_baseline_work``)."""
+    def tpl(group: str, shape: str) -> TemplateOption:
+        return TemplateOption(f"{group}-{shape}", group, {shape: 1}, {group: 10.0})
+
+    templates = tuple(tpl(g, s) for g in ("a", "b", "c") for s in ("1xA", "1xB"))
+    offers = (Offer("r", "1xA", 1.0, 2), Offer("r", "1xB", 3.0, 9))
+    classes = tuple(WorkloadClass(g, g, 15.0) for g in "abc")  # each wants 2 nodes: 1xA for two of them at most
+    calls = {"part": 0, "highs": 0}
+    part_solve, highs_part = linked._part_solve, linked._highs_part
+
+    def counting_part(*a: object, **k: object) -> object:
+        calls["part"] += 1
+        return part_solve(*a, **k)  # type: ignore[arg-type]
+
+    def counting_highs(*a: object, **k: object) -> object:
+        calls["highs"] += 1
+        return highs_part(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(linked, "_part_solve", counting_part)
+    monkeypatch.setattr(linked, "_highs_part", counting_highs)
+    p = AllocationProblem(templates, offers, classes, mip_rel_gap=0.0)
+    fast = solve_allocation(p, diagnose=False)
+    joint = solve_allocation(replace(p, decompose=False), diagnose=False)
+    assert fast.status == joint.status == "optimal"
+    assert fast.total_per_hour == pytest.approx(joint.total_per_hour, rel=1e-9)
+    assert all(fast.served[g] >= 1 - 1e-9 for g in "abc")  # every twin served, none twice
+    assert _fits(p, fast.nodes_used)
+    assert calls["part"] > calls["highs"] > 0  # some twin's ILP came from the memo

@@ -257,12 +257,14 @@ def test_anytime_keeps_only_better_plans_within_the_budget() -> None:
     assert a.summary() == "no plan yet" and a.gap() is None
     assert not a.offer(plan(12.0), [], None, "over the budget")
     assert a.offer(plan(9.0), [], None, "first") and not a.offer(plan(9.5), [], None, "worse")
-    assert a.summary() == "best plan $9.00/h, gap not yet bounded"
+    assert a.summary() == "best plan objective $9.00/h, gap not yet bounded"  # named: it is not the bill
+    a.shown = lambda alloc: float(alloc.cost_per_hour or 0.0) - 1.0  # the caller's bill figure
+    assert a.summary() == "best plan $8.00/h, gap not yet bounded"
     a.raise_bound(-3.0, "a cost bound ≤ 0 proves nothing")
     a.raise_bound(8.1, "bound")
     a.raise_bound(7.0, "weaker: ignored")
     assert a.bound == 8.1 and a.gap() == pytest.approx(0.1)
-    assert seen == ["best plan $9.00/h, gap not yet bounded", "best plan $9.00/h, gap 10.0%"]
+    assert seen == ["best plan objective $9.00/h, gap not yet bounded", "best plan $8.00/h, gap 10.0%"]
     answer = a.allocation("ILP: 3 templates")
     assert answer.result.status == "feasible" and answer.result.gap == pytest.approx(0.1)
     assert "time limit reached at step 'ILP: 3 templates'" in answer.result.messages[-1]

@@ -59,3 +59,31 @@ def test_a_plain_progress_function_is_never_handed_a_plan() -> None:
     result = solve(api.load_preset_scenario("coral-core"), progress=lambda f, m="": seen.append(m),
                    with_baselines=False, reuse=Reuse())
     assert result.status == "optimal" and seen and all(isinstance(m, str) for m in seen)
+
+
+class Recording(Listening):
+    """A listening callback that also keeps the progress lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def __call__(self, fraction: float, message: str = "") -> None:
+        self.lines.append(message)
+
+
+def test_the_progress_line_names_the_figure_the_best_so_far_box_shows() -> None:
+    """The panel's "So far: best plan $389.10/h" was the objective (with the initialisation penalty) while the box
+    beside it said "$353.73 per hour" (the bill): each plan the listener gets is now named by its bill's $/h in
+    the progress line, and no line names a figure that no plan's bill shows."""
+    import re
+
+    scenario = api.load_preset_scenario("coral-core")
+    recording = Recording()
+    final = solve(scenario, progress=recording, with_baselines=False, reuse=Reuse())
+    assert final.status == "optimal" and final.penalty_per_hour > 0  # the objective differs from the bill here
+    said = {m.group(1) for line in recording.lines if (m := re.search(r" · best plan (\$[\d,.]+)/h", line))}
+    shown = {p.bill.hour_text for p in recording.plans}
+    assert said and shown and said == shown
+    objective = {f"${p.cost_per_hour:,.2f}" for p in recording.plans}  # provisioning + penalty + transfer
+    assert not said & objective

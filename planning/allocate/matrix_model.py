@@ -350,7 +350,8 @@ def _new_highs(model: MatrixModel, cost: np.ndarray, relax: bool) -> Any:
 
 
 LEAN = {"mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
-"""HiGHS's options for ``AllocationProblem.lean`` (the baselines' ILPs): no sub-MIP heuristics (RINS, RENS). The
+"""HiGHS's options for ``AllocationProblem.lean`` (the baselines' part ILPs and their settles' part ILPs; merged
+parts and the joint model keep HiGHS's full search, ``solve.full_search``): no sub-MIP heuristics (RINS, RENS). The
 baselines' part ILPs are small (9-50 rows over 80-1,135 template columns in coral-extended) and their root node spent
 most of its time in sub-MIPs (one single:A100-80G part: 2.8 s of HiGHS, 1.6 s of it in 90 sub-MIPs). Without them
 the baseline ILPs of a cold coral-extended, replayed alone, take 5.7 CPU-s instead of 9.5 (catalog-wide 8.9 instead

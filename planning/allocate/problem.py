@@ -213,7 +213,7 @@ class AllocationProblem:
     time_limit_s: float = 60.0
     improving_limit: int | None = None  # HiGHS mip_max_improving_sols: a stop counted in work (deterministic)
     node_limit: int | None = None  # HiGHS mip_max_nodes: a stop counted in work (deterministic; the baselines')
-    lean: bool = False  # HiGHS without its sub-MIP heuristics and restarts (matrix_model.LEAN; the baselines')
+    lean: bool = False  # part ILPs without HiGHS's sub-MIP heuristics (matrix_model.LEAN; solve.full_search)
     stop: CancelToken | None = field(default=None, compare=False, repr=False)
     # checked by HiGHS's MIP interrupt callback (matrix builder): a wall-clock safety net read through
     # planning.context's clock (a test moves it); HiGHS's own time_limit_s stays the outer limit

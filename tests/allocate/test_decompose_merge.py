@@ -95,3 +95,40 @@ def test_large_ilps_prove_small_parts_to_gap_zero(monkeypatch: pytest.MonkeyPatc
     assert served.part_mip_rel_gap is None  # the shortcut is for the cost objective only
     with pytest.raises(PlanningError, match="part_mip_rel_gap"):
         replace(p, part_mip_rel_gap=1.5)
+
+
+def test_lean_parts_but_a_full_search_for_merged_parts_and_the_joint_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lean problem (the baselines') solves its first part ILPs without HiGHS's sub-MIP heuristics, but parts
+    merged because they compete, and the joint model, keep them (``solve.full_search``: without them the merged
+    ILP of coral-extended's single:L40S at demand ×2 stopped at its node limit 1.4 % dearer)."""
+    import planning.allocate.matrix_model as mm
+
+    _no_linked_bound(monkeypatch)
+    seen: list[tuple[int, bool]] = []
+    real = mm.stop_rules
+
+    def recording(h: object, problem: object) -> None:
+        real(h, problem)
+        seen.append((int(h.getNumCol()), bool(h.getOptionValue("mip_heuristic_run_rins")[1])))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(mm, "stop_rules", recording)
+
+    def tpl(group: str, shape: str) -> TemplateOption:
+        return TemplateOption(f"{group}-{shape}", group, {shape: 1}, {group: 10.0})
+
+    templates = (tpl("a", "1xA"), tpl("a", "1xB"), tpl("b", "1xA"), tpl("b", "1xB"), tpl("c", "1xC"))
+    offers = (Offer("r", "1xA", 1.0, 1), Offer("r", "1xB", 3.0, 5), Offer("r", "1xC", 2.0, 1))
+    classes = tuple(WorkloadClass(g, g, 10.0) for g in "abc")
+    p = AllocationProblem(templates, offers, classes, mip_rel_gap=0.0, lean=True)
+    res = solve_allocation(p, diagnose=False)
+    assert res.status == "optimal" and res.cost_per_hour == pytest.approx(6.0)
+    assert any("3 parts solved as 2" in m for m in res.messages)
+    first = [n for n, rins in seen if not rins]  # the parts alone (b is a's twin: its answer is a's)
+    merged = [n for n, rins in seen if rins]  # a and b merged
+    assert [rins for _, rins in seen] == [False] * len(first) + [True] * len(merged)
+    assert first and merged and max(merged) > max(first)
+    seen.clear()
+    two = solve_allocation(AllocationProblem(templates[:4], offers[:2], classes[:2], mip_rel_gap=0.0, lean=True),
+                           diagnose=False)  # every part conflicts with every other: the joint model answers
+    assert two.status == "optimal" and two.cost_per_hour == pytest.approx(4.0)
+    assert seen[-1][1]  # the joint model: the full search

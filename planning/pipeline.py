@@ -393,10 +393,12 @@ def _bill_hour(resolved: ResolvedScenario) -> Callable[[AllocationResult], float
     """The $/h a plan's bill shows for an allocation (:func:`planning.assemble.build_plan_result` then
     :attr:`planning.result.PlanResult.bill`'s design hour: provisioning + KV transfer + committed), for the
     progress line's "best plan $X/h" to say the figure the best-so-far box says."""
+    from planning.billing import bill_of
     from planning.finance.accounting import committed_per_hour
 
     committed = committed_per_hour(resolved.offers)
-    return lambda alloc: float(alloc.cost_per_hour or 0.0) + float(alloc.transfer_per_hour) + committed
+    return lambda alloc: bill_of(float(alloc.cost_per_hour or 0.0), float(alloc.transfer_per_hour), committed,
+                                 []).per_hour
 
 
 @dataclass

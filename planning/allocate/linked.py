@@ -28,7 +28,6 @@ scarce instances (``tests/allocate/test_linked_bound.py``).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -37,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from planning.allocate.instance import Instance
-from planning.allocate.solve import _Part
+from planning.allocate.solve import _Part, model_digest
 from planning.allocate.solvers import proven_zero, reached_gap, read_highs, rel_gap
 
 LAGRANGE_ROUNDS = 6
@@ -94,7 +93,7 @@ def _part_solve(inst: Instance, groups: Sequence[int], avail: np.ndarray, prices
     cost = true_cost.copy()
     if prices is not None:
         np.add.at(cost, sub.use_pair, prices[sub.use_row] * sub.use_val)
-    key = _digest(m, cost, true_cost, gap_tol)
+    key = model_digest(m, cost, true_cost, gap_tol=gap_tol)
     earlier = clock.answers.get(key)
     if earlier is not None and earlier[2] < clock.left:
         clock.spend(m.build_seconds)
@@ -132,17 +131,6 @@ def _highs_part(m: Any, cost: np.ndarray, clock: _Clock,
     if raw.values is None or bound is None or not reached_gap(raw.phase.gap, gap_tol):
         return None, bound, seconds, False
     return raw.values, float(bound), seconds, True
-
-
-def _digest(m: Any, cost: np.ndarray, true_cost: np.ndarray, gap_tol: float) -> bytes:
-    """Everything HiGHS is given for a part ILP (matrix, bounds, costs, integrality, gap; the stops are the
-    problem's, the same for every part of a settle)."""
-    h = hashlib.blake2b(digest_size=20)
-    a = m.matrix
-    for arr in (a.indptr, a.indices, a.data, m.col_lower, m.col_upper, m.integrality, m.row_lower, m.row_upper,
-                cost, true_cost, np.array([gap_tol, a.shape[0], a.shape[1]], dtype=float)):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    return h.digest()
 
 
 def _repairs(inst: Instance, keep: Sequence[_Part], plans: Sequence[_Part], clock: _Clock,

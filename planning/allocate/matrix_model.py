@@ -366,7 +366,7 @@ def stop_rules(h: Any, problem: Any) -> None:
     work, so the same on every machine; and ``stop``, a token
     HiGHS's MIP interrupt callback checks (a wall-clock safety net on planning.context's clock: when it is set,
     HiGHS returns its incumbent with model status "Interrupted by user")."""
-    if getattr(problem, "lean", False):
+    if problem.lean:
         for name, value in LEAN.items():
             h.setOptionValue(name, value)
     if problem.improving_limit is not None:

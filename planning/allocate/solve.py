@@ -271,20 +271,25 @@ class _Part:
     used: np.ndarray  # nodes per offer row of its plan
 
 
+def model_digest(m: Any, *costs: np.ndarray, gap_tol: float) -> bytes:
+    """A digest of everything HiGHS is given for a part ILP ``m``: its matrix, bounds and integrality, the cost
+    vectors ``costs`` (the objective and whatever else decides its answer), the gap and the problem's search
+    options (``lean``); the stops are the problem's. Two part ILPs with one digest have one answer."""
+    h = hashlib.blake2b(digest_size=20)
+    a = m.matrix
+    for arr in (a.indptr, a.indices, a.data, m.col_lower, m.col_upper, m.integrality, m.row_lower, m.row_upper,
+                *costs, np.array([gap_tol, a.shape[0], a.shape[1], float(m.inst.problem.lean)], dtype=float)):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.digest()
+
+
 def _model_key(m: Any, gap_tol: float) -> bytes | None:
-    """A digest of everything HiGHS is given for a part's cost ILP (matrix, bounds, costs, integrality, gap); None
-    with a MIP start (the start is not in the digest)."""
+    """:func:`model_digest` of a part's cost ILP; None with a MIP start (the start is not in the digest)."""
     from planning.allocate.matrix_model import cost_vector
 
     if m.inst.problem.start:
         return None
-    h = hashlib.blake2b(digest_size=20)
-    a = m.matrix
-    for arr in (a.indptr, a.indices, a.data, m.col_lower, m.col_upper, m.integrality, m.row_lower, m.row_upper,
-                cost_vector(m.inst, m.col),
-                np.array([gap_tol, a.shape[0], a.shape[1], float(m.inst.problem.lean)], dtype=float)):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    return h.digest()
+    return model_digest(m, cost_vector(m.inst, m.col), gap_tol=gap_tol)
 
 
 def full_search(inst: Instance) -> Instance:
